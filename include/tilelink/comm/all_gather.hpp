@@ -1,0 +1,135 @@
+// All-gather protocol of a row-sharded tensor: every rank ends with all world * rows_per_rank rows
+// in its copy of the symmetric `gathered` buffer; rank r's own rows are in place at rows
+// [r * rows_per_rank, (r + 1) * rows_per_rank) before the call.
+//
+// Channels of the slice: [0, world) entry barrier; then one channel per communication tile
+// (RowShardMapping::channel). Channel ch on rank x reaches the epoch when ch's rows are present
+// in x's `gathered` -- for x's own rows, at the start of the call. A consumer of rows
+// [row0, row0 + rows) waits on consumer_channels(row0, rows) and nothing else.
+#pragma once
+
+#include <cstdint>
+
+#include "tilelink/comm/protocol_common.hpp"
+#include "tilelink/mapping/mapping.hpp"
+#include "tilelink/primitives/symmetric.hpp"
+
+namespace tilelink {
+
+enum class AgMethod : uint32_t {
+  kPull = 0,  // each rank pulls peers' tiles into its own buffer (peer_tile_wait + tile_pull_data)
+  kPush = 1,  // each rank pushes its tiles into peers (tile_push_data + peer_tile_notify)
+};
+
+struct AllGatherPlan {
+  RowShardMapping map;
+  uint32_t row_bytes = 0;
+  uint64_t pitch = 0;  // bytes between rows of `gathered`
+  AgMethod method = AgMethod::kPull;
+  CommOrder order = CommOrder::kFullMesh;
+
+  TL_HOST_DEVICE uint32_t world() const { return map.world; }
+  TL_HOST_DEVICE uint32_t barrier_channel() const { return 0; }
+  TL_HOST_DEVICE uint32_t tile_channel(uint32_t ch) const { return map.world + ch; }
+  TL_HOST_DEVICE uint32_t num_channels() const { return map.world + map.num_channels(); }
+  TL_HOST_DEVICE uint32_t steps() const { return map.world - 1; }
+  TL_HOST_DEVICE uint32_t num_items() const { return steps() * map.chunks_per_rank(); }
+
+  TL_HOST_DEVICE TileShape tile_shape(uint32_t ch) const {
+    return {map.rows_of_channel(ch).rows, row_bytes};
+  }
+  TL_HOST_DEVICE TileRef tile_ref(void* gathered, uint32_t ch) const {
+    return {static_cast<char*>(gathered) + uint64_t(map.rows_of_channel(ch).row0) * pitch, pitch};
+  }
+  // Slice channels a consumer of rows [row0, row0 + rows) waits on.
+  TL_HOST_DEVICE ChannelRange consumer_channels(uint32_t row0, uint32_t rows) const {
+    ChannelRange r = map.channels_for_rows(row0, rows);
+    r.first += map.world;
+    return r;
+  }
+  // Work item i (0 <= i < num_items) of rank `rank`: which tile, moved from/to which peer.
+  // Items are ordered by step, so a rank first handles the peer it is swizzled to.
+  struct Item {
+    uint32_t channel;  // mapping channel (add map.world for the slice channel)
+    int peer;          // pull: rank read from; push: rank written to
+  };
+  TL_HOST_DEVICE Item item(uint32_t rank, uint32_t i) const {
+    const uint32_t cpr = map.chunks_per_rank();
+    const uint32_t step = 1 + i / cpr;
+    const uint32_t chunk = i % cpr;
+    const uint32_t w = map.world;
+    if (method == AgMethod::kPull) {
+      // Full mesh: read rank+step's own tile from it. Ring: the tile of rank-step, from rank-1,
+      // which received it at its previous step.
+      const uint32_t origin = order == CommOrder::kFullMesh ? swizzled_peer(rank, step, w)
+                                                            : ring_origin(rank, step, w);
+      const uint32_t from = order == CommOrder::kFullMesh ? origin : (rank + w - 1) % w;
+      return {map.channel(origin, chunk), static_cast<int>(from)};
+    }
+    // Full mesh: write own tile into rank+step. Ring: forward the tile of rank-step+1 to rank+1.
+    const uint32_t origin = order == CommOrder::kFullMesh ? rank : ring_origin(rank, step - 1, w);
+    const uint32_t to = order == CommOrder::kFullMesh ? swizzled_peer(rank, step, w) : (rank + 1) % w;
+    return {map.channel(origin, chunk), static_cast<int>(to)};
+  }
+};
+
+// One communication block of one rank (SM path). Blocks split the items round-robin; each item
+// only depends on items of earlier steps (on this or another rank), so any number of resident
+// blocks makes progress.
+TL_PROTOCOL
+template <class Ctx>
+TL_HOST_DEVICE void all_gather_block(Ctx& ctx, const AllGatherPlan& plan, const SignalView& sig,
+                                  const SymmetricView& heap, void* gathered) {
+  rank_barrier(ctx, sig, plan.barrier_channel());
+  const uint32_t rank = static_cast<uint32_t>(ctx.rank());
+  if (ctx.block() == 0) {
+    for (uint32_t c = 0; c < plan.map.chunks_per_rank(); ++c) {
+      ctx.producer_tile_notify(sig, plan.tile_channel(plan.map.channel(rank, c)));
+    }
+  }
+  for (uint32_t i = ctx.block(); i < plan.num_items(); i += ctx.num_blocks()) {
+    const AllGatherPlan::Item it = plan.item(rank, i);
+    const uint32_t ch = plan.tile_channel(it.channel);
+    const TileRef tile = plan.tile_ref(gathered, it.channel);
+    const TileShape shape = plan.tile_shape(it.channel);
+    if (plan.method == AgMethod::kPull) {
+      ctx.peer_tile_wait(sig, ch, it.peer);
+      ctx.tile_pull_data(tile, heap, tile, it.peer, shape);
+      ctx.producer_tile_notify(sig, ch);
+    } else {
+      if (plan.order == CommOrder::kRing) ctx.consumer_tile_wait(sig, ch);
+      ctx.tile_push_data(heap, tile, it.peer, shape, tile);
+      ctx.peer_tile_notify(sig, ch, it.peer);
+    }
+  }
+}
+
+// Copy-engine path, on one rank's communication stream (full mesh; `gathered` contiguous). The
+// stream memops replace the SM notifies: a consumer kernel waits on the same channels.
+template <class HostCtx>
+void all_gather_stream(HostCtx& h, const AllGatherPlan& plan, const SignalView& sig,
+                       const SymmetricView& heap, void* gathered) {
+  rank_barrier_stream(h, sig, plan.barrier_channel());
+  const uint32_t rank = static_cast<uint32_t>(h.rank());
+  for (uint32_t c = 0; c < plan.map.chunks_per_rank(); ++c) {
+    h.rank_notify(sig, plan.tile_channel(plan.map.channel(rank, c)), h.rank());
+  }
+  for (uint32_t i = 0; i < plan.num_items(); ++i) {
+    const AllGatherPlan::Item it = plan.item(rank, i);
+    const TileRef tile = plan.tile_ref(gathered, it.channel);
+    h.rank_copy_data(tile.ptr, heap.translate(static_cast<char*>(tile.ptr), it.peer),
+                     plan.tile_shape(it.channel).bytes());
+    h.rank_notify(sig, plan.tile_channel(it.channel), h.rank());
+  }
+}
+
+// A consumer's wait for rows [row0, row0 + rows) of the gathered tensor.
+TL_PROTOCOL
+template <class Ctx>
+TL_HOST_DEVICE void all_gather_wait_rows(Ctx& ctx, const AllGatherPlan& plan, const SignalView& sig,
+                                      uint32_t row0, uint32_t rows, int32_t tile = -1) {
+  const ChannelRange r = plan.consumer_channels(row0, rows);
+  if (r.count > 0) ctx.consumer_tile_wait(sig, r.first, r.count, 1, tile);
+}
+
+}  // namespace tilelink

@@ -1,0 +1,120 @@
+// Standalone collectives built from the protocols: all-gather and reduce-scatter over a World.
+// They are what the overlapped ops' communication halves are made of, and the GPU tests of the
+// primitives at every world size. Arguments are validated before anything is launched.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "tilelink/comm/all_gather.hpp"
+#include "tilelink/comm/reduce_scatter.hpp"
+#include "tilelink/runtime/signal_set.hpp"
+#include "tilelink/runtime/symmetric_heap.hpp"
+#include "tilelink/runtime/world.hpp"
+
+namespace tilelink {
+
+enum class CommResource : uint32_t {
+  kSm = 0,          // k CTAs per rank run the protocol
+  kCopyEngine = 1,  // cudaMemcpyAsync + stream memops on the rank's comm stream
+};
+
+enum class DataPath : uint32_t {
+  kLdSt = 0,  // 16-byte vector loads/stores by every thread
+  kBulk = 1,  // TMA bulk copies (cp.async.bulk) through shared memory
+};
+
+const char* to_string(CommResource v);
+const char* to_string(DataPath v);
+const char* to_string(AgMethod v);
+const char* to_string(RsMethod v);
+const char* to_string(CommOrder v);
+
+struct AllGatherConfig {
+  CommResource resource = CommResource::kSm;
+  AgMethod method = AgMethod::kPull;
+  DataPath path = DataPath::kLdSt;
+  CommOrder order = CommOrder::kFullMesh;
+  uint32_t comm_rows = 128;    // rows per communication tile (signal granularity)
+  uint32_t num_blocks = 0;     // SM path: CTAs per rank; 0 = min(work items, SM budget)
+  uint32_t threads = 512;      // SM path: threads per CTA
+};
+
+struct AllGatherArguments {
+  // world * rows_per_rank rows of row_bytes each, contiguous, in the heap. Each rank's own rows
+  // must be in place before run().
+  const SymmetricBuffer* gathered = nullptr;
+  size_t gathered_offset = 0;  // bytes into `gathered` where the tensor starts (16-byte aligned)
+  uint32_t rows_per_rank = 0;
+  uint32_t row_bytes = 0;
+  AllGatherConfig config;
+};
+
+class AllGather {
+ public:
+  // Validates (throws InvalidArgument with the reason) and claims a signal slice named `name`.
+  AllGather(const World& world, SymmetricHeap& heap, SignalSet& signals,
+            const AllGatherArguments& args, const std::string& name = "all_gather");
+
+  // "" if `args` can run on `world`, else why not (argument, value, expectation).
+  static std::string can_implement(const World& world, const SymmetricHeap& heap,
+                                   const AllGatherArguments& args);
+
+  // Enqueues one call on every rank's comm stream. Returns the call's epoch. A consumer kernel of
+  // rank r waits on signals().device_view(r) with all_gather_wait_rows.
+  uint64_t run();
+
+  const AllGatherPlan& plan() const { return plan_; }
+  const SignalSlice& signals() const { return slice_; }
+  uint32_t num_blocks() const { return num_blocks_; }
+
+ private:
+  const World* world_;
+  SymmetricHeap* heap_;
+  AllGatherArguments args_;
+  AllGatherPlan plan_;
+  SignalSlice slice_;
+  std::vector<void*> gathered_;  // per rank
+  uint32_t num_blocks_ = 0;
+};
+
+struct ReduceScatterConfig {
+  RsMethod method = RsMethod::kPush;
+  DataPath path = DataPath::kLdSt;
+  uint32_t comm_rows = 64;
+  uint32_t num_blocks = 0;  // CTAs per rank; 0 = min(chunks, SM budget)
+  uint32_t threads = 512;
+};
+
+struct ReduceScatterArguments {
+  // world * rows_per_rank rows of `cols` floats on every rank, in the heap.
+  const SymmetricBuffer* partial = nullptr;
+  // Per rank: rows_per_rank * cols floats of device memory on that rank's device.
+  std::vector<float*> out;
+  uint32_t rows_per_rank = 0;
+  uint32_t cols = 0;
+  ReduceScatterConfig config;
+};
+
+class ReduceScatter {
+ public:
+  ReduceScatter(const World& world, SymmetricHeap& heap, SignalSet& signals,
+                const ReduceScatterArguments& args, const std::string& name = "reduce_scatter");
+  static std::string can_implement(const World& world, const SymmetricHeap& heap,
+                                   const ReduceScatterArguments& args);
+  uint64_t run();
+
+  const ReduceScatterPlan& plan() const { return plan_; }
+  const SignalSlice& signals() const { return slice_; }
+
+ private:
+  const World* world_;
+  SymmetricHeap* heap_;
+  ReduceScatterArguments args_;
+  ReduceScatterPlan plan_;
+  SymmetricBuffer recv_;
+  SignalSlice slice_;
+  uint32_t num_blocks_ = 0;
+};
+
+}  // namespace tilelink

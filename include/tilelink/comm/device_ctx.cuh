@@ -1,0 +1,104 @@
+// GPU contexts for protocol templates: a CTA of one rank (DeviceBlockCtx) and one rank's stream
+// (StreamCtx). The block context turns the thread-level primitives into block-level ones:
+// notifies are preceded by a barrier (all threads' stores, then thread 0 releases), waits are
+// followed by one (thread 0 acquires, then every thread may read).
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include "tilelink/primitives/device.cuh"
+#include "tilelink/primitives/host.hpp"
+
+namespace tilelink {
+
+// kBulk: data primitives go through TMA bulk copies issued by thread 0 (needs `staging`);
+// otherwise all threads move 16-byte vectors.
+template <bool kBulk>
+struct DeviceBlockCtx {
+  int rank_;
+  int world_;
+  BulkStaging* staging_;
+
+  TL_DEVICE int rank() const { return rank_; }
+  TL_DEVICE int world() const { return world_; }
+  TL_DEVICE uint32_t block() const { return blockIdx.x; }
+  TL_DEVICE uint32_t num_blocks() const { return gridDim.x; }
+  TL_DEVICE Lanes lanes() const { return {threadIdx.x, blockDim.x}; }
+  TL_DEVICE void sync() const { __syncthreads(); }
+
+  TL_DEVICE void producer_tile_notify(const SignalView& sig, uint32_t channel,
+                                      NotifyMode mode = NotifyMode::kSet) {
+    __syncthreads();
+    if (threadIdx.x == 0) tilelink::producer_tile_notify(sig, channel, mode);
+  }
+  TL_DEVICE void peer_tile_notify(const SignalView& sig, uint32_t channel, int peer,
+                                  NotifyMode mode = NotifyMode::kSet) {
+    __syncthreads();
+    if (threadIdx.x == 0) tilelink::peer_tile_notify(sig, channel, peer, mode);
+  }
+  TL_DEVICE void consumer_tile_wait(const SignalView& sig, uint32_t channel, uint32_t count = 1,
+                                    uint32_t arrivals = 1, int32_t tile = -1) {
+    if (threadIdx.x == 0) tilelink::consumer_tile_wait(sig, channel, count, arrivals, tile);
+    __syncthreads();
+  }
+  TL_DEVICE void peer_tile_wait(const SignalView& sig, uint32_t channel, int peer,
+                                uint32_t arrivals = 1, int32_t tile = -1) {
+    if (threadIdx.x == 0) tilelink::peer_tile_wait(sig, channel, peer, arrivals, tile);
+    __syncthreads();
+  }
+  TL_DEVICE void tile_push_data(const SymmetricView& heap, TileRef dst_sym, int peer,
+                                TileShape shape, TileRef src) {
+    if constexpr (kBulk) {
+      if (threadIdx.x == 0) tilelink::tile_push_data(*staging_, heap, dst_sym, peer, shape, src);
+    } else {
+      tilelink::tile_push_data(lanes(), heap, dst_sym, peer, shape, src);
+    }
+  }
+  TL_DEVICE void tile_pull_data(TileRef dst, const SymmetricView& heap, TileRef src_sym, int peer,
+                                TileShape shape) {
+    if constexpr (kBulk) {
+      if (threadIdx.x == 0) tilelink::tile_pull_data(*staging_, dst, heap, src_sym, peer, shape);
+    } else {
+      tilelink::tile_pull_data(lanes(), dst, heap, src_sym, peer, shape);
+    }
+  }
+};
+
+// Shared-memory layout of a bulk-path CTA: kStages staging buffers after the mbarriers.
+struct BulkSmem {
+  static constexpr uint32_t kStages = 4;
+  static constexpr uint32_t kStageBytes = 16 * 1024;
+  static constexpr size_t bytes() { return 128 + size_t(kStages) * kStageBytes; }
+  // Thread 0 only: carve `smem` (dynamic shared memory, 128-byte aligned) and init barriers.
+  static TL_DEVICE BulkStaging init(char* smem) {
+    BulkStaging st;
+    st.mbarriers = reinterpret_cast<uint64_t*>(smem);
+    st.smem = smem + 128;
+    st.stages = kStages;
+    st.stage_bytes = kStageBytes;
+    st.phase_bits = 0;
+    bulk_staging_init(st);
+    return st;
+  }
+};
+
+// One rank's stream as a protocol context (copy-engine paths).
+struct StreamCtx {
+  int rank_;
+  int world_;
+  cudaStream_t stream_;
+
+  int rank() const { return rank_; }
+  int world() const { return world_; }
+  void rank_notify(const SignalView& sig, uint32_t channel, int peer) {
+    tilelink::rank_notify(stream_, sig, channel, peer);
+  }
+  void rank_wait(const SignalView& sig, uint32_t channel, uint32_t arrivals = 1) {
+    tilelink::rank_wait(stream_, sig, channel, arrivals);
+  }
+  void rank_copy_data(void* dst, const void* src, size_t bytes) {
+    tilelink::rank_copy_data(stream_, dst, src, bytes);
+  }
+};
+
+}  // namespace tilelink

@@ -1,0 +1,48 @@
+// The record a bounded wait leaves behind when it expires. It lives in host-visible memory
+// (pinned, mapped) so the host can read it after the kernel trapped.
+#pragma once
+
+#include <cstdint>
+
+namespace tilelink {
+
+enum class WaitKind : uint32_t {
+  kNone = 0,
+  kConsumerTile = 1,  // consumer_tile_wait: channels in this rank's memory
+  kPeerTile = 2,      // peer_tile_wait: a channel in the peer's memory
+  kRankWait = 3,      // rank_wait: a stream memop wait (watched by the host)
+};
+
+const char* to_string(WaitKind kind);
+
+// Layout shared by device and host. `state` is claimed with a CAS so that only the first waiter
+// to time out writes the record.
+struct ErrorRecord {
+  uint32_t state;  // kEmpty, kWriting, kValid
+  WaitKind kind;
+  uint32_t op_id;
+  int32_t rank;
+  int32_t block;    // blockIdx.x on the GPU, block index in the CPU executor, -1 for a stream
+  int32_t tile;     // op-defined tile id, -1 if the waiter named none
+  uint32_t channel;
+  int32_t peer;     // rank whose memory holds the channel
+  uint64_t expected;
+  uint64_t observed;
+  uint64_t elapsed_ns;
+
+  static constexpr uint32_t kEmpty = 0;
+  static constexpr uint32_t kWriting = 1;
+  static constexpr uint32_t kValid = 2;
+};
+
+// What a waiter needs to report a timeout: where to write, and after how long.
+// `claim` is a word in device memory (atomics on it are cheap and always supported); `record` is
+// in mapped pinned host memory so that it survives the trap that follows.
+struct ErrorChannelView {
+  uint32_t* claim = nullptr;      // 0 = no error claimed yet
+  ErrorRecord* record = nullptr;  // may be null: a timeout then only traps
+  uint64_t timeout_ns = 0;        // 0 = wait forever (never the default)
+  void* host_owner = nullptr;     // the host ErrorChannel; read on the host only (stream waits)
+};
+
+}  // namespace tilelink

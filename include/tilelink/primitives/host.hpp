@@ -1,0 +1,34 @@
+// The three host-side primitives. They enqueue work on a CUDA stream and return at once; the
+// stream's order is their order.
+//
+// They take a SignalView built for the host (SignalSlice::host_view): its peer table is a host
+// array. A kernel on the same or another stream synchronises with them through the same
+// channels: rank_notify pairs with consumer_tile_wait / peer_tile_wait, producer_tile_notify /
+// peer_tile_notify pair with rank_wait.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstddef>
+#include <cstdint>
+
+#include "tilelink/primitives/signal.hpp"
+
+namespace tilelink {
+
+// Store the call's epoch into `channel` in `peer`'s memory once all earlier work on `stream`
+// has completed (cuStreamWriteValue64, default flags: a release of that work). kSet only: stream
+// memops cannot add.
+void rank_notify(cudaStream_t stream, const SignalView& sig, uint32_t channel, int peer);
+
+// Make later work on `stream` wait until `channel` in this rank's memory reaches
+// sig.expected(arrivals) (cuStreamWaitValue64 with GEQ: a wrap-safe signed comparison). The
+// wait is registered with the World's error channel: World::synchronize reports it by name if it
+// never completes.
+void rank_wait(cudaStream_t stream, const SignalView& sig, uint32_t channel, uint32_t arrivals = 1);
+
+// Copy-engine transfer of `bytes` from `src` to `dst` (device or peer pointers, unified
+// addressing). Ordered after earlier work on `stream`.
+void rank_copy_data(cudaStream_t stream, void* dst, const void* src, size_t bytes);
+
+}  // namespace tilelink

@@ -1,0 +1,63 @@
+// The host side of timeout reporting: owns the device claim word and the mapped record, names
+// ops, and watches stream-memop waits (which the device cannot bound).
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "tilelink/core/error.hpp"
+#include "tilelink/primitives/error_record.hpp"
+
+namespace tilelink {
+
+// A rank_wait the host must watch: the stream stalls on `address` until it reaches `expected`.
+struct StreamWait {
+  cudaStream_t stream;
+  const uint64_t* address;
+  uint64_t expected;
+  uint32_t op_id;
+  int32_t rank;
+  uint32_t channel;
+};
+
+class ErrorChannel {
+ public:
+  // `device`: where the claim word lives. `timeout_ns`: bound of every wait (0 = unbounded).
+  ErrorChannel(int device, uint64_t timeout_ns);
+  ~ErrorChannel();
+  ErrorChannel(const ErrorChannel&) = delete;
+  ErrorChannel& operator=(const ErrorChannel&) = delete;
+
+  ErrorChannelView view();
+  uint64_t timeout_ns() const { return timeout_ns_; }
+
+  // Op names for reports. Ids are small integers, stable for the channel's lifetime.
+  uint32_t register_op(const std::string& name);
+  std::string op_name(uint32_t op_id) const;
+
+  // A device waiter timed out (the record is complete).
+  bool has_device_error() const;
+  ErrorRecord device_record() const;
+  std::string describe(const ErrorRecord& record) const;
+  [[noreturn]] void throw_timeout(const ErrorRecord& record) const;
+
+  void note_stream_wait(const StreamWait& wait);
+  // Waits still pending on `stream` (observed value read from the device), oldest first.
+  std::vector<StreamWait> stream_waits(cudaStream_t stream) const;
+  void clear_stream_waits();
+
+ private:
+  int device_;
+  uint64_t timeout_ns_;
+  uint32_t* claim_ = nullptr;     // device memory
+  ErrorRecord* record_ = nullptr; // mapped pinned host memory
+  mutable std::mutex mutex_;
+  std::vector<std::string> op_names_;
+  std::vector<StreamWait> stream_waits_;
+};
+
+}  // namespace tilelink

@@ -1,0 +1,81 @@
+// SymmetricHeap: per-rank segments of equal size; every allocation has the same offset on every
+// rank, so one offset names the same object everywhere. Each rank's device holds a table of all
+// ranks' segment bases (SymmetricView::peer_bases) for the device primitives.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <vector>
+
+#include "tilelink/primitives/symmetric.hpp"
+#include "tilelink/runtime/world.hpp"
+
+namespace tilelink {
+
+class SymmetricHeap;
+
+// One symmetric allocation. Move-only; returns its range to the heap on destruction.
+class SymmetricBuffer {
+ public:
+  SymmetricBuffer() = default;
+  SymmetricBuffer(SymmetricBuffer&& other) noexcept;
+  SymmetricBuffer& operator=(SymmetricBuffer&& other) noexcept;
+  ~SymmetricBuffer();
+
+  size_t offset() const { return offset_; }
+  size_t bytes() const { return bytes_; }
+  bool valid() const { return heap_ != nullptr; }
+  // This allocation in `rank`'s segment.
+  void* data(int rank) const;
+  template <class T>
+  T* as(int rank) const {
+    return static_cast<T*>(data(rank));
+  }
+
+ private:
+  friend class SymmetricHeap;
+  SymmetricBuffer(SymmetricHeap* heap, size_t offset, size_t bytes)
+      : heap_(heap), offset_(offset), bytes_(bytes) {}
+  void release();
+  SymmetricHeap* heap_ = nullptr;
+  size_t offset_ = 0;
+  size_t bytes_ = 0;
+};
+
+class SymmetricHeap {
+ public:
+  static constexpr size_t kDefaultAlignment = 256;
+
+  SymmetricHeap(const World& world, size_t capacity_per_rank);
+  ~SymmetricHeap();
+  SymmetricHeap(const SymmetricHeap&) = delete;
+  SymmetricHeap& operator=(const SymmetricHeap&) = delete;
+
+  // Collective allocation of `bytes` on every rank (first fit). Throws InvalidArgument when the
+  // request is zero, the alignment is not a power of two, or no free range fits.
+  SymmetricBuffer allocate(size_t bytes, size_t alignment = kDefaultAlignment);
+
+  const World& world() const { return *world_; }
+  size_t capacity() const { return capacity_; }
+  size_t bytes_free() const;
+  char* base(int rank) const;
+  // Device view for kernels of `rank` (peer table in rank's device memory).
+  SymmetricView device_view(int rank) const;
+  // Host view (peer table in host memory) for host code and validation.
+  SymmetricView host_view(int rank) const;
+  // True if [p, p + bytes) lies inside `rank`'s segment.
+  bool contains(int rank, const void* p, size_t bytes) const;
+
+ private:
+  friend class SymmetricBuffer;
+  void release(size_t offset, size_t bytes);
+
+  const World* world_;
+  size_t capacity_;
+  std::vector<char*> bases_;           // host copy of the peer table
+  std::vector<char**> device_tables_;  // per rank, on rank's device
+  std::map<size_t, size_t> free_;      // offset -> bytes, coalesced
+};
+
+}  // namespace tilelink

@@ -1,0 +1,71 @@
+// World: the ranks this process drives.
+//
+//  - multi_gpu(devices): one rank per GPU, peer access enabled between every pair; signals use
+//    .sys scope.
+//  - virtual_ranks(n): n ranks on one GPU, each with its own memory, streams and an SM budget of
+//    floor(SMs / n), so that every rank's persistent kernel can be resident at once (a rank that
+//    spins on a peer whose blocks cannot get an SM would deadlock). Signals use .gpu scope.
+//
+// One rank per process (torchrun / MPI) plugs in at the same seams: a rank would hold one device,
+// and SymmetricHeap would exchange cudaIpc / fabric handles instead of sharing raw pointers.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "tilelink/primitives/signal.hpp"
+#include "tilelink/runtime/error_channel.hpp"
+
+namespace tilelink {
+
+struct WorldOptions {
+  // Bound of every device wait and of World::synchronize on stalled stream waits.
+  // The environment variable TILELINK_WAIT_TIMEOUT_MS overrides it.
+  uint64_t wait_timeout_ns = 5'000'000'000ull;
+};
+
+enum class WorldMode { kVirtual, kMultiGpu };
+
+constexpr int kMaxWorldSize = 64;
+
+class World {
+ public:
+  static World virtual_ranks(int world_size, int device = 0, WorldOptions options = {});
+  static World multi_gpu(const std::vector<int>& devices, WorldOptions options = {});
+
+  World(World&&) noexcept;
+  World& operator=(World&&) noexcept;
+  ~World();
+
+  int size() const;
+  WorldMode mode() const;
+  MemScope scope() const;
+  int device(int rank) const;
+  // SMs this rank's kernels may occupy (all of the GPU's for multi_gpu).
+  int sm_budget(int rank) const;
+  int num_sms(int rank) const;
+  cudaStream_t compute_stream(int rank) const;
+  // Higher-priority stream for communication (copy engine, stream memops).
+  cudaStream_t comm_stream(int rank) const;
+  ErrorChannel& errors() const;
+
+  // Throws InvalidArgument unless 0 <= rank < size().
+  void check_rank(int rank, const char* where) const;
+  // Makes rank's device current for the calling thread.
+  void set_device(int rank) const;
+
+  // Waits for every rank's streams. A device wait that timed out becomes TimeoutError; a stream
+  // wait (rank_wait) stalled past the timeout becomes TimeoutError after the stream is released;
+  // any other failure becomes CudaError.
+  void synchronize() const;
+
+ private:
+  struct Impl;
+  explicit World(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace tilelink

@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# Installs TileLink's pinned dependencies into .deps/ (override with TILELINK_DEPS_DIR).
+#  - CUTLASS 4.2.0 / CuTe headers from the nvidia-cutlass==4.2.0.0 wheel (sha256-checked)
+#  - GoogleTest sources (Debian's libgtest-dev), built with the project
+#  - ninja and cmake from Debian when missing
+# When .deps/ is complete it does nothing and needs no network: that is how the GPU machine,
+# which has none, uses the folder carried to it.
+set -euo pipefail
+
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+deps=${TILELINK_DEPS_DIR:-$root/.deps}
+cutlass_version=4.2.0.0
+cutlass_wheel=nvidia_cutlass-${cutlass_version}-py3-none-any.whl
+cutlass_sha256=f9599ada45c7bcb6bf53f7d3f0a7d154183e53451c01bfa59eecd37dd4a693f6
+stamp=$deps/.complete-cutlass-${cutlass_version}
+
+if [[ -f $stamp && -f $deps/cutlass/include/cute/tensor.hpp && -f $deps/googletest/CMakeLists.txt ]]; then
+  echo "install_deps: $deps is complete (CUTLASS $cutlass_version, GoogleTest); nothing to do"
+  exit 0
+fi
+
+missing=()
+[[ -f /usr/src/googletest/CMakeLists.txt ]] || missing+=(libgtest-dev)
+command -v ninja >/dev/null || missing+=(ninja-build)
+command -v cmake >/dev/null || missing+=(cmake)
+if ((${#missing[@]})); then
+  echo "install_deps: apt-get install ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
+
+mkdir -p "$deps/download"
+if [[ ! -f $deps/download/$cutlass_wheel ]]; then
+  echo "install_deps: downloading nvidia-cutlass==$cutlass_version"
+  python3 -m pip download --quiet --no-deps --only-binary=:all: -d "$deps/download" \
+    "nvidia-cutlass==$cutlass_version"
+fi
+echo "$cutlass_sha256  $deps/download/$cutlass_wheel" | sha256sum --check --quiet
+
+rm -rf "$deps/cutlass"
+python3 - "$deps/download/$cutlass_wheel" "$deps/cutlass" <<'PY'
+import sys, zipfile, os
+wheel, out = sys.argv[1], sys.argv[2]
+prefix = "cutlass_library/source/include/"
+with zipfile.ZipFile(wheel) as z:
+    for name in z.namelist():
+        if name.startswith(prefix) and not name.endswith("/"):
+            dst = os.path.join(out, "include", name[len(prefix):])
+            os.makedirs(os.path.dirname(dst), exist_ok=True)
+            with z.open(name) as src, open(dst, "wb") as f:
+                f.write(src.read())
+PY
+
+rm -rf "$deps/googletest"
+cp -r /usr/src/googletest "$deps/googletest"
+rm -rf "$deps/download"
+touch "$stamp"
+echo "install_deps: CUTLASS $cutlass_version headers and GoogleTest in $deps"

@@ -1,0 +1,221 @@
+// Host side of the standalone collectives: validation, planning, launch.
+#include "tilelink/comm/collectives.hpp"
+#include "tilelink/comm/device_ctx.cuh"
+
+#include <algorithm>
+#include <string>
+
+namespace tilelink {
+
+const char* to_string(CommResource v) { return v == CommResource::kSm ? "sm" : "ce"; }
+const char* to_string(DataPath v) { return v == DataPath::kLdSt ? "ldst" : "bulk"; }
+const char* to_string(AgMethod v) { return v == AgMethod::kPull ? "pull" : "push"; }
+const char* to_string(RsMethod v) { return v == RsMethod::kPush ? "push" : "pull"; }
+const char* to_string(CommOrder v) { return v == CommOrder::kFullMesh ? "mesh" : "ring"; }
+
+namespace {
+
+template <bool kBulk>
+__global__ void __launch_bounds__(1024) all_gather_kernel(AllGatherPlan plan, SignalView sig,
+                                                          SymmetricView heap, void* gathered) {
+  extern __shared__ __align__(128) char smem[];
+  BulkStaging staging{};
+  if constexpr (kBulk) {
+    if (threadIdx.x == 0) staging = BulkSmem::init(smem);
+    __syncthreads();
+  }
+  DeviceBlockCtx<kBulk> ctx{sig.rank, sig.world, &staging};
+  all_gather_block(ctx, plan, sig, heap, gathered);
+}
+
+template <bool kBulk>
+__global__ void __launch_bounds__(1024) reduce_scatter_kernel(ReduceScatterPlan plan, SignalView sig,
+                                                              SymmetricView heap, float* partial,
+                                                              float* recv, float* out) {
+  extern __shared__ __align__(128) char smem[];
+  BulkStaging staging{};
+  if constexpr (kBulk) {
+    if (threadIdx.x == 0) staging = BulkSmem::init(smem);
+    __syncthreads();
+  }
+  DeviceBlockCtx<kBulk> ctx{sig.rank, sig.world, &staging};
+  reduce_scatter_block(ctx, plan, sig, heap, partial, recv, out);
+}
+
+// Shared memory and launch for one rank; kernel attributes set once per process and device.
+template <class Kernel, class... Args>
+void launch(const World& world, int rank, Kernel kernel, bool bulk, uint32_t blocks,
+            uint32_t threads, Args... args) {
+  world.set_device(rank);
+  const size_t smem = bulk ? BulkSmem::bytes() : 0;
+  if (bulk) {
+    TL_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                       static_cast<int>(smem)));
+  }
+  kernel<<<blocks, threads, smem, world.comm_stream(rank)>>>(args...);
+  TL_CUDA_CHECK(cudaGetLastError());
+}
+
+std::string check_launch_shape(const World& world, uint32_t num_blocks, uint32_t threads) {
+  if (threads < 32 || threads > 1024 || threads % 32 != 0) {
+    return "argument 'config.threads' = " + std::to_string(threads) +
+           ": expected a multiple of 32 in [32, 1024]";
+  }
+  if (num_blocks > static_cast<uint32_t>(world.sm_budget(0))) {
+    return "argument 'config.num_blocks' = " + std::to_string(num_blocks) +
+           ": expected at most the rank's SM budget of " + std::to_string(world.sm_budget(0)) +
+           " (all blocks of all ranks must be resident at once)";
+  }
+  return "";
+}
+
+std::string check_symmetric(const World& world, const SymmetricHeap& heap, const SymmetricBuffer* buf,
+                            size_t offset, uint64_t bytes, const char* name) {
+  const std::string arg = std::string("argument '") + name + "'";
+  if (buf == nullptr || !buf->valid()) return arg + " = nullptr: expected a buffer of the symmetric heap";
+  if (&heap.world() != &world) return arg + ": expected a heap of the same World";
+  if (offset % kTileAlignment != 0) {
+    return arg + " offset = " + std::to_string(offset) + ": expected a multiple of 16 bytes";
+  }
+  if (offset + bytes > buf->bytes()) {
+    return arg + " holds " + std::to_string(buf->bytes()) + " bytes: expected at least " +
+           std::to_string(offset + bytes) + " (offset " + std::to_string(offset) + " + " +
+           std::to_string(bytes) + " bytes of data)";
+  }
+  for (int r = 0; r < world.size(); ++r) {
+    if (!heap.contains(r, static_cast<char*>(buf->data(r)) + offset, bytes)) {
+      return arg + ": expected a buffer of this heap (rank " + std::to_string(r) + ")";
+    }
+  }
+  return "";
+}
+
+}  // namespace
+
+// ---- AllGather -------------------------------------------------------------------------------------
+
+std::string AllGather::can_implement(const World& world, const SymmetricHeap& heap,
+                                     const AllGatherArguments& a) {
+  const AllGatherConfig& c = a.config;
+  if (a.rows_per_rank == 0) return "argument 'rows_per_rank' = 0: expected at least one row";
+  if (a.row_bytes == 0 || a.row_bytes % kTileAlignment != 0) {
+    return "argument 'row_bytes' = " + std::to_string(a.row_bytes) +
+           ": expected a positive multiple of 16 (rows move as 16-byte vectors)";
+  }
+  if (c.comm_rows == 0) return "argument 'config.comm_rows' = 0: expected at least one row per tile";
+  const uint64_t total_rows = uint64_t(a.rows_per_rank) * world.size();
+  if (total_rows > 0xFFFFFFFFull) {
+    return "argument 'rows_per_rank' = " + std::to_string(a.rows_per_rank) +
+           ": expected world * rows_per_rank below 2^32";
+  }
+  if (c.resource == CommResource::kCopyEngine && c.order != CommOrder::kFullMesh) {
+    return std::string("argument 'config.order' = ") + to_string(c.order) +
+           ": expected 'mesh' with the copy engine (a stream cannot wait on a peer's channel)";
+  }
+  if (c.resource == CommResource::kSm) {
+    if (std::string e = check_launch_shape(world, c.num_blocks, c.threads); !e.empty()) return e;
+  }
+  return check_symmetric(world, heap, a.gathered, a.gathered_offset, total_rows * a.row_bytes, "gathered");
+}
+
+AllGather::AllGather(const World& world, SymmetricHeap& heap, SignalSet& signals,
+                     const AllGatherArguments& args, const std::string& name)
+    : world_(&world), heap_(&heap), args_(args) {
+  if (std::string why = can_implement(world, heap, args); !why.empty()) {
+    throw InvalidArgument("AllGather '" + name + "': " + why);
+  }
+  plan_.map = RowShardMapping{args.rows_per_rank, args.config.comm_rows, static_cast<uint32_t>(world.size())};
+  plan_.row_bytes = args.row_bytes;
+  plan_.pitch = args.row_bytes;
+  plan_.method = args.config.method;
+  plan_.order = args.config.order;
+  const uint32_t budget = static_cast<uint32_t>(world.sm_budget(0));
+  num_blocks_ = args.config.num_blocks != 0 ? args.config.num_blocks
+                                            : std::clamp(plan_.num_items(), 1u, budget);
+  for (int r = 0; r < world.size(); ++r) {
+    gathered_.push_back(static_cast<char*>(args.gathered->data(r)) + args.gathered_offset);
+  }
+  slice_ = signals.allocate(plan_.num_channels(), name);
+}
+
+uint64_t AllGather::run() {
+  const uint64_t epoch = slice_.begin_call();
+  const World& world = *world_;
+  const bool bulk = args_.config.path == DataPath::kBulk;
+  for (int r = 0; r < world.size(); ++r) {
+    if (args_.config.resource == CommResource::kCopyEngine) {
+      world.set_device(r);
+      StreamCtx h{r, world.size(), world.comm_stream(r)};
+      all_gather_stream(h, plan_, slice_.host_view(r), heap_->host_view(r), gathered_[r]);
+    } else if (bulk) {
+      launch(world, r, all_gather_kernel<true>, true, num_blocks_, args_.config.threads, plan_,
+             slice_.device_view(r), heap_->device_view(r), gathered_[r]);
+    } else {
+      launch(world, r, all_gather_kernel<false>, false, num_blocks_, args_.config.threads, plan_,
+             slice_.device_view(r), heap_->device_view(r), gathered_[r]);
+    }
+  }
+  return epoch;
+}
+
+// ---- ReduceScatter ---------------------------------------------------------------------------------
+
+std::string ReduceScatter::can_implement(const World& world, const SymmetricHeap& heap,
+                                         const ReduceScatterArguments& a) {
+  const ReduceScatterConfig& c = a.config;
+  if (a.rows_per_rank == 0) return "argument 'rows_per_rank' = 0: expected at least one row";
+  if (a.cols == 0 || a.cols % 4 != 0) {
+    return "argument 'cols' = " + std::to_string(a.cols) +
+           ": expected a positive multiple of 4 floats (rows move as 16-byte vectors)";
+  }
+  if (c.comm_rows == 0) return "argument 'config.comm_rows' = 0: expected at least one row per tile";
+  if (std::string e = check_launch_shape(world, c.num_blocks, c.threads); !e.empty()) return e;
+  if (a.out.size() != static_cast<size_t>(world.size())) {
+    return "argument 'out' has " + std::to_string(a.out.size()) + " pointers: expected one per rank (" +
+           std::to_string(world.size()) + ")";
+  }
+  for (size_t r = 0; r < a.out.size(); ++r) {
+    if (a.out[r] == nullptr || reinterpret_cast<uintptr_t>(a.out[r]) % kTileAlignment != 0) {
+      return "argument 'out[" + std::to_string(r) + "]' = " + detail::to_display(static_cast<const void*>(a.out[r])) +
+             ": expected a 16-byte aligned device pointer";
+    }
+  }
+  const uint64_t bytes = uint64_t(a.rows_per_rank) * world.size() * a.cols * sizeof(float);
+  return check_symmetric(world, heap, a.partial, 0, bytes, "partial");
+}
+
+ReduceScatter::ReduceScatter(const World& world, SymmetricHeap& heap, SignalSet& signals,
+                             const ReduceScatterArguments& args, const std::string& name)
+    : world_(&world), heap_(&heap), args_(args) {
+  if (std::string why = can_implement(world, heap, args); !why.empty()) {
+    throw InvalidArgument("ReduceScatter '" + name + "': " + why);
+  }
+  plan_.map = RowShardMapping{args.rows_per_rank, args.config.comm_rows, static_cast<uint32_t>(world.size())};
+  plan_.cols = args.cols;
+  plan_.method = args.config.method;
+  recv_ = heap.allocate(plan_.recv_elems() * sizeof(float));
+  const uint32_t budget = static_cast<uint32_t>(world.sm_budget(0));
+  num_blocks_ = args.config.num_blocks != 0 ? args.config.num_blocks
+                                            : std::clamp(plan_.map.chunks_per_rank(), 1u, budget);
+  slice_ = signals.allocate(plan_.num_channels(), name);
+}
+
+uint64_t ReduceScatter::run() {
+  const uint64_t epoch = slice_.begin_call();
+  const World& world = *world_;
+  const bool bulk = args_.config.path == DataPath::kBulk;
+  for (int r = 0; r < world.size(); ++r) {
+    float* partial = args_.partial->as<float>(r);
+    float* recv = recv_.as<float>(r);
+    if (bulk) {
+      launch(world, r, reduce_scatter_kernel<true>, true, num_blocks_, args_.config.threads, plan_,
+             slice_.device_view(r), heap_->device_view(r), partial, recv, args_.out[r]);
+    } else {
+      launch(world, r, reduce_scatter_kernel<false>, false, num_blocks_, args_.config.threads, plan_,
+             slice_.device_view(r), heap_->device_view(r), partial, recv, args_.out[r]);
+    }
+  }
+  return epoch;
+}
+
+}  // namespace tilelink

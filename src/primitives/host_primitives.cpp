@@ -1,0 +1,71 @@
+// Host primitives. The stream memops come from the driver through the runtime's entry-point
+// query, so nothing links libcuda directly and CPU-only programs still start without a driver.
+#include <cuda.h>
+
+#include "tilelink/core/error.hpp"
+#include "tilelink/primitives/host.hpp"
+#include "tilelink/runtime/error_channel.hpp"
+
+namespace tilelink {
+namespace {
+
+using WriteValue64 = CUresult (*)(CUstream, CUdeviceptr, cuuint64_t, unsigned int);
+using WaitValue64 = CUresult (*)(CUstream, CUdeviceptr, cuuint64_t, unsigned int);
+
+template <class Fn>
+Fn driver_entry_point(const char* name) {
+  void* fn = nullptr;
+  cudaDriverEntryPointQueryResult found{};
+  TL_CUDA_CHECK(cudaGetDriverEntryPointByVersion(name, &fn, 12000, cudaEnableDefault, &found));
+  if (found != cudaDriverEntryPointSuccess || fn == nullptr) {
+    throw CudaError(std::string("CUDA driver entry point not found: ") + name, static_cast<int>(found));
+  }
+  return reinterpret_cast<Fn>(fn);
+}
+
+WriteValue64 write_value64() {
+  static const WriteValue64 fn = driver_entry_point<WriteValue64>("cuStreamWriteValue64");
+  return fn;
+}
+WaitValue64 wait_value64() {
+  static const WaitValue64 fn = driver_entry_point<WaitValue64>("cuStreamWaitValue64");
+  return fn;
+}
+
+void check_channel(const char* where, const SignalView& sig, uint32_t channel) {
+  TL_REQUIRE(sig.peer_channels != nullptr && sig.local_channels != nullptr, where, "sig", "empty view",
+             "a view from SignalSlice::host_view");
+  TL_REQUIRE(sig.epoch >= 1, where, "sig.epoch", sig.epoch, "an epoch >= 1 (call SignalSlice::begin_call)");
+  TL_REQUIRE(channel < sig.num_channels, where, "channel", channel,
+             "a channel below the slice's " + std::to_string(sig.num_channels));
+}
+
+}  // namespace
+
+void rank_notify(cudaStream_t stream, const SignalView& sig, uint32_t channel, int peer) {
+  check_channel("rank_notify", sig, channel);
+  TL_REQUIRE(peer >= 0 && peer < sig.world, "rank_notify", "peer", peer,
+             "a rank in [0, " + std::to_string(sig.world) + ")");
+  const auto addr = reinterpret_cast<CUdeviceptr>(sig.on(peer, channel));
+  TL_CU_CHECK(write_value64()(stream, addr, sig.set_value(), CU_STREAM_WRITE_VALUE_DEFAULT));
+}
+
+void rank_wait(cudaStream_t stream, const SignalView& sig, uint32_t channel, uint32_t arrivals) {
+  check_channel("rank_wait", sig, channel);
+  const uint64_t* addr = sig.local(channel);
+  const uint64_t expected = sig.expected(arrivals);
+  TL_CU_CHECK(wait_value64()(stream, reinterpret_cast<CUdeviceptr>(addr), expected,
+                             CU_STREAM_WAIT_VALUE_GEQ));
+  if (auto* errors = static_cast<ErrorChannel*>(sig.errors.host_owner)) {
+    errors->note_stream_wait({stream, addr, expected, sig.op_id, sig.rank, channel});
+  }
+}
+
+void rank_copy_data(cudaStream_t stream, void* dst, const void* src, size_t bytes) {
+  if (bytes == 0) return;
+  TL_REQUIRE(dst != nullptr, "rank_copy_data", "dst", dst, "a device pointer");
+  TL_REQUIRE(src != nullptr, "rank_copy_data", "src", src, "a device pointer");
+  TL_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, stream));
+}
+
+}  // namespace tilelink

@@ -1,0 +1,93 @@
+#include "tilelink/runtime/error_channel.hpp"
+
+#include <algorithm>
+
+namespace tilelink {
+
+ErrorChannel::ErrorChannel(int device, uint64_t timeout_ns) : device_(device), timeout_ns_(timeout_ns) {
+  TL_CUDA_CHECK(cudaSetDevice(device));
+  TL_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&claim_), sizeof(uint32_t)));
+  TL_CUDA_CHECK(cudaMemset(claim_, 0, sizeof(uint32_t)));
+  // Mapped pinned memory: still readable by the host after a kernel trapped.
+  void* record = nullptr;
+  TL_CUDA_CHECK(cudaHostAlloc(&record, sizeof(ErrorRecord), cudaHostAllocMapped | cudaHostAllocPortable));
+  record_ = static_cast<ErrorRecord*>(record);
+  *record_ = ErrorRecord{};
+  op_names_.push_back("unnamed");
+}
+
+ErrorChannel::~ErrorChannel() {
+  // Errors are ignored here: after a trap the context is gone and frees report it again.
+  cudaSetDevice(device_);
+  cudaFree(claim_);
+  cudaFreeHost(record_);
+}
+
+ErrorChannelView ErrorChannel::view() {
+  ErrorChannelView v;
+  v.claim = claim_;
+  v.record = record_;
+  v.timeout_ns = timeout_ns_;
+  v.host_owner = this;
+  return v;
+}
+
+uint32_t ErrorChannel::register_op(const std::string& name) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  op_names_.push_back(name);
+  return static_cast<uint32_t>(op_names_.size() - 1);
+}
+
+std::string ErrorChannel::op_name(uint32_t op_id) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return op_id < op_names_.size() ? op_names_[op_id] : "op#" + std::to_string(op_id);
+}
+
+bool ErrorChannel::has_device_error() const {
+  return static_cast<volatile ErrorRecord*>(record_)->state == ErrorRecord::kValid;
+}
+
+ErrorRecord ErrorChannel::device_record() const {
+  ErrorRecord r;
+  const volatile ErrorRecord* src = record_;
+  r.state = src->state;
+  r.kind = src->kind;
+  r.op_id = src->op_id;
+  r.rank = src->rank;
+  r.block = src->block;
+  r.tile = src->tile;
+  r.channel = src->channel;
+  r.peer = src->peer;
+  r.expected = src->expected;
+  r.observed = src->observed;
+  r.elapsed_ns = src->elapsed_ns;
+  return r;
+}
+
+std::string ErrorChannel::describe(const ErrorRecord& record) const {
+  return describe_timeout(record, op_name(record.op_id));
+}
+
+void ErrorChannel::throw_timeout(const ErrorRecord& record) const {
+  throw TimeoutError(describe(record), record, op_name(record.op_id));
+}
+
+void ErrorChannel::note_stream_wait(const StreamWait& wait) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  stream_waits_.push_back(wait);
+}
+
+std::vector<StreamWait> ErrorChannel::stream_waits(cudaStream_t stream) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  std::vector<StreamWait> out;
+  std::copy_if(stream_waits_.begin(), stream_waits_.end(), std::back_inserter(out),
+               [&](const StreamWait& w) { return w.stream == stream; });
+  return out;
+}
+
+void ErrorChannel::clear_stream_waits() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  stream_waits_.clear();
+}
+
+}  // namespace tilelink

@@ -1,0 +1,128 @@
+#include "tilelink/runtime/signal_set.hpp"
+
+#include <algorithm>
+
+#include "tilelink/core/error.hpp"
+
+namespace tilelink {
+
+// ---- SignalSlice -----------------------------------------------------------------------------------
+
+SignalSlice::SignalSlice(SignalSlice&& o) noexcept
+    : set_(o.set_), first_(o.first_), count_(o.count_), op_id_(o.op_id_), epoch_(o.epoch_) {
+  o.set_ = nullptr;
+}
+
+SignalSlice& SignalSlice::operator=(SignalSlice&& o) noexcept {
+  if (this != &o) {
+    if (set_ != nullptr) set_->release(first_);
+    set_ = o.set_;
+    first_ = o.first_;
+    count_ = o.count_;
+    op_id_ = o.op_id_;
+    epoch_ = o.epoch_;
+    o.set_ = nullptr;
+  }
+  return *this;
+}
+
+SignalSlice::~SignalSlice() {
+  if (set_ != nullptr) set_->release(first_);
+}
+
+SignalView SignalSlice::device_view(int rank) const { return make_view(rank, true); }
+SignalView SignalSlice::host_view(int rank) const { return make_view(rank, false); }
+
+SignalView SignalSlice::make_view(int rank, bool device) const {
+  TL_REQUIRE(set_ != nullptr, "SignalSlice::view", "this", "empty slice", "a slice from SignalSet");
+  const World& world = set_->heap_->world();
+  world.check_rank(rank, "SignalSlice::view");
+  SignalView v;
+  v.peer_channels = device ? set_->device_tables_[rank] : set_->host_tables_.data();
+  v.local_channels = set_->host_tables_[rank] + first_;
+  v.first = first_;
+  v.epoch = epoch_;
+  v.num_channels = count_;
+  v.rank = rank;
+  v.world = world.size();
+  v.scope = world.scope();
+  v.op_id = op_id_;
+  v.errors = world.errors().view();
+  return v;
+}
+
+// ---- SignalSet -------------------------------------------------------------------------------------
+
+SignalSet::SignalSet(SymmetricHeap& heap, uint32_t num_channels)
+    : heap_(&heap), num_channels_(num_channels) {
+  TL_REQUIRE(num_channels > 0, "SignalSet", "num_channels", num_channels, "at least one channel");
+  const World& world = heap.world();
+  storage_ = heap.allocate(sizeof(uint64_t) * num_channels);
+  const int n = world.size();
+  for (int r = 0; r < n; ++r) host_tables_.push_back(storage_.as<uint64_t>(r));
+  device_tables_.assign(n, nullptr);
+  for (int r = 0; r < n; ++r) {
+    world.set_device(r);
+    TL_CUDA_CHECK(cudaMemset(storage_.data(r), 0, sizeof(uint64_t) * num_channels));
+    void* t = nullptr;
+    TL_CUDA_CHECK(cudaMalloc(&t, sizeof(uint64_t*) * n));
+    device_tables_[r] = static_cast<uint64_t**>(t);
+    TL_CUDA_CHECK(cudaMemcpy(t, host_tables_.data(), sizeof(uint64_t*) * n, cudaMemcpyHostToDevice));
+  }
+}
+
+SignalSet::~SignalSet() {
+  const World& world = heap_->world();
+  for (int r = 0; r < world.size(); ++r) {
+    cudaSetDevice(world.device(r));
+    cudaFree(device_tables_[r]);
+  }
+}
+
+SignalSlice SignalSet::slice(uint32_t first, uint32_t count, const std::string& owner) {
+  TL_REQUIRE(count > 0, "SignalSet::slice", "count", count, "at least one channel");
+  TL_REQUIRE(uint64_t(first) + count <= num_channels_, "SignalSet::slice", "first + count",
+             uint64_t(first) + count, "at most the set's " + std::to_string(num_channels_) + " channels");
+  for (const Live& l : live_) {
+    if (first < l.first + l.count && l.first < first + count) {
+      detail::throw_invalid_argument(
+          "SignalSet::slice", "first", first,
+          "channels [" + std::to_string(first) + ", " + std::to_string(first + count) +
+              ") for op '" + owner + "' not to overlap the live slice [" + std::to_string(l.first) +
+              ", " + std::to_string(l.first + l.count) + ") of op '" + l.owner + "'");
+    }
+  }
+  // Start from zero on every rank, after whatever earlier work used these channels.
+  const World& world = heap_->world();
+  for (int r = 0; r < world.size(); ++r) {
+    world.set_device(r);
+    TL_CUDA_CHECK(cudaStreamSynchronize(world.comm_stream(r)));
+    TL_CUDA_CHECK(cudaMemsetAsync(host_tables_[r] + first, 0, sizeof(uint64_t) * count,
+                                  world.compute_stream(r)));
+    TL_CUDA_CHECK(cudaStreamSynchronize(world.compute_stream(r)));
+  }
+  live_.push_back({first, count, owner});
+  return SignalSlice(this, first, count, world.errors().register_op(owner));
+}
+
+SignalSlice SignalSet::allocate(uint32_t count, const std::string& owner) {
+  TL_REQUIRE(count > 0, "SignalSet::allocate", "count", count, "at least one channel");
+  std::vector<Live> sorted = live_;
+  std::sort(sorted.begin(), sorted.end(), [](const Live& a, const Live& b) { return a.first < b.first; });
+  uint32_t cursor = 0;
+  for (const Live& l : sorted) {
+    if (l.first >= cursor + count) break;
+    cursor = std::max(cursor, l.first + l.count);
+  }
+  TL_REQUIRE(uint64_t(cursor) + count <= num_channels_, "SignalSet::allocate", "count", count,
+             "at most the free channels of the set (" + std::to_string(num_channels_) + " in all, " +
+                 std::to_string(live_.size()) + " live slices)");
+  return slice(cursor, count, owner);
+}
+
+void SignalSet::release(uint32_t first) {
+  live_.erase(std::remove_if(live_.begin(), live_.end(), [&](const Live& l) { return l.first == first; }),
+              live_.end());
+}
+
+}  // namespace tilelink

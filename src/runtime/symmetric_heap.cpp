@@ -1,0 +1,148 @@
+#include "tilelink/runtime/symmetric_heap.hpp"
+
+#include <string>
+
+#include "tilelink/core/error.hpp"
+
+namespace tilelink {
+namespace {
+
+constexpr size_t align_up(size_t v, size_t a) { return (v + a - 1) / a * a; }
+
+}  // namespace
+
+// ---- SymmetricBuffer -------------------------------------------------------------------------------
+
+SymmetricBuffer::SymmetricBuffer(SymmetricBuffer&& other) noexcept
+    : heap_(other.heap_), offset_(other.offset_), bytes_(other.bytes_) {
+  other.heap_ = nullptr;
+}
+
+SymmetricBuffer& SymmetricBuffer::operator=(SymmetricBuffer&& other) noexcept {
+  if (this != &other) {
+    release();
+    heap_ = other.heap_;
+    offset_ = other.offset_;
+    bytes_ = other.bytes_;
+    other.heap_ = nullptr;
+  }
+  return *this;
+}
+
+SymmetricBuffer::~SymmetricBuffer() { release(); }
+
+void SymmetricBuffer::release() {
+  if (heap_ != nullptr) heap_->release(offset_, bytes_);
+  heap_ = nullptr;
+}
+
+void* SymmetricBuffer::data(int rank) const {
+  TL_REQUIRE(heap_ != nullptr, "SymmetricBuffer::data", "this", "empty buffer", "an allocated buffer");
+  return heap_->base(rank) + offset_;
+}
+
+// ---- SymmetricHeap ---------------------------------------------------------------------------------
+
+SymmetricHeap::SymmetricHeap(const World& world, size_t capacity_per_rank)
+    : world_(&world), capacity_(align_up(capacity_per_rank, kDefaultAlignment)) {
+  TL_REQUIRE(capacity_per_rank > 0, "SymmetricHeap", "capacity_per_rank", capacity_per_rank,
+             "a positive number of bytes");
+  const int n = world.size();
+  bases_.assign(n, nullptr);
+  device_tables_.assign(n, nullptr);
+  try {
+    for (int r = 0; r < n; ++r) {
+      world.set_device(r);
+      void* p = nullptr;
+      TL_CUDA_CHECK(cudaMalloc(&p, capacity_));
+      bases_[r] = static_cast<char*>(p);
+    }
+    for (int r = 0; r < n; ++r) {
+      world.set_device(r);
+      void* t = nullptr;
+      TL_CUDA_CHECK(cudaMalloc(&t, sizeof(char*) * n));
+      device_tables_[r] = static_cast<char**>(t);
+      TL_CUDA_CHECK(cudaMemcpy(t, bases_.data(), sizeof(char*) * n, cudaMemcpyHostToDevice));
+    }
+  } catch (...) {
+    for (int r = 0; r < n; ++r) {
+      cudaFree(bases_[r]);
+      cudaFree(device_tables_[r]);
+    }
+    throw;
+  }
+  free_[0] = capacity_;
+}
+
+SymmetricHeap::~SymmetricHeap() {
+  for (int r = 0; r < world_->size(); ++r) {
+    cudaSetDevice(world_->device(r));
+    cudaFree(bases_[r]);
+    cudaFree(device_tables_[r]);
+  }
+}
+
+SymmetricBuffer SymmetricHeap::allocate(size_t bytes, size_t alignment) {
+  TL_REQUIRE(bytes > 0, "SymmetricHeap::allocate", "bytes", bytes, "a positive size");
+  TL_REQUIRE(alignment > 0 && (alignment & (alignment - 1)) == 0, "SymmetricHeap::allocate",
+             "alignment", alignment, "a power of two");
+  const size_t reserved = align_up(bytes, kDefaultAlignment);
+  for (auto it = free_.begin(); it != free_.end(); ++it) {
+    const size_t start = it->first, len = it->second;
+    const size_t aligned = align_up(start, alignment);
+    if (aligned + reserved > start + len) continue;
+    free_.erase(it);
+    if (aligned > start) free_[start] = aligned - start;
+    if (aligned + reserved < start + len) free_[aligned + reserved] = start + len - aligned - reserved;
+    return SymmetricBuffer(this, aligned, bytes);
+  }
+  detail::throw_invalid_argument("SymmetricHeap::allocate", "bytes", bytes,
+                                 "at most the largest free range of the heap (" +
+                                     std::to_string(bytes_free()) + " bytes free of " +
+                                     std::to_string(capacity_) + " per rank)");
+}
+
+void SymmetricHeap::release(size_t offset, size_t bytes) {
+  size_t start = offset, len = align_up(bytes, kDefaultAlignment);
+  auto next = free_.lower_bound(start);
+  if (next != free_.end() && start + len == next->first) {
+    len += next->second;
+    next = free_.erase(next);
+  }
+  if (next != free_.begin()) {
+    auto prev = std::prev(next);
+    if (prev->first + prev->second == start) {
+      start = prev->first;
+      len += prev->second;
+      free_.erase(prev);
+    }
+  }
+  free_[start] = len;
+}
+
+size_t SymmetricHeap::bytes_free() const {
+  size_t total = 0;
+  for (const auto& [offset, len] : free_) total += len;
+  return total;
+}
+
+char* SymmetricHeap::base(int rank) const {
+  world_->check_rank(rank, "SymmetricHeap::base");
+  return bases_[rank];
+}
+
+SymmetricView SymmetricHeap::device_view(int rank) const {
+  world_->check_rank(rank, "SymmetricHeap::device_view");
+  return {device_tables_[rank], bases_[rank], capacity_, rank, world_->size()};
+}
+
+SymmetricView SymmetricHeap::host_view(int rank) const {
+  world_->check_rank(rank, "SymmetricHeap::host_view");
+  return {bases_.data(), bases_[rank], capacity_, rank, world_->size()};
+}
+
+bool SymmetricHeap::contains(int rank, const void* p, size_t bytes) const {
+  return host_view(rank).contains(p, bytes);
+}
+
+}  // namespace tilelink

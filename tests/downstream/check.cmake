@@ -1,0 +1,22 @@
+# Installs the build tree into a scratch prefix and builds tests/downstream against it.
+set(prefix "${BINARY_DIR}/downstream-prefix")
+set(build "${BINARY_DIR}/downstream-build")
+file(REMOVE_RECURSE "${prefix}" "${build}")
+execute_process(COMMAND ${CMAKE_COMMAND} --install "${BINARY_DIR}" --prefix "${prefix}"
+                RESULT_VARIABLE rc OUTPUT_QUIET)
+if(rc)
+  message(FATAL_ERROR "install failed: ${rc}")
+endif()
+execute_process(COMMAND ${CMAKE_COMMAND} -S "${SOURCE_DIR}/tests/downstream" -B "${build}"
+                        -DCMAKE_PREFIX_PATH=${prefix} RESULT_VARIABLE rc)
+if(rc)
+  message(FATAL_ERROR "configure against the installed package failed: ${rc}")
+endif()
+execute_process(COMMAND ${CMAKE_COMMAND} --build "${build}" RESULT_VARIABLE rc)
+if(rc)
+  message(FATAL_ERROR "build against the installed package failed: ${rc}")
+endif()
+execute_process(COMMAND "${build}/downstream" RESULT_VARIABLE rc)
+if(rc)
+  message(FATAL_ERROR "downstream program returned ${rc}")
+endif()
