@@ -112,6 +112,10 @@ std::string AllGather::can_implement(const World& world, const SymmetricHeap& he
     return std::string("argument 'config.order' = ") + to_string(c.order) +
            ": expected 'mesh' with the copy engine (a stream cannot wait on a peer's channel)";
   }
+  if (c.resource == CommResource::kCopyEngine && c.method != AgMethod::kPull) {
+    return std::string("argument 'config.method' = ") + to_string(c.method) +
+           ": expected 'pull' with the copy engine (each rank's stream copies into its own buffer)";
+  }
   if (c.resource == CommResource::kSm) {
     if (std::string e = check_launch_shape(world, c.num_blocks, c.threads); !e.empty()) return e;
   }
@@ -143,6 +147,7 @@ uint64_t AllGather::run() {
   const World& world = *world_;
   const bool bulk = args_.config.path == DataPath::kBulk;
   for (int r = 0; r < world.size(); ++r) {
+    world.comm_after_compute(r);
     if (args_.config.resource == CommResource::kCopyEngine) {
       world.set_device(r);
       StreamCtx h{r, world.size(), world.comm_stream(r)};
@@ -205,6 +210,7 @@ uint64_t ReduceScatter::run() {
   const World& world = *world_;
   const bool bulk = args_.config.path == DataPath::kBulk;
   for (int r = 0; r < world.size(); ++r) {
+    world.comm_after_compute(r);
     float* partial = args_.partial->as<float>(r);
     float* recv = recv_.as<float>(r);
     if (bulk) {

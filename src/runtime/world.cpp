@@ -15,6 +15,7 @@ struct World::Impl {
   std::vector<int> num_sms;
   std::vector<cudaStream_t> compute;
   std::vector<cudaStream_t> comm;
+  std::vector<cudaEvent_t> compute_done;
   std::unique_ptr<ErrorChannel> errors;
 
   void create_streams() {
@@ -27,6 +28,9 @@ struct World::Impl {
       compute.push_back(compute_s);
       TL_CUDA_CHECK(cudaStreamCreateWithPriority(&comm_s, cudaStreamNonBlocking, greatest));
       comm.push_back(comm_s);
+      cudaEvent_t ev = nullptr;
+      TL_CUDA_CHECK(cudaEventCreateWithFlags(&ev, cudaEventDisableTiming));
+      compute_done.push_back(ev);
     }
   }
 
@@ -36,6 +40,7 @@ struct World::Impl {
       cudaSetDevice(devices[r]);
       if (r < compute.size()) cudaStreamDestroy(compute[r]);
       if (r < comm.size()) cudaStreamDestroy(comm[r]);
+      if (r < compute_done.size()) cudaEventDestroy(compute_done[r]);
     }
   }
 };
@@ -157,6 +162,12 @@ cudaStream_t World::comm_stream(int rank) const {
   return impl_->comm[rank];
 }
 ErrorChannel& World::errors() const { return *impl_->errors; }
+
+void World::comm_after_compute(int rank) const {
+  set_device(rank);
+  TL_CUDA_CHECK(cudaEventRecord(impl_->compute_done[rank], impl_->compute[rank]));
+  TL_CUDA_CHECK(cudaStreamWaitEvent(impl_->comm[rank], impl_->compute_done[rank], 0));
+}
 
 void World::check_rank(int rank, const char* where) const {
   TL_REQUIRE(rank >= 0 && rank < size(), where, "rank", rank,

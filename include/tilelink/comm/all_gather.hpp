@@ -2,10 +2,12 @@
 // in its copy of the symmetric `gathered` buffer; rank r's own rows are in place at rows
 // [r * rows_per_rank, (r + 1) * rows_per_rank) before the call.
 //
-// Channels of the slice: [0, world) entry barrier; then one channel per communication tile
-// (RowShardMapping::channel). Channel ch on rank x reaches the epoch when ch's rows are present
-// in x's `gathered` -- for x's own rows, at the start of the call. A consumer of rows
-// [row0, row0 + rows) waits on consumer_channels(row0, rows) and nothing else.
+// Channels of the slice: [0, world) entry barrier (push and copy engine: every rank has
+// entered the call); [world, 2 world + 1) exit barrier (pull: peers read this rank's rows); then
+// one channel per communication tile (RowShardMapping::channel). Channel ch on rank x reaches the
+// epoch when ch's rows are present in x's `gathered` -- for x's own rows, at the start of the
+// call. A consumer of rows [row0, row0 + rows) waits on consumer_channels(row0, rows) and nothing
+// else.
 #pragma once
 
 #include <cstdint>
@@ -30,8 +32,11 @@ struct AllGatherPlan {
 
   TL_HOST_DEVICE uint32_t world() const { return map.world; }
   TL_HOST_DEVICE uint32_t barrier_channel() const { return 0; }
-  TL_HOST_DEVICE uint32_t tile_channel(uint32_t ch) const { return map.world + ch; }
-  TL_HOST_DEVICE uint32_t num_channels() const { return map.world + map.num_channels(); }
+  TL_HOST_DEVICE uint32_t exit_channel() const { return entry_barrier_channels(map.world); }
+  TL_HOST_DEVICE uint32_t tile_channel(uint32_t ch) const {
+    return exit_channel() + exit_barrier_channels(map.world) + ch;
+  }
+  TL_HOST_DEVICE uint32_t num_channels() const { return tile_channel(map.num_channels()); }
   TL_HOST_DEVICE uint32_t steps() const { return map.world - 1; }
   TL_HOST_DEVICE uint32_t num_items() const { return steps() * map.chunks_per_rank(); }
 
@@ -44,7 +49,7 @@ struct AllGatherPlan {
   // Slice channels a consumer of rows [row0, row0 + rows) waits on.
   TL_HOST_DEVICE ChannelRange consumer_channels(uint32_t row0, uint32_t rows) const {
     ChannelRange r = map.channels_for_rows(row0, rows);
-    r.first += map.world;
+    r.first = tile_channel(r.first);
     return r;
   }
   // Work item i (0 <= i < num_items) of rank `rank`: which tile, moved from/to which peer.
@@ -53,12 +58,13 @@ struct AllGatherPlan {
     uint32_t channel;  // mapping channel (add map.world for the slice channel)
     int peer;          // pull: rank read from; push: rank written to
   };
-  TL_HOST_DEVICE Item item(uint32_t rank, uint32_t i) const {
+  TL_HOST_DEVICE Item item(uint32_t rank, uint32_t i) const { return item(rank, i, method); }
+  TL_HOST_DEVICE Item item(uint32_t rank, uint32_t i, AgMethod m) const {
     const uint32_t cpr = map.chunks_per_rank();
     const uint32_t step = 1 + i / cpr;
     const uint32_t chunk = i % cpr;
     const uint32_t w = map.world;
-    if (method == AgMethod::kPull) {
+    if (m == AgMethod::kPull) {
       // Full mesh: read rank+step's own tile from it. Ring: the tile of rank-step, from rank-1,
       // which received it at its previous step.
       const uint32_t origin = order == CommOrder::kFullMesh ? swizzled_peer(rank, step, w)
@@ -80,7 +86,9 @@ TL_PROTOCOL
 template <class Ctx>
 TL_HOST_DEVICE void all_gather_block(Ctx& ctx, const AllGatherPlan& plan, const SignalView& sig,
                                   const SymmetricView& heap, void* gathered) {
-  rank_barrier(ctx, sig, plan.barrier_channel());
+  // Push writes into peers: wait until they have all entered this call. Pull only writes its own
+  // buffer, and its exit barrier protects what peers read.
+  if (plan.method == AgMethod::kPush) rank_barrier(ctx, sig, plan.barrier_channel());
   const uint32_t rank = static_cast<uint32_t>(ctx.rank());
   if (ctx.block() == 0) {
     for (uint32_t c = 0; c < plan.map.chunks_per_rank(); ++c) {
@@ -102,25 +110,30 @@ TL_HOST_DEVICE void all_gather_block(Ctx& ctx, const AllGatherPlan& plan, const 
       ctx.peer_tile_notify(sig, ch, it.peer);
     }
   }
+  if (plan.method == AgMethod::kPull) rank_exit_barrier(ctx, sig, plan.exit_channel());
 }
 
-// Copy-engine path, on one rank's communication stream (full mesh; `gathered` contiguous). The
-// stream memops replace the SM notifies: a consumer kernel waits on the same channels.
+// Copy-engine path, on one rank's communication stream: a full-mesh pull (`gathered`
+// contiguous). The stream memops replace the SM notifies: a consumer kernel waits on the same
+// channels.
 template <class HostCtx>
 void all_gather_stream(HostCtx& h, const AllGatherPlan& plan, const SignalView& sig,
                        const SymmetricView& heap, void* gathered) {
+  // A stream cannot poll a peer's "own rows present" channel; the entry barrier stands for it
+  // (every peer has entered this call, so its rows for this call are in place).
   rank_barrier_stream(h, sig, plan.barrier_channel());
   const uint32_t rank = static_cast<uint32_t>(h.rank());
   for (uint32_t c = 0; c < plan.map.chunks_per_rank(); ++c) {
     h.rank_notify(sig, plan.tile_channel(plan.map.channel(rank, c)), h.rank());
   }
   for (uint32_t i = 0; i < plan.num_items(); ++i) {
-    const AllGatherPlan::Item it = plan.item(rank, i);
+    const AllGatherPlan::Item it = plan.item(rank, i, AgMethod::kPull);
     const TileRef tile = plan.tile_ref(gathered, it.channel);
     h.rank_copy_data(tile.ptr, heap.translate(static_cast<char*>(tile.ptr), it.peer),
                      plan.tile_shape(it.channel).bytes());
     h.rank_notify(sig, plan.tile_channel(it.channel), h.rank());
   }
+  rank_exit_barrier_stream(h, sig, plan.exit_channel());
 }
 
 // A consumer's wait for rows [row0, row0 + rows) of the gathered tensor.

@@ -26,9 +26,9 @@
 namespace tilelink {
 
 // Entry barrier over channels [base, base + world): every rank announces that it entered this
-// call, then waits for all. It makes reuse of buffers across calls safe: no rank writes into a
-// peer (or lets a peer read its input) for call e+1 before every rank finished call e on its
-// stream.
+// call, then waits for all. No rank writes into a peer for call e+1 before every rank has entered
+// call e+1 -- that is, finished call e on its stream (and, since run() orders the comm stream
+// after the compute stream, finished consuming call e's output).
 TL_PROTOCOL
 template <class Ctx>
 TL_HOST_DEVICE void rank_barrier(Ctx& ctx, const SignalView& sig, uint32_t base) {
@@ -36,6 +36,32 @@ TL_HOST_DEVICE void rank_barrier(Ctx& ctx, const SignalView& sig, uint32_t base)
     for (int p = 0; p < ctx.world(); ++p) ctx.peer_tile_notify(sig, base + ctx.rank(), p);
   }
   ctx.consumer_tile_wait(sig, base, static_cast<uint32_t>(ctx.world()));
+}
+
+// Exit barrier for protocols in which peers READ this rank's memory (pull): a rank's call ends
+// only when every peer has finished reading from it, so the caller may overwrite its inputs as
+// soon as the call is complete on its own stream. Channels [base, base + world) are "rank q is
+// done reading"; channel base + world counts this rank's finished blocks (add mode).
+TL_PROTOCOL
+template <class Ctx>
+TL_HOST_DEVICE void rank_exit_barrier(Ctx& ctx, const SignalView& sig, uint32_t base) {
+  const uint32_t world = static_cast<uint32_t>(ctx.world());
+  ctx.producer_tile_notify(sig, base + world, NotifyMode::kAdd);
+  if (ctx.block() == 0) {
+    ctx.consumer_tile_wait(sig, base + world, 1, ctx.num_blocks());
+    for (int p = 0; p < ctx.world(); ++p) ctx.peer_tile_notify(sig, base + ctx.rank(), p);
+    ctx.consumer_tile_wait(sig, base, world);
+  }
+}
+
+// Channels used by rank_barrier (world) and rank_exit_barrier (world + 1).
+TL_HOST_DEVICE uint32_t entry_barrier_channels(uint32_t world) { return world; }
+TL_HOST_DEVICE uint32_t exit_barrier_channels(uint32_t world) { return world + 1; }
+
+template <class HostCtx>
+void rank_exit_barrier_stream(HostCtx& h, const SignalView& sig, uint32_t base) {
+  for (int p = 0; p < h.world(); ++p) h.rank_notify(sig, base + h.rank(), p);
+  for (int q = 0; q < h.world(); ++q) h.rank_wait(sig, base + q);
 }
 
 template <class HostCtx>

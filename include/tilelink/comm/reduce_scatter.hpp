@@ -3,7 +3,8 @@
 // all ranks in `out`. The sum runs in rank order 0, 1, ..., world-1 whatever the arrival order,
 // so results are bit-identical from run to run.
 //
-// Channels of the slice: [0, world) entry barrier; then
+// Channels of the slice: [0, world) entry barrier (push only); [world, 2 world + 1) exit barrier (pull only:
+// the owner reads its peers' partials); then
 //  - push: chunks_per_rank channels; peers add 1 to chunk c's channel on the owner after pushing
 //    their part into the owner's receive slot (arrivals = world - 1);
 //  - pull: world * chunks_per_rank "partial ready" channels (RowShardMapping::channel), each
@@ -31,12 +32,16 @@ struct ReduceScatterPlan {
   TL_HOST_DEVICE uint32_t world() const { return map.world; }
   TL_HOST_DEVICE uint32_t row_bytes() const { return cols * 4u; }
   TL_HOST_DEVICE uint32_t barrier_channel() const { return 0; }
-  TL_HOST_DEVICE uint32_t chunk_channel(uint32_t chunk) const { return map.world + chunk; }
+  TL_HOST_DEVICE uint32_t exit_channel() const { return entry_barrier_channels(map.world); }
+  TL_HOST_DEVICE uint32_t data_channel0() const {
+    return exit_channel() + exit_barrier_channels(map.world);
+  }
+  TL_HOST_DEVICE uint32_t chunk_channel(uint32_t chunk) const { return data_channel0() + chunk; }
   TL_HOST_DEVICE uint32_t ready_channel(uint32_t owner, uint32_t chunk) const {
-    return map.world + map.channel(owner, chunk);
+    return data_channel0() + map.channel(owner, chunk);
   }
   TL_HOST_DEVICE uint32_t num_channels() const {
-    return map.world + (method == RsMethod::kPush ? map.chunks_per_rank() : map.num_channels());
+    return data_channel0() + (method == RsMethod::kPush ? map.chunks_per_rank() : map.num_channels());
   }
   // Floats of each buffer (per rank).
   TL_HOST_DEVICE uint64_t partial_elems() const { return uint64_t(map.total_rows()) * cols; }
@@ -67,7 +72,7 @@ template <class Ctx>
 TL_HOST_DEVICE void reduce_scatter_block(Ctx& ctx, const ReduceScatterPlan& plan,
                                       const SignalView& sig, const SymmetricView& heap,
                                       float* partial, float* recv, float* out) {
-  rank_barrier(ctx, sig, plan.barrier_channel());
+  if (plan.method == RsMethod::kPush) rank_barrier(ctx, sig, plan.barrier_channel());
   const uint32_t w = plan.world();
   const uint32_t rank = static_cast<uint32_t>(ctx.rank());
   const uint32_t cpr = plan.map.chunks_per_rank();
@@ -113,6 +118,7 @@ TL_HOST_DEVICE void reduce_scatter_block(Ctx& ctx, const ReduceScatterPlan& plan
       out[uint64_t(rows.row0) * plan.cols + e] = acc;
     }
   }
+  if (plan.method == RsMethod::kPull) rank_exit_barrier(ctx, sig, plan.exit_channel());
 }
 
 }  // namespace tilelink

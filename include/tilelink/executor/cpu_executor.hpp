@@ -124,8 +124,9 @@ class Executor {
   std::vector<uint64_t*> channel_bases_;       // [world]
   uint32_t num_channels_;
   std::vector<std::string> op_names_;
-  uint32_t claim_ = 0;
-  ErrorRecord record_{};
+  // Written by waiters through the views that signals() hands out.
+  mutable uint32_t claim_ = 0;
+  mutable ErrorRecord record_{};
   std::atomic<bool> abort_{false};
   uint64_t runs_ = 0;
 };

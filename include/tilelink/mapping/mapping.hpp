@@ -57,8 +57,8 @@ struct RowShardMapping {
   }
   // Channels a compute tile of rows [row0, row0 + rows) waits on (rows clipped to the tensor).
   TL_HOST_DEVICE ChannelRange channels_for_rows(uint32_t row0, uint32_t rows) const {
-    const uint32_t end = row0 + rows < total_rows() ? row0 + rows : total_rows();
-    if (row0 >= end) return {0, 0};
+    if (row0 >= total_rows() || rows == 0) return {0, 0};
+    const uint32_t end = rows < total_rows() - row0 ? row0 + rows : total_rows();
     const uint32_t first = channel_of_row(row0);
     return {first, channel_of_row(end - 1) - first + 1};
   }

@@ -52,6 +52,11 @@ class World {
   cudaStream_t comm_stream(int rank) const;
   ErrorChannel& errors() const;
 
+  // Orders work enqueued next on comm_stream(rank) after all work enqueued so far on
+  // compute_stream(rank) (an event; no host wait). Ops call it at the start of a call so that a
+  // call never overwrites buffers the previous call's consumers are still reading.
+  void comm_after_compute(int rank) const;
+
   // Throws InvalidArgument unless 0 <= rank < size().
   void check_rank(int rank, const char* where) const;
   // Makes rank's device current for the calling thread.

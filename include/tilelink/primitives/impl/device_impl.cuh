@@ -42,7 +42,7 @@ TL_DEVICE uint64_t globaltimer_ns() {
   return t;
 }
 
-__device__ __noinline__ void report_timeout(const SignalView& sig, WaitKind kind, uint32_t channel,
+inline __device__ __noinline__ void report_timeout(const SignalView& sig, WaitKind kind, uint32_t channel,
                                             int peer, int32_t tile, uint64_t expected,
                                             uint64_t observed, uint64_t elapsed_ns) {
   const ErrorChannelView& ch = sig.errors;

@@ -1,0 +1,62 @@
+// Helpers shared by the CPU suite: seeded random data, poison, and a rank-local fence that lets
+// one Executor::run hold several consecutive calls of an op.
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "tilelink/executor/cpu_executor.hpp"
+
+namespace tilelink::test {
+
+constexpr unsigned char kPoison = 0xA5;
+
+inline void fill_random(std::mt19937_64& rng, void* dst, size_t bytes) {
+  auto* p = static_cast<unsigned char*>(dst);
+  for (size_t i = 0; i < bytes; ++i) p[i] = static_cast<unsigned char>(rng());
+}
+
+inline std::vector<unsigned char> random_bytes(std::mt19937_64& rng, size_t bytes) {
+  std::vector<unsigned char> v(bytes);
+  fill_random(rng, v.data(), bytes);
+  return v;
+}
+
+inline std::vector<float> random_floats(std::mt19937_64& rng, size_t n) {
+  std::uniform_real_distribution<float> dist(-1.f, 1.f);
+  std::vector<float> v(n);
+  for (float& x : v) x = dist(rng);
+  return v;
+}
+
+// Options for protocol tests: frequent short delays (stragglers and reorderings) and a wait
+// bound far above any legitimate wait on a loaded 2-core machine.
+inline cpu::ExecutorOptions stress_options(uint64_t seed) {
+  cpu::ExecutorOptions o;
+  o.seed = seed;
+  o.max_delay_us = 40;
+  o.delay_probability = 0.3;
+  o.wait_timeout = std::chrono::milliseconds(10000);
+  return o;
+}
+
+// Joins every thread of one rank, as the boundary between two kernels on a rank's stream does,
+// without any cross-rank synchronisation. One channel per fence; add mode, so generation g
+// (1, 2, ...; never reused on the same channel) completes at g * threads_per_rank.
+struct RankFence {
+  const cpu::Executor* ex = nullptr;
+  uint32_t channel = 0;
+  uint32_t op_id = 0;
+  uint32_t threads_per_rank = 1;
+
+  void arrive_and_wait(cpu::BlockCtx& ctx, uint64_t generation) const {
+    const SignalView s = ex->signals(ctx.rank(), channel, 1, generation, op_id);
+    ctx.producer_tile_notify(s, 0, NotifyMode::kAdd);
+    ctx.consumer_tile_wait(s, 0, 1, threads_per_rank);
+  }
+};
+
+}  // namespace tilelink::test

@@ -1,0 +1,370 @@
+// The all-gather protocol (comm/all_gather.hpp) on the CPU executor: SM path (pull/push, full
+// mesh/ring) and copy-engine path, with a consumer role that reads compute tiles of BM rows as
+// soon as all_gather_wait_rows lets it, at world sizes 1..8. Checked row by row against the
+// source shards; fresh random data each call, outputs poisoned, channels never reset.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstring>
+#include <functional>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "cpu_test_util.hpp"
+#include "tilelink/comm/all_gather.hpp"
+#include "tilelink/core/error.hpp"
+#include "tilelink/executor/cpu_executor.hpp"
+
+namespace tilelink {
+namespace {
+
+using cpu::BlockCtx;
+using cpu::Executor;
+
+struct AgCase {
+  int world = 4;
+  uint32_t rows_per_rank = 10;
+  uint32_t comm_rows = 4;
+  uint32_t row_bytes = 48;
+  AgMethod method = AgMethod::kPull;
+  CommOrder order = CommOrder::kFullMesh;
+  bool copy_engine = false;  // all_gather_stream on one "stream" thread per rank
+  uint32_t comm_blocks = 3;
+  uint32_t consumer_blocks = 2;
+  uint32_t bm = 6;  // consumer tile rows, independent of comm_rows
+
+  std::string name() const {
+    std::ostringstream os;
+    os << "world " << world << (copy_engine ? " copy-engine" : method == AgMethod::kPull ? " pull" : " push")
+       << (order == CommOrder::kRing ? " ring" : " mesh") << " rows/rank " << rows_per_rank
+       << " comm_rows " << comm_rows << " bm " << bm;
+    return os.str();
+  }
+  AllGatherPlan plan() const {
+    AllGatherPlan p;
+    p.map = RowShardMapping{rows_per_rank, comm_rows, static_cast<uint32_t>(world)};
+    p.row_bytes = row_bytes;
+    p.pitch = row_bytes;
+    p.method = method;
+    p.order = order;
+    return p;
+  }
+};
+
+// The communication role's body: the real protocol, or a broken variant under test.
+using AgComm = std::function<void(BlockCtx&, const AllGatherPlan&, const SignalView&,
+                                  const SymmetricView&, void*)>;
+
+void real_all_gather(BlockCtx& ctx, const AllGatherPlan& plan, const SignalView& sig,
+                     const SymmetricView& heap, void* gathered) {
+  all_gather_block(ctx, plan, sig, heap, gathered);
+}
+
+// Consumer tile t of rank `rank`: wait for its rows, then read them like a GEMM would.
+void consume_tiles(BlockCtx& ctx, const AgCase& c, const AllGatherPlan& plan, const SignalView& sig,
+                   const char* gathered, unsigned char* out) {
+  const uint32_t total = plan.map.total_rows();
+  const uint32_t tiles = (total + c.bm - 1) / c.bm;
+  for (uint32_t t = ctx.block(); t < tiles; t += ctx.num_blocks()) {
+    const uint32_t row0 = t * c.bm;
+    const uint32_t rows = std::min(c.bm, total - row0);
+    all_gather_wait_rows(ctx, plan, sig, row0, rows, static_cast<int32_t>(t));
+    ctx.jitter();  // a straggling reader widens any window a missing wait leaves open
+    std::memcpy(out + uint64_t(row0) * c.row_bytes, gathered + uint64_t(row0) * plan.pitch,
+                uint64_t(rows) * c.row_bytes);
+  }
+}
+
+// First mismatch of `out` (rank r's consumer output) against the shards, or "".
+std::string check_gathered(const AgCase& c, int r, uint64_t call, const std::vector<unsigned char>& out,
+                           const std::vector<std::vector<unsigned char>>& shards) {
+  const uint32_t total = c.rows_per_rank * c.world;
+  for (uint32_t row = 0; row < total; ++row) {
+    const unsigned char* want = shards[row / c.rows_per_rank].data() + uint64_t(row % c.rows_per_rank) * c.row_bytes;
+    if (std::memcmp(out.data() + uint64_t(row) * c.row_bytes, want, c.row_bytes) != 0) {
+      const bool poison = out[uint64_t(row) * c.row_bytes] == test::kPoison;
+      return c.name() + ": call " + std::to_string(call) + ", rank " + std::to_string(r) + " row " +
+             std::to_string(row) + " (from rank " + std::to_string(row / c.rows_per_rank) + ") is " +
+             (poison ? "poison" : "wrong");
+    }
+  }
+  return "";
+}
+
+// `calls` consecutive calls (epochs 1..calls) in one executor, one run() per call. Returns the
+// first wrong row, or "".
+std::string run_all_gather(const AgCase& c, uint64_t seed, int calls, const AgComm& comm = real_all_gather) {
+  const AllGatherPlan plan = c.plan();
+  const uint32_t total = plan.map.total_rows();
+  const uint64_t bytes = uint64_t(total) * plan.pitch;
+  Executor ex(c.world, bytes + 4096, plan.num_channels(), test::stress_options(seed));
+  const uint32_t op = ex.register_op("all_gather");
+  const size_t gathered = ex.allocate(bytes);
+  std::mt19937_64 rng(seed);
+
+  for (uint64_t e = 1; e <= static_cast<uint64_t>(calls); ++e) {
+    std::vector<std::vector<unsigned char>> shards(c.world);
+    std::vector<std::vector<unsigned char>> out(c.world, std::vector<unsigned char>(bytes, test::kPoison));
+    for (int r = 0; r < c.world; ++r) {
+      shards[r] = test::random_bytes(rng, uint64_t(c.rows_per_rank) * c.row_bytes);
+      char* g = ex.at<char>(r, gathered);
+      std::memset(g, test::kPoison, bytes);
+      std::memcpy(g + uint64_t(r) * c.rows_per_rank * plan.pitch, shards[r].data(), shards[r].size());
+    }
+    std::vector<cpu::Role> roles;
+    roles.push_back({"comm", c.copy_engine ? 1u : c.comm_blocks, [&](BlockCtx& ctx) {
+                       const SignalView sig = ex.signals(ctx.rank(), 0, plan.num_channels(), e, op);
+                       void* g = ex.at<char>(ctx.rank(), gathered);
+                       if (c.copy_engine) {
+                         all_gather_stream(ctx, plan, sig, ex.heap(ctx.rank()), g);
+                       } else {
+                         comm(ctx, plan, sig, ex.heap(ctx.rank()), g);
+                       }
+                     }});
+    roles.push_back({"consumer", c.consumer_blocks, [&](BlockCtx& ctx) {
+                       const SignalView sig = ex.signals(ctx.rank(), 0, plan.num_channels(), e, op);
+                       consume_tiles(ctx, c, plan, sig, ex.at<char>(ctx.rank(), gathered), out[ctx.rank()].data());
+                     }});
+    ex.run(roles);
+    for (int r = 0; r < c.world; ++r) {
+      const std::string err = check_gathered(c, r, e, out[r], shards);
+      if (!err.empty()) return err;
+    }
+  }
+  return "";
+}
+
+struct Variant {
+  AgMethod method;
+  CommOrder order;
+  bool copy_engine;
+};
+
+class AllGatherProtocol : public ::testing::TestWithParam<Variant> {};
+
+TEST_P(AllGatherProtocol, EveryWorldSize) {
+  const Variant v = GetParam();
+  for (int world = 1; world <= 8; ++world) {
+    AgCase c;
+    c.world = world;
+    c.method = v.method;
+    c.order = v.order;
+    c.copy_engine = v.copy_engine;
+    EXPECT_EQ(run_all_gather(c, 1000 + world, 3), "");
+  }
+}
+
+TEST_P(AllGatherProtocol, TileShapes) {
+  const Variant v = GetParam();
+  // comm tile > shard, comm tile = 1 row, consumer tile of 1 row and of several shards, one
+  // communication block per rank and more blocks than work items.
+  const struct {
+    uint32_t rows_per_rank, comm_rows, bm, comm_blocks, consumer_blocks;
+  } shapes[] = {{7, 16, 5, 2, 1}, {6, 1, 1, 1, 3}, {9, 4, 20, 7, 1}, {12, 5, 12, 16, 2}};
+  for (int world : {3, 5}) {
+    for (const auto& s : shapes) {
+      AgCase c;
+      c.world = world;
+      c.method = v.method;
+      c.order = v.order;
+      c.copy_engine = v.copy_engine;
+      c.rows_per_rank = s.rows_per_rank;
+      c.comm_rows = s.comm_rows;
+      c.bm = s.bm;
+      c.comm_blocks = s.comm_blocks;
+      c.consumer_blocks = s.consumer_blocks;
+      c.row_bytes = 32;
+      EXPECT_EQ(run_all_gather(c, 77 * world + s.comm_rows, 2), "");
+    }
+  }
+}
+
+std::string variant_name(const ::testing::TestParamInfo<Variant>& info) {
+  const Variant& v = info.param;
+  if (v.copy_engine) return "CopyEngine";
+  return std::string(v.method == AgMethod::kPull ? "Pull" : "Push") +
+         (v.order == CommOrder::kRing ? "Ring" : "FullMesh");
+}
+
+INSTANTIATE_TEST_SUITE_P(Sm, AllGatherProtocol,
+                         ::testing::Values(Variant{AgMethod::kPull, CommOrder::kFullMesh, false},
+                                           Variant{AgMethod::kPull, CommOrder::kRing, false},
+                                           Variant{AgMethod::kPush, CommOrder::kFullMesh, false},
+                                           Variant{AgMethod::kPush, CommOrder::kRing, false},
+                                           Variant{AgMethod::kPull, CommOrder::kFullMesh, true}),
+                         variant_name);
+
+// The ring pull without the wait on the upstream rank's channel: a rank may copy a tile its
+// neighbour has not received yet. With delays on, the check must catch it as a wrong result.
+void ring_pull_without_wait(BlockCtx& ctx, const AllGatherPlan& plan, const SignalView& sig,
+                            const SymmetricView& heap, void* gathered) {
+  rank_barrier(ctx, sig, plan.barrier_channel());
+  const uint32_t rank = static_cast<uint32_t>(ctx.rank());
+  if (ctx.block() == 0) {
+    for (uint32_t c = 0; c < plan.map.chunks_per_rank(); ++c) {
+      ctx.producer_tile_notify(sig, plan.tile_channel(plan.map.channel(rank, c)));
+    }
+  }
+  for (uint32_t i = ctx.block(); i < plan.num_items(); i += ctx.num_blocks()) {
+    const AllGatherPlan::Item it = plan.item(rank, i);
+    const TileRef tile = plan.tile_ref(gathered, it.channel);
+    ctx.tile_pull_data(tile, heap, tile, it.peer, plan.tile_shape(it.channel));  // no peer_tile_wait
+    ctx.producer_tile_notify(sig, plan.tile_channel(it.channel));
+  }
+}
+
+TEST(AllGatherBroken, MissingWaitIsCaughtAsWrongResult) {
+  AgCase c;
+  c.world = 4;
+  c.method = AgMethod::kPull;
+  c.order = CommOrder::kRing;
+  int detected = 0;
+  std::string example;
+  for (uint64_t seed = 1; seed <= 5; ++seed) {
+    const std::string err = run_all_gather(c, seed, 1, ring_pull_without_wait);
+    if (!err.empty()) {
+      ++detected;
+      example = err;
+    }
+  }
+  EXPECT_GE(detected, 1) << "the executor never exposed the missing wait";
+  std::cout << "[          ] broken protocol detected in " << detected << "/5 seeds, e.g. " << example << "\n";
+}
+
+// A consumer that skips all_gather_wait_rows reads rows before they arrive.
+TEST(AllGatherBroken, ConsumerWithoutWaitIsCaughtAsWrongResult) {
+  AgCase c;
+  c.world = 3;
+  c.method = AgMethod::kPush;
+  const AllGatherPlan plan = c.plan();
+  const uint64_t bytes = uint64_t(plan.map.total_rows()) * plan.pitch;
+  int detected = 0;
+  for (uint64_t seed = 1; seed <= 5; ++seed) {
+    Executor ex(c.world, bytes, plan.num_channels(), test::stress_options(seed));
+    const uint32_t op = ex.register_op("all_gather");
+    const size_t gathered = ex.allocate(bytes);
+    std::mt19937_64 rng(seed);
+    std::vector<std::vector<unsigned char>> shards(c.world);
+    std::vector<std::vector<unsigned char>> out(c.world, std::vector<unsigned char>(bytes, test::kPoison));
+    for (int r = 0; r < c.world; ++r) {
+      shards[r] = test::random_bytes(rng, uint64_t(c.rows_per_rank) * c.row_bytes);
+      std::memcpy(ex.at<char>(r, gathered) + uint64_t(r) * c.rows_per_rank * plan.pitch, shards[r].data(),
+                  shards[r].size());
+    }
+    ex.run({{"comm", c.comm_blocks,
+             [&](BlockCtx& ctx) {
+               all_gather_block(ctx, plan, ex.signals(ctx.rank(), 0, plan.num_channels(), 1, op),
+                                ex.heap(ctx.rank()), ex.at<char>(ctx.rank(), gathered));
+             }},
+            {"consumer", 1, [&](BlockCtx& ctx) {
+               ctx.jitter();
+               std::memcpy(out[ctx.rank()].data(), ex.at<char>(ctx.rank(), gathered), bytes);
+             }}});
+    bool wrong = false;
+    for (int r = 0; r < c.world; ++r) wrong |= !check_gathered(c, r, 1, out[r], shards).empty();
+    detected += wrong;
+  }
+  EXPECT_GE(detected, 1);
+}
+
+// all_gather_stream is documented as full mesh only: on a ring the stream copies a tile from
+// its upstream neighbour without waiting for it to arrive there.
+TEST(AllGatherBroken, CopyEngineRingIsNotSupported) {
+  AgCase c;
+  c.world = 4;
+  c.order = CommOrder::kRing;
+  c.copy_engine = true;
+  int detected = 0;
+  for (uint64_t seed = 1; seed <= 5; ++seed) detected += !run_all_gather(c, seed, 1).empty();
+  EXPECT_GE(detected, 1);
+}
+
+// Several calls inside one run(): between calls only the threads of the same rank are joined,
+// as two kernels on one stream are; ranks are not synchronised with each other. Rank 0's
+// first block writes the rank's next input (its own rows, in place in `gathered`, as the
+// collective's contract says) at the start of each call. Returns the first wrong row, or "".
+std::string run_back_to_back(const AgCase& c, uint64_t seed, int calls) {
+  const AllGatherPlan plan = c.plan();
+  const uint32_t total = plan.map.total_rows();
+  const uint64_t bytes = uint64_t(total) * plan.pitch;
+  const uint32_t fence_channel = plan.num_channels();
+  Executor ex(c.world, bytes, fence_channel + 1, test::stress_options(seed));
+  const uint32_t op = ex.register_op("all_gather");
+  const uint32_t comm_blocks = c.copy_engine ? 1u : c.comm_blocks;
+  const test::RankFence fence{&ex, fence_channel, ex.register_op("rank_fence"), comm_blocks + c.consumer_blocks};
+  const size_t gathered = ex.allocate(bytes);
+  std::mt19937_64 rng(seed);
+  std::vector<std::vector<std::vector<unsigned char>>> shards(calls);
+  std::vector<std::vector<std::vector<unsigned char>>> out(calls);
+  for (int k = 0; k < calls; ++k) {
+    for (int r = 0; r < c.world; ++r) {
+      shards[k].push_back(test::random_bytes(rng, uint64_t(c.rows_per_rank) * c.row_bytes));
+      out[k].emplace_back(bytes, test::kPoison);
+    }
+  }
+  auto begin_call = [&](BlockCtx& ctx, int k, bool writer) {
+    fence.arrive_and_wait(ctx, 2 * uint64_t(k) + 1);  // the previous call is over on this rank
+    if (writer) {
+      std::memcpy(ex.at<char>(ctx.rank(), gathered) + uint64_t(ctx.rank()) * c.rows_per_rank * plan.pitch,
+                  shards[k][ctx.rank()].data(), shards[k][ctx.rank()].size());
+    }
+    fence.arrive_and_wait(ctx, 2 * uint64_t(k) + 2);  // this call's input is in place
+  };
+  ex.run({{"comm", comm_blocks,
+           [&](BlockCtx& ctx) {
+             for (int k = 0; k < calls; ++k) {
+               begin_call(ctx, k, ctx.block() == 0);
+               const SignalView sig = ex.signals(ctx.rank(), 0, plan.num_channels(), k + 1, op);
+               void* g = ex.at<char>(ctx.rank(), gathered);
+               if (c.copy_engine) {
+                 all_gather_stream(ctx, plan, sig, ex.heap(ctx.rank()), g);
+               } else {
+                 all_gather_block(ctx, plan, sig, ex.heap(ctx.rank()), g);
+               }
+             }
+           }},
+          {"consumer", c.consumer_blocks, [&](BlockCtx& ctx) {
+             for (int k = 0; k < calls; ++k) {
+               begin_call(ctx, k, false);
+               const SignalView sig = ex.signals(ctx.rank(), 0, plan.num_channels(), k + 1, op);
+               consume_tiles(ctx, c, plan, sig, ex.at<char>(ctx.rank(), gathered), out[k][ctx.rank()].data());
+             }
+           }}});
+  for (int k = 0; k < calls; ++k) {
+    for (int r = 0; r < c.world; ++r) {
+      const std::string err = check_gathered(c, r, k + 1, out[k][r], shards[k]);
+      if (!err.empty()) return err;
+    }
+  }
+  return "";
+}
+
+class AllGatherBackToBack : public ::testing::TestWithParam<Variant> {};
+
+TEST_P(AllGatherBackToBack, ConsecutiveCallsWithoutHostSync) {
+  const Variant v = GetParam();
+  for (int world : {2, 3, 5}) {
+    for (uint64_t seed = 1; seed <= 3; ++seed) {
+      AgCase c;
+      c.world = world;
+      c.method = v.method;
+      c.order = v.order;
+      c.copy_engine = v.copy_engine;
+      EXPECT_EQ(run_back_to_back(c, seed * 31 + world, 4), "");
+    }
+  }
+}
+
+// Back-to-back calls where the input is rewritten as soon as a rank's own call is complete. In
+// the pull variants peers read that input; the exit barrier keeps the call open until they did.
+INSTANTIATE_TEST_SUITE_P(Sm, AllGatherBackToBack,
+                         ::testing::Values(Variant{AgMethod::kPush, CommOrder::kFullMesh, false},
+                                           Variant{AgMethod::kPush, CommOrder::kRing, false},
+                                           Variant{AgMethod::kPull, CommOrder::kFullMesh, false},
+                                           Variant{AgMethod::kPull, CommOrder::kRing, false},
+                                           Variant{AgMethod::kPull, CommOrder::kFullMesh, true}),
+                         variant_name);
+
+}  // namespace
+}  // namespace tilelink
