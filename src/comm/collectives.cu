@@ -56,6 +56,18 @@ void launch(const World& world, int rank, Kernel kernel, bool bulk, uint32_t blo
   TL_CUDA_CHECK(cudaGetLastError());
 }
 
+// CUDA loads kernels lazily (CUDA_MODULE_LOADING=LAZY is the default). A first launch that has to
+// load its module while a peer rank's kernel spins waiting for it can stall behind that kernel:
+// load every kernel an op will use when the op is built.
+template <class Kernel>
+void preload(const World& world, Kernel kernel) {
+  for (int r = 0; r < world.size(); ++r) {
+    world.set_device(r);
+    cudaFuncAttributes attr{};
+    TL_CUDA_CHECK(cudaFuncGetAttributes(&attr, kernel));
+  }
+}
+
 std::string check_launch_shape(const World& world, uint32_t num_blocks, uint32_t threads) {
   if (threads < 32 || threads > 1024 || threads % 32 != 0) {
     return "argument 'config.threads' = " + std::to_string(threads) +
@@ -139,6 +151,13 @@ AllGather::AllGather(const World& world, SymmetricHeap& heap, SignalSet& signals
   for (int r = 0; r < world.size(); ++r) {
     gathered_.push_back(static_cast<char*>(args.gathered->data(r)) + args.gathered_offset);
   }
+  if (args.config.resource == CommResource::kSm) {
+    if (args.config.path == DataPath::kBulk) {
+      preload(world, all_gather_kernel<true>);
+    } else {
+      preload(world, all_gather_kernel<false>);
+    }
+  }
   slice_ = signals.allocate(plan_.num_channels(), name);
 }
 
@@ -201,7 +220,15 @@ ReduceScatter::ReduceScatter(const World& world, SymmetricHeap& heap, SignalSet&
   recv_ = heap.allocate(plan_.recv_elems() * sizeof(float));
   const uint32_t budget = static_cast<uint32_t>(world.sm_budget(0));
   num_blocks_ = args.config.num_blocks != 0 ? args.config.num_blocks
-                                            : std::clamp(plan_.map.chunks_per_rank(), 1u, budget);
+                                            : std::clamp(args.rows_per_rank, 1u, budget);
+  // About two reduction items per block, so that every block has work whatever comm_rows is.
+  const uint32_t per_item = (args.rows_per_rank + 2 * num_blocks_ - 1) / (2 * num_blocks_);
+  plan_.reduce_rows = std::clamp(per_item, 1u, args.config.comm_rows);
+  if (args.config.path == DataPath::kBulk) {
+    preload(world, reduce_scatter_kernel<true>);
+  } else {
+    preload(world, reduce_scatter_kernel<false>);
+  }
   slice_ = signals.allocate(plan_.num_channels(), name);
 }
 

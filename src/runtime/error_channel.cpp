@@ -74,6 +74,19 @@ void ErrorChannel::throw_timeout(const ErrorRecord& record) const {
 
 void ErrorChannel::note_stream_wait(const StreamWait& wait) {
   std::lock_guard<std::mutex> lock(mutex_);
+  // Keep the log bounded between synchronizations: waits on streams that have drained are done.
+  constexpr size_t kPruneAt = 4096;
+  if (stream_waits_.size() >= kPruneAt) {
+    std::vector<cudaStream_t> idle;
+    for (const StreamWait& w : stream_waits_) {
+      if (std::find(idle.begin(), idle.end(), w.stream) == idle.end() && cudaStreamQuery(w.stream) == cudaSuccess) {
+        idle.push_back(w.stream);
+      }
+    }
+    std::erase_if(stream_waits_, [&](const StreamWait& w) {
+      return std::find(idle.begin(), idle.end(), w.stream) != idle.end();
+    });
+  }
   stream_waits_.push_back(wait);
 }
 

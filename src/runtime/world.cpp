@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <optional>
 #include <cstdlib>
 #include <string>
 #include <thread>
@@ -201,36 +202,42 @@ void write_u64(int device, uint64_t* address, uint64_t value) {
   TL_CUDA_CHECK(cudaStreamDestroy(side));
 }
 
-// If `stream` is held by a rank_wait whose channel has not reached its value, reports it: the
-// stream is released first (the channel is set to the expected value) so the process can tear
-// down, then TimeoutError is thrown. Waits on a stream complete in order, so the first
-// unsatisfied one is where the stream stands; each channel is read once.
-void check_stalled_stream(const World& world, int rank, cudaStream_t stream, uint64_t elapsed_ns) {
-  ErrorChannel& errors = world.errors();
+// The first registered rank_wait on `stream` whose channel has not reached its value: the
+// stream's waits complete in order, so that is where the stream stands if it is held by one.
+// Each channel is read once.
+std::optional<std::pair<StreamWait, uint64_t>> first_unsatisfied(const World& world, int rank,
+                                                                 cudaStream_t stream) {
   std::vector<std::pair<const uint64_t*, uint64_t>> observed;
-  for (const StreamWait& w : errors.stream_waits(stream)) {
+  for (const StreamWait& w : world.errors().stream_waits(stream)) {
     auto it = std::find_if(observed.begin(), observed.end(), [&](auto& o) { return o.first == w.address; });
     if (it == observed.end()) {
       observed.emplace_back(w.address, read_u64(world.device(rank), w.address));
       it = observed.end() - 1;
     }
-    if (epoch_reached(it->second, w.expected)) continue;
-    write_u64(world.device(rank), const_cast<uint64_t*>(w.address), w.expected);
-    errors.clear_stream_waits();
-    ErrorRecord rec{};
-    rec.state = ErrorRecord::kValid;
-    rec.kind = WaitKind::kRankWait;
-    rec.op_id = w.op_id;
-    rec.rank = w.rank;
-    rec.block = -1;
-    rec.tile = -1;
-    rec.channel = w.channel;
-    rec.peer = w.rank;
-    rec.expected = w.expected;
-    rec.observed = it->second;
-    rec.elapsed_ns = elapsed_ns;
-    errors.throw_timeout(rec);
+    if (!epoch_reached(it->second, w.expected)) return std::make_pair(w, it->second);
   }
+  return std::nullopt;
+}
+
+// Reports a stalled rank_wait: the stream is released first (the channel is set to the expected
+// value) so that the process can tear down, then TimeoutError is thrown.
+[[noreturn]] void report_stall(const World& world, int rank, const StreamWait& w, uint64_t observed,
+                               uint64_t elapsed_ns) {
+  write_u64(world.device(rank), const_cast<uint64_t*>(w.address), w.expected);
+  world.errors().clear_stream_waits();
+  ErrorRecord rec{};
+  rec.state = ErrorRecord::kValid;
+  rec.kind = WaitKind::kRankWait;
+  rec.op_id = w.op_id;
+  rec.rank = w.rank;
+  rec.block = -1;
+  rec.tile = -1;
+  rec.channel = w.channel;
+  rec.peer = w.rank;
+  rec.expected = w.expected;
+  rec.observed = observed;
+  rec.elapsed_ns = elapsed_ns;
+  world.errors().throw_timeout(rec);
 }
 
 }  // namespace
@@ -242,6 +249,8 @@ void World::synchronize() const {
   uint64_t next_check = timeout;
   for (int r = 0; r < size(); ++r) {
     for (cudaStream_t s : {impl_->comm[r], impl_->compute[r]}) {
+      const uint64_t* suspect_address = nullptr;  // the first unsatisfied wait at the last check
+      uint64_t suspect_expected = 0;
       for (;;) {
         const cudaError_t st = cudaStreamQuery(s);
         if (st == cudaSuccess) break;
@@ -251,9 +260,15 @@ void World::synchronize() const {
         }
         const uint64_t elapsed = static_cast<uint64_t>(
             std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - start).count());
-        // Device waits bound themselves (they trap); stream memop waits need the host.
+        // Device waits bound themselves (they trap); stream memop waits need the host. A wait is
+        // reported when it is still the stream's first unsatisfied one a whole timeout later.
         if (timeout != 0 && elapsed > next_check) {
-          check_stalled_stream(*this, r, s, elapsed);
+          const auto now = first_unsatisfied(*this, r, s);
+          if (now && now->first.address == suspect_address && now->first.expected == suspect_expected) {
+            report_stall(*this, r, now->first, now->second, elapsed);
+          }
+          suspect_address = now ? now->first.address : nullptr;
+          suspect_expected = now ? now->first.expected : 0;
           next_check = elapsed + timeout;
         }
         std::this_thread::sleep_for(std::chrono::microseconds(20));

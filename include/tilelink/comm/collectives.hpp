@@ -36,7 +36,8 @@ struct AllGatherConfig {
   DataPath path = DataPath::kLdSt;
   CommOrder order = CommOrder::kFullMesh;
   uint32_t comm_rows = 128;    // rows per communication tile (signal granularity)
-  uint32_t num_blocks = 0;     // SM path: CTAs per rank; 0 = min(work items, SM budget)
+  uint32_t num_blocks = 0;     // SM path: CTAs per rank; 0 = min(work items, SM budget), which
+                               // leaves no room for a concurrent consumer: set it when overlapping
   uint32_t threads = 512;      // SM path: threads per CTA
 };
 
@@ -60,8 +61,11 @@ class AllGather {
   static std::string can_implement(const World& world, const SymmetricHeap& heap,
                                    const AllGatherArguments& args);
 
-  // Enqueues one call on every rank's comm stream. Returns the call's epoch. A consumer kernel of
-  // rank r waits on signals().device_view(r) with all_gather_wait_rows.
+  // Enqueues one call on every rank's comm stream, ordered after all work enqueued so far on the
+  // rank's compute stream (consumers of the previous call finish before this call overwrites
+  // their input). Returns the call's epoch. A consumer kernel of rank r waits on
+  // signals().device_view(r) with all_gather_wait_rows; run concurrently with the SM path, its
+  // grid must fit in sm_budget(r) - num_blocks() so that every rank's blocks stay resident.
   uint64_t run();
 
   const AllGatherPlan& plan() const { return plan_; }

@@ -49,6 +49,10 @@ struct DeviceBlockCtx {
   TL_DEVICE void tile_push_data(const SymmetricView& heap, TileRef dst_sym, int peer,
                                 TileShape shape, TileRef src) {
     if constexpr (kBulk) {
+      // Thread 0's bulk copy (async proxy) reads what any thread of the block may just have
+      // written with ordinary stores: each writer fences, then the barrier.
+      asm volatile("fence.proxy.async.global;" ::: "memory");
+      __syncthreads();
       if (threadIdx.x == 0) tilelink::tile_push_data(*staging_, heap, dst_sym, peer, shape, src);
     } else {
       tilelink::tile_push_data(lanes(), heap, dst_sym, peer, shape, src);
@@ -57,6 +61,7 @@ struct DeviceBlockCtx {
   TL_DEVICE void tile_pull_data(TileRef dst, const SymmetricView& heap, TileRef src_sym, int peer,
                                 TileShape shape) {
     if constexpr (kBulk) {
+      __syncthreads();
       if (threadIdx.x == 0) tilelink::tile_pull_data(*staging_, dst, heap, src_sym, peer, shape);
     } else {
       tilelink::tile_pull_data(lanes(), dst, heap, src_sym, peer, shape);

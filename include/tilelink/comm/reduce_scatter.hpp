@@ -26,8 +26,11 @@ enum class RsMethod : uint32_t {
 
 struct ReduceScatterPlan {
   RowShardMapping map;
-  uint32_t cols = 0;  // floats per row; partial/recv/out rows are contiguous (pitch = cols)
+  uint32_t cols = 0;  // floats per row (a multiple of 4); rows are contiguous (pitch = cols)
   RsMethod method = RsMethod::kPush;
+  // Rows per reduction item: chunks are reduced in slices so that all of a rank's blocks share
+  // the work whatever the communication tile size (0 = one slice per chunk).
+  uint32_t reduce_rows = 0;
 
   TL_HOST_DEVICE uint32_t world() const { return map.world; }
   TL_HOST_DEVICE uint32_t row_bytes() const { return cols * 4u; }
@@ -63,6 +66,30 @@ struct ReduceScatterPlan {
   TL_HOST_DEVICE TileRef recv_tile(float* recv, uint32_t sender, uint32_t chunk) const {
     return partial_tile(recv, sender, chunk);
   }
+
+  // Reduction items: (chunk, slice of reduce_rows rows); the last slice of a chunk may be short
+  // or, for a short last chunk, empty.
+  TL_HOST_DEVICE uint32_t slice_rows() const {
+    return reduce_rows == 0 || reduce_rows > map.comm_rows ? map.comm_rows : reduce_rows;
+  }
+  TL_HOST_DEVICE uint32_t slices_per_chunk() const {
+    return (map.comm_rows + slice_rows() - 1) / slice_rows();
+  }
+  TL_HOST_DEVICE uint32_t num_reduce_items() const {
+    return map.chunks_per_rank() * slices_per_chunk();
+  }
+  // Rows of item i within the chunk it belongs to: [row0, row0 + rows) relative to the chunk.
+  TL_HOST_DEVICE RowRange item_rows(uint32_t i) const {
+    const RowRange chunk = chunk_rows(i / slices_per_chunk());
+    const uint32_t row0 = (i % slices_per_chunk()) * slice_rows();
+    if (row0 >= chunk.rows) return {row0, 0};
+    return {row0, chunk.rows - row0 < slice_rows() ? chunk.rows - row0 : slice_rows()};
+  }
+};
+
+// 16-byte vector of the reduction (cols is a multiple of 4, buffers 16-byte aligned).
+struct alignas(16) Float4 {
+  float v[4];
 };
 
 // One block of one rank: first the sends (tiles other ranks need, in swizzled order), then the
@@ -91,7 +118,12 @@ TL_HOST_DEVICE void reduce_scatter_block(Ctx& ctx, const ReduceScatterPlan& plan
     }
   }
 
-  for (uint32_t chunk = ctx.block(); chunk < cpr; chunk += ctx.num_blocks()) {
+  for (uint32_t i = ctx.block(); i < plan.num_reduce_items(); i += ctx.num_blocks()) {
+    const uint32_t chunk = i / plan.slices_per_chunk();
+    const RowRange slice = plan.item_rows(i);
+    if (slice.rows == 0) continue;
+    const uint64_t offset = uint64_t(slice.row0) * plan.cols;  // floats into the chunk
+    const TileShape shape{slice.rows, plan.row_bytes()};
     if (plan.method == RsMethod::kPush) {
       ctx.consumer_tile_wait(sig, plan.chunk_channel(chunk), 1, w - 1, static_cast<int32_t>(chunk));
     } else {
@@ -99,23 +131,26 @@ TL_HOST_DEVICE void reduce_scatter_block(Ctx& ctx, const ReduceScatterPlan& plan
         const uint32_t q = swizzled_peer(rank, s, w);
         ctx.peer_tile_wait(sig, plan.ready_channel(rank, chunk), static_cast<int>(q), 1,
                            static_cast<int32_t>(chunk));
-        ctx.tile_pull_data(plan.recv_tile(recv, q, chunk), heap,
-                           plan.partial_tile(partial, rank, chunk), static_cast<int>(q),
-                           plan.chunk_shape(chunk));
+        const TileRef dst = plan.recv_tile(recv, q, chunk);
+        const TileRef src = plan.partial_tile(partial, rank, chunk);
+        ctx.tile_pull_data({static_cast<float*>(dst.ptr) + offset, dst.pitch}, heap,
+                           {static_cast<float*>(src.ptr) + offset, src.pitch}, static_cast<int>(q),
+                           shape);
       }
       ctx.sync();
     }
-    const RowRange rows = plan.chunk_rows(chunk);
-    const uint64_t n = uint64_t(rows.rows) * plan.cols;
+    // Sum in rank order 0..world-1: bit-identical results whatever the arrival order.
+    const uint64_t n4 = uint64_t(slice.rows) * plan.cols / 4;
     const Lanes lanes = ctx.lanes();
-    for (uint64_t e = lanes.id; e < n; e += lanes.count) {
-      float acc = 0.f;
+    Float4* dst = reinterpret_cast<Float4*>(out + uint64_t(plan.chunk_rows(chunk).row0) * plan.cols + offset);
+    for (uint64_t e = lanes.id; e < n4; e += lanes.count) {
+      Float4 acc{{0.f, 0.f, 0.f, 0.f}};
       for (uint32_t q = 0; q < w; ++q) {
-        const float* src = q == rank ? static_cast<const float*>(plan.partial_tile(partial, rank, chunk).ptr)
-                                     : static_cast<const float*>(plan.recv_tile(recv, q, chunk).ptr);
-        acc += src[e];
+        const TileRef t = q == rank ? plan.partial_tile(partial, rank, chunk) : plan.recv_tile(recv, q, chunk);
+        const Float4 x = reinterpret_cast<const Float4*>(static_cast<const float*>(t.ptr) + offset)[e];
+        for (int k = 0; k < 4; ++k) acc.v[k] += x.v[k];
       }
-      out[uint64_t(rows.row0) * plan.cols + e] = acc;
+      dst[e] = acc;
     }
   }
   if (plan.method == RsMethod::kPull) rank_exit_barrier(ctx, sig, plan.exit_channel());

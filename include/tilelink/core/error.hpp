@@ -65,9 +65,14 @@ std::string to_display(const T& value) {
   return os.str();
 }
 inline std::string to_display(const void* p) {
+  if (p == nullptr) return "nullptr";
   std::ostringstream os;
-  os << (p == nullptr ? std::string("nullptr") : to_display(reinterpret_cast<std::uintptr_t>(p)));
+  os << "0x" << std::hex << reinterpret_cast<std::uintptr_t>(p);
   return os.str();
+}
+template <class T>
+std::string to_display(T* p) {
+  return to_display(static_cast<const void*>(p));
 }
 
 // "argument 'name' = value: expected <expectation>" -- the one format for every bad input.

@@ -7,9 +7,11 @@
 //    ordered by a barrier before it -- are visible to whoever acquires the channel.
 //  - Every wait is an ACQUIRE at the same scope; no load that follows it in program order (or,
 //    through a barrier, in other threads) can observe data older than the notify it matched.
-//  - Both also issue `fence.proxy.async.global`, so data moved by TMA / bulk copies (the async
-//    proxy) on either side is ordered with the generic-proxy flag. Kernels that load tiles with
-//    TMA right after a wait therefore need no fence of their own.
+//  - Both also issue `fence.proxy.async.global` in the calling thread, so data moved by TMA / bulk
+//    copies (the async proxy) is ordered with the generic-proxy flag: a thread that waits and then
+//    issues TMA loads, or completes TMA stores and then notifies, needs no fence of its own. Other
+//    threads that wrote a tile with ordinary stores which one thread then copies with TMA must
+//    each fence (fence.proxy.async) before the barrier, as DeviceBlockCtx<true> does.
 //  - Waits are bounded: past `sig.errors.timeout_ns` the waiter records op, rank, block, tile,
 //    channel, peer, expected and observed values in the error channel and traps. The host turns
 //    the record into tilelink::TimeoutError (World::synchronize).

@@ -63,8 +63,9 @@ class World {
   void set_device(int rank) const;
 
   // Waits for every rank's streams. A device wait that timed out becomes TimeoutError; a stream
-  // wait (rank_wait) stalled past the timeout becomes TimeoutError after the stream is released;
-  // any other failure becomes CudaError.
+  // wait (rank_wait) that is still its stream's first unsatisfied wait a whole timeout after it
+  // was first seen so becomes TimeoutError, after the stream is released; any other failure
+  // becomes CudaError.
   void synchronize() const;
 
  private:
