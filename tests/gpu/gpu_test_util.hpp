@@ -1,0 +1,219 @@
+// Shared helpers of the GPU suite: the no-GPU skip, a virtual-rank world with its heap and
+// signals, device buffers, reproducible host random data, poison, byte comparison, and the few
+// device helpers the test kernels share.
+#pragma once
+
+#include <cuda_runtime_api.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "tilelink/tilelink.hpp"
+
+namespace tilelink::test {
+
+inline bool gpu_present() {
+  static const bool present = [] {
+    int count = 0;
+    if (cudaGetDeviceCount(&count) != cudaSuccess) {
+      (void)cudaGetLastError();
+      return false;
+    }
+    return count > 0;
+  }();
+  return present;
+}
+
+}  // namespace tilelink::test
+
+// First statement of every GPU test: without a device the test is reported as skipped, visibly.
+#define TL_SKIP_WITHOUT_GPU()                                                    \
+  do {                                                                           \
+    if (!::tilelink::test::gpu_present()) {                                      \
+      GTEST_SKIP() << "no CUDA GPU found: GPU test skipped";                     \
+    }                                                                            \
+  } while (0)
+
+// After every kernel launch: a bad configuration surfaces here, not at the next synchronize.
+#define TL_CHECK_LAUNCH() TL_CUDA_CHECK(cudaGetLastError())
+
+namespace tilelink::test {
+
+// Fill byte of every output before the call that should overwrite it.
+constexpr uint8_t kPoison = 0xA5;
+
+// The world, heap and signal set of one test, in construction order (the heap keeps a pointer to
+// the world, the signal set to the heap): never moved.
+struct TestWorld {
+  World world;
+  SymmetricHeap heap;
+  SignalSet signals;
+
+  TestWorld(int ranks, size_t heap_bytes_per_rank, uint32_t channels, WorldOptions options = {})
+      : world(World::virtual_ranks(ranks, 0, options)),
+        heap(world, heap_bytes_per_rank),
+        signals(heap, channels) {}
+  TestWorld(const TestWorld&) = delete;
+  TestWorld& operator=(const TestWorld&) = delete;
+
+  // The smallest SM budget over the ranks: grids of at most this many blocks per rank are all
+  // resident at once.
+  int min_sm_budget() const {
+    int budget = world.sm_budget(0);
+    for (int r = 1; r < world.size(); ++r) budget = std::min(budget, world.sm_budget(r));
+    return budget;
+  }
+};
+
+// cudaMalloc'd memory on one device (not symmetric). Move-only.
+class DeviceBuffer {
+ public:
+  DeviceBuffer() = default;
+  DeviceBuffer(size_t bytes, int device) : bytes_(bytes) {
+    TL_CUDA_CHECK(cudaSetDevice(device));
+    TL_CUDA_CHECK(cudaMalloc(&ptr_, bytes));
+  }
+  DeviceBuffer(DeviceBuffer&& o) noexcept
+      : ptr_(std::exchange(o.ptr_, nullptr)), bytes_(std::exchange(o.bytes_, 0)) {}
+  DeviceBuffer& operator=(DeviceBuffer&& o) noexcept {
+    std::swap(ptr_, o.ptr_);
+    std::swap(bytes_, o.bytes_);
+    return *this;
+  }
+  ~DeviceBuffer() {
+    if (ptr_ != nullptr) (void)cudaFree(ptr_);
+  }
+
+  template <class T = char>
+  T* get() const {
+    return static_cast<T*>(ptr_);
+  }
+  size_t bytes() const { return bytes_; }
+
+ private:
+  void* ptr_ = nullptr;
+  size_t bytes_ = 0;
+};
+
+// SplitMix64: small, fast, and reproducible across platforms (a failure can be replayed).
+class Rng {
+ public:
+  explicit Rng(uint64_t seed) : state_(seed) {}
+  uint64_t next() {
+    uint64_t z = (state_ += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+  }
+  // Finite floats of varied magnitude and sign, so that a different summation order gives a
+  // different rounding.
+  float next_float() {
+    const uint64_t bits = next();
+    const float mantissa = 1.0f + float(bits & 0xFFFFFF) / float(1 << 24);
+    const int exponent = int((bits >> 24) % 21) - 10;
+    const float sign = (bits >> 32) & 1 ? -1.0f : 1.0f;
+    return sign * std::ldexp(mantissa, exponent);
+  }
+
+ private:
+  uint64_t state_;
+};
+
+inline std::vector<uint8_t> random_bytes(size_t n, uint64_t seed) {
+  Rng rng(seed);
+  std::vector<uint8_t> v(n);
+  for (size_t i = 0; i < n; i += 8) {
+    const uint64_t x = rng.next();
+    std::memcpy(v.data() + i, &x, std::min<size_t>(8, n - i));
+  }
+  return v;
+}
+
+inline std::vector<float> random_floats(size_t n, uint64_t seed) {
+  Rng rng(seed);
+  std::vector<float> v(n);
+  for (float& x : v) x = rng.next_float();
+  return v;
+}
+
+// A seed that differs per test case, rank and call.
+inline uint64_t seed_of(uint64_t test, uint64_t rank, uint64_t call) {
+  return (test << 40) ^ (rank << 20) ^ call ^ 0x5EEDull;
+}
+
+// Synchronous host <-> device transfers and poison. They run outside the world's streams, so
+// settle() waits for the whole device before anything that depends on them is launched.
+inline void upload(void* dst, const void* src, size_t bytes) {
+  TL_CUDA_CHECK(cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice));
+}
+template <class T>
+std::vector<T> download(const void* src, size_t count) {
+  std::vector<T> v(count);
+  TL_CUDA_CHECK(cudaMemcpy(v.data(), src, count * sizeof(T), cudaMemcpyDeviceToHost));
+  return v;
+}
+inline void poison(void* p, size_t bytes) { TL_CUDA_CHECK(cudaMemset(p, kPoison, bytes)); }
+inline void settle() { TL_CUDA_CHECK(cudaDeviceSynchronize()); }
+
+// Byte-exact comparison with the first mismatch and the number of mismatching bytes.
+inline ::testing::AssertionResult bytes_equal(const std::vector<uint8_t>& got,
+                                              const std::vector<uint8_t>& want) {
+  if (got.size() != want.size()) {
+    return ::testing::AssertionFailure() << "size " << got.size() << " != " << want.size();
+  }
+  size_t first = got.size(), count = 0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    if (got[i] != want[i]) {
+      if (count++ == 0) first = i;
+    }
+  }
+  if (count == 0) return ::testing::AssertionSuccess();
+  return ::testing::AssertionFailure()
+         << count << " of " << got.size() << " bytes differ; first at byte " << first << ": got 0x"
+         << std::hex << int(got[first]) << ", want 0x" << int(want[first]) << std::dec
+         << (got[first] == kPoison ? " (poison: never written)" : "");
+}
+
+inline bool all_poison(const std::vector<uint8_t>& v) {
+  return std::all_of(v.begin(), v.end(), [](uint8_t b) { return b == kPoison; });
+}
+
+inline std::string world_name(const ::testing::TestParamInfo<int>& info) {
+  return "world" + std::to_string(info.param);
+}
+
+constexpr int kWorldSizes[] = {1, 2, 4, 8};
+
+}  // namespace tilelink::test
+
+#if defined(__CUDACC__)
+namespace tilelink::test {
+
+// The block copies `bytes` (a multiple of 16, 16-byte aligned pointers) with 16-byte vectors.
+__device__ inline void block_copy16(void* dst, const void* src, uint64_t bytes) {
+  int4* d = static_cast<int4*>(dst);
+  const int4* s = static_cast<const int4*>(src);
+  for (uint64_t i = threadIdx.x; i < bytes / 16; i += blockDim.x) d[i] = s[i];
+}
+
+// A 32-bit word that depends on every argument (murmur3 finaliser): stale data from another
+// trial, pair or position never matches.
+__host__ __device__ inline uint32_t pattern_word(uint32_t trial, uint32_t pair, uint32_t word) {
+  uint32_t h = trial * 0x9E3779B9u ^ (pair + 1) * 0x85EBCA6Bu ^ (word + 1) * 0xC2B2AE35u;
+  h ^= h >> 16;
+  h *= 0x85EBCA6Bu;
+  h ^= h >> 13;
+  h *= 0xC2B2AE35u;
+  h ^= h >> 16;
+  return h;
+}
+
+}  // namespace tilelink::test
+#endif

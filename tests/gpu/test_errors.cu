@@ -1,0 +1,331 @@
+// Failure reporting:
+//  - a device wait that nobody satisfies traps and becomes TimeoutError naming the op, rank,
+//    block, tile, channel and expected value (death test: the trap poisons the CUDA context);
+//  - a stream wait (rank_wait) that never completes becomes TimeoutError naming the op, rank and
+//    channel, and the world stays usable;
+//  - bad arguments throw InvalidArgument before anything is launched: the destinations keep their
+//    poison, and no signal channel stays claimed.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "gpu_test_util.hpp"
+#include "tilelink/primitives/device.cuh"
+
+namespace tilelink::test::errors {
+
+constexpr uint64_t kShortTimeoutNs = 200'000'000;  // 200 ms
+
+WorldOptions short_timeout() {
+  WorldOptions options;
+  options.wait_timeout_ns = kShortTimeoutNs;
+  return options;
+}
+
+// Ends the death-test child without running destructors: after a trap the CUDA context is gone.
+[[noreturn]] void child_exit(int code) {
+  std::fflush(stdout);
+  std::fflush(stderr);
+  std::_Exit(code);
+}
+
+// ---- timeouts -------------------------------------------------------------------------------------
+
+// The waiter of the timeout test: block 3 of rank 1 waits for channel 2 of its slice to reach
+// epoch 2 x 3 arrivals = 6, on behalf of tile 7. Nobody notifies.
+constexpr int kWaitRank = 1;
+constexpr uint32_t kWaitBlock = 3;
+constexpr uint32_t kWaitChannel = 2;
+constexpr uint32_t kWaitArrivals = 3;
+constexpr int32_t kWaitTile = 7;
+constexpr uint64_t kWaitEpoch = 2;
+
+__global__ void wait_forever_kernel(SignalView sig) {
+  if (blockIdx.x == kWaitBlock && threadIdx.x == 0) {
+    consumer_tile_wait(sig, kWaitChannel, 1, kWaitArrivals, kWaitTile);
+  }
+}
+
+void device_wait_times_out() {
+  unsetenv("TILELINK_WAIT_TIMEOUT_MS");  // the 200 ms below, whatever the environment says
+  try {
+    TestWorld env(2, 1 << 20, 64, short_timeout());
+    SignalSlice slice = env.signals.allocate(4, "never_notified");
+    while (slice.epoch() < kWaitEpoch) slice.begin_call();
+    env.world.set_device(kWaitRank);
+    wait_forever_kernel<<<kWaitBlock + 2, 32, 0, env.world.compute_stream(kWaitRank)>>>(
+        slice.device_view(kWaitRank));
+    TL_CHECK_LAUNCH();
+    try {
+      env.world.synchronize();
+    } catch (const TimeoutError& e) {
+      std::fprintf(stderr, "%s\n", e.what());
+      const ErrorRecord& r = e.record();
+      const bool record_ok = r.kind == WaitKind::kConsumerTile && r.rank == kWaitRank &&
+                             r.block == int32_t(kWaitBlock) && r.tile == kWaitTile &&
+                             r.channel == kWaitChannel && r.peer == kWaitRank &&
+                             r.expected == kWaitEpoch * kWaitArrivals && r.observed == 0 &&
+                             r.elapsed_ns >= kShortTimeoutNs && e.op_name() == "never_notified";
+      if (!record_ok) std::fprintf(stderr, "error record does not match the wait\n");
+      child_exit(record_ok ? 0 : 4);
+    }
+    std::fprintf(stderr, "synchronize returned without TimeoutError\n");
+    child_exit(3);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "unexpected exception: %s\n", e.what());
+    child_exit(5);
+  }
+}
+
+TEST(ErrorsDeathTest, DeviceWaitTimeoutNamesTheWaiter) {
+  TL_SKIP_WITHOUT_GPU();
+  // Wording of describe_timeout (core/error.hpp): "timeout in op 'x': rank r, block b, tile t
+  // waited on channel c in rank p's memory for value >= v, observed o after s".
+  EXPECT_EXIT(device_wait_times_out(), ::testing::ExitedWithCode(0),
+              "never_notified.*rank 1.*block 3.*tile 7.*channel 2.*>= 6");
+}
+
+constexpr uint32_t kStalledChannel = 3;
+
+void stream_wait_times_out() {
+  unsetenv("TILELINK_WAIT_TIMEOUT_MS");
+  try {
+    TestWorld env(2, 1 << 20, 64, short_timeout());
+    SignalSlice slice = env.signals.allocate(4, "stalled_stream");
+    slice.begin_call();
+    rank_wait(env.world.comm_stream(kWaitRank), slice.host_view(kWaitRank), kStalledChannel);
+    try {
+      env.world.synchronize();
+    } catch (const TimeoutError& e) {
+      std::fprintf(stderr, "%s\n", e.what());
+      const ErrorRecord& r = e.record();
+      const bool record_ok = r.kind == WaitKind::kRankWait && r.rank == kWaitRank &&
+                             r.channel == kStalledChannel && r.expected == 1 && r.observed == 0 &&
+                             e.op_name() == "stalled_stream";
+      if (!record_ok) std::fprintf(stderr, "error record does not match the wait\n");
+      // The stream was released: the world is usable again.
+      env.world.synchronize();
+      child_exit(record_ok ? 0 : 4);
+    }
+    std::fprintf(stderr, "synchronize returned without TimeoutError\n");
+    child_exit(3);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "unexpected exception: %s\n", e.what());
+    child_exit(5);
+  }
+}
+
+// A stream wait does not trap; it runs in a child anyway so that a runtime that cannot release
+// the stream fails this test alone.
+TEST(ErrorsDeathTest, StreamWaitTimeoutNamesTheWaiter) {
+  TL_SKIP_WITHOUT_GPU();
+  EXPECT_EXIT(stream_wait_times_out(), ::testing::ExitedWithCode(0),
+              "stalled_stream.*rank 1.*channel 3");
+}
+
+// ---- bad arguments ---------------------------------------------------------------------------------
+
+// Runs `call`, which must throw InvalidArgument whose message contains `needle`.
+template <class F>
+::testing::AssertionResult throws_invalid_argument(F&& call, const std::string& needle) {
+  try {
+    call();
+  } catch (const InvalidArgument& e) {
+    if (std::string(e.what()).find(needle) == std::string::npos) {
+      return ::testing::AssertionFailure() << "message \"" << e.what() << "\" does not name \"" << needle << "\"";
+    }
+    return ::testing::AssertionSuccess();
+  } catch (const std::exception& e) {
+    return ::testing::AssertionFailure() << "threw something else: " << e.what();
+  }
+  return ::testing::AssertionFailure() << "did not throw";
+}
+
+TEST(InvalidArgumentTest, HeapRefusesWhatDoesNotFit) {
+  TL_SKIP_WITHOUT_GPU();
+  TestWorld env(2, 1 << 20, 64);
+  SymmetricBuffer half = env.heap.allocate(env.heap.capacity() / 2);
+  const size_t free_before = env.heap.bytes_free();
+  const size_t too_big = free_before + 1;
+  EXPECT_TRUE(throws_invalid_argument([&] { env.heap.allocate(too_big); }, std::to_string(too_big)));
+  EXPECT_TRUE(throws_invalid_argument([&] { env.heap.allocate(env.heap.capacity()); }, ""));
+  EXPECT_TRUE(throws_invalid_argument([&] { env.heap.allocate(0); }, ""));
+  EXPECT_TRUE(throws_invalid_argument([&] { env.heap.allocate(256, 48); }, "48"));
+  EXPECT_EQ(env.heap.bytes_free(), free_before);
+}
+
+TEST(InvalidArgumentTest, WorldRefusesBadSizesAndRanks) {
+  TL_SKIP_WITHOUT_GPU();
+  EXPECT_TRUE(throws_invalid_argument([] { World::virtual_ranks(0); }, "0"));
+  EXPECT_TRUE(throws_invalid_argument([] { World::virtual_ranks(kMaxWorldSize + 1); },
+                                      std::to_string(kMaxWorldSize + 1)));
+  const World world = World::virtual_ranks(4);
+  EXPECT_TRUE(throws_invalid_argument([&] { world.check_rank(-1, "check_rank_test"); }, "-1"));
+  EXPECT_TRUE(throws_invalid_argument([&] { world.check_rank(4, "check_rank_test"); }, "check_rank_test"));
+  EXPECT_NO_THROW(world.check_rank(0, "check_rank_test"));
+  EXPECT_NO_THROW(world.check_rank(3, "check_rank_test"));
+}
+
+TEST(InvalidArgumentTest, SignalSliceOverlapNamesTheOwner) {
+  TL_SKIP_WITHOUT_GPU();
+  TestWorld env(2, 1 << 20, 64);
+  {
+    SignalSlice first = env.signals.slice(8, 8, "first_owner");
+    EXPECT_TRUE(throws_invalid_argument([&] { env.signals.slice(12, 8, "second_owner"); }, "first_owner"));
+    EXPECT_TRUE(throws_invalid_argument([&] { env.signals.slice(4, 5, "second_owner"); }, "first_owner"));
+    EXPECT_TRUE(throws_invalid_argument([&] { env.signals.slice(60, 8, "out_of_range"); }, ""));
+    EXPECT_TRUE(throws_invalid_argument([&] { env.signals.slice(0, 0, "empty"); }, ""));
+    SignalSlice adjacent = env.signals.slice(16, 8, "adjacent_owner");
+    EXPECT_TRUE(adjacent.valid());
+  }
+  // Released with its owner: the range can be claimed again.
+  SignalSlice again = env.signals.slice(12, 8, "second_owner");
+  EXPECT_TRUE(again.valid());
+}
+
+TEST(InvalidArgumentTest, RankCopyDataRefusesNullPointers) {
+  TL_SKIP_WITHOUT_GPU();
+  TestWorld env(2, 1 << 20, 64);
+  constexpr size_t kBytes = 4096;
+  DeviceBuffer src(kBytes, env.world.device(0)), dst(kBytes, env.world.device(0));
+  TL_CUDA_CHECK(cudaMemset(src.get(), 0, kBytes));
+  poison(dst.get(), kBytes);
+  settle();
+  const cudaStream_t stream = env.world.comm_stream(0);
+  EXPECT_TRUE(throws_invalid_argument([&] { rank_copy_data(stream, nullptr, src.get(), kBytes); }, "'dst'"));
+  EXPECT_TRUE(throws_invalid_argument([&] { rank_copy_data(stream, dst.get(), nullptr, kBytes); }, "'src'"));
+  env.world.synchronize();
+  EXPECT_TRUE(all_poison(download<uint8_t>(dst.get(), kBytes))) << "a refused copy wrote";
+}
+
+// Fixture of the collective argument checks: a 2-rank world, and a valid all-gather to start from.
+class CollectiveArgumentsTest : public ::testing::Test {
+ protected:
+  static constexpr uint32_t kRowsPerRank = 64;
+  static constexpr uint32_t kRowBytes = 256;
+  static constexpr uint32_t kChannels = 64;
+
+  void poison_all(const SymmetricBuffer& buffer) {
+    for (int r = 0; r < env_->world.size(); ++r) poison(buffer.data(r), buffer.bytes());
+    settle();
+  }
+  // Nothing ran: every byte of `buffer` still holds the poison, no heap memory leaked
+  // (`free_before`: bytes_free() before the refused calls) and no channel stayed claimed.
+  void expect_untouched(const SymmetricBuffer& buffer, size_t free_before) {
+    env_->world.synchronize();
+    for (int r = 0; r < env_->world.size(); ++r) {
+      EXPECT_TRUE(all_poison(download<uint8_t>(buffer.data(r), buffer.bytes()))) << "rank " << r;
+    }
+    EXPECT_EQ(env_->heap.bytes_free(), free_before);
+    SignalSlice all = env_->signals.allocate(kChannels, "probe");
+    EXPECT_TRUE(all.valid());
+  }
+  AllGatherArguments valid_all_gather(const SymmetricBuffer& gathered) const {
+    AllGatherArguments args;
+    args.gathered = &gathered;
+    args.rows_per_rank = kRowsPerRank;
+    args.row_bytes = kRowBytes;
+    args.config.comm_rows = 16;
+    return args;
+  }
+  ::testing::AssertionResult all_gather_refused(const AllGatherArguments& args, const std::string& needle) {
+    const std::string why = AllGather::can_implement(env_->world, env_->heap, args);
+    if (why.empty()) return ::testing::AssertionFailure() << "can_implement accepted it";
+    return throws_invalid_argument(
+        [&] { AllGather ag(env_->world, env_->heap, env_->signals, args, "bad_all_gather"); }, needle);
+  }
+
+  void SetUp() override {
+    if (gpu_present()) env_ = std::make_unique<TestWorld>(2, 4 << 20, kChannels);
+  }
+  std::unique_ptr<TestWorld> env_;
+};
+
+TEST_F(CollectiveArgumentsTest, AllGatherRefusesBadRowsAndBuffers) {
+  TL_SKIP_WITHOUT_GPU();
+  const size_t bytes = size_t(2) * kRowsPerRank * kRowBytes;
+  SymmetricBuffer gathered = env_->heap.allocate(bytes);
+  poison_all(gathered);
+  const size_t free_before = env_->heap.bytes_free();
+  EXPECT_EQ(AllGather::can_implement(env_->world, env_->heap, valid_all_gather(gathered)), "");
+
+  AllGatherArguments args = valid_all_gather(gathered);
+  args.row_bytes = 200;  // not a multiple of 16 (and still fits the buffer)
+  EXPECT_TRUE(all_gather_refused(args, "row_bytes"));
+
+  args = valid_all_gather(gathered);
+  args.rows_per_rank = kRowsPerRank + 1;  // one row more than the buffer holds
+  EXPECT_TRUE(all_gather_refused(args, "gathered"));
+
+  args = valid_all_gather(gathered);
+  args.gathered = nullptr;
+  EXPECT_TRUE(all_gather_refused(args, "gathered"));
+
+  // A buffer of another heap: its pointers mean nothing to this heap's peers.
+  SymmetricHeap other_heap(env_->world, 1 << 20);
+  SymmetricBuffer foreign = other_heap.allocate(bytes);
+  args = valid_all_gather(foreign);
+  EXPECT_TRUE(all_gather_refused(args, "gathered"));
+
+  expect_untouched(gathered, free_before);
+}
+
+TEST_F(CollectiveArgumentsTest, AllGatherRefusesMisalignedBuffer) {
+  TL_SKIP_WITHOUT_GPU();
+  const size_t bytes = size_t(2) * kRowsPerRank * kRowBytes;
+  SymmetricBuffer gathered = env_->heap.allocate(bytes + 64);
+  poison_all(gathered);
+  const size_t free_before = env_->heap.bytes_free();
+  AllGatherArguments args = valid_all_gather(gathered);
+  args.gathered_offset = 16;  // aligned: fine
+  EXPECT_EQ(AllGather::can_implement(env_->world, env_->heap, args), "");
+  args.gathered_offset = 8;  // the tensor would start 8 bytes into the buffer
+  EXPECT_TRUE(all_gather_refused(args, "gathered"));
+  expect_untouched(gathered, free_before);
+}
+
+TEST_F(CollectiveArgumentsTest, ReduceScatterRefusesBadOutputs) {
+  TL_SKIP_WITHOUT_GPU();
+  constexpr uint32_t kCols = 64;
+  const size_t out_bytes = size_t(kRowsPerRank) * kCols * sizeof(float);
+  SymmetricBuffer partial = env_->heap.allocate(2 * out_bytes);
+  poison_all(partial);
+  DeviceBuffer out0(out_bytes, env_->world.device(0)), out1(out_bytes, env_->world.device(1));
+  poison(out0.get(), out_bytes);
+  poison(out1.get(), out_bytes);
+  settle();
+  const size_t free_before = env_->heap.bytes_free();
+
+  ReduceScatterArguments args;
+  args.partial = &partial;
+  args.out = {out0.get<float>(), out1.get<float>()};
+  args.rows_per_rank = kRowsPerRank;
+  args.cols = kCols;
+  args.config.comm_rows = 16;
+  EXPECT_EQ(ReduceScatter::can_implement(env_->world, env_->heap, args), "");
+
+  auto refused = [&](const ReduceScatterArguments& bad) -> ::testing::AssertionResult {
+    if (ReduceScatter::can_implement(env_->world, env_->heap, bad).empty()) {
+      return ::testing::AssertionFailure() << "can_implement accepted it";
+    }
+    return throws_invalid_argument(
+        [&] { ReduceScatter rs(env_->world, env_->heap, env_->signals, bad, "bad_reduce_scatter"); }, "out");
+  };
+  ReduceScatterArguments bad = args;
+  bad.out = {out0.get<float>()};
+  EXPECT_TRUE(refused(bad)) << "one output for two ranks";
+  bad.out = {out0.get<float>(), out1.get<float>(), out1.get<float>()};
+  EXPECT_TRUE(refused(bad)) << "three outputs for two ranks";
+  bad.out = {out0.get<float>(), nullptr};
+  EXPECT_TRUE(refused(bad)) << "a null output";
+
+  expect_untouched(partial, free_before);
+  EXPECT_TRUE(all_poison(download<uint8_t>(out0.get(), out_bytes)));
+  EXPECT_TRUE(all_poison(download<uint8_t>(out1.get(), out_bytes)));
+}
+
+}  // namespace tilelink::test::errors
