@@ -2,6 +2,7 @@
 # Installs TileLink's pinned dependencies into .deps/ (override with TILELINK_DEPS_DIR).
 #  - CUTLASS 4.2.0 / CuTe headers from the nvidia-cutlass==4.2.0.0 wheel (sha256-checked)
 #  - GoogleTest sources (Debian's libgtest-dev), built with the project
+#  - CLI11 and nlohmann-json headers (Debian's libcli11-dev, nlohmann-json3-dev) for the tilelink tool
 #  - ninja and cmake from Debian when missing
 # When .deps/ is complete it does nothing and needs no network: that is how the GPU machine,
 # which has none, uses the folder carried to it.
@@ -14,13 +15,16 @@ cutlass_wheel=nvidia_cutlass-${cutlass_version}-py3-none-any.whl
 cutlass_sha256=f9599ada45c7bcb6bf53f7d3f0a7d154183e53451c01bfa59eecd37dd4a693f6
 stamp=$deps/.complete-cutlass-${cutlass_version}
 
-if [[ -f $stamp && -f $deps/cutlass/include/cute/tensor.hpp && -f $deps/googletest/CMakeLists.txt ]]; then
-  echo "install_deps: $deps is complete (CUTLASS $cutlass_version, GoogleTest); nothing to do"
+if [[ -f $stamp && -f $deps/cutlass/include/cute/tensor.hpp && -f $deps/googletest/CMakeLists.txt &&
+      -f $deps/cli11/include/CLI/CLI.hpp && -f $deps/json/include/nlohmann/json.hpp ]]; then
+  echo "install_deps: $deps is complete (CUTLASS $cutlass_version, GoogleTest, CLI11, nlohmann-json); nothing to do"
   exit 0
 fi
 
 missing=()
 [[ -f /usr/src/googletest/CMakeLists.txt ]] || missing+=(libgtest-dev)
+[[ -f /usr/include/CLI/CLI.hpp ]] || missing+=(libcli11-dev)
+[[ -f /usr/include/nlohmann/json.hpp ]] || missing+=(nlohmann-json3-dev)
 command -v ninja >/dev/null || missing+=(ninja-build)
 command -v cmake >/dev/null || missing+=(cmake)
 if ((${#missing[@]})); then
@@ -54,6 +58,10 @@ PY
 
 rm -rf "$deps/googletest"
 cp -r /usr/src/googletest "$deps/googletest"
+rm -rf "$deps/cli11" "$deps/json"
+mkdir -p "$deps/cli11/include" "$deps/json/include"
+cp -r /usr/include/CLI "$deps/cli11/include/CLI"
+cp -r /usr/include/nlohmann "$deps/json/include/nlohmann"
 rm -rf "$deps/download"
 touch "$stamp"
-echo "install_deps: CUTLASS $cutlass_version headers and GoogleTest in $deps"
+echo "install_deps: CUTLASS $cutlass_version headers, GoogleTest, CLI11 and nlohmann-json in $deps"

@@ -1,0 +1,65 @@
+// TileLink benchmarks (library tilelink_bench, driven by the `tilelink` tool). Every benchmark
+// runs on virtual ranks of device 0, checks its result once against an independent reference
+// (and throws Error if it differs), then times with CUDA events: median of repeated calls after
+// warm-up, on fresh random data.
+#pragma once
+
+#include <cstdint>
+
+#include "bench/report.hpp"
+#include "tilelink/comm/collectives.hpp"
+
+namespace tilelink::bench {
+
+// ---- micro-benchmarks of the primitives (`tilelink bench primitives`) ------------------------------
+
+struct PrimitiveOptions {
+  int world = 2;       // virtual ranks; the micro-benchmarks use ranks 0 and 1
+  bool quick = false;  // fewer repetitions and smaller transfers: a smoke run
+  uint64_t seed = 1;
+};
+
+// Notify -> wait round trip between two ranks, one CTA each, 10^4 round trips per launch, for
+// push-style (peer_tile_notify -> consumer_tile_wait) and poll-style (producer_tile_notify ->
+// peer_tile_wait) signalling in set and add mode. signal_latency.cu.
+Table bench_signal_latency(const PrimitiveOptions& options);
+
+// tile_push_data / tile_pull_data of one large buffer from rank 0 to rank 1 by k CTAs, ld/st and
+// bulk (TMA) paths, against cudaMemcpyAsync D2D of the same bytes. sm_bandwidth.cu.
+Table bench_sm_bandwidth(const PrimitiveOptions& options);
+
+// Copy-engine bandwidth by chunk size: rank_copy_data of each chunk, then rank_notify, as in a
+// chunked all-gather. ce_chunks.cu.
+Table bench_ce_chunks(const PrimitiveOptions& options);
+
+// ---- collectives (`tilelink bench all_gather|reduce_scatter`) --------------------------------------
+
+struct TimingOptions {
+  int warmup = 5;
+  int iters = 20;
+};
+
+struct AllGatherBenchOptions {
+  int world = 2;
+  uint32_t rows_per_rank = 1024;
+  uint32_t row_bytes = 16384;
+  AllGatherConfig config;
+  TimingOptions timing;
+  uint64_t seed = 1;
+};
+
+struct ReduceScatterBenchOptions {
+  int world = 2;
+  uint32_t rows_per_rank = 1024;
+  uint32_t cols = 8192;  // fp32 columns
+  ReduceScatterConfig config;
+  TimingOptions timing;
+  uint64_t seed = 1;
+};
+
+// Times AllGather::run / ReduceScatter::run across all ranks (slowest rank per call) and the
+// same bytes moved by cudaMemcpyAsync D2D. collectives.cu.
+Table bench_all_gather(const AllGatherBenchOptions& options);
+Table bench_reduce_scatter(const ReduceScatterBenchOptions& options);
+
+}  // namespace tilelink::bench

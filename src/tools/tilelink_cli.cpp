@@ -1,0 +1,345 @@
+// tilelink: device information and benchmarks of TileLink's primitives and collectives.
+//
+//   tilelink info [--world N]
+//   tilelink bench primitives [--world 2] [--quick] [--json FILE] [--seed S]
+//   tilelink bench all_gather [--world N] [--rows-per-rank R] [--row-bytes B | --cols C]
+//       [--resource sm|ce] [--method pull|push] [--path ldst|bulk] [--order mesh|ring]
+//       [--comm-rows K] [--blocks k] [--threads T] [--warmup W] [--iters I] [--json FILE]
+//   tilelink bench reduce_scatter [same, less --resource and --order]
+//
+// Exit status: 0 success; 1 a benchmark, check or CUDA failure (message on stderr); 2 no CUDA GPU;
+// 64 a bad command line.
+#include <CLI/CLI.hpp>
+
+#include <chrono>
+#include <cstdint>
+#include <ctime>
+#include <fstream>
+#include <iomanip>
+#include <iostream>
+#include <random>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "bench/bench.hpp"
+#include "bench/harness.hpp"
+#include "bench/report.hpp"
+#include "tilelink/comm/collectives.hpp"
+#include "tilelink/core/error.hpp"
+#include "tilelink/runtime/world.hpp"
+
+#ifndef TILELINK_VERSION
+#define TILELINK_VERSION "unknown"
+#endif
+
+namespace {
+
+namespace tb = tilelink::bench;
+
+constexpr int kExitFailure = 1;
+constexpr int kExitNoGpu = 2;
+constexpr int kExitUsage = 64;
+
+std::string utc_now() {
+  const std::time_t t = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+
+// CUDA encodes versions as 1000 * major + 10 * minor.
+std::string cuda_version(int v) { return std::to_string(v / 1000) + "." + std::to_string(v % 1000 / 10); }
+
+std::string gib(size_t bytes) {
+  std::ostringstream os;
+  os.precision(1);
+  os << std::fixed << double(bytes) / double(1ull << 30) << " GiB";
+  return os.str();
+}
+
+uint64_t fresh_seed() {
+  std::random_device rd;
+  return (uint64_t(rd()) << 32) | rd();
+}
+
+tb::Fields run_meta(const std::string& command, uint64_t seed) {
+  const tb::DeviceInfo d = tb::query_device(0);
+  return {{"tool", std::string("tilelink " TILELINK_VERSION)},
+          {"command", command},
+          {"date_utc", utc_now()},
+          {"device", d.name},
+          {"compute_capability", std::to_string(d.cc_major) + "." + std::to_string(d.cc_minor)},
+          {"sms", int64_t(d.sms)},
+          {"driver", cuda_version(d.driver_version)},
+          {"runtime", cuda_version(d.runtime_version)},
+          {"seed", std::to_string(seed)}};
+}
+
+// Fails before a long run rather than after it.
+void check_writable(const std::string& path) {
+  if (path.empty()) return;
+  std::ofstream probe(path);
+  if (!probe) throw tilelink::Error("cannot open '" + path + "' for writing (--json)");
+}
+
+void finish(const std::vector<tb::Table>& tables, const tb::Fields& meta, const std::string& json) {
+  if (json.empty()) return;
+  tb::write_json(json, meta, tables);
+  std::cout << "wrote " << json << "\n";
+}
+
+void print_device_header(int world, const std::string& what) {
+  const tb::DeviceInfo d = tb::query_device(0);
+  std::cout << "tilelink " << what << ": " << d.name << " (sm_" << d.cc_major << d.cc_minor << ", "
+            << d.sms << " SMs), " << world << " virtual ranks on device 0\n\n";
+}
+
+int cmd_info(int world_size) {
+  const int count = tb::cuda_device_count();
+  const tb::DeviceInfo first = tb::query_device(0);
+  std::cout << "tilelink " TILELINK_VERSION "\n"
+            << "CUDA driver " << cuda_version(first.driver_version) << ", runtime "
+            << cuda_version(first.runtime_version) << "\n"
+            << "devices: " << count << "\n";
+  for (int d = 0; d < count; ++d) {
+    const tb::DeviceInfo i = tb::query_device(d);
+    std::cout << "  [" << d << "] " << i.name << "  sm_" << i.cc_major << i.cc_minor << "  " << i.sms
+              << " SMs  " << gib(i.memory_bytes) << "  L2 " << i.l2_bytes / (1 << 20) << " MiB  smem/block "
+              << i.smem_optin_bytes / 1024 << " KiB\n";
+  }
+  if (count >= 2) {
+    std::cout << "peer access:";
+    for (int a = 0; a < count; ++a) {
+      for (int b = 0; b < count; ++b) {
+        if (a == b) continue;
+        int ok = 0;
+        TL_CUDA_CHECK(cudaDeviceCanAccessPeer(&ok, a, b));
+        std::cout << " " << a << "->" << b << (ok ? ":yes" : ":no");
+      }
+    }
+    std::cout << "\n";
+  }
+
+  const tilelink::World world = tilelink::World::virtual_ranks(world_size);
+  std::cout << "world: " << world.size() << " virtual ranks on device 0 (the benchmarks' mode), scope "
+            << (world.scope() == tilelink::MemScope::kGpu ? ".gpu" : ".sys") << "\n";
+  for (int r = 0; r < world.size(); ++r) {
+    std::cout << "  rank " << r << ": device " << world.device(r) << ", SM budget " << world.sm_budget(r)
+              << " of " << world.num_sms(r) << "\n";
+  }
+  if (world_size >= 2 && count >= world_size) {
+    std::cout << "multi_gpu over devices 0.." << world_size - 1
+              << " is possible too (one rank per GPU, scope .sys)\n";
+  }
+  return 0;
+}
+
+int cmd_primitives(const tb::PrimitiveOptions& options, const std::string& json, const std::string& command) {
+  check_writable(json);
+  print_device_header(options.world, std::string("bench primitives") + (options.quick ? " --quick" : ""));
+  const auto t0 = std::chrono::steady_clock::now();
+  std::vector<tb::Table> tables;
+  for (auto* bench : {&tb::bench_signal_latency, &tb::bench_sm_bandwidth, &tb::bench_ce_chunks}) {
+    tables.push_back(bench(options));
+    tb::print_table(std::cout, tables.back());
+    std::cout.flush();
+  }
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  std::cout << "done in " << std::fixed << std::setprecision(1) << seconds << " s\n";
+  tb::Fields meta = run_meta(command, options.seed);
+  meta.emplace_back("world", int64_t(options.world));
+  meta.emplace_back("quick", std::string(options.quick ? "true" : "false"));
+  finish(tables, meta, json);
+  return 0;
+}
+
+// Options shared by the two collective benchmarks, as typed on the command line.
+struct CollectiveArgs {
+  int world = 2;
+  uint32_t rows_per_rank = 1024;
+  uint32_t row_bytes = 0;  // 0: not given
+  uint32_t cols = 0;       // 0: not given
+  std::string resource;    // "": the op's default
+  std::string method;
+  std::string path;
+  std::string order;
+  uint32_t comm_rows = 0;  // 0: the op's default
+  uint32_t blocks = 0;     // 0: automatic
+  uint32_t threads = 512;
+  int warmup = 5;
+  int iters = 20;
+  std::string json;
+  uint64_t seed = 0;
+  CLI::Option* seed_option = nullptr;  // not given: a fresh seed
+};
+
+void add_collective_options(CLI::App* app, CollectiveArgs& a, bool all_gather) {
+  app->add_option("--world", a.world, "virtual ranks on device 0")->capture_default_str()->check(CLI::Range(2, tilelink::kMaxWorldSize));
+  app->add_option("--rows-per-rank", a.rows_per_rank, "rows each rank owns")->capture_default_str()->check(CLI::Range(1u, 1u << 30));
+  auto* row_bytes = app->add_option("--row-bytes", a.row_bytes,
+                                    all_gather ? "bytes per row; default 16384"
+                                               : "bytes per row, a multiple of 4 (C = B / 4); default 32768")
+                        ->check(CLI::PositiveNumber);
+  auto* cols = app->add_option("--cols", a.cols,
+                               all_gather ? "columns per row, bf16 (row bytes = 2 * C); default 8192"
+                                          : "fp32 columns per row (row bytes = 4 * C); default 8192")
+                   ->check(CLI::PositiveNumber);
+  row_bytes->excludes(cols);
+  if (all_gather) {
+    app->add_option("--resource", a.resource, "communication resource: sm (CTAs) or ce (copy engine); default sm")
+        ->check(CLI::IsMember({"sm", "ce"}));
+    app->add_option("--order", a.order, "tile order: mesh or ring; default mesh")->check(CLI::IsMember({"mesh", "ring"}));
+  }
+  app->add_option("--method", a.method, all_gather ? "pull or push; default pull" : "push or pull; default push")
+      ->check(CLI::IsMember({"pull", "push"}));
+  app->add_option("--path", a.path, "SM data path: ldst or bulk (TMA); default ldst")->check(CLI::IsMember({"ldst", "bulk"}));
+  app->add_option("--comm-rows", a.comm_rows,
+                  all_gather ? "rows per communication tile; default 128" : "rows per communication tile; default 64")
+      ->check(CLI::Range(1u, 1u << 30));
+  app->add_option("--blocks", a.blocks, "CTAs per rank; 0 = automatic")->capture_default_str();
+  app->add_option("--threads", a.threads, "threads per CTA")->capture_default_str()->check(CLI::Range(32u, 1024u));
+  app->add_option("--warmup", a.warmup, "untimed calls before timing")->capture_default_str()->check(CLI::Range(0, 1000000));
+  app->add_option("--iters", a.iters, "timed calls (the median is reported)")->capture_default_str()->check(CLI::Range(1, 1000000));
+  app->add_option("--json", a.json, "also write the results as JSON to FILE");
+  a.seed_option = app->add_option("--seed", a.seed, "random seed of the inputs; default: a fresh one");
+}
+
+tilelink::DataPath parse_path(const std::string& s, tilelink::DataPath fallback) {
+  if (s.empty()) return fallback;
+  return s == "bulk" ? tilelink::DataPath::kBulk : tilelink::DataPath::kLdSt;
+}
+
+int cmd_all_gather(const CollectiveArgs& a, const std::string& command) {
+  check_writable(a.json);
+  tb::AllGatherBenchOptions o;
+  o.world = a.world;
+  o.rows_per_rank = a.rows_per_rank;
+  o.row_bytes = a.row_bytes != 0 ? a.row_bytes : (a.cols != 0 ? 2 * a.cols : 2 * 8192);
+  tilelink::AllGatherConfig& c = o.config;
+  if (!a.resource.empty()) c.resource = a.resource == "ce" ? tilelink::CommResource::kCopyEngine : tilelink::CommResource::kSm;
+  if (!a.method.empty()) c.method = a.method == "push" ? tilelink::AgMethod::kPush : tilelink::AgMethod::kPull;
+  c.path = parse_path(a.path, c.path);
+  if (!a.order.empty()) c.order = a.order == "ring" ? tilelink::CommOrder::kRing : tilelink::CommOrder::kFullMesh;
+  if (a.comm_rows != 0) c.comm_rows = a.comm_rows;
+  c.num_blocks = a.blocks;
+  c.threads = a.threads;
+  o.timing = {a.warmup, a.iters};
+  o.seed = a.seed;
+
+  print_device_header(a.world, "bench all_gather");
+  const tb::Table table = tb::bench_all_gather(o);
+  tb::print_table(std::cout, table);
+  finish({table}, run_meta(command, a.seed), a.json);
+  return 0;
+}
+
+int cmd_reduce_scatter(const CollectiveArgs& a, const std::string& command) {
+  check_writable(a.json);
+  if (a.row_bytes % 4 != 0) {
+    throw tilelink::InvalidArgument("--row-bytes " + std::to_string(a.row_bytes) +
+                                    ": expected a multiple of 4 (reduce_scatter rows are fp32)");
+  }
+  tb::ReduceScatterBenchOptions o;
+  o.world = a.world;
+  o.rows_per_rank = a.rows_per_rank;
+  o.cols = a.cols != 0 ? a.cols : (a.row_bytes != 0 ? a.row_bytes / 4 : 8192);
+  tilelink::ReduceScatterConfig& c = o.config;
+  if (!a.method.empty()) c.method = a.method == "pull" ? tilelink::RsMethod::kPull : tilelink::RsMethod::kPush;
+  c.path = parse_path(a.path, c.path);
+  if (a.comm_rows != 0) c.comm_rows = a.comm_rows;
+  c.num_blocks = a.blocks;
+  c.threads = a.threads;
+  o.timing = {a.warmup, a.iters};
+  o.seed = a.seed;
+
+  print_device_header(a.world, "bench reduce_scatter");
+  const tb::Table table = tb::bench_reduce_scatter(o);
+  tb::print_table(std::cout, table);
+  finish({table}, run_meta(command, a.seed), a.json);
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"TileLink: tile-centric compute/communication overlap. Device information and benchmarks "
+               "(virtual ranks on one GPU).",
+               "tilelink"};
+  app.set_version_flag("--version", TILELINK_VERSION);
+  app.require_subcommand(0, 1);  // none: usage error below; unknown words: CLI11's "not expected"
+  app.footer("Exit status: 0 ok, 1 failure, 2 no CUDA GPU, 64 bad command line.");
+
+  int info_world = 2;
+  CLI::App* info = app.add_subcommand("info", "devices, SMs, world mode and SM budget per rank");
+  info->add_option("--world", info_world, "virtual ranks to show the SM budget for")
+      ->capture_default_str()
+      ->check(CLI::Range(1, tilelink::kMaxWorldSize));
+
+  CLI::App* bench = app.add_subcommand("bench", "run benchmarks");
+  bench->require_subcommand(0, 1);
+
+  tb::PrimitiveOptions prim;
+  std::string prim_json;
+  CLI::App* primitives = bench->add_subcommand(
+      "primitives", "micro-benchmarks: signal round trip, SM push/pull bandwidth, copy-engine chunks");
+  primitives->add_option("--world", prim.world, "virtual ranks (the micro-benchmarks use ranks 0 and 1)")
+      ->capture_default_str()
+      ->check(CLI::Range(2, tilelink::kMaxWorldSize));
+  primitives->add_flag("--quick", prim.quick, "fewer repetitions and a smaller SM transfer: a smoke run");
+  primitives->add_option("--json", prim_json, "also write the results as JSON to FILE");
+  CLI::Option* prim_seed = primitives->add_option("--seed", prim.seed, "random seed of the data; default: a fresh one");
+
+  CollectiveArgs ag_args;
+  CLI::App* all_gather = bench->add_subcommand("all_gather", "time tilelink::AllGather against cudaMemcpyAsync");
+  add_collective_options(all_gather, ag_args, true);
+
+  CollectiveArgs rs_args;
+  CLI::App* reduce_scatter =
+      bench->add_subcommand("reduce_scatter", "time tilelink::ReduceScatter (fp32) against cudaMemcpyAsync");
+  add_collective_options(reduce_scatter, rs_args, false);
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e) == 0 ? 0 : kExitUsage;
+  }
+
+  if (app.get_subcommands().empty() || (*bench && bench->get_subcommands().empty())) {
+    std::cerr << (*bench ? bench->help("tilelink") : app.help()) << "tilelink: a command is required\n";
+    return kExitUsage;
+  }
+
+  std::string command = "tilelink";
+  for (int i = 1; i < argc; ++i) command += std::string(" ") + argv[i];
+
+  if (tb::cuda_device_count() == 0) {
+    std::cerr << "tilelink: no CUDA GPU found; benchmarks need one\n";
+    return kExitNoGpu;
+  }
+
+  try {
+    if (*info) return cmd_info(info_world);
+    if (*primitives) {
+      if (prim_seed->count() == 0) prim.seed = fresh_seed();
+      return cmd_primitives(prim, prim_json, command);
+    }
+    if (*all_gather) {
+      if (ag_args.seed_option->count() == 0) ag_args.seed = fresh_seed();
+      return cmd_all_gather(ag_args, command);
+    }
+    if (*reduce_scatter) {
+      if (rs_args.seed_option->count() == 0) rs_args.seed = fresh_seed();
+      return cmd_reduce_scatter(rs_args, command);
+    }
+  } catch (const tilelink::TimeoutError& e) {
+    std::cerr << "tilelink: " << e.what() << "\n";
+    return kExitFailure;
+  } catch (const std::exception& e) {
+    std::cerr << "tilelink: error: " << e.what() << "\n";
+    return kExitFailure;
+  }
+  return kExitUsage;  // unreachable: every command is dispatched above
+}
