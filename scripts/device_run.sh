@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# One call on the GPU machine: build, GPU + CPU tests, benchmarks. Logs go to $OUT (the device
+# tool brings back at most 8 files). Usage: scripts/device_run.sh [tests|bench|all] [extra ctest args]
+set -uo pipefail
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+out=${OUT:-$root/device-out}
+mode=${1:-all}
+mkdir -p "$out"
+export TILELINK_JOBS=${TILELINK_JOBS:-16}
+build=$root/build-device
+
+{ nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,memory.total --format=csv; git -C "$root" rev-parse --short HEAD; date -u; } >"$out/env.txt" 2>&1
+"$root/scripts/install_deps.sh" >"$out/build.log" 2>&1
+cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release >>"$out/build.log" 2>&1 &&
+  cmake --build "$build" -j "$TILELINK_JOBS" >>"$out/build.log" 2>&1 || { tail -50 "$out/build.log"; exit 1; }
+echo "build ok"
+
+status=0
+if [[ $mode == tests || $mode == all ]]; then
+  "$build/tests/tilelink_cpu_tests" --gtest_brief=1 >"$out/cpu_tests.log" 2>&1 || status=1
+  tail -3 "$out/cpu_tests.log"
+  "$build/tests/tilelink_gpu_tests" --gtest_output=json:"$out/gpu_tests.json" "${@:2}" >"$out/gpu_tests.log" 2>&1 || status=1
+  grep -E "^\[  (FAILED|PASSED|SKIPPED) |tests ran" "$out/gpu_tests.log" | tail -30
+fi
+if [[ $mode == bench || $mode == all ]]; then
+  "$build/tilelink" bench primitives --json "$out/bench_primitives.json" >"$out/bench.log" 2>&1 || status=1
+  tail -60 "$out/bench.log"
+fi
+exit $status
