@@ -19,11 +19,13 @@ status=0
 if [[ $mode == tests || $mode == all ]]; then
   "$build/tests/tilelink_cpu_tests" --gtest_brief=1 >"$out/cpu_tests.log" 2>&1 || status=1
   tail -3 "$out/cpu_tests.log"
-  "$build/tests/tilelink_gpu_tests" --gtest_output=json:"$out/gpu_tests.json" "${@:2}" >"$out/gpu_tests.log" 2>&1 || status=1
+  "$build/tests/tilelink_gpu_tests" "${@:2}" >"$out/gpu_tests.log" 2>&1 || status=1
   grep -E "^\[  (FAILED|PASSED|SKIPPED) |tests ran" "$out/gpu_tests.log" | tail -30
 fi
 if [[ $mode == bench || $mode == all ]]; then
-  "$build/tilelink" bench primitives --json "$out/bench_primitives.json" >"$out/bench.log" 2>&1 || status=1
-  tail -60 "$out/bench.log"
+  { "$build/tilelink" bench primitives --json "$out/bench_primitives.json" &&
+    "$build/tilelink" bench all_gather --world 8 --json "$out/bench_all_gather.json" &&
+    "$build/tilelink" bench reduce_scatter --world 8 --json "$out/bench_reduce_scatter.json"; } >"$out/bench.log" 2>&1 || status=1
+  tail -80 "$out/bench.log"
 fi
 exit $status
