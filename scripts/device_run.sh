@@ -21,6 +21,13 @@ if [[ $mode == tests || $mode == all ]]; then
   tail -3 "$out/cpu_tests.log"
   "$build/tests/tilelink_gpu_tests" "${@:2}" >"$out/gpu_tests.log" 2>&1 || status=1
   grep -E "^\[  (FAILED|PASSED|SKIPPED) |tests ran" "$out/gpu_tests.log" | tail -30
+  # compute-sanitizer on small cases: memcheck, racecheck (shared memory), synccheck.
+  small='Primitives/DataTest.*world2*:Primitives/SignalTest.*world2*:Collectives/AllGatherTest.*world2*'
+  for tool in memcheck racecheck synccheck; do
+    timeout 120 compute-sanitizer --tool $tool --error-exitcode 9 "$build/tests/tilelink_gpu_tests" \
+      --gtest_filter="$small" --gtest_brief=1 >>"$out/cpu_tests.log" 2>&1
+    echo "compute-sanitizer $tool: exit $?" | tee -a "$out/cpu_tests.log"
+  done
 fi
 if [[ $mode == bench || $mode == all ]]; then
   { "$build/tilelink" bench primitives --json "$out/bench_primitives.json" &&
