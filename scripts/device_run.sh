@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # One call on the GPU machine: build, GPU + CPU tests, benchmarks. Logs go to $OUT (the device
-# tool brings back at most 8 files). Usage: scripts/device_run.sh [tests|bench|all] [extra ctest args]
+# tool brings back at most 8 files). Usage: scripts/device_run.sh [tests|bench|sanitize|all] [extra ctest args]
 set -uo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 out=${OUT:-$root/device-out}
@@ -21,18 +21,20 @@ if [[ $mode == tests || $mode == all ]]; then
   tail -3 "$out/cpu_tests.log"
   "$build/tests/tilelink_gpu_tests" "${@:2}" >"$out/gpu_tests.log" 2>&1 || status=1
   grep -E "^\[  (FAILED|PASSED|SKIPPED) |tests ran" "$out/gpu_tests.log" | tail -30
-  # compute-sanitizer on small cases: memcheck, racecheck (shared memory), synccheck.
-  small='Primitives/DataTest.*world2*:Primitives/SignalTest.*world2*:Collectives/AllGatherTest.*world2*'
-  for tool in memcheck racecheck synccheck; do
-    timeout 120 compute-sanitizer --tool $tool --error-exitcode 9 "$build/tests/tilelink_gpu_tests" \
-      --gtest_filter="$small" --gtest_brief=1 >>"$out/cpu_tests.log" 2>&1
-    echo "compute-sanitizer $tool: exit $?" | tee -a "$out/cpu_tests.log"
-  done
 fi
 if [[ $mode == bench || $mode == all ]]; then
   { "$build/tilelink" bench primitives --json "$out/bench_primitives.json" &&
-    "$build/tilelink" bench all_gather --world 8 --json "$out/bench_all_gather.json" &&
-    "$build/tilelink" bench reduce_scatter --world 8 --json "$out/bench_reduce_scatter.json"; } >"$out/bench.log" 2>&1 || status=1
+    "$build/tilelink" bench all_gather --world 8 &&
+    "$build/tilelink" bench reduce_scatter --world 8 --json "$out/bench_collectives.json"; } >"$out/bench.log" 2>&1 || status=1
   tail -80 "$out/bench.log"
+fi
+if [[ $mode == sanitize || $mode == all ]]; then
+  # compute-sanitizer on small cases: memcheck, racecheck (shared memory), synccheck.
+  small='Primitives/DataTest.*world2*:Primitives/SignalTest.*world2*:Collectives/AllGatherTest.*world2*'
+  for tool in memcheck racecheck synccheck; do
+    timeout 60 compute-sanitizer --tool $tool --error-exitcode 9 "$build/tests/tilelink_gpu_tests" \
+      --gtest_filter="$small" --gtest_brief=1 >>"$out/sanitizer.log" 2>&1
+    echo "compute-sanitizer $tool: exit $?" | tee -a "$out/sanitizer.log"
+  done
 fi
 exit $status
