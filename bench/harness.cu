@@ -66,11 +66,6 @@ __global__ void gate_kernel(const volatile uint32_t* flag, uint32_t round, uint6
 
 }  // namespace
 
-void preload_kernel(const void* kernel) {
-  cudaFuncAttributes attributes{};
-  TL_CUDA_CHECK(cudaFuncGetAttributes(&attributes, kernel));
-}
-
 Stats summarize(std::vector<double> samples) {
   if (samples.empty()) throw Error("summarize: no samples (iterations must be >= 1)");
   std::sort(samples.begin(), samples.end());

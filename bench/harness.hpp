@@ -77,16 +77,6 @@ void fill_random_floats(float* dst, size_t count, uint64_t seed, cudaStream_t st
 // aligned). Synchronises `stream`.
 uint64_t count_mismatches(const void* a, const void* b, size_t bytes, cudaStream_t stream);
 
-// Loads `kernel`'s module on the current device now. With lazy loading (the CUDA 12.2+ default),
-// a kernel's first launch may wait for the device to go idle; if another rank's kernel is spinning
-// on this one at that moment, the launch blocks until that spin times out. Preload every kernel
-// that runs next to a spinning one before its first launch.
-void preload_kernel(const void* kernel);
-template <class... Args>
-void preload_kernel(void (*kernel)(Args...)) {
-  preload_kernel(reinterpret_cast<const void*>(kernel));
-}
-
 // CUDA events around work on one stream.
 class StreamTimer {
  public:

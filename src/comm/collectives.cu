@@ -56,18 +56,6 @@ void launch(const World& world, int rank, Kernel kernel, bool bulk, uint32_t blo
   TL_CUDA_CHECK(cudaGetLastError());
 }
 
-// CUDA loads kernels lazily (CUDA_MODULE_LOADING=LAZY is the default). A first launch that has to
-// load its module while a peer rank's kernel spins waiting for it can stall behind that kernel:
-// load every kernel an op will use when the op is built.
-template <class Kernel>
-void preload(const World& world, Kernel kernel) {
-  for (int r = 0; r < world.size(); ++r) {
-    world.set_device(r);
-    cudaFuncAttributes attr{};
-    TL_CUDA_CHECK(cudaFuncGetAttributes(&attr, kernel));
-  }
-}
-
 std::string check_launch_shape(const World& world, uint32_t num_blocks, uint32_t threads) {
   if (threads < 32 || threads > 1024 || threads % 32 != 0) {
     return "argument 'config.threads' = " + std::to_string(threads) +
@@ -153,9 +141,9 @@ AllGather::AllGather(const World& world, SymmetricHeap& heap, SignalSet& signals
   }
   if (args.config.resource == CommResource::kSm) {
     if (args.config.path == DataPath::kBulk) {
-      preload(world, all_gather_kernel<true>);
+      world.preload_kernel(all_gather_kernel<true>);
     } else {
-      preload(world, all_gather_kernel<false>);
+      world.preload_kernel(all_gather_kernel<false>);
     }
   }
   slice_ = signals.allocate(plan_.num_channels(), name);
@@ -225,9 +213,9 @@ ReduceScatter::ReduceScatter(const World& world, SymmetricHeap& heap, SignalSet&
   const uint32_t per_item = (args.rows_per_rank + 2 * num_blocks_ - 1) / (2 * num_blocks_);
   plan_.reduce_rows = std::clamp(per_item, 1u, args.config.comm_rows);
   if (args.config.path == DataPath::kBulk) {
-    preload(world, reduce_scatter_kernel<true>);
+    world.preload_kernel(reduce_scatter_kernel<true>);
   } else {
-    preload(world, reduce_scatter_kernel<false>);
+    world.preload_kernel(reduce_scatter_kernel<false>);
   }
   slice_ = signals.allocate(plan_.num_channels(), name);
 }

@@ -164,6 +164,18 @@ cudaStream_t World::comm_stream(int rank) const {
 }
 ErrorChannel& World::errors() const { return *impl_->errors; }
 
+void preload_kernel(const void* kernel) {
+  cudaFuncAttributes attributes{};
+  TL_CUDA_CHECK(cudaFuncGetAttributes(&attributes, kernel));
+}
+
+void World::preload_kernel(const void* kernel) const {
+  for (int r = 0; r < size(); ++r) {
+    set_device(r);
+    tilelink::preload_kernel(kernel);
+  }
+}
+
 void World::comm_after_compute(int rank) const {
   set_device(rank);
   TL_CUDA_CHECK(cudaEventRecord(impl_->compute_done[rank], impl_->compute[rank]));

@@ -31,6 +31,17 @@ enum class WorldMode { kVirtual, kMultiGpu };
 
 constexpr int kMaxWorldSize = 64;
 
+// Loads `kernel`'s module on the current device now. CUDA loads modules lazily by default, and a
+// kernel's first launch may then wait for the device to go idle: if a peer rank's kernel is
+// spinning on this one at that moment, the launch stalls until that wait times out. Preload every
+// kernel that runs next to a spinning one before its first launch (TileLink's ops do this for
+// theirs), or run with CUDA_MODULE_LOADING=EAGER.
+void preload_kernel(const void* kernel);
+template <class... Args>
+void preload_kernel(void (*kernel)(Args...)) {
+  preload_kernel(reinterpret_cast<const void*>(kernel));
+}
+
 class World {
  public:
   static World virtual_ranks(int world_size, int device = 0, WorldOptions options = {});
@@ -56,6 +67,13 @@ class World {
   // compute_stream(rank) (an event; no host wait). Ops call it at the start of a call so that a
   // call never overwrites buffers the previous call's consumers are still reading.
   void comm_after_compute(int rank) const;
+
+  // preload_kernel on every rank's device.
+  void preload_kernel(const void* kernel) const;
+  template <class... Args>
+  void preload_kernel(void (*kernel)(Args...)) const {
+    preload_kernel(reinterpret_cast<const void*>(kernel));
+  }
 
   // Throws InvalidArgument unless 0 <= rank < size().
   void check_rank(int rank, const char* where) const;
