@@ -1,7 +1,5 @@
-// Host primitives. The stream memops come from the driver through the runtime's entry-point
-// query, so nothing links libcuda directly and CPU-only programs still start without a driver.
-#include <cuda.h>
-
+// Host primitives: stream memops (driver entry points) and copy-engine transfers.
+#include "core/driver.hpp"
 #include "tilelink/core/error.hpp"
 #include "tilelink/primitives/host.hpp"
 #include "tilelink/runtime/error_channel.hpp"
@@ -12,23 +10,12 @@ namespace {
 using WriteValue64 = CUresult (*)(CUstream, CUdeviceptr, cuuint64_t, unsigned int);
 using WaitValue64 = CUresult (*)(CUstream, CUdeviceptr, cuuint64_t, unsigned int);
 
-template <class Fn>
-Fn driver_entry_point(const char* name) {
-  void* fn = nullptr;
-  cudaDriverEntryPointQueryResult found{};
-  TL_CUDA_CHECK(cudaGetDriverEntryPointByVersion(name, &fn, 12000, cudaEnableDefault, &found));
-  if (found != cudaDriverEntryPointSuccess || fn == nullptr) {
-    throw CudaError(std::string("CUDA driver entry point not found: ") + name, static_cast<int>(found));
-  }
-  return reinterpret_cast<Fn>(fn);
-}
-
 WriteValue64 write_value64() {
-  static const WriteValue64 fn = driver_entry_point<WriteValue64>("cuStreamWriteValue64");
+  static const WriteValue64 fn = detail::driver_entry_point<WriteValue64>("cuStreamWriteValue64");
   return fn;
 }
 WaitValue64 wait_value64() {
-  static const WaitValue64 fn = driver_entry_point<WaitValue64>("cuStreamWaitValue64");
+  static const WaitValue64 fn = detail::driver_entry_point<WaitValue64>("cuStreamWaitValue64");
   return fn;
 }
 

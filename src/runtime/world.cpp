@@ -1,5 +1,7 @@
 #include "tilelink/runtime/world.hpp"
 
+#include "core/driver.hpp"
+
 #include <algorithm>
 #include <chrono>
 #include <optional>
@@ -17,6 +19,7 @@ struct World::Impl {
   std::vector<cudaStream_t> compute;
   std::vector<cudaStream_t> comm;
   std::vector<cudaEvent_t> compute_done;
+  std::vector<cudaStream_t> watch;  // per rank (shared by ranks of one device): stall diagnostics
   std::unique_ptr<ErrorChannel> errors;
 
   void create_streams() {
@@ -33,6 +36,18 @@ struct World::Impl {
       TL_CUDA_CHECK(cudaEventCreateWithFlags(&ev, cudaEventDisableTiming));
       compute_done.push_back(ev);
     }
+    // Made now, not during a stall: a stream created then could land on a blocked queue.
+    for (size_t r = 0; r < devices.size(); ++r) {
+      const size_t first = std::find(devices.begin(), devices.end(), devices[r]) - devices.begin();
+      if (first < r) {
+        watch.push_back(watch[first]);
+        continue;
+      }
+      TL_CUDA_CHECK(cudaSetDevice(devices[r]));
+      cudaStream_t s = nullptr;
+      TL_CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+      watch.push_back(s);
+    }
   }
 
   ~Impl() {
@@ -42,6 +57,8 @@ struct World::Impl {
       if (r < compute.size()) cudaStreamDestroy(compute[r]);
       if (r < comm.size()) cudaStreamDestroy(comm[r]);
       if (r < compute_done.size()) cudaEventDestroy(compute_done[r]);
+      const bool owns_watch = std::find(devices.begin(), devices.end(), devices[r]) - devices.begin() == long(r);
+      if (r < watch.size() && owns_watch) cudaStreamDestroy(watch[r]);
     }
   }
 };
@@ -59,6 +76,47 @@ uint64_t timeout_from_env(uint64_t fallback) {
   return fallback;
 }
 
+constexpr int kMaxHardwareQueues = 32;
+constexpr int kDefaultHardwareQueues = 8;
+
+bool primary_context_active(int device) {
+  using DeviceGet = CUresult (*)(CUdevice*, int);
+  using PrimaryCtxGetState = CUresult (*)(CUdevice, unsigned int*, int*);
+  static const auto device_get = detail::driver_entry_point<DeviceGet>("cuDeviceGet");
+  static const auto get_state = detail::driver_entry_point<PrimaryCtxGetState>("cuDevicePrimaryCtxGetState");
+  CUdevice dev{};
+  TL_CU_CHECK(device_get(&dev, device));
+  unsigned int flags = 0;
+  int active = 0;
+  TL_CU_CHECK(get_state(dev, &flags, &active));
+  return active != 0;
+}
+
+// The hardware queues a context created now gets, given the environment.
+int hardware_queues() {
+  const char* env = std::getenv("CUDA_DEVICE_MAX_CONNECTIONS");
+  if (env == nullptr) return kDefaultHardwareQueues;
+  const int q = std::atoi(env);
+  return q < 1 ? kDefaultHardwareQueues : std::min(q, kMaxHardwareQueues);
+}
+
+// `streams` streams of one World on `device` each need a queue of their own (see world.hpp).
+void require_hardware_queues(const char* where, int device, int streams, int ranks_on_device) {
+  configure_cuda_environment();
+  const bool context_exists = primary_context_active(device);
+  const int queues = context_exists && std::getenv("CUDA_DEVICE_MAX_CONNECTIONS") == nullptr
+                         ? kDefaultHardwareQueues
+                         : hardware_queues();
+  if (streams <= queues) return;
+  detail::throw_invalid_argument(
+      where, "world_size", ranks_on_device,
+      "at most " + std::to_string((queues - 1) / 2) + " ranks on device " + std::to_string(device) +
+          ": each rank's two streams and the world's watch stream need a hardware queue of their " +
+          "own, and the device has " + std::to_string(queues) +
+          " (CUDA_DEVICE_MAX_CONNECTIONS; set it to at most 32 before the first CUDA call, e.g. " +
+          "with tilelink::configure_cuda_environment())");
+}
+
 int device_count() {
   int n = 0;
   TL_CUDA_CHECK(cudaGetDeviceCount(&n));
@@ -66,6 +124,8 @@ int device_count() {
 }
 
 }  // namespace
+
+void configure_cuda_environment() { setenv("CUDA_DEVICE_MAX_CONNECTIONS", "32", 0); }
 
 World::World(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 World::World(World&&) noexcept = default;
@@ -82,6 +142,7 @@ World World::virtual_ranks(int world_size, int device, WorldOptions options) {
   TL_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
   TL_REQUIRE(world_size <= sms, "World::virtual_ranks", "world_size", world_size,
              "at most one rank per SM (" + std::to_string(sms) + " SMs)");
+  require_hardware_queues("World::virtual_ranks", device, 2 * world_size + 1, world_size);
 
   auto w = std::make_unique<Impl>();
   w->mode = WorldMode::kVirtual;
@@ -107,6 +168,7 @@ World World::multi_gpu(const std::vector<int>& devices, WorldOptions options) {
                  "distinct devices (use virtual_ranks for several ranks on one GPU)");
     }
   }
+  for (int d : devices) require_hardware_queues("World::multi_gpu", d, 3, 1);
   auto w = std::make_unique<Impl>();
   w->mode = WorldMode::kMultiGpu;
   w->devices = devices;
@@ -163,6 +225,10 @@ cudaStream_t World::comm_stream(int rank) const {
   return impl_->comm[rank];
 }
 ErrorChannel& World::errors() const { return *impl_->errors; }
+cudaStream_t World::watch_stream(int rank) const {
+  check_rank(rank, "World::watch_stream");
+  return impl_->watch[rank];
+}
 
 void preload_kernel(const void* kernel) {
   cudaFuncAttributes attributes{};
@@ -194,24 +260,18 @@ void World::set_device(int rank) const {
 
 namespace {
 
-uint64_t read_u64(int device, const uint64_t* address) {
-  TL_CUDA_CHECK(cudaSetDevice(device));
-  cudaStream_t side = nullptr;
-  TL_CUDA_CHECK(cudaStreamCreateWithFlags(&side, cudaStreamNonBlocking));
+uint64_t read_u64(const World& world, int rank, const uint64_t* address) {
+  world.set_device(rank);
   uint64_t value = 0;
-  TL_CUDA_CHECK(cudaMemcpyAsync(&value, address, sizeof(value), cudaMemcpyDefault, side));
-  TL_CUDA_CHECK(cudaStreamSynchronize(side));
-  TL_CUDA_CHECK(cudaStreamDestroy(side));
+  TL_CUDA_CHECK(cudaMemcpyAsync(&value, address, sizeof(value), cudaMemcpyDefault, world.watch_stream(rank)));
+  TL_CUDA_CHECK(cudaStreamSynchronize(world.watch_stream(rank)));
   return value;
 }
 
-void write_u64(int device, uint64_t* address, uint64_t value) {
-  TL_CUDA_CHECK(cudaSetDevice(device));
-  cudaStream_t side = nullptr;
-  TL_CUDA_CHECK(cudaStreamCreateWithFlags(&side, cudaStreamNonBlocking));
-  TL_CUDA_CHECK(cudaMemcpyAsync(address, &value, sizeof(value), cudaMemcpyDefault, side));
-  TL_CUDA_CHECK(cudaStreamSynchronize(side));
-  TL_CUDA_CHECK(cudaStreamDestroy(side));
+void write_u64(const World& world, int rank, uint64_t* address, uint64_t value) {
+  world.set_device(rank);
+  TL_CUDA_CHECK(cudaMemcpyAsync(address, &value, sizeof(value), cudaMemcpyDefault, world.watch_stream(rank)));
+  TL_CUDA_CHECK(cudaStreamSynchronize(world.watch_stream(rank)));
 }
 
 // The first registered rank_wait on `stream` whose channel has not reached its value: the
@@ -223,7 +283,7 @@ std::optional<std::pair<StreamWait, uint64_t>> first_unsatisfied(const World& wo
   for (const StreamWait& w : world.errors().stream_waits(stream)) {
     auto it = std::find_if(observed.begin(), observed.end(), [&](auto& o) { return o.first == w.address; });
     if (it == observed.end()) {
-      observed.emplace_back(w.address, read_u64(world.device(rank), w.address));
+      observed.emplace_back(w.address, read_u64(world, rank, w.address));
       it = observed.end() - 1;
     }
     if (!epoch_reached(it->second, w.expected)) return std::make_pair(w, it->second);
@@ -235,7 +295,7 @@ std::optional<std::pair<StreamWait, uint64_t>> first_unsatisfied(const World& wo
 // value) so that the process can tear down, then TimeoutError is thrown.
 [[noreturn]] void report_stall(const World& world, int rank, const StreamWait& w, uint64_t observed,
                                uint64_t elapsed_ns) {
-  write_u64(world.device(rank), const_cast<uint64_t*>(w.address), w.expected);
+  write_u64(world, rank, const_cast<uint64_t*>(w.address), w.expected);
   world.errors().clear_stream_waits();
   ErrorRecord rec{};
   rec.state = ErrorRecord::kValid;

@@ -265,6 +265,7 @@ int cmd_reduce_scatter(const CollectiveArgs& a, const std::string& command) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  tilelink::configure_cuda_environment();  // before any CUDA call
   CLI::App app{"TileLink: tile-centric compute/communication overlap. Device information and benchmarks "
                "(virtual ranks on one GPU).",
                "tilelink"};

@@ -2,13 +2,16 @@
 // context) run in a freshly started copy of this binary: the "threadsafe" style re-executes it
 // instead of forking a process that already holds a CUDA context.
 //
-// Test kernels are loaded eagerly: with lazy loading a test kernel's first launch can wait for a
-// peer kernel that spins on it (see tilelink::preload_kernel). Set before any CUDA call.
+// Before any CUDA call: test kernels are loaded eagerly (with lazy loading a test kernel's first
+// launch can wait for a peer kernel that spins on it, see tilelink::preload_kernel), and every
+// stream gets a hardware queue of its own (tilelink::configure_cuda_environment).
 //
 // After every test the device must go idle: a test that leaves work behind that never completes
 // (a stream wait nobody satisfies) fails the suite by name instead of hanging it at exit.
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
+
+#include "tilelink/runtime/world.hpp"
 
 #include <atomic>
 #include <chrono>
@@ -48,6 +51,7 @@ class DeviceIdleCheck : public testing::EmptyTestEventListener {
 
 int main(int argc, char** argv) {
   setenv("CUDA_MODULE_LOADING", "EAGER", 0);
+  tilelink::configure_cuda_environment();
   testing::InitGoogleTest(&argc, argv);
   GTEST_FLAG_SET(death_test_style, "threadsafe");
   testing::UnitTest::GetInstance()->listeners().Append(new DeviceIdleCheck);

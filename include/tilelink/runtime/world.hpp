@@ -31,6 +31,15 @@ enum class WorldMode { kVirtual, kMultiGpu };
 
 constexpr int kMaxWorldSize = 64;
 
+// CUDA maps a device's streams onto CUDA_DEVICE_MAX_CONNECTIONS hardware work queues (default 8,
+// at most 32), read when the device's context is created. A stream that waits on a stream memop
+// (rank_wait) blocks its queue, and with it every stream mapped to the same queue: a kernel there
+// that would satisfy the wait never starts. A World therefore needs a queue for each of its
+// streams on a device. configure_cuda_environment() sets CUDA_DEVICE_MAX_CONNECTIONS=32 unless
+// the process already set it; it only takes effect before the device's context exists, so call
+// it first thing in main() (World's factories call it too, and refuse worlds that do not fit).
+void configure_cuda_environment();
+
 // Loads `kernel`'s module on the current device now. CUDA loads modules lazily by default, and a
 // kernel's first launch may then wait for the device to go idle: if a peer rank's kernel is
 // spinning on this one at that moment, the launch stalls until that wait times out. Preload every
@@ -62,6 +71,9 @@ class World {
   // Higher-priority stream for communication (copy engine, stream memops).
   cudaStream_t comm_stream(int rank) const;
   ErrorChannel& errors() const;
+  // A stream of the rank's device kept for the host's own small transfers (stall diagnostics);
+  // never blocked by ops.
+  cudaStream_t watch_stream(int rank) const;
 
   // Orders work enqueued next on comm_stream(rank) after all work enqueued so far on
   // compute_stream(rank) (an event; no host wait). Ops call it at the start of a call so that a
