@@ -11,8 +11,10 @@
 // 64 a bad command line.
 #include <CLI/CLI.hpp>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
+#include <cstdio>
 #include <ctime>
 #include <fstream>
 #include <iomanip>
@@ -28,6 +30,7 @@
 #include "tilelink/comm/collectives.hpp"
 #include "tilelink/core/error.hpp"
 #include "tilelink/runtime/world.hpp"
+#include "tilelink/sim/ag_gemm_sim.hpp"
 
 #ifndef TILELINK_VERSION
 #define TILELINK_VERSION "unknown"
@@ -262,6 +265,54 @@ int cmd_reduce_scatter(const CollectiveArgs& a, const std::string& command) {
   return 0;
 }
 
+struct PlanArgs {
+  tilelink::sim::AgGemmProblem problem;
+  tilelink::sim::AgGemmConfig config;
+  std::string resource = "ce";
+  std::string order = "mesh";
+  std::string trace;
+};
+
+// `tilelink plan ag_gemm`: the predicted timeline of AG+GEMM under the cost model. No GPU needed.
+int cmd_plan_ag_gemm(PlanArgs a) {
+  namespace sim = tilelink::sim;
+  a.config.resource = a.resource == "sm" ? sim::Resource::kSm : sim::Resource::kCopyEngine;
+  a.config.order = a.order == "ring" ? tilelink::CommOrder::kRing : tilelink::CommOrder::kFullMesh;
+  if (a.config.resource == sim::Resource::kSm && a.config.comm_ctas == 0) a.config.comm_ctas = 16;
+  if (!a.trace.empty()) check_writable(a.trace);
+  const sim::CostModel cost;
+  const sim::AgGemmPrediction r = sim::predict_ag_gemm(a.problem, a.config, cost);
+  const auto& p = a.problem;
+  std::cout << "tilelink plan ag_gemm: predicted, not measured (cost model: " << cost.flops / 1e12
+            << " TFLOP/s, " << cost.sms << " SMs, NVLink " << cost.nvlink_bandwidth / 1e9 << " GB/s, network "
+            << cost.network_bandwidth / 1e9 << " GB/s per GPU)\n"
+            << "world=" << p.world << "  nodes=" << p.nodes << "  m=" << p.m << "  n=" << p.n << "  k=" << p.k
+            << "  bm=" << a.config.bm << "  bn=" << a.config.bn << "  comm_rows=" << a.config.comm_rows
+            << "  resource=" << a.resource
+            << (a.config.resource == sim::Resource::kSm ? " (" + std::to_string(a.config.comm_ctas) + " CTAs)" : "")
+            << "  order=" << a.order << "\n\n";
+  tb::Table table;
+  table.name = "plan_ag_gemm";
+  table.title = "AG+GEMM, predicted per rank";
+  table.columns = {{"variant", "variant", 0}, {"time_us", "time µs", 1}, {"tflops", "TFLOP/s", 1},
+                   {"vs_ideal", "time / ideal", 3}};
+  auto row = [&](const std::string& name, double t) { table.add_row({name, t * 1e6, r.flop / t / 1e12, t / r.ideal}); };
+  row("non-overlapped", r.non_overlapped);
+  row("decomposed (async-TP)", r.decomposed);
+  row("fused (tilelink)", r.fused);
+  row("ideal max(comp, comm)", r.ideal);
+  char note[160];
+  std::snprintf(note, sizeof(note), "T_comp %.1f µs, T_comm %.1f µs; communication hidden: %.0f %%", r.t_comp * 1e6,
+                r.t_comm * 1e6, r.t_comm > 0 ? 100.0 * std::clamp((r.non_overlapped - r.fused) / r.t_comm, 0.0, 1.0) : 100.0);
+  table.notes.push_back(note);
+  tb::print_table(std::cout, table);
+  if (!a.trace.empty()) {
+    std::ofstream(a.trace) << sim::to_chrome_trace(r.timeline, "ag_gemm rank 0 (predicted)");
+    std::cout << "wrote " << a.trace << " (Chrome / Perfetto trace)\n";
+  }
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -302,15 +353,44 @@ int main(int argc, char** argv) {
       bench->add_subcommand("reduce_scatter", "time tilelink::ReduceScatter (fp32) against cudaMemcpyAsync");
   add_collective_options(reduce_scatter, rs_args, false);
 
+  CLI::App* plan = app.add_subcommand("plan", "predict an op's timeline from a cost model (no GPU needed)");
+  plan->require_subcommand(0, 1);
+  PlanArgs plan_args;
+  CLI::App* plan_ag = plan->add_subcommand("ag_gemm", "AG+GEMM: C = allgather(A) * B, column-parallel");
+  plan_ag->add_option("--world", plan_args.problem.world, "ranks")->capture_default_str()->check(CLI::Range(1, 4096));
+  plan_ag->add_option("--nodes", plan_args.problem.nodes, "nodes (ranks are node-major)")->capture_default_str();
+  plan_ag->add_option("--m", plan_args.problem.m, "rows of A and C")->capture_default_str();
+  plan_ag->add_option("--n", plan_args.problem.n, "columns of C over all ranks")->capture_default_str();
+  plan_ag->add_option("--k", plan_args.problem.k, "inner dimension")->capture_default_str();
+  plan_ag->add_option("--bm", plan_args.config.bm, "compute tile rows")->capture_default_str();
+  plan_ag->add_option("--bn", plan_args.config.bn, "compute tile columns")->capture_default_str();
+  plan_ag->add_option("--comm-rows", plan_args.config.comm_rows, "rows per communication tile")->capture_default_str();
+  plan_ag->add_option("--resource", plan_args.resource, "ce (copy engine) or sm")
+      ->capture_default_str()->check(CLI::IsMember({"ce", "sm"}));
+  plan_ag->add_option("--blocks", plan_args.config.comm_ctas, "CTAs that copy with --resource sm (default 16)");
+  plan_ag->add_option("--order", plan_args.order, "mesh or ring")->capture_default_str()->check(CLI::IsMember({"mesh", "ring"}));
+  plan_ag->add_option("--trace", plan_args.trace, "write the predicted timeline of rank 0 as Chrome/Perfetto JSON");
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     return app.exit(e) == 0 ? 0 : kExitUsage;
   }
 
-  if (app.get_subcommands().empty() || (*bench && bench->get_subcommands().empty())) {
-    std::cerr << (*bench ? bench->help("tilelink") : app.help()) << "tilelink: a command is required\n";
+  if (app.get_subcommands().empty() || (*bench && bench->get_subcommands().empty()) ||
+      (*plan && plan->get_subcommands().empty())) {
+    std::cerr << (*bench ? bench->help("tilelink") : *plan ? plan->help("tilelink") : app.help())
+              << "tilelink: a command is required\n";
     return kExitUsage;
+  }
+
+  if (*plan_ag) {  // the model needs no GPU
+    try {
+      return cmd_plan_ag_gemm(plan_args);
+    } catch (const std::exception& e) {
+      std::cerr << "tilelink: error: " << e.what() << "\n";
+      return kExitFailure;
+    }
   }
 
   std::string command = "tilelink";

@@ -1,0 +1,85 @@
+// Discrete-event model of AG+GEMM: predicts the op's timeline from a cost model, with the same
+// mapping (RowShardMapping), tile schedule (AgGemmSchedule) and communication order as the real
+// protocol. Runs without a GPU: this is how a user sizes a job before having the machines.
+//
+// The model, per rank (ranks are symmetric, so one rank is simulated and stands for all):
+//  - communication: the rank pulls the world-1 foreign shards in communication tiles of
+//    comm_rows rows, in the protocol's item order, one tile after another on its resource:
+//      copy engine: chunk time = ce_chunk_overhead + bytes / min(ce_bandwidth, ingress bandwidth)
+//      k SMs:       chunk time = bytes / min(k * sm_copy_bandwidth_per_cta, ingress bandwidth)
+//    plus the notify -> wait latency before a compute tile sees the channel;
+//  - compute: a persistent grid of (SMs - k) CTAs takes output tiles round-robin in schedule
+//    order (as CUTLASS's persistent scheduler does); a tile starts when its CTA is free and all
+//    the channels of its A rows have arrived; it takes 2 * BM * BN * K / (flops / SMs) seconds.
+// Ingress bandwidth is the NVLink bandwidth within a node and the network bandwidth for shards
+// that come from another node (ranks are numbered node-major).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "tilelink/comm/all_gather.hpp"
+
+namespace tilelink::sim {
+
+// Costs of one GPU and its links. Defaults: H200 figures measured in this repository
+// (docs/PERF.md, 2026-12-02) or given in DESIGN.md §7.
+struct CostModel {
+  double flops = 790e12;                    // dense bf16 GEMM, cuBLAS on an H200 (DESIGN.md §7)
+  int sms = 132;
+  double nvlink_bandwidth = 390e9;          // bytes/s into one GPU (DESIGN.md §7: 370-415 GB/s)
+  double network_bandwidth = 50e9;          // bytes/s into one GPU from other nodes (400 Gb/s NIC)
+  double notify_latency = 0.86e-6;          // one-way notify -> wait (docs/PERF.md: 0.74-0.88 µs)
+  double ce_chunk_overhead = 5.0e-6;        // per copy-engine chunk (docs/PERF.md: ~5 µs)
+  double ce_bandwidth = 2.0e12;             // copy engine, large chunks (docs/PERF.md: 2041 GB/s)
+  double sm_copy_bandwidth_per_cta = 48e9;  // one CTA's ld/st or bulk copy (docs/PERF.md)
+};
+
+enum class Resource { kCopyEngine, kSm };
+
+struct AgGemmProblem {
+  uint32_t m = 8192;       // rows of the gathered A and of C
+  uint32_t n = 28672;      // columns of C across all ranks (each rank has n / world)
+  uint32_t k = 8192;
+  uint32_t element_bytes = 2;  // bf16
+  int world = 8;
+  int nodes = 1;           // world must be a multiple of nodes
+};
+
+struct AgGemmConfig {
+  uint32_t bm = 128;
+  uint32_t bn = 256;
+  uint32_t comm_rows = 1024;     // rows per communication tile
+  Resource resource = Resource::kCopyEngine;
+  uint32_t comm_ctas = 0;        // SM resource: CTAs that copy (taken from the GEMM)
+  CommOrder order = CommOrder::kFullMesh;
+};
+
+// One interval of the predicted timeline (seconds from the op's start).
+struct Interval {
+  std::string lane;  // "comm" or "cta N"
+  std::string name;  // what ran
+  double start = 0;
+  double end = 0;
+};
+
+struct AgGemmPrediction {
+  double fused = 0;           // the overlapped op
+  double non_overlapped = 0;  // all-gather (same resource), then the GEMM on every SM
+  double decomposed = 0;      // per-shard GEMMs interleaved with the copies (async-TP style)
+  double ideal = 0;           // max(T_comp, T_comm) of the isolated parts
+  double t_comp = 0;          // GEMM alone on every SM
+  double t_comm = 0;          // all-gather alone
+  double flop = 0;            // per rank
+  std::vector<Interval> timeline;  // rank 0's fused timeline
+};
+
+// Throws InvalidArgument for shapes or configurations the op could not run.
+AgGemmPrediction predict_ag_gemm(const AgGemmProblem& problem, const AgGemmConfig& config,
+                                 const CostModel& cost = {});
+
+// Chrome / Perfetto trace JSON ("traceEvents", complete events in microseconds).
+std::string to_chrome_trace(const std::vector<Interval>& timeline, const std::string& process_name);
+
+}  // namespace tilelink::sim

@@ -1,0 +1,159 @@
+#include "tilelink/sim/ag_gemm_sim.hpp"
+
+#include <algorithm>
+#include <cstdio>
+#include <sstream>
+
+#include "tilelink/comm/collectives.hpp"
+#include "tilelink/core/error.hpp"
+#include "tilelink/ops/ag_gemm/ag_gemm_protocol.hpp"
+
+namespace tilelink::sim {
+namespace {
+
+constexpr const char* kWhere = "predict_ag_gemm";
+
+void validate(const AgGemmProblem& p, const AgGemmConfig& c, const CostModel& cost) {
+  TL_REQUIRE(p.world >= 1 && p.world <= 4096, kWhere, "world", p.world, "1 to 4096 ranks");
+  TL_REQUIRE(p.nodes >= 1 && p.world % p.nodes == 0, kWhere, "nodes", p.nodes,
+             "a divisor of world (" + std::to_string(p.world) + ")");
+  TL_REQUIRE(p.m > 0 && p.m % p.world == 0, kWhere, "m", p.m,
+             "a positive multiple of world (" + std::to_string(p.world) + "): rows are sharded evenly");
+  TL_REQUIRE(p.n > 0 && p.n % p.world == 0, kWhere, "n", p.n,
+             "a positive multiple of world (" + std::to_string(p.world) + "): columns are split evenly");
+  TL_REQUIRE(p.k > 0, kWhere, "k", p.k, "a positive size");
+  TL_REQUIRE(p.element_bytes > 0, kWhere, "element_bytes", p.element_bytes, "a positive size");
+  TL_REQUIRE(c.bm > 0 && c.bn > 0, kWhere, "bm", c.bm, "positive tile sizes (bm, bn)");
+  TL_REQUIRE(c.comm_rows > 0, kWhere, "comm_rows", c.comm_rows, "at least one row per communication tile");
+  TL_REQUIRE(cost.sms >= 2 && cost.flops > 0, kWhere, "cost.sms", cost.sms, "at least 2 SMs and flops > 0");
+  if (c.resource == Resource::kSm) {
+    TL_REQUIRE(c.comm_ctas >= 1 && c.comm_ctas < uint32_t(cost.sms), kWhere, "comm_ctas", c.comm_ctas,
+               "1 to " + std::to_string(cost.sms - 1) + " CTAs with the SM resource");
+  } else {
+    TL_REQUIRE(c.order == CommOrder::kFullMesh, kWhere, "order", to_string(c.order),
+               "'mesh' with the copy engine");
+  }
+}
+
+// Makespan of `tiles` equal tiles of `tile_time` on `ctas` CTAs, all ready at once.
+double makespan(uint64_t tiles, uint32_t ctas, double tile_time) {
+  return double((tiles + ctas - 1) / ctas) * tile_time;
+}
+
+}  // namespace
+
+AgGemmPrediction predict_ag_gemm(const AgGemmProblem& p, const AgGemmConfig& c, const CostModel& cost) {
+  validate(p, c, cost);
+  const uint32_t w = static_cast<uint32_t>(p.world);
+  const uint32_t n_local = p.n / w;
+  const uint32_t ranks_per_node = w / static_cast<uint32_t>(p.nodes);
+
+  AllGatherPlan ag;
+  ag.map = RowShardMapping{p.m / w, c.comm_rows, w};
+  ag.row_bytes = p.k * p.element_bytes;
+  ag.pitch = ag.row_bytes;
+  ag.method = AgMethod::kPull;
+  ag.order = c.order;
+
+  AgGemmPrediction out;
+  const double tile_time = 2.0 * c.bm * c.bn * p.k / (cost.flops / cost.sms);
+  out.flop = 2.0 * p.m * double(n_local) * p.k;
+
+  // Bandwidth into rank 0 from rank `from` (ranks are numbered node-major).
+  auto ingress = [&](int from) {
+    return uint32_t(from) / ranks_per_node != 0 ? cost.network_bandwidth : cost.nvlink_bandwidth;
+  };
+  auto ce_time = [&](uint64_t bytes, int from) {
+    return cost.ce_chunk_overhead + double(bytes) / std::min(cost.ce_bandwidth, ingress(from));
+  };
+  // Communication of rank 0: items one after another on its resource.
+  auto chunk_time = [&](uint64_t bytes, int from) {
+    if (c.resource == Resource::kCopyEngine) return ce_time(bytes, from);
+    return double(bytes) / std::min(c.comm_ctas * cost.sm_copy_bandwidth_per_cta, ingress(from));
+  };
+  std::vector<double> arrival(ag.map.num_channels(), 0.0);  // own channels: present at 0
+  double cursor = 0;
+  for (uint32_t i = 0; i < ag.num_items(); ++i) {
+    const AllGatherPlan::Item it = ag.item(0, i);
+    const uint64_t bytes = ag.tile_shape(it.channel).bytes();
+    const double start = cursor;
+    cursor += chunk_time(bytes, it.peer);
+    arrival[it.channel] = cursor + cost.notify_latency;
+    out.timeline.push_back({"comm", "tile " + std::to_string(it.channel) + " from rank " + std::to_string(it.peer),
+                            start, cursor});
+  }
+  out.t_comm = cursor;
+
+  // Compute of rank 0: persistent CTAs take tiles round-robin in schedule order.
+  std::vector<uint32_t> m_order((p.m + c.bm - 1) / c.bm);
+  make_m_order(ag, 0, c.bm, m_order.data());
+  const AgGemmSchedule schedule{p.m, n_local, c.bm, c.bn, m_order.data()};
+  const uint32_t ctas = uint32_t(cost.sms) - (c.resource == Resource::kSm ? c.comm_ctas : 0);
+  std::vector<double> free_at(ctas, 0.0);
+  for (uint32_t i = 0; i < schedule.num_tiles(); ++i) {
+    const TileCoord t = schedule.tile(i);
+    const RowRange rows = schedule.rows(t.m);
+    const ChannelRange need = ag.map.channels_for_rows(rows.row0, rows.rows);
+    double ready = 0;
+    for (uint32_t ch = need.first; ch < need.first + need.count; ++ch) ready = std::max(ready, arrival[ch]);
+    double& cta = free_at[i % ctas];
+    const double start = std::max(cta, ready);
+    cta = start + tile_time;
+    out.timeline.push_back({"cta " + std::to_string(i % ctas),
+                            "C tile (" + std::to_string(t.m) + ", " + std::to_string(t.n) + ")", start, cta});
+  }
+  out.fused = std::max(out.t_comm, *std::max_element(free_at.begin(), free_at.end()));
+
+  out.t_comp = makespan(uint64_t(schedule.num_tiles()), uint32_t(cost.sms), tile_time);
+  out.non_overlapped = out.t_comm + out.t_comp;
+  out.ideal = std::max(out.t_comp, out.t_comm);
+
+  // Decomposed (PyTorch async-TP): the GEMM of shard s overlaps the copy of shard s + 1.
+  const uint64_t shard_tiles = uint64_t((ag.map.rows_per_rank + c.bm - 1) / c.bm) * schedule.n_tiles();
+  const double shard_gemm = makespan(shard_tiles, uint32_t(cost.sms), tile_time);
+  const uint64_t shard_bytes = uint64_t(ag.map.rows_per_rank) * ag.row_bytes;
+  double decomposed = 0;
+  for (uint32_t step = 0; step < w; ++step) {
+    const double next_copy =
+        step + 1 < w ? ce_time(shard_bytes, static_cast<int>(swizzled_peer(0, step + 1, w))) : 0.0;
+    decomposed += std::max(shard_gemm, next_copy);
+  }
+  out.decomposed = decomposed;
+  return out;
+}
+
+std::string to_chrome_trace(const std::vector<Interval>& timeline, const std::string& process_name) {
+  std::vector<std::string> lanes;
+  auto lane_id = [&](const std::string& lane) {
+    auto it = std::find(lanes.begin(), lanes.end(), lane);
+    if (it != lanes.end()) return int(it - lanes.begin());
+    lanes.push_back(lane);
+    return int(lanes.size() - 1);
+  };
+  auto quoted = [](const std::string& s) {
+    std::string q = "\"";
+    for (char ch : s) {
+      if (ch == '"' || ch == '\\') q += '\\';
+      q += ch;
+    }
+    return q + "\"";
+  };
+  std::ostringstream os;
+  os << "{\"displayTimeUnit\":\"ns\",\"traceEvents\":[";
+  os << "{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":0,\"tid\":0,\"args\":{\"name\":" << quoted(process_name) << "}}";
+  char num[64];
+  for (const Interval& e : timeline) {
+    const int tid = lane_id(e.lane);
+    std::snprintf(num, sizeof(num), "%.4f,\"dur\":%.4f", e.start * 1e6, (e.end - e.start) * 1e6);
+    os << ",{\"name\":" << quoted(e.name) << ",\"cat\":\"tilelink\",\"ph\":\"X\",\"pid\":0,\"tid\":" << tid
+       << ",\"ts\":" << num << "}";
+  }
+  for (size_t i = 0; i < lanes.size(); ++i) {
+    os << ",{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":0,\"tid\":" << i << ",\"args\":{\"name\":"
+       << quoted(lanes[i]) << "}}";
+  }
+  os << "]}";
+  return os.str();
+}
+
+}  // namespace tilelink::sim

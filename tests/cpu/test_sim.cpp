@@ -1,0 +1,116 @@
+// The AG+GEMM timeline model on schedules small enough to check by hand.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <string>
+
+#include "tilelink/core/error.hpp"
+#include "tilelink/sim/ag_gemm_sim.hpp"
+
+namespace tilelink::sim {
+namespace {
+
+// 2 SMs; one 128 x 256 tile with k = 64 takes exactly 1 µs on one SM.
+CostModel tiny_gpu() {
+  CostModel cost;
+  cost.sms = 2;
+  cost.flops = 2.0 * (2.0 * 128 * 256 * 64) / 1e-6;
+  cost.notify_latency = 0;
+  return cost;
+}
+
+TEST(AgGemmSim, WorldOneIsTheGemmAlone) {
+  AgGemmProblem p{256, 512, 64, 2, 1, 1};  // 2 x 2 tiles on 2 SMs: two rounds of 1 µs
+  AgGemmConfig c;
+  const AgGemmPrediction r = predict_ag_gemm(p, c, tiny_gpu());
+  EXPECT_DOUBLE_EQ(r.t_comm, 0.0);
+  EXPECT_NEAR(r.t_comp, 2e-6, 1e-15);
+  EXPECT_NEAR(r.fused, 2e-6, 1e-15);
+  EXPECT_NEAR(r.non_overlapped, 2e-6, 1e-15);
+  EXPECT_NEAR(r.ideal, 2e-6, 1e-15);
+  EXPECT_DOUBLE_EQ(r.flop, 2.0 * 256 * 512 * 64);
+}
+
+TEST(AgGemmSim, CopyEngineChunksAddOverheadAndBytesOverBandwidth) {
+  // World 2: rank 0 pulls rank 1's 128 rows in two tiles of 64 rows x 128 bytes = 8192 bytes.
+  AgGemmProblem p{256, 512, 64, 2, 2, 1};
+  AgGemmConfig c;
+  c.comm_rows = 64;
+  CostModel cost = tiny_gpu();
+  cost.ce_chunk_overhead = 1e-6;
+  cost.ce_bandwidth = 8192 / 1e-6;  // 1 µs per tile
+  cost.nvlink_bandwidth = 1e15;
+  const AgGemmPrediction r = predict_ag_gemm(p, c, cost);
+  EXPECT_NEAR(r.t_comm, 4e-6, 1e-15);
+  // Rank 0 computes its own tile row first (tiles 0, 1 on CTAs 0, 1: 0-1 µs), then rank 1's row
+  // (needs both comm tiles: ready at 4 µs): 4-5 µs.
+  EXPECT_NEAR(r.fused, 5e-6, 1e-15);
+  // n_local = 256: one tile column, 2 tile rows: one round on 2 SMs.
+  EXPECT_NEAR(r.t_comp, 1e-6, 1e-15);
+  EXPECT_NEAR(r.non_overlapped, 5e-6, 1e-15);
+  EXPECT_NEAR(r.ideal, 4e-6, 1e-15);
+  // Async-TP: the GEMM of the own shard (one tile, 1 µs) against the copy of the next shard as
+  // one chunk (1 µs overhead + 16384 bytes at 8192 bytes/µs = 3 µs), then the last shard's GEMM.
+  EXPECT_NEAR(r.decomposed, 3e-6 + 1e-6, 1e-15);
+  // Every compute interval starts after the data it needs arrived.
+  for (const Interval& e : r.timeline) {
+    if (e.name == "C tile (1, 0)") EXPECT_GE(e.start, 4e-6 - 1e-15);
+  }
+}
+
+TEST(AgGemmSim, OverlapSitsBetweenIdealAndNonOverlapped) {
+  const AgGemmProblem p{8192, 28672, 8192, 2, 8, 1};
+  for (Resource res : {Resource::kCopyEngine, Resource::kSm}) {
+    AgGemmConfig c;
+    c.resource = res;
+    c.comm_ctas = res == Resource::kSm ? 16 : 0;
+    const AgGemmPrediction r = predict_ag_gemm(p, c);
+    EXPECT_GE(r.fused, r.ideal * (1 - 1e-12));
+    EXPECT_LE(r.fused, r.non_overlapped);
+    EXPECT_GT(r.t_comm, 0.0);
+    EXPECT_GT(r.t_comp, 0.0);
+  }
+}
+
+TEST(AgGemmSim, AnotherNodeIsSlowerThanNvlink) {
+  AgGemmProblem one_node{8192, 28672, 8192, 2, 16, 1};
+  AgGemmProblem two_nodes = one_node;
+  two_nodes.nodes = 2;
+  const AgGemmConfig c;
+  EXPECT_GT(predict_ag_gemm(two_nodes, c).t_comm, predict_ag_gemm(one_node, c).t_comm);
+}
+
+TEST(AgGemmSim, RefusesWhatTheOpCannotRun) {
+  const AgGemmConfig c;
+  AgGemmProblem p{1000, 512, 64, 2, 3, 1};  // 1000 rows do not split over 3 ranks
+  try {
+    predict_ag_gemm(p, c);
+    FAIL() << "no exception";
+  } catch (const InvalidArgument& e) {
+    EXPECT_NE(std::string(e.what()).find("'m' = 1000"), std::string::npos) << e.what();
+  }
+  AgGemmConfig ring = c;
+  ring.order = CommOrder::kRing;
+  EXPECT_THROW(predict_ag_gemm(AgGemmProblem{}, ring), InvalidArgument);  // copy engine: mesh only
+  AgGemmConfig sm = c;
+  sm.resource = Resource::kSm;  // comm_ctas 0
+  EXPECT_THROW(predict_ag_gemm(AgGemmProblem{}, sm), InvalidArgument);
+}
+
+TEST(AgGemmSim, ChromeTraceHasOneCompleteEventPerInterval) {
+  AgGemmProblem p{256, 512, 64, 2, 2, 1};
+  AgGemmConfig c;
+  c.comm_rows = 64;
+  const AgGemmPrediction r = predict_ag_gemm(p, c, tiny_gpu());
+  const std::string json = to_chrome_trace(r.timeline, "ag_gemm \"rank 0\"");
+  EXPECT_EQ(json.rfind("{\"displayTimeUnit\":\"ns\",\"traceEvents\":[", 0), 0u);
+  EXPECT_EQ(json.back(), '}');
+  size_t complete = 0;
+  for (size_t pos = 0; (pos = json.find("\"ph\":\"X\"", pos)) != std::string::npos; ++pos) ++complete;
+  EXPECT_EQ(complete, r.timeline.size());
+  EXPECT_NE(json.find("ag_gemm \\\"rank 0\\\""), std::string::npos);  // quotes escaped
+  EXPECT_NE(json.find("\"thread_name\""), std::string::npos);
+}
+
+}  // namespace
+}  // namespace tilelink::sim
