@@ -6,6 +6,8 @@
 //       [--resource sm|ce] [--method pull|push] [--path ldst|bulk] [--order mesh|ring]
 //       [--comm-rows K] [--blocks k] [--threads T] [--warmup W] [--iters I] [--json FILE]
 //   tilelink bench reduce_scatter [same, less --resource and --order]
+//   tilelink plan ag_gemm [--world N] [--nodes K] [--m --n --k] [--bm --bn] [--comm-rows R]
+//       [--resource ce|sm] [--blocks k] [--order mesh|ring] [--trace FILE] [--svg FILE]
 //
 // Exit status: 0 success; 1 a benchmark, check or CUDA failure (message on stderr); 2 no CUDA GPU;
 // 64 a bad command line.
@@ -271,6 +273,7 @@ struct PlanArgs {
   std::string resource = "ce";
   std::string order = "mesh";
   std::string trace;
+  std::string svg;
 };
 
 // `tilelink plan ag_gemm`: the predicted timeline of AG+GEMM under the cost model. No GPU needed.
@@ -280,6 +283,7 @@ int cmd_plan_ag_gemm(PlanArgs a) {
   a.config.order = a.order == "ring" ? tilelink::CommOrder::kRing : tilelink::CommOrder::kFullMesh;
   if (a.config.resource == sim::Resource::kSm && a.config.comm_ctas == 0) a.config.comm_ctas = 16;
   if (!a.trace.empty()) check_writable(a.trace);
+  if (!a.svg.empty()) check_writable(a.svg);
   const sim::CostModel cost;
   const sim::AgGemmPrediction r = sim::predict_ag_gemm(a.problem, a.config, cost);
   const auto& p = a.problem;
@@ -309,6 +313,12 @@ int cmd_plan_ag_gemm(PlanArgs a) {
   if (!a.trace.empty()) {
     std::ofstream(a.trace) << sim::to_chrome_trace(r.timeline, "ag_gemm rank 0 (predicted)");
     std::cout << "wrote " << a.trace << " (Chrome / Perfetto trace)\n";
+  }
+  if (!a.svg.empty()) {
+    std::ofstream(a.svg) << sim::to_svg(r.timeline, "ag_gemm rank 0, predicted: " + std::to_string(p.world) +
+                                                       " ranks, m=" + std::to_string(p.m) + " n=" + std::to_string(p.n) +
+                                                       " k=" + std::to_string(p.k));
+    std::cout << "wrote " << a.svg << " (SVG timeline)\n";
   }
   return 0;
 }
@@ -370,6 +380,7 @@ int main(int argc, char** argv) {
   plan_ag->add_option("--blocks", plan_args.config.comm_ctas, "CTAs that copy with --resource sm (default 16)");
   plan_ag->add_option("--order", plan_args.order, "mesh or ring")->capture_default_str()->check(CLI::IsMember({"mesh", "ring"}));
   plan_ag->add_option("--trace", plan_args.trace, "write the predicted timeline of rank 0 as Chrome/Perfetto JSON");
+  plan_ag->add_option("--svg", plan_args.svg, "write the predicted timeline of rank 0 as an SVG picture");
 
   try {
     app.parse(argc, argv);

@@ -112,5 +112,19 @@ TEST(AgGemmSim, ChromeTraceHasOneCompleteEventPerInterval) {
   EXPECT_NE(json.find("\"thread_name\""), std::string::npos);
 }
 
+TEST(AgGemmSim, SvgHasOneRectanglePerInterval) {
+  AgGemmProblem p{256, 512, 64, 2, 2, 1};
+  AgGemmConfig c;
+  c.comm_rows = 64;
+  const AgGemmPrediction r = predict_ag_gemm(p, c, tiny_gpu());
+  const std::string svg = to_svg(r.timeline, "a <b> & c");
+  EXPECT_EQ(svg.rfind("<svg ", 0), 0u);
+  EXPECT_NE(svg.find("</svg>"), std::string::npos);
+  EXPECT_NE(svg.find("a &lt;b&gt; &amp; c"), std::string::npos);
+  size_t rects = 0;
+  for (size_t pos = 0; (pos = svg.find("<rect ", pos)) != std::string::npos; ++pos) ++rects;
+  EXPECT_EQ(rects, r.timeline.size());
+}
+
 }  // namespace
 }  // namespace tilelink::sim

@@ -82,4 +82,7 @@ AgGemmPrediction predict_ag_gemm(const AgGemmProblem& problem, const AgGemmConfi
 // Chrome / Perfetto trace JSON ("traceEvents", complete events in microseconds).
 std::string to_chrome_trace(const std::vector<Interval>& timeline, const std::string& process_name);
 
+// The same timeline as an SVG picture: one row per lane, time to the right.
+std::string to_svg(const std::vector<Interval>& timeline, const std::string& title);
+
 }  // namespace tilelink::sim
