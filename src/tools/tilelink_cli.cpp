@@ -8,6 +8,8 @@
 //   tilelink bench reduce_scatter [same, less --resource and --order]
 //   tilelink plan ag_gemm [--world N] [--nodes K] [--m --n --k] [--bm --bn] [--comm-rows R]
 //       [--resource ce|sm] [--blocks k] [--order mesh|ring] [--trace FILE] [--svg FILE]
+//   tilelink plan gemm_rs [--world N] [--nodes K] [--m --n --k] [--bm --bn] [--reduce-ctas R]
+//       [--granularity tile|row|rank] [--trace FILE] [--svg FILE]
 //
 // Exit status: 0 success; 1 a benchmark, check or CUDA failure (message on stderr); 2 no CUDA GPU;
 // 64 a bad command line.
@@ -33,6 +35,7 @@
 #include "tilelink/core/error.hpp"
 #include "tilelink/runtime/world.hpp"
 #include "tilelink/sim/ag_gemm_sim.hpp"
+#include "tilelink/sim/gemm_rs_sim.hpp"
 
 #ifndef TILELINK_VERSION
 #define TILELINK_VERSION "unknown"
@@ -267,6 +270,39 @@ int cmd_reduce_scatter(const CollectiveArgs& a, const std::string& command) {
   return 0;
 }
 
+// The table of a plan command (non-overlapped, decomposed, fused, ideal) and its timeline files.
+template <class Prediction>
+void print_plan(const std::string& name, const std::string& title, const Prediction& r, const std::string& trace,
+                const std::string& svg, const std::string& timeline_title) {
+  namespace sim = tilelink::sim;
+  tb::Table table;
+  table.name = name;
+  table.title = title;
+  table.columns = {{"variant", "variant", 0}, {"time_us", "time µs", 1}, {"tflops", "TFLOP/s", 1},
+                   {"vs_ideal", "time / ideal", 3}};
+  auto row = [&](const std::string& variant, double t) {
+    table.add_row({variant, t * 1e6, r.flop / t / 1e12, t / r.ideal});
+  };
+  row("non-overlapped", r.non_overlapped);
+  row("decomposed", r.decomposed);
+  row("fused (tilelink)", r.fused);
+  row("ideal max(comp, comm)", r.ideal);
+  char note[160];
+  std::snprintf(note, sizeof(note), "T_comp %.1f µs, T_comm %.1f µs; communication hidden: %.0f %%", r.t_comp * 1e6,
+                r.t_comm * 1e6,
+                r.t_comm > 0 ? 100.0 * std::clamp((r.non_overlapped - r.fused) / r.t_comm, 0.0, 1.0) : 100.0);
+  table.notes.push_back(note);
+  tb::print_table(std::cout, table);
+  if (!trace.empty()) {
+    std::ofstream(trace) << sim::to_chrome_trace(r.timeline, timeline_title);
+    std::cout << "wrote " << trace << " (Chrome / Perfetto trace)\n";
+  }
+  if (!svg.empty()) {
+    std::ofstream(svg) << sim::to_svg(r.timeline, timeline_title);
+    std::cout << "wrote " << svg << " (SVG timeline)\n";
+  }
+}
+
 struct PlanArgs {
   tilelink::sim::AgGemmProblem problem;
   tilelink::sim::AgGemmConfig config;
@@ -295,31 +331,37 @@ int cmd_plan_ag_gemm(PlanArgs a) {
             << "  resource=" << a.resource
             << (a.config.resource == sim::Resource::kSm ? " (" + std::to_string(a.config.comm_ctas) + " CTAs)" : "")
             << "  order=" << a.order << "\n\n";
-  tb::Table table;
-  table.name = "plan_ag_gemm";
-  table.title = "AG+GEMM, predicted per rank";
-  table.columns = {{"variant", "variant", 0}, {"time_us", "time µs", 1}, {"tflops", "TFLOP/s", 1},
-                   {"vs_ideal", "time / ideal", 3}};
-  auto row = [&](const std::string& name, double t) { table.add_row({name, t * 1e6, r.flop / t / 1e12, t / r.ideal}); };
-  row("non-overlapped", r.non_overlapped);
-  row("decomposed (async-TP)", r.decomposed);
-  row("fused (tilelink)", r.fused);
-  row("ideal max(comp, comm)", r.ideal);
-  char note[160];
-  std::snprintf(note, sizeof(note), "T_comp %.1f µs, T_comm %.1f µs; communication hidden: %.0f %%", r.t_comp * 1e6,
-                r.t_comm * 1e6, r.t_comm > 0 ? 100.0 * std::clamp((r.non_overlapped - r.fused) / r.t_comm, 0.0, 1.0) : 100.0);
-  table.notes.push_back(note);
-  tb::print_table(std::cout, table);
-  if (!a.trace.empty()) {
-    std::ofstream(a.trace) << sim::to_chrome_trace(r.timeline, "ag_gemm rank 0 (predicted)");
-    std::cout << "wrote " << a.trace << " (Chrome / Perfetto trace)\n";
-  }
-  if (!a.svg.empty()) {
-    std::ofstream(a.svg) << sim::to_svg(r.timeline, "ag_gemm rank 0, predicted: " + std::to_string(p.world) +
-                                                       " ranks, m=" + std::to_string(p.m) + " n=" + std::to_string(p.n) +
-                                                       " k=" + std::to_string(p.k));
-    std::cout << "wrote " << a.svg << " (SVG timeline)\n";
-  }
+  print_plan("plan_ag_gemm", "AG+GEMM, predicted per rank", r, a.trace, a.svg,
+             "ag_gemm rank 0, predicted: " + std::to_string(p.world) + " ranks, m=" + std::to_string(p.m) +
+                 " n=" + std::to_string(p.n) + " k=" + std::to_string(p.k));
+  return 0;
+}
+
+struct PlanRsArgs {
+  tilelink::sim::GemmRsProblem problem;
+  tilelink::sim::GemmRsConfig config;
+  std::string granularity = "tile";
+  std::string trace;
+  std::string svg;
+};
+
+// `tilelink plan gemm_rs`: the predicted timeline of GEMM+RS under the cost model. No GPU needed.
+int cmd_plan_gemm_rs(PlanRsArgs a) {
+  namespace sim = tilelink::sim;
+  a.config.granularity = a.granularity == "rank"  ? tilelink::SignalGranularity::kRank
+                         : a.granularity == "row" ? tilelink::SignalGranularity::kTileRow
+                                                  : tilelink::SignalGranularity::kTile;
+  if (!a.trace.empty()) check_writable(a.trace);
+  if (!a.svg.empty()) check_writable(a.svg);
+  const sim::GemmRsPrediction r = sim::predict_gemm_rs(a.problem, a.config);
+  const auto& p = a.problem;
+  std::cout << "tilelink plan gemm_rs: predicted, not measured\n"
+            << "world=" << p.world << "  nodes=" << p.nodes << "  m=" << p.m << "  n=" << p.n << "  k=" << p.k
+            << "  bm=" << a.config.bm << "  bn=" << a.config.bn << "  reduce_ctas=" << a.config.reduce_ctas
+            << "  granularity=" << a.granularity << "\n\n";
+  print_plan("plan_gemm_rs", "GEMM+RS, predicted per rank", r, a.trace, a.svg,
+             "gemm_rs rank 0, predicted: " + std::to_string(p.world) + " ranks, m=" + std::to_string(p.m) +
+                 " n=" + std::to_string(p.n) + " k=" + std::to_string(p.k));
   return 0;
 }
 
@@ -382,6 +424,21 @@ int main(int argc, char** argv) {
   plan_ag->add_option("--trace", plan_args.trace, "write the predicted timeline of rank 0 as Chrome/Perfetto JSON");
   plan_ag->add_option("--svg", plan_args.svg, "write the predicted timeline of rank 0 as an SVG picture");
 
+  PlanRsArgs plan_rs_args;
+  CLI::App* plan_rs = plan->add_subcommand("gemm_rs", "GEMM+RS: rank r gets its row block of sum_q A_q * B_q");
+  plan_rs->add_option("--world", plan_rs_args.problem.world, "ranks")->capture_default_str()->check(CLI::Range(1, 4096));
+  plan_rs->add_option("--nodes", plan_rs_args.problem.nodes, "nodes (ranks are node-major)")->capture_default_str();
+  plan_rs->add_option("--m", plan_rs_args.problem.m, "rows of C")->capture_default_str();
+  plan_rs->add_option("--n", plan_rs_args.problem.n, "columns of C")->capture_default_str();
+  plan_rs->add_option("--k", plan_rs_args.problem.k, "inner dimension over all ranks")->capture_default_str();
+  plan_rs->add_option("--bm", plan_rs_args.config.bm, "compute tile rows")->capture_default_str();
+  plan_rs->add_option("--bn", plan_rs_args.config.bn, "compute tile columns")->capture_default_str();
+  plan_rs->add_option("--reduce-ctas", plan_rs_args.config.reduce_ctas, "CTAs of the reduction")->capture_default_str();
+  plan_rs->add_option("--granularity", plan_rs_args.granularity, "signal per tile, row (of tiles) or rank")
+      ->capture_default_str()->check(CLI::IsMember({"tile", "row", "rank"}));
+  plan_rs->add_option("--trace", plan_rs_args.trace, "write the predicted timeline of rank 0 as Chrome/Perfetto JSON");
+  plan_rs->add_option("--svg", plan_rs_args.svg, "write the predicted timeline of rank 0 as an SVG picture");
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -395,9 +452,9 @@ int main(int argc, char** argv) {
     return kExitUsage;
   }
 
-  if (*plan_ag) {  // the model needs no GPU
+  if (*plan_ag || *plan_rs) {  // the models need no GPU
     try {
-      return cmd_plan_ag_gemm(plan_args);
+      return *plan_ag ? cmd_plan_ag_gemm(plan_args) : cmd_plan_gemm_rs(plan_rs_args);
     } catch (const std::exception& e) {
       std::cerr << "tilelink: error: " << e.what() << "\n";
       return kExitFailure;

@@ -6,6 +6,7 @@
 
 #include "tilelink/core/error.hpp"
 #include "tilelink/sim/ag_gemm_sim.hpp"
+#include "tilelink/sim/gemm_rs_sim.hpp"
 
 namespace tilelink::sim {
 namespace {
@@ -124,6 +125,51 @@ TEST(AgGemmSim, SvgHasOneRectanglePerInterval) {
   size_t rects = 0;
   for (size_t pos = 0; (pos = svg.find("<rect ", pos)) != std::string::npos; ++pos) ++rects;
   EXPECT_EQ(rects, r.timeline.size());
+}
+
+// GEMM+RS with 3 SMs (2 compute CTAs, 1 reduction CTA), 1 µs per tile's MMA, 1 µs per pushed
+// tile, 1 µs per tile read or written by the reduction.
+CostModel rs_gpu() {
+  CostModel cost;
+  cost.sms = 3;
+  cost.flops = 3.0 * (2.0 * 128 * 256 * 64) / 1e-6;
+  cost.sm_copy_bandwidth_per_cta = 128.0 * 256 * 2 / 1e-6;
+  cost.nvlink_bandwidth = 1e15;
+  cost.notify_latency = 0;
+  return cost;
+}
+
+TEST(GemmRsSim, WorldOneComputesThenReduces) {
+  GemmRsProblem p{128, 256, 64, 2, 2, 1, 1};  // one tile
+  GemmRsConfig c;
+  c.reduce_ctas = 1;
+  const GemmRsPrediction r = predict_gemm_rs(p, c, rs_gpu());
+  // MMA 1 µs (no push: own tile), then the reduction reads 1 slot and writes 1 tile: 2 µs.
+  EXPECT_NEAR(r.fused, 3e-6, 1e-15);
+  EXPECT_DOUBLE_EQ(r.t_comm, 0.0);
+}
+
+TEST(GemmRsSim, TwoRanksOthersFirstThenOwnThenReduce) {
+  // rows_per_rank 128, n 512: two tiles per block; k 128 split in two: 1 µs per MMA.
+  GemmRsProblem p{256, 512, 128, 2, 2, 2, 1};
+  GemmRsConfig c;
+  c.reduce_ctas = 1;
+  for (SignalGranularity g : {SignalGranularity::kTile, SignalGranularity::kRank}) {
+    c.granularity = g;
+    const GemmRsPrediction r = predict_gemm_rs(p, c, rs_gpu());
+    // Rank 1's tiles first on both CTAs: MMA + push = 2 µs; then the own tiles: 2-3 µs. Every
+    // group needs an own tile: ready at 3 µs. Reduction: 3 tiles of traffic each (2 slots
+    // read, 1 written): 3-6 and 6-9 µs.
+    EXPECT_NEAR(r.fused, 9e-6, 1e-15);
+  }
+}
+
+TEST(GemmRsSim, RefusesWhatTheOpCannotRun) {
+  GemmRsConfig c;
+  EXPECT_THROW(predict_gemm_rs(GemmRsProblem{8192, 8190, 28672, 2, 2, 8, 1}, c), InvalidArgument);  // n % 4
+  EXPECT_THROW(predict_gemm_rs(GemmRsProblem{8192, 8192, 1001, 2, 2, 8, 1}, c), InvalidArgument);   // k % world
+  c.reduce_ctas = 0;
+  EXPECT_THROW(predict_gemm_rs(GemmRsProblem{}, c), InvalidArgument);
 }
 
 }  // namespace

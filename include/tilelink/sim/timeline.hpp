@@ -1,0 +1,38 @@
+// Shared pieces of the timeline models (tilelink plan): the cost model, timeline intervals, and
+// their Chrome/Perfetto and SVG renderings.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace tilelink::sim {
+
+// Costs of one GPU and its links. Defaults: H200 figures measured in this repository
+// (docs/PERF.md, 2026-12-02) or given in DESIGN.md §7.
+struct CostModel {
+  double flops = 790e12;                    // dense bf16 GEMM, cuBLAS on an H200 (DESIGN.md §7)
+  int sms = 132;
+  double nvlink_bandwidth = 390e9;          // bytes/s into one GPU (DESIGN.md §7: 370-415 GB/s)
+  double network_bandwidth = 50e9;          // bytes/s into one GPU from other nodes (400 Gb/s NIC)
+  double notify_latency = 0.86e-6;          // one-way notify -> wait (docs/PERF.md: 0.74-0.88 µs)
+  double ce_chunk_overhead = 5.0e-6;        // per copy-engine chunk (docs/PERF.md: ~5 µs)
+  double ce_bandwidth = 2.0e12;             // copy engine, large chunks (docs/PERF.md: 2041 GB/s)
+  double sm_copy_bandwidth_per_cta = 48e9;  // one CTA's ld/st or bulk copy (docs/PERF.md)
+  double hbm_bandwidth = 4.3e12;            // bytes read + written per second (KINDS.md D2D copy)
+};
+
+// One interval of the predicted timeline (seconds from the op's start).
+struct Interval {
+  std::string lane;  // "comm" or "cta N"
+  std::string name;  // what ran
+  double start = 0;
+  double end = 0;
+};
+
+// Chrome / Perfetto trace JSON ("traceEvents", complete events in microseconds).
+std::string to_chrome_trace(const std::vector<Interval>& timeline, const std::string& process_name);
+
+// The same timeline as an SVG picture: one row per lane, time to the right.
+std::string to_svg(const std::vector<Interval>& timeline, const std::string& title);
+
+}  // namespace tilelink::sim
