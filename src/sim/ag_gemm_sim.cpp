@@ -13,13 +13,9 @@ namespace {
 constexpr const char* kWhere = "predict_ag_gemm";
 
 void validate(const AgGemmProblem& p, const AgGemmConfig& c, const CostModel& cost) {
-  TL_REQUIRE(p.world >= 1 && p.world <= 4096, kWhere, "world", p.world, "1 to 4096 ranks");
-  TL_REQUIRE(p.nodes >= 1 && p.world % p.nodes == 0, kWhere, "nodes", p.nodes,
-             "a divisor of world (" + std::to_string(p.world) + ")");
-  TL_REQUIRE(p.m > 0 && p.m % p.world == 0, kWhere, "m", p.m,
-             "a positive multiple of world (" + std::to_string(p.world) + "): rows are sharded evenly");
-  TL_REQUIRE(p.n > 0 && p.n % p.world == 0, kWhere, "n", p.n,
-             "a positive multiple of world (" + std::to_string(p.world) + "): columns are split evenly");
+  check_world(kWhere, p.world, p.nodes);
+  check_split(kWhere, "m", p.m, p.world, "rows are sharded evenly");
+  check_split(kWhere, "n", p.n, p.world, "columns are split evenly");
   TL_REQUIRE(p.k > 0, kWhere, "k", p.k, "a positive size");
   TL_REQUIRE(p.element_bytes > 0, kWhere, "element_bytes", p.element_bytes, "a positive size");
   TL_REQUIRE(c.bm > 0 && c.bn > 0, kWhere, "bm", c.bm, "positive tile sizes (bm, bn)");

@@ -10,13 +10,9 @@ namespace {
 constexpr const char* kWhere = "predict_gemm_rs";
 
 void validate(const GemmRsProblem& p, const GemmRsConfig& c, const CostModel& cost) {
-  TL_REQUIRE(p.world >= 1 && p.world <= 4096, kWhere, "world", p.world, "1 to 4096 ranks");
-  TL_REQUIRE(p.nodes >= 1 && p.world % p.nodes == 0, kWhere, "nodes", p.nodes,
-             "a divisor of world (" + std::to_string(p.world) + ")");
-  TL_REQUIRE(p.m > 0 && p.m % p.world == 0, kWhere, "m", p.m,
-             "a positive multiple of world (" + std::to_string(p.world) + "): each rank owns m / world rows");
-  TL_REQUIRE(p.k > 0 && p.k % p.world == 0, kWhere, "k", p.k,
-             "a positive multiple of world (" + std::to_string(p.world) + "): K is split evenly");
+  check_world(kWhere, p.world, p.nodes);
+  check_split(kWhere, "m", p.m, p.world, "each rank owns m / world rows");
+  check_split(kWhere, "k", p.k, p.world, "K is split evenly");
   TL_REQUIRE(p.n > 0 && p.n % 4 == 0, kWhere, "n", p.n, "a positive multiple of 4");
   TL_REQUIRE(c.bm > 0 && c.bn > 0 && c.bn % 4 == 0, kWhere, "bn", c.bn, "bm > 0 and bn a positive multiple of 4");
   TL_REQUIRE(c.reduce_ctas >= 1 && c.reduce_ctas < uint32_t(cost.sms), kWhere, "reduce_ctas", c.reduce_ctas,

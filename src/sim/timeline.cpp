@@ -4,7 +4,20 @@
 #include <cstdio>
 #include <sstream>
 
+#include "tilelink/core/error.hpp"
+
 namespace tilelink::sim {
+
+void check_world(const char* where, int world, int nodes) {
+  TL_REQUIRE(world >= 1 && world <= 4096, where, "world", world, "1 to 4096 ranks");
+  TL_REQUIRE(nodes >= 1 && world % nodes == 0, where, "nodes", nodes,
+             "a divisor of world (" + std::to_string(world) + ")");
+}
+
+void check_split(const char* where, const char* name, uint32_t value, int world, const char* why) {
+  TL_REQUIRE(value > 0 && value % uint32_t(world) == 0, where, name, value,
+             "a positive multiple of world (" + std::to_string(world) + "): " + why);
+}
 
 namespace {
 

@@ -2,6 +2,7 @@
 // their Chrome/Perfetto and SVG renderings.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -20,6 +21,11 @@ struct CostModel {
   double sm_copy_bandwidth_per_cta = 48e9;  // one CTA's ld/st or bulk copy (docs/PERF.md)
   double hbm_bandwidth = 4.3e12;            // bytes read + written per second (KINDS.md D2D copy)
 };
+
+// Shared argument checks of the models: world and nodes, and a dimension split evenly over the
+// world. Throw InvalidArgument naming `where` and the argument.
+void check_world(const char* where, int world, int nodes);
+void check_split(const char* where, const char* name, uint32_t value, int world, const char* why);
 
 // One interval of the predicted timeline (seconds from the op's start).
 struct Interval {
