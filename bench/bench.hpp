@@ -8,6 +8,7 @@
 
 #include "bench/report.hpp"
 #include "tilelink/comm/collectives.hpp"
+#include "tilelink/ops/ag_gemm/ag_gemm.hpp"
 
 namespace tilelink::bench {
 
@@ -61,5 +62,21 @@ struct ReduceScatterBenchOptions {
 // same bytes moved by cudaMemcpyAsync D2D. collectives.cu.
 Table bench_all_gather(const AllGatherBenchOptions& options);
 Table bench_reduce_scatter(const ReduceScatterBenchOptions& options);
+
+// ---- overlapped ops (`tilelink bench ag_gemm`) ------------------------------------------------------
+
+struct AgGemmBenchOptions {
+  int world = 8;
+  uint32_t m = 8192;   // rows of A and C (all ranks)
+  uint32_t n = 28672;  // columns of C over all ranks: each rank computes n / world
+  uint32_t k = 8192;
+  AgGemmConfig config;
+  TimingOptions timing;
+  uint64_t seed = 1;
+};
+
+// AgGemm::run against cuBLAS, the all-gather alone, their ideal overlap, the non-overlapped and
+// decomposed baselines, and the fused kernel without waits. ag_gemm.cu.
+Table bench_ag_gemm(const AgGemmBenchOptions& options);
 
 }  // namespace tilelink::bench

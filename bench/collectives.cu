@@ -210,13 +210,10 @@ Table bench_reduce_scatter(const ReduceScatterBenchOptions& o) {
   SignalSet signals(heap, channels);
   SymmetricBuffer partial = heap.allocate(partial_bytes);
   std::vector<DeviceBuffer> out;
-  for (int r = 0; r < w; ++r) {
-    world.set_device(r);
-    out.emplace_back(block_elems * sizeof(float));
-  }
+  for (int r = 0; r < w; ++r) out.emplace_back(block_elems * sizeof(float), world.device(r));
   ReduceScatterArguments args;
   args.partial = &partial;
-  for (const DeviceBuffer& b : out) args.out.push_back(b.as<float>());
+  for (const DeviceBuffer& b : out) args.out.push_back(b.get<float>());
   args.rows_per_rank = o.rows_per_rank;
   args.cols = o.cols;
   args.config = o.config;
@@ -264,17 +261,14 @@ Table bench_reduce_scatter(const ReduceScatterBenchOptions& o) {
 
   // Baseline: each rank fetches its block from every peer into a scratch buffer.
   std::vector<DeviceBuffer> scratch;
-  for (int r = 0; r < w; ++r) {
-    world.set_device(r);
-    scratch.emplace_back(size_t(w - 1) * block_elems * sizeof(float));
-  }
+  for (int r = 0; r < w; ++r) scratch.emplace_back(size_t(w - 1) * block_elems * sizeof(float), world.device(r));
   auto run_op = [&] { op.run(); };
   auto run_baseline = [&] {
     for (int r = 0; r < w; ++r) {
       world.set_device(r);
       for (int s = 1; s < w; ++s) {
         const int p = (r + s) % w;
-        TL_CUDA_CHECK(cudaMemcpyAsync(scratch[r].as<float>() + size_t(s - 1) * block_elems,
+        TL_CUDA_CHECK(cudaMemcpyAsync(scratch[r].get<float>() + size_t(s - 1) * block_elems,
                                       partial.as<float>(p) + size_t(r) * block_elems,
                                       block_elems * sizeof(float), cudaMemcpyDeviceToDevice,
                                       world.comm_stream(r)));

@@ -115,28 +115,6 @@ DeviceInfo query_device(int device) {
   return info;
 }
 
-// ---- DeviceBuffer ----------------------------------------------------------------------------------
-
-DeviceBuffer::DeviceBuffer(size_t bytes) : bytes_(bytes) {
-  TL_REQUIRE(bytes > 0, "DeviceBuffer", "bytes", bytes, "> 0");
-  TL_CUDA_CHECK(cudaMalloc(&ptr_, bytes));
-}
-
-DeviceBuffer::DeviceBuffer(DeviceBuffer&& other) noexcept
-    : ptr_(std::exchange(other.ptr_, nullptr)), bytes_(std::exchange(other.bytes_, 0)) {}
-
-DeviceBuffer& DeviceBuffer::operator=(DeviceBuffer&& other) noexcept {
-  if (this != &other) {
-    if (ptr_ != nullptr) (void)cudaFree(ptr_);
-    ptr_ = std::exchange(other.ptr_, nullptr);
-    bytes_ = std::exchange(other.bytes_, 0);
-  }
-  return *this;
-}
-
-DeviceBuffer::~DeviceBuffer() {
-  if (ptr_ != nullptr) (void)cudaFree(ptr_);
-}
 
 // ---- fills and checks ------------------------------------------------------------------------------
 
@@ -161,11 +139,13 @@ uint64_t count_mismatches(const void* a, const void* b, size_t bytes, cudaStream
   TL_REQUIRE(reinterpret_cast<uintptr_t>(b) % 16 == 0, "count_mismatches", "b", b, "16-byte aligned");
   const uint64_t words = bytes / 16;
   if (words == 0) return 0;
-  DeviceBuffer counter(sizeof(unsigned long long));
+  int device = 0;
+  TL_CUDA_CHECK(cudaGetDevice(&device));
+  DeviceBuffer counter(sizeof(unsigned long long), device);
   TL_CUDA_CHECK(cudaMemsetAsync(counter.get(), 0, counter.bytes(), stream));
   mismatch_kernel<<<fill_blocks(words), kFillThreads, 0, stream>>>(
       static_cast<const uint4*>(a), static_cast<const uint4*>(b), words,
-      counter.as<unsigned long long>());
+      counter.get<unsigned long long>());
   TL_CUDA_CHECK(cudaGetLastError());
   unsigned long long result = 0;
   TL_CUDA_CHECK(cudaMemcpyAsync(&result, counter.get(), sizeof(result), cudaMemcpyDeviceToHost, stream));

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "tilelink/runtime/device_buffer.hpp"
 #include "tilelink/runtime/world.hpp"
 
 namespace tilelink::bench {
@@ -48,26 +49,6 @@ struct DeviceInfo {
 // Number of CUDA devices; 0 when the runtime finds none or no driver (never throws).
 int cuda_device_count();
 DeviceInfo query_device(int device);
-
-// cudaMalloc'd memory on the current device. Move-only.
-class DeviceBuffer {
- public:
-  DeviceBuffer() = default;
-  explicit DeviceBuffer(size_t bytes);
-  DeviceBuffer(DeviceBuffer&& other) noexcept;
-  DeviceBuffer& operator=(DeviceBuffer&& other) noexcept;
-  ~DeviceBuffer();
-  void* get() const { return ptr_; }
-  template <class T>
-  T* as() const {
-    return static_cast<T*>(ptr_);
-  }
-  size_t bytes() const { return bytes_; }
-
- private:
-  void* ptr_ = nullptr;
-  size_t bytes_ = 0;
-};
 
 // Fills `bytes` (a multiple of 4) with random_word(seed, i) for 32-bit word i.
 void fill_random_words(void* dst, size_t bytes, uint64_t seed, cudaStream_t stream);

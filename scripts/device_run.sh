@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # One call on the GPU machine: build, GPU + CPU tests, benchmarks. Logs go to $OUT (the device
-# tool brings back at most 8 files). Usage: scripts/device_run.sh [tests|bench|sanitize|all] [extra ctest args]
+# tool brings back at most 8 files). Usage: scripts/device_run.sh [tests|bench|ops|sanitize|all, or several joined by commas] [extra gtest args]
 set -uo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 out=${OUT:-$root/device-out}
@@ -16,19 +16,26 @@ cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release >>"$out/build.l
 echo "build ok"
 
 status=0
-if [[ $mode == tests || $mode == all ]]; then
+if [[ $mode == *tests* || $mode == all ]]; then
   "$build/tests/tilelink_cpu_tests" --gtest_brief=1 >"$out/cpu_tests.log" 2>&1 || status=1
   tail -3 "$out/cpu_tests.log"
   timeout 300 "$build/tests/tilelink_gpu_tests" "${@:2}" >"$out/gpu_tests.log" 2>&1 || { rc=$?; status=1; echo "gpu tests: exit $rc"; }
   grep -E "^\[  (FAILED|PASSED|SKIPPED) |tests? from .* ran|device (still busy|error)" "$out/gpu_tests.log" | tail -30
 fi
-if [[ $mode == bench || $mode == all ]]; then
+if [[ $mode == *bench* || $mode == all ]]; then
   { timeout 120 "$build/tilelink" bench primitives --json "$out/bench_primitives.json" &&
     "$build/tilelink" bench all_gather --world 8 &&
     "$build/tilelink" bench reduce_scatter --world 8 --json "$out/bench_collectives.json"; } >"$out/bench.log" 2>&1 || status=1
   tail -80 "$out/bench.log"
 fi
-if [[ $mode == sanitize || $mode == all ]]; then
+if [[ $mode == *ops* || $mode == all ]]; then
+  # The overlapped ops on the paper's shapes: world 1 (kernel vs cuBLAS) and world 8 (virtual ranks).
+  { timeout 200 "$build/tilelink" bench ag_gemm --world 1 --shapes paper --json "$out/bench_ag_gemm_w1.json" &&
+    timeout 200 "$build/tilelink" bench ag_gemm --world 8 --shapes paper --json "$out/bench_ag_gemm_w8.json"; } \
+    >"$out/bench_ops.log" 2>&1 || status=1
+  grep -vE "^$" "$out/bench_ops.log" | tail -60
+fi
+if [[ $mode == *sanitize* || $mode == all ]]; then
   # compute-sanitizer on small cases: memcheck, racecheck (shared memory), synccheck.
   small='Primitives/DataTest.*world2*:Primitives/SignalTest.*world2*:Collectives/AllGatherTest.*world2*'
   for tool in memcheck racecheck synccheck; do

@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <string>
 
+#include "core/checks.hpp"
+
 namespace tilelink {
 
 const char* to_string(CommResource v) { return v == CommResource::kSm ? "sm" : "ce"; }
@@ -54,40 +56,6 @@ void launch(const World& world, int rank, Kernel kernel, bool bulk, uint32_t blo
   }
   kernel<<<blocks, threads, smem, world.comm_stream(rank)>>>(args...);
   TL_CUDA_CHECK(cudaGetLastError());
-}
-
-std::string check_launch_shape(const World& world, uint32_t num_blocks, uint32_t threads) {
-  if (threads < 32 || threads > 1024 || threads % 32 != 0) {
-    return "argument 'config.threads' = " + std::to_string(threads) +
-           ": expected a multiple of 32 in [32, 1024]";
-  }
-  if (num_blocks > static_cast<uint32_t>(world.sm_budget(0))) {
-    return "argument 'config.num_blocks' = " + std::to_string(num_blocks) +
-           ": expected at most the rank's SM budget of " + std::to_string(world.sm_budget(0)) +
-           " (all blocks of all ranks must be resident at once)";
-  }
-  return "";
-}
-
-std::string check_symmetric(const World& world, const SymmetricHeap& heap, const SymmetricBuffer* buf,
-                            size_t offset, uint64_t bytes, const char* name) {
-  const std::string arg = std::string("argument '") + name + "'";
-  if (buf == nullptr || !buf->valid()) return arg + " = nullptr: expected a buffer of the symmetric heap";
-  if (&heap.world() != &world) return arg + ": expected a heap of the same World";
-  if (offset % kTileAlignment != 0) {
-    return arg + " offset = " + std::to_string(offset) + ": expected a multiple of 16 bytes";
-  }
-  if (offset + bytes > buf->bytes()) {
-    return arg + " holds " + std::to_string(buf->bytes()) + " bytes: expected at least " +
-           std::to_string(offset + bytes) + " (offset " + std::to_string(offset) + " + " +
-           std::to_string(bytes) + " bytes of data)";
-  }
-  for (int r = 0; r < world.size(); ++r) {
-    if (!heap.contains(r, static_cast<char*>(buf->data(r)) + offset, bytes)) {
-      return arg + ": expected a buffer of this heap (rank " + std::to_string(r) + ")";
-    }
-  }
-  return "";
 }
 
 }  // namespace
@@ -182,16 +150,7 @@ std::string ReduceScatter::can_implement(const World& world, const SymmetricHeap
   }
   if (c.comm_rows == 0) return "argument 'config.comm_rows' = 0: expected at least one row per tile";
   if (std::string e = check_launch_shape(world, c.num_blocks, c.threads); !e.empty()) return e;
-  if (a.out.size() != static_cast<size_t>(world.size())) {
-    return "argument 'out' has " + std::to_string(a.out.size()) + " pointers: expected one per rank (" +
-           std::to_string(world.size()) + ")";
-  }
-  for (size_t r = 0; r < a.out.size(); ++r) {
-    if (a.out[r] == nullptr || reinterpret_cast<uintptr_t>(a.out[r]) % kTileAlignment != 0) {
-      return "argument 'out[" + std::to_string(r) + "]' = " + detail::to_display(static_cast<const void*>(a.out[r])) +
-             ": expected a 16-byte aligned device pointer";
-    }
-  }
+  if (std::string e = check_rank_pointers(world, a.out, "out"); !e.empty()) return e;
   const uint64_t bytes = uint64_t(a.rows_per_rank) * world.size() * a.cols * sizeof(float);
   return check_symmetric(world, heap, a.partial, 0, bytes, "partial");
 }

@@ -19,6 +19,7 @@ struct World::Impl {
   std::vector<cudaStream_t> compute;
   std::vector<cudaStream_t> comm;
   std::vector<cudaEvent_t> compute_done;
+  std::vector<cudaEvent_t> comm_done;
   std::vector<cudaStream_t> watch;  // per rank (shared by ranks of one device): stall diagnostics
   std::unique_ptr<ErrorChannel> errors;
 
@@ -35,6 +36,8 @@ struct World::Impl {
       cudaEvent_t ev = nullptr;
       TL_CUDA_CHECK(cudaEventCreateWithFlags(&ev, cudaEventDisableTiming));
       compute_done.push_back(ev);
+      TL_CUDA_CHECK(cudaEventCreateWithFlags(&ev, cudaEventDisableTiming));
+      comm_done.push_back(ev);
     }
     // Made now, not during a stall: a stream created then could land on a blocked queue.
     for (size_t r = 0; r < devices.size(); ++r) {
@@ -57,6 +60,7 @@ struct World::Impl {
       if (r < compute.size()) cudaStreamDestroy(compute[r]);
       if (r < comm.size()) cudaStreamDestroy(comm[r]);
       if (r < compute_done.size()) cudaEventDestroy(compute_done[r]);
+      if (r < comm_done.size()) cudaEventDestroy(comm_done[r]);
       const bool owns_watch = std::find(devices.begin(), devices.end(), devices[r]) - devices.begin() == long(r);
       if (r < watch.size() && owns_watch) cudaStreamDestroy(watch[r]);
     }
@@ -246,6 +250,12 @@ void World::comm_after_compute(int rank) const {
   set_device(rank);
   TL_CUDA_CHECK(cudaEventRecord(impl_->compute_done[rank], impl_->compute[rank]));
   TL_CUDA_CHECK(cudaStreamWaitEvent(impl_->comm[rank], impl_->compute_done[rank], 0));
+}
+
+void World::compute_after_comm(int rank) const {
+  set_device(rank);
+  TL_CUDA_CHECK(cudaEventRecord(impl_->comm_done[rank], impl_->comm[rank]));
+  TL_CUDA_CHECK(cudaStreamWaitEvent(impl_->compute[rank], impl_->comm_done[rank], 0));
 }
 
 void World::check_rank(int rank, const char* where) const {

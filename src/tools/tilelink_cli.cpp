@@ -270,6 +270,57 @@ int cmd_reduce_scatter(const CollectiveArgs& a, const std::string& command) {
   return 0;
 }
 
+// `tilelink bench ag_gemm`: the fused AG+GEMM against its baselines, on one shape or on the
+// paper's three (--shapes paper).
+struct AgGemmArgs {
+  int world = 8;
+  uint32_t m = 8192, n = 28672, k = 8192;
+  std::string shapes;  // "paper": the three LLaMA shapes instead of --m/--n/--k
+  std::string resource = "ce", method = "pull", order = "mesh", path = "ldst";
+  uint32_t comm_rows = 128, blocks = 0, gemm_sms = 0, swizzle = 1;
+  std::string kernel;
+  int warmup = 5, iters = 20;
+  std::string json;
+  uint64_t seed = 0;
+  CLI::Option* seed_option = nullptr;
+};
+
+int cmd_ag_gemm(const AgGemmArgs& a, const std::string& command) {
+  check_writable(a.json);
+  tb::AgGemmBenchOptions o;
+  o.world = a.world;
+  tilelink::AllGatherConfig& c = o.config.comm;
+  c.resource = a.resource == "sm" ? tilelink::CommResource::kSm : tilelink::CommResource::kCopyEngine;
+  c.method = a.method == "push" ? tilelink::AgMethod::kPush : tilelink::AgMethod::kPull;
+  c.order = a.order == "ring" ? tilelink::CommOrder::kRing : tilelink::CommOrder::kFullMesh;
+  c.path = parse_path(a.path, c.path);
+  c.comm_rows = a.comm_rows;
+  c.num_blocks = a.blocks;
+  o.config.gemm_sms = a.gemm_sms;
+  o.config.swizzle = a.swizzle;
+  o.config.kernel = a.kernel;
+  o.timing = {a.warmup, a.iters};
+  o.seed = a.seed;
+  struct Mnk {
+    uint32_t m, n, k;
+  };
+  std::vector<Mnk> shapes = {{a.m, a.n, a.k}};
+  if (a.shapes == "paper") shapes = {{8192, 28672, 8192}, {8192, 14336, 4096}, {8192, 49152, 12288}};
+
+  print_device_header(a.world, "bench ag_gemm");
+  std::vector<tb::Table> tables;
+  for (const Mnk& s : shapes) {
+    o.m = s.m;
+    o.n = s.n;
+    o.k = s.k;
+    tables.push_back(tb::bench_ag_gemm(o));
+    tb::print_table(std::cout, tables.back());
+    std::cout.flush();
+  }
+  finish(tables, run_meta(command, a.seed), a.json);
+  return 0;
+}
+
 // The table of a plan command (non-overlapped, decomposed, fused, ideal) and its timeline files.
 template <class Prediction>
 void print_plan(const std::string& name, const std::string& title, const Prediction& r, const std::string& trace,
@@ -405,6 +456,28 @@ int main(int argc, char** argv) {
       bench->add_subcommand("reduce_scatter", "time tilelink::ReduceScatter (fp32) against cudaMemcpyAsync");
   add_collective_options(reduce_scatter, rs_args, false);
 
+  AgGemmArgs agg;
+  CLI::App* ag_gemm = bench->add_subcommand("ag_gemm", "time tilelink::AgGemm against cuBLAS, non-overlapped and decomposed baselines");
+  ag_gemm->add_option("--world", agg.world, "virtual ranks on device 0")->capture_default_str()->check(CLI::Range(1, tilelink::kMaxWorldSize));
+  ag_gemm->add_option("--m", agg.m, "rows of A and C (all ranks)")->capture_default_str()->check(CLI::PositiveNumber);
+  ag_gemm->add_option("--n", agg.n, "columns of C over all ranks (each rank computes n / world)")->capture_default_str()->check(CLI::PositiveNumber);
+  ag_gemm->add_option("--k", agg.k, "inner dimension")->capture_default_str()->check(CLI::PositiveNumber);
+  ag_gemm->add_option("--shapes", agg.shapes, "paper: (8192, 28672, 8192), (8192, 14336, 4096), (8192, 49152, 12288) instead of --m/--n/--k")
+      ->check(CLI::IsMember({"paper"}));
+  ag_gemm->add_option("--resource", agg.resource, "all-gather by ce (copy engine) or sm (CTAs)")->capture_default_str()->check(CLI::IsMember({"ce", "sm"}));
+  ag_gemm->add_option("--method", agg.method, "pull or push")->capture_default_str()->check(CLI::IsMember({"pull", "push"}));
+  ag_gemm->add_option("--order", agg.order, "mesh or ring")->capture_default_str()->check(CLI::IsMember({"mesh", "ring"}));
+  ag_gemm->add_option("--path", agg.path, "SM data path: ldst or bulk")->capture_default_str()->check(CLI::IsMember({"ldst", "bulk"}));
+  ag_gemm->add_option("--comm-rows", agg.comm_rows, "rows per communication tile")->capture_default_str()->check(CLI::Range(1u, 1u << 30));
+  ag_gemm->add_option("--blocks", agg.blocks, "all-gather CTAs per rank with --resource sm; 0 = budget / 8")->capture_default_str();
+  ag_gemm->add_option("--gemm-sms", agg.gemm_sms, "GEMM CTAs per rank; 0 = the rest of the budget")->capture_default_str();
+  ag_gemm->add_option("--swizzle", agg.swizzle, "tile rasterization swizzle: 1, 2, 4 or 8")->capture_default_str()->check(CLI::IsMember({1u, 2u, 4u, 8u}));
+  ag_gemm->add_option("--kernel", agg.kernel, "GEMM kernel configuration; default: the first compiled one");
+  ag_gemm->add_option("--warmup", agg.warmup, "untimed calls before timing")->capture_default_str()->check(CLI::Range(0, 1000000));
+  ag_gemm->add_option("--iters", agg.iters, "timed calls (the median is reported)")->capture_default_str()->check(CLI::Range(1, 1000000));
+  ag_gemm->add_option("--json", agg.json, "also write the results as JSON to FILE");
+  agg.seed_option = ag_gemm->add_option("--seed", agg.seed, "random seed of the inputs; default: a fresh one");
+
   CLI::App* plan = app.add_subcommand("plan", "predict an op's timeline from a cost model (no GPU needed)");
   plan->require_subcommand(0, 1);
   PlanArgs plan_args;
@@ -478,6 +551,10 @@ int main(int argc, char** argv) {
     if (*all_gather) {
       if (ag_args.seed_option->count() == 0) ag_args.seed = fresh_seed();
       return cmd_all_gather(ag_args, command);
+    }
+    if (*ag_gemm) {
+      if (agg.seed_option->count() == 0) agg.seed = fresh_seed();
+      return cmd_ag_gemm(agg, command);
     }
     if (*reduce_scatter) {
       if (rs_args.seed_option->count() == 0) rs_args.seed = fresh_seed();

@@ -15,6 +15,7 @@
 #include <utility>
 #include <vector>
 
+#include "tilelink/runtime/device_buffer.hpp"
 #include "tilelink/tilelink.hpp"
 
 namespace tilelink::test {
@@ -70,36 +71,6 @@ struct TestWorld {
     for (int r = 1; r < world.size(); ++r) budget = std::min(budget, world.sm_budget(r));
     return budget;
   }
-};
-
-// cudaMalloc'd memory on one device (not symmetric). Move-only.
-class DeviceBuffer {
- public:
-  DeviceBuffer() = default;
-  DeviceBuffer(size_t bytes, int device) : bytes_(bytes) {
-    TL_CUDA_CHECK(cudaSetDevice(device));
-    TL_CUDA_CHECK(cudaMalloc(&ptr_, bytes));
-  }
-  DeviceBuffer(DeviceBuffer&& o) noexcept
-      : ptr_(std::exchange(o.ptr_, nullptr)), bytes_(std::exchange(o.bytes_, 0)) {}
-  DeviceBuffer& operator=(DeviceBuffer&& o) noexcept {
-    std::swap(ptr_, o.ptr_);
-    std::swap(bytes_, o.bytes_);
-    return *this;
-  }
-  ~DeviceBuffer() {
-    if (ptr_ != nullptr) (void)cudaFree(ptr_);
-  }
-
-  template <class T = char>
-  T* get() const {
-    return static_cast<T*>(ptr_);
-  }
-  size_t bytes() const { return bytes_; }
-
- private:
-  void* ptr_ = nullptr;
-  size_t bytes_ = 0;
 };
 
 // SplitMix64: small, fast, and reproducible across platforms (a failure can be replayed).

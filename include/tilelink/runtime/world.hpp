@@ -79,6 +79,11 @@ class World {
   // compute_stream(rank) (an event; no host wait). Ops call it at the start of a call so that a
   // call never overwrites buffers the previous call's consumers are still reading.
   void comm_after_compute(int rank) const;
+  // The converse: work enqueued next on compute_stream(rank) runs after all work enqueued so far
+  // on comm_stream(rank). An overlapped op calls it at the end of a call, so that the call is
+  // complete on the compute stream (including the communication's exit barrier, after which
+  // peers no longer read this rank's inputs).
+  void compute_after_comm(int rank) const;
 
   // preload_kernel on every rank's device.
   void preload_kernel(const void* kernel) const;

@@ -42,7 +42,9 @@ TL_DEVICE uint64_t globaltimer_ns() {
   return t;
 }
 
-inline __device__ __noinline__ void report_timeout(const SignalView& sig, WaitKind kind, uint32_t channel,
+// Inlined, cold: a call anywhere in a kernel makes ptxas serialize its wgmma pipeline (C7510),
+// and the fused GEMMs wait with these primitives.
+TL_DEVICE void report_timeout(const SignalView& sig, WaitKind kind, uint32_t channel,
                                             int peer, int32_t tile, uint64_t expected,
                                             uint64_t observed, uint64_t elapsed_ns) {
   const ErrorChannelView& ch = sig.errors;

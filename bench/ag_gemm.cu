@@ -1,0 +1,290 @@
+// AG+GEMM on virtual ranks: the fused op against its baselines, all in one table.
+//
+//   cuBLAS GEMM          every rank's M x N/P x K GEMM on the complete A (T_gemm)
+//   all-gather alone     the op's all-gather half by itself (T_comm)
+//   ideal                max(T_gemm, T_comm)
+//   non-overlapped       copy-engine all-gather (cudaMemcpyAsync from every peer), then cuBLAS
+//   decomposed           per-shard cuBLAS GEMMs, each after its shard's copy, copies and GEMMs on
+//                        two streams (PyTorch async-TP style)
+//   tilelink fused       AgGemm::run
+//   fused kernel alone   the fused kernel without its waits, on a complete A
+//
+// The fused result is checked once against cuBLAS (bf16 outputs, relative tolerance). Times are
+// the slowest rank's per call (RankTimer), median of the timed calls.
+#include <cublas_v2.h>
+#include <cuda_bf16.h>
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "bench/bench.hpp"
+#include "bench/harness.hpp"
+#include "bench/random.hpp"
+#include "tilelink/core/error.hpp"
+#include "tilelink/ops/ag_gemm/ag_gemm.hpp"
+
+#define TL_CUBLAS_CHECK(expr)                                                               \
+  do {                                                                                      \
+    const cublasStatus_t tl_st_ = (expr);                                                   \
+    if (tl_st_ != CUBLAS_STATUS_SUCCESS) {                                                  \
+      throw ::tilelink::CudaError(std::string(#expr) + ": " + cublasGetStatusString(tl_st_), \
+                                  static_cast<int>(tl_st_));                                \
+    }                                                                                       \
+  } while (0)
+
+namespace tilelink::bench {
+namespace {
+
+__global__ void fill_bf16_kernel(__nv_bfloat16* dst, size_t count, uint64_t seed) {
+  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < count; i += size_t(gridDim.x) * blockDim.x) {
+    dst[i] = __float2bfloat16(random_float(seed, i));
+  }
+}
+
+void fill_bf16(void* dst, size_t count, uint64_t seed, cudaStream_t stream) {
+  fill_bf16_kernel<<<1024, 256, 0, stream>>>(static_cast<__nv_bfloat16*>(dst), count, seed);
+  TL_CUDA_CHECK(cudaGetLastError());
+}
+
+// Elements where |got - want| > 2^-6 |want| + 2^-6 (two bf16 outputs of fp32 accumulations in
+// different orders differ by an ulp or two).
+__global__ void count_far_kernel(const __nv_bfloat16* got, const __nv_bfloat16* want, size_t count,
+                                 unsigned long long* far) {
+  unsigned long long local = 0;
+  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < count; i += size_t(gridDim.x) * blockDim.x) {
+    const float g = __bfloat162float(got[i]), w = __bfloat162float(want[i]);
+    if (!(fabsf(g - w) <= 0.015625f * fabsf(w) + 0.015625f)) ++local;
+  }
+  if (local != 0) atomicAdd(far, local);
+}
+
+uint64_t count_far(const void* got, const void* want, size_t count, int device, cudaStream_t stream) {
+  DeviceBuffer counter(sizeof(unsigned long long), device);
+  TL_CUDA_CHECK(cudaMemsetAsync(counter.get(), 0, counter.bytes(), stream));
+  count_far_kernel<<<1024, 256, 0, stream>>>(static_cast<const __nv_bfloat16*>(got),
+                                             static_cast<const __nv_bfloat16*>(want), count,
+                                             counter.get<unsigned long long>());
+  TL_CUDA_CHECK(cudaGetLastError());
+  unsigned long long far = 0;
+  TL_CUDA_CHECK(cudaMemcpyAsync(&far, counter.get(), sizeof(far), cudaMemcpyDeviceToHost, stream));
+  TL_CUDA_CHECK(cudaStreamSynchronize(stream));
+  return far;
+}
+
+// C (m x n, row-major bf16) = A (m x k, row-major) * B^T (B: n x k row-major), fp32 accumulate.
+void cublas_gemm(cublasHandle_t h, const void* a, const void* b, void* c, uint32_t m, uint32_t n, uint32_t k) {
+  const float alpha = 1.0f, beta = 0.0f;
+  TL_CUBLAS_CHECK(cublasGemmEx(h, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(n), static_cast<int>(m),
+                               static_cast<int>(k), &alpha, b, CUDA_R_16BF, static_cast<int>(k), a, CUDA_R_16BF,
+                               static_cast<int>(k), &beta, c, CUDA_R_16BF, static_cast<int>(n), CUBLAS_COMPUTE_32F,
+                               CUBLAS_GEMM_DEFAULT));
+}
+
+struct Cublas {
+  std::vector<cublasHandle_t> handles;
+  explicit Cublas(const World& world) {
+    for (int r = 0; r < world.size(); ++r) {
+      world.set_device(r);
+      cublasHandle_t h = nullptr;
+      TL_CUBLAS_CHECK(cublasCreate(&h));
+      handles.push_back(h);
+      TL_CUBLAS_CHECK(cublasSetStream(h, world.compute_stream(r)));
+    }
+  }
+  ~Cublas() {
+    for (cublasHandle_t h : handles) (void)cublasDestroy(h);
+  }
+  Cublas(const Cublas&) = delete;
+  Cublas& operator=(const Cublas&) = delete;
+};
+
+struct Events {
+  std::vector<cudaEvent_t> events;
+  Events(const World& world, int per_rank) {
+    for (int r = 0; r < world.size(); ++r) {
+      world.set_device(r);
+      for (int i = 0; i < per_rank; ++i) {
+        cudaEvent_t e = nullptr;
+        TL_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+        events.push_back(e);
+      }
+    }
+  }
+  ~Events() {
+    for (cudaEvent_t e : events) (void)cudaEventDestroy(e);
+  }
+  Events(const Events&) = delete;
+  Events& operator=(const Events&) = delete;
+};
+
+std::string comm_name(const AllGatherConfig& c) {
+  std::string s = std::string(to_string(c.resource)) + " " + to_string(c.method) + " " + to_string(c.order);
+  if (c.resource == CommResource::kSm) s += std::string(" ") + to_string(c.path);
+  return s + ", " + std::to_string(c.comm_rows) + "-row tiles";
+}
+
+}  // namespace
+
+Table bench_ag_gemm(const AgGemmBenchOptions& o) {
+  const char* where = "bench_ag_gemm";
+  TL_REQUIRE(o.world >= 1, where, "world", o.world, ">= 1");
+  TL_REQUIRE(o.m % o.world == 0, where, "m", o.m, "a multiple of the world size " + std::to_string(o.world));
+  TL_REQUIRE(o.n % o.world == 0 && (o.n / o.world) % 8 == 0, where, "n", o.n,
+             "a multiple of 8 * world (" + std::to_string(8 * o.world) + "): N is split over the ranks");
+  const int w = o.world;
+  const uint32_t m = o.m, k = o.k, n_local = o.n / w, m_per_rank = m / w;
+  const size_t a_bytes = size_t(m) * k * 2, shard_bytes = size_t(m_per_rank) * k * 2;
+  const size_t c_elems = size_t(m) * n_local;
+
+  World world = World::virtual_ranks(w);
+  AllGatherPlan plan;
+  plan.map = RowShardMapping{m_per_rank, o.config.comm.comm_rows, static_cast<uint32_t>(w)};
+  const uint32_t channels = plan.num_channels() + 64;
+  SymmetricHeap heap(world, a_bytes + size_t(channels) * 8 + (8u << 20));
+  SignalSet signals(heap, channels);
+  SymmetricBuffer gathered = heap.allocate(a_bytes);
+
+  std::vector<DeviceBuffer> b, c, c_ref, a_base, c_base;
+  AgGemmArguments args;
+  args.a = &gathered;
+  args.m_per_rank = m_per_rank;
+  args.n = n_local;
+  args.k = k;
+  args.config = o.config;
+  for (int r = 0; r < w; ++r) {
+    const int dev = world.device(r);
+    b.emplace_back(size_t(n_local) * k * 2, dev);
+    c.emplace_back(c_elems * 2, dev);
+    c_ref.emplace_back(c_elems * 2, dev);
+    a_base.emplace_back(a_bytes, dev);  // the baselines' gathered A
+    c_base.emplace_back(c_elems * 2, dev);
+    const cudaStream_t s = world.compute_stream(r);
+    fill_bf16(b[r].get(), size_t(n_local) * k, rank_seed(o.seed, r), s);
+    fill_bf16(static_cast<char*>(gathered.data(r)) + r * shard_bytes, size_t(m_per_rank) * k,
+              rank_seed(o.seed ^ 0xA11A11ull, r), s);
+    TL_CUDA_CHECK(cudaMemsetAsync(c[r].get(), 0xFF, c[r].bytes(), s));
+    args.b.push_back(b[r].get());
+    args.c.push_back(c[r].get());
+  }
+  if (const std::string why = AgGemm::can_implement(world, heap, args); !why.empty()) {
+    throw InvalidArgument("bench ag_gemm: " + why);
+  }
+  AgGemm op(world, heap, signals, args, "bench.ag_gemm");
+  Cublas cublas(world);
+  Events events(world, w);
+  world.synchronize();
+
+  // Check once: the fused op against cuBLAS on the gathered A.
+  op.run();
+  world.synchronize();
+  uint64_t far = 0;
+  for (int r = 0; r < w; ++r) {
+    world.set_device(r);
+    cublas_gemm(cublas.handles[r], gathered.data(r), b[r].get(), c_ref[r].get(), m, n_local, k);
+    far += count_far(c[r].get(), c_ref[r].get(), c_elems, world.device(r), world.compute_stream(r));
+  }
+  if (far != 0) {
+    throw Error("bench ag_gemm: " + std::to_string(far) + " elements of C differ from cuBLAS beyond bf16 tolerance");
+  }
+  // The baselines' A starts with each rank's own shard; their copies bring the rest.
+  for (int r = 0; r < w; ++r) {
+    TL_CUDA_CHECK(cudaMemcpyAsync(a_base[r].get<char>() + r * shard_bytes,
+                                  static_cast<char*>(gathered.data(r)) + r * shard_bytes, shard_bytes,
+                                  cudaMemcpyDeviceToDevice, world.compute_stream(r)));
+  }
+  world.synchronize();
+
+  auto copy_shard = [&](int r, int from) {
+    TL_CUDA_CHECK(cudaMemcpyAsync(a_base[r].get<char>() + from * shard_bytes,
+                                  static_cast<char*>(gathered.data(from)) + from * shard_bytes, shard_bytes,
+                                  cudaMemcpyDeviceToDevice, world.comm_stream(r)));
+  };
+  auto cublas_all = [&] {
+    for (int r = 0; r < w; ++r) {
+      world.set_device(r);
+      cublas_gemm(cublas.handles[r], gathered.data(r), b[r].get(), c_ref[r].get(), m, n_local, k);
+    }
+  };
+  auto comm_alone = [&] { op.all_gather().run(); };
+  auto non_overlapped = [&] {
+    for (int r = 0; r < w; ++r) {
+      world.set_device(r);
+      world.comm_after_compute(r);
+      for (int s = 1; s < w; ++s) copy_shard(r, (r + s) % w);
+      world.compute_after_comm(r);
+      cublas_gemm(cublas.handles[r], a_base[r].get(), b[r].get(), c_base[r].get(), m, n_local, k);
+    }
+  };
+  auto decomposed = [&] {
+    for (int r = 0; r < w; ++r) {
+      world.set_device(r);
+      world.comm_after_compute(r);
+      for (int s = 0; s < w; ++s) {
+        const int from = (r + s) % w;
+        if (s > 0) {
+          copy_shard(r, from);
+          cudaEvent_t e = events.events[size_t(r) * w + s];
+          TL_CUDA_CHECK(cudaEventRecord(e, world.comm_stream(r)));
+          TL_CUDA_CHECK(cudaStreamWaitEvent(world.compute_stream(r), e, 0));
+        }
+        cublas_gemm(cublas.handles[r], a_base[r].get<char>() + from * shard_bytes, b[r].get(),
+                    c_base[r].get<char>() + size_t(from) * m_per_rank * n_local * 2, m_per_rank, n_local, k);
+      }
+    }
+  };
+  auto fused = [&] { op.run(); };
+  auto fused_kernel_alone = [&] { op.run_gemm_only(); };
+
+  auto time = [&](const std::function<void()>& step, bool* gated) {
+    RankTimer timer(world);
+    const Stats s = repeat(o.timing.warmup, o.timing.iters, [&] { return timer.time(step); });
+    *gated = *gated && timer.gated();
+    return s;
+  };
+  bool gated = true;
+  const Stats t_gemm = time(cublas_all, &gated);
+  const Stats t_comm = time(comm_alone, &gated);
+  const Stats t_non = time(non_overlapped, &gated);
+  const Stats t_dec = time(decomposed, &gated);
+  const Stats t_fused = time(fused, &gated);
+  const Stats t_kernel = time(fused_kernel_alone, &gated);
+  const double ideal = std::max(t_gemm.median, t_comm.median);
+
+  Table table;
+  table.name = "ag_gemm";
+  table.title = "AG+GEMM, " + std::to_string(w) + " virtual rank" + (w > 1 ? "s" : "") + ": m=" + std::to_string(m) +
+                " n=" + std::to_string(o.n) + " (" + std::to_string(n_local) + " per rank) k=" + std::to_string(k) +
+                ", bf16";
+  table.columns = {{"variant", "variant", 0},   {"time_us", "time µs", 1},      {"min_us", "min µs", 1},
+                   {"max_us", "max µs", 1},     {"tflops", "TFLOP/s", 1},       {"vs_cublas", "vs cuBLAS", 3},
+                   {"vs_non_overlapped", "speedup vs non-overlapped", 3}, {"vs_ideal", "ideal / time", 3}};
+  const double flop = 2.0 * double(m) * double(o.n) * double(k);
+  auto row = [&](const std::string& name, double median, double mn, double mx) {
+    table.add_row({name, median, mn, mx, flop / (median * 1e-6) / 1e12, t_gemm.median / median, t_non.median / median,
+                   ideal / median});
+  };
+  auto stat_row = [&](const std::string& name, const Stats& s) { row(name, s.median, s.min, s.max); };
+  stat_row("cuBLAS GEMM (T_gemm)", t_gemm);
+  stat_row("all-gather alone (T_comm)", t_comm);
+  row("ideal max(T_gemm, T_comm)", ideal, ideal, ideal);
+  stat_row("non-overlapped (CE all-gather, then cuBLAS)", t_non);
+  stat_row("decomposed (per-shard cuBLAS, 2 streams)", t_dec);
+  stat_row("tilelink fused", t_fused);
+  stat_row("fused kernel alone (no waits)", t_kernel);
+
+  table.notes.push_back("config: kernel " + op.kernel_name() + ", all-gather " + comm_name(args.config.comm) +
+                        ", swizzle " + std::to_string(o.config.swizzle) + ", GEMM CTAs per rank " +
+                        std::to_string(op.gemm_ctas(0)) + " (SM budget " + std::to_string(world.sm_budget(0)) + ")");
+  table.notes.push_back("check: fused C of every rank equals cuBLAS within bf16 tolerance");
+  table.notes.push_back("time = slowest rank's CUDA-event time per call; median (min, max) of " +
+                        std::to_string(t_fused.samples) + " calls after " + std::to_string(o.timing.warmup) +
+                        " warm-up calls");
+  table.notes.push_back("TFLOP/s = 2 m n k / time over all ranks; vs cuBLAS = T_gemm / time");
+  if (w > 1) table.notes.push_back("virtual ranks share one GPU: peer copies are HBM -> HBM, not NVLink");
+  if (!gated) table.notes.push_back("host enqueue time is included for some rows (a call blocked the host)");
+  return table;
+}
+
+}  // namespace tilelink::bench

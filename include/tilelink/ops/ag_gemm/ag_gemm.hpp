@@ -1,0 +1,113 @@
+// AG+GEMM: the column-parallel linear layer with its all-gather hidden under the GEMM.
+//
+// Every rank r holds a row shard A_r (m_per_rank x K) of A and its own weight slice B_r; the op
+// leaves C_r = allgather(A) * B_r^T (M x N, M = world * m_per_rank) on every rank. bf16 in, bf16
+// out, fp32 accumulation.
+//
+// Layouts (the ones supported; anything else is refused by can_implement):
+//  - A: row-major; the gathered tensor lives in a SymmetricBuffer (M x K, row pitch K * 2 bytes),
+//    and rank r's own rows [r * m_per_rank, (r + 1) * m_per_rank) must be in place before run().
+//  - B: N x K row-major (K contiguous: torch.nn.Linear's weight, the "TN" GEMM). A K x N weight
+//    (BLayout::kKN) is refused.
+//  - C: M x N row-major, packed.
+//  K and N must be multiples of 8 (16-byte rows for TMA); M is any size.
+//
+// One call (run) enqueues, on every rank, the all-gather of A on the comm stream (SM blocks or the
+// copy engine, AgGemmConfig::comm) and the fused GEMM on the compute stream: a persistent
+// CUTLASS 4.2 warp-specialized TMA + WGMMA kernel whose producer warp waits on the all-gather's
+// channels before it loads a tile's A rows (consumer_tile_wait), visiting tile rows in the order
+// they arrive (the rank's own shard first). The call is complete on the compute stream.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "tilelink/comm/collectives.hpp"
+#include "tilelink/runtime/device_buffer.hpp"
+#include "tilelink/runtime/signal_set.hpp"
+#include "tilelink/runtime/symmetric_heap.hpp"
+#include "tilelink/runtime/world.hpp"
+
+namespace tilelink {
+
+enum class BLayout : uint32_t {
+  kNK = 0,  // N x K row-major (K contiguous). Supported.
+  kKN = 1,  // K x N row-major (N contiguous). Refused.
+};
+const char* to_string(BLayout v);
+
+struct AgGemmConfig {
+  // The all-gather half. Its comm_rows (rows per communication tile and signal) is independent
+  // of the GEMM's 128-row tiles. With CommResource::kSm and num_blocks = 0 the op takes
+  // max(1, sm_budget / 8) blocks per rank.
+  AllGatherConfig comm{CommResource::kCopyEngine, AgMethod::kPull, DataPath::kLdSt, CommOrder::kFullMesh,
+                       128, 0, 512};
+  // CTAs of the persistent GEMM per rank; 0 = the rank's SM budget minus the SM all-gather's
+  // blocks. Rounded down to whole clusters.
+  uint32_t gemm_sms = 0;
+  // CUTLASS rasterization swizzle (1, 2, 4 or 8): tile rows walked together in groups of 2^s
+  // clusters, for L2 reuse of B.
+  uint32_t swizzle = 1;
+  // Kernel configuration by name (see AgGemm::kernel_names()); "" = the default.
+  std::string kernel;
+};
+
+struct AgGemmArguments {
+  const SymmetricBuffer* a = nullptr;  // gathered A: world * m_per_rank rows of K bf16
+  size_t a_offset = 0;                 // bytes into `a` (16-byte aligned)
+  std::vector<const void*> b;          // per rank: N x K bf16 on the rank's device
+  std::vector<void*> c;                // per rank: M x N bf16 on the rank's device
+  uint32_t m_per_rank = 0;
+  uint32_t n = 0;
+  uint32_t k = 0;
+  BLayout b_layout = BLayout::kNK;
+  AgGemmConfig config;
+};
+
+namespace detail {
+class Sm90AgGemmKernel;
+}
+
+class AgGemm {
+ public:
+  // Validates (InvalidArgument with the reason; nothing is launched), claims a signal slice,
+  // builds every rank's kernel parameters and preloads the kernels.
+  AgGemm(const World& world, SymmetricHeap& heap, SignalSet& signals, const AgGemmArguments& args,
+         const std::string& name = "ag_gemm");
+  ~AgGemm();
+  AgGemm(const AgGemm&) = delete;
+  AgGemm& operator=(const AgGemm&) = delete;
+
+  // "" if `args` can run on `world`, else why not (argument, value, expectation).
+  static std::string can_implement(const World& world, const SymmetricHeap& heap, const AgGemmArguments& args);
+  static std::vector<std::string> kernel_names();
+
+  // Enqueues one call on every rank; returns its epoch.
+  uint64_t run();
+  // The GEMM alone, on data already gathered (no waits): the fused kernel's isolated compute time.
+  void run_gemm_only();
+
+  // The all-gather half (benchmarks time it alone).
+  const AllGather& all_gather() const { return *ag_; }
+  AllGather& all_gather() { return *ag_; }
+  uint32_t m() const { return m_; }
+  int gemm_ctas(int rank) const;
+  const std::string& kernel_name() const { return kernel_name_; }
+  // The rank's tile-row visiting order (host copy).
+  const std::vector<uint32_t>& m_order(int rank) const { return m_order_host_[static_cast<size_t>(rank)]; }
+
+ private:
+  const World* world_;
+  AgGemmArguments args_;
+  uint32_t m_ = 0;
+  std::string kernel_name_;
+  std::unique_ptr<AllGather> ag_;
+  std::vector<std::vector<uint32_t>> m_order_host_;
+  std::vector<DeviceBuffer> m_order_;
+  std::vector<std::unique_ptr<detail::Sm90AgGemmKernel>> kernels_;
+  std::vector<std::unique_ptr<detail::Sm90AgGemmKernel>> plain_kernels_;
+};
+
+}  // namespace tilelink

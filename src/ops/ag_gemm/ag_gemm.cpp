@@ -1,0 +1,191 @@
+// Host side of AG+GEMM: validation, the all-gather half, per-rank kernel parameters, launch.
+#include "tilelink/ops/ag_gemm/ag_gemm.hpp"
+
+#include <algorithm>
+#include <string>
+
+#include "core/checks.hpp"
+#include "ops/ag_gemm/sm90_ag_gemm_kernel.hpp"
+#include "tilelink/core/error.hpp"
+#include "tilelink/ops/ag_gemm/ag_gemm_protocol.hpp"
+
+namespace tilelink {
+
+namespace detail {
+
+// One function per compiled configuration (sm90_ag_gemm_<config>.cu). Listed here rather than
+// self-registered: a static library drops object files nothing references.
+Sm90AgGemmConfigInfo sm90_ag_gemm_128x256x64_c2x1();
+
+const std::vector<Sm90AgGemmConfigInfo>& sm90_ag_gemm_configs() {
+  static const std::vector<Sm90AgGemmConfigInfo> configs = {sm90_ag_gemm_128x256x64_c2x1()};
+  return configs;
+}
+
+}  // namespace detail
+
+namespace {
+
+constexpr uint32_t kElementBytes = 2;  // bf16
+
+const detail::Sm90AgGemmConfigInfo* find_kernel(const std::string& name) {
+  const auto& configs = detail::sm90_ag_gemm_configs();
+  if (name.empty()) return &configs.front();
+  for (const auto& c : configs) {
+    if (name == c.name) return &c;
+  }
+  return nullptr;
+}
+
+AllGatherArguments all_gather_arguments(const World& world, const AgGemmArguments& a) {
+  AllGatherArguments ag;
+  ag.gathered = a.a;
+  ag.gathered_offset = a.a_offset;
+  ag.rows_per_rank = a.m_per_rank;
+  ag.row_bytes = a.k * kElementBytes;
+  ag.config = a.config.comm;
+  if (ag.config.resource == CommResource::kSm && ag.config.num_blocks == 0) {
+    ag.config.num_blocks = static_cast<uint32_t>(std::max(1, world.sm_budget(0) / 8));
+  }
+  return ag;
+}
+
+// SMs the GEMM of `rank` may use: the budget minus the SM all-gather's blocks, capped by the
+// config. Negative or zero when nothing is left.
+int gemm_sm_count(const World& world, int rank, const AgGemmArguments& a, uint32_t comm_blocks) {
+  const int left = world.sm_budget(rank) - static_cast<int>(comm_blocks);
+  return a.config.gemm_sms == 0 ? left : std::min(left, static_cast<int>(a.config.gemm_sms));
+}
+
+}  // namespace
+
+const char* to_string(BLayout v) { return v == BLayout::kNK ? "nk" : "kn"; }
+
+std::vector<std::string> AgGemm::kernel_names() {
+  std::vector<std::string> names;
+  for (const auto& c : detail::sm90_ag_gemm_configs()) names.emplace_back(c.name);
+  return names;
+}
+
+std::string AgGemm::can_implement(const World& world, const SymmetricHeap& heap, const AgGemmArguments& a) {
+  if (a.b_layout != BLayout::kNK) {
+    return std::string("argument 'b_layout' = ") + to_string(a.b_layout) +
+           ": expected 'nk' (B as N x K row-major, K contiguous; transpose a K x N weight once at load time)";
+  }
+  if (a.m_per_rank == 0) return "argument 'm_per_rank' = 0: expected at least one row";
+  if (a.n == 0 || a.n % 8 != 0) {
+    return "argument 'n' = " + std::to_string(a.n) + ": expected a positive multiple of 8 (16-byte rows of C for TMA)";
+  }
+  if (a.k == 0 || a.k % 8 != 0) {
+    return "argument 'k' = " + std::to_string(a.k) +
+           ": expected a positive multiple of 8 (16-byte rows of A and B for TMA)";
+  }
+  const uint64_t m = uint64_t(a.m_per_rank) * world.size();
+  if (m > 0x7FFFFFFFull) {
+    return "argument 'm_per_rank' = " + std::to_string(a.m_per_rank) + ": expected world * m_per_rank below 2^31";
+  }
+  if (std::string e = check_rank_pointers(world, a.b, "b"); !e.empty()) return e;
+  if (std::string e = check_rank_pointers(world, a.c, "c"); !e.empty()) return e;
+  const detail::Sm90AgGemmConfigInfo* kernel = find_kernel(a.config.kernel);
+  if (kernel == nullptr) {
+    std::string names;
+    for (const std::string& n : kernel_names()) names += (names.empty() ? "'" : ", '") + n + "'";
+    return "argument 'config.kernel' = '" + a.config.kernel + "': expected one of " + names;
+  }
+  if (std::string e = check_symmetric(world, heap, a.a, a.a_offset, m * a.k * kElementBytes, "a"); !e.empty()) {
+    return e;
+  }
+  const AllGatherArguments ag = all_gather_arguments(world, a);
+  if (std::string e = AllGather::can_implement(world, heap, ag); !e.empty()) return e;
+
+  const uint32_t comm_blocks = ag.config.resource == CommResource::kSm ? ag.config.num_blocks : 0;
+  const int cluster = static_cast<int>(kernel->cluster_m * kernel->cluster_n);
+  for (int r = 0; r < world.size(); ++r) {
+    const int sms = gemm_sm_count(world, r, a, comm_blocks);
+    if (sms < cluster) {
+      return "argument 'config.gemm_sms' = " + std::to_string(a.config.gemm_sms) + ": rank " + std::to_string(r) +
+             " has " + std::to_string(world.sm_budget(r)) + " SMs, " + std::to_string(comm_blocks) +
+             " taken by the all-gather, leaving " + std::to_string(std::max(sms, 0)) + "; expected at least one " +
+             std::to_string(cluster) + "-CTA cluster for the GEMM";
+    }
+  }
+  detail::Sm90AgGemmProblem p;
+  p.m = static_cast<uint32_t>(m);
+  p.n = a.n;
+  p.k = a.k;
+  p.lda = a.k;
+  p.sm_count = cluster;
+  p.swizzle = static_cast<int>(a.config.swizzle);
+  return kernel->can_implement(p);
+}
+
+AgGemm::AgGemm(const World& world, SymmetricHeap& heap, SignalSet& signals, const AgGemmArguments& args,
+               const std::string& name)
+    : world_(&world), args_(args) {
+  if (std::string why = can_implement(world, heap, args); !why.empty()) {
+    throw InvalidArgument("AgGemm '" + name + "': " + why);
+  }
+  const detail::Sm90AgGemmConfigInfo& kernel = *find_kernel(args.config.kernel);
+  kernel_name_ = kernel.name;
+  m_ = args.m_per_rank * static_cast<uint32_t>(world.size());
+  ag_ = std::make_unique<AllGather>(world, heap, signals, all_gather_arguments(world, args), name);
+  const uint32_t comm_blocks = args.config.comm.resource == CommResource::kSm ? ag_->num_blocks() : 0;
+
+  const uint32_t m_tiles = (m_ + kernel.tile_m - 1) / kernel.tile_m;
+  for (int r = 0; r < world.size(); ++r) {
+    std::vector<uint32_t> order(m_tiles);
+    make_m_order(ag_->plan(), static_cast<uint32_t>(r), kernel.tile_m, order.data());
+    DeviceBuffer table(m_tiles * sizeof(uint32_t), world.device(r));
+    TL_CUDA_CHECK(cudaMemcpy(table.get(), order.data(), table.bytes(), cudaMemcpyHostToDevice));
+
+    detail::Sm90AgGemmProblem p;
+    p.a = static_cast<const char*>(args.a->data(r)) + args.a_offset;
+    p.lda = args.k;
+    p.b = args.b[static_cast<size_t>(r)];
+    p.c = args.c[static_cast<size_t>(r)];
+    p.m = m_;
+    p.n = args.n;
+    p.k = args.k;
+    p.m_order = table.get<uint32_t>();
+    p.plan = ag_->plan();
+    p.sig = ag_->signals().device_view(r);
+    p.device = world.device(r);
+    p.sm_count = gemm_sm_count(world, r, args, comm_blocks);
+    p.swizzle = static_cast<int>(args.config.swizzle);
+    p.wait = true;
+    kernels_.push_back(kernel.make(p));
+    p.wait = false;
+    plain_kernels_.push_back(kernel.make(p));
+
+    m_order_host_.push_back(std::move(order));
+    m_order_.push_back(std::move(table));
+  }
+}
+
+AgGemm::~AgGemm() = default;
+
+int AgGemm::gemm_ctas(int rank) const {
+  world_->check_rank(rank, "AgGemm::gemm_ctas");
+  return kernels_[static_cast<size_t>(rank)]->ctas();
+}
+
+uint64_t AgGemm::run() {
+  const World& world = *world_;
+  const uint64_t epoch = ag_->run();
+  for (int r = 0; r < world.size(); ++r) {
+    world.set_device(r);
+    kernels_[static_cast<size_t>(r)]->run(epoch, world.compute_stream(r));
+    world.compute_after_comm(r);
+  }
+  return epoch;
+}
+
+void AgGemm::run_gemm_only() {
+  const World& world = *world_;
+  for (int r = 0; r < world.size(); ++r) {
+    world.set_device(r);
+    plain_kernels_[static_cast<size_t>(r)]->run(0, world.compute_stream(r));
+  }
+}
+
+}  // namespace tilelink

@@ -1,0 +1,63 @@
+// The fused AG+GEMM kernel of one rank, behind a plain C++ interface: ag_gemm.cpp never sees a
+// CUTLASS type. Each compiled configuration (tile shape, cluster shape) lives in its own .cu
+// (sm90_ag_gemm_<tile>_<cluster>.cu) and registers itself in sm90_ag_gemm_configs().
+//
+// The kernel is CUTLASS 4.2's persistent warp-specialized cooperative GEMM (TMA + WGMMA) with two
+// substitutions (sm90_ag_gemm.cuh): the mainloop's producer warp waits on the all-gather channels
+// of a tile's A rows before its first TMA load of them, and the tile scheduler visits tile rows in
+// the rank's arrival order (m_order).
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "tilelink/comm/all_gather.hpp"
+#include "tilelink/primitives/signal.hpp"
+
+namespace tilelink::detail {
+
+// Everything one rank's kernel needs; pointers are on the rank's device.
+struct Sm90AgGemmProblem {
+  const void* a = nullptr;  // M x K bf16, row pitch lda elements (the gathered buffer)
+  uint64_t lda = 0;
+  const void* b = nullptr;  // N x K bf16, K contiguous
+  void* c = nullptr;        // M x N bf16, row-major, packed
+  uint32_t m = 0, n = 0, k = 0;
+  const uint32_t* m_order = nullptr;  // [ceil(m / tile_m)] tile rows in visiting order
+  bool wait = true;                   // false: a plain GEMM (A already complete)
+  AllGatherPlan plan;                 // what the producer waits on (when `wait`)
+  SignalView sig;                     // epoch is set per call by run()
+  int device = 0;
+  int sm_count = 0;                   // CTAs the persistent grid may occupy
+  int swizzle = 1;                    // CUTLASS max_swizzle_size (1, 2, 4 or 8)
+};
+
+class Sm90AgGemmKernel {
+ public:
+  virtual ~Sm90AgGemmKernel() = default;
+  // Launches on `stream` with the signals' epoch of this call.
+  virtual void run(uint64_t epoch, cudaStream_t stream) = 0;
+  virtual dim3 grid() const = 0;
+  virtual int ctas() const = 0;
+};
+
+struct Sm90AgGemmConfigInfo {
+  const char* name;  // e.g. "128x256x64_c2x1"
+  uint32_t tile_m, tile_n, tile_k;
+  uint32_t cluster_m, cluster_n;
+  // "" if this configuration can run `p`, else why not (argument, value, expectation).
+  std::string (*can_implement)(const Sm90AgGemmProblem& p);
+  // Builds the kernel's parameters (TMA descriptors) once; throws InvalidArgument / CudaError.
+  std::unique_ptr<Sm90AgGemmKernel> (*make)(const Sm90AgGemmProblem& p);
+  // Loads the kernel's module on the current device (lazy loading, see World).
+  void (*preload)();
+};
+
+// Every compiled configuration, the default first.
+const std::vector<Sm90AgGemmConfigInfo>& sm90_ag_gemm_configs();
+
+}  // namespace tilelink::detail

@@ -1,0 +1,221 @@
+// AG+GEMM on virtual ranks (world 1, 2, 4, 8) against cuBLAS on the gathered A.
+//
+// Each case makes three calls with fresh random A shards (B fixed), poisons every rank's C and
+// the peer rows of every rank's gathered A before each call (a GEMM that reads a tile before it
+// has arrived reads NaN), and compares every rank's C with cuBLAS (fp32 output) on the complete
+// A. Shapes include M, N and K that are not multiples of the 128x256x64 tile, and communication
+// tiles (comm_rows) that straddle GEMM tiles.
+#include <cublas_v2.h>
+#include <cuda_bf16.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "gpu_test_util.hpp"
+
+#define TL_CUBLAS_CHECK(expr)                                                               \
+  do {                                                                                      \
+    const cublasStatus_t tl_st_ = (expr);                                                   \
+    if (tl_st_ != CUBLAS_STATUS_SUCCESS) {                                                  \
+      throw ::tilelink::CudaError(std::string(#expr) + ": " + cublasGetStatusString(tl_st_), \
+                                  static_cast<int>(tl_st_));                                \
+    }                                                                                       \
+  } while (0)
+
+namespace tilelink::test::ag_gemm {
+
+struct Shape {
+  const char* name;
+  uint32_t m_per_rank, n, k, comm_rows;
+};
+// "tiles": multiples of the tile; "odd": none of M (per rank and total), N, K is.
+constexpr Shape kShapes[] = {{"tiles", 256, 512, 256, 128}, {"odd", 136, 264, 200, 48}};
+
+struct Comm {
+  const char* name;
+  CommResource resource;
+  AgMethod method;
+  DataPath path;
+  CommOrder order;
+};
+constexpr Comm kComms[] = {
+    {"ce_pull_mesh", CommResource::kCopyEngine, AgMethod::kPull, DataPath::kLdSt, CommOrder::kFullMesh},
+    {"sm_pull_mesh_ldst", CommResource::kSm, AgMethod::kPull, DataPath::kLdSt, CommOrder::kFullMesh},
+    {"sm_pull_ring_bulk", CommResource::kSm, AgMethod::kPull, DataPath::kBulk, CommOrder::kRing},
+    {"sm_push_mesh_bulk", CommResource::kSm, AgMethod::kPush, DataPath::kBulk, CommOrder::kFullMesh},
+    {"sm_push_ring_ldst", CommResource::kSm, AgMethod::kPush, DataPath::kLdSt, CommOrder::kRing},
+};
+
+std::vector<__nv_bfloat16> random_bf16(size_t n, std::mt19937_64& rng) {
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  std::vector<__nv_bfloat16> v(n);
+  for (auto& x : v) x = __float2bfloat16(dist(rng));
+  return v;
+}
+
+class CublasHandle {
+ public:
+  CublasHandle() { TL_CUBLAS_CHECK(cublasCreate(&h_)); }
+  ~CublasHandle() { (void)cublasDestroy(h_); }
+  cublasHandle_t get() const { return h_; }
+
+ private:
+  cublasHandle_t h_ = nullptr;
+};
+
+// ref (M x N fp32, row-major) = A (M x K bf16, row-major) * B^T (B: N x K bf16, row-major).
+void cublas_reference(cublasHandle_t h, const void* a, const void* b, float* ref, uint32_t m, uint32_t n,
+                      uint32_t k) {
+  const float alpha = 1.0f, beta = 0.0f;
+  // Column-major view: ref^T (N x M) = B (N x K, i.e. K x N col-major transposed) * A^T.
+  TL_CUBLAS_CHECK(cublasGemmEx(h, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(n), static_cast<int>(m),
+                               static_cast<int>(k), &alpha, b, CUDA_R_16BF, static_cast<int>(k), a, CUDA_R_16BF,
+                               static_cast<int>(k), &beta, ref, CUDA_R_32F, static_cast<int>(n),
+                               CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+}
+
+class AgGemmTest : public ::testing::TestWithParam<std::tuple<int, Comm, Shape>> {};
+
+TEST_P(AgGemmTest, MatchesCublasOnTheGatheredA) {
+  TL_SKIP_WITHOUT_GPU();
+  const auto [world_size, comm, shape] = GetParam();
+  const uint64_t seed = std::random_device{}();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  std::mt19937_64 rng(seed);
+  constexpr int kCalls = 3;
+  const uint32_t m = shape.m_per_rank * world_size, n = shape.n, k = shape.k;
+  const size_t a_bytes = size_t(m) * k * 2, shard_bytes = size_t(shape.m_per_rank) * k * 2;
+
+  TestWorld env(world_size, a_bytes + (2 << 20), 4096);
+  const World& world = env.world;
+  SymmetricBuffer gathered = env.heap.allocate(a_bytes);
+  std::vector<DeviceBuffer> b, c, ref;
+  DeviceBuffer a_full(a_bytes, world.device(0));
+  AgGemmArguments args;
+  args.a = &gathered;
+  args.m_per_rank = shape.m_per_rank;
+  args.n = n;
+  args.k = k;
+  args.config.comm = {comm.resource, comm.method, comm.path, comm.order, shape.comm_rows, 0, 512};
+  for (int r = 0; r < world_size; ++r) {
+    b.emplace_back(size_t(n) * k * 2, world.device(r));
+    c.emplace_back(size_t(m) * n * 2, world.device(r));
+    ref.emplace_back(size_t(m) * n * sizeof(float), world.device(r));
+    upload(b[r].get(), random_bf16(size_t(n) * k, rng).data(), b[r].bytes());
+    args.b.push_back(b[r].get());
+    args.c.push_back(c[r].get());
+  }
+  ASSERT_EQ(AgGemm::can_implement(world, env.heap, args), "");
+  AgGemm op(world, env.heap, env.signals, args, "ag_gemm_test");
+  CublasHandle cublas;
+
+  for (int call = 1; call <= kCalls; ++call) {
+    SCOPED_TRACE("call " + std::to_string(call));
+    settle();
+    const std::vector<__nv_bfloat16> a_host = random_bf16(size_t(m) * k, rng);
+    upload(a_full.get(), a_host.data(), a_bytes);
+    for (int r = 0; r < world_size; ++r) {
+      char* g = static_cast<char*>(gathered.data(r));
+      TL_CUDA_CHECK(cudaMemset(g, 0xFF, a_bytes));  // bf16 0xFFFF is NaN
+      upload(g + r * shard_bytes, reinterpret_cast<const char*>(a_host.data()) + r * shard_bytes, shard_bytes);
+      TL_CUDA_CHECK(cudaMemset(c[r].get(), 0xFF, c[r].bytes()));
+    }
+    settle();
+    op.run();
+    world.synchronize();
+
+    for (int r = 0; r < world_size; ++r) {
+      cublas_reference(cublas.get(), a_full.get(), b[r].get(), ref[r].get<float>(), m, n, k);
+      TL_CUDA_CHECK(cudaDeviceSynchronize());
+      const auto got = download<__nv_bfloat16>(c[r].get(), size_t(m) * n);
+      const auto want = download<float>(ref[r].get(), size_t(m) * n);
+      size_t bad = 0, first_bad = 0;
+      for (size_t i = 0; i < got.size(); ++i) {
+        const float g = __bfloat162float(got[i]);
+        // bf16 output rounding (2^-8 relative) plus fp32 accumulation-order noise.
+        const float tol = 8e-3f * std::fabs(want[i]) + 1e-2f;
+        if (!(std::fabs(g - want[i]) <= tol)) {
+          if (bad++ == 0) first_bad = i;
+        }
+      }
+      EXPECT_EQ(bad, 0u) << "rank " << r << ": " << bad << " of " << got.size() << " elements off; first at row "
+                         << first_bad / n << " col " << first_bad % n << ": got "
+                         << __bfloat162float(got[first_bad]) << ", cuBLAS " << want[first_bad];
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    AgGemm, AgGemmTest,
+    ::testing::Combine(::testing::Values(1, 2, 4, 8), ::testing::ValuesIn(kComms), ::testing::ValuesIn(kShapes)),
+    [](const ::testing::TestParamInfo<AgGemmTest::ParamType>& info) {
+      return "world" + std::to_string(std::get<0>(info.param)) + "_" + std::get<1>(info.param).name + "_" +
+             std::get<2>(info.param).name;
+    });
+
+// Bad arguments are refused with the argument's name, before anything is launched.
+TEST(AgGemmArgumentsTest, RefusesWhatItCannotRun) {
+  TL_SKIP_WITHOUT_GPU();
+  TestWorld env(2, 8 << 20, 1024);
+  const World& world = env.world;
+  SymmetricBuffer gathered = env.heap.allocate(2 * 256 * 256 * 2);
+  DeviceBuffer b(256 * 256 * 2, world.device(0)), c(512 * 256 * 2, world.device(0));
+  AgGemmArguments good;
+  good.a = &gathered;
+  good.m_per_rank = 256;
+  good.n = 256;
+  good.k = 256;
+  good.b = {b.get(), b.get()};
+  good.c = {c.get(), c.get()};
+  ASSERT_EQ(AgGemm::can_implement(world, env.heap, good), "");
+
+  auto refused = [&](AgGemmArguments a, const std::string& needle) {
+    const std::string why = AgGemm::can_implement(world, env.heap, a);
+    EXPECT_NE(why.find(needle), std::string::npos) << "'" << why << "' does not name " << needle;
+    EXPECT_THROW(AgGemm(world, env.heap, env.signals, a), InvalidArgument);
+  };
+  AgGemmArguments a = good;
+  a.b_layout = BLayout::kKN;
+  refused(a, "'b_layout' = kn");
+  a = good;
+  a.n = 260;
+  refused(a, "'n' = 260");
+  a = good;
+  a.k = 100;
+  refused(a, "'k' = 100");
+  a = good;
+  a.m_per_rank = 0;
+  refused(a, "'m_per_rank' = 0");
+  a = good;
+  a.b = {b.get()};
+  refused(a, "'b' has 1 pointers");
+  a = good;
+  a.c[1] = nullptr;
+  refused(a, "'c[1]' = nullptr");
+  a = good;
+  a.c[0] = static_cast<char*>(c.get()) + 2;
+  refused(a, "'c[0]'");
+  a = good;
+  a.config.kernel = "64x64x64_c1x1";
+  refused(a, "'config.kernel' = '64x64x64_c1x1'");
+  a = good;
+  a.config.swizzle = 3;
+  refused(a, "'config.swizzle' = 3");
+  a = good;
+  a.config.comm = {CommResource::kSm, AgMethod::kPull, DataPath::kLdSt, CommOrder::kFullMesh, 128,
+                   static_cast<uint32_t>(world.sm_budget(0)), 512};
+  refused(a, "'config.gemm_sms'");
+  a = good;
+  a.m_per_rank = 512;  // the gathered buffer holds 2 x 256 rows
+  refused(a, "'a' holds");
+  a = good;
+  a.a = nullptr;
+  refused(a, "'a' = nullptr");
+  settle();
+}
+
+}  // namespace tilelink::test::ag_gemm
