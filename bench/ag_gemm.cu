@@ -275,7 +275,7 @@ Table bench_ag_gemm(const AgGemmBenchOptions& o) {
   stat_row("fused kernel alone (no waits)", t_kernel);
 
   table.notes.push_back("config: kernel " + op.kernel_name() + ", all-gather " + comm_name(args.config.comm) +
-                        ", swizzle " + std::to_string(o.config.swizzle) + ", GEMM CTAs per rank " +
+                        ", swizzle " + std::to_string(op.swizzle()) + ", GEMM CTAs per rank " +
                         std::to_string(op.gemm_ctas(0)) + " (SM budget " + std::to_string(world.sm_budget(0)) + ")");
   table.notes.push_back("check: fused C of every rank equals cuBLAS within bf16 tolerance");
   table.notes.push_back("time = slowest rank's CUDA-event time per call; median (min, max) of " +

@@ -57,6 +57,15 @@ int gemm_sm_count(const World& world, int rank, const AgGemmArguments& a, uint32
   return a.config.gemm_sms == 0 ? left : std::min(left, static_cast<int>(a.config.gemm_sms));
 }
 
+// The configured swizzle, or the widest band (in cluster rows of tiles) that fits in one shard.
+uint32_t choose_swizzle(const AgGemmArguments& a, const detail::Sm90AgGemmConfigInfo& kernel) {
+  if (a.config.swizzle != 0) return a.config.swizzle;
+  const uint32_t band_rows = kernel.tile_m * kernel.cluster_m;
+  uint32_t s = 1;
+  while (s < 8 && 2 * s * band_rows <= a.m_per_rank) s *= 2;
+  return s;
+}
+
 }  // namespace
 
 const char* to_string(BLayout v) { return v == BLayout::kNK ? "nk" : "kn"; }
@@ -115,7 +124,7 @@ std::string AgGemm::can_implement(const World& world, const SymmetricHeap& heap,
   p.k = a.k;
   p.lda = a.k;
   p.sm_count = cluster;
-  p.swizzle = static_cast<int>(a.config.swizzle);
+  p.swizzle = static_cast<int>(choose_swizzle(a, *kernel));
   return kernel->can_implement(p);
 }
 
@@ -127,6 +136,7 @@ AgGemm::AgGemm(const World& world, SymmetricHeap& heap, SignalSet& signals, cons
   }
   const detail::Sm90AgGemmConfigInfo& kernel = *find_kernel(args.config.kernel);
   kernel_name_ = kernel.name;
+  swizzle_ = choose_swizzle(args, kernel);
   m_ = args.m_per_rank * static_cast<uint32_t>(world.size());
   ag_ = std::make_unique<AllGather>(world, heap, signals, all_gather_arguments(world, args), name);
   const uint32_t comm_blocks = args.config.comm.resource == CommResource::kSm ? ag_->num_blocks() : 0;
@@ -151,7 +161,7 @@ AgGemm::AgGemm(const World& world, SymmetricHeap& heap, SignalSet& signals, cons
     p.sig = ag_->signals().device_view(r);
     p.device = world.device(r);
     p.sm_count = gemm_sm_count(world, r, args, comm_blocks);
-    p.swizzle = static_cast<int>(args.config.swizzle);
+    p.swizzle = static_cast<int>(swizzle_);
     p.wait = true;
     kernels_.push_back(kernel.make(p));
     p.wait = false;

@@ -224,7 +224,7 @@ class Sm90AgGemmKernelImpl final : public Sm90AgGemmKernel {
              std::to_string(kClusterM) + "x" + std::to_string(kClusterN) + " cluster";
     }
     if (p.swizzle != 1 && p.swizzle != 2 && p.swizzle != 4 && p.swizzle != 8) {
-      return "argument 'config.swizzle' = " + std::to_string(p.swizzle) + ": expected 1, 2, 4 or 8";
+      return "argument 'config.swizzle' = " + std::to_string(p.swizzle) + ": expected 0 (automatic), 1, 2, 4 or 8";
     }
     return "";
   }

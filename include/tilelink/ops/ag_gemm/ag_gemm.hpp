@@ -47,9 +47,11 @@ struct AgGemmConfig {
   // CTAs of the persistent GEMM per rank; 0 = the rank's SM budget minus the SM all-gather's
   // blocks. Rounded down to whole clusters.
   uint32_t gemm_sms = 0;
-  // CUTLASS rasterization swizzle (1, 2, 4 or 8): tile rows walked together in groups of 2^s
-  // clusters, for L2 reuse of B.
-  uint32_t swizzle = 1;
+  // Rasterization swizzle (1, 2, 4 or 8): the scheduler walks bands of `swizzle` cluster rows of
+  // tiles column by column, so that concurrent tiles share rows of A and columns of B in L2.
+  // 0 = automatic: the widest band that stays inside one rank's shard (a band never waits for
+  // two all-gather steps).
+  uint32_t swizzle = 0;
   // Kernel configuration by name (see AgGemm::kernel_names()); "" = the default.
   std::string kernel;
 };
@@ -95,6 +97,7 @@ class AgGemm {
   uint32_t m() const { return m_; }
   int gemm_ctas(int rank) const;
   const std::string& kernel_name() const { return kernel_name_; }
+  uint32_t swizzle() const { return swizzle_; }
   // The rank's tile-row visiting order (host copy).
   const std::vector<uint32_t>& m_order(int rank) const { return m_order_host_[static_cast<size_t>(rank)]; }
 
@@ -103,6 +106,7 @@ class AgGemm {
   AgGemmArguments args_;
   uint32_t m_ = 0;
   std::string kernel_name_;
+  uint32_t swizzle_ = 1;
   std::unique_ptr<AllGather> ag_;
   std::vector<std::vector<uint32_t>> m_order_host_;
   std::vector<DeviceBuffer> m_order_;
