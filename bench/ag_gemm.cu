@@ -237,19 +237,11 @@ Table bench_ag_gemm(const AgGemmBenchOptions& o) {
   auto fused = [&] { op.run(); };
   auto fused_kernel_alone = [&] { op.run_gemm_only(); };
 
-  auto time = [&](const std::function<void()>& step, bool* gated) {
-    RankTimer timer(world);
-    const Stats s = repeat(o.timing.warmup, o.timing.iters, [&] { return timer.time(step); });
-    *gated = *gated && timer.gated();
-    return s;
-  };
   bool gated = true;
-  const Stats t_gemm = time(cublas_all, &gated);
-  const Stats t_comm = time(comm_alone, &gated);
-  const Stats t_non = time(non_overlapped, &gated);
-  const Stats t_dec = time(decomposed, &gated);
-  const Stats t_fused = time(fused, &gated);
-  const Stats t_kernel = time(fused_kernel_alone, &gated);
+  const std::vector<Stats> t = repeat_interleaved(
+      world, o.timing.warmup, o.timing.iters,
+      {cublas_all, comm_alone, non_overlapped, decomposed, fused, fused_kernel_alone}, &gated);
+  const Stats &t_gemm = t[0], &t_comm = t[1], &t_non = t[2], &t_dec = t[3], &t_fused = t[4], &t_kernel = t[5];
   const double ideal = std::max(t_gemm.median, t_comm.median);
 
   Table table;
@@ -280,7 +272,7 @@ Table bench_ag_gemm(const AgGemmBenchOptions& o) {
   table.notes.push_back("check: fused C of every rank equals cuBLAS within bf16 tolerance");
   table.notes.push_back("time = slowest rank's CUDA-event time per call; median (min, max) of " +
                         std::to_string(t_fused.samples) + " calls after " + std::to_string(o.timing.warmup) +
-                        " warm-up calls");
+                        " warm-up calls, the variants interleaved call by call");
   table.notes.push_back("TFLOP/s = 2 m n k / time over all ranks; vs cuBLAS = T_gemm / time");
   if (w > 1) table.notes.push_back("virtual ranks share one GPU: peer copies are HBM -> HBM, not NVLink");
   if (!gated) table.notes.push_back("host enqueue time is included for some rows (a call blocked the host)");

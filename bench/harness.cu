@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <iterator>
+#include <memory>
 #include <utility>
 
 #include "bench/random.hpp"
@@ -284,6 +285,26 @@ Stats repeat(int warmup, int iters, const std::function<double()>& timed) {
   samples.reserve(iters > 0 ? iters : 0);
   for (int i = 0; i < iters; ++i) samples.push_back(timed());
   return summarize(std::move(samples));
+}
+
+std::vector<Stats> repeat_interleaved(const World& world, int warmup, int iters,
+                                      const std::vector<std::function<void()>>& steps, bool* gated) {
+  std::vector<std::unique_ptr<RankTimer>> timers;
+  for (size_t v = 0; v < steps.size(); ++v) timers.push_back(std::make_unique<RankTimer>(world));
+  std::vector<std::vector<double>> samples(steps.size());
+  for (int i = 0; i < warmup + iters; ++i) {
+    for (size_t v = 0; v < steps.size(); ++v) {
+      const double t = timers[v]->time(steps[v]);
+      if (i >= warmup) samples[v].push_back(t);
+    }
+  }
+  std::vector<Stats> stats;
+  *gated = true;
+  for (size_t v = 0; v < steps.size(); ++v) {
+    stats.push_back(summarize(std::move(samples[v])));
+    *gated = *gated && timers[v]->gated();
+  }
+  return stats;
 }
 
 }  // namespace tilelink::bench

@@ -132,4 +132,10 @@ class RankTimer {
 // Runs `warmup` untimed and `iters` timed calls of `timed` and summarises the timed ones.
 Stats repeat(int warmup, int iters, const std::function<double()>& timed);
 
+// Times several variants of one multi-rank step round-robin (one call of each per round, each
+// with its own RankTimer), so that clock and power drift during the run fall on all of them
+// alike. `gated` is false if any timer had to include host enqueue time.
+std::vector<Stats> repeat_interleaved(const World& world, int warmup, int iters,
+                                      const std::vector<std::function<void()>>& steps, bool* gated);
+
 }  // namespace tilelink::bench

@@ -35,6 +35,10 @@ if [[ $mode == *ops* || $mode == all ]]; then
     >"$out/bench_ops.log" 2>&1 || status=1
   grep -vE "^$" "$out/bench_ops.log" | tail -60
 fi
+if [[ $mode == *sweep* ]]; then
+  "$root/scripts/ag_gemm_sweep.sh" "$build" "$out"
+  grep -E "^(###|==|tilelink|non-over|cuBLAS|ideal)" "$out/sweep_ag_gemm.log" | tail -150
+fi
 if [[ $mode == *sanitize* || $mode == all ]]; then
   # compute-sanitizer on small cases: memcheck, racecheck (shared memory), synccheck.
   small='Primitives/DataTest.*world2*:Primitives/SignalTest.*world2*:Collectives/AllGatherTest.*world2*'

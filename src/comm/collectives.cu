@@ -118,24 +118,28 @@ AllGather::AllGather(const World& world, SymmetricHeap& heap, SignalSet& signals
 }
 
 uint64_t AllGather::run() {
-  const uint64_t epoch = slice_.begin_call();
-  const World& world = *world_;
-  const bool bulk = args_.config.path == DataPath::kBulk;
-  for (int r = 0; r < world.size(); ++r) {
-    world.comm_after_compute(r);
-    if (args_.config.resource == CommResource::kCopyEngine) {
-      world.set_device(r);
-      StreamCtx h{r, world.size(), world.comm_stream(r)};
-      all_gather_stream(h, plan_, slice_.host_view(r), heap_->host_view(r), gathered_[r]);
-    } else if (bulk) {
-      launch(world, r, all_gather_kernel<true>, true, num_blocks_, args_.config.threads, plan_,
-             slice_.device_view(r), heap_->device_view(r), gathered_[r]);
-    } else {
-      launch(world, r, all_gather_kernel<false>, false, num_blocks_, args_.config.threads, plan_,
-             slice_.device_view(r), heap_->device_view(r), gathered_[r]);
-    }
+  const uint64_t epoch = begin_call();
+  for (int r = 0; r < world_->size(); ++r) {
+    world_->comm_after_compute(r);
+    enqueue(r);
   }
   return epoch;
+}
+
+void AllGather::enqueue(int r) {
+  const World& world = *world_;
+  world.check_rank(r, "AllGather::enqueue");
+  if (args_.config.resource == CommResource::kCopyEngine) {
+    world.set_device(r);
+    StreamCtx h{r, world.size(), world.comm_stream(r)};
+    all_gather_stream(h, plan_, slice_.host_view(r), heap_->host_view(r), gathered_[r]);
+  } else if (args_.config.path == DataPath::kBulk) {
+    launch(world, r, all_gather_kernel<true>, true, num_blocks_, args_.config.threads, plan_,
+           slice_.device_view(r), heap_->device_view(r), gathered_[r]);
+  } else {
+    launch(world, r, all_gather_kernel<false>, false, num_blocks_, args_.config.threads, plan_,
+           slice_.device_view(r), heap_->device_view(r), gathered_[r]);
+  }
 }
 
 // ---- ReduceScatter ---------------------------------------------------------------------------------

@@ -78,11 +78,8 @@ void cublas_reference(cublasHandle_t h, const void* a, const void* b, float* ref
                                CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
 }
 
-class AgGemmTest : public ::testing::TestWithParam<std::tuple<int, Comm, Shape>> {};
-
-TEST_P(AgGemmTest, MatchesCublasOnTheGatheredA) {
-  TL_SKIP_WITHOUT_GPU();
-  const auto [world_size, comm, shape] = GetParam();
+void check_against_cublas(int world_size, const Comm& comm, const Shape& shape, const std::string& kernel,
+                          uint32_t swizzle) {
   const uint64_t seed = std::random_device{}();
   SCOPED_TRACE("seed " + std::to_string(seed));
   std::mt19937_64 rng(seed);
@@ -101,6 +98,8 @@ TEST_P(AgGemmTest, MatchesCublasOnTheGatheredA) {
   args.n = n;
   args.k = k;
   args.config.comm = {comm.resource, comm.method, comm.path, comm.order, shape.comm_rows, 0, 512};
+  args.config.kernel = kernel;
+  args.config.swizzle = swizzle;
   for (int r = 0; r < world_size; ++r) {
     b.emplace_back(size_t(n) * k * 2, world.device(r));
     c.emplace_back(size_t(m) * n * 2, world.device(r));
@@ -149,12 +148,42 @@ TEST_P(AgGemmTest, MatchesCublasOnTheGatheredA) {
   }
 }
 
+class AgGemmTest : public ::testing::TestWithParam<std::tuple<int, Comm, Shape>> {};
+
+// Every communication variant with the default kernel.
+TEST_P(AgGemmTest, MatchesCublasOnTheGatheredA) {
+  TL_SKIP_WITHOUT_GPU();
+  const auto [world_size, comm, shape] = GetParam();
+  check_against_cublas(world_size, comm, shape, "", 0);
+}
+
 INSTANTIATE_TEST_SUITE_P(
     AgGemm, AgGemmTest,
     ::testing::Combine(::testing::Values(1, 2, 4, 8), ::testing::ValuesIn(kComms), ::testing::ValuesIn(kShapes)),
     [](const ::testing::TestParamInfo<AgGemmTest::ParamType>& info) {
       return "world" + std::to_string(std::get<0>(info.param)) + "_" + std::get<1>(info.param).name + "_" +
              std::get<2>(info.param).name;
+    });
+
+class AgGemmKernelTest : public ::testing::TestWithParam<std::tuple<int, std::string, uint32_t>> {};
+
+// Every compiled kernel configuration, with and without the rasterization swizzle.
+TEST_P(AgGemmKernelTest, MatchesCublasOnTheGatheredA) {
+  TL_SKIP_WITHOUT_GPU();
+  const auto [world_size, kernel, swizzle] = GetParam();
+  for (const Shape& shape : kShapes) {
+    SCOPED_TRACE(shape.name);
+    check_against_cublas(world_size, kComms[0], shape, kernel, swizzle);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    AgGemm, AgGemmKernelTest,
+    ::testing::Combine(::testing::Values(1, 4), ::testing::ValuesIn(AgGemm::kernel_names()),
+                       ::testing::Values(1u, 8u)),
+    [](const ::testing::TestParamInfo<AgGemmKernelTest::ParamType>& info) {
+      return "world" + std::to_string(std::get<0>(info.param)) + "_" + std::get<1>(info.param) + "_swizzle" +
+             std::to_string(std::get<2>(info.param));
     });
 
 // Bad arguments are refused with the argument's name, before anything is launched.

@@ -68,6 +68,13 @@ class AllGather {
   // grid must fit in sm_budget(r) - num_blocks() so that every rank's blocks stay resident.
   uint64_t run();
 
+  // run() in two halves, for an op that launches its consumer first: begin_call() starts a call
+  // and returns its epoch; enqueue(rank) then enqueues the rank's part on its comm stream with no
+  // ordering of its own. The caller orders it after the previous call's consumers (run() does
+  // that with World::comm_after_compute before each rank's enqueue).
+  uint64_t begin_call() { return slice_.begin_call(); }
+  void enqueue(int rank);
+
   const AllGatherPlan& plan() const { return plan_; }
   const SignalSlice& signals() const { return slice_; }
   uint32_t num_blocks() const { return num_blocks_; }

@@ -16,9 +16,11 @@ namespace detail {
 // One function per compiled configuration (sm90_ag_gemm_<config>.cu). Listed here rather than
 // self-registered: a static library drops object files nothing references.
 Sm90AgGemmConfigInfo sm90_ag_gemm_128x256x64_c2x1();
+Sm90AgGemmConfigInfo sm90_ag_gemm_256x128x64_c1x2();
 
 const std::vector<Sm90AgGemmConfigInfo>& sm90_ag_gemm_configs() {
-  static const std::vector<Sm90AgGemmConfigInfo> configs = {sm90_ag_gemm_128x256x64_c2x1()};
+  static const std::vector<Sm90AgGemmConfigInfo> configs = {sm90_ag_gemm_128x256x64_c2x1(),
+                                                            sm90_ag_gemm_256x128x64_c1x2()};
   return configs;
 }
 
@@ -181,10 +183,14 @@ int AgGemm::gemm_ctas(int rank) const {
 
 uint64_t AgGemm::run() {
   const World& world = *world_;
-  const uint64_t epoch = ag_->run();
+  const uint64_t epoch = ag_->begin_call();
   for (int r = 0; r < world.size(); ++r) {
-    world.set_device(r);
+    // The GEMM goes first, so that it is running while the host still enqueues the all-gather
+    // (the copy-engine path is one copy and one memop per communication tile). The all-gather is
+    // ordered after the previous call's GEMM, not this one's, which waits for it.
+    world.comm_after_compute(r);
     kernels_[static_cast<size_t>(r)]->run(epoch, world.compute_stream(r));
+    ag_->enqueue(r);
     world.compute_after_comm(r);
   }
   return epoch;
