@@ -17,10 +17,12 @@ namespace detail {
 // self-registered: a static library drops object files nothing references.
 Sm90AgGemmConfigInfo sm90_ag_gemm_128x256x64_c2x1();
 Sm90AgGemmConfigInfo sm90_ag_gemm_256x128x64_c1x2();
+Sm90AgGemmConfigInfo sm90_ag_gemm_128x256x64_c1x1();
 
 const std::vector<Sm90AgGemmConfigInfo>& sm90_ag_gemm_configs() {
   static const std::vector<Sm90AgGemmConfigInfo> configs = {sm90_ag_gemm_128x256x64_c2x1(),
-                                                            sm90_ag_gemm_256x128x64_c1x2()};
+                                                            sm90_ag_gemm_256x128x64_c1x2(),
+                                                            sm90_ag_gemm_128x256x64_c1x1()};
   return configs;
 }
 

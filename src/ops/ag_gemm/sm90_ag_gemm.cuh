@@ -276,7 +276,7 @@ class Sm90AgGemmKernelImpl final : public Sm90AgGemmKernel {
       attr.val.clusterDim.x = kClusterM;
       attr.val.clusterDim.y = kClusterN;
       attr.val.clusterDim.z = 1;
-      cfg.gridDim = dim3(kClusterM * kClusterN, 1, 1);
+      cfg.gridDim = dim3(kClusterM, kClusterN, 1);  // one cluster
       cfg.blockDim = Kernel::get_block_shape();
       cfg.dynamicSmemBytes = Kernel::SharedStorageSize;
       cfg.attrs = &attr;
