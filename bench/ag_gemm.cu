@@ -119,10 +119,10 @@ struct Events {
   Events& operator=(const Events&) = delete;
 };
 
-std::string comm_name(const AllGatherConfig& c) {
+std::string comm_name(const AllGatherConfig& c, const AllGatherPlan& plan, uint32_t blocks) {
   std::string s = std::string(to_string(c.resource)) + " " + to_string(c.method) + " " + to_string(c.order);
-  if (c.resource == CommResource::kSm) s += std::string(" ") + to_string(c.path);
-  return s + ", " + std::to_string(c.comm_rows) + "-row tiles";
+  if (c.resource == CommResource::kSm) s += std::string(" ") + to_string(c.path) + " " + std::to_string(blocks) + " CTAs";
+  return s + ", " + std::to_string(plan.map.comm_rows) + "-row tiles";
 }
 
 }  // namespace
@@ -140,7 +140,8 @@ Table bench_ag_gemm(const AgGemmBenchOptions& o) {
 
   World world = World::virtual_ranks(w);
   AllGatherPlan plan;
-  plan.map = RowShardMapping{m_per_rank, o.config.comm.comm_rows, static_cast<uint32_t>(w)};
+  // Channels for the finest communication tiling (the op picks comm_rows when it is 0).
+  plan.map = RowShardMapping{m_per_rank, std::max(1u, o.config.comm.comm_rows), static_cast<uint32_t>(w)};
   const uint32_t channels = plan.num_channels() + 64;
   SymmetricHeap heap(world, a_bytes + size_t(channels) * 8 + (8u << 20));
   SignalSet signals(heap, channels);
@@ -266,7 +267,7 @@ Table bench_ag_gemm(const AgGemmBenchOptions& o) {
   stat_row("tilelink fused", t_fused);
   stat_row("fused kernel alone (no waits)", t_kernel);
 
-  table.notes.push_back("config: kernel " + op.kernel_name() + ", all-gather " + comm_name(args.config.comm) +
+  table.notes.push_back("config: kernel " + op.kernel_name() + ", all-gather " + comm_name(args.config.comm, op.all_gather().plan(), op.all_gather().num_blocks()) +
                         ", swizzle " + std::to_string(op.swizzle()) + ", GEMM CTAs per rank " +
                         std::to_string(op.gemm_ctas(0)) + " (SM budget " + std::to_string(world.sm_budget(0)) + ")");
   table.notes.push_back("check: fused C of every rank equals cuBLAS within bf16 tolerance");

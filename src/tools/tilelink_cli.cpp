@@ -277,7 +277,7 @@ struct AgGemmArgs {
   uint32_t m = 8192, n = 28672, k = 8192;
   std::string shapes;  // "paper": the three LLaMA shapes instead of --m/--n/--k
   std::string resource = "ce", method = "pull", order = "mesh", path = "ldst";
-  uint32_t comm_rows = 128, blocks = 0, gemm_sms = 0, swizzle = 0;
+  uint32_t comm_rows = 0, blocks = 0, gemm_sms = 0, swizzle = 0;
   std::string kernel;
   int warmup = 5, iters = 20;
   std::string json;
@@ -468,9 +468,9 @@ int main(int argc, char** argv) {
   ag_gemm->add_option("--method", agg.method, "pull or push")->capture_default_str()->check(CLI::IsMember({"pull", "push"}));
   ag_gemm->add_option("--order", agg.order, "mesh or ring")->capture_default_str()->check(CLI::IsMember({"mesh", "ring"}));
   ag_gemm->add_option("--path", agg.path, "SM data path: ldst or bulk")->capture_default_str()->check(CLI::IsMember({"ldst", "bulk"}));
-  ag_gemm->add_option("--comm-rows", agg.comm_rows, "rows per communication tile")->capture_default_str()->check(CLI::Range(1u, 1u << 30));
+  ag_gemm->add_option("--comm-rows", agg.comm_rows, "rows per communication tile; 0 = automatic (128 on SMs, >= 8 MiB tiles on the copy engine)")->capture_default_str()->check(CLI::Range(0u, 1u << 30));
   ag_gemm->add_option("--blocks", agg.blocks, "all-gather CTAs per rank with --resource sm; 0 = budget / 8")->capture_default_str();
-  ag_gemm->add_option("--gemm-sms", agg.gemm_sms, "GEMM CTAs per rank; 0 = the rest of the budget")->capture_default_str();
+  ag_gemm->add_option("--gemm-sms", agg.gemm_sms, "GEMM CTAs per rank; 0 = the rest of the budget less 2 SMs of slack (world > 1)")->capture_default_str();
   ag_gemm->add_option("--swizzle", agg.swizzle, "tile rasterization swizzle: 1, 2, 4 or 8; 0 = the widest band inside one shard")->capture_default_str()->check(CLI::IsMember({0u, 1u, 2u, 4u, 8u}));
   ag_gemm->add_option("--kernel", agg.kernel, "GEMM kernel configuration; default: the first compiled one");
   ag_gemm->add_option("--warmup", agg.warmup, "untimed calls before timing")->capture_default_str()->check(CLI::Range(0, 1000000));

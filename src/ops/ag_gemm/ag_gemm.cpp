@@ -41,6 +41,9 @@ const detail::Sm90AgGemmConfigInfo* find_kernel(const std::string& name) {
   return nullptr;
 }
 
+constexpr uint32_t kCopyEngineTileBytes = 8u << 20;
+constexpr int kSlackSms = 2;
+
 AllGatherArguments all_gather_arguments(const World& world, const AgGemmArguments& a) {
   AllGatherArguments ag;
   ag.gathered = a.a;
@@ -48,6 +51,14 @@ AllGatherArguments all_gather_arguments(const World& world, const AgGemmArgument
   ag.rows_per_rank = a.m_per_rank;
   ag.row_bytes = a.k * kElementBytes;
   ag.config = a.config.comm;
+  if (ag.config.comm_rows == 0) {
+    uint32_t rows = 128;
+    if (ag.config.resource == CommResource::kCopyEngine) {
+      const uint64_t row_bytes = uint64_t(a.k) * kElementBytes;
+      while (rows < a.m_per_rank && rows * row_bytes < kCopyEngineTileBytes) rows += 128;
+    }
+    ag.config.comm_rows = std::min(rows, std::max(a.m_per_rank, 1u));
+  }
   if (ag.config.resource == CommResource::kSm && ag.config.num_blocks == 0) {
     ag.config.num_blocks = static_cast<uint32_t>(std::max(1, world.sm_budget(0) / 8));
   }
@@ -58,16 +69,27 @@ AllGatherArguments all_gather_arguments(const World& world, const AgGemmArgument
 // config. Negative or zero when nothing is left.
 int gemm_sm_count(const World& world, int rank, const AgGemmArguments& a, uint32_t comm_blocks) {
   const int left = world.sm_budget(rank) - static_cast<int>(comm_blocks);
-  return a.config.gemm_sms == 0 ? left : std::min(left, static_cast<int>(a.config.gemm_sms));
+  if (a.config.gemm_sms != 0) return std::min(left, static_cast<int>(a.config.gemm_sms));
+  return world.size() > 1 ? left - kSlackSms : left;
 }
 
-// The configured swizzle, or the widest band (in cluster rows of tiles) that fits in one shard.
-uint32_t choose_swizzle(const AgGemmArguments& a, const detail::Sm90AgGemmConfigInfo& kernel) {
+// The configured swizzle, or the widest band (in cluster rows of tiles) that fits in one shard
+// and whose rows of A fit in the rank's share of L2 (`l2_share` bytes).
+uint32_t choose_swizzle(const AgGemmArguments& a, const detail::Sm90AgGemmConfigInfo& kernel, uint64_t l2_share) {
   if (a.config.swizzle != 0) return a.config.swizzle;
   const uint32_t band_rows = kernel.tile_m * kernel.cluster_m;
+  const uint64_t row_bytes = uint64_t(a.k) * kElementBytes;
   uint32_t s = 1;
-  while (s < 8 && 2 * s * band_rows <= a.m_per_rank) s *= 2;
+  while (s < 8 && 2 * s * band_rows <= a.m_per_rank && 2 * s * band_rows * row_bytes <= l2_share) s *= 2;
   return s;
+}
+
+// L2 bytes per rank: a GPU's L2 divided among the ranks that share it.
+uint64_t l2_share(const World& world) {
+  int l2 = 0;
+  TL_CUDA_CHECK(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, world.device(0)));
+  const int sharing = world.mode() == WorldMode::kVirtual ? world.size() : 1;
+  return static_cast<uint64_t>(l2) / static_cast<uint64_t>(sharing);
 }
 
 }  // namespace
@@ -128,7 +150,7 @@ std::string AgGemm::can_implement(const World& world, const SymmetricHeap& heap,
   p.k = a.k;
   p.lda = a.k;
   p.sm_count = cluster;
-  p.swizzle = static_cast<int>(choose_swizzle(a, *kernel));
+  p.swizzle = static_cast<int>(choose_swizzle(a, *kernel, uint64_t(1) << 40));
   return kernel->can_implement(p);
 }
 
@@ -140,7 +162,7 @@ AgGemm::AgGemm(const World& world, SymmetricHeap& heap, SignalSet& signals, cons
   }
   const detail::Sm90AgGemmConfigInfo& kernel = *find_kernel(args.config.kernel);
   kernel_name_ = kernel.name;
-  swizzle_ = choose_swizzle(args, kernel);
+  swizzle_ = choose_swizzle(args, kernel, l2_share(world));
   m_ = args.m_per_rank * static_cast<uint32_t>(world.size());
   ag_ = std::make_unique<AllGather>(world, heap, signals, all_gather_arguments(world, args), name);
   const uint32_t comm_blocks = args.config.comm.resource == CommResource::kSm ? ag_->num_blocks() : 0;

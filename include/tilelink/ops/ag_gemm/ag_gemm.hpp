@@ -40,17 +40,22 @@ const char* to_string(BLayout v);
 
 struct AgGemmConfig {
   // The all-gather half. Its comm_rows (rows per communication tile and signal) is independent
-  // of the GEMM's 128-row tiles. With CommResource::kSm and num_blocks = 0 the op takes
-  // max(1, sm_budget / 8) blocks per rank.
+  // of the GEMM's tiles; 0 = automatic: 128 rows on SMs, and on the copy engine the fewest rows
+  // (a multiple of 128) that make a tile of at least 8 MiB -- each copy-engine tile costs a copy
+  // and a memop of host enqueue and ~5 µs of fixed time. With CommResource::kSm and
+  // num_blocks = 0 the op takes max(1, sm_budget / 8) blocks per rank.
   AllGatherConfig comm{CommResource::kCopyEngine, AgMethod::kPull, DataPath::kLdSt, CommOrder::kFullMesh,
-                       128, 0, 512};
-  // CTAs of the persistent GEMM per rank; 0 = the rank's SM budget minus the SM all-gather's
-  // blocks. Rounded down to whole clusters.
+                       0, 0, 512};
+  // CTAs of the persistent GEMM per rank; 0 = automatic: the rank's SM budget, minus the SM
+  // all-gather's blocks, minus 2 SMs of slack when world > 1 (measured on the H200: with every SM
+  // of the budget taken, the all-gather's CTAs and copies wait for SMs behind the spinning GEMM
+  // and the op serializes). Rounded down to whole clusters.
   uint32_t gemm_sms = 0;
   // Rasterization swizzle (1, 2, 4 or 8): the scheduler walks bands of `swizzle` cluster rows of
   // tiles column by column, so that concurrent tiles share rows of A and columns of B in L2.
   // 0 = automatic: the widest band that stays inside one rank's shard (a band never waits for
-  // two all-gather steps).
+  // two all-gather steps) and whose rows of A fit in the rank's share of L2 (virtual ranks share
+  // one L2).
   uint32_t swizzle = 0;
   // Kernel configuration by name (see AgGemm::kernel_names()); "" = the default.
   std::string kernel;
