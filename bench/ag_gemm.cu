@@ -16,6 +16,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <string>
 #include <vector>
 
@@ -271,6 +272,14 @@ Table bench_ag_gemm(const AgGemmBenchOptions& o) {
                         ", swizzle " + std::to_string(op.swizzle()) + ", GEMM CTAs per rank " +
                         std::to_string(op.gemm_ctas(0)) + " (SM budget " + std::to_string(world.sm_budget(0)) + ")");
   table.notes.push_back("check: fused C of every rank equals cuBLAS within bf16 tolerance");
+  if (w > 1) {
+    const double hidden = std::clamp((t_non.median - t_fused.median) / t_comm.median, 0.0, 1.0);
+    char line[200];
+    std::snprintf(line, sizeof(line),
+                  "communication hidden: %.0f %% ((non-overlapped - fused) / T_comm); fused / ideal = %.2f", 100 * hidden,
+                  t_fused.median / ideal);
+    table.notes.push_back(line);
+  }
   table.notes.push_back("time = slowest rank's CUDA-event time per call; median (min, max) of " +
                         std::to_string(t_fused.samples) + " calls after " + std::to_string(o.timing.warmup) +
                         " warm-up calls, the variants interleaved call by call");

@@ -32,8 +32,9 @@ struct Shape {
   const char* name;
   uint32_t m_per_rank, n, k, comm_rows;
 };
-// "tiles": multiples of the tile; "odd": none of M (per rank and total), N, K is.
-constexpr Shape kShapes[] = {{"tiles", 256, 512, 256, 128}, {"odd", 136, 264, 200, 48}};
+// "tiles": multiples of the tile, the op's automatic communication tile (comm_rows 0); "odd":
+// none of M (per rank and total), N, K is, and 48-row communication tiles straddle GEMM tiles.
+constexpr Shape kShapes[] = {{"tiles", 256, 512, 256, 0}, {"odd", 136, 264, 200, 48}};
 
 struct Comm {
   const char* name;
