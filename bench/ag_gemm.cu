@@ -23,17 +23,10 @@
 #include "bench/bench.hpp"
 #include "bench/harness.hpp"
 #include "bench/random.hpp"
+#include "tilelink/core/cublas_check.hpp"
 #include "tilelink/core/error.hpp"
 #include "tilelink/ops/ag_gemm/ag_gemm.hpp"
 
-#define TL_CUBLAS_CHECK(expr)                                                               \
-  do {                                                                                      \
-    const cublasStatus_t tl_st_ = (expr);                                                   \
-    if (tl_st_ != CUBLAS_STATUS_SUCCESS) {                                                  \
-      throw ::tilelink::CudaError(std::string(#expr) + ": " + cublasGetStatusString(tl_st_), \
-                                  static_cast<int>(tl_st_));                                \
-    }                                                                                       \
-  } while (0)
 
 namespace tilelink::bench {
 namespace {
@@ -61,17 +54,11 @@ __global__ void count_far_kernel(const __nv_bfloat16* got, const __nv_bfloat16* 
   if (local != 0) atomicAdd(far, local);
 }
 
-uint64_t count_far(const void* got, const void* want, size_t count, int device, cudaStream_t stream) {
-  DeviceBuffer counter(sizeof(unsigned long long), device);
-  TL_CUDA_CHECK(cudaMemsetAsync(counter.get(), 0, counter.bytes(), stream));
-  count_far_kernel<<<1024, 256, 0, stream>>>(static_cast<const __nv_bfloat16*>(got),
-                                             static_cast<const __nv_bfloat16*>(want), count,
-                                             counter.get<unsigned long long>());
-  TL_CUDA_CHECK(cudaGetLastError());
-  unsigned long long far = 0;
-  TL_CUDA_CHECK(cudaMemcpyAsync(&far, counter.get(), sizeof(far), cudaMemcpyDeviceToHost, stream));
-  TL_CUDA_CHECK(cudaStreamSynchronize(stream));
-  return far;
+uint64_t count_far(const void* got, const void* want, size_t count, cudaStream_t stream) {
+  return count_on_device(stream, [&](unsigned long long* far) {
+    count_far_kernel<<<1024, 256, 0, stream>>>(static_cast<const __nv_bfloat16*>(got),
+                                               static_cast<const __nv_bfloat16*>(want), count, far);
+  });
 }
 
 // C (m x n, row-major bf16) = A (m x k, row-major) * B^T (B: n x k row-major), fp32 accumulate.
@@ -185,7 +172,7 @@ Table bench_ag_gemm(const AgGemmBenchOptions& o) {
   for (int r = 0; r < w; ++r) {
     world.set_device(r);
     cublas_gemm(cublas.handles[r], gathered.data(r), b[r].get(), c_ref[r].get(), m, n_local, k);
-    far += count_far(c[r].get(), c_ref[r].get(), c_elems, world.device(r), world.compute_stream(r));
+    far += count_far(c[r].get(), c_ref[r].get(), c_elems, world.compute_stream(r));
   }
   if (far != 0) {
     throw Error("bench ag_gemm: " + std::to_string(far) + " elements of C differ from cuBLAS beyond bf16 tolerance");

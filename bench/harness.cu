@@ -140,13 +140,18 @@ uint64_t count_mismatches(const void* a, const void* b, size_t bytes, cudaStream
   TL_REQUIRE(reinterpret_cast<uintptr_t>(b) % 16 == 0, "count_mismatches", "b", b, "16-byte aligned");
   const uint64_t words = bytes / 16;
   if (words == 0) return 0;
+  return count_on_device(stream, [&](unsigned long long* counter) {
+    mismatch_kernel<<<fill_blocks(words), kFillThreads, 0, stream>>>(
+        static_cast<const uint4*>(a), static_cast<const uint4*>(b), words, counter);
+  });
+}
+
+uint64_t count_on_device(cudaStream_t stream, const std::function<void(unsigned long long*)>& count) {
   int device = 0;
   TL_CUDA_CHECK(cudaGetDevice(&device));
   DeviceBuffer counter(sizeof(unsigned long long), device);
   TL_CUDA_CHECK(cudaMemsetAsync(counter.get(), 0, counter.bytes(), stream));
-  mismatch_kernel<<<fill_blocks(words), kFillThreads, 0, stream>>>(
-      static_cast<const uint4*>(a), static_cast<const uint4*>(b), words,
-      counter.get<unsigned long long>());
+  count(counter.get<unsigned long long>());
   TL_CUDA_CHECK(cudaGetLastError());
   unsigned long long result = 0;
   TL_CUDA_CHECK(cudaMemcpyAsync(&result, counter.get(), sizeof(result), cudaMemcpyDeviceToHost, stream));

@@ -58,6 +58,10 @@ void fill_random_floats(float* dst, size_t count, uint64_t seed, cudaStream_t st
 // aligned). Synchronises `stream`.
 uint64_t count_mismatches(const void* a, const void* b, size_t bytes, cudaStream_t stream);
 
+// Runs `count` (which launches kernels that atomically add to the counter it is given) on
+// `stream` of the current device and returns the counter. Synchronises `stream`.
+uint64_t count_on_device(cudaStream_t stream, const std::function<void(unsigned long long*)>& count);
+
 // CUDA events around work on one stream.
 class StreamTimer {
  public:

@@ -16,15 +16,8 @@
 #include <vector>
 
 #include "gpu_test_util.hpp"
+#include "tilelink/core/cublas_check.hpp"
 
-#define TL_CUBLAS_CHECK(expr)                                                               \
-  do {                                                                                      \
-    const cublasStatus_t tl_st_ = (expr);                                                   \
-    if (tl_st_ != CUBLAS_STATUS_SUCCESS) {                                                  \
-      throw ::tilelink::CudaError(std::string(#expr) + ": " + cublasGetStatusString(tl_st_), \
-                                  static_cast<int>(tl_st_));                                \
-    }                                                                                       \
-  } while (0)
 
 namespace tilelink::test::ag_gemm {
 

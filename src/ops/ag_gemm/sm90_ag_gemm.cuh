@@ -270,17 +270,8 @@ class Sm90AgGemmKernelImpl final : public Sm90AgGemmKernel {
     // The grid: sm_count CTAs as whole clusters, no more than can be resident at once.
     int max_clusters = 0;
     {
-      cudaLaunchConfig_t cfg{};
       cudaLaunchAttribute attr{};
-      attr.id = cudaLaunchAttributeClusterDimension;
-      attr.val.clusterDim.x = kClusterM;
-      attr.val.clusterDim.y = kClusterN;
-      attr.val.clusterDim.z = 1;
-      cfg.gridDim = dim3(kClusterM, kClusterN, 1);  // one cluster
-      cfg.blockDim = Kernel::get_block_shape();
-      cfg.dynamicSmemBytes = Kernel::SharedStorageSize;
-      cfg.attrs = &attr;
-      cfg.numAttrs = 1;
+      const cudaLaunchConfig_t cfg = launch_config(dim3(kClusterM, kClusterN, 1), nullptr, attr);  // one cluster
       preload();
       TL_CUDA_CHECK(cudaOccupancyMaxActiveClusters(&max_clusters, cutlass::device_kernel<Kernel>, &cfg));
     }
@@ -306,18 +297,8 @@ class Sm90AgGemmKernelImpl final : public Sm90AgGemmKernel {
 
   void run(uint64_t epoch, cudaStream_t stream) override {
     params_.mainloop.ag.sig.epoch = epoch;
-    cudaLaunchConfig_t cfg{};
     cudaLaunchAttribute attr{};
-    attr.id = cudaLaunchAttributeClusterDimension;
-    attr.val.clusterDim.x = kClusterM;
-    attr.val.clusterDim.y = kClusterN;
-    attr.val.clusterDim.z = 1;
-    cfg.gridDim = grid_;
-    cfg.blockDim = Kernel::get_block_shape();
-    cfg.dynamicSmemBytes = Kernel::SharedStorageSize;
-    cfg.stream = stream;
-    cfg.attrs = &attr;
-    cfg.numAttrs = 1;
+    const cudaLaunchConfig_t cfg = launch_config(grid_, stream, attr);
     TL_CUDA_CHECK(cudaLaunchKernelEx(&cfg, cutlass::device_kernel<Kernel>, params_));
   }
 
@@ -330,6 +311,22 @@ class Sm90AgGemmKernelImpl final : public Sm90AgGemmKernel {
   }
 
  private:
+  // A cluster launch of `grid` CTAs; `attr` (the cluster shape) must outlive the config.
+  static cudaLaunchConfig_t launch_config(dim3 grid, cudaStream_t stream, cudaLaunchAttribute& attr) {
+    attr.id = cudaLaunchAttributeClusterDimension;
+    attr.val.clusterDim.x = kClusterM;
+    attr.val.clusterDim.y = kClusterN;
+    attr.val.clusterDim.z = 1;
+    cudaLaunchConfig_t cfg{};
+    cfg.gridDim = grid;
+    cfg.blockDim = Kernel::get_block_shape();
+    cfg.dynamicSmemBytes = Kernel::SharedStorageSize;
+    cfg.stream = stream;
+    cfg.attrs = &attr;
+    cfg.numAttrs = 1;
+    return cfg;
+  }
+
   typename Kernel::Params params_{};
   dim3 grid_{};
 };
