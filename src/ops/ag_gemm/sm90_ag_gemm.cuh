@@ -6,9 +6,8 @@
 //    that cover the tile's A rows (consumer_tile_wait: acquire, then fence.proxy.async so that
 //    the TMA loads see the rows), then runs Base::load unchanged. The producer holds no pipeline
 //    stage while it waits: the consumers finish the previous tile meanwhile.
-//  - Sm90AgGemmTileScheduler: the static persistent scheduler, rastered along N (all N tiles of a
-//    tile row before the next row) with every M index sent through the rank's m_order table, so
-//    the mainloop, the epilogue and the MMA warps all see the same permuted tile.
+//  - Sm90RowOrderedTileScheduler (ops/common/sm90_row_ordered_scheduler.cuh): tile rows in the
+//    order they arrive on this rank (m_order), the same permuted tile for every warp.
 #pragma once
 
 #include <cute/tensor.hpp>
@@ -22,6 +21,8 @@
 #include <string>
 
 #include "ops/ag_gemm/sm90_ag_gemm_kernel.hpp"
+#include "ops/common/sm90_persistent_launcher.cuh"
+#include "ops/common/sm90_row_ordered_scheduler.cuh"
 #include "tilelink/core/error.hpp"
 #include "tilelink/primitives/device.cuh"
 
@@ -89,80 +90,6 @@ struct Sm90AgGemmMainloop : Base {
   }
 };
 
-struct AgGemmSchedulerTag {};
-
-class Sm90AgGemmTileScheduler : public cutlass::gemm::kernel::detail::PersistentTileSchedulerSm90 {
-  using Base = cutlass::gemm::kernel::detail::PersistentTileSchedulerSm90;
-
- public:
-  struct Arguments : Base::Arguments {
-    const uint32_t* m_order = nullptr;  // [m_tiles], on the device
-    uint32_t m_tiles = 0;
-  };
-  struct Params : Base::Params {
-    const uint32_t* m_order = nullptr;
-    uint32_t m_tiles = 0;
-  };
-
-  template <class ProblemShape, class TileShape, class ClusterShape>
-  static Params to_underlying_arguments(ProblemShape problem_shape, TileShape tile_shape,
-                                        ClusterShape cluster_shape, cutlass::KernelHardwareInfo const& hw_info,
-                                        Arguments const& args, void* workspace = nullptr,
-                                        uint32_t epilogue_subtile = 1, uint32_t ktile_start_alignment = 1u) {
-    typename Base::Arguments base_args = args;
-    // Time order must be tile-row order: all N tiles of a row before the next row.
-    base_args.raster_order = RasterOrderOptions::AlongN;
-    Params params;
-    static_cast<typename Base::Params&>(params) =
-        Base::to_underlying_arguments(problem_shape, tile_shape, cluster_shape, hw_info, base_args,
-                                      workspace, epilogue_subtile, ktile_start_alignment);
-    params.m_order = args.m_order;
-    params.m_tiles = args.m_tiles;
-    return params;
-  }
-
-  CUTLASS_DEVICE explicit Sm90AgGemmTileScheduler(Params const& params)
-      : Base(params), m_order_(params.m_order), m_tiles_(params.m_tiles) {}
-
-  template <class ClusterShape>
-  CUTLASS_DEVICE WorkTileInfo initial_work_tile_info(ClusterShape cluster_shape) {
-    return remap(Base::initial_work_tile_info(cluster_shape));
-  }
-
-  // The static scheduler never continues a tile (continue_current_work is false), so the next
-  // tile is always the next linear index, remapped once.
-  CUTLASS_DEVICE auto fetch_next_work(WorkTileInfo) {
-    advance_to_next_work();
-    return cute::make_tuple(remap(get_current_work()), true);
-  }
-  template <class Pipeline, class PipelineState>
-  CUTLASS_DEVICE auto fetch_next_work(WorkTileInfo work, Pipeline&, PipelineState) {
-    return fetch_next_work(work);
-  }
-
- private:
-  CUTLASS_DEVICE WorkTileInfo remap(WorkTileInfo work) const {
-    if (work.is_valid() && static_cast<uint32_t>(work.M_idx) < m_tiles_) {
-      work.M_idx = static_cast<int32_t>(__ldg(m_order_ + work.M_idx));
-    }
-    return work;
-  }
-
-  const uint32_t* m_order_;
-  uint32_t m_tiles_;
-};
-
-}  // namespace tilelink::detail
-
-namespace cutlass::gemm::kernel::detail {
-template <class ArchTag, class TileShape, class ClusterShape, uint32_t Stages>
-struct TileSchedulerSelector<tilelink::detail::AgGemmSchedulerTag, ArchTag, TileShape, ClusterShape, Stages> {
-  using Scheduler = tilelink::detail::Sm90AgGemmTileScheduler;
-};
-}  // namespace cutlass::gemm::kernel::detail
-
-namespace tilelink::detail {
-
 // The kernel type for one configuration: bf16 A (row-major) and B (N x K, K contiguous), fp32
 // accumulate, bf16 D (row-major), no C operand.
 template <class TileShape, class ClusterShape>
@@ -190,8 +117,8 @@ struct Sm90AgGemmTypes {
   using Mainloop = Sm90AgGemmMainloop<BaseMainloop>;
 
   using Kernel = cutlass::gemm::kernel::GemmUniversal<cute::Shape<int, int, int, int>, Mainloop,
-                                                      CollectiveEpilogue, AgGemmSchedulerTag>;
-  static_assert(std::is_same_v<typename Kernel::TileScheduler, Sm90AgGemmTileScheduler>);
+                                                      CollectiveEpilogue, RowOrderedSchedulerTag>;
+  static_assert(std::is_same_v<typename Kernel::TileScheduler, Sm90RowOrderedTileScheduler>);
 };
 
 template <class TileShape, class ClusterShape>
@@ -233,11 +160,7 @@ class Sm90AgGemmKernelImpl final : public Sm90AgGemmKernel {
     return std::make_unique<Sm90AgGemmKernelImpl>(p);
   }
 
-  static void preload() {
-    TL_CUDA_CHECK(cudaFuncSetAttribute(cutlass::device_kernel<Kernel>,
-                                       cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                       static_cast<int>(Kernel::SharedStorageSize)));
-  }
+  static void preload() { Sm90PersistentLauncher<Kernel>::preload(); }
 
   explicit Sm90AgGemmKernelImpl(const Sm90AgGemmProblem& p) {
     const std::string why = can_implement(p);
@@ -266,44 +189,18 @@ class Sm90AgGemmKernelImpl final : public Sm90AgGemmKernel {
     args.scheduler.m_order = p.m_order;
     args.scheduler.m_tiles = (p.m + kTileM - 1) / kTileM;
 
-    TL_CUDA_CHECK(cudaSetDevice(p.device));
-    // The grid: sm_count CTAs as whole clusters, no more than can be resident at once.
-    int max_clusters = 0;
-    {
-      cudaLaunchAttribute attr{};
-      const cudaLaunchConfig_t cfg = launch_config(dim3(kClusterM, kClusterN, 1), nullptr, attr);  // one cluster
-      preload();
-      TL_CUDA_CHECK(cudaOccupancyMaxActiveClusters(&max_clusters, cutlass::device_kernel<Kernel>, &cfg));
-    }
-    const int clusters = std::min(p.sm_count / static_cast<int>(kClusterM * kClusterN), max_clusters);
-    if (clusters < 1) {
-      throw InvalidArgument("ag_gemm kernel: no " + std::to_string(kClusterM) + "x" + std::to_string(kClusterN) +
-                            " cluster of this kernel fits on device " + std::to_string(p.device));
-    }
-    args.hw_info.device_id = p.device;
-    args.hw_info.sm_count = clusters * static_cast<int>(kClusterM * kClusterN);
-    args.hw_info.max_active_clusters = clusters;
-
-    if (!Kernel::can_implement(args)) {
-      throw InvalidArgument("ag_gemm kernel: CUTLASS refused the problem (m, n, k) = (" + std::to_string(m) +
-                            ", " + std::to_string(n) + ", " + std::to_string(k) + ")");
-    }
-    if (Kernel::get_workspace_size(args) != 0) {
-      throw InvalidArgument("ag_gemm kernel: this configuration needs a CUTLASS workspace, which it does not provide");
-    }
-    params_ = Kernel::to_underlying_arguments(args, nullptr);
-    grid_ = Kernel::get_grid_shape(params_);
+    launcher_.init(args, p.device, p.sm_count,
+                   "ag_gemm kernel, (m, n, k) = (" + std::to_string(m) + ", " + std::to_string(n) + ", " +
+                       std::to_string(k) + ")");
   }
 
   void run(uint64_t epoch, cudaStream_t stream) override {
-    params_.mainloop.ag.sig.epoch = epoch;
-    cudaLaunchAttribute attr{};
-    const cudaLaunchConfig_t cfg = launch_config(grid_, stream, attr);
-    TL_CUDA_CHECK(cudaLaunchKernelEx(&cfg, cutlass::device_kernel<Kernel>, params_));
+    launcher_.params().mainloop.ag.sig.epoch = epoch;
+    launcher_.launch(stream);
   }
 
-  dim3 grid() const override { return grid_; }
-  int ctas() const override { return static_cast<int>(grid_.x * grid_.y * grid_.z); }
+  dim3 grid() const override { return launcher_.grid(); }
+  int ctas() const override { return launcher_.ctas(); }
 
   static Sm90AgGemmConfigInfo info(const char* name) {
     return {name, kTileM, kTileN, static_cast<uint32_t>(cute::size<2>(TileShape{})), kClusterM, kClusterN,
@@ -311,24 +208,7 @@ class Sm90AgGemmKernelImpl final : public Sm90AgGemmKernel {
   }
 
  private:
-  // A cluster launch of `grid` CTAs; `attr` (the cluster shape) must outlive the config.
-  static cudaLaunchConfig_t launch_config(dim3 grid, cudaStream_t stream, cudaLaunchAttribute& attr) {
-    attr.id = cudaLaunchAttributeClusterDimension;
-    attr.val.clusterDim.x = kClusterM;
-    attr.val.clusterDim.y = kClusterN;
-    attr.val.clusterDim.z = 1;
-    cudaLaunchConfig_t cfg{};
-    cfg.gridDim = grid;
-    cfg.blockDim = Kernel::get_block_shape();
-    cfg.dynamicSmemBytes = Kernel::SharedStorageSize;
-    cfg.stream = stream;
-    cfg.attrs = &attr;
-    cfg.numAttrs = 1;
-    return cfg;
-  }
-
-  typename Kernel::Params params_{};
-  dim3 grid_{};
+  Sm90PersistentLauncher<Kernel> launcher_;
 };
 
 }  // namespace tilelink::detail

@@ -1,0 +1,74 @@
+// GEMM+RS: the row-parallel linear layer with its reduce-scatter hidden under the GEMM.
+//
+// Every rank r holds A_r (M x K_r, row-major bf16) and B_r (N x K_r, K contiguous, the
+// nn.Linear layout; K x N is refused) and gets rows [r*M/P, (r+1)*M/P) of sum_q A_q * B_q^T
+// (bf16 out, fp32 reduction in rank order 0..P-1: bit-identical run after run).
+//
+// Form implemented: pull. The fused CUTLASS 4.2 kernel writes the rank's bf16 partial into the
+// symmetric `partial` buffer (M x N per rank), owner blocks of other ranks first, and its epilogue
+// notifies each finished tile's signal group; `reduce_blocks` CTAs of every owner, running next to
+// the GEMM on the comm stream, pull the senders' tiles of the owner's rows as their groups
+// complete. M/P must be a multiple of 128 (owner blocks are whole tile rows), N and K_r of 8.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "tilelink/ops/gemm_rs/gemm_rs_pull.hpp"
+#include "tilelink/runtime/device_buffer.hpp"
+#include "tilelink/runtime/signal_set.hpp"
+#include "tilelink/runtime/symmetric_heap.hpp"
+#include "tilelink/runtime/world.hpp"
+
+namespace tilelink {
+
+struct GemmRsConfig {
+  SignalGranularity granularity = SignalGranularity::kTile;  // per tile, per tile row, per owner block
+  uint32_t reduce_blocks = 0;  // reduction CTAs per rank; 0 = max(1, sm_budget / 8)
+  uint32_t gemm_sms = 0;       // 0 = budget - reduce_blocks - 2 SMs of slack when world > 1
+  uint32_t swizzle = 1;        // rasterization swizzle: 1, 2, 4 or 8
+};
+
+struct GemmRsArguments {
+  std::vector<const void*> a;              // per rank: M x K bf16
+  std::vector<const void*> b;              // per rank: N x K bf16
+  std::vector<void*> out;                  // per rank: M/P x N bf16
+  const SymmetricBuffer* partial = nullptr;  // M x N bf16 on every rank
+  uint32_t m = 0, n = 0, k = 0;            // k: each rank's slice of the inner dimension
+  GemmRsConfig config;
+};
+
+namespace detail {
+class Sm90GemmRsKernel;
+}
+
+class GemmRs {
+ public:
+  GemmRs(const World& world, SymmetricHeap& heap, SignalSet& signals, const GemmRsArguments& args,
+         const std::string& name = "gemm_rs");
+  ~GemmRs();
+  GemmRs(const GemmRs&) = delete;
+  GemmRs& operator=(const GemmRs&) = delete;
+
+  static std::string can_implement(const World& world, const SymmetricHeap& heap, const GemmRsArguments& args);
+
+  // Enqueues one call on every rank (GEMM on the compute stream, reduction on the comm stream);
+  // the call is complete on the compute stream. Returns its epoch.
+  uint64_t run();
+
+  const GemmRsPullPlan& plan() const { return plan_; }
+
+ private:
+  const World* world_;
+  SymmetricHeap* heap_;
+  GemmRsArguments args_;
+  GemmRsPullPlan plan_;
+  SignalSlice slice_;
+  uint32_t reduce_blocks_ = 0;
+  std::vector<DeviceBuffer> m_order_;
+  std::vector<std::unique_ptr<detail::Sm90GemmRsKernel>> kernels_;
+};
+
+}  // namespace tilelink

@@ -1,0 +1,90 @@
+// Sm90PersistentLauncher<Kernel>: the host half shared by TileLink's CUTLASS sm90 persistent
+// kernels. Sizes the grid to a given number of SMs in whole clusters (no more than can be
+// resident, so a kernel that spins on peers never waits for its own CTAs), builds the kernel's
+// Params once, and launches with the cluster shape. The op patches per-call fields (the signals'
+// epoch) in params() before launch().
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cute/tensor.hpp>
+#include <cutlass/cutlass.h>
+#include <cutlass/device_kernel.h>
+
+#include <algorithm>
+#include <string>
+
+#include "tilelink/core/error.hpp"
+
+namespace tilelink::detail {
+
+template <class Kernel>
+class Sm90PersistentLauncher {
+ public:
+  static constexpr int kClusterM = cute::size<0>(typename Kernel::DispatchPolicy::ClusterShape{});
+  static constexpr int kClusterN = cute::size<1>(typename Kernel::DispatchPolicy::ClusterShape{});
+
+  // Loads the kernel's module on the current device and allows its shared memory.
+  static void preload() {
+    TL_CUDA_CHECK(cudaFuncSetAttribute(cutlass::device_kernel<Kernel>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                       static_cast<int>(Kernel::SharedStorageSize)));
+  }
+
+  // Fills args.hw_info for `sm_count` CTAs on `device`, checks the problem with CUTLASS and builds
+  // the Params. `what` names the op in errors.
+  void init(typename Kernel::Arguments& args, int device, int sm_count, const std::string& what) {
+    TL_CUDA_CHECK(cudaSetDevice(device));
+    preload();
+    int max_clusters = 0;
+    cudaLaunchAttribute attr{};
+    const cudaLaunchConfig_t one = config(dim3(kClusterM, kClusterN, 1), nullptr, attr);
+    TL_CUDA_CHECK(cudaOccupancyMaxActiveClusters(&max_clusters, cutlass::device_kernel<Kernel>, &one));
+    const int clusters = std::min(sm_count / (kClusterM * kClusterN), max_clusters);
+    if (clusters < 1) {
+      throw InvalidArgument(what + ": no " + std::to_string(kClusterM) + "x" + std::to_string(kClusterN) +
+                            " cluster of this kernel fits in " + std::to_string(sm_count) + " SMs of device " +
+                            std::to_string(device));
+    }
+    args.hw_info.device_id = device;
+    args.hw_info.sm_count = clusters * kClusterM * kClusterN;
+    args.hw_info.max_active_clusters = clusters;
+    if (!Kernel::can_implement(args)) throw InvalidArgument(what + ": CUTLASS refused the problem");
+    if (Kernel::get_workspace_size(args) != 0) {
+      throw InvalidArgument(what + ": this configuration needs a CUTLASS workspace, which it does not provide");
+    }
+    params_ = Kernel::to_underlying_arguments(args, nullptr);
+    grid_ = Kernel::get_grid_shape(params_);
+  }
+
+  typename Kernel::Params& params() { return params_; }
+  dim3 grid() const { return grid_; }
+  int ctas() const { return static_cast<int>(grid_.x * grid_.y * grid_.z); }
+
+  void launch(cudaStream_t stream) const {
+    cudaLaunchAttribute attr{};
+    const cudaLaunchConfig_t cfg = config(grid_, stream, attr);
+    TL_CUDA_CHECK(cudaLaunchKernelEx(&cfg, cutlass::device_kernel<Kernel>, params_));
+  }
+
+ private:
+  // A cluster launch of `grid` CTAs; `attr` (the cluster shape) must outlive the config.
+  static cudaLaunchConfig_t config(dim3 grid, cudaStream_t stream, cudaLaunchAttribute& attr) {
+    attr.id = cudaLaunchAttributeClusterDimension;
+    attr.val.clusterDim.x = kClusterM;
+    attr.val.clusterDim.y = kClusterN;
+    attr.val.clusterDim.z = 1;
+    cudaLaunchConfig_t cfg{};
+    cfg.gridDim = grid;
+    cfg.blockDim = Kernel::get_block_shape();
+    cfg.dynamicSmemBytes = Kernel::SharedStorageSize;
+    cfg.stream = stream;
+    cfg.attrs = &attr;
+    cfg.numAttrs = 1;
+    return cfg;
+  }
+
+  typename Kernel::Params params_{};
+  dim3 grid_{};
+};
+
+}  // namespace tilelink::detail

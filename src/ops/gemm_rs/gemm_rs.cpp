@@ -1,0 +1,133 @@
+// Host side of GEMM+RS (pull form): validation, plan, per-rank kernels, launch.
+#include "tilelink/ops/gemm_rs/gemm_rs.hpp"
+
+#include <algorithm>
+#include <string>
+
+#include "core/checks.hpp"
+#include "ops/gemm_rs/sm90_gemm_rs_kernel.hpp"
+#include "tilelink/core/error.hpp"
+
+namespace tilelink {
+
+namespace detail {
+
+Sm90GemmRsConfigInfo sm90_gemm_rs_128x256x64_c2x1();
+
+const std::vector<Sm90GemmRsConfigInfo>& sm90_gemm_rs_configs() {
+  static const std::vector<Sm90GemmRsConfigInfo> configs = {sm90_gemm_rs_128x256x64_c2x1()};
+  return configs;
+}
+
+}  // namespace detail
+
+namespace {
+
+constexpr int kSlackSms = 2;
+
+uint32_t reduce_blocks_of(const World& world, const GemmRsArguments& a) {
+  return a.config.reduce_blocks != 0 ? a.config.reduce_blocks
+                                     : static_cast<uint32_t>(std::max(1, world.sm_budget(0) / 8));
+}
+
+int gemm_sm_count(const World& world, int rank, const GemmRsArguments& a) {
+  const int left = world.sm_budget(rank) - static_cast<int>(reduce_blocks_of(world, a));
+  if (a.config.gemm_sms != 0) return std::min(left, static_cast<int>(a.config.gemm_sms));
+  return world.size() > 1 ? left - kSlackSms : left;
+}
+
+GemmRsPullPlan make_plan(const World& world, const GemmRsArguments& a, const detail::Sm90GemmRsConfigInfo& kernel) {
+  GemmRsPullPlan plan;
+  plan.world = static_cast<uint32_t>(world.size());
+  plan.rows_per_rank = a.m / plan.world;
+  plan.n = a.n;
+  plan.bm = kernel.tile_m;
+  plan.bn = kernel.tile_n;
+  plan.granularity = a.config.granularity;
+  return plan;
+}
+
+}  // namespace
+
+std::string GemmRs::can_implement(const World& world, const SymmetricHeap& heap, const GemmRsArguments& a) {
+  const auto& kernel = detail::sm90_gemm_rs_configs().front();
+  const uint32_t w = static_cast<uint32_t>(world.size());
+  if (a.m == 0 || a.m % w != 0) {
+    return "argument 'm' = " + std::to_string(a.m) + ": expected a positive multiple of the world size " +
+           std::to_string(w);
+  }
+  if (std::string e = check_rank_pointers(world, a.a, "a"); !e.empty()) return e;
+  if (std::string e = check_rank_pointers(world, a.b, "b"); !e.empty()) return e;
+  if (std::string e = check_rank_pointers(world, a.out, "out"); !e.empty()) return e;
+  if (std::string e = check_symmetric(world, heap, a.partial, 0, uint64_t(a.m) * a.n * 2, "partial"); !e.empty()) {
+    return e;
+  }
+  if (a.config.reduce_blocks > static_cast<uint32_t>(world.sm_budget(0))) {
+    return "argument 'config.reduce_blocks' = " + std::to_string(a.config.reduce_blocks) +
+           ": expected at most the rank's SM budget of " + std::to_string(world.sm_budget(0));
+  }
+  if (a.config.swizzle != 1 && a.config.swizzle != 2 && a.config.swizzle != 4 && a.config.swizzle != 8) {
+    return "argument 'config.swizzle' = " + std::to_string(a.config.swizzle) + ": expected 1, 2, 4 or 8";
+  }
+  detail::Sm90GemmRsProblem p;
+  p.m = a.m;
+  p.n = a.n;
+  p.k = a.k;
+  p.plan = make_plan(world, a, kernel);
+  p.sm_count = gemm_sm_count(world, 0, a);
+  return kernel.can_implement(p);
+}
+
+GemmRs::GemmRs(const World& world, SymmetricHeap& heap, SignalSet& signals, const GemmRsArguments& args,
+               const std::string& name)
+    : world_(&world), heap_(&heap), args_(args) {
+  if (std::string why = can_implement(world, heap, args); !why.empty()) {
+    throw InvalidArgument("GemmRs '" + name + "': " + why);
+  }
+  const auto& kernel = detail::sm90_gemm_rs_configs().front();
+  plan_ = make_plan(world, args, kernel);
+  slice_ = signals.allocate(plan_.num_channels(), name);
+  reduce_blocks_ = std::min(reduce_blocks_of(world, args), plan_.tiles_per_block());
+  const uint32_t m_tiles = args.m / kernel.tile_m;
+  for (int r = 0; r < world.size(); ++r) {
+    std::vector<uint32_t> order(m_tiles);
+    make_gemm_rs_m_order(plan_, static_cast<uint32_t>(r), order.data());
+    DeviceBuffer table(m_tiles * sizeof(uint32_t), world.device(r));
+    TL_CUDA_CHECK(cudaMemcpy(table.get(), order.data(), table.bytes(), cudaMemcpyHostToDevice));
+    detail::Sm90GemmRsProblem p;
+    p.a = args.a[static_cast<size_t>(r)];
+    p.b = args.b[static_cast<size_t>(r)];
+    p.partial = args.partial->data(r);
+    p.m = args.m;
+    p.n = args.n;
+    p.k = args.k;
+    p.m_order = table.get<uint32_t>();
+    p.plan = plan_;
+    p.sig = slice_.device_view(r);
+    p.device = world.device(r);
+    p.sm_count = gemm_sm_count(world, r, args);
+    p.swizzle = static_cast<int>(args.config.swizzle);
+    kernels_.push_back(kernel.make(p));
+    detail::preload_gemm_rs_reduce();
+    m_order_.push_back(std::move(table));
+  }
+}
+
+GemmRs::~GemmRs() = default;
+
+uint64_t GemmRs::run() {
+  const World& world = *world_;
+  const uint64_t epoch = slice_.begin_call();
+  for (int r = 0; r < world.size(); ++r) {
+    // The reduction reads peers' partials until its exit barrier; the previous call's reduction
+    // (and so every peer's reading of this rank's partial) completes before this GEMM writes.
+    world.comm_after_compute(r);
+    kernels_[static_cast<size_t>(r)]->run(epoch, world.compute_stream(r));
+    detail::launch_gemm_rs_reduce(plan_, slice_.device_view(r), heap_->device_view(r), args_.partial->data(r),
+                                  args_.out[static_cast<size_t>(r)], reduce_blocks_, world.comm_stream(r));
+    world.compute_after_comm(r);
+  }
+  return epoch;
+}
+
+}  // namespace tilelink

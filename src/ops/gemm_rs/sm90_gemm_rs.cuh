@@ -1,0 +1,189 @@
+// CUTLASS 4.2 sm90 assembly of the fused GEMM+RS kernel, pull form (docs/design/gemm_rs_kernel.md
+// has the reading of CUTLASS's epilogue this relies on). Included only by one-configuration .cu
+// files.
+//
+//  - Sm90NotifyEpilogue<Base>: Base = the builder's TMA warp-specialized epilogue. After Base::store
+//    of a tile, the warp that issued its TMA stores waits for them to be written
+//    (cp.async.bulk.wait_group 0; CUTLASS itself only waits for the shared-memory reads), fences the
+//    async proxy and notifies the tile's signal group on this rank (add mode, one notify per tile).
+//  - Sm90RowOrderedTileScheduler: owner blocks of other ranks first, own block last.
+#pragma once
+
+#include <cute/tensor.hpp>
+#include <cutlass/cutlass.h>
+#include <cutlass/epilogue/collective/collective_builder.hpp>
+#include <cutlass/gemm/collective/collective_builder.hpp>
+#include <cutlass/gemm/kernel/gemm_universal.hpp>
+
+#include <string>
+
+#include "ops/common/sm90_persistent_launcher.cuh"
+#include "ops/common/sm90_row_ordered_scheduler.cuh"
+#include "ops/gemm_rs/sm90_gemm_rs_kernel.hpp"
+#include "tilelink/core/error.hpp"
+#include "tilelink/primitives/device.cuh"
+
+namespace tilelink::detail {
+
+// What a finished tile notifies; travels in the epilogue's Params.
+struct GemmRsNotify {
+  GemmRsPullPlan plan;
+  SignalView sig;
+  uint32_t m_tiles = 0;  // tile rows of M; padding tiles (cluster rounding) notify nothing
+
+  TL_DEVICE void operator()(uint32_t m_tile, uint32_t n_tile) const {
+    if (m_tile < m_tiles) tilelink::producer_tile_notify(sig, plan.tile_channel(m_tile, n_tile), NotifyMode::kAdd);
+  }
+};
+
+template <class Base>
+struct Sm90NotifyEpilogue : Base {
+  struct Arguments : Base::Arguments {
+    GemmRsNotify notify;
+  };
+  struct Params : Base::Params {
+    GemmRsNotify notify;
+  };
+
+  template <class ProblemShape>
+  static constexpr Params to_underlying_arguments(ProblemShape const& problem_shape, Arguments const& args,
+                                                  void* workspace) {
+    return Params{Base::to_underlying_arguments(problem_shape, args, workspace), args.notify};
+  }
+
+  CUTLASS_DEVICE Sm90NotifyEpilogue(Params const& params, typename Base::TensorStorage& shared)
+      : Base(params, shared), notify_(params.notify) {}
+
+  template <class ProblemShapeMNKL, class TileShapeMNK, class TileCoordMNKL, class AccEngine, class AccLayout,
+            class TiledMma>
+  CUTLASS_DEVICE auto store(typename Base::LoadPipeline load_pipeline,
+                            typename Base::LoadPipelineState load_pipe_consumer_state,
+                            typename Base::StorePipeline store_pipeline,
+                            typename Base::StorePipelineState store_pipe_producer_state,
+                            ProblemShapeMNKL problem_shape_mnkl, TileShapeMNK tile_shape_mnk,
+                            TileCoordMNKL tile_coord_mnkl, cute::Tensor<AccEngine, AccLayout> accumulators,
+                            TiledMma tiled_mma, int thread_idx, typename Base::TensorStorage& shared_tensors,
+                            int subtile_idx = -1) {
+    auto next = Base::store(load_pipeline, load_pipe_consumer_state, store_pipeline, store_pipe_producer_state,
+                            problem_shape_mnkl, tile_shape_mnk, tile_coord_mnkl, accumulators, tiled_mma,
+                            thread_idx, shared_tensors, subtile_idx);
+    // Base issues the tile's TMA stores from the warp with thread_idx / 32 == 0, every lane at
+    // PTX level; each lane waits for its own bulk groups to be written.
+    if (thread_idx < cutlass::NumThreadsPerWarp) {
+      asm volatile("cp.async.bulk.wait_group 0;" ::: "memory");
+      asm volatile("fence.proxy.async.global;" ::: "memory");
+      __syncwarp();
+      if (thread_idx == 0) {
+        notify_(static_cast<uint32_t>(cute::get<0>(tile_coord_mnkl)), static_cast<uint32_t>(cute::get<1>(tile_coord_mnkl)));
+      }
+      __syncwarp();
+    }
+    return next;
+  }
+
+ private:
+  GemmRsNotify notify_;
+};
+
+template <class TileShape, class ClusterShape>
+struct Sm90GemmRsTypes {
+  using ElementA = cutlass::bfloat16_t;
+  using ElementB = cutlass::bfloat16_t;
+  using ElementD = cutlass::bfloat16_t;
+  using ElementAcc = float;
+  using LayoutA = cutlass::layout::RowMajor;
+  using LayoutB = cutlass::layout::ColumnMajor;  // (N, K) view, K contiguous
+  using LayoutD = cutlass::layout::RowMajor;
+  static constexpr int kAlign = 8;
+
+  using BaseEpilogue = typename cutlass::epilogue::collective::CollectiveBuilder<
+      cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, TileShape, ClusterShape,
+      cutlass::epilogue::collective::EpilogueTileAuto, ElementAcc, ElementAcc, void, LayoutD, kAlign, ElementD,
+      LayoutD, kAlign, cutlass::epilogue::TmaWarpSpecializedCooperative>::CollectiveOp;
+  using Epilogue = Sm90NotifyEpilogue<BaseEpilogue>;
+
+  using Mainloop = typename cutlass::gemm::collective::CollectiveBuilder<
+      cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, ElementA, LayoutA, kAlign, ElementB, LayoutB, kAlign,
+      ElementAcc, TileShape, ClusterShape,
+      cutlass::gemm::collective::StageCountAutoCarveout<static_cast<int>(sizeof(typename Epilogue::SharedStorage))>,
+      cutlass::gemm::KernelTmaWarpSpecializedCooperative>::CollectiveOp;
+
+  using Kernel = cutlass::gemm::kernel::GemmUniversal<cute::Shape<int, int, int, int>, Mainloop, Epilogue,
+                                                      RowOrderedSchedulerTag>;
+  static_assert(std::is_same_v<typename Kernel::TileScheduler, Sm90RowOrderedTileScheduler>);
+};
+
+template <class TileShape, class ClusterShape>
+class Sm90GemmRsKernelImpl final : public Sm90GemmRsKernel {
+  using Types = Sm90GemmRsTypes<TileShape, ClusterShape>;
+  using Kernel = typename Types::Kernel;
+
+ public:
+  static constexpr uint32_t kTileM = cute::size<0>(TileShape{});
+  static constexpr uint32_t kTileN = cute::size<1>(TileShape{});
+  static constexpr uint32_t kClusterM = cute::size<0>(ClusterShape{});
+  static constexpr uint32_t kClusterN = cute::size<1>(ClusterShape{});
+
+  static std::string can_implement(const Sm90GemmRsProblem& p) {
+    if (p.m == 0 || p.n == 0 || p.k == 0) return "problem has an empty extent";
+    if (p.k % Types::kAlign != 0) {
+      return "argument 'k' = " + std::to_string(p.k) + ": expected a multiple of 8 (16-byte rows of A and B for TMA)";
+    }
+    if (p.n % Types::kAlign != 0) {
+      return "argument 'n' = " + std::to_string(p.n) + ": expected a multiple of 8 (16-byte rows for TMA)";
+    }
+    if (p.plan.rows_per_rank % kTileM != 0) {
+      return "argument 'm_per_rank' = " + std::to_string(p.plan.rows_per_rank) + ": expected a multiple of " +
+             std::to_string(kTileM) + " (owner blocks are whole GEMM tile rows)";
+    }
+    if (p.sm_count < static_cast<int>(kClusterM * kClusterN)) {
+      return "GEMM SM count = " + std::to_string(p.sm_count) + ": expected at least one cluster";
+    }
+    return "";
+  }
+
+  static std::unique_ptr<Sm90GemmRsKernel> make(const Sm90GemmRsProblem& p) {
+    return std::make_unique<Sm90GemmRsKernelImpl>(p);
+  }
+
+  explicit Sm90GemmRsKernelImpl(const Sm90GemmRsProblem& p) {
+    if (const std::string why = can_implement(p); !why.empty()) throw InvalidArgument("gemm_rs kernel: " + why);
+    const int m = static_cast<int>(p.m), n = static_cast<int>(p.n), k = static_cast<int>(p.k);
+    typename Kernel::Arguments args{};
+    args.mode = cutlass::gemm::GemmUniversalMode::kGemm;
+    args.problem_shape = {m, n, k, 1};
+    args.mainloop.ptr_A = static_cast<const typename Types::ElementA*>(p.a);
+    args.mainloop.dA = cute::make_stride(static_cast<int64_t>(p.k), cute::Int<1>{}, int64_t(0));
+    args.mainloop.ptr_B = static_cast<const typename Types::ElementB*>(p.b);
+    args.mainloop.dB = cute::make_stride(static_cast<int64_t>(p.k), cute::Int<1>{}, int64_t(0));
+    args.epilogue.thread.alpha = 1.0f;
+    args.epilogue.thread.beta = 0.0f;
+    args.epilogue.ptr_C = nullptr;
+    args.epilogue.ptr_D = static_cast<typename Types::ElementD*>(p.partial);
+    args.epilogue.dD = cute::make_stride(static_cast<int64_t>(p.n), cute::Int<1>{}, int64_t(0));
+    args.epilogue.dC = args.epilogue.dD;
+    args.epilogue.notify = {p.plan, p.sig, p.m / kTileM};
+    args.scheduler.max_swizzle_size = p.swizzle;
+    args.scheduler.m_order = p.m_order;
+    args.scheduler.m_tiles = p.m / kTileM;
+    launcher_.init(args, p.device, p.sm_count,
+                   "gemm_rs kernel, (m, n, k) = (" + std::to_string(m) + ", " + std::to_string(n) + ", " +
+                       std::to_string(k) + ")");
+  }
+
+  void run(uint64_t epoch, cudaStream_t stream) override {
+    launcher_.params().epilogue.notify.sig.epoch = epoch;
+    launcher_.launch(stream);
+  }
+  int ctas() const override { return launcher_.ctas(); }
+
+  static Sm90GemmRsConfigInfo info(const char* name) {
+    return {name, kTileM, kTileN, static_cast<uint32_t>(cute::size<2>(TileShape{})), kClusterM, kClusterN,
+            &can_implement, &make};
+  }
+
+ private:
+  Sm90PersistentLauncher<Kernel> launcher_;
+};
+
+}  // namespace tilelink::detail

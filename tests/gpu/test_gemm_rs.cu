@@ -1,0 +1,170 @@
+// GEMM+RS (pull form) on virtual ranks (world 1, 2, 4, 8) against cuBLAS per rank (bf16 partials)
+// and an fp32 reduction in rank order on the host, for every signal granularity; N and K not
+// multiples of the 128x256x64 tile. Each case makes fresh-input calls (outputs poisoned first) and
+// repeats the last inputs to check that the output is bit-identical.
+#include <cublas_v2.h>
+#include <cuda_bf16.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "gpu_test_util.hpp"
+#include "tilelink/core/cublas_check.hpp"
+#include "tilelink/ops/gemm_rs/gemm_rs.hpp"
+
+namespace tilelink::test::gemm_rs {
+
+std::vector<__nv_bfloat16> random_bf16(size_t n, std::mt19937_64& rng) {
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  std::vector<__nv_bfloat16> v(n);
+  for (auto& x : v) x = __float2bfloat16(dist(rng));
+  return v;
+}
+
+class GemmRsTest : public ::testing::TestWithParam<std::tuple<int, SignalGranularity>> {};
+
+TEST_P(GemmRsTest, MatchesCublasPartialsSummedInRankOrder) {
+  TL_SKIP_WITHOUT_GPU();
+  const auto [world_size, granularity] = GetParam();
+  const uint64_t seed = std::random_device{}();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  std::mt19937_64 rng(seed);
+  constexpr uint32_t kRowsPerRank = 256, kN = 264, kK = 200;
+  const uint32_t m = kRowsPerRank * world_size;
+  const size_t partial_bytes = size_t(m) * kN * 2, out_elems = size_t(kRowsPerRank) * kN;
+
+  TestWorld env(world_size, partial_bytes + (2 << 20), 4096);
+  const World& world = env.world;
+  SymmetricBuffer partial = env.heap.allocate(partial_bytes);
+  std::vector<DeviceBuffer> a, b, out, ref;
+  GemmRsArguments args;
+  args.partial = &partial;
+  args.m = m;
+  args.n = kN;
+  args.k = kK;
+  args.config.granularity = granularity;
+  for (int r = 0; r < world_size; ++r) {
+    a.emplace_back(size_t(m) * kK * 2, world.device(r));
+    b.emplace_back(size_t(kN) * kK * 2, world.device(r));
+    out.emplace_back(out_elems * 2, world.device(r));
+    ref.emplace_back(partial_bytes, world.device(r));
+    args.a.push_back(a[r].get());
+    args.b.push_back(b[r].get());
+    args.out.push_back(out[r].get());
+  }
+  ASSERT_EQ(GemmRs::can_implement(world, env.heap, args), "");
+  GemmRs op(world, env.heap, env.signals, args, "gemm_rs_test");
+  cublasHandle_t cublas = nullptr;
+  TL_CUBLAS_CHECK(cublasCreate(&cublas));
+
+  std::vector<std::vector<uint16_t>> previous(world_size);
+  for (int call = 1; call <= 3; ++call) {
+    SCOPED_TRACE("call " + std::to_string(call));
+    const bool repeat = call == 3;  // same inputs as call 2: bit-identical output
+    settle();
+    if (!repeat) {
+      for (int r = 0; r < world_size; ++r) {
+        upload(a[r].get(), random_bf16(size_t(m) * kK, rng).data(), a[r].bytes());
+        upload(b[r].get(), random_bf16(size_t(kN) * kK, rng).data(), b[r].bytes());
+      }
+    }
+    for (int r = 0; r < world_size; ++r) {
+      TL_CUDA_CHECK(cudaMemset(out[r].get(), 0xFF, out[r].bytes()));
+      TL_CUDA_CHECK(cudaMemset(partial.data(r), 0xFF, partial_bytes));
+    }
+    settle();
+    op.run();
+    world.synchronize();
+
+    // Reference: every rank's bf16 partial by cuBLAS, summed over ranks in order in fp32.
+    std::vector<std::vector<__nv_bfloat16>> partials(world_size);
+    const float alpha = 1.0f, beta = 0.0f;
+    for (int r = 0; r < world_size; ++r) {
+      TL_CUBLAS_CHECK(cublasGemmEx(cublas, CUBLAS_OP_T, CUBLAS_OP_N, kN, static_cast<int>(m), kK, &alpha, b[r].get(),
+                                   CUDA_R_16BF, kK, a[r].get(), CUDA_R_16BF, kK, &beta, ref[r].get(), CUDA_R_16BF, kN,
+                                   CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+      TL_CUDA_CHECK(cudaDeviceSynchronize());
+      partials[r] = download<__nv_bfloat16>(ref[r].get(), size_t(m) * kN);
+    }
+    for (int q = 0; q < world_size; ++q) {
+      const auto got = download<__nv_bfloat16>(out[q].get(), out_elems);
+      size_t bad = 0, first = 0;
+      for (size_t i = 0; i < out_elems; ++i) {
+        const size_t at = size_t(q) * kRowsPerRank * kN + i;
+        float want = 0.f, magnitude = 0.f;
+        for (int s = 0; s < world_size; ++s) {
+          want += __bfloat162float(partials[s][at]);
+          magnitude += std::fabs(__bfloat162float(partials[s][at]));
+        }
+        // Each partial may differ from cuBLAS's by a bf16 rounding, the sum by one more.
+        const float tol = 2e-2f * magnitude + 1e-2f;
+        if (!(std::fabs(__bfloat162float(got[i]) - want) <= tol)) {
+          if (bad++ == 0) first = i;
+        }
+      }
+      EXPECT_EQ(bad, 0u) << "owner " << q << ": first bad element row " << first / kN << " col " << first % kN;
+      std::vector<uint16_t> bits(out_elems);
+      std::memcpy(bits.data(), got.data(), out_elems * 2);
+      if (repeat) EXPECT_EQ(bits, previous[q]) << "owner " << q << ": same inputs, different bits";
+      previous[q] = std::move(bits);
+    }
+  }
+  TL_CUBLAS_CHECK(cublasDestroy(cublas));
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    GemmRs, GemmRsTest,
+    ::testing::Combine(::testing::Values(1, 2, 4, 8),
+                       ::testing::Values(SignalGranularity::kTile, SignalGranularity::kTileRow, SignalGranularity::kRank)),
+    [](const ::testing::TestParamInfo<GemmRsTest::ParamType>& info) {
+      const SignalGranularity g = std::get<1>(info.param);
+      return "world" + std::to_string(std::get<0>(info.param)) +
+             (g == SignalGranularity::kTile ? "_tile" : g == SignalGranularity::kTileRow ? "_row" : "_rank");
+    });
+
+TEST(GemmRsArgumentsTest, RefusesWhatItCannotRun) {
+  TL_SKIP_WITHOUT_GPU();
+  TestWorld env(2, 8 << 20, 1024);
+  SymmetricBuffer partial = env.heap.allocate(512 * 256 * 2);
+  DeviceBuffer buf(512 * 256 * 2, env.world.device(0));
+  GemmRsArguments good;
+  good.partial = &partial;
+  good.m = 512;
+  good.n = 256;
+  good.k = 256;
+  good.a = {buf.get(), buf.get()};
+  good.b = {buf.get(), buf.get()};
+  good.out = {buf.get(), buf.get()};
+  ASSERT_EQ(GemmRs::can_implement(env.world, env.heap, good), "");
+  auto refused = [&](GemmRsArguments a, const std::string& needle) {
+    const std::string why = GemmRs::can_implement(env.world, env.heap, a);
+    EXPECT_NE(why.find(needle), std::string::npos) << "'" << why << "' does not name " << needle;
+    EXPECT_THROW(GemmRs(env.world, env.heap, env.signals, a), InvalidArgument);
+  };
+  GemmRsArguments a = good;
+  a.m = 511;
+  refused(a, "'m' = 511");
+  a = good;
+  a.m = 384;  // 192 rows per rank: not whole 128-row tiles
+  refused(a, "'m_per_rank' = 192");
+  a = good;
+  a.n = 260;
+  refused(a, "'n' = 260");
+  a = good;
+  a.k = 100;
+  refused(a, "'k' = 100");
+  a = good;
+  a.out[1] = nullptr;
+  refused(a, "'out[1]' = nullptr");
+  a = good;
+  a.m = 1024;  // partial holds 512 x 256
+  refused(a, "'partial' holds");
+  settle();
+}
+
+}  // namespace tilelink::test::gemm_rs
