@@ -56,6 +56,13 @@ std::string GemmRs::can_implement(const World& world, const SymmetricHeap& heap,
     return "argument 'm' = " + std::to_string(a.m) + ": expected a positive multiple of the world size " +
            std::to_string(w);
   }
+  if (a.n == 0 || a.n % 8 != 0) {
+    return "argument 'n' = " + std::to_string(a.n) + ": expected a positive multiple of 8 (16-byte rows for TMA)";
+  }
+  if (a.k == 0 || a.k % 8 != 0) {
+    return "argument 'k' = " + std::to_string(a.k) +
+           ": expected a positive multiple of 8 (16-byte rows of A and B for TMA)";
+  }
   if (std::string e = check_rank_pointers(world, a.a, "a"); !e.empty()) return e;
   if (std::string e = check_rank_pointers(world, a.b, "b"); !e.empty()) return e;
   if (std::string e = check_rank_pointers(world, a.out, "out"); !e.empty()) return e;
