@@ -4,11 +4,13 @@
 // granularity, world sizes 1-8, tiles that divide nothing, over consecutive calls.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
 #include "cpu_test_util.hpp"
 #include "tilelink/ops/gemm_rs/gemm_rs_protocol.hpp"
+#include "tilelink/ops/gemm_rs/gemm_rs_pull.hpp"
 
 namespace tilelink::test {
 namespace {
@@ -111,6 +113,118 @@ TEST(GemmRsPlan, OthersFirstOwnBlockLastAndGroupsCoverTheBlock) {
     std::vector<uint32_t> tiles_in_group(plan.groups(), 0);
     for (uint32_t t = 0; t < plan.tiles_per_block(); ++t) ++tiles_in_group[plan.group_of(t)];
     for (uint32_t count : tiles_in_group) EXPECT_EQ(count * plan.world, plan.arrivals_per_group());
+  }
+}
+
+// The pull form (the fused kernel's protocol): compute blocks write this rank's partial in the
+// kernel's owner order and notify per tile; reduction blocks pull every sender's tiles as their
+// groups complete. Bit-identical to per-rank partials summed in rank order.
+std::string run_gemm_rs_pull(GemmRsPullPlan plan, uint32_t k, uint64_t seed, int calls) {
+  const int w = static_cast<int>(plan.world);
+  const uint32_t m = plan.world * plan.rows_per_rank;
+  constexpr uint32_t kComputeBlocks = 3, kReduceBlocks = 2;
+  cpu::Executor ex(w, 16 << 20, plan.num_channels(), stress_options(seed));
+  const uint32_t op = ex.register_op("gemm_rs_pull");
+  const size_t a_off = ex.allocate(size_t(m) * k * 4);
+  const size_t b_off = ex.allocate(size_t(plan.n) * k * 4);
+  const size_t partial_off = ex.allocate(size_t(m) * plan.n * 4);
+  const size_t out_off = ex.allocate(size_t(plan.rows_per_rank) * plan.n * 4);
+  std::vector<std::vector<uint32_t>> m_order(w, std::vector<uint32_t>(plan.world * plan.m_tiles()));
+  for (int r = 0; r < w; ++r) make_gemm_rs_m_order(plan, uint32_t(r), m_order[r].data());
+
+  std::mt19937_64 rng(seed);
+  for (int call = 1; call <= calls; ++call) {
+    std::vector<std::vector<float>> a(w), b(w);
+    for (int r = 0; r < w; ++r) {
+      a[r] = random_floats(rng, size_t(m) * k);
+      b[r] = random_floats(rng, size_t(plan.n) * k);
+      std::memcpy(ex.at<float>(r, a_off), a[r].data(), a[r].size() * 4);
+      std::memcpy(ex.at<float>(r, b_off), b[r].data(), b[r].size() * 4);
+      std::memset(ex.at<float>(r, out_off), kPoison, size_t(plan.rows_per_rank) * plan.n * 4);
+      std::memset(ex.at<float>(r, partial_off), kPoison, size_t(m) * plan.n * 4);
+    }
+    const uint64_t epoch = uint64_t(call);
+    ex.run({{"compute", kComputeBlocks,
+             [&](cpu::BlockCtx& ctx) {
+               const int r = ctx.rank();
+               gemm_rs_pull_compute_block(ctx, plan, ex.signals(r, 0, plan.num_channels(), epoch, op),
+                                          m_order[r].data(), ex.at<float>(r, a_off), ex.at<float>(r, b_off), k,
+                                          ex.at<float>(r, partial_off));
+             }},
+            {"reduce", kReduceBlocks, [&](cpu::BlockCtx& ctx) {
+               const int r = ctx.rank();
+               const SymmetricView heap = ex.heap(r);
+               float* partial = ex.at<float>(r, partial_off);
+               float* out = ex.at<float>(r, out_off);
+               gemm_rs_pull_reduce_block(ctx, plan, ex.signals(r, 0, plan.num_channels(), epoch, op),
+                                         [&](uint32_t, uint32_t row0, uint32_t col0, uint32_t cols) {
+                                           for (uint32_t e = 0; e < plan.bm * cols; ++e) {
+                                             const uint32_t row = row0 + e / cols, col = col0 + e % cols;
+                                             const uint64_t at = (uint64_t(r) * plan.rows_per_rank + row) * plan.n + col;
+                                             float acc = 0.f;
+                                             for (int s = 0; s < w; ++s) acc += *heap.translate(partial + at, s);
+                                             out[uint64_t(row) * plan.n + col] = acc;
+                                           }
+                                         });
+             }}});
+
+    for (int o = 0; o < w; ++o) {
+      const float* got = ex.at<float>(o, out_off);
+      for (uint32_t row = 0; row < plan.rows_per_rank; ++row) {
+        for (uint32_t col = 0; col < plan.n; ++col) {
+          const uint32_t global_row = uint32_t(o) * plan.rows_per_rank + row;
+          float want = 0.f;
+          for (int q = 0; q < w; ++q) {
+            float partial = 0.f;
+            for (uint32_t kk = 0; kk < k; ++kk) {
+              partial += a[q][size_t(global_row) * k + kk] * b[q][size_t(col) * k + kk];
+            }
+            want += partial;
+          }
+          const float g = got[size_t(row) * plan.n + col];
+          if (std::memcmp(&g, &want, 4) != 0) {
+            return "world " + std::to_string(w) + " granularity " + std::to_string(int(plan.granularity)) +
+                   ": call " + std::to_string(call) + ", owner " + std::to_string(o) + " out[" + std::to_string(row) +
+                   "][" + std::to_string(col) + "] = " + std::to_string(g) + ", expected " + std::to_string(want);
+          }
+        }
+      }
+    }
+  }
+  return "";
+}
+
+class GemmRsPullProtocolTest : public ::testing::TestWithParam<int> {};
+
+TEST_P(GemmRsPullProtocolTest, MatchesPartialGemmsSummedInRankOrder) {
+  for (SignalGranularity g : {SignalGranularity::kTile, SignalGranularity::kTileRow, SignalGranularity::kRank}) {
+    GemmRsPullPlan plan;
+    plan.world = static_cast<uint32_t>(GetParam());
+    plan.rows_per_rank = 8;  // 2 tile rows of 4
+    plan.n = 20;             // 3 tile columns of 8, the last short
+    plan.bm = 4;
+    plan.bn = 8;
+    plan.granularity = g;
+    EXPECT_EQ(run_gemm_rs_pull(plan, 6, 3000 + GetParam(), 2), "");
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(World, GemmRsPullProtocolTest, ::testing::Range(1, 9),
+                         [](const ::testing::TestParamInfo<int>& info) { return "world" + std::to_string(info.param); });
+
+TEST(GemmRsPullPlan, OwnBlockLastAndEveryTileRowOnce) {
+  GemmRsPullPlan plan;
+  plan.world = 4;
+  plan.rows_per_rank = 8;
+  plan.bm = 4;
+  for (uint32_t rank = 0; rank < 4; ++rank) {
+    std::vector<uint32_t> order(8);
+    make_gemm_rs_m_order(plan, rank, order.data());
+    EXPECT_EQ(order.front() / plan.m_tiles(), (rank + 1) % 4);
+    EXPECT_EQ(order.back() / plan.m_tiles(), rank);
+    std::vector<uint32_t> sorted = order;
+    std::sort(sorted.begin(), sorted.end());
+    for (uint32_t i = 0; i < 8; ++i) EXPECT_EQ(sorted[i], i);
   }
 }
 

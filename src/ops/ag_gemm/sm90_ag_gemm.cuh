@@ -21,8 +21,8 @@
 #include <string>
 
 #include "ops/ag_gemm/sm90_ag_gemm_kernel.hpp"
+#include "ops/common/sm90_bf16_tn_gemm.cuh"
 #include "ops/common/sm90_persistent_launcher.cuh"
-#include "ops/common/sm90_row_ordered_scheduler.cuh"
 #include "tilelink/core/error.hpp"
 #include "tilelink/primitives/device.cuh"
 
@@ -90,36 +90,9 @@ struct Sm90AgGemmMainloop : Base {
   }
 };
 
-// The kernel type for one configuration: bf16 A (row-major) and B (N x K, K contiguous), fp32
-// accumulate, bf16 D (row-major), no C operand.
+// The kernel type for one configuration: the bf16 TN GEMM with the waiting mainloop.
 template <class TileShape, class ClusterShape>
-struct Sm90AgGemmTypes {
-  using ElementA = cutlass::bfloat16_t;
-  using ElementB = cutlass::bfloat16_t;
-  using ElementD = cutlass::bfloat16_t;
-  using ElementAcc = float;
-  using LayoutA = cutlass::layout::RowMajor;
-  using LayoutB = cutlass::layout::ColumnMajor;  // (N, K) view with K contiguous
-  using LayoutD = cutlass::layout::RowMajor;
-  static constexpr int kAlign = 8;  // 16 bytes of bf16: TMA's alignment
-
-  using CollectiveEpilogue = typename cutlass::epilogue::collective::CollectiveBuilder<
-      cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, TileShape, ClusterShape,
-      cutlass::epilogue::collective::EpilogueTileAuto, ElementAcc, ElementAcc, void, LayoutD, kAlign,
-      ElementD, LayoutD, kAlign, cutlass::epilogue::TmaWarpSpecializedCooperative>::CollectiveOp;
-
-  using BaseMainloop = typename cutlass::gemm::collective::CollectiveBuilder<
-      cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, ElementA, LayoutA, kAlign, ElementB, LayoutB,
-      kAlign, ElementAcc, TileShape, ClusterShape,
-      cutlass::gemm::collective::StageCountAutoCarveout<static_cast<int>(
-          sizeof(typename CollectiveEpilogue::SharedStorage))>,
-      cutlass::gemm::KernelTmaWarpSpecializedCooperative>::CollectiveOp;
-  using Mainloop = Sm90AgGemmMainloop<BaseMainloop>;
-
-  using Kernel = cutlass::gemm::kernel::GemmUniversal<cute::Shape<int, int, int, int>, Mainloop,
-                                                      CollectiveEpilogue, RowOrderedSchedulerTag>;
-  static_assert(std::is_same_v<typename Kernel::TileScheduler, Sm90RowOrderedTileScheduler>);
-};
+using Sm90AgGemmTypes = Sm90Bf16TnGemm<TileShape, ClusterShape, Sm90AgGemmMainloop>;
 
 template <class TileShape, class ClusterShape>
 class Sm90AgGemmKernelImpl final : public Sm90AgGemmKernel {
@@ -168,26 +141,12 @@ class Sm90AgGemmKernelImpl final : public Sm90AgGemmKernel {
     const int m = static_cast<int>(p.m), n = static_cast<int>(p.n), k = static_cast<int>(p.k);
 
     typename Kernel::Arguments args{};
-    args.mode = cutlass::gemm::GemmUniversalMode::kGemm;
-    args.problem_shape = {m, n, k, 1};
-    args.mainloop.ptr_A = static_cast<const typename Types::ElementA*>(p.a);
-    args.mainloop.dA = cute::make_stride(static_cast<int64_t>(p.lda), cute::Int<1>{}, int64_t(0));
-    args.mainloop.ptr_B = static_cast<const typename Types::ElementB*>(p.b);
-    args.mainloop.dB = cute::make_stride(static_cast<int64_t>(p.k), cute::Int<1>{}, int64_t(0));
+    Types::set_problem(args, p.m, p.n, p.k, p.a, p.lda, p.b, p.c, p.m_order, p.swizzle);
     args.mainloop.ag.plan = p.plan;
     args.mainloop.ag.sig = p.sig;
     args.mainloop.ag.m = p.m;
     args.mainloop.ag.n_tiles = (p.n + kTileN - 1) / kTileN;
     args.mainloop.ag.enabled = p.wait ? 1u : 0u;
-    args.epilogue.thread.alpha = 1.0f;
-    args.epilogue.thread.beta = 0.0f;
-    args.epilogue.ptr_C = nullptr;
-    args.epilogue.ptr_D = static_cast<typename Types::ElementD*>(p.c);
-    args.epilogue.dD = cute::make_stride(static_cast<int64_t>(p.n), cute::Int<1>{}, int64_t(0));
-    args.epilogue.dC = args.epilogue.dD;
-    args.scheduler.max_swizzle_size = p.swizzle;
-    args.scheduler.m_order = p.m_order;
-    args.scheduler.m_tiles = (p.m + kTileM - 1) / kTileM;
 
     launcher_.init(args, p.device, p.sm_count,
                    "ag_gemm kernel, (m, n, k) = (" + std::to_string(m) + ", " + std::to_string(n) + ", " +

@@ -13,25 +13,16 @@ __global__ void __launch_bounds__(512) gemm_rs_reduce_kernel(GemmRsPullPlan plan
                                                              const __nv_bfloat16* partial, __nv_bfloat16* out) {
   DeviceBlockCtx<false> ctx{sig.rank, sig.world, nullptr};
   const uint32_t rank = static_cast<uint32_t>(sig.rank);
-  const uint32_t world = plan.world;
-  for (uint32_t t = blockIdx.x; t < plan.tiles_per_block(); t += gridDim.x) {
-    const uint32_t channel = plan.group_channel(rank, plan.group_of(t));
-    for (uint32_t s = 0; s < world; ++s) {
-      ctx.peer_tile_wait(sig, channel, static_cast<int>(s), plan.arrivals_per_group(), static_cast<int32_t>(t));
-    }
-    const uint32_t row0 = (t / plan.n_tiles()) * plan.bm;
-    const uint32_t col0 = (t % plan.n_tiles()) * plan.bn;
-    const uint32_t cols = plan.n - col0 < plan.bn ? plan.n - col0 : plan.bn;
-    const uint32_t vectors_per_row = cols / 8;
+  gemm_rs_pull_reduce_block(ctx, plan, sig, [&](uint32_t, uint32_t row0, uint32_t col0, uint32_t cols) {
+    const uint32_t vectors_per_row = cols / 8;  // n and bn are multiples of 8
     const uint32_t total = plan.bm * vectors_per_row;
     for (uint32_t e = threadIdx.x; e < total; e += blockDim.x) {
       const uint32_t row = row0 + e / vectors_per_row;
       const uint32_t col = col0 + (e % vectors_per_row) * 8;
       const uint64_t at = (uint64_t(rank) * plan.rows_per_rank + row) * plan.n + col;
       float acc[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
-      for (uint32_t s = 0; s < world; ++s) {
-        const auto* src = reinterpret_cast<const uint4*>(heap.translate(partial + at, static_cast<int>(s)));
-        const uint4 v = *src;
+      for (uint32_t s = 0; s < plan.world; ++s) {
+        const uint4 v = *reinterpret_cast<const uint4*>(heap.translate(partial + at, static_cast<int>(s)));
         const auto* h = reinterpret_cast<const __nv_bfloat162*>(&v);
 #pragma unroll
         for (int i = 0; i < 4; ++i) {
@@ -46,10 +37,7 @@ __global__ void __launch_bounds__(512) gemm_rs_reduce_kernel(GemmRsPullPlan plan
       for (int i = 0; i < 4; ++i) o[i] = __floats2bfloat162_rn(acc[2 * i], acc[2 * i + 1]);
       *reinterpret_cast<uint4*>(out + uint64_t(row) * plan.n + col) = packed;
     }
-  }
-  // Peers read this rank's partial until every rank is past here; the next call's GEMM is
-  // ordered after this kernel.
-  rank_exit_barrier(ctx, sig, plan.exit_channel());
+  });
 }
 
 }  // namespace

@@ -17,8 +17,8 @@
 
 #include <string>
 
+#include "ops/common/sm90_bf16_tn_gemm.cuh"
 #include "ops/common/sm90_persistent_launcher.cuh"
-#include "ops/common/sm90_row_ordered_scheduler.cuh"
 #include "ops/gemm_rs/sm90_gemm_rs_kernel.hpp"
 #include "tilelink/core/error.hpp"
 #include "tilelink/primitives/device.cuh"
@@ -85,33 +85,9 @@ struct Sm90NotifyEpilogue : Base {
   GemmRsNotify notify_;
 };
 
+// The kernel type for one configuration: the bf16 TN GEMM with the notifying epilogue.
 template <class TileShape, class ClusterShape>
-struct Sm90GemmRsTypes {
-  using ElementA = cutlass::bfloat16_t;
-  using ElementB = cutlass::bfloat16_t;
-  using ElementD = cutlass::bfloat16_t;
-  using ElementAcc = float;
-  using LayoutA = cutlass::layout::RowMajor;
-  using LayoutB = cutlass::layout::ColumnMajor;  // (N, K) view, K contiguous
-  using LayoutD = cutlass::layout::RowMajor;
-  static constexpr int kAlign = 8;
-
-  using BaseEpilogue = typename cutlass::epilogue::collective::CollectiveBuilder<
-      cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, TileShape, ClusterShape,
-      cutlass::epilogue::collective::EpilogueTileAuto, ElementAcc, ElementAcc, void, LayoutD, kAlign, ElementD,
-      LayoutD, kAlign, cutlass::epilogue::TmaWarpSpecializedCooperative>::CollectiveOp;
-  using Epilogue = Sm90NotifyEpilogue<BaseEpilogue>;
-
-  using Mainloop = typename cutlass::gemm::collective::CollectiveBuilder<
-      cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, ElementA, LayoutA, kAlign, ElementB, LayoutB, kAlign,
-      ElementAcc, TileShape, ClusterShape,
-      cutlass::gemm::collective::StageCountAutoCarveout<static_cast<int>(sizeof(typename Epilogue::SharedStorage))>,
-      cutlass::gemm::KernelTmaWarpSpecializedCooperative>::CollectiveOp;
-
-  using Kernel = cutlass::gemm::kernel::GemmUniversal<cute::Shape<int, int, int, int>, Mainloop, Epilogue,
-                                                      RowOrderedSchedulerTag>;
-  static_assert(std::is_same_v<typename Kernel::TileScheduler, Sm90RowOrderedTileScheduler>);
-};
+using Sm90GemmRsTypes = Sm90Bf16TnGemm<TileShape, ClusterShape, NoWrap, Sm90NotifyEpilogue>;
 
 template <class TileShape, class ClusterShape>
 class Sm90GemmRsKernelImpl final : public Sm90GemmRsKernel {
@@ -150,22 +126,8 @@ class Sm90GemmRsKernelImpl final : public Sm90GemmRsKernel {
     if (const std::string why = can_implement(p); !why.empty()) throw InvalidArgument("gemm_rs kernel: " + why);
     const int m = static_cast<int>(p.m), n = static_cast<int>(p.n), k = static_cast<int>(p.k);
     typename Kernel::Arguments args{};
-    args.mode = cutlass::gemm::GemmUniversalMode::kGemm;
-    args.problem_shape = {m, n, k, 1};
-    args.mainloop.ptr_A = static_cast<const typename Types::ElementA*>(p.a);
-    args.mainloop.dA = cute::make_stride(static_cast<int64_t>(p.k), cute::Int<1>{}, int64_t(0));
-    args.mainloop.ptr_B = static_cast<const typename Types::ElementB*>(p.b);
-    args.mainloop.dB = cute::make_stride(static_cast<int64_t>(p.k), cute::Int<1>{}, int64_t(0));
-    args.epilogue.thread.alpha = 1.0f;
-    args.epilogue.thread.beta = 0.0f;
-    args.epilogue.ptr_C = nullptr;
-    args.epilogue.ptr_D = static_cast<typename Types::ElementD*>(p.partial);
-    args.epilogue.dD = cute::make_stride(static_cast<int64_t>(p.n), cute::Int<1>{}, int64_t(0));
-    args.epilogue.dC = args.epilogue.dD;
+    Types::set_problem(args, p.m, p.n, p.k, p.a, p.k, p.b, p.partial, p.m_order, p.swizzle);
     args.epilogue.notify = {p.plan, p.sig, p.m / kTileM};
-    args.scheduler.max_swizzle_size = p.swizzle;
-    args.scheduler.m_order = p.m_order;
-    args.scheduler.m_tiles = p.m / kTileM;
     launcher_.init(args, p.device, p.sm_count,
                    "gemm_rs kernel, (m, n, k) = (" + std::to_string(m) + ", " + std::to_string(n) + ", " +
                        std::to_string(k) + ")");

@@ -67,4 +67,50 @@ inline void make_gemm_rs_m_order(const GemmRsPullPlan& plan, uint32_t rank, uint
   }
 }
 
+// Compute blocks of one rank: the fused kernel's tile order (rows of m_order, all N tiles of a
+// row before the next) with a naive GEMM standing in for the CUTLASS mainloop, each tile written
+// to this rank's partial and then notified, as the kernel's epilogue does. The CPU executor runs
+// it in CI. a: M x k, b: n x k (k contiguous), partial: M x n, all floats.
+TL_PROTOCOL
+template <class Ctx>
+TL_HOST_DEVICE void gemm_rs_pull_compute_block(Ctx& ctx, const GemmRsPullPlan& plan, const SignalView& sig,
+                                               const uint32_t* m_order, const float* a, const float* b, uint32_t k,
+                                               float* partial) {
+  const Lanes lanes = ctx.lanes();
+  const uint32_t tiles = plan.world * plan.m_tiles() * plan.n_tiles();
+  for (uint32_t i = ctx.block(); i < tiles; i += ctx.num_blocks()) {
+    const uint32_t m_tile = m_order[i / plan.n_tiles()];
+    const uint32_t n_tile = i % plan.n_tiles();
+    const uint32_t col0 = n_tile * plan.bn;
+    const uint32_t cols = plan.n - col0 < plan.bn ? plan.n - col0 : plan.bn;
+    for (uint32_t e = lanes.id; e < plan.bm * cols; e += lanes.count) {
+      const uint32_t row = m_tile * plan.bm + e / cols, col = col0 + e % cols;
+      float acc = 0.f;
+      for (uint32_t kk = 0; kk < k; ++kk) acc += a[uint64_t(row) * k + kk] * b[uint64_t(col) * k + kk];
+      partial[uint64_t(row) * plan.n + col] = acc;
+    }
+    ctx.producer_tile_notify(sig, plan.tile_channel(m_tile, n_tile), NotifyMode::kAdd);
+  }
+}
+
+// Reduction blocks of one owner: each tile of its block once every sender's group is complete,
+// in block-strided order; `sum_tile(t, row0, col0, cols)` sums the senders' partial rows
+// [row0, row0 + bm) (within the block), columns [col0, col0 + cols), in rank order 0..P-1. Then
+// the exit barrier: peers read this rank's partial until every rank is past it.
+TL_PROTOCOL
+template <class Ctx, class SumTile>
+TL_HOST_DEVICE void gemm_rs_pull_reduce_block(Ctx& ctx, const GemmRsPullPlan& plan, const SignalView& sig,
+                                              SumTile&& sum_tile) {
+  const uint32_t owner = static_cast<uint32_t>(ctx.rank());
+  for (uint32_t t = ctx.block(); t < plan.tiles_per_block(); t += ctx.num_blocks()) {
+    const uint32_t channel = plan.group_channel(owner, plan.group_of(t));
+    for (uint32_t s = 0; s < plan.world; ++s) {
+      ctx.peer_tile_wait(sig, channel, static_cast<int>(s), plan.arrivals_per_group(), static_cast<int32_t>(t));
+    }
+    const uint32_t col0 = (t % plan.n_tiles()) * plan.bn;
+    sum_tile(t, (t / plan.n_tiles()) * plan.bm, col0, plan.n - col0 < plan.bn ? plan.n - col0 : plan.bn);
+  }
+  rank_exit_barrier(ctx, sig, plan.exit_channel());
+}
+
 }  // namespace tilelink
