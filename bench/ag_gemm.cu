@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "bench/bench.hpp"
+#include "bench/gemm_helpers.hpp"
 #include "bench/harness.hpp"
 #include "bench/random.hpp"
 #include "tilelink/core/cublas_check.hpp"
@@ -30,82 +31,6 @@
 
 namespace tilelink::bench {
 namespace {
-
-__global__ void fill_bf16_kernel(__nv_bfloat16* dst, size_t count, uint64_t seed) {
-  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < count; i += size_t(gridDim.x) * blockDim.x) {
-    dst[i] = __float2bfloat16(random_float(seed, i));
-  }
-}
-
-void fill_bf16(void* dst, size_t count, uint64_t seed, cudaStream_t stream) {
-  fill_bf16_kernel<<<1024, 256, 0, stream>>>(static_cast<__nv_bfloat16*>(dst), count, seed);
-  TL_CUDA_CHECK(cudaGetLastError());
-}
-
-// Elements where |got - want| > 2^-6 |want| + 2^-6 (two bf16 outputs of fp32 accumulations in
-// different orders differ by an ulp or two).
-__global__ void count_far_kernel(const __nv_bfloat16* got, const __nv_bfloat16* want, size_t count,
-                                 unsigned long long* far) {
-  unsigned long long local = 0;
-  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < count; i += size_t(gridDim.x) * blockDim.x) {
-    const float g = __bfloat162float(got[i]), w = __bfloat162float(want[i]);
-    if (!(fabsf(g - w) <= 0.015625f * fabsf(w) + 0.015625f)) ++local;
-  }
-  if (local != 0) atomicAdd(far, local);
-}
-
-uint64_t count_far(const void* got, const void* want, size_t count, cudaStream_t stream) {
-  return count_on_device(stream, [&](unsigned long long* far) {
-    count_far_kernel<<<1024, 256, 0, stream>>>(static_cast<const __nv_bfloat16*>(got),
-                                               static_cast<const __nv_bfloat16*>(want), count, far);
-  });
-}
-
-// C (m x n, row-major bf16) = A (m x k, row-major) * B^T (B: n x k row-major), fp32 accumulate.
-void cublas_gemm(cublasHandle_t h, const void* a, const void* b, void* c, uint32_t m, uint32_t n, uint32_t k) {
-  const float alpha = 1.0f, beta = 0.0f;
-  TL_CUBLAS_CHECK(cublasGemmEx(h, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(n), static_cast<int>(m),
-                               static_cast<int>(k), &alpha, b, CUDA_R_16BF, static_cast<int>(k), a, CUDA_R_16BF,
-                               static_cast<int>(k), &beta, c, CUDA_R_16BF, static_cast<int>(n), CUBLAS_COMPUTE_32F,
-                               CUBLAS_GEMM_DEFAULT));
-}
-
-struct Cublas {
-  std::vector<cublasHandle_t> handles;
-  explicit Cublas(const World& world) {
-    for (int r = 0; r < world.size(); ++r) {
-      world.set_device(r);
-      cublasHandle_t h = nullptr;
-      TL_CUBLAS_CHECK(cublasCreate(&h));
-      handles.push_back(h);
-      TL_CUBLAS_CHECK(cublasSetStream(h, world.compute_stream(r)));
-    }
-  }
-  ~Cublas() {
-    for (cublasHandle_t h : handles) (void)cublasDestroy(h);
-  }
-  Cublas(const Cublas&) = delete;
-  Cublas& operator=(const Cublas&) = delete;
-};
-
-struct Events {
-  std::vector<cudaEvent_t> events;
-  Events(const World& world, int per_rank) {
-    for (int r = 0; r < world.size(); ++r) {
-      world.set_device(r);
-      for (int i = 0; i < per_rank; ++i) {
-        cudaEvent_t e = nullptr;
-        TL_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
-        events.push_back(e);
-      }
-    }
-  }
-  ~Events() {
-    for (cudaEvent_t e : events) (void)cudaEventDestroy(e);
-  }
-  Events(const Events&) = delete;
-  Events& operator=(const Events&) = delete;
-};
 
 std::string comm_name(const AllGatherConfig& c, const AllGatherPlan& plan, uint32_t blocks) {
   std::string s = std::string(to_string(c.resource)) + " " + to_string(c.method) + " " + to_string(c.order);
@@ -231,29 +156,20 @@ Table bench_ag_gemm(const AgGemmBenchOptions& o) {
       world, o.timing.warmup, o.timing.iters,
       {cublas_all, comm_alone, non_overlapped, decomposed, fused, fused_kernel_alone}, &gated);
   const Stats &t_gemm = t[0], &t_comm = t[1], &t_non = t[2], &t_dec = t[3], &t_fused = t[4], &t_kernel = t[5];
-  const double ideal = std::max(t_gemm.median, t_comm.median);
-
-  Table table;
-  table.name = "ag_gemm";
-  table.title = "AG+GEMM, " + std::to_string(w) + " virtual rank" + (w > 1 ? "s" : "") + ": m=" + std::to_string(m) +
-                " n=" + std::to_string(o.n) + " (" + std::to_string(n_local) + " per rank) k=" + std::to_string(k) +
-                ", bf16";
-  table.columns = {{"variant", "variant", 0},   {"time_us", "time µs", 1},      {"min_us", "min µs", 1},
-                   {"max_us", "max µs", 1},     {"tflops", "TFLOP/s", 1},       {"vs_cublas", "vs cuBLAS", 3},
-                   {"vs_non_overlapped", "speedup vs non-overlapped", 3}, {"vs_ideal", "ideal / time", 3}};
-  const double flop = 2.0 * double(m) * double(o.n) * double(k);
-  auto row = [&](const std::string& name, double median, double mn, double mx) {
-    table.add_row({name, median, mn, mx, flop / (median * 1e-6) / 1e12, t_gemm.median / median, t_non.median / median,
-                   ideal / median});
-  };
-  auto stat_row = [&](const std::string& name, const Stats& s) { row(name, s.median, s.min, s.max); };
-  stat_row("cuBLAS GEMM (T_gemm)", t_gemm);
-  stat_row("all-gather alone (T_comm)", t_comm);
-  row("ideal max(T_gemm, T_comm)", ideal, ideal, ideal);
-  stat_row("non-overlapped (CE all-gather, then cuBLAS)", t_non);
-  stat_row("decomposed (per-shard cuBLAS, 2 streams)", t_dec);
-  stat_row("tilelink fused", t_fused);
-  stat_row("fused kernel alone (no waits)", t_kernel);
+  GemmOpTable out("ag_gemm",
+                  "AG+GEMM, " + std::to_string(w) + " virtual rank" + (w > 1 ? "s" : "") + ": m=" + std::to_string(m) +
+                      " n=" + std::to_string(o.n) + " (" + std::to_string(n_local) + " per rank) k=" + std::to_string(k) +
+                      ", bf16",
+                  2.0 * double(m) * double(o.n) * double(k), t_gemm, t_non, t_comm);
+  out.row("cuBLAS GEMM (T_gemm)", t_gemm);
+  out.row("all-gather alone (T_comm)", t_comm);
+  out.ideal_row();
+  out.row("non-overlapped (CE all-gather, then cuBLAS)", t_non);
+  out.row("decomposed (per-shard cuBLAS, 2 streams)", t_dec);
+  out.row("tilelink fused", t_fused);
+  out.row("fused kernel alone (no waits)", t_kernel);
+  Table& table = out.table;
+  const double ideal = out.ideal;
 
   table.notes.push_back("config: kernel " + op.kernel_name() + ", all-gather " + comm_name(args.config.comm, op.all_gather().plan(), op.all_gather().num_blocks()) +
                         ", swizzle " + std::to_string(op.swizzle()) + ", GEMM CTAs per rank " +
@@ -269,12 +185,7 @@ Table bench_ag_gemm(const AgGemmBenchOptions& o) {
                   100 * hidden, t_fused.median / ideal);
     table.notes.push_back(line);
   }
-  table.notes.push_back("time = slowest rank's CUDA-event time per call; median (min, max) of " +
-                        std::to_string(t_fused.samples) + " calls after " + std::to_string(o.timing.warmup) +
-                        " warm-up calls, the variants interleaved call by call");
-  table.notes.push_back("TFLOP/s = 2 m n k / time over all ranks; vs cuBLAS = T_gemm / time");
-  if (w > 1) table.notes.push_back("virtual ranks share one GPU: peer copies are HBM -> HBM, not NVLink");
-  if (!gated) table.notes.push_back("host enqueue time is included for some rows (a call blocked the host)");
+  out.common_notes(w, t_fused.samples, o.timing.warmup, gated);
   return table;
 }
 

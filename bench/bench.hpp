@@ -9,6 +9,7 @@
 #include "bench/report.hpp"
 #include "tilelink/comm/collectives.hpp"
 #include "tilelink/ops/ag_gemm/ag_gemm.hpp"
+#include "tilelink/ops/gemm_rs/gemm_rs.hpp"
 
 namespace tilelink::bench {
 
@@ -78,5 +79,19 @@ struct AgGemmBenchOptions {
 // AgGemm::run against cuBLAS, the all-gather alone, their ideal overlap, the non-overlapped and
 // decomposed baselines, and the fused kernel without waits. ag_gemm.cu.
 Table bench_ag_gemm(const AgGemmBenchOptions& options);
+
+struct GemmRsBenchOptions {
+  int world = 8;
+  uint32_t m = 8192;   // rows of the output over all ranks: each rank gets m / world
+  uint32_t n = 8192;
+  uint32_t k = 28672;  // inner dimension over all ranks: each rank holds k / world
+  GemmRsConfig config;
+  TimingOptions timing;
+  uint64_t seed = 1;
+};
+
+// GemmRs::run against cuBLAS, the copy-engine reduce-scatter alone, their ideal overlap, the
+// non-overlapped and decomposed baselines. gemm_rs.cu.
+Table bench_gemm_rs(const GemmRsBenchOptions& options);
 
 }  // namespace tilelink::bench

@@ -270,6 +270,24 @@ int cmd_reduce_scatter(const CollectiveArgs& a, const std::string& command) {
   return 0;
 }
 
+struct Mnk {
+  uint32_t m, n, k;
+};
+
+// One table per shape, printed as it is measured, then the JSON file if asked.
+template <class Bench>
+void run_shapes(int world, const std::string& what, const std::vector<Mnk>& shapes, const std::string& command,
+                uint64_t seed, const std::string& json, Bench&& bench) {
+  print_device_header(world, what);
+  std::vector<tb::Table> tables;
+  for (const Mnk& s : shapes) {
+    tables.push_back(bench(s));
+    tb::print_table(std::cout, tables.back());
+    std::cout.flush();
+  }
+  finish(tables, run_meta(command, seed), json);
+}
+
 // `tilelink bench ag_gemm`: the fused AG+GEMM against its baselines, on one shape or on the
 // paper's three (--shapes paper).
 struct AgGemmArgs {
@@ -301,23 +319,50 @@ int cmd_ag_gemm(const AgGemmArgs& a, const std::string& command) {
   o.config.kernel = a.kernel;
   o.timing = {a.warmup, a.iters};
   o.seed = a.seed;
-  struct Mnk {
-    uint32_t m, n, k;
-  };
   std::vector<Mnk> shapes = {{a.m, a.n, a.k}};
   if (a.shapes == "paper") shapes = {{8192, 28672, 8192}, {8192, 14336, 4096}, {8192, 49152, 12288}};
-
-  print_device_header(a.world, "bench ag_gemm");
-  std::vector<tb::Table> tables;
-  for (const Mnk& s : shapes) {
+  run_shapes(a.world, "bench ag_gemm", shapes, command, a.seed, a.json, [&](const Mnk& s) {
     o.m = s.m;
     o.n = s.n;
     o.k = s.k;
-    tables.push_back(tb::bench_ag_gemm(o));
-    tb::print_table(std::cout, tables.back());
-    std::cout.flush();
-  }
-  finish(tables, run_meta(command, a.seed), a.json);
+    return tb::bench_ag_gemm(o);
+  });
+  return 0;
+}
+
+// `tilelink bench gemm_rs`: the fused GEMM+RS against its baselines.
+struct GemmRsArgs {
+  int world = 8;
+  uint32_t m = 8192, n = 8192, k = 28672;
+  std::string shapes;  // "paper": the three shapes of the GEMM+RS issue instead of --m/--n/--k
+  std::string granularity = "tile";
+  uint32_t reduce_blocks = 0, gemm_sms = 0, swizzle = 1;
+  int warmup = 5, iters = 20;
+  std::string json;
+  uint64_t seed = 0;
+  CLI::Option* seed_option = nullptr;
+};
+
+int cmd_gemm_rs(const GemmRsArgs& a, const std::string& command) {
+  check_writable(a.json);
+  tb::GemmRsBenchOptions o;
+  o.world = a.world;
+  o.config.granularity = a.granularity == "rank"  ? tilelink::SignalGranularity::kRank
+                         : a.granularity == "row" ? tilelink::SignalGranularity::kTileRow
+                                                  : tilelink::SignalGranularity::kTile;
+  o.config.reduce_blocks = a.reduce_blocks;
+  o.config.gemm_sms = a.gemm_sms;
+  o.config.swizzle = a.swizzle;
+  o.timing = {a.warmup, a.iters};
+  o.seed = a.seed;
+  std::vector<Mnk> shapes = {{a.m, a.n, a.k}};
+  if (a.shapes == "paper") shapes = {{8192, 8192, 28672}, {8192, 4096, 14336}, {8192, 12288, 49152}};
+  run_shapes(a.world, "bench gemm_rs", shapes, command, a.seed, a.json, [&](const Mnk& s) {
+    o.m = s.m;
+    o.n = s.n;
+    o.k = s.k;
+    return tb::bench_gemm_rs(o);
+  });
   return 0;
 }
 
@@ -478,6 +523,24 @@ int main(int argc, char** argv) {
   ag_gemm->add_option("--json", agg.json, "also write the results as JSON to FILE");
   agg.seed_option = ag_gemm->add_option("--seed", agg.seed, "random seed of the inputs; default: a fresh one");
 
+  GemmRsArgs grs;
+  CLI::App* gemm_rs = bench->add_subcommand("gemm_rs", "time tilelink::GemmRs against cuBLAS, non-overlapped and decomposed baselines");
+  gemm_rs->add_option("--world", grs.world, "virtual ranks on device 0")->capture_default_str()->check(CLI::Range(1, tilelink::kMaxWorldSize));
+  gemm_rs->add_option("--m", grs.m, "rows of the output over all ranks (each rank gets m / world)")->capture_default_str()->check(CLI::PositiveNumber);
+  gemm_rs->add_option("--n", grs.n, "columns of the output")->capture_default_str()->check(CLI::PositiveNumber);
+  gemm_rs->add_option("--k", grs.k, "inner dimension over all ranks (each rank holds k / world)")->capture_default_str()->check(CLI::PositiveNumber);
+  gemm_rs->add_option("--shapes", grs.shapes, "paper: (8192, 8192, 28672), (8192, 4096, 14336), (8192, 12288, 49152) instead of --m/--n/--k")
+      ->check(CLI::IsMember({"paper"}));
+  gemm_rs->add_option("--granularity", grs.granularity, "signal per tile, row (of tiles) or rank (owner block)")
+      ->capture_default_str()->check(CLI::IsMember({"tile", "row", "rank"}));
+  gemm_rs->add_option("--reduce-blocks", grs.reduce_blocks, "reduction CTAs per rank; 0 = budget / 8")->capture_default_str();
+  gemm_rs->add_option("--gemm-sms", grs.gemm_sms, "GEMM CTAs per rank; 0 = the rest of the budget less 2 SMs of slack (world > 1)")->capture_default_str();
+  gemm_rs->add_option("--swizzle", grs.swizzle, "tile rasterization swizzle: 1, 2, 4 or 8")->capture_default_str()->check(CLI::IsMember({1u, 2u, 4u, 8u}));
+  gemm_rs->add_option("--warmup", grs.warmup, "untimed calls before timing")->capture_default_str()->check(CLI::Range(0, 1000000));
+  gemm_rs->add_option("--iters", grs.iters, "timed calls (the median is reported)")->capture_default_str()->check(CLI::Range(1, 1000000));
+  gemm_rs->add_option("--json", grs.json, "also write the results as JSON to FILE");
+  grs.seed_option = gemm_rs->add_option("--seed", grs.seed, "random seed of the inputs; default: a fresh one");
+
   CLI::App* plan = app.add_subcommand("plan", "predict an op's timeline from a cost model (no GPU needed)");
   plan->require_subcommand(0, 1);
   PlanArgs plan_args;
@@ -555,6 +618,10 @@ int main(int argc, char** argv) {
     if (*ag_gemm) {
       if (agg.seed_option->count() == 0) agg.seed = fresh_seed();
       return cmd_ag_gemm(agg, command);
+    }
+    if (*gemm_rs) {
+      if (grs.seed_option->count() == 0) grs.seed = fresh_seed();
+      return cmd_gemm_rs(grs, command);
     }
     if (*reduce_scatter) {
       if (rs_args.seed_option->count() == 0) rs_args.seed = fresh_seed();

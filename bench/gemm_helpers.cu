@@ -1,0 +1,111 @@
+#include "bench/gemm_helpers.hpp"
+
+#include <cuda_bf16.h>
+
+#include <algorithm>
+
+#include "bench/harness.hpp"
+#include "bench/random.hpp"
+#include "tilelink/core/cublas_check.hpp"
+#include "tilelink/core/error.hpp"
+
+namespace tilelink::bench {
+namespace {
+
+__global__ void fill_bf16_kernel(__nv_bfloat16* dst, size_t count, uint64_t seed) {
+  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < count; i += size_t(gridDim.x) * blockDim.x) {
+    dst[i] = __float2bfloat16(random_float(seed, i));
+  }
+}
+
+// Elements where |got - want| > 2^-6 |want| + 2^-6 (two bf16 outputs of fp32 accumulations in
+// different orders differ by an ulp or two).
+__global__ void count_far_kernel(const __nv_bfloat16* got, const __nv_bfloat16* want, size_t count,
+                                 unsigned long long* far) {
+  unsigned long long local = 0;
+  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < count; i += size_t(gridDim.x) * blockDim.x) {
+    const float g = __bfloat162float(got[i]), w = __bfloat162float(want[i]);
+    if (!(fabsf(g - w) <= 0.015625f * fabsf(w) + 0.015625f)) ++local;
+  }
+  if (local != 0) atomicAdd(far, local);
+}
+
+}  // namespace
+
+void fill_bf16(void* dst, size_t count, uint64_t seed, cudaStream_t stream) {
+  fill_bf16_kernel<<<1024, 256, 0, stream>>>(static_cast<__nv_bfloat16*>(dst), count, seed);
+  TL_CUDA_CHECK(cudaGetLastError());
+}
+
+uint64_t count_far(const void* got, const void* want, size_t count, cudaStream_t stream) {
+  return count_on_device(stream, [&](unsigned long long* far) {
+    count_far_kernel<<<1024, 256, 0, stream>>>(static_cast<const __nv_bfloat16*>(got),
+                                               static_cast<const __nv_bfloat16*>(want), count, far);
+  });
+}
+
+// C (m x n, row-major bf16) = A (m x k, row-major) * B^T (B: n x k row-major), fp32 accumulate.
+void cublas_gemm(cublasHandle_t h, const void* a, const void* b, void* c, uint32_t m, uint32_t n, uint32_t k,
+                 uint32_t lda) {
+  const float alpha = 1.0f, beta = 0.0f;
+  TL_CUBLAS_CHECK(cublasGemmEx(h, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(n), static_cast<int>(m),
+                               static_cast<int>(k), &alpha, b, CUDA_R_16BF, static_cast<int>(k), a, CUDA_R_16BF,
+                               static_cast<int>(lda == 0 ? k : lda), &beta, c, CUDA_R_16BF, static_cast<int>(n),
+                               CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+}
+
+GemmOpTable::GemmOpTable(const std::string& name, const std::string& title, double flop_, const Stats& gemm,
+                         const Stats& non, const Stats& comm)
+    : flop(flop_), t_gemm(gemm.median), t_non(non.median), ideal(std::max(gemm.median, comm.median)) {
+  table.name = name;
+  table.title = title;
+  table.columns = {{"variant", "variant", 0},   {"time_us", "time µs", 1},      {"min_us", "min µs", 1},
+                   {"max_us", "max µs", 1},     {"tflops", "TFLOP/s", 1},       {"vs_cublas", "vs cuBLAS", 3},
+                   {"vs_non_overlapped", "speedup vs non-overlapped", 3}, {"vs_ideal", "ideal / time", 3}};
+}
+
+void GemmOpTable::row(const std::string& variant, const Stats& s) {
+  table.add_row({variant, s.median, s.min, s.max, flop / (s.median * 1e-6) / 1e12, t_gemm / s.median, t_non / s.median,
+                 ideal / s.median});
+}
+
+void GemmOpTable::ideal_row() { row("ideal max(T_gemm, T_comm)", Stats{ideal, ideal, ideal, 1}); }
+
+void GemmOpTable::common_notes(int world, size_t samples, int warmup, bool gated) {
+  table.notes.push_back("time = slowest rank's CUDA-event time per call; median (min, max) of " + std::to_string(samples) +
+                        " calls after " + std::to_string(warmup) + " warm-up calls, the variants interleaved call by call");
+  table.notes.push_back("TFLOP/s = 2 m n k / time over all ranks; vs cuBLAS = T_gemm / time");
+  if (world > 1) table.notes.push_back("virtual ranks share one GPU: peer copies are HBM -> HBM, not NVLink");
+  if (!gated) table.notes.push_back("host enqueue time is included for some rows (a call blocked the host)");
+}
+
+Cublas::Cublas(const World& world) {
+  for (int r = 0; r < world.size(); ++r) {
+    world.set_device(r);
+    cublasHandle_t h = nullptr;
+    TL_CUBLAS_CHECK(cublasCreate(&h));
+    handles.push_back(h);
+    TL_CUBLAS_CHECK(cublasSetStream(h, world.compute_stream(r)));
+  }
+}
+
+Cublas::~Cublas() {
+  for (cublasHandle_t h : handles) (void)cublasDestroy(h);
+}
+
+Events::Events(const World& world, int per_rank) {
+  for (int r = 0; r < world.size(); ++r) {
+    world.set_device(r);
+    for (int i = 0; i < per_rank; ++i) {
+      cudaEvent_t e = nullptr;
+      TL_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+      events.push_back(e);
+    }
+  }
+}
+
+Events::~Events() {
+  for (cudaEvent_t e : events) (void)cudaEventDestroy(e);
+}
+
+}  // namespace tilelink::bench

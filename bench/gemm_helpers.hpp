@@ -1,0 +1,61 @@
+// Helpers of the GEMM-op benchmarks (ag_gemm.cu, gemm_rs.cu): bf16 random fills, a bf16
+// closeness count, cuBLAS as the reference and baseline GEMM, per-rank cuBLAS handles and events.
+#pragma once
+
+#include <cublas_v2.h>
+#include <cuda_runtime_api.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "bench/harness.hpp"
+#include "bench/report.hpp"
+#include "tilelink/runtime/world.hpp"
+
+namespace tilelink::bench {
+
+// `count` bf16 values random_float(seed, i) (uniform in [-1, 1) on a 2^-10 grid).
+void fill_bf16(void* dst, size_t count, uint64_t seed, cudaStream_t stream);
+
+// Elements where |got - want| > 2^-6 |want| + 2^-6 (two bf16 results of fp32 accumulations in
+// different orders differ by an ulp or two). Synchronises `stream`.
+uint64_t count_far(const void* got, const void* want, size_t count, cudaStream_t stream);
+
+// C (m x n, row-major bf16) = A (m x k, row-major; row pitch lda) * B^T (B: n x k row-major).
+void cublas_gemm(cublasHandle_t h, const void* a, const void* b, void* c, uint32_t m, uint32_t n, uint32_t k,
+                 uint32_t lda = 0);
+
+// The table of a GEMM op's benchmark: time, TFLOP/s and ratios to cuBLAS (T_gemm), to the
+// non-overlapped chain and to the ideal max(T_gemm, T_comm), one row per variant.
+struct GemmOpTable {
+  Table table;
+  double flop, t_gemm, t_non, ideal;
+  GemmOpTable(const std::string& name, const std::string& title, double flop, const Stats& gemm, const Stats& non,
+              const Stats& comm);
+  void row(const std::string& variant, const Stats& s);
+  void ideal_row();
+  // The notes every GEMM op's table carries (timing method, units, virtual ranks, gating).
+  void common_notes(int world, size_t samples, int warmup, bool gated);
+};
+
+// One cuBLAS handle per rank, bound to the rank's compute stream.
+struct Cublas {
+  std::vector<cublasHandle_t> handles;
+  explicit Cublas(const World& world);
+  ~Cublas();
+  Cublas(const Cublas&) = delete;
+  Cublas& operator=(const Cublas&) = delete;
+};
+
+// `per_rank` timing-free events on each rank's device; event i of rank r is events[r * per_rank + i].
+struct Events {
+  std::vector<cudaEvent_t> events;
+  Events(const World& world, int per_rank);
+  ~Events();
+  Events(const Events&) = delete;
+  Events& operator=(const Events&) = delete;
+};
+
+}  // namespace tilelink::bench

@@ -1,0 +1,194 @@
+// GEMM+RS on virtual ranks: the fused op (pull form) against its baselines, in one table.
+//
+//   cuBLAS GEMM          every rank's partial M x N x K/P (T_gemm)
+//   reduce-scatter alone the copy-engine reduce-scatter of complete partials: each owner copies
+//                        its rows from every peer, then a kernel sums them in rank order (T_comm)
+//   ideal                max(T_gemm, T_comm)
+//   non-overlapped       cuBLAS, then that reduce-scatter
+//   decomposed           per owner block: cuBLAS on the block's rows (other owners first), its copy
+//                        to the owner on the comm stream while the next block computes; the owner
+//                        sums once every block has arrived (async-TP style)
+//   tilelink fused       GemmRs::run
+//
+// The fused output is checked once against the non-overlapped one (bf16 tolerance). Times are the
+// slowest rank's per call, variants interleaved call by call.
+#include <cuda_bf16.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "bench/bench.hpp"
+#include "bench/gemm_helpers.hpp"
+#include "bench/harness.hpp"
+#include "bench/random.hpp"
+#include "tilelink/core/error.hpp"
+#include "tilelink/ops/gemm_rs/gemm_rs.hpp"
+
+namespace tilelink::bench {
+namespace {
+
+// out (rows x n) = sum over s of slots[s] (rows x n each, consecutive), in order s = 0..world-1.
+__global__ void sum_slots_kernel(const __nv_bfloat16* slots, __nv_bfloat16* out, size_t elems, int world) {
+  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < elems; i += size_t(gridDim.x) * blockDim.x) {
+    float acc = 0.f;
+    for (int s = 0; s < world; ++s) acc += __bfloat162float(slots[size_t(s) * elems + i]);
+    out[i] = __float2bfloat16(acc);
+  }
+}
+
+void sum_slots(const void* slots, void* out, size_t elems, int world, cudaStream_t stream) {
+  sum_slots_kernel<<<1024, 256, 0, stream>>>(static_cast<const __nv_bfloat16*>(slots),
+                                             static_cast<__nv_bfloat16*>(out), elems, world);
+  TL_CUDA_CHECK(cudaGetLastError());
+}
+
+const char* granularity_name(SignalGranularity g) {
+  return g == SignalGranularity::kTile ? "tile" : g == SignalGranularity::kTileRow ? "tile row" : "owner block";
+}
+
+}  // namespace
+
+Table bench_gemm_rs(const GemmRsBenchOptions& o) {
+  const char* where = "bench_gemm_rs";
+  TL_REQUIRE(o.world >= 1, where, "world", o.world, ">= 1");
+  TL_REQUIRE(o.k % o.world == 0 && (o.k / o.world) % 8 == 0, where, "k", o.k,
+             "a multiple of 8 * world (" + std::to_string(8 * o.world) + "): K is split over the ranks");
+  const int w = o.world;
+  const uint32_t m = o.m, n = o.n, k_local = o.k / w, rows = o.m / w;
+  const size_t partial_bytes = size_t(m) * n * 2, block_elems = size_t(rows) * n, block_bytes = block_elems * 2;
+
+  World world = World::virtual_ranks(w);
+  SymmetricHeap heap(world, 2 * partial_bytes + (16u << 20));
+  SignalSet signals(heap, 1u << 16);
+  SymmetricBuffer partial = heap.allocate(partial_bytes);
+  SymmetricBuffer recv = heap.allocate(partial_bytes);  // the baselines' slots: w x rows x n
+
+  std::vector<DeviceBuffer> a, b, out, out_base;
+  GemmRsArguments args;
+  args.partial = &partial;
+  args.m = m;
+  args.n = n;
+  args.k = k_local;
+  args.config = o.config;
+  for (int r = 0; r < w; ++r) {
+    const int dev = world.device(r);
+    a.emplace_back(size_t(m) * k_local * 2, dev);
+    b.emplace_back(size_t(n) * k_local * 2, dev);
+    out.emplace_back(block_bytes, dev);
+    out_base.emplace_back(block_bytes, dev);
+    fill_bf16(a[r].get(), size_t(m) * k_local, rank_seed(o.seed, r), world.compute_stream(r));
+    fill_bf16(b[r].get(), size_t(n) * k_local, rank_seed(o.seed ^ 0xB0B0ull, r), world.compute_stream(r));
+    TL_CUDA_CHECK(cudaMemsetAsync(out[r].get(), 0xFF, block_bytes, world.compute_stream(r)));
+    args.a.push_back(a[r].get());
+    args.b.push_back(b[r].get());
+    args.out.push_back(out[r].get());
+  }
+  if (const std::string why = GemmRs::can_implement(world, heap, args); !why.empty()) {
+    throw InvalidArgument("bench gemm_rs: " + why);
+  }
+  GemmRs op(world, heap, signals, args, "bench.gemm_rs");
+  Cublas cublas(world);
+  Events events(world, w + 1);  // per rank: one per decomposed block, one "all pushed"
+  world.synchronize();
+
+  auto gemm_all = [&] {
+    for (int r = 0; r < w; ++r) {
+      world.set_device(r);
+      cublas_gemm(cublas.handles[r], a[r].get(), b[r].get(), partial.data(r), m, n, k_local);
+    }
+  };
+  // Owner q copies its rows from every rank's partial into its slots, then sums them.
+  auto reduce_scatter = [&] {
+    for (int q = 0; q < w; ++q) {
+      world.set_device(q);
+      world.comm_after_compute(q);
+      for (int s = 0; s < w; ++s) {
+        TL_CUDA_CHECK(cudaMemcpyAsync(recv.as<char>(q) + s * block_bytes,
+                                      partial.as<char>(s) + size_t(q) * block_bytes, block_bytes,
+                                      cudaMemcpyDeviceToDevice, world.comm_stream(q)));
+      }
+      sum_slots(recv.data(q), out_base[q].get(), block_elems, w, world.comm_stream(q));
+      world.compute_after_comm(q);
+    }
+  };
+  auto non_overlapped = [&] {
+    gemm_all();
+    // Every rank's GEMM before any owner copies: owners read all partials.
+    for (int r = 0; r < w; ++r) {
+      TL_CUDA_CHECK(cudaEventRecord(events.events[size_t(r) * (w + 1) + w], world.compute_stream(r)));
+    }
+    for (int q = 0; q < w; ++q) {
+      for (int r = 0; r < w; ++r) {
+        TL_CUDA_CHECK(cudaStreamWaitEvent(world.compute_stream(q), events.events[size_t(r) * (w + 1) + w], 0));
+      }
+    }
+    reduce_scatter();
+  };
+  auto decomposed = [&] {
+    for (int r = 0; r < w; ++r) {
+      world.set_device(r);
+      world.comm_after_compute(r);
+      for (int step = 1; step <= w; ++step) {
+        const int q = (r + step) % w;  // own block last
+        char* block = partial.as<char>(r) + size_t(q) * block_bytes;
+        cublas_gemm(cublas.handles[r], a[r].get<char>() + size_t(q) * rows * k_local * 2, b[r].get(), block, rows, n,
+                    k_local);
+        cudaEvent_t e = events.events[size_t(r) * (w + 1) + step - 1];
+        TL_CUDA_CHECK(cudaEventRecord(e, world.compute_stream(r)));
+        TL_CUDA_CHECK(cudaStreamWaitEvent(world.comm_stream(r), e, 0));
+        TL_CUDA_CHECK(cudaMemcpyAsync(recv.as<char>(q) + size_t(r) * block_bytes, block, block_bytes,
+                                      cudaMemcpyDeviceToDevice, world.comm_stream(r)));
+      }
+      TL_CUDA_CHECK(cudaEventRecord(events.events[size_t(r) * (w + 1) + w], world.comm_stream(r)));
+    }
+    for (int q = 0; q < w; ++q) {
+      for (int r = 0; r < w; ++r) {
+        TL_CUDA_CHECK(cudaStreamWaitEvent(world.comm_stream(q), events.events[size_t(r) * (w + 1) + w], 0));
+      }
+      sum_slots(recv.data(q), out_base[q].get(), block_elems, w, world.comm_stream(q));
+      world.compute_after_comm(q);
+    }
+  };
+  auto fused = [&] { op.run(); };
+
+  // Check once: the fused output against the non-overlapped chain's.
+  op.run();
+  world.synchronize();
+  non_overlapped();
+  world.synchronize();
+  uint64_t far = 0;
+  for (int q = 0; q < w; ++q) {
+    world.set_device(q);
+    far += count_far(out[q].get(), out_base[q].get(), block_elems, world.compute_stream(q));
+  }
+  if (far != 0) {
+    throw Error("bench gemm_rs: " + std::to_string(far) +
+                " output elements differ from cuBLAS + reduce-scatter beyond bf16 tolerance");
+  }
+
+  bool gated = true;
+  const std::vector<Stats> t = repeat_interleaved(world, o.timing.warmup, o.timing.iters,
+                                                  {gemm_all, reduce_scatter, non_overlapped, decomposed, fused}, &gated);
+  const Stats &t_gemm = t[0], &t_comm = t[1], &t_non = t[2], &t_dec = t[3], &t_fused = t[4];
+  GemmOpTable result("gemm_rs",
+                  "GEMM+RS, " + std::to_string(w) + " virtual rank" + (w > 1 ? "s" : "") + ": m=" + std::to_string(m) +
+                      " n=" + std::to_string(n) + " k=" + std::to_string(o.k) + " (" + std::to_string(k_local) +
+                      " per rank), bf16, fp32 reduction",
+                  2.0 * double(m) * double(n) * double(o.k), t_gemm, t_non, t_comm);
+  result.row("cuBLAS GEMM (T_gemm)", t_gemm);
+  result.row("reduce-scatter alone, copy engine (T_comm)", t_comm);
+  result.ideal_row();
+  result.row("non-overlapped (cuBLAS, then reduce-scatter)", t_non);
+  result.row("decomposed (per-owner cuBLAS + copies, 2 streams)", t_dec);
+  result.row("tilelink fused", t_fused);
+  Table& table = result.table;
+  table.notes.push_back(std::string("config: pull form, signal per ") + granularity_name(o.config.granularity) +
+                        ", swizzle " + std::to_string(o.config.swizzle));
+  table.notes.push_back("check: fused output of every rank equals cuBLAS + reduce-scatter within bf16 tolerance");
+  result.common_notes(w, t_fused.samples, o.timing.warmup, gated);
+  return table;
+}
+
+}  // namespace tilelink::bench
