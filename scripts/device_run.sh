@@ -31,7 +31,9 @@ fi
 if [[ $mode == *ops* || $mode == all ]]; then
   # The overlapped ops on the paper's shapes: world 1 (kernel vs cuBLAS) and world 8 (virtual ranks).
   { timeout 200 "$build/tilelink" bench ag_gemm --world 1 --shapes paper --json "$out/bench_ag_gemm_w1.json" &&
-    timeout 200 "$build/tilelink" bench ag_gemm --world 8 --shapes paper --json "$out/bench_ag_gemm_w8.json"; } \
+    timeout 200 "$build/tilelink" bench ag_gemm --world 8 --shapes paper --json "$out/bench_ag_gemm_w8.json" &&
+    timeout 200 "$build/tilelink" bench gemm_rs --world 1 --shapes paper --json "$out/bench_gemm_rs_w1.json" &&
+    timeout 200 "$build/tilelink" bench gemm_rs --world 8 --shapes paper --json "$out/bench_gemm_rs_w8.json"; } \
     >"$out/bench_ops.log" 2>&1 || status=1
   grep -vE "^$" "$out/bench_ops.log" | tail -60
 fi
