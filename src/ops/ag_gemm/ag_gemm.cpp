@@ -7,6 +7,7 @@
 #include "core/checks.hpp"
 #include "ops/ag_gemm/sm90_ag_gemm_kernel.hpp"
 #include "tilelink/core/error.hpp"
+#include "tilelink/ops/ag_gemm/ag_gemm_policy.hpp"
 #include "tilelink/ops/ag_gemm/ag_gemm_protocol.hpp"
 
 namespace tilelink {
@@ -30,7 +31,7 @@ const std::vector<Sm90AgGemmConfigInfo>& sm90_ag_gemm_configs() {
 
 namespace {
 
-constexpr uint32_t kElementBytes = 2;  // bf16
+using ag_gemm_policy::kElementBytes;
 
 const detail::Sm90AgGemmConfigInfo* find_kernel(const std::string& name) {
   const auto& configs = detail::sm90_ag_gemm_configs();
@@ -41,9 +42,6 @@ const detail::Sm90AgGemmConfigInfo* find_kernel(const std::string& name) {
   return nullptr;
 }
 
-constexpr uint32_t kCopyEngineTileBytes = 8u << 20;
-constexpr int kSlackSms = 2;
-
 AllGatherArguments all_gather_arguments(const World& world, const AgGemmArguments& a) {
   AllGatherArguments ag;
   ag.gathered = a.a;
@@ -52,12 +50,7 @@ AllGatherArguments all_gather_arguments(const World& world, const AgGemmArgument
   ag.row_bytes = a.k * kElementBytes;
   ag.config = a.config.comm;
   if (ag.config.comm_rows == 0) {
-    uint32_t rows = 128;
-    if (ag.config.resource == CommResource::kCopyEngine) {
-      const uint64_t row_bytes = uint64_t(a.k) * kElementBytes;
-      while (rows < a.m_per_rank && rows * row_bytes < kCopyEngineTileBytes) rows += 128;
-    }
-    ag.config.comm_rows = std::min(rows, std::max(a.m_per_rank, 1u));
+    ag.config.comm_rows = ag_gemm_policy::auto_comm_rows(ag.config.resource, a.m_per_rank, a.k);
   }
   if (ag.config.resource == CommResource::kSm && ag.config.num_blocks == 0) {
     ag.config.num_blocks = static_cast<uint32_t>(std::max(1, world.sm_budget(0) / 8));
@@ -65,23 +58,13 @@ AllGatherArguments all_gather_arguments(const World& world, const AgGemmArgument
   return ag;
 }
 
-// SMs the GEMM of `rank` may use: the budget minus the SM all-gather's blocks, capped by the
-// config. Negative or zero when nothing is left.
 int gemm_sm_count(const World& world, int rank, const AgGemmArguments& a, uint32_t comm_blocks) {
-  const int left = world.sm_budget(rank) - static_cast<int>(comm_blocks);
-  if (a.config.gemm_sms != 0) return std::min(left, static_cast<int>(a.config.gemm_sms));
-  return world.size() > 1 ? left - kSlackSms : left;
+  return ag_gemm_policy::gemm_sm_count(world.sm_budget(rank), world.size(), comm_blocks, a.config.gemm_sms);
 }
 
-// The configured swizzle, or the widest band (in cluster rows of tiles) that fits in one shard
-// and whose rows of A fit in the rank's share of L2 (`l2_share` bytes).
 uint32_t choose_swizzle(const AgGemmArguments& a, const detail::Sm90AgGemmConfigInfo& kernel, uint64_t l2_share) {
-  if (a.config.swizzle != 0) return a.config.swizzle;
-  const uint32_t band_rows = kernel.tile_m * kernel.cluster_m;
-  const uint64_t row_bytes = uint64_t(a.k) * kElementBytes;
-  uint32_t s = 1;
-  while (s < 8 && 2 * s * band_rows <= a.m_per_rank && 2 * s * band_rows * row_bytes <= l2_share) s *= 2;
-  return s;
+  return ag_gemm_policy::auto_swizzle(a.config.swizzle, kernel.tile_m * kernel.cluster_m, a.m_per_rank, a.k,
+                                      l2_share);
 }
 
 // L2 bytes per rank: a GPU's L2 divided among the ranks that share it.

@@ -7,6 +7,7 @@
 #include "core/checks.hpp"
 #include "ops/gemm_rs/sm90_gemm_rs_kernel.hpp"
 #include "tilelink/core/error.hpp"
+#include "tilelink/ops/ag_gemm/ag_gemm_policy.hpp"
 
 namespace tilelink {
 
@@ -23,17 +24,14 @@ const std::vector<Sm90GemmRsConfigInfo>& sm90_gemm_rs_configs() {
 
 namespace {
 
-constexpr int kSlackSms = 2;
-
 uint32_t reduce_blocks_of(const World& world, const GemmRsArguments& a) {
   return a.config.reduce_blocks != 0 ? a.config.reduce_blocks
                                      : static_cast<uint32_t>(std::max(1, world.sm_budget(0) / 8));
 }
 
 int gemm_sm_count(const World& world, int rank, const GemmRsArguments& a) {
-  const int left = world.sm_budget(rank) - static_cast<int>(reduce_blocks_of(world, a));
-  if (a.config.gemm_sms != 0) return std::min(left, static_cast<int>(a.config.gemm_sms));
-  return world.size() > 1 ? left - kSlackSms : left;
+  return ag_gemm_policy::gemm_sm_count(world.sm_budget(rank), world.size(), reduce_blocks_of(world, a),
+                                       a.config.gemm_sms);
 }
 
 GemmRsPullPlan make_plan(const World& world, const GemmRsArguments& a, const detail::Sm90GemmRsConfigInfo& kernel) {
