@@ -91,13 +91,6 @@ std::string AgGemm::can_implement(const World& world, const SymmetricHeap& heap,
            ": expected 'nk' (B as N x K row-major, K contiguous; transpose a K x N weight once at load time)";
   }
   if (a.m_per_rank == 0) return "argument 'm_per_rank' = 0: expected at least one row";
-  if (a.n == 0 || a.n % 8 != 0) {
-    return "argument 'n' = " + std::to_string(a.n) + ": expected a positive multiple of 8 (16-byte rows of C for TMA)";
-  }
-  if (a.k == 0 || a.k % 8 != 0) {
-    return "argument 'k' = " + std::to_string(a.k) +
-           ": expected a positive multiple of 8 (16-byte rows of A and B for TMA)";
-  }
   const uint64_t m = uint64_t(a.m_per_rank) * world.size();
   if (m > 0x7FFFFFFFull) {
     return "argument 'm_per_rank' = " + std::to_string(a.m_per_rank) + ": expected world * m_per_rank below 2^31";
@@ -110,6 +103,16 @@ std::string AgGemm::can_implement(const World& world, const SymmetricHeap& heap,
     for (const std::string& n : kernel_names()) names += (names.empty() ? "'" : ", '") + n + "'";
     return "argument 'config.kernel' = '" + a.config.kernel + "': expected one of " + names;
   }
+  // Extents, alignment and swizzle first: the sizes checked next depend on them. The SM count is
+  // checked per rank below, with the all-gather's share named.
+  detail::Sm90AgGemmProblem p;
+  p.m = static_cast<uint32_t>(m);
+  p.n = a.n;
+  p.k = a.k;
+  p.lda = a.k;
+  p.sm_count = static_cast<int>(kernel->cluster_m * kernel->cluster_n);
+  p.swizzle = static_cast<int>(choose_swizzle(a, *kernel, uint64_t(1) << 40));
+  if (std::string e = kernel->can_implement(p); !e.empty()) return e;
   if (std::string e = check_symmetric(world, heap, a.a, a.a_offset, m * a.k * kElementBytes, "a"); !e.empty()) {
     return e;
   }
@@ -117,7 +120,7 @@ std::string AgGemm::can_implement(const World& world, const SymmetricHeap& heap,
   if (std::string e = AllGather::can_implement(world, heap, ag); !e.empty()) return e;
 
   const uint32_t comm_blocks = ag.config.resource == CommResource::kSm ? ag.config.num_blocks : 0;
-  const int cluster = static_cast<int>(kernel->cluster_m * kernel->cluster_n);
+  const int cluster = p.sm_count;
   for (int r = 0; r < world.size(); ++r) {
     const int sms = gemm_sm_count(world, r, a, comm_blocks);
     if (sms < cluster) {
@@ -127,14 +130,7 @@ std::string AgGemm::can_implement(const World& world, const SymmetricHeap& heap,
              std::to_string(cluster) + "-CTA cluster for the GEMM";
     }
   }
-  detail::Sm90AgGemmProblem p;
-  p.m = static_cast<uint32_t>(m);
-  p.n = a.n;
-  p.k = a.k;
-  p.lda = a.k;
-  p.sm_count = cluster;
-  p.swizzle = static_cast<int>(choose_swizzle(a, *kernel, uint64_t(1) << 40));
-  return kernel->can_implement(p);
+  return "";
 }
 
 AgGemm::AgGemm(const World& world, SymmetricHeap& heap, SignalSet& signals, const AgGemmArguments& args,

@@ -100,40 +100,16 @@ class Sm90AgGemmKernelImpl final : public Sm90AgGemmKernel {
   using Kernel = typename Types::Kernel;
 
  public:
-  static constexpr uint32_t kTileM = cute::size<0>(TileShape{});
-  static constexpr uint32_t kTileN = cute::size<1>(TileShape{});
-  static constexpr uint32_t kClusterM = cute::size<0>(ClusterShape{});
-  static constexpr uint32_t kClusterN = cute::size<1>(ClusterShape{});
+  static constexpr uint32_t kTileM = Types::kTileM, kTileN = Types::kTileN;
+  static constexpr uint32_t kClusterM = Types::kClusterM, kClusterN = Types::kClusterN;
 
   static std::string can_implement(const Sm90AgGemmProblem& p) {
-    if (p.m == 0 || p.n == 0 || p.k == 0) {
-      return "problem (m, n, k) = (" + std::to_string(p.m) + ", " + std::to_string(p.n) + ", " +
-             std::to_string(p.k) + "): expected every extent > 0";
-    }
-    if (p.k % Types::kAlign != 0) {
-      return "argument 'k' = " + std::to_string(p.k) + ": expected a multiple of 8 (TMA needs 16-byte rows of A and B)";
-    }
-    if (p.n % Types::kAlign != 0) {
-      return "argument 'n' = " + std::to_string(p.n) + ": expected a multiple of 8 (TMA needs 16-byte rows of C)";
-    }
-    if (p.lda < p.k || p.lda % Types::kAlign != 0) {
-      return "A row pitch = " + std::to_string(p.lda) + " elements: expected >= k and a multiple of 8";
-    }
-    if (p.sm_count < static_cast<int>(kClusterM * kClusterN)) {
-      return "GEMM SM count = " + std::to_string(p.sm_count) + ": expected at least one " +
-             std::to_string(kClusterM) + "x" + std::to_string(kClusterN) + " cluster";
-    }
-    if (p.swizzle != 1 && p.swizzle != 2 && p.swizzle != 4 && p.swizzle != 8) {
-      return "argument 'config.swizzle' = " + std::to_string(p.swizzle) + ": expected 0 (automatic), 1, 2, 4 or 8";
-    }
-    return "";
+    return Types::check(p.m, p.n, p.k, p.lda, p.sm_count, p.swizzle);
   }
 
   static std::unique_ptr<Sm90AgGemmKernel> make(const Sm90AgGemmProblem& p) {
     return std::make_unique<Sm90AgGemmKernelImpl>(p);
   }
-
-  static void preload() { Sm90PersistentLauncher<Kernel>::preload(); }
 
   explicit Sm90AgGemmKernelImpl(const Sm90AgGemmProblem& p) {
     const std::string why = can_implement(p);
@@ -158,12 +134,11 @@ class Sm90AgGemmKernelImpl final : public Sm90AgGemmKernel {
     launcher_.launch(stream);
   }
 
-  dim3 grid() const override { return launcher_.grid(); }
   int ctas() const override { return launcher_.ctas(); }
 
   static Sm90AgGemmConfigInfo info(const char* name) {
     return {name, kTileM, kTileN, static_cast<uint32_t>(cute::size<2>(TileShape{})), kClusterM, kClusterN,
-            &can_implement, &make, &preload};
+            &can_implement, &make};
   }
 
  private:

@@ -41,7 +41,6 @@ class Sm90AgGemmKernel {
   virtual ~Sm90AgGemmKernel() = default;
   // Launches on `stream` with the signals' epoch of this call.
   virtual void run(uint64_t epoch, cudaStream_t stream) = 0;
-  virtual dim3 grid() const = 0;
   virtual int ctas() const = 0;
 };
 
@@ -51,10 +50,9 @@ struct Sm90AgGemmConfigInfo {
   uint32_t cluster_m, cluster_n;
   // "" if this configuration can run `p`, else why not (argument, value, expectation).
   std::string (*can_implement)(const Sm90AgGemmProblem& p);
-  // Builds the kernel's parameters (TMA descriptors) once; throws InvalidArgument / CudaError.
+  // Builds the kernel's parameters (TMA descriptors) once and loads its module on the device
+  // (lazy loading, see World); throws InvalidArgument / CudaError.
   std::unique_ptr<Sm90AgGemmKernel> (*make)(const Sm90AgGemmProblem& p);
-  // Loads the kernel's module on the current device (lazy loading, see World).
-  void (*preload)();
 };
 
 // Every compiled configuration, the default first.

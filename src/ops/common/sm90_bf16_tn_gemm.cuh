@@ -12,6 +12,7 @@
 #include <cutlass/gemm/kernel/gemm_universal.hpp>
 
 #include <cstdint>
+#include <string>
 #include <type_traits>
 
 #include "ops/common/sm90_row_ordered_scheduler.cuh"
@@ -48,10 +49,40 @@ struct Sm90Bf16TnGemm {
                                                       RowOrderedSchedulerTag>;
   static_assert(std::is_same_v<typename Kernel::TileScheduler, Sm90RowOrderedTileScheduler>);
 
+  static constexpr uint32_t kTileM = cute::size<0>(TileShape{});
+  static constexpr uint32_t kTileN = cute::size<1>(TileShape{});
+  static constexpr uint32_t kClusterM = cute::size<0>(ClusterShape{});
+  static constexpr uint32_t kClusterN = cute::size<1>(ClusterShape{});
+
+  // "" if the extents, the A row pitch (elements), the SM count and the swizzle suit this kernel,
+  // else why not. The ops add their own conditions.
+  static std::string check(uint32_t m, uint32_t n, uint32_t k, uint64_t lda, int sm_count, int swizzle) {
+    if (m == 0 || n == 0 || k == 0) {
+      return "problem (m, n, k) = (" + std::to_string(m) + ", " + std::to_string(n) + ", " + std::to_string(k) +
+             "): expected every extent > 0";
+    }
+    if (k % kAlign != 0) {
+      return "argument 'k' = " + std::to_string(k) + ": expected a multiple of 8 (TMA needs 16-byte rows of A and B)";
+    }
+    if (n % kAlign != 0) {
+      return "argument 'n' = " + std::to_string(n) + ": expected a multiple of 8 (TMA needs 16-byte rows of C)";
+    }
+    if (lda < k || lda % kAlign != 0) {
+      return "A row pitch = " + std::to_string(lda) + " elements: expected >= k and a multiple of 8";
+    }
+    if (sm_count < static_cast<int>(kClusterM * kClusterN)) {
+      return "GEMM SM count = " + std::to_string(sm_count) + ": expected at least one " + std::to_string(kClusterM) +
+             "x" + std::to_string(kClusterN) + " cluster";
+    }
+    if (swizzle != 1 && swizzle != 2 && swizzle != 4 && swizzle != 8) {
+      return "argument 'config.swizzle' = " + std::to_string(swizzle) + ": expected 1, 2, 4 or 8";
+    }
+    return "";
+  }
+
   // The problem, operands and tile order common to both ops; the op adds its own fields.
   static void set_problem(typename Kernel::Arguments& args, uint32_t m, uint32_t n, uint32_t k, const void* a,
                           uint64_t lda, const void* b, void* d, const uint32_t* m_order, int swizzle) {
-    constexpr uint32_t kTileM = cute::size<0>(TileShape{});
     args.mode = cutlass::gemm::GemmUniversalMode::kGemm;
     args.problem_shape = {static_cast<int>(m), static_cast<int>(n), static_cast<int>(k), 1};
     args.mainloop.ptr_A = static_cast<const ElementA*>(a);

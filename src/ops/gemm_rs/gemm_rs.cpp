@@ -54,33 +54,23 @@ std::string GemmRs::can_implement(const World& world, const SymmetricHeap& heap,
     return "argument 'm' = " + std::to_string(a.m) + ": expected a positive multiple of the world size " +
            std::to_string(w);
   }
-  if (a.n == 0 || a.n % 8 != 0) {
-    return "argument 'n' = " + std::to_string(a.n) + ": expected a positive multiple of 8 (16-byte rows for TMA)";
-  }
-  if (a.k == 0 || a.k % 8 != 0) {
-    return "argument 'k' = " + std::to_string(a.k) +
-           ": expected a positive multiple of 8 (16-byte rows of A and B for TMA)";
-  }
   if (std::string e = check_rank_pointers(world, a.a, "a"); !e.empty()) return e;
   if (std::string e = check_rank_pointers(world, a.b, "b"); !e.empty()) return e;
   if (std::string e = check_rank_pointers(world, a.out, "out"); !e.empty()) return e;
-  if (std::string e = check_symmetric(world, heap, a.partial, 0, uint64_t(a.m) * a.n * 2, "partial"); !e.empty()) {
-    return e;
-  }
   if (a.config.reduce_blocks > static_cast<uint32_t>(world.sm_budget(0))) {
     return "argument 'config.reduce_blocks' = " + std::to_string(a.config.reduce_blocks) +
            ": expected at most the rank's SM budget of " + std::to_string(world.sm_budget(0));
   }
-  if (a.config.swizzle != 1 && a.config.swizzle != 2 && a.config.swizzle != 4 && a.config.swizzle != 8) {
-    return "argument 'config.swizzle' = " + std::to_string(a.config.swizzle) + ": expected 1, 2, 4 or 8";
-  }
+  // Extents, alignment, swizzle and SMs before the partial buffer, whose size depends on them.
   detail::Sm90GemmRsProblem p;
   p.m = a.m;
   p.n = a.n;
   p.k = a.k;
   p.plan = make_plan(world, a, kernel);
   p.sm_count = gemm_sm_count(world, 0, a);
-  return kernel.can_implement(p);
+  p.swizzle = static_cast<int>(a.config.swizzle);
+  if (std::string e = kernel.can_implement(p); !e.empty()) return e;
+  return check_symmetric(world, heap, a.partial, 0, uint64_t(a.m) * a.n * 2, "partial");
 }
 
 GemmRs::GemmRs(const World& world, SymmetricHeap& heap, SignalSet& signals, const GemmRsArguments& args,

@@ -95,27 +95,15 @@ class Sm90GemmRsKernelImpl final : public Sm90GemmRsKernel {
   using Kernel = typename Types::Kernel;
 
  public:
-  static constexpr uint32_t kTileM = cute::size<0>(TileShape{});
-  static constexpr uint32_t kTileN = cute::size<1>(TileShape{});
-  static constexpr uint32_t kClusterM = cute::size<0>(ClusterShape{});
-  static constexpr uint32_t kClusterN = cute::size<1>(ClusterShape{});
+  static constexpr uint32_t kTileM = Types::kTileM, kTileN = Types::kTileN;
+  static constexpr uint32_t kClusterM = Types::kClusterM, kClusterN = Types::kClusterN;
 
   static std::string can_implement(const Sm90GemmRsProblem& p) {
-    if (p.m == 0 || p.n == 0 || p.k == 0) return "problem has an empty extent";
-    if (p.k % Types::kAlign != 0) {
-      return "argument 'k' = " + std::to_string(p.k) + ": expected a multiple of 8 (16-byte rows of A and B for TMA)";
-    }
-    if (p.n % Types::kAlign != 0) {
-      return "argument 'n' = " + std::to_string(p.n) + ": expected a multiple of 8 (16-byte rows for TMA)";
-    }
     if (p.plan.rows_per_rank % kTileM != 0) {
       return "argument 'm_per_rank' = " + std::to_string(p.plan.rows_per_rank) + ": expected a multiple of " +
              std::to_string(kTileM) + " (owner blocks are whole GEMM tile rows)";
     }
-    if (p.sm_count < static_cast<int>(kClusterM * kClusterN)) {
-      return "GEMM SM count = " + std::to_string(p.sm_count) + ": expected at least one cluster";
-    }
-    return "";
+    return Types::check(p.m, p.n, p.k, p.k, p.sm_count, p.swizzle);
   }
 
   static std::unique_ptr<Sm90GemmRsKernel> make(const Sm90GemmRsProblem& p) {
