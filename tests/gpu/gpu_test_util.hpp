@@ -3,6 +3,7 @@
 // device helpers the test kernels share.
 #pragma once
 
+#include <cuda_bf16.h>
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 
@@ -11,6 +12,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <random>
 #include <string>
 #include <utility>
 #include <vector>
@@ -132,6 +134,23 @@ std::vector<T> download(const void* src, size_t count) {
 }
 inline void poison(void* p, size_t bytes) { TL_CUDA_CHECK(cudaMemset(p, kPoison, bytes)); }
 inline void settle() { TL_CUDA_CHECK(cudaDeviceSynchronize()); }
+
+// bf16 values uniform in [-1, 1).
+inline std::vector<__nv_bfloat16> random_bf16(size_t n, std::mt19937_64& rng) {
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  std::vector<__nv_bfloat16> v(n);
+  for (auto& x : v) x = __float2bfloat16(dist(rng));
+  return v;
+}
+
+// An op refuses `args`: can_implement's reason contains `needle` (the argument and its value),
+// and the constructor throws InvalidArgument.
+template <class Op, class Args>
+void expect_refused(TestWorld& env, const Args& args, const std::string& needle) {
+  const std::string why = Op::can_implement(env.world, env.heap, args);
+  EXPECT_NE(why.find(needle), std::string::npos) << "'" << why << "' does not name " << needle;
+  EXPECT_THROW(Op(env.world, env.heap, env.signals, args), InvalidArgument);
+}
 
 // Byte-exact comparison with the first mismatch and the number of mismatching bytes.
 inline ::testing::AssertionResult bytes_equal(const std::vector<uint8_t>& got,
