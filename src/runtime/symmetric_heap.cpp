@@ -50,12 +50,23 @@ SymmetricHeap::SymmetricHeap(const World& world, size_t capacity_per_rank)
   const int n = world.size();
   bases_.assign(n, nullptr);
   device_tables_.assign(n, nullptr);
+  bool one_device = true;
+  for (int r = 1; r < n; ++r) one_device = one_device && world.device(r) == world.device(0);
   try {
-    for (int r = 0; r < n; ++r) {
-      world.set_device(r);
+    if (one_device) {
+      // Virtual ranks: one allocation, segment r at base + r * capacity (an affine heap).
+      world.set_device(0);
       void* p = nullptr;
-      TL_CUDA_CHECK(cudaMalloc(&p, capacity_));
-      bases_[r] = static_cast<char*>(p);
+      TL_CUDA_CHECK(cudaMalloc(&p, capacity_ * static_cast<size_t>(n)));
+      for (int r = 0; r < n; ++r) bases_[r] = static_cast<char*>(p) + capacity_ * static_cast<size_t>(r);
+      single_allocation_ = true;
+    } else {
+      for (int r = 0; r < n; ++r) {
+        world.set_device(r);
+        void* p = nullptr;
+        TL_CUDA_CHECK(cudaMalloc(&p, capacity_));
+        bases_[r] = static_cast<char*>(p);
+      }
     }
     for (int r = 0; r < n; ++r) {
       world.set_device(r);
@@ -65,21 +76,33 @@ SymmetricHeap::SymmetricHeap(const World& world, size_t capacity_per_rank)
       TL_CUDA_CHECK(cudaMemcpy(t, bases_.data(), sizeof(char*) * n, cudaMemcpyHostToDevice));
     }
   } catch (...) {
-    for (int r = 0; r < n; ++r) {
-      cudaFree(bases_[r]);
-      cudaFree(device_tables_[r]);
-    }
+    free_segments();
     throw;
   }
   free_[0] = capacity_;
 }
 
-SymmetricHeap::~SymmetricHeap() {
+SymmetricHeap::~SymmetricHeap() { free_segments(); }
+
+void SymmetricHeap::free_segments() {
   for (int r = 0; r < world_->size(); ++r) {
     cudaSetDevice(world_->device(r));
-    cudaFree(bases_[r]);
+    if (!single_allocation_ || r == 0) cudaFree(bases_[r]);
     cudaFree(device_tables_[r]);
+    bases_[r] = nullptr;
+    device_tables_[r] = nullptr;
   }
+}
+
+size_t SymmetricHeap::affine_stride() const {
+  const int n = world_->size();
+  if (n == 1) return capacity_;
+  const std::ptrdiff_t stride = bases_[1] - bases_[0];
+  if (stride <= 0) return 0;
+  for (int r = 2; r < n; ++r) {
+    if (bases_[r] - bases_[0] != stride * r) return 0;
+  }
+  return static_cast<size_t>(stride);
 }
 
 SymmetricBuffer SymmetricHeap::allocate(size_t bytes, size_t alignment) {

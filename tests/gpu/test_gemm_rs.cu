@@ -1,6 +1,6 @@
-// GEMM+RS (pull form) on virtual ranks (world 1, 2, 4, 8) against cuBLAS per rank (bf16 partials)
-// and an fp32 reduction in rank order on the host, for every signal granularity; N and K not
-// multiples of the 128x256x64 tile. Each case makes two fresh-input calls (outputs poisoned first),
+// GEMM+RS on virtual ranks (world 1, 2, 4, 8) against cuBLAS per rank (bf16 partials) and an
+// fp32 reduction in rank order on the host, for every scatter variant (pull, epilogue push, copy
+// engine) and signal granularity; N and K not multiples of the 128x256x64 tile. Each case makes two fresh-input calls (outputs poisoned first),
 // then 100 calls on the second call's inputs, each checked bit-identical to it.
 #include <cublas_v2.h>
 #include <cuda_bf16.h>
@@ -19,11 +19,11 @@
 
 namespace tilelink::test::gemm_rs {
 
-class GemmRsTest : public ::testing::TestWithParam<std::tuple<int, SignalGranularity>> {};
+class GemmRsTest : public ::testing::TestWithParam<std::tuple<int, SignalGranularity, GemmRsScatter>> {};
 
 TEST_P(GemmRsTest, MatchesCublasPartialsSummedInRankOrder) {
   TL_SKIP_WITHOUT_GPU();
-  const auto [world_size, granularity] = GetParam();
+  const auto [world_size, granularity, scatter] = GetParam();
   const uint64_t seed = std::random_device{}();
   SCOPED_TRACE("seed " + std::to_string(seed));
   std::mt19937_64 rng(seed);
@@ -31,16 +31,19 @@ TEST_P(GemmRsTest, MatchesCublasPartialsSummedInRankOrder) {
   const uint32_t m = kRowsPerRank * world_size;
   const size_t partial_bytes = size_t(m) * kN * 2, out_elems = size_t(kRowsPerRank) * kN;
 
-  TestWorld env(world_size, partial_bytes + (2 << 20), 4096);
+  TestWorld env(world_size, 2 * partial_bytes + (2 << 20), 4096);
   const World& world = env.world;
   SymmetricBuffer partial = env.heap.allocate(partial_bytes);
+  SymmetricBuffer recv = env.heap.allocate(partial_bytes);
   std::vector<DeviceBuffer> a, b, out, ref;
   GemmRsArguments args;
   args.partial = &partial;
   args.m = m;
   args.n = kN;
   args.k = kK;
+  args.recv = &recv;
   args.config.granularity = granularity;
+  args.config.scatter = scatter;
   for (int r = 0; r < world_size; ++r) {
     a.emplace_back(size_t(m) * kK * 2, world.device(r));
     b.emplace_back(size_t(kN) * kK * 2, world.device(r));
@@ -70,6 +73,7 @@ TEST_P(GemmRsTest, MatchesCublasPartialsSummedInRankOrder) {
     for (int r = 0; r < world_size; ++r) {
       TL_CUDA_CHECK(cudaMemset(out[r].get(), 0xFF, out[r].bytes()));
       TL_CUDA_CHECK(cudaMemset(partial.data(r), 0xFF, partial_bytes));
+      TL_CUDA_CHECK(cudaMemset(recv.data(r), 0xFF, partial_bytes));
     }
     settle();
     op.run();
@@ -119,15 +123,25 @@ TEST_P(GemmRsTest, MatchesCublasPartialsSummedInRankOrder) {
   TL_CUBLAS_CHECK(cublasDestroy(cublas));
 }
 
+std::string case_name(const ::testing::TestParamInfo<GemmRsTest::ParamType>& info) {
+  const SignalGranularity g = std::get<1>(info.param);
+  return "world" + std::to_string(std::get<0>(info.param)) + "_" + to_string(std::get<2>(info.param)) +
+         (g == SignalGranularity::kTile ? "_tile" : g == SignalGranularity::kTileRow ? "_row" : "_rank");
+}
+
 INSTANTIATE_TEST_SUITE_P(
     GemmRs, GemmRsTest,
     ::testing::Combine(::testing::Values(1, 2, 4, 8),
-                       ::testing::Values(SignalGranularity::kTile, SignalGranularity::kTileRow, SignalGranularity::kRank)),
-    [](const ::testing::TestParamInfo<GemmRsTest::ParamType>& info) {
-      const SignalGranularity g = std::get<1>(info.param);
-      return "world" + std::to_string(std::get<0>(info.param)) +
-             (g == SignalGranularity::kTile ? "_tile" : g == SignalGranularity::kTileRow ? "_row" : "_rank");
-    });
+                       ::testing::Values(SignalGranularity::kTile, SignalGranularity::kTileRow, SignalGranularity::kRank),
+                       ::testing::Values(GemmRsScatter::kPull, GemmRsScatter::kEpiloguePush)),
+    case_name);
+// The copy engine moves whole groups of contiguous rows: tile rows or owner blocks.
+INSTANTIATE_TEST_SUITE_P(
+    GemmRsCopyEngine, GemmRsTest,
+    ::testing::Combine(::testing::Values(1, 2, 4, 8),
+                       ::testing::Values(SignalGranularity::kTileRow, SignalGranularity::kRank),
+                       ::testing::Values(GemmRsScatter::kCopyEngine)),
+    case_name);
 
 TEST(GemmRsArgumentsTest, RefusesWhatItCannotRun) {
   TL_SKIP_WITHOUT_GPU();
@@ -162,6 +176,14 @@ TEST(GemmRsArgumentsTest, RefusesWhatItCannotRun) {
   a = good;
   a.m = 1024;  // partial holds 512 x 256
   refused(a, "'partial' holds");
+  a = good;
+  a.config.scatter = GemmRsScatter::kCopyEngine;
+  a.config.granularity = SignalGranularity::kTileRow;
+  refused(a, "'recv'");  // the copy engine's receive buffer is missing
+  a.recv = &partial;
+  EXPECT_EQ(GemmRs::can_implement(env.world, env.heap, a), "");
+  a.config.granularity = SignalGranularity::kTile;
+  refused(a, "'config.granularity' = tile");
   settle();
 }
 

@@ -1,5 +1,5 @@
-// GPU contexts for protocol templates: a CTA of one rank (DeviceBlockCtx) and one rank's stream
-// (StreamCtx). The block context turns the thread-level primitives into block-level ones:
+// GPU context for protocol templates: a CTA of one rank (DeviceBlockCtx; a rank's stream is
+// StreamCtx, stream_ctx.hpp). The block context turns the thread-level primitives into block-level ones:
 // notifies are preceded by a barrier (all threads' stores, then thread 0 releases), waits are
 // followed by one (thread 0 acquires, then every thread may read).
 #pragma once
@@ -7,7 +7,7 @@
 #include <cuda_runtime_api.h>
 
 #include "tilelink/primitives/device.cuh"
-#include "tilelink/primitives/host.hpp"
+#include "tilelink/comm/stream_ctx.hpp"
 
 namespace tilelink {
 
@@ -84,25 +84,6 @@ struct BulkSmem {
     st.phase_bits = 0;
     bulk_staging_init(st);
     return st;
-  }
-};
-
-// One rank's stream as a protocol context (copy-engine paths).
-struct StreamCtx {
-  int rank_;
-  int world_;
-  cudaStream_t stream_;
-
-  int rank() const { return rank_; }
-  int world() const { return world_; }
-  void rank_notify(const SignalView& sig, uint32_t channel, int peer) {
-    tilelink::rank_notify(stream_, sig, channel, peer);
-  }
-  void rank_wait(const SignalView& sig, uint32_t channel, uint32_t arrivals = 1) {
-    tilelink::rank_wait(stream_, sig, channel, arrivals);
-  }
-  void rank_copy_data(void* dst, const void* src, size_t bytes) {
-    tilelink::rank_copy_data(stream_, dst, src, bytes);
   }
 };
 

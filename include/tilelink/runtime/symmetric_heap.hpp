@@ -66,12 +66,19 @@ class SymmetricHeap {
   SymmetricView host_view(int rank) const;
   // True if [p, p + bytes) lies inside `rank`'s segment.
   bool contains(int rank, const void* p, size_t bytes) const;
+  // The distance in bytes from each rank's segment to the next when the segments lie at
+  // base(0) + r * stride in one virtual address range (an affine heap: one TMA descriptor with a
+  // rank mode addresses every rank's copy of an allocation), else 0. Ranks on one device share
+  // one allocation and are affine.
+  size_t affine_stride() const;
 
  private:
   friend class SymmetricBuffer;
   void release(size_t offset, size_t bytes);
+  void free_segments();
 
   const World* world_;
+  bool single_allocation_ = false;
   size_t capacity_;
   std::vector<char*> bases_;           // host copy of the peer table
   std::vector<char**> device_tables_;  // per rank, on rank's device

@@ -1,10 +1,11 @@
-// Host side of GEMM+RS (pull form): validation, plan, per-rank kernels, launch.
+// Host side of GEMM+RS: validation, plan, per-rank kernels, launch.
 #include "tilelink/ops/gemm_rs/gemm_rs.hpp"
 
 #include <algorithm>
 #include <string>
 
 #include "core/checks.hpp"
+#include "tilelink/comm/stream_ctx.hpp"
 #include "ops/gemm_rs/sm90_gemm_rs_kernel.hpp"
 #include "tilelink/core/error.hpp"
 #include "tilelink/ops/ag_gemm/ag_gemm_policy.hpp"
@@ -34,14 +35,15 @@ int gemm_sm_count(const World& world, int rank, const GemmRsArguments& a) {
                                        a.config.gemm_sms);
 }
 
-GemmRsPullPlan make_plan(const World& world, const GemmRsArguments& a, const detail::Sm90GemmRsConfigInfo& kernel) {
-  GemmRsPullPlan plan;
+GemmRsFusedPlan make_plan(const World& world, const GemmRsArguments& a, const detail::Sm90GemmRsConfigInfo& kernel) {
+  GemmRsFusedPlan plan;
   plan.world = static_cast<uint32_t>(world.size());
   plan.rows_per_rank = a.m / plan.world;
   plan.n = a.n;
   plan.bm = kernel.tile_m;
   plan.bn = kernel.tile_n;
   plan.granularity = a.config.granularity;
+  plan.scatter = a.config.scatter;
   return plan;
 }
 
@@ -70,7 +72,31 @@ std::string GemmRs::can_implement(const World& world, const SymmetricHeap& heap,
   p.sm_count = gemm_sm_count(world, 0, a);
   p.swizzle = static_cast<int>(a.config.swizzle);
   if (std::string e = kernel.can_implement(p); !e.empty()) return e;
-  return check_symmetric(world, heap, a.partial, 0, uint64_t(a.m) * a.n * 2, "partial");
+  const uint64_t bytes = uint64_t(a.m) * a.n * 2;
+  if (std::string e = check_symmetric(world, heap, a.partial, 0, bytes, "partial"); !e.empty()) return e;
+  switch (a.config.scatter) {
+    case GemmRsScatter::kPull:
+      return "";
+    case GemmRsScatter::kEpiloguePush:
+      if (heap.affine_stride() == 0) {
+        return "argument 'config.scatter' = push: the epilogue stores through one TMA descriptor over every "
+               "rank's segment, which needs an affine symmetric heap (ranks' segments at one stride); this "
+               "heap's segments are separate allocations -- use 'pull' or 'ce'";
+      }
+      if (heap.affine_stride() % 16 != 0) {
+        return "argument 'config.scatter' = push: the heap's rank stride " + std::to_string(heap.affine_stride()) +
+               " bytes is not a multiple of 16 (TMA)";
+      }
+      return "";
+    case GemmRsScatter::kCopyEngine:
+      if (a.config.granularity == SignalGranularity::kTile) {
+        return "argument 'config.granularity' = tile with config.scatter = ce: the copy engine moves whole "
+               "signal groups of contiguous rows; expected tile_row or rank";
+      }
+      return check_symmetric(world, heap, a.recv, 0, bytes, "recv");
+  }
+  return "argument 'config.scatter' = " + std::to_string(static_cast<uint32_t>(a.config.scatter)) +
+         ": expected pull, push or ce";
 }
 
 GemmRs::GemmRs(const World& world, SymmetricHeap& heap, SignalSet& signals, const GemmRsArguments& args,
@@ -92,7 +118,14 @@ GemmRs::GemmRs(const World& world, SymmetricHeap& heap, SignalSet& signals, cons
     detail::Sm90GemmRsProblem p;
     p.a = args.a[static_cast<size_t>(r)];
     p.b = args.b[static_cast<size_t>(r)];
-    p.partial = args.partial->data(r);
+    const int64_t block = int64_t(plan_.rows_per_rank) * args.n;  // elements of an owner block
+    if (args.config.scatter == GemmRsScatter::kEpiloguePush) {  // owner l's slot r: base(0) + l * stride
+      p.d = static_cast<char*>(args.partial->data(0)) + uint64_t(r) * block * 2;
+      p.d_batch_stride = static_cast<int64_t>(heap.affine_stride() / 2);
+    } else {
+      p.d = args.partial->data(r);
+      p.d_batch_stride = block;
+    }
     p.m = args.m;
     p.n = args.n;
     p.k = args.k;
@@ -118,11 +151,20 @@ uint64_t GemmRs::run() {
     // (and so every peer's reading of this rank's partial) completes before this GEMM writes.
     world.comm_after_compute(r);
     kernels_[static_cast<size_t>(r)]->run(epoch, world.compute_stream(r));
+    if (plan_.scatter == GemmRsScatter::kCopyEngine) enqueue_scatter(r);
     detail::launch_gemm_rs_reduce(plan_, slice_.device_view(r), heap_->device_view(r), args_.partial->data(r),
+                                  args_.recv != nullptr ? args_.recv->data(r) : nullptr,
                                   args_.out[static_cast<size_t>(r)], reduce_blocks_, world.comm_stream(r));
     world.compute_after_comm(r);
   }
   return epoch;
+}
+
+void GemmRs::enqueue_scatter(int rank) {
+  world_->set_device(rank);
+  StreamCtx h{rank, world_->size(), world_->comm_stream(rank)};
+  gemm_rs_copy_engine_scatter(h, plan_, slice_.host_view(rank), heap_->host_view(rank), args_.partial->data(rank),
+                              args_.recv->data(rank), 2);
 }
 
 }  // namespace tilelink

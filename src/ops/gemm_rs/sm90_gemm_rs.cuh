@@ -1,11 +1,14 @@
-// CUTLASS 4.2 sm90 assembly of the fused GEMM+RS kernel, pull form (docs/design/gemm_rs_kernel.md
-// has the reading of CUTLASS's epilogue this relies on). Included only by one-configuration .cu
-// files.
+// CUTLASS 4.2 sm90 assembly of the fused GEMM+RS kernel (docs/design/gemm_rs_kernel.md has the
+// reading of CUTLASS's epilogue this relies on). Included only by one-configuration .cu files.
 //
-//  - Sm90NotifyEpilogue<Base>: Base = the builder's TMA warp-specialized epilogue. After Base::store
-//    of a tile, the warp that issued its TMA stores waits for them to be written
-//    (cp.async.bulk.wait_group 0; CUTLASS itself only waits for the shared-memory reads), fences the
-//    async proxy and notifies the tile's signal group on this rank (add mode, one notify per tile).
+//  - Sm90NotifyEpilogue<Base>: Base = the builder's TMA warp-specialized epilogue. The mainloop
+//    runs the plain (M, N, K) problem; the epilogue sees it as a batch over owners,
+//    (M/P, N, K, P), with D's batch stride the distance between owner blocks' destinations, so one
+//    TMA descriptor stores either into this rank's buffer or, through an affine heap, straight
+//    into each owner's receive slot. After Base::store of a tile, the warp that issued its TMA
+//    stores waits for them to be written (cp.async.bulk.wait_group 0; CUTLASS itself only waits
+//    for the shared-memory reads), fences the async proxy and notifies the tile's signal group
+//    (add mode, one notify per tile): on this rank, or on the owner for the epilogue push.
 //  - Sm90RowOrderedTileScheduler: owner blocks of other ranks first, own block last.
 #pragma once
 
@@ -27,12 +30,36 @@ namespace tilelink::detail {
 
 // What a finished tile notifies; travels in the epilogue's Params.
 struct GemmRsNotify {
-  GemmRsPullPlan plan;
+  GemmRsFusedPlan plan;
   SignalView sig;
-  uint32_t m_tiles = 0;  // tile rows of M; padding tiles (cluster rounding) notify nothing
 
+  TL_HOST_DEVICE uint32_t m_tiles() const { return plan.world * plan.m_tiles(); }  // tile rows of M
+
+  // Padding tiles (cluster rounding, m_tile >= m_tiles()) notify nothing.
   TL_DEVICE void operator()(uint32_t m_tile, uint32_t n_tile) const {
-    if (m_tile < m_tiles) tilelink::producer_tile_notify(sig, plan.tile_channel(m_tile, n_tile), NotifyMode::kAdd);
+    if (m_tile >= m_tiles()) return;
+    const uint32_t channel = plan.tile_channel(m_tile, n_tile);
+    if (plan.scatter == GemmRsScatter::kEpiloguePush) {
+      tilelink::peer_tile_notify(sig, channel, static_cast<int>(plan.tile_owner(m_tile)), NotifyMode::kAdd);
+    } else {
+      tilelink::producer_tile_notify(sig, channel, NotifyMode::kAdd);
+    }
+  }
+
+  // The epilogue's view: (M, N, K, 1) -> (M/P, N, K, P), and a tile row of M -> (row within the
+  // owner block, owner). Padding tiles land past the block's rows, where TMA writes nothing.
+  template <class ProblemShape>
+  TL_HOST_DEVICE auto batched(ProblemShape const& problem) const {
+    return cute::make_shape(static_cast<int>(plan.rows_per_rank), static_cast<int>(cute::get<1>(problem)),
+                            static_cast<int>(cute::get<2>(problem)), static_cast<int>(plan.world));
+  }
+  template <class TileCoord>
+  TL_HOST_DEVICE auto batched_coord(TileCoord const& coord) const {
+    const int m = static_cast<int>(cute::get<0>(coord));
+    const int mt = static_cast<int>(plan.m_tiles()), last = static_cast<int>(plan.world) - 1;
+    const int owner = m < mt * (last + 1) ? m / mt : last;
+    return cute::make_coord(m - owner * mt, static_cast<int>(cute::get<1>(coord)),
+                            static_cast<int>(cute::get<2>(coord)), owner);
   }
 };
 
@@ -48,7 +75,7 @@ struct Sm90NotifyEpilogue : Base {
   template <class ProblemShape>
   static constexpr Params to_underlying_arguments(ProblemShape const& problem_shape, Arguments const& args,
                                                   void* workspace) {
-    return Params{Base::to_underlying_arguments(problem_shape, args, workspace), args.notify};
+    return Params{Base::to_underlying_arguments(args.notify.batched(problem_shape), args, workspace), args.notify};
   }
 
   CUTLASS_DEVICE Sm90NotifyEpilogue(Params const& params, typename Base::TensorStorage& shared)
@@ -65,8 +92,8 @@ struct Sm90NotifyEpilogue : Base {
                             TiledMma tiled_mma, int thread_idx, typename Base::TensorStorage& shared_tensors,
                             int subtile_idx = -1) {
     auto next = Base::store(load_pipeline, load_pipe_consumer_state, store_pipeline, store_pipe_producer_state,
-                            problem_shape_mnkl, tile_shape_mnk, tile_coord_mnkl, accumulators, tiled_mma,
-                            thread_idx, shared_tensors, subtile_idx);
+                            notify_.batched(problem_shape_mnkl), tile_shape_mnk, notify_.batched_coord(tile_coord_mnkl),
+                            accumulators, tiled_mma, thread_idx, shared_tensors, subtile_idx);
     // Base issues the tile's TMA stores from the warp with thread_idx / 32 == 0, every lane at
     // PTX level; each lane waits for its own bulk groups to be written.
     if (thread_idx < cutlass::NumThreadsPerWarp) {
@@ -114,8 +141,10 @@ class Sm90GemmRsKernelImpl final : public Sm90GemmRsKernel {
     if (const std::string why = can_implement(p); !why.empty()) throw InvalidArgument("gemm_rs kernel: " + why);
     const int m = static_cast<int>(p.m), n = static_cast<int>(p.n), k = static_cast<int>(p.k);
     typename Kernel::Arguments args{};
-    Types::set_problem(args, p.m, p.n, p.k, p.a, p.k, p.b, p.partial, p.m_order, p.swizzle);
-    args.epilogue.notify = {p.plan, p.sig, p.m / kTileM};
+    Types::set_problem(args, p.m, p.n, p.k, p.a, p.k, p.b, p.d, p.m_order, p.swizzle);
+    args.epilogue.dD = cute::make_stride(static_cast<int64_t>(p.n), cute::Int<1>{}, p.d_batch_stride);
+    args.epilogue.dC = args.epilogue.dD;
+    args.epilogue.notify = {p.plan, p.sig};
     launcher_.init(args, p.device, p.sm_count,
                    "gemm_rs kernel, (m, n, k) = (" + std::to_string(m) + ", " + std::to_string(n) + ", " +
                        std::to_string(k) + ")");

@@ -1,10 +1,12 @@
-// The fused GEMM+RS kernel of one rank (pull form), behind a plain C++ interface; the CUTLASS
-// assembly is in sm90_gemm_rs.cuh, one configuration per .cu.
+// The fused GEMM+RS kernel of one rank, behind a plain C++ interface; the CUTLASS assembly is in
+// sm90_gemm_rs.cuh, one configuration per .cu.
 //
-// CUTLASS 4.2's persistent warp-specialized cooperative GEMM writes the rank's partial
-// A_r * B_r^T into its symmetric `partial` buffer, owner blocks in swizzled order (own last);
-// its epilogue, once a tile's TMA stores have landed, notifies the tile's signal group
-// (GemmRsPullPlan). The reduction kernel (gemm_rs_reduce.cu) runs next to it on the comm stream.
+// CUTLASS 4.2's persistent warp-specialized cooperative GEMM computes the rank's partial
+// A_r * B_r^T, owner blocks in swizzled order (own last). Its epilogue stores owner block l's
+// rows at d + l * d_batch_stride (the rank's own buffer, or, for the epilogue push, the owner's
+// receive slot through an affine heap) and, once a tile's TMA stores have landed, notifies the
+// tile's signal group (GemmRsFusedPlan). The reduction kernel (gemm_rs_reduce.cu) runs next to
+// it on the comm stream.
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -14,7 +16,7 @@
 #include <string>
 #include <vector>
 
-#include "tilelink/ops/gemm_rs/gemm_rs_pull.hpp"
+#include "tilelink/ops/gemm_rs/gemm_rs_fused.hpp"
 #include "tilelink/primitives/signal.hpp"
 #include "tilelink/primitives/symmetric.hpp"
 
@@ -23,10 +25,11 @@ namespace tilelink::detail {
 struct Sm90GemmRsProblem {
   const void* a = nullptr;  // M x K bf16 row-major (this rank's K slice)
   const void* b = nullptr;  // N x K bf16, K contiguous
-  void* partial = nullptr;  // M x N bf16 row-major (this rank's segment of the symmetric buffer)
+  void* d = nullptr;        // row 0 of owner block 0's destination, bf16, rows of n elements
+  int64_t d_batch_stride = 0;  // elements from owner block l's destination to block l + 1's
   uint32_t m = 0, n = 0, k = 0;
   const uint32_t* m_order = nullptr;  // [m / tile_m]
-  GemmRsPullPlan plan;
+  GemmRsFusedPlan plan;
   SignalView sig;
   int device = 0;
   int sm_count = 0;
@@ -50,12 +53,13 @@ struct Sm90GemmRsConfigInfo {
 
 const std::vector<Sm90GemmRsConfigInfo>& sm90_gemm_rs_configs();
 
-// The reduction of owner `rank`: for each tile of its block, wait for every sender's group,
-// sum the senders' partial tiles in rank order in fp32 into `out` (rows_per_rank x n bf16), then
-// the exit barrier. `blocks` CTAs on `stream`.
+// The reduction of owner `rank`: for each tile of its block, wait for every sender's part, sum
+// the senders' partial tiles in rank order in fp32 into `out` (rows_per_rank x n bf16), then the
+// exit barrier. `buf`, `recv`: this rank's M x n bf16 buffers (recv: copy-engine scatter only).
+// `blocks` CTAs on `stream`.
 // Loads the reduction kernel's module on the current device (lazy loading, see World).
 void preload_gemm_rs_reduce();
-void launch_gemm_rs_reduce(const GemmRsPullPlan& plan, const SignalView& sig, const SymmetricView& heap,
-                           const void* partial_local, void* out, uint32_t blocks, cudaStream_t stream);
+void launch_gemm_rs_reduce(const GemmRsFusedPlan& plan, const SignalView& sig, const SymmetricView& heap,
+                           const void* buf, const void* recv, void* out, uint32_t blocks, cudaStream_t stream);
 
 }  // namespace tilelink::detail

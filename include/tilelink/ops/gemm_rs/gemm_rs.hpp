@@ -4,11 +4,16 @@
 // nn.Linear layout; K x N is refused) and gets rows [r*M/P, (r+1)*M/P) of sum_q A_q * B_q^T
 // (bf16 out, fp32 reduction in rank order 0..P-1: bit-identical run after run).
 //
-// Form implemented: pull. The fused CUTLASS 4.2 kernel writes the rank's bf16 partial into the
-// symmetric `partial` buffer (M x N per rank), owner blocks of other ranks first, and its epilogue
-// notifies each finished tile's signal group; `reduce_blocks` CTAs of every owner, running next to
-// the GEMM on the comm stream, pull the senders' tiles of the owner's rows as their groups
-// complete. M/P must be a multiple of 128 (owner blocks are whole tile rows), N and K_r of 8.
+// The fused CUTLASS 4.2 kernel computes the rank's bf16 partial, owner blocks of other ranks
+// first, and its epilogue notifies each finished tile's signal group; `reduce_blocks` CTAs of
+// every owner, running next to the GEMM on the comm stream, sum the senders' tiles of the owner's
+// rows as they arrive. How tiles reach their owner (config.scatter, gemm_rs_fused.hpp):
+//  - pull: the GEMM writes `partial` (its own rows); owners read the senders' partials.
+//  - push: the GEMM's epilogue stores each tile straight into its owner's `partial`, in slot r
+//    (rows [r*M/P, (r+1)*M/P)) -- needs an affine heap (SymmetricHeap::affine_stride).
+//  - ce: the GEMM writes `partial`; the copy engine moves each finished group (tile row or owner
+//    block) into the owner's `recv`, slot r.
+// M/P must be a multiple of 128 (owner blocks are whole tile rows), N and K_r of 8.
 #pragma once
 
 #include <cstdint>
@@ -16,7 +21,7 @@
 #include <string>
 #include <vector>
 
-#include "tilelink/ops/gemm_rs/gemm_rs_pull.hpp"
+#include "tilelink/ops/gemm_rs/gemm_rs_fused.hpp"
 #include "tilelink/runtime/device_buffer.hpp"
 #include "tilelink/runtime/signal_set.hpp"
 #include "tilelink/runtime/symmetric_heap.hpp"
@@ -25,6 +30,7 @@
 namespace tilelink {
 
 struct GemmRsConfig {
+  GemmRsScatter scatter = GemmRsScatter::kPull;
   SignalGranularity granularity = SignalGranularity::kTile;  // per tile, per tile row, per owner block
   uint32_t reduce_blocks = 0;  // reduction CTAs per rank; 0 = max(1, sm_budget / 8)
   uint32_t gemm_sms = 0;       // 0 = budget - reduce_blocks - 2 SMs of slack when world > 1
@@ -36,6 +42,7 @@ struct GemmRsArguments {
   std::vector<const void*> b;              // per rank: N x K bf16
   std::vector<void*> out;                  // per rank: M/P x N bf16
   const SymmetricBuffer* partial = nullptr;  // M x N bf16 on every rank
+  const SymmetricBuffer* recv = nullptr;     // M x N bf16 on every rank; scatter 'ce' only
   uint32_t m = 0, n = 0, k = 0;            // k: each rank's slice of the inner dimension
   GemmRsConfig config;
 };
@@ -58,13 +65,15 @@ class GemmRs {
   // the call is complete on the compute stream. Returns its epoch.
   uint64_t run();
 
-  const GemmRsPullPlan& plan() const { return plan_; }
+  const GemmRsFusedPlan& plan() const { return plan_; }
 
  private:
   const World* world_;
   SymmetricHeap* heap_;
   GemmRsArguments args_;
-  GemmRsPullPlan plan_;
+  void enqueue_scatter(int rank);
+
+  GemmRsFusedPlan plan_;
   SignalSlice slice_;
   uint32_t reduce_blocks_ = 0;
   std::vector<DeviceBuffer> m_order_;

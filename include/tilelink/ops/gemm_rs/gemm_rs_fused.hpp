@@ -1,0 +1,209 @@
+// GEMM+RS as the fused kernel runs it: the protocol of its three scatter variants.
+//
+// Rank r computes its partial P_r = A_r * B_r^T (M x N) tile by tile, owner blocks of other ranks
+// first (rank r starts with r + 1's rows, its own last). Owner q ends with rows
+// [q * M/P, (q + 1) * M/P) of sum_r P_r, summed in rank order 0..P-1 in fp32 whatever the arrival
+// order: the same inputs give bit-identical outputs, and all three variants give the same bits.
+//
+// Where a finished tile goes (GemmRsScatter), with `buf` the op's symmetric M x N buffer:
+//  - kPull: into r's own buf (row = global row); the epilogue notifies the tile's group on r
+//    (producer_tile_notify). Owner q's reduction waits on every sender's channel (peer_tile_wait)
+//    and reads the senders' buf rows of its block remotely.
+//  - kEpiloguePush: into owner q's buf, slot r (rows [r * M/P, (r + 1) * M/P) hold sender r's
+//    part); the epilogue notifies q (peer_tile_notify). q's reduction waits on its own channel for
+//    all senders' arrivals and reads only local memory.
+//  - kCopyEngine: as kPull into r's own buf; the copy engine, on r's comm stream, waits for each
+//    finished group (rank_wait), copies it into q's receive buffer `recv`, slot r
+//    (rank_copy_data) and sets q's channel for (sender r, group) (rank_notify). q's reduction reads
+//    its own block from its buf, every other sender's slot from its recv.
+//
+// Signal granularity (decoupled from the tile size): one channel per GEMM tile, per row of tiles,
+// or per owner block. Owner blocks are whole GEMM tile rows (rows_per_rank % bm == 0). The copy
+// engine moves whole groups, which must be contiguous rows: per tile row or per owner block.
+// Across calls: in call e+1 a rank's GEMM overwrites its buf and its copies overwrite peers' recv
+// slots, which owners read in call e; the reduction's exit barrier (every rank done reading)
+// precedes the rank's next GEMM and copies.
+#pragma once
+
+#include <cstdint>
+
+#include "tilelink/comm/protocol_common.hpp"
+#include "tilelink/mapping/mapping.hpp"
+#include "tilelink/ops/gemm_rs/gemm_rs_protocol.hpp"
+
+namespace tilelink {
+
+enum class GemmRsScatter : uint32_t { kPull = 0, kEpiloguePush = 1, kCopyEngine = 2 };
+
+inline const char* to_string(GemmRsScatter s) {
+  return s == GemmRsScatter::kPull ? "pull" : s == GemmRsScatter::kEpiloguePush ? "push" : "ce";
+}
+
+struct GemmRsFusedPlan {
+  uint32_t world = 1;
+  uint32_t rows_per_rank = 0;  // M / P, a multiple of bm
+  uint32_t n = 0;
+  uint32_t bm = 0;             // GEMM tile
+  uint32_t bn = 0;
+  SignalGranularity granularity = SignalGranularity::kTile;
+  GemmRsScatter scatter = GemmRsScatter::kPull;
+
+  TL_HOST_DEVICE uint32_t m_tiles() const { return rows_per_rank / bm; }  // per owner block
+  TL_HOST_DEVICE uint32_t n_tiles() const { return (n + bn - 1) / bn; }
+  TL_HOST_DEVICE uint32_t tiles_per_block() const { return m_tiles() * n_tiles(); }
+  TL_HOST_DEVICE uint32_t groups() const {
+    return granularity == SignalGranularity::kTile      ? tiles_per_block()
+           : granularity == SignalGranularity::kTileRow ? m_tiles()
+                                                        : 1u;
+  }
+  // Tile t of a block (row-major over m_tiles x n_tiles) -> its group; notifies per group per call.
+  TL_HOST_DEVICE uint32_t group_of(uint32_t t) const {
+    return granularity == SignalGranularity::kTile      ? t
+           : granularity == SignalGranularity::kTileRow ? t / n_tiles()
+                                                        : 0u;
+  }
+  TL_HOST_DEVICE uint32_t arrivals_per_group() const { return tiles_per_block() / groups(); }
+  // Rows [row0, row0 + rows) of the block that group g covers (tile-row and block groups only).
+  TL_HOST_DEVICE uint32_t group_row0(uint32_t g) const { return granularity == SignalGranularity::kRank ? 0 : g * bm; }
+  TL_HOST_DEVICE uint32_t group_rows() const { return granularity == SignalGranularity::kRank ? rows_per_rank : bm; }
+
+  TL_HOST_DEVICE uint32_t exit_channel() const { return 0; }
+  // kPull, kCopyEngine: on the sender, per owner; kEpiloguePush: on the owner (owner == rank).
+  TL_HOST_DEVICE uint32_t group_channel(uint32_t owner, uint32_t group) const {
+    return exit_barrier_channels(world) + owner * groups() + group;
+  }
+  // kCopyEngine: on the owner, set by sender's copy of group g.
+  TL_HOST_DEVICE uint32_t recv_channel(uint32_t sender, uint32_t group) const {
+    return group_channel(world, 0) + sender * groups() + group;
+  }
+  TL_HOST_DEVICE uint32_t num_channels() const {
+    return scatter == GemmRsScatter::kCopyEngine ? recv_channel(world, 0) : group_channel(world, 0);
+  }
+
+  // The channel a GEMM tile (m_tile over all of M, n_tile) notifies, and the owner of its rows.
+  TL_HOST_DEVICE uint32_t tile_owner(uint32_t m_tile) const { return m_tile / m_tiles(); }
+  TL_HOST_DEVICE uint32_t tile_channel(uint32_t m_tile, uint32_t n_tile) const {
+    const uint32_t owner = tile_owner(m_tile);
+    const uint32_t t = (m_tile - owner * m_tiles()) * n_tiles() + n_tile;
+    return group_channel(owner, group_of(t));
+  }
+  // Row of `buf` (M x N) on the rank the tile's data lands on, for row `row` of M computed by
+  // `rank`: its own buf (kPull, kCopyEngine) or the owner's slot `rank` (kEpiloguePush).
+  TL_HOST_DEVICE uint32_t landing_row(uint32_t rank, uint32_t row) const {
+    if (scatter != GemmRsScatter::kEpiloguePush) return row;
+    return rank * rows_per_rank + row % rows_per_rank;
+  }
+};
+
+// Tile rows (of M) in rank `rank`'s compute order: owner rank+1's block first, its own last.
+inline void make_gemm_rs_m_order(const GemmRsFusedPlan& plan, uint32_t rank, uint32_t* m_order) {
+  uint32_t j = 0;
+  for (uint32_t step = 1; step <= plan.world; ++step) {
+    const uint32_t owner = swizzled_peer(rank, step, plan.world);
+    for (uint32_t t = 0; t < plan.m_tiles(); ++t) m_order[j++] = owner * plan.m_tiles() + t;
+  }
+}
+
+// Compute blocks of one rank: the fused kernel's tile order (rows of m_order, all N tiles of a
+// row before the next) with a naive GEMM standing in for the CUTLASS mainloop, each tile stored
+// where plan.scatter puts it and then notified, as the kernel's epilogue does. The CPU executor
+// runs it in CI. a: M x k, b: n x k (k contiguous), buf: symmetric M x n, all floats.
+TL_PROTOCOL
+template <class Ctx>
+TL_HOST_DEVICE void gemm_rs_fused_compute_block(Ctx& ctx, const GemmRsFusedPlan& plan, const SignalView& sig,
+                                                const SymmetricView& heap, const uint32_t* m_order, const float* a,
+                                                const float* b, uint32_t k, float* buf) {
+  const Lanes lanes = ctx.lanes();
+  const uint32_t rank = static_cast<uint32_t>(ctx.rank());
+  const bool push = plan.scatter == GemmRsScatter::kEpiloguePush;
+  const uint32_t tiles = plan.world * plan.m_tiles() * plan.n_tiles();
+  for (uint32_t i = ctx.block(); i < tiles; i += ctx.num_blocks()) {
+    const uint32_t m_tile = m_order[i / plan.n_tiles()];
+    const uint32_t n_tile = i % plan.n_tiles();
+    const uint32_t owner = plan.tile_owner(m_tile);
+    float* dst = push ? heap.translate(buf, static_cast<int>(owner)) : buf;
+    const uint32_t col0 = n_tile * plan.bn;
+    const uint32_t cols = plan.n - col0 < plan.bn ? plan.n - col0 : plan.bn;
+    for (uint32_t e = lanes.id; e < plan.bm * cols; e += lanes.count) {
+      const uint32_t row = m_tile * plan.bm + e / cols, col = col0 + e % cols;
+      float acc = 0.f;
+      for (uint32_t kk = 0; kk < k; ++kk) acc += a[uint64_t(row) * k + kk] * b[uint64_t(col) * k + kk];
+      dst[uint64_t(plan.landing_row(rank, row)) * plan.n + col] = acc;
+    }
+    if (push) {
+      ctx.sync();  // the block's stores, then one notify for the tile
+      ctx.peer_tile_notify(sig, plan.tile_channel(m_tile, n_tile), static_cast<int>(owner), NotifyMode::kAdd);
+    } else {
+      ctx.producer_tile_notify(sig, plan.tile_channel(m_tile, n_tile), NotifyMode::kAdd);
+    }
+  }
+}
+
+// kCopyEngine, one rank's comm stream: for each other owner in compute order and each of its
+// groups, wait for the group's tiles, copy its rows into the owner's recv slot of this rank, set
+// the owner's channel. `buf` and `recv`: this rank's M x n buffers of `elem` bytes per element.
+template <class HostCtx>
+void gemm_rs_copy_engine_scatter(HostCtx& h, const GemmRsFusedPlan& plan, const SignalView& sig,
+                                 const SymmetricView& heap, const void* buf, void* recv, uint32_t elem) {
+  const uint32_t rank = static_cast<uint32_t>(h.rank());
+  const uint64_t row_bytes = uint64_t(plan.n) * elem;
+  for (uint32_t step = 1; step < plan.world; ++step) {
+    const uint32_t owner = swizzled_peer(rank, step, plan.world);
+    for (uint32_t g = 0; g < plan.groups(); ++g) {
+      h.rank_wait(sig, plan.group_channel(owner, g), plan.arrivals_per_group());
+      const uint64_t src_row = uint64_t(owner) * plan.rows_per_rank + plan.group_row0(g);
+      const uint64_t dst_row = uint64_t(rank) * plan.rows_per_rank + plan.group_row0(g);
+      void* dst = heap.translate(static_cast<char*>(recv) + dst_row * row_bytes, static_cast<int>(owner));
+      h.rank_copy_data(dst, static_cast<const char*>(buf) + src_row * row_bytes, plan.group_rows() * row_bytes);
+      h.rank_notify(sig, plan.recv_channel(rank, g), static_cast<int>(owner));
+    }
+  }
+}
+
+// Where owner `rank`'s reduction finds sender s's rows of its block: the address of row 0 (of
+// the block), in elements of T, given this rank's buf and recv.
+template <class T>
+TL_HOST_DEVICE const T* gemm_rs_sender_rows(const GemmRsFusedPlan& plan, const SymmetricView& heap, uint32_t rank,
+                                            uint32_t s, const T* buf, const T* recv) {
+  switch (plan.scatter) {
+    case GemmRsScatter::kPull:
+      return heap.translate(buf + uint64_t(rank) * plan.rows_per_rank * plan.n, static_cast<int>(s));
+    case GemmRsScatter::kEpiloguePush:
+      return buf + uint64_t(s) * plan.rows_per_rank * plan.n;
+    default:
+      return (s == rank ? buf : recv) + uint64_t(s) * plan.rows_per_rank * plan.n;  // own block: never copied
+  }
+}
+
+// Reduction blocks of one owner: each tile of its block once every sender's part has arrived, in
+// block-strided order; `sum_tile(t, row0, col0, cols)` sums the senders' rows [row0, row0 + bm)
+// (within the block, see gemm_rs_sender_rows), columns [col0, col0 + cols), in rank order
+// 0..P-1. Then the exit barrier: peers read or write this rank's buffers until every rank is
+// past it.
+TL_PROTOCOL
+template <class Ctx, class SumTile>
+TL_HOST_DEVICE void gemm_rs_fused_reduce_block(Ctx& ctx, const GemmRsFusedPlan& plan, const SignalView& sig,
+                                               SumTile&& sum_tile) {
+  const uint32_t owner = static_cast<uint32_t>(ctx.rank());
+  for (uint32_t t = ctx.block(); t < plan.tiles_per_block(); t += ctx.num_blocks()) {
+    const uint32_t g = plan.group_of(t);
+    const uint32_t channel = plan.group_channel(owner, g);
+    const int32_t tile = static_cast<int32_t>(t);
+    if (plan.scatter == GemmRsScatter::kEpiloguePush) {
+      ctx.consumer_tile_wait(sig, channel, 1, plan.world * plan.arrivals_per_group(), tile);
+    } else {
+      for (uint32_t s = 0; s < plan.world; ++s) {
+        if (plan.scatter == GemmRsScatter::kCopyEngine && s != owner) {
+          ctx.consumer_tile_wait(sig, plan.recv_channel(s, g), 1, 1, tile);
+        } else {
+          ctx.peer_tile_wait(sig, channel, static_cast<int>(s), plan.arrivals_per_group(), tile);
+        }
+      }
+    }
+    const uint32_t col0 = (t % plan.n_tiles()) * plan.bn;
+    sum_tile(t, (t / plan.n_tiles()) * plan.bm, col0, plan.n - col0 < plan.bn ? plan.n - col0 : plan.bn);
+  }
+  rank_exit_barrier(ctx, sig, plan.exit_channel());
+}
+
+}  // namespace tilelink
