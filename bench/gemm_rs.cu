@@ -1,4 +1,4 @@
-// GEMM+RS on virtual ranks: the fused op (pull form) against its baselines, in one table.
+// GEMM+RS on virtual ranks: the fused op (any scatter variant) against its baselines, in one table.
 //
 //   cuBLAS GEMM          every rank's partial M x N x K/P (T_gemm)
 //   reduce-scatter alone the copy-engine reduce-scatter of complete partials: each owner copies
@@ -9,6 +9,7 @@
 //                        to the owner on the comm stream while the next block computes; the owner
 //                        sums once every block has arrived (async-TP style)
 //   tilelink fused       GemmRs::run
+//   fused GEMM alone     GemmRs::run_gemm_only: the fused kernel without notifies or reduction
 //
 // The fused output is checked once against the non-overlapped one (bf16 tolerance). Times are the
 // slowest rank's per call, variants interleaved call by call.
@@ -60,14 +61,17 @@ Table bench_gemm_rs(const GemmRsBenchOptions& o) {
   const size_t partial_bytes = size_t(m) * n * 2, block_elems = size_t(rows) * n, block_bytes = block_elems * 2;
 
   World world = World::virtual_ranks(w);
-  SymmetricHeap heap(world, 2 * partial_bytes + (16u << 20));
+  const bool ce = o.config.scatter == GemmRsScatter::kCopyEngine;
+  SymmetricHeap heap(world, (ce ? 3 : 2) * partial_bytes + (16u << 20));
   SignalSet signals(heap, 1u << 16);
   SymmetricBuffer partial = heap.allocate(partial_bytes);
   SymmetricBuffer recv = heap.allocate(partial_bytes);  // the baselines' slots: w x rows x n
+  SymmetricBuffer fused_recv = ce ? heap.allocate(partial_bytes) : SymmetricBuffer();  // the op's, scatter ce
 
   std::vector<DeviceBuffer> a, b, out, out_base;
   GemmRsArguments args;
   args.partial = &partial;
+  args.recv = ce ? &fused_recv : nullptr;
   args.m = m;
   args.n = n;
   args.k = k_local;
@@ -152,6 +156,7 @@ Table bench_gemm_rs(const GemmRsBenchOptions& o) {
     }
   };
   auto fused = [&] { op.run(); };
+  auto fused_gemm_alone = [&] { op.run_gemm_only(); };
 
   // Check once: the fused output against the non-overlapped chain's.
   op.run();
@@ -170,8 +175,10 @@ Table bench_gemm_rs(const GemmRsBenchOptions& o) {
 
   bool gated = true;
   const std::vector<Stats> t = repeat_interleaved(world, o.timing.warmup, o.timing.iters,
-                                                  {gemm_all, reduce_scatter, non_overlapped, decomposed, fused}, &gated);
-  const Stats &t_gemm = t[0], &t_comm = t[1], &t_non = t[2], &t_dec = t[3], &t_fused = t[4];
+                                                  {gemm_all, reduce_scatter, non_overlapped, decomposed, fused,
+                                                   fused_gemm_alone},
+                                                  &gated);
+  const Stats &t_gemm = t[0], &t_comm = t[1], &t_non = t[2], &t_dec = t[3], &t_fused = t[4], &t_alone = t[5];
   GemmOpTable result("gemm_rs",
                   "GEMM+RS, " + std::to_string(w) + " virtual rank" + (w > 1 ? "s" : "") + ": m=" + std::to_string(m) +
                       " n=" + std::to_string(n) + " k=" + std::to_string(o.k) + " (" + std::to_string(k_local) +
@@ -183,9 +190,11 @@ Table bench_gemm_rs(const GemmRsBenchOptions& o) {
   result.row("non-overlapped (cuBLAS, then reduce-scatter)", t_non);
   result.row("decomposed (per-owner cuBLAS + copies, 2 streams)", t_dec);
   result.row("tilelink fused", t_fused);
+  result.row("fused GEMM alone (no scatter, no reduction)", t_alone);
   Table& table = result.table;
-  table.notes.push_back(std::string("config: pull form, signal per ") + granularity_name(o.config.granularity) +
-                        ", swizzle " + std::to_string(o.config.swizzle));
+  table.notes.push_back(std::string("config: scatter ") + to_string(o.config.scatter) + ", signal per " +
+                        granularity_name(o.config.granularity) + ", " + std::to_string(op.reduce_blocks()) +
+                        " reduction CTAs, swizzle " + std::to_string(op.swizzle()));
   table.notes.push_back("check: fused output of every rank equals cuBLAS + reduce-scatter within bf16 tolerance");
   result.common_notes(w, t_fused.samples, o.timing.warmup, gated);
   return table;

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # One call on the GPU machine: build, GPU + CPU tests, benchmarks. Logs go to $OUT (the device
-# tool brings back at most 8 files). Usage: scripts/device_run.sh [tests|bench|ops|sanitize|all, or several joined by commas] [extra gtest args]
+# tool brings back at most 8 files). Usage: scripts/device_run.sh [tests|bench|ops|sweep|sweep_rs|sanitize|all, or several joined by commas] [extra gtest args]
 set -uo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 out=${OUT:-$root/device-out}
@@ -33,11 +33,16 @@ if [[ $mode == *ops* || $mode == all ]]; then
   { timeout 200 "$build/tilelink" bench ag_gemm --world 1 --shapes paper --json "$out/bench_ag_gemm_w1.json" &&
     timeout 200 "$build/tilelink" bench ag_gemm --world 8 --shapes paper --json "$out/bench_ag_gemm_w8.json" &&
     timeout 200 "$build/tilelink" bench gemm_rs --world 1 --shapes paper --json "$out/bench_gemm_rs_w1.json" &&
-    timeout 200 "$build/tilelink" bench gemm_rs --world 8 --shapes paper --json "$out/bench_gemm_rs_w8.json"; } \
+    timeout 200 "$build/tilelink" bench gemm_rs --world 8 --shapes paper --json "$out/bench_gemm_rs_w8.json" &&
+    timeout 200 "$build/tilelink" bench gemm_rs --world 8 --shapes paper --scatter push --json "$out/bench_gemm_rs_w8_push.json" &&
+    timeout 200 "$build/tilelink" bench gemm_rs --world 8 --shapes paper --scatter ce --granularity rank --json "$out/bench_gemm_rs_w8_ce.json"; } \
     >"$out/bench_ops.log" 2>&1 || status=1
   grep -vE "^$" "$out/bench_ops.log" | tail -60
 fi
-if [[ $mode == *sweep* ]]; then
+if [[ $mode == *sweep_rs* ]]; then
+  "$root/scripts/gemm_rs_sweep.sh" "$build" "$out"
+  grep -E "^(###|tilelink fused|fused GEMM|non-over|cuBLAS|note: config)" "$out/sweep_gemm_rs.log" | tail -200
+elif [[ $mode == *sweep* ]]; then
   "$root/scripts/ag_gemm_sweep.sh" "$build" "$out"
   grep -E "^(###|==|tilelink|non-over|cuBLAS|ideal)" "$out/sweep_ag_gemm.log" | tail -150
 fi

@@ -216,6 +216,13 @@ int World::sm_budget(int rank) const {
   check_rank(rank, "World::sm_budget");
   return impl_->sm_budget[rank];
 }
+uint64_t World::l2_share(int rank) const {
+  check_rank(rank, "World::l2_share");
+  int l2 = 0;
+  TL_CUDA_CHECK(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, device(rank)));
+  const int sharing = mode() == WorldMode::kVirtual ? size() : 1;
+  return static_cast<uint64_t>(l2) / static_cast<uint64_t>(sharing);
+}
 int World::num_sms(int rank) const {
   check_rank(rank, "World::num_sms");
   return impl_->num_sms[rank];

@@ -336,7 +336,8 @@ struct GemmRsArgs {
   uint32_t m = 8192, n = 8192, k = 28672;
   std::string shapes;  // "paper": the three shapes of the GEMM+RS issue instead of --m/--n/--k
   std::string granularity = "tile";
-  uint32_t reduce_blocks = 0, gemm_sms = 0, swizzle = 1;
+  std::string scatter = "pull";
+  uint32_t reduce_blocks = 0, gemm_sms = 0, swizzle = 0;
   int warmup = 5, iters = 20;
   std::string json;
   uint64_t seed = 0;
@@ -350,6 +351,9 @@ int cmd_gemm_rs(const GemmRsArgs& a, const std::string& command) {
   o.config.granularity = a.granularity == "rank"  ? tilelink::SignalGranularity::kRank
                          : a.granularity == "row" ? tilelink::SignalGranularity::kTileRow
                                                   : tilelink::SignalGranularity::kTile;
+  o.config.scatter = a.scatter == "push" ? tilelink::GemmRsScatter::kEpiloguePush
+                     : a.scatter == "ce" ? tilelink::GemmRsScatter::kCopyEngine
+                                         : tilelink::GemmRsScatter::kPull;
   o.config.reduce_blocks = a.reduce_blocks;
   o.config.gemm_sms = a.gemm_sms;
   o.config.swizzle = a.swizzle;
@@ -533,9 +537,11 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"paper"}));
   gemm_rs->add_option("--granularity", grs.granularity, "signal per tile, row (of tiles) or rank (owner block)")
       ->capture_default_str()->check(CLI::IsMember({"tile", "row", "rank"}));
-  gemm_rs->add_option("--reduce-blocks", grs.reduce_blocks, "reduction CTAs per rank; 0 = budget / 8")->capture_default_str();
-  gemm_rs->add_option("--gemm-sms", grs.gemm_sms, "GEMM CTAs per rank; 0 = the rest of the budget less 2 SMs of slack (world > 1)")->capture_default_str();
-  gemm_rs->add_option("--swizzle", grs.swizzle, "tile rasterization swizzle: 1, 2, 4 or 8")->capture_default_str()->check(CLI::IsMember({1u, 2u, 4u, 8u}));
+  gemm_rs->add_option("--scatter", grs.scatter, "how tiles reach their owner: pull (owners read the senders' partials), push (the GEMM epilogue stores into the owner), ce (copy engine, per signal group: needs --granularity row or rank)")
+      ->capture_default_str()->check(CLI::IsMember({"pull", "push", "ce"}));
+  gemm_rs->add_option("--reduce-blocks", grs.reduce_blocks, "reduction CTAs per rank, rounded up to whole GEMM clusters; 0 = budget / 16")->capture_default_str();
+  gemm_rs->add_option("--gemm-sms", grs.gemm_sms, "GEMM CTAs per rank; 0 = the rest of the budget")->capture_default_str();
+  gemm_rs->add_option("--swizzle", grs.swizzle, "tile rasterization swizzle: 1, 2, 4 or 8; 0 = automatic (a band inside one owner block)")->capture_default_str()->check(CLI::IsMember({0u, 1u, 2u, 4u, 8u}));
   gemm_rs->add_option("--warmup", grs.warmup, "untimed calls before timing")->capture_default_str()->check(CLI::Range(0, 1000000));
   gemm_rs->add_option("--iters", grs.iters, "timed calls (the median is reported)")->capture_default_str()->check(CLI::Range(1, 1000000));
   gemm_rs->add_option("--json", grs.json, "also write the results as JSON to FILE");

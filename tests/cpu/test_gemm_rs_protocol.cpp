@@ -178,7 +178,7 @@ std::string run_gemm_rs_fused(GemmRsFusedPlan plan, uint32_t k, uint64_t seed, i
       roles.push_back({"scatter", 1, [&](cpu::BlockCtx& ctx) {
                          const int r = ctx.rank();
                          gemm_rs_copy_engine_scatter(ctx, plan, ex.signals(r, 0, plan.num_channels(), epoch, op),
-                                                     ex.heap(r), ex.at<float>(r, partial_off),
+                                                     ex.heap(r), m_order[r].data(), ex.at<float>(r, partial_off),
                                                      ex.at<float>(r, recv_off), 4);
                        }});
     }
@@ -225,6 +225,7 @@ TEST_P(GemmRsFusedProtocolTest, MatchesPartialGemmsSummedInRankOrder) {
     plan.bn = 8;
     plan.granularity = g;
     plan.scatter = scatter;
+    plan.band = 1 + uint32_t(world) % 3;  // 1, 2 or 3 (past the block's 2 tile rows)
     EXPECT_EQ(run_gemm_rs_fused(plan, 6, 3000 + world, 2), "");
   }
 }
@@ -238,19 +239,53 @@ INSTANTIATE_TEST_SUITE_P(World, GemmRsFusedProtocolTest,
                                   to_string(std::get<1>(info.param));
                          });
 
-TEST(GemmRsFusedPlan, OwnBlockLastAndEveryTileRowOnce) {
+TEST(GemmRsFusedPlan, ReductionWalksBandsColumnByColumnAndCoversTheBlockOnce) {
+  GemmRsFusedPlan plan;
+  plan.rows_per_rank = 20;  // 5 tile rows of 4
+  plan.n = 24;              // 3 tile columns of 8
+  plan.bm = 4;
+  plan.bn = 8;
+  for (uint32_t band : {0u, 1u, 2u, 4u, 5u, 9u}) {
+    plan.band = band;
+    std::vector<uint32_t> order(plan.tiles_per_block());
+    for (uint32_t i = 0; i < order.size(); ++i) order[i] = plan.reduce_tile(i);
+    if (band == 2) {  // rows {0,1} column by column, then {2,3}, then the short band {4}
+      EXPECT_EQ(order, (std::vector<uint32_t>{0, 3, 1, 4, 2, 5, 6, 9, 7, 10, 8, 11, 12, 13, 14}));
+    }
+    if (band <= 1) {
+      for (uint32_t i = 0; i < order.size(); ++i) EXPECT_EQ(order[i], i);
+    }
+    std::sort(order.begin(), order.end());
+    for (uint32_t i = 0; i < order.size(); ++i) EXPECT_EQ(order[i], i) << "band " << band;
+  }
+}
+
+TEST(GemmRsFusedPlan, RoundsOverOwnersOwnRowsLastEveryTileRowOnce) {
   GemmRsFusedPlan plan;
   plan.world = 4;
-  plan.rows_per_rank = 8;
+  plan.rows_per_rank = 12;  // 3 tile rows of 4
   plan.bm = 4;
-  for (uint32_t rank = 0; rank < 4; ++rank) {
-    std::vector<uint32_t> order(8);
-    make_gemm_rs_m_order(plan, rank, order.data());
-    EXPECT_EQ(order.front() / plan.m_tiles(), (rank + 1) % 4);
-    EXPECT_EQ(order.back() / plan.m_tiles(), rank);
-    std::vector<uint32_t> sorted = order;
-    std::sort(sorted.begin(), sorted.end());
-    for (uint32_t i = 0; i < 8; ++i) EXPECT_EQ(sorted[i], i);
+  for (uint32_t band : {1u, 2u, 3u}) {
+    plan.band = band;
+    for (uint32_t rank = 0; rank < 4; ++rank) {
+      std::vector<uint32_t> order(12);
+      make_gemm_rs_m_order(plan, rank, order.data());
+      EXPECT_EQ(order.front() / plan.m_tiles(), (rank + 1) % 4);
+      EXPECT_EQ(order.back() / plan.m_tiles(), rank);
+      if (band == 1) {  // round j / 4 visits tile row j / 4 of owners rank+1, rank+2, rank+3, rank
+        for (uint32_t j = 0; j < 12; ++j) {
+          EXPECT_EQ(order[j], ((rank + 1 + j % 4) % 4) * plan.m_tiles() + j / 4) << "rank " << rank << " j " << j;
+        }
+      }
+      if (band == 2) {  // rows {0, 1} of every owner, then row {2}
+        EXPECT_EQ(order[0], ((rank + 1) % 4) * 3);
+        EXPECT_EQ(order[1], ((rank + 1) % 4) * 3 + 1);
+        EXPECT_EQ(order[8], ((rank + 1) % 4) * 3 + 2);
+      }
+      std::vector<uint32_t> sorted = order;
+      std::sort(sorted.begin(), sorted.end());
+      for (uint32_t i = 0; i < 12; ++i) EXPECT_EQ(sorted[i], i);
+    }
   }
 }
 

@@ -67,6 +67,8 @@ class World {
   // SMs this rank's kernels may occupy (all of the GPU's for multi_gpu).
   int sm_budget(int rank) const;
   int num_sms(int rank) const;
+  // L2 bytes this rank's kernels may count on: its device's L2 divided among the ranks sharing it.
+  uint64_t l2_share(int rank) const;
   cudaStream_t compute_stream(int rank) const;
   // Higher-priority stream for communication (copy engine, stream memops).
   cudaStream_t comm_stream(int rank) const;

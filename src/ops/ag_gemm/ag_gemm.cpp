@@ -67,14 +67,6 @@ uint32_t choose_swizzle(const AgGemmArguments& a, const detail::Sm90AgGemmConfig
                                       l2_share);
 }
 
-// L2 bytes per rank: a GPU's L2 divided among the ranks that share it.
-uint64_t l2_share(const World& world) {
-  int l2 = 0;
-  TL_CUDA_CHECK(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, world.device(0)));
-  const int sharing = world.mode() == WorldMode::kVirtual ? world.size() : 1;
-  return static_cast<uint64_t>(l2) / static_cast<uint64_t>(sharing);
-}
-
 }  // namespace
 
 const char* to_string(BLayout v) { return v == BLayout::kNK ? "nk" : "kn"; }
@@ -141,7 +133,7 @@ AgGemm::AgGemm(const World& world, SymmetricHeap& heap, SignalSet& signals, cons
   }
   const detail::Sm90AgGemmConfigInfo& kernel = *find_kernel(args.config.kernel);
   kernel_name_ = kernel.name;
-  swizzle_ = choose_swizzle(args, kernel, l2_share(world));
+  swizzle_ = choose_swizzle(args, kernel, world.l2_share(0));
   m_ = args.m_per_rank * static_cast<uint32_t>(world.size());
   ag_ = std::make_unique<AllGather>(world, heap, signals, all_gather_arguments(world, args), name);
   const uint32_t comm_blocks = args.config.comm.resource == CommResource::kSm ? ag_->num_blocks() : 0;

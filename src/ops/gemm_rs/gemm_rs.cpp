@@ -8,7 +8,6 @@
 #include "tilelink/comm/stream_ctx.hpp"
 #include "ops/gemm_rs/sm90_gemm_rs_kernel.hpp"
 #include "tilelink/core/error.hpp"
-#include "tilelink/ops/ag_gemm/ag_gemm_policy.hpp"
 
 namespace tilelink {
 
@@ -25,14 +24,22 @@ const std::vector<Sm90GemmRsConfigInfo>& sm90_gemm_rs_configs() {
 
 namespace {
 
+// Reduction CTAs per rank: the configured count, else 1/16 of the rank's SMs; rounded up to
+// whole clusters of the GEMM kernel (launched in clusters, see gemm_rs_reduce.cu).
 uint32_t reduce_blocks_of(const World& world, const GemmRsArguments& a) {
-  return a.config.reduce_blocks != 0 ? a.config.reduce_blocks
-                                     : static_cast<uint32_t>(std::max(1, world.sm_budget(0) / 8));
+  const auto& kernel = detail::sm90_gemm_rs_configs().front();
+  const uint32_t cluster = kernel.cluster_m * kernel.cluster_n;
+  const uint32_t wanted = a.config.reduce_blocks != 0 ? a.config.reduce_blocks
+                                                      : static_cast<uint32_t>(world.sm_budget(0) / 16);
+  return std::max(cluster, (wanted + cluster - 1) / cluster * cluster);
 }
 
+// GEMM CTAs: the configured count, else the rank's budget less the reduction CTAs. No slack
+// SMs (unlike AG+GEMM): the reduction runs in whole clusters next to the GEMM and neither waits
+// for SMs the other holds (measured, docs/gemm_rs.md).
 int gemm_sm_count(const World& world, int rank, const GemmRsArguments& a) {
-  return ag_gemm_policy::gemm_sm_count(world.sm_budget(rank), world.size(), reduce_blocks_of(world, a),
-                                       a.config.gemm_sms);
+  const int left = world.sm_budget(rank) - static_cast<int>(reduce_blocks_of(world, a));
+  return a.config.gemm_sms != 0 ? std::min(left, static_cast<int>(a.config.gemm_sms)) : left;
 }
 
 GemmRsFusedPlan make_plan(const World& world, const GemmRsArguments& a, const detail::Sm90GemmRsConfigInfo& kernel) {
@@ -45,6 +52,18 @@ GemmRsFusedPlan make_plan(const World& world, const GemmRsArguments& a, const de
   plan.granularity = a.config.granularity;
   plan.scatter = a.config.scatter;
   return plan;
+}
+
+// The configured swizzle, else the widest band (up to 8 cluster rows of tiles) that leaves at
+// least 4 bands per owner block: rows of a band share B's k-slices in L2, and the compute order
+// interleaves the owners band by band, so the reductions run under the GEMM (docs/gemm_rs.md).
+uint32_t choose_swizzle(const World& world, const GemmRsArguments& a, const detail::Sm90GemmRsConfigInfo& kernel) {
+  if (a.config.swizzle != 0) return a.config.swizzle;
+  const uint32_t cluster_rows = kernel.tile_m * kernel.cluster_m;
+  const uint32_t rows_per_rank = a.m / static_cast<uint32_t>(world.size());
+  uint32_t s = 1;
+  while (s < 8 && 4 * 2 * s * cluster_rows <= rows_per_rank) s *= 2;
+  return s;
 }
 
 }  // namespace
@@ -70,7 +89,7 @@ std::string GemmRs::can_implement(const World& world, const SymmetricHeap& heap,
   p.k = a.k;
   p.plan = make_plan(world, a, kernel);
   p.sm_count = gemm_sm_count(world, 0, a);
-  p.swizzle = static_cast<int>(a.config.swizzle);
+  p.swizzle = static_cast<int>(choose_swizzle(world, a, kernel));
   if (std::string e = kernel.can_implement(p); !e.empty()) return e;
   const uint64_t bytes = uint64_t(a.m) * a.n * 2;
   if (std::string e = check_symmetric(world, heap, a.partial, 0, bytes, "partial"); !e.empty()) return e;
@@ -108,7 +127,10 @@ GemmRs::GemmRs(const World& world, SymmetricHeap& heap, SignalSet& signals, cons
   const auto& kernel = detail::sm90_gemm_rs_configs().front();
   plan_ = make_plan(world, args, kernel);
   slice_ = signals.allocate(plan_.num_channels(), name);
-  reduce_blocks_ = std::min(reduce_blocks_of(world, args), plan_.tiles_per_block());
+  reduce_blocks_ = reduce_blocks_of(world, args);
+  swizzle_ = choose_swizzle(world, args, kernel);
+  kernel_cluster_ = kernel.cluster_m * kernel.cluster_n;
+  plan_.band = swizzle_ * kernel.cluster_m;
   const uint32_t m_tiles = args.m / kernel.tile_m;
   for (int r = 0; r < world.size(); ++r) {
     std::vector<uint32_t> order(m_tiles);
@@ -134,10 +156,11 @@ GemmRs::GemmRs(const World& world, SymmetricHeap& heap, SignalSet& signals, cons
     p.sig = slice_.device_view(r);
     p.device = world.device(r);
     p.sm_count = gemm_sm_count(world, r, args);
-    p.swizzle = static_cast<int>(args.config.swizzle);
+    p.swizzle = static_cast<int>(swizzle_);
     kernels_.push_back(kernel.make(p));
     detail::preload_gemm_rs_reduce();
     m_order_.push_back(std::move(table));
+    host_m_order_.push_back(std::move(order));
   }
 }
 
@@ -154,16 +177,25 @@ uint64_t GemmRs::run() {
     if (plan_.scatter == GemmRsScatter::kCopyEngine) enqueue_scatter(r);
     detail::launch_gemm_rs_reduce(plan_, slice_.device_view(r), heap_->device_view(r), args_.partial->data(r),
                                   args_.recv != nullptr ? args_.recv->data(r) : nullptr,
-                                  args_.out[static_cast<size_t>(r)], reduce_blocks_, world.comm_stream(r));
+                                  args_.out[static_cast<size_t>(r)], reduce_blocks_, kernel_cluster_,
+                                  world.comm_stream(r));
     world.compute_after_comm(r);
   }
   return epoch;
 }
 
+void GemmRs::run_gemm_only() {
+  for (int r = 0; r < world_->size(); ++r) {
+    world_->set_device(r);
+    kernels_[static_cast<size_t>(r)]->run(slice_.epoch(), world_->compute_stream(r), false);
+  }
+}
+
 void GemmRs::enqueue_scatter(int rank) {
   world_->set_device(rank);
   StreamCtx h{rank, world_->size(), world_->comm_stream(rank)};
-  gemm_rs_copy_engine_scatter(h, plan_, slice_.host_view(rank), heap_->host_view(rank), args_.partial->data(rank),
+  gemm_rs_copy_engine_scatter(h, plan_, slice_.host_view(rank), heap_->host_view(rank),
+                              host_m_order_[static_cast<size_t>(rank)].data(), args_.partial->data(rank),
                               args_.recv->data(rank), 2);
 }
 

@@ -1,6 +1,11 @@
 // The reduction half of GEMM+RS: owner rank q sums, tile by tile as the senders' parts arrive,
 // the senders' partial tiles of its rows in rank order 0..P-1 in fp32 (every scatter variant;
 // gemm_rs_sender_rows says where each sender's rows are).
+//
+// Each thread keeps kVectors 16-byte loads in flight per sender (one in flight made a CTA
+// latency-bound at ~17 GB/s, slower than the GEMM produces tiles). The grid is launched in
+// clusters of the GEMM's cluster size: single CTAs placed first would split the SM pairs the
+// GEMM's clusters need, leaving some of its persistent clusters unplaced until others exit.
 #include <cuda_bf16.h>
 
 #include "ops/gemm_rs/sm90_gemm_rs_kernel.hpp"
@@ -10,35 +15,58 @@
 namespace tilelink::detail {
 namespace {
 
-__global__ void __launch_bounds__(512) gemm_rs_reduce_kernel(GemmRsFusedPlan plan, SignalView sig, SymmetricView heap,
-                                                             const __nv_bfloat16* buf, const __nv_bfloat16* recv,
-                                                             __nv_bfloat16* out) {
+constexpr int kThreads = 512;
+constexpr int kVectors = 4;  // 16-byte vectors in flight per thread and sender
+
+TL_DEVICE void add_bf16x8(float* acc, const uint4& v) {
+  const auto* h = reinterpret_cast<const __nv_bfloat162*>(&v);
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const float2 f = __bfloat1622float2(h[i]);
+    acc[2 * i] += f.x;
+    acc[2 * i + 1] += f.y;
+  }
+}
+
+__global__ void __launch_bounds__(kThreads) gemm_rs_reduce_kernel(GemmRsFusedPlan plan, SignalView sig,
+                                                                  SymmetricView heap, const __nv_bfloat16* buf,
+                                                                  const __nv_bfloat16* recv, __nv_bfloat16* out) {
   DeviceBlockCtx<false> ctx{sig.rank, sig.world, nullptr};
   const uint32_t rank = static_cast<uint32_t>(sig.rank);
   gemm_rs_fused_reduce_block(ctx, plan, sig, [&](uint32_t, uint32_t row0, uint32_t col0, uint32_t cols) {
     const uint32_t vectors_per_row = cols / 8;  // n and bn are multiples of 8
     const uint32_t total = plan.bm * vectors_per_row;
-    for (uint32_t e = threadIdx.x; e < total; e += blockDim.x) {
-      const uint32_t row = row0 + e / vectors_per_row;
-      const uint32_t col = col0 + (e % vectors_per_row) * 8;
-      const uint64_t at = uint64_t(row) * plan.n + col;
-      float acc[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
+    for (uint32_t e0 = threadIdx.x; e0 < total; e0 += kVectors * kThreads) {
+      uint64_t at[kVectors];
+      bool live[kVectors];
+#pragma unroll
+      for (int j = 0; j < kVectors; ++j) {
+        const uint32_t e = e0 + j * kThreads;
+        live[j] = e < total;
+        at[j] = uint64_t(row0 + e / vectors_per_row) * plan.n + col0 + (e % vectors_per_row) * 8;
+      }
+      float acc[kVectors][8] = {};
       for (uint32_t s = 0; s < plan.world; ++s) {
         const __nv_bfloat16* rows = gemm_rs_sender_rows(plan, heap, rank, s, buf, recv);
-        const uint4 v = *reinterpret_cast<const uint4*>(rows + at);
-        const auto* h = reinterpret_cast<const __nv_bfloat162*>(&v);
+        uint4 v[kVectors];
 #pragma unroll
-        for (int i = 0; i < 4; ++i) {
-          const float2 f = __bfloat1622float2(h[i]);
-          acc[2 * i] += f.x;
-          acc[2 * i + 1] += f.y;
+        for (int j = 0; j < kVectors; ++j) {
+          if (live[j]) v[j] = *reinterpret_cast<const uint4*>(rows + at[j]);
+        }
+#pragma unroll
+        for (int j = 0; j < kVectors; ++j) {
+          if (live[j]) add_bf16x8(acc[j], v[j]);
         }
       }
-      uint4 packed;
-      auto* o = reinterpret_cast<__nv_bfloat162*>(&packed);
 #pragma unroll
-      for (int i = 0; i < 4; ++i) o[i] = __floats2bfloat162_rn(acc[2 * i], acc[2 * i + 1]);
-      *reinterpret_cast<uint4*>(out + at) = packed;
+      for (int j = 0; j < kVectors; ++j) {
+        if (!live[j]) continue;
+        uint4 packed;
+        auto* o = reinterpret_cast<__nv_bfloat162*>(&packed);
+#pragma unroll
+        for (int i = 0; i < 4; ++i) o[i] = __floats2bfloat162_rn(acc[j][2 * i], acc[j][2 * i + 1]);
+        *reinterpret_cast<uint4*>(out + at[j]) = packed;
+      }
     }
   });
 }
@@ -46,11 +74,22 @@ __global__ void __launch_bounds__(512) gemm_rs_reduce_kernel(GemmRsFusedPlan pla
 }  // namespace
 
 void launch_gemm_rs_reduce(const GemmRsFusedPlan& plan, const SignalView& sig, const SymmetricView& heap,
-                           const void* buf, const void* recv, void* out, uint32_t blocks, cudaStream_t stream) {
-  gemm_rs_reduce_kernel<<<blocks, 512, 0, stream>>>(plan, sig, heap, static_cast<const __nv_bfloat16*>(buf),
-                                                    static_cast<const __nv_bfloat16*>(recv),
-                                                    static_cast<__nv_bfloat16*>(out));
-  TL_CUDA_CHECK(cudaGetLastError());
+                           const void* buf, const void* recv, void* out, uint32_t blocks, uint32_t cluster,
+                           cudaStream_t stream) {
+  cudaLaunchAttribute attr{};
+  attr.id = cudaLaunchAttributeClusterDimension;
+  attr.val.clusterDim.x = cluster;
+  attr.val.clusterDim.y = 1;
+  attr.val.clusterDim.z = 1;
+  cudaLaunchConfig_t cfg{};
+  cfg.gridDim = dim3(blocks);
+  cfg.blockDim = dim3(kThreads);
+  cfg.stream = stream;
+  cfg.attrs = &attr;
+  cfg.numAttrs = 1;
+  TL_CUDA_CHECK(cudaLaunchKernelEx(&cfg, gemm_rs_reduce_kernel, plan, sig, heap,
+                                   static_cast<const __nv_bfloat16*>(buf), static_cast<const __nv_bfloat16*>(recv),
+                                   static_cast<__nv_bfloat16*>(out)));
 }
 
 void preload_gemm_rs_reduce() { preload_kernel(gemm_rs_reduce_kernel); }

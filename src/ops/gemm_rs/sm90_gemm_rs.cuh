@@ -32,12 +32,13 @@ namespace tilelink::detail {
 struct GemmRsNotify {
   GemmRsFusedPlan plan;
   SignalView sig;
+  bool enabled = true;  // false: the GEMM alone (benchmarks)
 
   TL_HOST_DEVICE uint32_t m_tiles() const { return plan.world * plan.m_tiles(); }  // tile rows of M
 
   // Padding tiles (cluster rounding, m_tile >= m_tiles()) notify nothing.
   TL_DEVICE void operator()(uint32_t m_tile, uint32_t n_tile) const {
-    if (m_tile >= m_tiles()) return;
+    if (!enabled || m_tile >= m_tiles()) return;
     const uint32_t channel = plan.tile_channel(m_tile, n_tile);
     if (plan.scatter == GemmRsScatter::kEpiloguePush) {
       tilelink::peer_tile_notify(sig, channel, static_cast<int>(plan.tile_owner(m_tile)), NotifyMode::kAdd);
@@ -144,14 +145,15 @@ class Sm90GemmRsKernelImpl final : public Sm90GemmRsKernel {
     Types::set_problem(args, p.m, p.n, p.k, p.a, p.k, p.b, p.d, p.m_order, p.swizzle);
     args.epilogue.dD = cute::make_stride(static_cast<int64_t>(p.n), cute::Int<1>{}, p.d_batch_stride);
     args.epilogue.dC = args.epilogue.dD;
-    args.epilogue.notify = {p.plan, p.sig};
+    args.epilogue.notify = {p.plan, p.sig, true};
     launcher_.init(args, p.device, p.sm_count,
                    "gemm_rs kernel, (m, n, k) = (" + std::to_string(m) + ", " + std::to_string(n) + ", " +
                        std::to_string(k) + ")");
   }
 
-  void run(uint64_t epoch, cudaStream_t stream) override {
+  void run(uint64_t epoch, cudaStream_t stream, bool notify) override {
     launcher_.params().epilogue.notify.sig.epoch = epoch;
+    launcher_.params().epilogue.notify.enabled = notify;
     launcher_.launch(stream);
   }
   int ctas() const override { return launcher_.ctas(); }

@@ -39,7 +39,8 @@ struct Sm90GemmRsProblem {
 class Sm90GemmRsKernel {
  public:
   virtual ~Sm90GemmRsKernel() = default;
-  virtual void run(uint64_t epoch, cudaStream_t stream) = 0;
+  // notify = false: the GEMM alone, its epilogue notifies nothing (benchmarks).
+  virtual void run(uint64_t epoch, cudaStream_t stream, bool notify = true) = 0;
   virtual int ctas() const = 0;
 };
 
@@ -56,10 +57,11 @@ const std::vector<Sm90GemmRsConfigInfo>& sm90_gemm_rs_configs();
 // The reduction of owner `rank`: for each tile of its block, wait for every sender's part, sum
 // the senders' partial tiles in rank order in fp32 into `out` (rows_per_rank x n bf16), then the
 // exit barrier. `buf`, `recv`: this rank's M x n bf16 buffers (recv: copy-engine scatter only).
-// `blocks` CTAs on `stream`.
+// `blocks` CTAs (a multiple of `cluster`), in clusters of `cluster` CTAs (the GEMM's), on `stream`.
 // Loads the reduction kernel's module on the current device (lazy loading, see World).
 void preload_gemm_rs_reduce();
 void launch_gemm_rs_reduce(const GemmRsFusedPlan& plan, const SignalView& sig, const SymmetricView& heap,
-                           const void* buf, const void* recv, void* out, uint32_t blocks, cudaStream_t stream);
+                           const void* buf, const void* recv, void* out, uint32_t blocks, uint32_t cluster,
+                           cudaStream_t stream);
 
 }  // namespace tilelink::detail

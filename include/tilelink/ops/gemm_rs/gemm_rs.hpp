@@ -32,9 +32,9 @@ namespace tilelink {
 struct GemmRsConfig {
   GemmRsScatter scatter = GemmRsScatter::kPull;
   SignalGranularity granularity = SignalGranularity::kTile;  // per tile, per tile row, per owner block
-  uint32_t reduce_blocks = 0;  // reduction CTAs per rank; 0 = max(1, sm_budget / 8)
-  uint32_t gemm_sms = 0;       // 0 = budget - reduce_blocks - 2 SMs of slack when world > 1
-  uint32_t swizzle = 1;        // rasterization swizzle: 1, 2, 4 or 8
+  uint32_t reduce_blocks = 0;  // reduction CTAs per rank (whole GEMM clusters); 0 = sm_budget / 16
+  uint32_t gemm_sms = 0;       // GEMM CTAs per rank; 0 = budget - reduce_blocks
+  uint32_t swizzle = 0;        // rasterization swizzle: 1, 2, 4 or 8; 0 = automatic (GemmRs::swizzle())
 };
 
 struct GemmRsArguments {
@@ -64,8 +64,13 @@ class GemmRs {
   // Enqueues one call on every rank (GEMM on the compute stream, reduction on the comm stream);
   // the call is complete on the compute stream. Returns its epoch.
   uint64_t run();
+  // The GEMM alone (no notifies, no scatter, no reduction): the fused kernel's isolated compute
+  // time. Leaves the signals as they were.
+  void run_gemm_only();
 
   const GemmRsFusedPlan& plan() const { return plan_; }
+  uint32_t reduce_blocks() const { return reduce_blocks_; }
+  uint32_t swizzle() const { return swizzle_; }
 
  private:
   const World* world_;
@@ -76,7 +81,10 @@ class GemmRs {
   GemmRsFusedPlan plan_;
   SignalSlice slice_;
   uint32_t reduce_blocks_ = 0;
-  std::vector<DeviceBuffer> m_order_;
+  uint32_t swizzle_ = 1;
+  uint32_t kernel_cluster_ = 1;
+  std::vector<DeviceBuffer> m_order_;               // per rank, the kernel's tile-row order
+  std::vector<std::vector<uint32_t>> host_m_order_;  // the same, for the copy-engine scatter
   std::vector<std::unique_ptr<detail::Sm90GemmRsKernel>> kernels_;
 };
 

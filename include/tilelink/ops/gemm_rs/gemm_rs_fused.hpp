@@ -47,6 +47,7 @@ struct GemmRsFusedPlan {
   uint32_t bn = 0;
   SignalGranularity granularity = SignalGranularity::kTile;
   GemmRsScatter scatter = GemmRsScatter::kPull;
+  uint32_t band = 1;           // tile rows the GEMM walks together along N (its rasterization band)
 
   TL_HOST_DEVICE uint32_t m_tiles() const { return rows_per_rank / bm; }  // per owner block
   TL_HOST_DEVICE uint32_t n_tiles() const { return (n + bn - 1) / bn; }
@@ -66,6 +67,21 @@ struct GemmRsFusedPlan {
   // Rows [row0, row0 + rows) of the block that group g covers (tile-row and block groups only).
   TL_HOST_DEVICE uint32_t group_row0(uint32_t g) const { return granularity == SignalGranularity::kRank ? 0 : g * bm; }
   TL_HOST_DEVICE uint32_t group_rows() const { return granularity == SignalGranularity::kRank ? rows_per_rank : bm; }
+
+  // Tile rows per band within a block: `band`, at least 1, at most the block's.
+  TL_HOST_DEVICE uint32_t band_tiles() const { return band < m_tiles() ? (band > 0 ? band : 1) : m_tiles(); }
+  TL_HOST_DEVICE uint32_t bands() const { return (m_tiles() + band_tiles() - 1) / band_tiles(); }
+  // Tile rows of band b (the last band may be shorter).
+  TL_HOST_DEVICE uint32_t band_rows(uint32_t b) const {
+    return m_tiles() - b * band_tiles() < band_tiles() ? m_tiles() - b * band_tiles() : band_tiles();
+  }
+  // The reduction's i-th tile of a block, in the order the GEMM finishes them: band by band,
+  // column by column within a band.
+  TL_HOST_DEVICE uint32_t reduce_tile(uint32_t i) const {
+    const uint32_t b = i / (band_tiles() * n_tiles()), in = i % (band_tiles() * n_tiles());
+    const uint32_t rows = band_rows(b);
+    return (b * band_tiles() + in % rows) * n_tiles() + in / rows;
+  }
 
   TL_HOST_DEVICE uint32_t exit_channel() const { return 0; }
   // kPull, kCopyEngine: on the sender, per owner; kEpiloguePush: on the owner (owner == rank).
@@ -95,12 +111,18 @@ struct GemmRsFusedPlan {
   }
 };
 
-// Tile rows (of M) in rank `rank`'s compute order: owner rank+1's block first, its own last.
+// Tile rows (of M) in rank `rank`'s compute order: band by band, and within a band round the
+// owners in swizzled order, rank+1's rows first, its own last. Every owner's tiles complete
+// round by round on all ranks, so its reduction runs under the GEMM and only the last round's
+// is left after it (owner blocks one after the other would leave every owner's whole
+// reduction for the end: each needs its own partial, computed last).
 inline void make_gemm_rs_m_order(const GemmRsFusedPlan& plan, uint32_t rank, uint32_t* m_order) {
   uint32_t j = 0;
-  for (uint32_t step = 1; step <= plan.world; ++step) {
-    const uint32_t owner = swizzled_peer(rank, step, plan.world);
-    for (uint32_t t = 0; t < plan.m_tiles(); ++t) m_order[j++] = owner * plan.m_tiles() + t;
+  for (uint32_t b = 0; b < plan.bands(); ++b) {
+    for (uint32_t step = 1; step <= plan.world; ++step) {
+      const uint32_t owner = swizzled_peer(rank, step, plan.world);
+      for (uint32_t t = 0; t < plan.band_rows(b); ++t) m_order[j++] = owner * plan.m_tiles() + b * plan.band_tiles() + t;
+    }
   }
 }
 
@@ -139,24 +161,28 @@ TL_HOST_DEVICE void gemm_rs_fused_compute_block(Ctx& ctx, const GemmRsFusedPlan&
   }
 }
 
-// kCopyEngine, one rank's comm stream: for each other owner in compute order and each of its
-// groups, wait for the group's tiles, copy its rows into the owner's recv slot of this rank, set
-// the owner's channel. `buf` and `recv`: this rank's M x n buffers of `elem` bytes per element.
+// kCopyEngine, one rank's comm stream: for each group of another owner, in the order the GEMM
+// completes them (the last of its tile rows in m_order), wait for the group's tiles, copy its
+// rows into the owner's recv slot of this rank, set the owner's channel. `buf` and `recv`: this
+// rank's M x n buffers of `elem` bytes per element; m_order: make_gemm_rs_m_order's.
 template <class HostCtx>
 void gemm_rs_copy_engine_scatter(HostCtx& h, const GemmRsFusedPlan& plan, const SignalView& sig,
-                                 const SymmetricView& heap, const void* buf, void* recv, uint32_t elem) {
+                                 const SymmetricView& heap, const uint32_t* m_order, const void* buf, void* recv,
+                                 uint32_t elem) {
   const uint32_t rank = static_cast<uint32_t>(h.rank());
   const uint64_t row_bytes = uint64_t(plan.n) * elem;
-  for (uint32_t step = 1; step < plan.world; ++step) {
-    const uint32_t owner = swizzled_peer(rank, step, plan.world);
-    for (uint32_t g = 0; g < plan.groups(); ++g) {
-      h.rank_wait(sig, plan.group_channel(owner, g), plan.arrivals_per_group());
-      const uint64_t src_row = uint64_t(owner) * plan.rows_per_rank + plan.group_row0(g);
-      const uint64_t dst_row = uint64_t(rank) * plan.rows_per_rank + plan.group_row0(g);
-      void* dst = heap.translate(static_cast<char*>(recv) + dst_row * row_bytes, static_cast<int>(owner));
-      h.rank_copy_data(dst, static_cast<const char*>(buf) + src_row * row_bytes, plan.group_rows() * row_bytes);
-      h.rank_notify(sig, plan.recv_channel(rank, g), static_cast<int>(owner));
-    }
+  const uint32_t tile_rows_per_group = plan.group_rows() / plan.bm;
+  for (uint32_t j = 0; j < plan.world * plan.m_tiles(); ++j) {
+    const uint32_t owner = plan.tile_owner(m_order[j]);
+    const uint32_t row_in_block = m_order[j] - owner * plan.m_tiles();
+    if (owner == rank || (row_in_block + 1) % tile_rows_per_group != 0) continue;  // not a group's last row
+    const uint32_t g = row_in_block / tile_rows_per_group;
+    h.rank_wait(sig, plan.group_channel(owner, g), plan.arrivals_per_group());
+    const uint64_t src_row = uint64_t(owner) * plan.rows_per_rank + plan.group_row0(g);
+    const uint64_t dst_row = uint64_t(rank) * plan.rows_per_rank + plan.group_row0(g);
+    void* dst = heap.translate(static_cast<char*>(recv) + dst_row * row_bytes, static_cast<int>(owner));
+    h.rank_copy_data(dst, static_cast<const char*>(buf) + src_row * row_bytes, plan.group_rows() * row_bytes);
+    h.rank_notify(sig, plan.recv_channel(rank, g), static_cast<int>(owner));
   }
 }
 
@@ -176,7 +202,7 @@ TL_HOST_DEVICE const T* gemm_rs_sender_rows(const GemmRsFusedPlan& plan, const S
 }
 
 // Reduction blocks of one owner: each tile of its block once every sender's part has arrived, in
-// block-strided order; `sum_tile(t, row0, col0, cols)` sums the senders' rows [row0, row0 + bm)
+// block-strided order over the GEMM's finishing order (reduce_tile); `sum_tile(t, row0, col0, cols)` sums the senders' rows [row0, row0 + bm)
 // (within the block, see gemm_rs_sender_rows), columns [col0, col0 + cols), in rank order
 // 0..P-1. Then the exit barrier: peers read or write this rank's buffers until every rank is
 // past it.
@@ -185,7 +211,8 @@ template <class Ctx, class SumTile>
 TL_HOST_DEVICE void gemm_rs_fused_reduce_block(Ctx& ctx, const GemmRsFusedPlan& plan, const SignalView& sig,
                                                SumTile&& sum_tile) {
   const uint32_t owner = static_cast<uint32_t>(ctx.rank());
-  for (uint32_t t = ctx.block(); t < plan.tiles_per_block(); t += ctx.num_blocks()) {
+  for (uint32_t i = ctx.block(); i < plan.tiles_per_block(); i += ctx.num_blocks()) {
+    const uint32_t t = plan.reduce_tile(i);
     const uint32_t g = plan.group_of(t);
     const uint32_t channel = plan.group_channel(owner, g);
     const int32_t tile = static_cast<int32_t>(t);
