@@ -10,6 +10,7 @@
 #include "tilelink/comm/collectives.hpp"
 #include "tilelink/ops/ag_gemm/ag_gemm.hpp"
 #include "tilelink/ops/gemm_rs/gemm_rs.hpp"
+#include "tilelink/ops/mlp/mlp.hpp"
 
 namespace tilelink::bench {
 
@@ -93,5 +94,20 @@ struct GemmRsBenchOptions {
 // GemmRs::run against cuBLAS, the copy-engine reduce-scatter alone, their ideal overlap, the
 // non-overlapped and decomposed baselines. gemm_rs.cu.
 Table bench_gemm_rs(const GemmRsBenchOptions& options);
+
+struct MlpBenchOptions {
+  int world = 8;
+  uint32_t m = 8192;              // tokens over all ranks
+  uint32_t hidden = 8192;         // LLaMA-3.1-70B
+  uint32_t intermediate = 28672;  // over all ranks
+  MlpConfig config;
+  TimingOptions timing;
+  uint64_t seed = 1;
+};
+
+// Mlp::run (AG+GEMM -> activation -> GEMM+RS) against the non-overlapped chain (copy-engine
+// all-gather, cuBLAS fc1, activation, cuBLAS fc2, copy-engine reduce-scatter), its parts and the
+// ideal max(T_fc1, T_ag) + T_act + max(T_fc2, T_rs). mlp.cu.
+Table bench_mlp(const MlpBenchOptions& options);
 
 }  // namespace tilelink::bench

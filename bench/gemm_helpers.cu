@@ -12,9 +12,9 @@
 namespace tilelink::bench {
 namespace {
 
-__global__ void fill_bf16_kernel(__nv_bfloat16* dst, size_t count, uint64_t seed) {
+__global__ void fill_bf16_kernel(__nv_bfloat16* dst, size_t count, uint64_t seed, float scale) {
   for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < count; i += size_t(gridDim.x) * blockDim.x) {
-    dst[i] = __float2bfloat16(random_float(seed, i));
+    dst[i] = __float2bfloat16(scale * random_float(seed, i));
   }
 }
 
@@ -32,8 +32,8 @@ __global__ void count_far_kernel(const __nv_bfloat16* got, const __nv_bfloat16* 
 
 }  // namespace
 
-void fill_bf16(void* dst, size_t count, uint64_t seed, cudaStream_t stream) {
-  fill_bf16_kernel<<<1024, 256, 0, stream>>>(static_cast<__nv_bfloat16*>(dst), count, seed);
+void fill_bf16(void* dst, size_t count, uint64_t seed, cudaStream_t stream, float scale) {
+  fill_bf16_kernel<<<1024, 256, 0, stream>>>(static_cast<__nv_bfloat16*>(dst), count, seed, scale);
   TL_CUDA_CHECK(cudaGetLastError());
 }
 
@@ -69,7 +69,7 @@ void GemmOpTable::row(const std::string& variant, const Stats& s) {
                  ideal / s.median});
 }
 
-void GemmOpTable::ideal_row() { row("ideal max(T_gemm, T_comm)", Stats{ideal, ideal, ideal, 1}); }
+void GemmOpTable::ideal_row(const std::string& label) { row(label, Stats{ideal, ideal, ideal, 1}); }
 
 void GemmOpTable::common_notes(int world, size_t samples, int warmup, bool gated) {
   table.notes.push_back("time = slowest rank's CUDA-event time per call; median (min, max) of " + std::to_string(samples) +
@@ -107,5 +107,22 @@ Events::Events(const World& world, int per_rank) {
 Events::~Events() {
   for (cudaEvent_t e : events) (void)cudaEventDestroy(e);
 }
+
+namespace {
+__global__ void sum_slots_kernel(const __nv_bfloat16* slots, __nv_bfloat16* out, size_t elems, int world) {
+  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < elems; i += size_t(gridDim.x) * blockDim.x) {
+    float acc = 0.f;
+    for (int s = 0; s < world; ++s) acc += __bfloat162float(slots[size_t(s) * elems + i]);
+    out[i] = __float2bfloat16(acc);
+  }
+}
+}  // namespace
+
+void sum_slots(const void* slots, void* out, size_t elems, int world, cudaStream_t stream) {
+  sum_slots_kernel<<<1024, 256, 0, stream>>>(static_cast<const __nv_bfloat16*>(slots),
+                                             static_cast<__nv_bfloat16*>(out), elems, world);
+  TL_CUDA_CHECK(cudaGetLastError());
+}
+
 
 }  // namespace tilelink::bench

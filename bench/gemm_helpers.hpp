@@ -16,8 +16,9 @@
 
 namespace tilelink::bench {
 
-// `count` bf16 values random_float(seed, i) (uniform in [-1, 1) on a 2^-10 grid).
-void fill_bf16(void* dst, size_t count, uint64_t seed, cudaStream_t stream);
+// `count` bf16 values scale * random_float(seed, i) (uniform in [-1, 1) on a 2^-10 grid; a
+// power-of-two scale keeps them exact).
+void fill_bf16(void* dst, size_t count, uint64_t seed, cudaStream_t stream, float scale = 1.0f);
 
 // Elements where |got - want| > 2^-6 |want| + 2^-6 (two bf16 results of fp32 accumulations in
 // different orders differ by an ulp or two). Synchronises `stream`.
@@ -27,6 +28,10 @@ uint64_t count_far(const void* got, const void* want, size_t count, cudaStream_t
 void cublas_gemm(cublasHandle_t h, const void* a, const void* b, void* c, uint32_t m, uint32_t n, uint32_t k,
                  uint32_t lda = 0);
 
+// out (elems bf16) = sum over s = 0..world-1 of slots[s] (elems bf16 each, consecutive), in fp32
+// in rank order: the reduction of the reduce-scatter baselines.
+void sum_slots(const void* slots, void* out, size_t elems, int world, cudaStream_t stream);
+
 // The table of a GEMM op's benchmark: time, TFLOP/s and ratios to cuBLAS (T_gemm), to the
 // non-overlapped chain and to the ideal max(T_gemm, T_comm), one row per variant.
 struct GemmOpTable {
@@ -35,7 +40,7 @@ struct GemmOpTable {
   GemmOpTable(const std::string& name, const std::string& title, double flop, const Stats& gemm, const Stats& non,
               const Stats& comm);
   void row(const std::string& variant, const Stats& s);
-  void ideal_row();
+  void ideal_row(const std::string& label = "ideal max(T_gemm, T_comm)");
   // The notes every GEMM op's table carries (timing method, units, virtual ranks, gating).
   void common_notes(int world, size_t samples, int warmup, bool gated);
 };

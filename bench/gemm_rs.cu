@@ -30,21 +30,6 @@
 namespace tilelink::bench {
 namespace {
 
-// out (rows x n) = sum over s of slots[s] (rows x n each, consecutive), in order s = 0..world-1.
-__global__ void sum_slots_kernel(const __nv_bfloat16* slots, __nv_bfloat16* out, size_t elems, int world) {
-  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < elems; i += size_t(gridDim.x) * blockDim.x) {
-    float acc = 0.f;
-    for (int s = 0; s < world; ++s) acc += __bfloat162float(slots[size_t(s) * elems + i]);
-    out[i] = __float2bfloat16(acc);
-  }
-}
-
-void sum_slots(const void* slots, void* out, size_t elems, int world, cudaStream_t stream) {
-  sum_slots_kernel<<<1024, 256, 0, stream>>>(static_cast<const __nv_bfloat16*>(slots),
-                                             static_cast<__nv_bfloat16*>(out), elems, world);
-  TL_CUDA_CHECK(cudaGetLastError());
-}
-
 const char* granularity_name(SignalGranularity g) {
   return g == SignalGranularity::kTile ? "tile" : g == SignalGranularity::kTileRow ? "tile row" : "owner block";
 }

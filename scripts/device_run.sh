@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # One call on the GPU machine: build, GPU + CPU tests, benchmarks. Logs go to $OUT (the device
-# tool brings back at most 8 files). Usage: scripts/device_run.sh [tests|bench|ops|sweep|sweep_rs|sanitize|all, or several joined by commas] [extra gtest args]
+# tool brings back at most 8 files). Usage: scripts/device_run.sh [tests|bench|ops|ops_rs|sweep|sweep_rs|sanitize|all, or several joined by commas] [extra gtest args]
 set -uo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 out=${OUT:-$root/device-out}
@@ -29,15 +29,23 @@ if [[ $mode == *bench* || $mode == all ]]; then
   tail -80 "$out/bench.log"
 fi
 if [[ $mode == *ops* || $mode == all ]]; then
-  # The overlapped ops on the paper's shapes: world 1 (kernel vs cuBLAS) and world 8 (virtual ranks).
-  { timeout 200 "$build/tilelink" bench ag_gemm --world 1 --shapes paper --json "$out/bench_ag_gemm_w1.json" &&
-    timeout 200 "$build/tilelink" bench ag_gemm --world 8 --shapes paper --json "$out/bench_ag_gemm_w8.json" &&
-    timeout 200 "$build/tilelink" bench gemm_rs --world 1 --shapes paper --json "$out/bench_gemm_rs_w1.json" &&
-    timeout 200 "$build/tilelink" bench gemm_rs --world 8 --shapes paper --json "$out/bench_gemm_rs_w8.json" &&
-    timeout 200 "$build/tilelink" bench gemm_rs --world 8 --shapes paper --scatter push --json "$out/bench_gemm_rs_w8_push.json" &&
-    timeout 200 "$build/tilelink" bench gemm_rs --world 8 --shapes paper --scatter ce --granularity rank --json "$out/bench_gemm_rs_w8_ce.json"; } \
-    >"$out/bench_ops.log" 2>&1 || status=1
-  grep -vE "^$" "$out/bench_ops.log" | tail -60
+  # The overlapped ops on the issues' shapes: world 1 (kernel vs cuBLAS) and world 8 (virtual ranks).
+  # ops_rs: GEMM+RS and the MLP only.
+  tl="$build/tilelink"
+  {
+    if [[ $mode != *ops_rs* ]]; then
+      timeout 200 "$tl" bench ag_gemm --world 1 --shapes paper --json "$out/bench_ag_gemm_w1.json" &&
+        timeout 200 "$tl" bench ag_gemm --world 8 --shapes paper --json "$out/bench_ag_gemm_w8.json"
+    fi &&
+      timeout 200 "$tl" bench gemm_rs --world 1 --shapes paper --json "$out/bench_gemm_rs_w1.json" &&
+      timeout 200 "$tl" bench gemm_rs --world 8 --shapes paper --json "$out/bench_gemm_rs_w8.json" &&
+      timeout 200 "$tl" bench gemm_rs --world 8 --shapes paper --scatter push --json "$out/bench_gemm_rs_w8_push.json" &&
+      timeout 200 "$tl" bench gemm_rs --world 8 --shapes paper --scatter ce --granularity row --json "$out/bench_gemm_rs_w8_ce.json" &&
+      timeout 200 "$tl" bench mlp --world 1 --model llama3-70b --json "$out/bench_mlp_w1.json" &&
+      timeout 200 "$tl" bench mlp --world 8 --model llama3-70b --json "$out/bench_mlp_w8.json" &&
+      timeout 200 "$tl" bench mlp --world 8 --model llama3-70b --activation gelu --json "$out/bench_mlp_w8_gelu.json"
+  } >"$out/bench_ops.log" 2>&1 || status=1
+  grep -E "^(==|tilelink|non-over|cuBLAS|ideal|fused|note: config|tilelink bench)" "$out/bench_ops.log" | tail -90
 fi
 if [[ $mode == *sweep_rs* ]]; then
   "$root/scripts/gemm_rs_sweep.sh" "$build" "$out"

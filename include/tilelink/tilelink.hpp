@@ -8,6 +8,8 @@
 #include "tilelink/core/error.hpp"
 #include "tilelink/mapping/mapping.hpp"
 #include "tilelink/ops/ag_gemm/ag_gemm.hpp"
+#include "tilelink/ops/gemm_rs/gemm_rs.hpp"
+#include "tilelink/ops/mlp/mlp.hpp"
 #include "tilelink/primitives/host.hpp"
 #include "tilelink/primitives/signal.hpp"
 #include "tilelink/primitives/symmetric.hpp"

@@ -6,6 +6,10 @@
 //       [--resource sm|ce] [--method pull|push] [--path ldst|bulk] [--order mesh|ring]
 //       [--comm-rows K] [--blocks k] [--threads T] [--warmup W] [--iters I] [--json FILE]
 //   tilelink bench reduce_scatter [same, less --resource and --order]
+//   tilelink bench ag_gemm [--world N] [--m --n --k | --shapes paper] [...]
+//   tilelink bench gemm_rs [--world N] [--m --n --k | --shapes paper] [--scatter pull|push|ce] [...]
+//   tilelink bench mlp [--world N] [--model llama3-70b | --hidden H --intermediate I] [--m TOKENS]
+//       [--activation swiglu|gelu] [--scatter pull|push|ce] [--granularity tile|row|rank]
 //   tilelink plan ag_gemm [--world N] [--nodes K] [--m --n --k] [--bm --bn] [--comm-rows R]
 //       [--resource ce|sm] [--blocks k] [--order mesh|ring] [--trace FILE] [--svg FILE]
 //   tilelink plan gemm_rs [--world N] [--nodes K] [--m --n --k] [--bm --bn] [--reduce-ctas R]
@@ -344,16 +348,24 @@ struct GemmRsArgs {
   CLI::Option* seed_option = nullptr;
 };
 
+tilelink::SignalGranularity parse_granularity(const std::string& g) {
+  return g == "rank" ? tilelink::SignalGranularity::kRank
+         : g == "row" ? tilelink::SignalGranularity::kTileRow
+                      : tilelink::SignalGranularity::kTile;
+}
+
+tilelink::GemmRsScatter parse_scatter(const std::string& s) {
+  return s == "push" ? tilelink::GemmRsScatter::kEpiloguePush
+         : s == "ce" ? tilelink::GemmRsScatter::kCopyEngine
+                     : tilelink::GemmRsScatter::kPull;
+}
+
 int cmd_gemm_rs(const GemmRsArgs& a, const std::string& command) {
   check_writable(a.json);
   tb::GemmRsBenchOptions o;
   o.world = a.world;
-  o.config.granularity = a.granularity == "rank"  ? tilelink::SignalGranularity::kRank
-                         : a.granularity == "row" ? tilelink::SignalGranularity::kTileRow
-                                                  : tilelink::SignalGranularity::kTile;
-  o.config.scatter = a.scatter == "push" ? tilelink::GemmRsScatter::kEpiloguePush
-                     : a.scatter == "ce" ? tilelink::GemmRsScatter::kCopyEngine
-                                         : tilelink::GemmRsScatter::kPull;
+  o.config.granularity = parse_granularity(a.granularity);
+  o.config.scatter = parse_scatter(a.scatter);
   o.config.reduce_blocks = a.reduce_blocks;
   o.config.gemm_sms = a.gemm_sms;
   o.config.swizzle = a.swizzle;
@@ -367,6 +379,50 @@ int cmd_gemm_rs(const GemmRsArgs& a, const std::string& command) {
     o.k = s.k;
     return tb::bench_gemm_rs(o);
   });
+  return 0;
+}
+
+// `tilelink bench mlp`: the fused tensor-parallel MLP against the non-overlapped chain.
+struct MlpArgs {
+  int world = 8;
+  uint32_t m = 8192, hidden = 8192, intermediate = 28672;
+  std::string model;  // sets hidden and intermediate
+  std::string activation = "swiglu", scatter = "pull", granularity = "tile";
+  int warmup = 3, iters = 10;
+  std::string json;
+  uint64_t seed = 0;
+  CLI::Option* seed_option = nullptr;
+};
+
+// Models' MLP shapes (hidden, intermediate), DESIGN.md §8.
+struct MlpModel {
+  const char* name;
+  uint32_t hidden, intermediate;
+};
+constexpr MlpModel kMlpModels[] = {{"llama3-8b", 4096, 14336}, {"llama3-70b", 8192, 28672}, {"llama3-405b", 16384, 53248}};
+
+int cmd_mlp(MlpArgs a, const std::string& command) {
+  check_writable(a.json);
+  if (!a.model.empty()) {
+    for (const MlpModel& model : kMlpModels) {
+      if (a.model == model.name) {
+        a.hidden = model.hidden;
+        a.intermediate = model.intermediate;
+      }
+    }
+  }
+  tb::MlpBenchOptions o;
+  o.world = a.world;
+  o.m = a.m;
+  o.hidden = a.hidden;
+  o.intermediate = a.intermediate;
+  o.config.activation = a.activation == "gelu" ? tilelink::MlpActivation::kGelu : tilelink::MlpActivation::kSwiGlu;
+  o.config.fc2.scatter = parse_scatter(a.scatter);
+  o.config.fc2.granularity = parse_granularity(a.granularity);
+  o.timing = {a.warmup, a.iters};
+  o.seed = a.seed;
+  run_shapes(a.world, "bench mlp", {{a.m, a.hidden, a.intermediate}}, command, a.seed, a.json,
+             [&](const Mnk&) { return tb::bench_mlp(o); });
   return 0;
 }
 
@@ -547,6 +603,22 @@ int main(int argc, char** argv) {
   gemm_rs->add_option("--json", grs.json, "also write the results as JSON to FILE");
   grs.seed_option = gemm_rs->add_option("--seed", grs.seed, "random seed of the inputs; default: a fresh one");
 
+  MlpArgs mlp_args;
+  CLI::App* mlp = bench->add_subcommand("mlp", "time tilelink::Mlp (AG+GEMM -> activation -> GEMM+RS) against the non-overlapped chain");
+  mlp->add_option("--world", mlp_args.world, "virtual ranks on device 0")->capture_default_str()->check(CLI::Range(1, tilelink::kMaxWorldSize));
+  mlp->add_option("--m", mlp_args.m, "tokens over all ranks (each rank holds m / world)")->capture_default_str()->check(CLI::PositiveNumber);
+  CLI::Option* mlp_model = mlp->add_option("--model", mlp_args.model, "take hidden and intermediate from a model: llama3-8b, llama3-70b, llama3-405b")
+      ->check(CLI::IsMember({"llama3-8b", "llama3-70b", "llama3-405b"}));
+  mlp->add_option("--hidden", mlp_args.hidden, "hidden size H")->capture_default_str()->check(CLI::PositiveNumber)->excludes(mlp_model);
+  mlp->add_option("--intermediate", mlp_args.intermediate, "intermediate size over all ranks")->capture_default_str()->check(CLI::PositiveNumber)->excludes(mlp_model);
+  mlp->add_option("--activation", mlp_args.activation, "swiglu (fc1 gives gate and up halves) or gelu")->capture_default_str()->check(CLI::IsMember({"swiglu", "gelu"}));
+  mlp->add_option("--scatter", mlp_args.scatter, "fc2's scatter: pull, push or ce (ce needs --granularity row or rank)")->capture_default_str()->check(CLI::IsMember({"pull", "push", "ce"}));
+  mlp->add_option("--granularity", mlp_args.granularity, "fc2's signal per tile, row (of tiles) or rank")->capture_default_str()->check(CLI::IsMember({"tile", "row", "rank"}));
+  mlp->add_option("--warmup", mlp_args.warmup, "untimed calls before timing")->capture_default_str()->check(CLI::Range(0, 1000000));
+  mlp->add_option("--iters", mlp_args.iters, "timed calls (the median is reported)")->capture_default_str()->check(CLI::Range(1, 1000000));
+  mlp->add_option("--json", mlp_args.json, "also write the results as JSON to FILE");
+  mlp_args.seed_option = mlp->add_option("--seed", mlp_args.seed, "random seed of the inputs; default: a fresh one");
+
   CLI::App* plan = app.add_subcommand("plan", "predict an op's timeline from a cost model (no GPU needed)");
   plan->require_subcommand(0, 1);
   PlanArgs plan_args;
@@ -628,6 +700,10 @@ int main(int argc, char** argv) {
     if (*gemm_rs) {
       if (grs.seed_option->count() == 0) grs.seed = fresh_seed();
       return cmd_gemm_rs(grs, command);
+    }
+    if (*mlp) {
+      if (mlp_args.seed_option->count() == 0) mlp_args.seed = fresh_seed();
+      return cmd_mlp(mlp_args, command);
     }
     if (*reduce_scatter) {
       if (rs_args.seed_option->count() == 0) rs_args.seed = fresh_seed();

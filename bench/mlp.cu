@@ -1,0 +1,197 @@
+// The fused tensor-parallel MLP on virtual ranks against the non-overlapped chain, in one table.
+//
+//   fc1 cuBLAS          every rank's M x 2I/P (SwiGLU) or M x I/P (GELU) x H GEMM on the gathered tokens
+//   activation          the activation kernel alone (T_act)
+//   fc2 cuBLAS          every rank's M x H x I/P partial
+//   all-gather alone    the fused op's copy-engine all-gather of the tokens (T_ag)
+//   reduce-scatter      copy-engine copies of the partials' owner blocks + a rank-order sum (T_rs)
+//   cuBLAS chain        fc1, activation, fc2 with no communication (T_gemm: the compute floor)
+//   ideal               max(T_fc1, T_ag) + T_act + max(T_fc2, T_rs)
+//   non-overlapped      all-gather, cuBLAS fc1, activation, cuBLAS fc2, reduce-scatter
+//   tilelink fused      Mlp::run
+//
+// The fused output is checked once against the non-overlapped one (bf16 tolerance).
+#include <cuda_bf16.h>
+
+#include <string>
+#include <vector>
+
+#include "bench/bench.hpp"
+#include "bench/gemm_helpers.hpp"
+#include "bench/harness.hpp"
+#include "bench/random.hpp"
+#include "tilelink/core/error.hpp"
+#include "tilelink/ops/mlp/mlp.hpp"
+
+namespace tilelink::bench {
+
+Table bench_mlp(const MlpBenchOptions& o) {
+  const char* where = "bench_mlp";
+  TL_REQUIRE(o.world >= 1, where, "world", o.world, ">= 1");
+  const int w = o.world;
+  const uint32_t m = o.m, hidden = o.hidden, rows = o.m / w;
+  const uint32_t i_local = o.intermediate / w;
+  const bool swiglu = o.config.activation == MlpActivation::kSwiGlu;
+  const uint32_t fc1_cols = swiglu ? 2 * i_local : i_local;
+  const size_t x_bytes = size_t(m) * hidden * 2, shard_bytes = size_t(rows) * hidden * 2;
+  const size_t block_elems = size_t(rows) * hidden, block_bytes = block_elems * 2;
+
+  World world = World::virtual_ranks(w);
+  const bool ce = o.config.fc2.scatter == GemmRsScatter::kCopyEngine;
+  SymmetricHeap heap(world, (ce ? 4 : 3) * x_bytes + (16u << 20));
+  SignalSet signals(heap, 1u << 16);
+  SymmetricBuffer x = heap.allocate(x_bytes);
+  SymmetricBuffer partial = heap.allocate(x_bytes);
+  SymmetricBuffer slots = heap.allocate(x_bytes);  // the baseline's reduce-scatter slots
+  SymmetricBuffer recv = ce ? heap.allocate(x_bytes) : SymmetricBuffer();
+
+  std::vector<DeviceBuffer> w1, w2, out, out_base, x_base, y_base, h_base, p_base;
+  MlpArguments args;
+  args.x = &x;
+  args.partial = &partial;
+  args.recv = ce ? &recv : nullptr;
+  args.m = m;
+  args.hidden = hidden;
+  args.intermediate = o.intermediate;
+  args.config = o.config;
+  for (int r = 0; r < w; ++r) {
+    const int dev = world.device(r);
+    const cudaStream_t s = world.compute_stream(r);
+    w1.emplace_back(size_t(fc1_cols) * hidden * 2, dev);
+    w2.emplace_back(size_t(hidden) * i_local * 2, dev);
+    out.emplace_back(block_bytes, dev);
+    out_base.emplace_back(block_bytes, dev);
+    x_base.emplace_back(x_bytes, dev);
+    y_base.emplace_back(size_t(m) * fc1_cols * 2, dev);
+    h_base.emplace_back(size_t(m) * i_local * 2, dev);
+    p_base.emplace_back(x_bytes, dev);
+    // Weights uniform in [-1, 1) / 64, so that the activations stay O(1).
+    fill_bf16(w1[r].get(), size_t(fc1_cols) * hidden, rank_seed(o.seed ^ 0x11ull, r), s, 1.0f / 64);
+    fill_bf16(w2[r].get(), size_t(hidden) * i_local, rank_seed(o.seed ^ 0x22ull, r), s, 1.0f / 64);
+    fill_bf16(x.as<char>(r) + r * shard_bytes, size_t(rows) * hidden, rank_seed(o.seed ^ 0x33ull, r), s);
+    TL_CUDA_CHECK(cudaMemsetAsync(out[r].get(), 0xFF, block_bytes, s));
+    args.w1.push_back(w1[r].get());
+    args.w2.push_back(w2[r].get());
+    args.out.push_back(out[r].get());
+  }
+  if (const std::string why = Mlp::can_implement(world, heap, args); !why.empty()) {
+    throw InvalidArgument("bench mlp: " + why);
+  }
+  Mlp op(world, heap, signals, args, "bench.mlp");
+  Cublas cublas(world);
+  Events events(world, 1);
+  world.synchronize();
+  for (int r = 0; r < w; ++r) {  // the baseline's tokens start with the rank's own shard
+    TL_CUDA_CHECK(cudaMemcpyAsync(x_base[r].get<char>() + r * shard_bytes, x.as<char>(r) + r * shard_bytes,
+                                  shard_bytes, cudaMemcpyDeviceToDevice, world.compute_stream(r)));
+  }
+  world.synchronize();
+
+  auto fc1_all = [&] {
+    for (int r = 0; r < w; ++r) {
+      world.set_device(r);
+      cublas_gemm(cublas.handles[r], x_base[r].get(), w1[r].get(), y_base[r].get(), m, fc1_cols, hidden);
+    }
+  };
+  auto act_all = [&] {
+    for (int r = 0; r < w; ++r) {
+      world.set_device(r);
+      detail::launch_mlp_activation(o.config.activation, y_base[r].get(), h_base[r].get(), m, i_local,
+                                    world.compute_stream(r));
+    }
+  };
+  auto fc2_all = [&] {
+    for (int r = 0; r < w; ++r) {
+      world.set_device(r);
+      cublas_gemm(cublas.handles[r], h_base[r].get(), w2[r].get(), p_base[r].get(), m, hidden, i_local);
+    }
+  };
+  auto all_gather = [&] {
+    for (int r = 0; r < w; ++r) {
+      world.set_device(r);
+      world.comm_after_compute(r);
+      for (int s = 1; s < w; ++s) {
+        const int from = (r + s) % w;
+        TL_CUDA_CHECK(cudaMemcpyAsync(x_base[r].get<char>() + from * shard_bytes, x.as<char>(from) + from * shard_bytes,
+                                      shard_bytes, cudaMemcpyDeviceToDevice, world.comm_stream(r)));
+      }
+      world.compute_after_comm(r);
+    }
+  };
+  // Every rank's partial before any owner reads: owners copy their rows from all partials.
+  auto reduce_scatter = [&] {
+    for (int r = 0; r < w; ++r) TL_CUDA_CHECK(cudaEventRecord(events.events[size_t(r)], world.compute_stream(r)));
+    for (int q = 0; q < w; ++q) {
+      world.set_device(q);
+      for (int r = 0; r < w; ++r) TL_CUDA_CHECK(cudaStreamWaitEvent(world.comm_stream(q), events.events[size_t(r)], 0));
+      for (int s = 0; s < w; ++s) {
+        TL_CUDA_CHECK(cudaMemcpyAsync(slots.as<char>(q) + s * block_bytes, p_base[s].get<char>() + q * block_bytes,
+                                      block_bytes, cudaMemcpyDeviceToDevice, world.comm_stream(q)));
+      }
+      sum_slots(slots.data(q), out_base[q].get(), block_elems, w, world.comm_stream(q));
+      world.compute_after_comm(q);
+    }
+  };
+  auto chain = [&] {
+    fc1_all();
+    act_all();
+    fc2_all();
+  };
+  auto non_overlapped = [&] {
+    all_gather();
+    chain();
+    reduce_scatter();
+  };
+  auto fused = [&] { op.run(); };
+
+  // Check once: the fused output against the non-overlapped chain's.
+  op.run();
+  world.synchronize();
+  non_overlapped();
+  world.synchronize();
+  uint64_t far = 0;
+  for (int q = 0; q < w; ++q) {
+    world.set_device(q);
+    far += count_far(out[q].get(), out_base[q].get(), block_elems, world.compute_stream(q));
+  }
+  if (far != 0) {
+    throw Error("bench mlp: " + std::to_string(far) + " output elements differ from the non-overlapped chain beyond bf16 "
+                "tolerance");
+  }
+
+  bool gated = true;
+  const std::vector<Stats> t = repeat_interleaved(
+      world, o.timing.warmup, o.timing.iters,
+      {fc1_all, act_all, fc2_all, [&] { op.fc1().all_gather().run(); }, reduce_scatter, chain, non_overlapped, fused},
+      &gated);
+  const Stats &t_fc1 = t[0], &t_act = t[1], &t_fc2 = t[2], &t_ag = t[3], &t_rs = t[4], &t_chain = t[5],
+              &t_non = t[6], &t_fused = t[7];
+  const double flop = 2.0 * m * double(hidden) * double(fc1_cols) * w + 2.0 * m * double(hidden) * double(i_local) * w;
+  GemmOpTable result("mlp",
+                     "MLP (" + std::string(to_string(o.config.activation)) + "), " + std::to_string(w) +
+                         " virtual rank" + (w > 1 ? "s" : "") + ": tokens=" + std::to_string(m) +
+                         " hidden=" + std::to_string(hidden) + " intermediate=" + std::to_string(o.intermediate) +
+                         " (" + std::to_string(i_local) + " per rank), bf16",
+                     flop, t_chain, t_non, t_chain);
+  result.ideal = std::max(t_fc1.median, t_ag.median) + t_act.median + std::max(t_fc2.median, t_rs.median);
+  result.row("fc1 cuBLAS (T_fc1)", t_fc1);
+  result.row("activation (T_act)", t_act);
+  result.row("fc2 cuBLAS (T_fc2)", t_fc2);
+  result.row("all-gather alone, copy engine (T_ag)", t_ag);
+  result.row("reduce-scatter alone, copy engine (T_rs)", t_rs);
+  result.row("cuBLAS chain, no communication (T_gemm)", t_chain);
+  result.ideal_row("ideal max(T_fc1, T_ag) + T_act + max(T_fc2, T_rs)");
+  result.row("non-overlapped (all-gather, chain, reduce-scatter)", t_non);
+  result.row("tilelink fused (Mlp::run)", t_fused);
+  Table& table = result.table;
+  table.notes.push_back("config: fc1 kernel " + op.fc1().kernel_name() + ", swizzle " +
+                        std::to_string(op.fc1().swizzle()) + "; fc2 scatter " + to_string(o.config.fc2.scatter) + ", " +
+                        std::to_string(op.fc2().reduce_blocks()) + " reduction CTAs, swizzle " +
+                        std::to_string(op.fc2().swizzle()));
+  table.notes.push_back("check: fused output of every rank equals the non-overlapped chain's within bf16 tolerance");
+  table.notes.push_back("TFLOP/s counts both GEMMs; vs cuBLAS = T_gemm (the chain without communication) / time");
+  result.common_notes(w, t_fused.samples, o.timing.warmup, gated);
+  return table;
+}
+
+}  // namespace tilelink::bench

@@ -1,0 +1,88 @@
+// The tensor-parallel MLP block as one call: AG+GEMM (fc1, column-parallel) -> activation ->
+// GEMM+RS (fc2, row-parallel).
+//
+// Every rank r holds a row shard of the tokens X (M/P x H, in the symmetric `x` buffer at rows
+// [r*M/P, (r+1)*M/P), as AgGemm expects), its column slice of fc1 W1_r and its row slice of fc2
+// W2_r, and gets rows [r*M/P, (r+1)*M/P) of
+//   out = sum_r act(allgather(X) * W1_r^T) * W2_r^T          (M/P x H, bf16, fp32 reduction)
+// with
+//   kSwiGlu: W1_r is (2 I/P) x H -- the gate rows, then the up rows; act(g | u) = silu(g) * u
+//   kGelu:   W1_r is I/P x H;                                          act(y) = gelu(y) (erf)
+// and W2_r is H x I/P (the nn.Linear layout of both weights). The two ops' signal slices come
+// from the same SignalSet; each keeps its own epoch, so calls may repeat without resets. The
+// activation runs on each rank's compute stream between the two.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "tilelink/ops/ag_gemm/ag_gemm.hpp"
+#include "tilelink/ops/gemm_rs/gemm_rs.hpp"
+#include "tilelink/runtime/device_buffer.hpp"
+
+namespace tilelink {
+
+enum class MlpActivation : uint32_t { kSwiGlu = 0, kGelu = 1 };
+const char* to_string(MlpActivation a);
+
+struct MlpConfig {
+  MlpActivation activation = MlpActivation::kSwiGlu;
+  AgGemmConfig fc1;
+  GemmRsConfig fc2;
+};
+
+struct MlpArguments {
+  const SymmetricBuffer* x = nullptr;        // M x H bf16 (every rank writes its row shard)
+  std::vector<const void*> w1;               // per rank: (2 I/P or I/P) x H bf16
+  std::vector<const void*> w2;               // per rank: H x I/P bf16
+  std::vector<void*> out;                    // per rank: M/P x H bf16
+  const SymmetricBuffer* partial = nullptr;  // M x H bf16: fc2's partials (GemmRsArguments::partial)
+  const SymmetricBuffer* recv = nullptr;     // M x H bf16: fc2 with config.fc2.scatter = ce only
+  uint32_t m = 0;                            // tokens over all ranks
+  uint32_t hidden = 0;                       // H
+  uint32_t intermediate = 0;                 // I over all ranks
+  MlpConfig config;
+};
+
+class Mlp {
+ public:
+  // Validates (InvalidArgument naming the argument; nothing launched), allocates each rank's fc1
+  // output and activation (M x 2I/P and M x I/P bf16) and builds both ops.
+  Mlp(const World& world, SymmetricHeap& heap, SignalSet& signals, const MlpArguments& args,
+      const std::string& name = "mlp");
+  ~Mlp();
+  Mlp(const Mlp&) = delete;
+  Mlp& operator=(const Mlp&) = delete;
+
+  static std::string can_implement(const World& world, const SymmetricHeap& heap, const MlpArguments& args);
+
+  // Enqueues one call on every rank; complete on the compute streams.
+  void run();
+
+  const AgGemm& fc1() const { return *fc1_; }
+  const GemmRs& fc2() const { return *fc2_; }
+  AgGemm& fc1() { return *fc1_; }
+  GemmRs& fc2() { return *fc2_; }
+  // Rank r's fc1 output (M x fc1 columns) and activation (M x I/P), for tests and benchmarks.
+  const void* fc1_out(int rank) const { return y_[static_cast<size_t>(rank)].get(); }
+  const void* activation_out(int rank) const { return h_[static_cast<size_t>(rank)].get(); }
+  // The activation alone on every rank (benchmarks).
+  void run_activation();
+
+ private:
+  const World* world_;
+  MlpArguments args_;
+  std::vector<DeviceBuffer> y_, h_;
+  std::unique_ptr<AgGemm> fc1_;
+  std::unique_ptr<GemmRs> fc2_;
+};
+
+namespace detail {
+// act(y) for an M x cols_out output from y (M x (2 or 1) cols_out), bf16 in and out, fp32 math.
+void launch_mlp_activation(MlpActivation act, const void* y, void* h, uint32_t m, uint32_t cols_out,
+                           cudaStream_t stream);
+}  // namespace detail
+
+}  // namespace tilelink

@@ -1,0 +1,117 @@
+// Host side of the fused MLP: validation, the intermediates, the two ops, the call sequence.
+#include "tilelink/ops/mlp/mlp.hpp"
+
+#include <string>
+
+#include "core/checks.hpp"
+#include "tilelink/core/error.hpp"
+
+namespace tilelink {
+
+const char* to_string(MlpActivation a) { return a == MlpActivation::kSwiGlu ? "swiglu" : "gelu"; }
+
+namespace {
+
+uint32_t fc1_cols(const MlpArguments& a, uint32_t world) {
+  const uint32_t i_local = a.intermediate / world;
+  return a.config.activation == MlpActivation::kSwiGlu ? 2 * i_local : i_local;
+}
+
+// The two ops' arguments; y and h: each rank's fc1 output and activation.
+AgGemmArguments fc1_arguments(const World& world, const MlpArguments& a, const std::vector<void*>& y) {
+  AgGemmArguments f;
+  f.a = a.x;
+  f.b = a.w1;
+  f.c = y;
+  f.m_per_rank = a.m / static_cast<uint32_t>(world.size());
+  f.n = fc1_cols(a, static_cast<uint32_t>(world.size()));
+  f.k = a.hidden;
+  f.config = a.config.fc1;
+  return f;
+}
+
+GemmRsArguments fc2_arguments(const World& world, const MlpArguments& a, const std::vector<const void*>& h) {
+  GemmRsArguments f;
+  f.a = h;
+  f.b = a.w2;
+  f.out = a.out;
+  f.partial = a.partial;
+  f.recv = a.recv;
+  f.m = a.m;
+  f.n = a.hidden;
+  f.k = a.intermediate / static_cast<uint32_t>(world.size());
+  f.config = a.config.fc2;
+  return f;
+}
+
+}  // namespace
+
+std::string Mlp::can_implement(const World& world, const SymmetricHeap& heap, const MlpArguments& a) {
+  const uint32_t w = static_cast<uint32_t>(world.size());
+  if (a.m == 0 || a.m % w != 0) {
+    return "argument 'm' = " + std::to_string(a.m) + ": expected a positive multiple of the world size " +
+           std::to_string(w);
+  }
+  if (a.intermediate == 0 || a.intermediate % (8 * w) != 0) {
+    return "argument 'intermediate' = " + std::to_string(a.intermediate) + ": expected a positive multiple of 8 * " +
+           "world size (" + std::to_string(8 * w) + "): each rank's slice is fc2's K, 16-byte rows";
+  }
+  if (a.config.activation != MlpActivation::kSwiGlu && a.config.activation != MlpActivation::kGelu) {
+    return "argument 'config.activation' = " + std::to_string(static_cast<uint32_t>(a.config.activation)) +
+           ": expected swiglu or gelu";
+  }
+  if (std::string e = check_rank_pointers(world, a.w1, "w1"); !e.empty()) return e;
+  if (std::string e = check_rank_pointers(world, a.w2, "w2"); !e.empty()) return e;
+  if (std::string e = check_rank_pointers(world, a.out, "out"); !e.empty()) return e;
+  // The ops' own checks; the intermediates are the Mlp's, so the user's `out` pointers stand in
+  // for them (only their presence is checked).
+  std::vector<void*> y(a.out.begin(), a.out.end());
+  std::vector<const void*> h(a.out.begin(), a.out.end());
+  if (std::string e = AgGemm::can_implement(world, heap, fc1_arguments(world, a, y)); !e.empty()) {
+    return "fc1 (all-gather + GEMM, n = " + std::string(a.config.activation == MlpActivation::kSwiGlu ? "2 * " : "") +
+           "intermediate / world, k = hidden): " + e;
+  }
+  if (std::string e = GemmRs::can_implement(world, heap, fc2_arguments(world, a, h)); !e.empty()) {
+    return "fc2 (GEMM + reduce-scatter, n = hidden, k = intermediate / world): " + e;
+  }
+  return "";
+}
+
+Mlp::Mlp(const World& world, SymmetricHeap& heap, SignalSet& signals, const MlpArguments& args,
+         const std::string& name)
+    : world_(&world), args_(args) {
+  if (std::string why = can_implement(world, heap, args); !why.empty()) {
+    throw InvalidArgument("Mlp '" + name + "': " + why);
+  }
+  const uint32_t w = static_cast<uint32_t>(world.size());
+  const uint32_t i_local = args.intermediate / w;
+  std::vector<void*> y;
+  std::vector<const void*> h;
+  for (int r = 0; r < world.size(); ++r) {
+    y_.emplace_back(size_t(args.m) * fc1_cols(args, w) * 2, world.device(r));
+    h_.emplace_back(size_t(args.m) * i_local * 2, world.device(r));
+    y.push_back(y_.back().get());
+    h.push_back(h_.back().get());
+  }
+  fc1_ = std::make_unique<AgGemm>(world, heap, signals, fc1_arguments(world, args, y), name + ".fc1");
+  fc2_ = std::make_unique<GemmRs>(world, heap, signals, fc2_arguments(world, args, h), name + ".fc2");
+}
+
+Mlp::~Mlp() = default;
+
+void Mlp::run_activation() {
+  const uint32_t i_local = args_.intermediate / static_cast<uint32_t>(world_->size());
+  for (int r = 0; r < world_->size(); ++r) {
+    world_->set_device(r);
+    detail::launch_mlp_activation(args_.config.activation, y_[static_cast<size_t>(r)].get(),
+                                  h_[static_cast<size_t>(r)].get(), args_.m, i_local, world_->compute_stream(r));
+  }
+}
+
+void Mlp::run() {
+  fc1_->run();       // C1 on every rank's compute stream
+  run_activation();  // after fc1 on the same stream
+  fc2_->run();       // its GEMM after the activation on the compute stream; complete there
+}
+
+}  // namespace tilelink

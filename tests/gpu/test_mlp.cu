@@ -1,0 +1,217 @@
+// The fused tensor-parallel MLP (AG+GEMM -> SwiGLU / GELU -> GEMM+RS) on virtual ranks (world 1,
+// 2, 4, 8) against an independent chain: cuBLAS fc1 on the gathered tokens, the activation on the
+// host in fp32, cuBLAS fc2 partials, summed over ranks in rank order in fp32. Each case makes two
+// calls with fresh random tokens (outputs poisoned, the peers' rows of the gathered tokens NaN);
+// the activation is also checked element by element against the host on the op's own fc1 output.
+#include <cublas_v2.h>
+#include <cuda_bf16.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "gpu_test_util.hpp"
+#include "tilelink/core/cublas_check.hpp"
+#include "tilelink/ops/mlp/mlp.hpp"
+
+namespace tilelink::test::mlp {
+namespace {
+
+float host_activation(MlpActivation act, float g, float u) {
+  if (act == MlpActivation::kSwiGlu) return g / (1.0f + std::exp(-g)) * u;
+  return 0.5f * g * (1.0f + std::erf(g * 0.70710678118654752f));
+}
+
+// C (rows x n, bf16, row-major) = A (rows x k) * B^T, B given n x k; both row-major bf16.
+void cublas_nt(cublasHandle_t h, const void* a, const void* b, void* c, int rows, int n, int k) {
+  const float alpha = 1.0f, beta = 0.0f;
+  TL_CUBLAS_CHECK(cublasGemmEx(h, CUBLAS_OP_T, CUBLAS_OP_N, n, rows, k, &alpha, b, CUDA_R_16BF, k, a, CUDA_R_16BF, k,
+                               &beta, c, CUDA_R_16BF, n, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+  TL_CUDA_CHECK(cudaDeviceSynchronize());
+}
+
+}  // namespace
+
+class MlpTest : public ::testing::TestWithParam<std::tuple<int, MlpActivation, GemmRsScatter>> {};
+
+TEST_P(MlpTest, MatchesCublasChainWithHostActivation) {
+  TL_SKIP_WITHOUT_GPU();
+  const auto [world_size, act, scatter] = GetParam();
+  const uint64_t seed = std::random_device{}();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  std::mt19937_64 rng(seed);
+  const uint32_t w = static_cast<uint32_t>(world_size);
+  constexpr uint32_t kRowsPerRank = 128, kHidden = 200, kInterPerRank = 136;
+  const uint32_t m = kRowsPerRank * w, inter = kInterPerRank * w;
+  const uint32_t fc1_cols = act == MlpActivation::kSwiGlu ? 2 * kInterPerRank : kInterPerRank;
+  const size_t x_bytes = size_t(m) * kHidden * 2, shard_bytes = size_t(kRowsPerRank) * kHidden * 2;
+  const size_t out_elems = size_t(kRowsPerRank) * kHidden;
+
+  TestWorld env(world_size, 3 * x_bytes + (4 << 20), 4096);
+  const World& world = env.world;
+  SymmetricBuffer x = env.heap.allocate(x_bytes);
+  SymmetricBuffer partial = env.heap.allocate(x_bytes);  // M x hidden, like x
+  SymmetricBuffer recv = env.heap.allocate(x_bytes);
+  std::vector<DeviceBuffer> w1, w2, out;
+  MlpArguments args;
+  args.x = &x;
+  args.partial = &partial;
+  args.recv = &recv;
+  args.m = m;
+  args.hidden = kHidden;
+  args.intermediate = inter;
+  args.config.activation = act;
+  args.config.fc2.scatter = scatter;
+  if (scatter == GemmRsScatter::kCopyEngine) args.config.fc2.granularity = SignalGranularity::kTileRow;
+  std::vector<std::vector<__nv_bfloat16>> w1_host(w), w2_host(w);
+  for (uint32_t r = 0; r < w; ++r) {
+    w1.emplace_back(size_t(fc1_cols) * kHidden * 2, world.device(int(r)));
+    w2.emplace_back(size_t(kHidden) * kInterPerRank * 2, world.device(int(r)));
+    out.emplace_back(out_elems * 2, world.device(int(r)));
+    w1_host[r] = random_bf16(size_t(fc1_cols) * kHidden, rng);
+    w2_host[r] = random_bf16(size_t(kHidden) * kInterPerRank, rng);
+    upload(w1[r].get(), w1_host[r].data(), w1[r].bytes());
+    upload(w2[r].get(), w2_host[r].data(), w2[r].bytes());
+    args.w1.push_back(w1[r].get());
+    args.w2.push_back(w2[r].get());
+    args.out.push_back(out[r].get());
+  }
+  ASSERT_EQ(Mlp::can_implement(world, env.heap, args), "");
+  Mlp op(world, env.heap, env.signals, args, "mlp_test");
+  cublasHandle_t cublas = nullptr;
+  TL_CUBLAS_CHECK(cublasCreate(&cublas));
+  DeviceBuffer x_full(x_bytes, world.device(0)), y_ref(size_t(m) * fc1_cols * 2, world.device(0));
+  DeviceBuffer h_ref(size_t(m) * kInterPerRank * 2, world.device(0)), p_ref(x_bytes, world.device(0));
+
+  for (int call = 1; call <= 2; ++call) {
+    SCOPED_TRACE("call " + std::to_string(call));
+    settle();
+    const std::vector<__nv_bfloat16> x_host = random_bf16(size_t(m) * kHidden, rng);
+    upload(x_full.get(), x_host.data(), x_bytes);
+    for (uint32_t r = 0; r < w; ++r) {
+      char* g = x.as<char>(int(r));
+      TL_CUDA_CHECK(cudaMemset(g, 0xFF, x_bytes));  // peers' rows NaN until gathered
+      upload(g + r * shard_bytes, reinterpret_cast<const char*>(x_host.data()) + r * shard_bytes, shard_bytes);
+      TL_CUDA_CHECK(cudaMemset(out[r].get(), 0xFF, out[r].bytes()));
+    }
+    settle();
+    op.run();
+    world.synchronize();
+
+    std::vector<std::vector<float>> partials(w);
+    for (uint32_t r = 0; r < w; ++r) {
+      // The activation kernel, on the op's own fc1 output.
+      const auto y_op = download<__nv_bfloat16>(op.fc1_out(int(r)), size_t(m) * fc1_cols);
+      const auto h_op = download<__nv_bfloat16>(op.activation_out(int(r)), size_t(m) * kInterPerRank);
+      size_t act_bad = 0;
+      for (size_t row = 0; row < m; ++row) {
+        for (size_t c = 0; c < kInterPerRank; ++c) {
+          const float g = __bfloat162float(y_op[row * fc1_cols + c]);
+          const float u = act == MlpActivation::kSwiGlu ? __bfloat162float(y_op[row * fc1_cols + kInterPerRank + c]) : 0.f;
+          const float want = host_activation(act, g, u);
+          const float got = __bfloat162float(h_op[row * kInterPerRank + c]);
+          if (!(std::fabs(got - want) <= 1e-2f * std::fabs(want) + 1e-3f)) ++act_bad;
+        }
+      }
+      EXPECT_EQ(act_bad, 0u) << "rank " << r << ": activation differs from the host's";
+
+      // The independent chain: cuBLAS fc1 on all tokens, host activation, cuBLAS fc2.
+      cublas_nt(cublas, x_full.get(), w1[r].get(), y_ref.get(), int(m), int(fc1_cols), int(kHidden));
+      const auto y = download<__nv_bfloat16>(y_ref.get(), size_t(m) * fc1_cols);
+      std::vector<__nv_bfloat16> h(size_t(m) * kInterPerRank);
+      for (size_t row = 0; row < m; ++row) {
+        for (size_t c = 0; c < kInterPerRank; ++c) {
+          const float g = __bfloat162float(y[row * fc1_cols + c]);
+          const float u = act == MlpActivation::kSwiGlu ? __bfloat162float(y[row * fc1_cols + kInterPerRank + c]) : 0.f;
+          h[row * kInterPerRank + c] = __float2bfloat16(host_activation(act, g, u));
+        }
+      }
+      upload(h_ref.get(), h.data(), h_ref.bytes());
+      cublas_nt(cublas, h_ref.get(), w2[r].get(), p_ref.get(), int(m), int(kHidden), int(kInterPerRank));
+      const auto p = download<__nv_bfloat16>(p_ref.get(), size_t(m) * kHidden);
+      partials[r].resize(p.size());
+      for (size_t i = 0; i < p.size(); ++i) partials[r][i] = __bfloat162float(p[i]);
+    }
+    for (uint32_t q = 0; q < w; ++q) {
+      const auto got = download<__nv_bfloat16>(out[q].get(), out_elems);
+      size_t bad = 0, first = 0;
+      for (size_t i = 0; i < out_elems; ++i) {
+        const size_t at = size_t(q) * out_elems + i;
+        float want = 0.f, magnitude = 0.f;
+        for (uint32_t s = 0; s < w; ++s) {
+          want += partials[s][at];
+          magnitude += std::fabs(partials[s][at]);
+        }
+        // bf16 roundings of fc1's output (propagated through the activation and fc2), of each
+        // partial and of the sum.
+        if (!(std::fabs(__bfloat162float(got[i]) - want) <= 2e-2f * magnitude + 2e-2f)) {
+          if (bad++ == 0) first = i;
+        }
+      }
+      EXPECT_EQ(bad, 0u) << "owner " << q << ": first bad element row " << first / kHidden << " col "
+                         << first % kHidden;
+    }
+  }
+  TL_CUBLAS_CHECK(cublasDestroy(cublas));
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Mlp, MlpTest,
+    ::testing::Combine(::testing::Values(1, 2, 4, 8), ::testing::Values(MlpActivation::kSwiGlu, MlpActivation::kGelu),
+                       ::testing::Values(GemmRsScatter::kPull)),
+    [](const ::testing::TestParamInfo<MlpTest::ParamType>& info) {
+      return "world" + std::to_string(std::get<0>(info.param)) + "_" + to_string(std::get<1>(info.param)) + "_" +
+             to_string(std::get<2>(info.param));
+    });
+// The other fc2 scatter variants, once each at world 4.
+INSTANTIATE_TEST_SUITE_P(
+    MlpScatter, MlpTest,
+    ::testing::Combine(::testing::Values(4), ::testing::Values(MlpActivation::kSwiGlu),
+                       ::testing::Values(GemmRsScatter::kEpiloguePush, GemmRsScatter::kCopyEngine)),
+    [](const ::testing::TestParamInfo<MlpTest::ParamType>& info) {
+      return "world" + std::to_string(std::get<0>(info.param)) + "_" + to_string(std::get<1>(info.param)) + "_" +
+             to_string(std::get<2>(info.param));
+    });
+
+TEST(MlpArgumentsTest, RefusesWhatItCannotRun) {
+  TL_SKIP_WITHOUT_GPU();
+  TestWorld env(2, 16 << 20, 1024);
+  SymmetricBuffer x = env.heap.allocate(256 * 256 * 2);
+  SymmetricBuffer partial = env.heap.allocate(256 * 256 * 2);
+  DeviceBuffer buf(256 * 512 * 2, env.world.device(0));
+  MlpArguments good;
+  good.x = &x;
+  good.partial = &partial;
+  good.m = 256;
+  good.hidden = 256;
+  good.intermediate = 256;
+  good.w1 = {buf.get(), buf.get()};
+  good.w2 = {buf.get(), buf.get()};
+  good.out = {buf.get(), buf.get()};
+  ASSERT_EQ(Mlp::can_implement(env.world, env.heap, good), "");
+  auto refused = [&](const MlpArguments& a, const std::string& needle) { expect_refused<Mlp>(env, a, needle); };
+  MlpArguments a = good;
+  a.m = 255;
+  refused(a, "'m' = 255");
+  a = good;
+  a.intermediate = 260;  // 130 per rank: not a multiple of 8
+  refused(a, "'intermediate' = 260");
+  a = good;
+  a.w2[1] = nullptr;
+  refused(a, "'w2[1]' = nullptr");
+  a = good;
+  a.hidden = 100;  // fc1's K and fc2's N
+  refused(a, "fc1");
+  a = good;
+  a.partial = nullptr;
+  refused(a, "fc2");
+  a = good;
+  a.config.activation = static_cast<MlpActivation>(7);
+  refused(a, "'config.activation' = 7");
+  settle();
+}
+
+}  // namespace tilelink::test::mlp
