@@ -595,7 +595,7 @@ int main(int argc, char** argv) {
       ->capture_default_str()->check(CLI::IsMember({"tile", "row", "rank"}));
   gemm_rs->add_option("--scatter", grs.scatter, "how tiles reach their owner: pull (owners read the senders' partials), push (the GEMM epilogue stores into the owner), ce (copy engine, per signal group: needs --granularity row or rank)")
       ->capture_default_str()->check(CLI::IsMember({"pull", "push", "ce"}));
-  gemm_rs->add_option("--reduce-blocks", grs.reduce_blocks, "reduction CTAs per rank, rounded up to whole GEMM clusters; 0 = budget / 16")->capture_default_str();
+  gemm_rs->add_option("--reduce-blocks", grs.reduce_blocks, "reduction CTAs per rank, rounded up to whole GEMM clusters; 0 = budget / 32")->capture_default_str();
   gemm_rs->add_option("--gemm-sms", grs.gemm_sms, "GEMM CTAs per rank; 0 = the rest of the budget")->capture_default_str();
   gemm_rs->add_option("--swizzle", grs.swizzle, "tile rasterization swizzle: 1, 2, 4 or 8; 0 = automatic (a band inside one owner block)")->capture_default_str()->check(CLI::IsMember({0u, 1u, 2u, 4u, 8u}));
   gemm_rs->add_option("--warmup", grs.warmup, "untimed calls before timing")->capture_default_str()->check(CLI::Range(0, 1000000));

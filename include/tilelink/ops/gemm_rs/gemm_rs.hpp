@@ -32,7 +32,7 @@ namespace tilelink {
 struct GemmRsConfig {
   GemmRsScatter scatter = GemmRsScatter::kPull;
   SignalGranularity granularity = SignalGranularity::kTile;  // per tile, per tile row, per owner block
-  uint32_t reduce_blocks = 0;  // reduction CTAs per rank (whole GEMM clusters); 0 = sm_budget / 16
+  uint32_t reduce_blocks = 0;  // reduction CTAs per rank (whole GEMM clusters); 0 = sm_budget / 32
   uint32_t gemm_sms = 0;       // GEMM CTAs per rank; 0 = budget - reduce_blocks
   uint32_t swizzle = 0;        // rasterization swizzle: 1, 2, 4 or 8; 0 = automatic (GemmRs::swizzle())
 };
@@ -85,6 +85,10 @@ class GemmRs {
   uint32_t kernel_cluster_ = 1;
   std::vector<DeviceBuffer> m_order_;               // per rank, the kernel's tile-row order
   std::vector<std::vector<uint32_t>> host_m_order_;  // the same, for the copy-engine scatter
+  // Copy-engine scatter: per rank a stream of its own (its waits must not hold back the
+  // reduction kernel on the comm stream) and the events that order it with the comm stream.
+  std::vector<cudaStream_t> scatter_streams_;
+  std::vector<cudaEvent_t> scatter_begin_, scatter_end_;
   std::vector<std::unique_ptr<detail::Sm90GemmRsKernel>> kernels_;
 };
 
