@@ -142,7 +142,10 @@ GemmRs::GemmRs(const World& world, SymmetricHeap& heap, SignalSet& signals, cons
     p.a = args.a[static_cast<size_t>(r)];
     p.b = args.b[static_cast<size_t>(r)];
     const int64_t block = int64_t(plan_.rows_per_rank) * args.n;  // elements of an owner block
-    if (args.config.scatter == GemmRsScatter::kEpiloguePush) {  // owner l's slot r: base(0) + l * stride
+    if (world.size() == 1) {  // the reduce-scatter of one rank is the identity: the GEMM writes `out`
+      p.d = args.out[0];
+      p.d_batch_stride = block;
+    } else if (args.config.scatter == GemmRsScatter::kEpiloguePush) {  // owner l's slot r: base(0) + l * stride
       p.d = static_cast<char*>(args.partial->data(0)) + uint64_t(r) * block * 2;
       p.d_batch_stride = static_cast<int64_t>(heap.affine_stride() / 2);
     } else {
@@ -193,6 +196,10 @@ GemmRs::~GemmRs() {
 uint64_t GemmRs::run() {
   const World& world = *world_;
   const uint64_t epoch = slice_.begin_call();
+  if (world.size() == 1) {  // no peers: the GEMM alone, writing the output (see the constructor)
+    kernels_[0]->run(epoch, world.compute_stream(0), false);
+    return epoch;
+  }
   for (int r = 0; r < world.size(); ++r) {
     // The reduction reads peers' partials until its exit barrier; the previous call's reduction
     // (and so every peer's reading of this rank's partial) completes before this GEMM writes.

@@ -13,6 +13,7 @@
 //    (rows [r*M/P, (r+1)*M/P)) -- needs an affine heap (SymmetricHeap::affine_stride).
 //  - ce: the GEMM writes `partial`; the copy engine moves each finished group (tile row or owner
 //    block) into the owner's `recv`, slot r.
+// With one rank the reduce-scatter is the identity: the GEMM writes `out` itself, nothing else runs.
 // M/P must be a multiple of 128 (owner blocks are whole tile rows), N and K_r of 8.
 #pragma once
 
