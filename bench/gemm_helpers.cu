@@ -44,6 +44,24 @@ uint64_t count_far(const void* got, const void* want, size_t count, cudaStream_t
   });
 }
 
+void check_against(const World& world, const std::string& what, const std::function<void()>& fused,
+                   const std::function<void()>& reference, const std::vector<DeviceBuffer>& got,
+                   const std::vector<DeviceBuffer>& want, size_t elems) {
+  fused();
+  world.synchronize();
+  reference();
+  world.synchronize();
+  uint64_t far = 0;
+  for (int r = 0; r < world.size(); ++r) {
+    world.set_device(r);
+    far += count_far(got[size_t(r)].get(), want[size_t(r)].get(), elems, world.compute_stream(r));
+  }
+  if (far != 0) {
+    throw Error(what + ": " + std::to_string(far) + " output elements differ from the non-overlapped chain's beyond "
+                "bf16 tolerance");
+  }
+}
+
 // C (m x n, row-major bf16) = A (m x k, row-major) * B^T (B: n x k row-major), fp32 accumulate.
 void cublas_gemm(cublasHandle_t h, const void* a, const void* b, void* c, uint32_t m, uint32_t n, uint32_t k,
                  uint32_t lda) {

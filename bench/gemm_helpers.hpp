@@ -7,11 +7,13 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
 #include "bench/harness.hpp"
 #include "bench/report.hpp"
+#include "tilelink/runtime/device_buffer.hpp"
 #include "tilelink/runtime/world.hpp"
 
 namespace tilelink::bench {
@@ -23,6 +25,12 @@ void fill_bf16(void* dst, size_t count, uint64_t seed, cudaStream_t stream, floa
 // Elements where |got - want| > 2^-6 |want| + 2^-6 (two bf16 results of fp32 accumulations in
 // different orders differ by an ulp or two). Synchronises `stream`.
 uint64_t count_far(const void* got, const void* want, size_t count, cudaStream_t stream);
+
+// Runs `fused` and then `reference` once on every rank and throws Error("<what>: N output
+// elements differ ...") unless each rank's `got` matches its `want` (count_far) over `elems`.
+void check_against(const World& world, const std::string& what, const std::function<void()>& fused,
+                   const std::function<void()>& reference, const std::vector<DeviceBuffer>& got,
+                   const std::vector<DeviceBuffer>& want, size_t elems);
 
 // C (m x n, row-major bf16) = A (m x k, row-major; row pitch lda) * B^T (B: n x k row-major).
 void cublas_gemm(cublasHandle_t h, const void* a, const void* b, void* c, uint32_t m, uint32_t n, uint32_t k,

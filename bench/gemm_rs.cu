@@ -144,19 +144,7 @@ Table bench_gemm_rs(const GemmRsBenchOptions& o) {
   auto fused_gemm_alone = [&] { op.run_gemm_only(); };
 
   // Check once: the fused output against the non-overlapped chain's.
-  op.run();
-  world.synchronize();
-  non_overlapped();
-  world.synchronize();
-  uint64_t far = 0;
-  for (int q = 0; q < w; ++q) {
-    world.set_device(q);
-    far += count_far(out[q].get(), out_base[q].get(), block_elems, world.compute_stream(q));
-  }
-  if (far != 0) {
-    throw Error("bench gemm_rs: " + std::to_string(far) +
-                " output elements differ from cuBLAS + reduce-scatter beyond bf16 tolerance");
-  }
+  check_against(world, "bench gemm_rs", fused, non_overlapped, out, out_base, block_elems);
 
   bool gated = true;
   const std::vector<Stats> t = repeat_interleaved(world, o.timing.warmup, o.timing.iters,

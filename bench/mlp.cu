@@ -145,19 +145,7 @@ Table bench_mlp(const MlpBenchOptions& o) {
   auto fused = [&] { op.run(); };
 
   // Check once: the fused output against the non-overlapped chain's.
-  op.run();
-  world.synchronize();
-  non_overlapped();
-  world.synchronize();
-  uint64_t far = 0;
-  for (int q = 0; q < w; ++q) {
-    world.set_device(q);
-    far += count_far(out[q].get(), out_base[q].get(), block_elems, world.compute_stream(q));
-  }
-  if (far != 0) {
-    throw Error("bench mlp: " + std::to_string(far) + " output elements differ from the non-overlapped chain beyond bf16 "
-                "tolerance");
-  }
+  check_against(world, "bench mlp", fused, non_overlapped, out, out_base, block_elems);
 
   bool gated = true;
   const std::vector<Stats> t = repeat_interleaved(
