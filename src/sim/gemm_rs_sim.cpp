@@ -15,8 +15,19 @@ void validate(const GemmRsProblem& p, const GemmRsConfig& c, const CostModel& co
   check_split(kWhere, "k", p.k, p.world, "K is split evenly");
   TL_REQUIRE(p.n > 0 && p.n % 4 == 0, kWhere, "n", p.n, "a positive multiple of 4");
   TL_REQUIRE(c.bm > 0 && c.bn > 0 && c.bn % 4 == 0, kWhere, "bn", c.bn, "bm > 0 and bn a positive multiple of 4");
+  TL_REQUIRE((p.m / uint32_t(p.world)) % c.bm == 0, kWhere, "m", p.m,
+             "m / world a multiple of bm = " + std::to_string(c.bm) + " (owner blocks are whole tile rows)");
   TL_REQUIRE(c.reduce_ctas >= 1 && c.reduce_ctas < uint32_t(cost.sms), kWhere, "reduce_ctas", c.reduce_ctas,
              "1 to " + std::to_string(cost.sms - 1));
+  TL_REQUIRE(c.scatter != GemmRsScatter::kCopyEngine || c.granularity != SignalGranularity::kTile, kWhere,
+             "granularity", "tile", "tile_row or rank with the copy-engine scatter (it moves whole groups of rows)");
+}
+
+// The op's automatic band: up to 8 two-row cluster bands (16 tile rows), at least 4 per block.
+uint32_t auto_band(uint32_t m_tiles) {
+  uint32_t band = 2;
+  while (band < 16 && 4 * 2 * band <= m_tiles) band *= 2;
+  return band;
 }
 
 }  // namespace
@@ -25,65 +36,111 @@ GemmRsPrediction predict_gemm_rs(const GemmRsProblem& p, const GemmRsConfig& c, 
   validate(p, c, cost);
   const uint32_t w = static_cast<uint32_t>(p.world);
   const uint32_t ranks_per_node = w / static_cast<uint32_t>(p.nodes);
-  GemmRsPlan plan;
+  GemmRsFusedPlan plan;
   plan.world = w;
   plan.rows_per_rank = p.m / w;
   plan.n = p.n;
-  plan.k = p.k / w;
   plan.bm = c.bm;
   plan.bn = c.bn;
   plan.granularity = c.granularity;
+  plan.scatter = c.scatter;
+  plan.band = c.band != 0 ? c.band : auto_band(plan.m_tiles());
+  const uint32_t k_local = p.k / w;
 
   GemmRsPrediction out;
-  out.flop = 2.0 * p.m * double(p.n) * plan.k;
-  const double tile_mma = 2.0 * c.bm * c.bn * plan.k / (cost.flops / cost.sms);
-  auto link = [&](uint32_t owner) {
+  out.flop = 2.0 * p.m * double(p.n) * k_local;
+  const double tile_mma = 2.0 * c.bm * c.bn * k_local / (cost.flops / cost.sms);
+  auto link = [&](uint32_t owner) {  // from rank 0 to `owner`
     return owner / ranks_per_node != 0 ? cost.network_bandwidth : cost.nvlink_bandwidth;
   };
   auto tile_bytes = [&](uint32_t t) {
-    return double(plan.tile_rows(t).rows) * plan.tile_cols(t).rows * p.partial_bytes;
+    const uint32_t col0 = (t % plan.n_tiles()) * plan.bn;
+    return double(plan.bm) * std::min(plan.bn, plan.n - col0) * p.partial_bytes;
   };
 
-  // Rank 0's compute: finish[step][tile].
+  // Rank 0's compute in the kernel's order; finish[owner][tile of the block].
   const uint32_t tpb = plan.tiles_per_block();
-  const uint32_t ctas = uint32_t(cost.sms) - c.reduce_ctas;
+  const bool one_rank = w == 1;
+  const uint32_t ctas = one_rank ? uint32_t(cost.sms) : uint32_t(cost.sms) - c.reduce_ctas;
+  std::vector<uint32_t> m_order(size_t(w) * plan.m_tiles());
+  make_gemm_rs_m_order(plan, 0, m_order.data());
   std::vector<double> free_at(ctas, 0.0);
   std::vector<double> finish(size_t(w) * tpb, 0.0);
-  for (uint32_t i = 0; i < plan.num_tiles(); ++i) {
-    const GemmRsPlan::Item it = plan.item(0, i);
-    const double push = it.owner == 0 ? 0.0
-                                      : tile_bytes(it.tile) / std::min(cost.sm_copy_bandwidth_per_cta, link(it.owner));
+  for (uint32_t i = 0; i < w * tpb; ++i) {
+    const uint32_t m_tile = m_order[i / plan.n_tiles()];
+    const uint32_t owner = plan.tile_owner(m_tile);
+    const uint32_t t = (m_tile - owner * plan.m_tiles()) * plan.n_tiles() + i % plan.n_tiles();
     double& cta = free_at[i % ctas];
     const double start = cta;
-    cta = start + tile_mma + push;
-    finish[i] = cta;
+    cta = start + tile_mma;
+    finish[size_t(owner) * tpb + t] = cta;
     out.timeline.push_back({"cta " + std::to_string(i % ctas),
-                            "tile " + std::to_string(it.tile) + " for rank " + std::to_string(it.owner), start, cta});
+                            "tile " + std::to_string(t) + " for rank " + std::to_string(owner), start, cta});
   }
-
-  // Owner 0's reduction: tile t's group is complete when every step's copy of its tiles arrived.
-  std::vector<double> group_ready(plan.groups(), 0.0);
-  for (uint32_t i = 0; i < plan.num_tiles(); ++i) {
-    const uint32_t g = plan.group_of(plan.item(0, i).tile);
-    group_ready[g] = std::max(group_ready[g], finish[i] + cost.notify_latency);
+  const double compute_end = *std::max_element(free_at.begin(), free_at.end());
+  if (one_rank) {
+    out.fused = compute_end;
+  } else {
+    // When rank 0's part of `owner`'s tile t has landed (push: its store into the owner), then
+    // when its signal group is complete and notified: the owner's reduction waits per group.
+    std::vector<double> group_done(size_t(w) * plan.groups(), 0.0);
+    for (uint32_t o = 0; o < w; ++o) {
+      for (uint32_t t = 0; t < tpb; ++t) {
+        const double store = plan.scatter == GemmRsScatter::kEpiloguePush && o != 0
+                                 ? tile_bytes(t) / std::min(cost.sm_copy_bandwidth_per_cta, link(o))
+                                 : 0.0;
+        double& g = group_done[size_t(o) * plan.groups() + plan.group_of(t)];
+        g = std::max(g, finish[size_t(o) * tpb + t] + store);
+      }
+    }
+    std::vector<double> arrival(size_t(w) * tpb, 0.0);
+    for (uint32_t o = 0; o < w; ++o) {
+      for (uint32_t t = 0; t < tpb; ++t) {
+        arrival[size_t(o) * tpb + t] = group_done[size_t(o) * plan.groups() + plan.group_of(t)] + cost.notify_latency;
+      }
+    }
+    if (plan.scatter == GemmRsScatter::kCopyEngine) {  // one stream, groups in completion order
+      const double group_bytes = double(plan.group_rows()) * p.n * p.partial_bytes;
+      const uint32_t rows_per_group = plan.group_rows() / plan.bm;
+      double stream = 0.0;
+      std::vector<double> copied(size_t(w) * plan.groups(), 0.0);
+      for (uint32_t m_tile : m_order) {
+        const uint32_t o = plan.tile_owner(m_tile), row = m_tile - o * plan.m_tiles();
+        if (o == 0 || (row + 1) % rows_per_group != 0) continue;
+        const uint32_t g = row / rows_per_group;
+        const double start = std::max(stream, group_done[size_t(o) * plan.groups() + g]);
+        stream = start + cost.ce_chunk_overhead + group_bytes / std::min(cost.ce_bandwidth, link(o));
+        copied[size_t(o) * plan.groups() + g] = stream;
+        out.timeline.push_back({"copy engine", "group " + std::to_string(g) + " to rank " + std::to_string(o),
+                                start, stream});
+      }
+      for (uint32_t o = 1; o < w; ++o) {
+        for (uint32_t t = 0; t < tpb; ++t) {
+          arrival[size_t(o) * tpb + t] = copied[size_t(o) * plan.groups() + plan.group_of(t)] + cost.notify_latency;
+        }
+      }
+    }
+    // Owner 0's reduction: sender q's part of tile t is rank 0's part of owner (P - q) mod P's.
+    std::vector<double> reducer(c.reduce_ctas, 0.0);
+    for (uint32_t i = 0; i < tpb; ++i) {
+      const uint32_t t = plan.reduce_tile(i);
+      double ready = 0.0;
+      for (uint32_t q = 0; q < w; ++q) ready = std::max(ready, arrival[size_t((w - q) % w) * tpb + t]);
+      double& r = reducer[i % c.reduce_ctas];
+      const double start = std::max(r, ready);
+      r = start + tile_bytes(t) * (w + 1) / cost.sm_copy_bandwidth_per_cta;  // world tiles read, one written
+      out.timeline.push_back({"reduce " + std::to_string(i % c.reduce_ctas), "tile " + std::to_string(t), start, r});
+    }
+    out.fused = std::max(compute_end, *std::max_element(reducer.begin(), reducer.end()));
   }
-  std::vector<double> reducer(c.reduce_ctas, 0.0);
-  for (uint32_t t = 0; t < tpb; ++t) {
-    double& r = reducer[t % c.reduce_ctas];
-    const double start = std::max(r, group_ready[plan.group_of(t)]);
-    // Reads world slots, writes the output tile.
-    r = start + tile_bytes(t) * (w + 1) / cost.sm_copy_bandwidth_per_cta;
-    out.timeline.push_back({"reduce " + std::to_string(t % c.reduce_ctas), "tile " + std::to_string(t), start, r});
-  }
-  out.fused = std::max(*std::max_element(free_at.begin(), free_at.end()),
-                       *std::max_element(reducer.begin(), reducer.end()));
 
   // Isolated parts.
   const double block_bytes = double(plan.rows_per_rank) * p.n * p.partial_bytes;
   const double min_link = std::min(cost.nvlink_bandwidth, p.nodes > 1 ? cost.network_bandwidth : cost.nvlink_bandwidth);
-  out.t_comp = double((uint64_t(plan.num_tiles()) + cost.sms - 1) / cost.sms) * tile_mma;
+  out.t_comp = double((uint64_t(w) * tpb + cost.sms - 1) / cost.sms) * tile_mma;
   out.t_comm = double(w - 1) * block_bytes / min_link;
-  const double t_reduce = block_bytes * (w + 1) / std::min(cost.hbm_bandwidth, cost.sms * cost.sm_copy_bandwidth_per_cta);
+  const double t_reduce = one_rank ? 0.0
+                                   : block_bytes * (w + 1) / std::min(cost.hbm_bandwidth, cost.sms * cost.sm_copy_bandwidth_per_cta);
   out.non_overlapped = out.t_comp + out.t_comm + t_reduce;
   out.ideal = std::max(out.t_comp, out.t_comm);
   // Decomposed: the GEMM of each owner's block on every SM, its send overlapping the next block's

@@ -13,7 +13,7 @@
 //   tilelink plan ag_gemm [--world N] [--nodes K] [--m --n --k] [--bm --bn] [--comm-rows R]
 //       [--resource ce|sm] [--blocks k] [--order mesh|ring] [--trace FILE] [--svg FILE]
 //   tilelink plan gemm_rs [--world N] [--nodes K] [--m --n --k] [--bm --bn] [--reduce-ctas R]
-//       [--granularity tile|row|rank] [--trace FILE] [--svg FILE]
+//       [--granularity tile|row|rank] [--scatter pull|push|ce] [--band B] [--trace FILE] [--svg FILE]
 //
 // Exit status: 0 success; 1 a benchmark, check or CUDA failure (message on stderr); 2 no CUDA GPU;
 // 64 a bad command line.
@@ -497,6 +497,7 @@ struct PlanRsArgs {
   tilelink::sim::GemmRsProblem problem;
   tilelink::sim::GemmRsConfig config;
   std::string granularity = "tile";
+  std::string scatter = "pull";
   std::string trace;
   std::string svg;
 };
@@ -504,9 +505,8 @@ struct PlanRsArgs {
 // `tilelink plan gemm_rs`: the predicted timeline of GEMM+RS under the cost model. No GPU needed.
 int cmd_plan_gemm_rs(PlanRsArgs a) {
   namespace sim = tilelink::sim;
-  a.config.granularity = a.granularity == "rank"  ? tilelink::SignalGranularity::kRank
-                         : a.granularity == "row" ? tilelink::SignalGranularity::kTileRow
-                                                  : tilelink::SignalGranularity::kTile;
+  a.config.granularity = parse_granularity(a.granularity);
+  a.config.scatter = parse_scatter(a.scatter);
   if (!a.trace.empty()) check_writable(a.trace);
   if (!a.svg.empty()) check_writable(a.svg);
   const sim::GemmRsPrediction r = sim::predict_gemm_rs(a.problem, a.config);
@@ -514,7 +514,8 @@ int cmd_plan_gemm_rs(PlanRsArgs a) {
   std::cout << "tilelink plan gemm_rs: predicted, not measured\n"
             << "world=" << p.world << "  nodes=" << p.nodes << "  m=" << p.m << "  n=" << p.n << "  k=" << p.k
             << "  bm=" << a.config.bm << "  bn=" << a.config.bn << "  reduce_ctas=" << a.config.reduce_ctas
-            << "  granularity=" << a.granularity << "\n\n";
+            << "  granularity=" << a.granularity << "  scatter=" << a.scatter
+            << "  band=" << (a.config.band == 0 ? std::string("auto") : std::to_string(a.config.band)) << "\n\n";
   print_plan("plan_gemm_rs", "GEMM+RS, predicted per rank", r, a.trace, a.svg,
              "gemm_rs rank 0, predicted: " + std::to_string(p.world) + " ranks, m=" + std::to_string(p.m) +
                  " n=" + std::to_string(p.n) + " k=" + std::to_string(p.k));
@@ -648,6 +649,9 @@ int main(int argc, char** argv) {
   plan_rs->add_option("--bm", plan_rs_args.config.bm, "compute tile rows")->capture_default_str();
   plan_rs->add_option("--bn", plan_rs_args.config.bn, "compute tile columns")->capture_default_str();
   plan_rs->add_option("--reduce-ctas", plan_rs_args.config.reduce_ctas, "CTAs of the reduction")->capture_default_str();
+  plan_rs->add_option("--scatter", plan_rs_args.scatter, "pull, push or ce (ce needs --granularity row or rank)")
+      ->capture_default_str()->check(CLI::IsMember({"pull", "push", "ce"}));
+  plan_rs->add_option("--band", plan_rs_args.config.band, "tile rows per band of the compute order; 0 = the op's rule")->capture_default_str();
   plan_rs->add_option("--granularity", plan_rs_args.granularity, "signal per tile, row (of tiles) or rank")
       ->capture_default_str()->check(CLI::IsMember({"tile", "row", "rank"}));
   plan_rs->add_option("--trace", plan_rs_args.trace, "write the predicted timeline of rank 0 as Chrome/Perfetto JSON");

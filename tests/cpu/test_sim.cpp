@@ -127,8 +127,8 @@ TEST(AgGemmSim, SvgHasOneRectanglePerInterval) {
   EXPECT_EQ(rects, r.timeline.size());
 }
 
-// GEMM+RS with 3 SMs (2 compute CTAs, 1 reduction CTA), 1 µs per tile's MMA, 1 µs per pushed
-// tile, 1 µs per tile read or written by the reduction.
+// GEMM+RS with 3 SMs (2 compute CTAs and 1 reduction CTA at world > 1), 1 µs per tile's MMA,
+// 1 µs per tile stored by a CTA or read or written by the reduction.
 CostModel rs_gpu() {
   CostModel cost;
   cost.sms = 3;
@@ -139,35 +139,62 @@ CostModel rs_gpu() {
   return cost;
 }
 
-TEST(GemmRsSim, WorldOneComputesThenReduces) {
-  GemmRsProblem p{128, 256, 64, 2, 2, 1, 1};  // one tile
+TEST(GemmRsSim, WorldOneIsTheGemmAlone) {
+  GemmRsProblem p{128, 256, 64, 2, 2, 1, 1};  // one tile; one rank: the reduce-scatter is the identity
   GemmRsConfig c;
   c.reduce_ctas = 1;
   const GemmRsPrediction r = predict_gemm_rs(p, c, rs_gpu());
-  // MMA 1 µs (no push: own tile), then the reduction reads 1 slot and writes 1 tile: 2 µs.
-  EXPECT_NEAR(r.fused, 3e-6, 1e-15);
+  EXPECT_NEAR(r.fused, 1e-6, 1e-15);
   EXPECT_DOUBLE_EQ(r.t_comm, 0.0);
 }
 
 TEST(GemmRsSim, TwoRanksOthersFirstThenOwnThenReduce) {
-  // rows_per_rank 128, n 512: two tiles per block; k 128 split in two: 1 µs per MMA.
+  // rows_per_rank 128, n 512: one tile row of two tiles per block; k 128 split in two: 1 µs per
+  // MMA. Rank 0 computes owner 1's two tiles on its two CTAs (0-1 µs), then its own (1-2 µs).
   GemmRsProblem p{256, 512, 128, 2, 2, 2, 1};
   GemmRsConfig c;
   c.reduce_ctas = 1;
-  for (SignalGranularity g : {SignalGranularity::kTile, SignalGranularity::kRank}) {
+  for (SignalGranularity g : {SignalGranularity::kTile, SignalGranularity::kTileRow, SignalGranularity::kRank}) {
     c.granularity = g;
-    const GemmRsPrediction r = predict_gemm_rs(p, c, rs_gpu());
-    // Rank 1's tiles first on both CTAs: MMA + push = 2 µs; then the own tiles: 2-3 µs. Every
-    // group needs an own tile: ready at 3 µs. Reduction: 3 tiles of traffic each (2 slots
-    // read, 1 written): 3-6 and 6-9 µs.
-    EXPECT_NEAR(r.fused, 9e-6, 1e-15);
+    for (GemmRsScatter s : {GemmRsScatter::kPull, GemmRsScatter::kEpiloguePush}) {
+      c.scatter = s;
+      // Owner 0's own tiles are done at 2 µs; rank 1's tiles for it at 1 µs (pull) or 2 µs
+      // (push: 1 µs store). Reduction of each tile: 2 read + 1 written = 3 µs: 2-5, 5-8 µs.
+      const GemmRsPrediction r = predict_gemm_rs(p, c, rs_gpu());
+      EXPECT_NEAR(r.fused, 8e-6, 1e-15) << to_string(s) << " granularity " << int(g);
+    }
   }
+  // Copy engine, one copy per tile row: rank 1's row for owner 0 is done at 1 µs, copied by
+  // 1 + 5 µs (fixed cost) + 128 KiB at 2 TB/s; the reduction follows it: + 3 µs, + 3 µs.
+  c.scatter = GemmRsScatter::kCopyEngine;
+  c.granularity = SignalGranularity::kTileRow;
+  const CostModel cost = rs_gpu();
+  const double copied = 1e-6 + cost.ce_chunk_overhead + 128.0 * 512 * 2 / cost.ce_bandwidth;
+  EXPECT_NEAR(predict_gemm_rs(p, c, cost).fused, copied + 6e-6, 1e-12);
+}
+
+TEST(GemmRsSim, InterleavedOwnersLeaveOnlyTheLastRoundsReduction) {
+  // Four tile rows per block: owners interleaved row by row (band 1) finish each owner's rows
+  // round by round, so the reduction overlaps the GEMM; one band per block (band 4) completes
+  // every block only in the last round.
+  GemmRsProblem p{1024, 512, 128, 2, 2, 2, 1};
+  GemmRsConfig c;
+  c.reduce_ctas = 1;
+  c.band = 1;
+  const double interleaved = predict_gemm_rs(p, c, rs_gpu()).fused;
+  c.band = 4;
+  const double blocked = predict_gemm_rs(p, c, rs_gpu()).fused;
+  EXPECT_LT(interleaved, blocked);
 }
 
 TEST(GemmRsSim, RefusesWhatTheOpCannotRun) {
   GemmRsConfig c;
   EXPECT_THROW(predict_gemm_rs(GemmRsProblem{8192, 8190, 28672, 2, 2, 8, 1}, c), InvalidArgument);  // n % 4
   EXPECT_THROW(predict_gemm_rs(GemmRsProblem{8192, 8192, 1001, 2, 2, 8, 1}, c), InvalidArgument);   // k % world
+  EXPECT_THROW(predict_gemm_rs(GemmRsProblem{8192 + 64 * 8, 8192, 28672, 2, 2, 8, 1}, c), InvalidArgument);  // m/P % bm
+  GemmRsConfig ce = c;
+  ce.scatter = GemmRsScatter::kCopyEngine;  // per tile: refused, as by the op
+  EXPECT_THROW(predict_gemm_rs(GemmRsProblem{}, ce), InvalidArgument);
   c.reduce_ctas = 0;
   EXPECT_THROW(predict_gemm_rs(GemmRsProblem{}, c), InvalidArgument);
 }

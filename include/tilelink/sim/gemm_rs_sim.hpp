@@ -1,18 +1,23 @@
-// Discrete-event model of GEMM+RS (row-parallel): predicts the timeline of the protocol in
-// ops/gemm_rs/gemm_rs_protocol.hpp -- its owner-swizzled tile order, epilogue pushes, signal
-// groups and fixed-order reduction -- under the cost model of sim/timeline.hpp.
+// Discrete-event model of GEMM+RS (row-parallel): predicts the timeline of the fused op as
+// tilelink::GemmRs runs it (ops/gemm_rs/gemm_rs_fused.hpp) -- its compute order (owners
+// interleaved band by band, the rank's own rows last in each round), its scatter variant, signal
+// groups and the reduction in the GEMM's finishing order -- under the cost model of
+// sim/timeline.hpp.
 //
-// Ranks run the same schedule shifted by their rank, so rank 0's compute schedule gives every
-// arrival: the tile that owner o receives from rank q is the one q computes at step (o - q) mod P,
-// which finishes at the time rank 0 finishes the same step and tile. Compute CTAs (SMs minus the
-// reduction CTAs) take tiles round-robin; a tile costs its MMA time plus, for another owner, the
-// push of its partial at one CTA's copy bandwidth (capped by the link). The owner's reduction
-// CTAs reduce tile t once its whole signal group has arrived from every rank.
+// Ranks run the same schedule rotated by their rank, so rank 0's schedule gives every arrival:
+// what owner 0 receives from rank q is what rank 0 sends owner (P - q) mod P, at the same time.
+// Compute CTAs (SMs minus the reduction CTAs) take tiles round-robin at the MMA time of a tile.
+// A finished tile reaches its owner: pull -- at once (the owner reads it remotely); push -- after
+// its store at one CTA's copy bandwidth, capped by the link; copy engine -- when the rank's
+// scatter stream, in order, has copied its whole group (a fixed cost plus bytes over the
+// link). The owner's reduction CTAs take the block's tiles in finishing order, each once every
+// sender's group holding it is complete, and read world tiles and write one at one CTA's copy
+// bandwidth. With one rank the op is the GEMM alone (the reduce-scatter is the identity).
 #pragma once
 
 #include <cstdint>
 
-#include "tilelink/ops/gemm_rs/gemm_rs_protocol.hpp"
+#include "tilelink/ops/gemm_rs/gemm_rs_fused.hpp"
 #include "tilelink/sim/timeline.hpp"
 
 namespace tilelink::sim {
@@ -30,8 +35,10 @@ struct GemmRsProblem {
 struct GemmRsConfig {
   uint32_t bm = 128;
   uint32_t bn = 256;
-  uint32_t reduce_ctas = 6;  // FLUX's default on Hopper (DESIGN.md §9)
+  uint32_t reduce_ctas = 4;  // tilelink::GemmRs's default on a 132-SM GPU (sms / 32, whole clusters)
   SignalGranularity granularity = SignalGranularity::kTile;
+  GemmRsScatter scatter = GemmRsScatter::kPull;
+  uint32_t band = 0;  // tile rows per band; 0 = the op's rule: up to 16, at least 4 bands per block
 };
 
 struct GemmRsPrediction {
