@@ -459,7 +459,35 @@ void print_plan(const std::string& name, const std::string& title, const Predict
   }
 }
 
+// The cost model of a plan command: the H200 defaults of sim::CostModel, any of them overridden
+// from the command line (another GPU, or one GPU shared by virtual ranks).
+struct CostArgs {
+  tilelink::sim::CostModel cost;
+  double tflops = 0, nvlink_gbps = 0, network_gbps = 0, ce_gbps = 0, sm_copy_gbps = 0, ce_chunk_us = -1;
+
+  void add_options(CLI::App* app) {
+    app->add_option("--sms", cost.sms, "cost model: SMs per rank")->capture_default_str()->check(CLI::Range(1, 1024));
+    app->add_option("--tflops", tflops, "cost model: dense bf16 GEMM TFLOP/s per rank (default 790, an H200's cuBLAS)");
+    app->add_option("--nvlink-gbps", nvlink_gbps, "cost model: GB/s into a rank from its node (default 390)");
+    app->add_option("--network-gbps", network_gbps, "cost model: GB/s into a rank from other nodes (default 50)");
+    app->add_option("--ce-gbps", ce_gbps, "cost model: copy-engine GB/s of large chunks (default 2000)");
+    app->add_option("--ce-chunk-us", ce_chunk_us, "cost model: fixed µs per copy-engine chunk (default 5)");
+    app->add_option("--sm-copy-gbps", sm_copy_gbps, "cost model: one CTA's copy GB/s (default 48)");
+  }
+  tilelink::sim::CostModel model() const {
+    tilelink::sim::CostModel c = cost;
+    if (tflops > 0) c.flops = tflops * 1e12;
+    if (nvlink_gbps > 0) c.nvlink_bandwidth = nvlink_gbps * 1e9;
+    if (network_gbps > 0) c.network_bandwidth = network_gbps * 1e9;
+    if (ce_gbps > 0) c.ce_bandwidth = ce_gbps * 1e9;
+    if (ce_chunk_us >= 0) c.ce_chunk_overhead = ce_chunk_us * 1e-6;
+    if (sm_copy_gbps > 0) c.sm_copy_bandwidth_per_cta = sm_copy_gbps * 1e9;
+    return c;
+  }
+};
+
 struct PlanArgs {
+  CostArgs cost;
   tilelink::sim::AgGemmProblem problem;
   tilelink::sim::AgGemmConfig config;
   std::string resource = "ce";
@@ -476,7 +504,7 @@ int cmd_plan_ag_gemm(PlanArgs a) {
   if (a.config.resource == sim::Resource::kSm && a.config.comm_ctas == 0) a.config.comm_ctas = 16;
   if (!a.trace.empty()) check_writable(a.trace);
   if (!a.svg.empty()) check_writable(a.svg);
-  const sim::CostModel cost;
+  const sim::CostModel cost = a.cost.model();
   const sim::AgGemmPrediction r = sim::predict_ag_gemm(a.problem, a.config, cost);
   const auto& p = a.problem;
   std::cout << "tilelink plan ag_gemm: predicted, not measured (cost model: " << cost.flops / 1e12
@@ -494,6 +522,7 @@ int cmd_plan_ag_gemm(PlanArgs a) {
 }
 
 struct PlanRsArgs {
+  CostArgs cost;
   tilelink::sim::GemmRsProblem problem;
   tilelink::sim::GemmRsConfig config;
   std::string granularity = "tile";
@@ -509,9 +538,11 @@ int cmd_plan_gemm_rs(PlanRsArgs a) {
   a.config.scatter = parse_scatter(a.scatter);
   if (!a.trace.empty()) check_writable(a.trace);
   if (!a.svg.empty()) check_writable(a.svg);
-  const sim::GemmRsPrediction r = sim::predict_gemm_rs(a.problem, a.config);
+  const sim::CostModel cost = a.cost.model();
+  const sim::GemmRsPrediction r = sim::predict_gemm_rs(a.problem, a.config, cost);
   const auto& p = a.problem;
-  std::cout << "tilelink plan gemm_rs: predicted, not measured\n"
+  std::cout << "tilelink plan gemm_rs: predicted, not measured (cost model: " << cost.flops / 1e12
+            << " TFLOP/s, " << cost.sms << " SMs, NVLink " << cost.nvlink_bandwidth / 1e9 << " GB/s per rank)\n"
             << "world=" << p.world << "  nodes=" << p.nodes << "  m=" << p.m << "  n=" << p.n << "  k=" << p.k
             << "  bm=" << a.config.bm << "  bn=" << a.config.bn << "  reduce_ctas=" << a.config.reduce_ctas
             << "  granularity=" << a.granularity << "  scatter=" << a.scatter
@@ -636,6 +667,7 @@ int main(int argc, char** argv) {
       ->capture_default_str()->check(CLI::IsMember({"ce", "sm"}));
   plan_ag->add_option("--blocks", plan_args.config.comm_ctas, "CTAs that copy with --resource sm (default 16)");
   plan_ag->add_option("--order", plan_args.order, "mesh or ring")->capture_default_str()->check(CLI::IsMember({"mesh", "ring"}));
+  plan_args.cost.add_options(plan_ag);
   plan_ag->add_option("--trace", plan_args.trace, "write the predicted timeline of rank 0 as Chrome/Perfetto JSON");
   plan_ag->add_option("--svg", plan_args.svg, "write the predicted timeline of rank 0 as an SVG picture");
 
@@ -654,6 +686,7 @@ int main(int argc, char** argv) {
   plan_rs->add_option("--band", plan_rs_args.config.band, "tile rows per band of the compute order; 0 = the op's rule")->capture_default_str();
   plan_rs->add_option("--granularity", plan_rs_args.granularity, "signal per tile, row (of tiles) or rank")
       ->capture_default_str()->check(CLI::IsMember({"tile", "row", "rank"}));
+  plan_rs_args.cost.add_options(plan_rs);
   plan_rs->add_option("--trace", plan_rs_args.trace, "write the predicted timeline of rank 0 as Chrome/Perfetto JSON");
   plan_rs->add_option("--svg", plan_rs_args.svg, "write the predicted timeline of rank 0 as an SVG picture");
 
