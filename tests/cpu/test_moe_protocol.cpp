@@ -1,0 +1,223 @@
+// MoE part 1 (all-gather + gather + grouped GEMM) on the CPU executor: the dynamic mapping built
+// from random routings (uniform, skewed to one expert, experts left without tokens), top-k 1, 2,
+// 4, 6 and 8, token counts that are not multiples of the tile, world 1-8; the all-gather runs
+// next to compute blocks that wait per tile on the token rows the mapping names. Every (token, k)
+// pair's output row must equal x_token * W_expert, bit for bit, and padding rows must be zero.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <numeric>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "cpu_test_util.hpp"
+#include "tilelink/ops/moe/moe_mapping.hpp"
+
+namespace tilelink::test {
+namespace {
+
+enum class Routing { kUniform, kSkewed, kFewExperts };
+
+const char* name(Routing r) {
+  return r == Routing::kUniform ? "uniform" : r == Routing::kSkewed ? "skewed" : "few_experts";
+}
+
+// Distinct experts per token. kSkewed: expert 0 first for ~90 % of the tokens. kFewExperts: the
+// tokens use only the first topk + 1 experts (the others get none).
+std::vector<int32_t> random_routing(std::mt19937_64& rng, uint32_t tokens, uint32_t topk, uint32_t experts,
+                                    Routing kind) {
+  std::vector<int32_t> ids(size_t(tokens) * topk);
+  const uint32_t used = kind == Routing::kFewExperts ? std::min(experts, topk + 1) : experts;
+  std::vector<int32_t> pool(used);
+  for (uint32_t t = 0; t < tokens; ++t) {
+    std::iota(pool.begin(), pool.end(), 0);
+    std::shuffle(pool.begin(), pool.end(), rng);
+    if (kind == Routing::kSkewed && rng() % 10 != 0) {
+      std::iter_swap(pool.begin(), std::find(pool.begin(), pool.end(), 0));
+    }
+    std::copy(pool.begin(), pool.begin() + topk, ids.begin() + size_t(t) * topk);
+  }
+  return ids;
+}
+
+struct MoeCase {
+  int world;
+  uint32_t tokens_per_rank, k, n, experts, topk, bm, comm_rows;
+  Routing routing;
+};
+
+std::string describe(const MoeCase& c) {
+  return "world " + std::to_string(c.world) + " tokens/rank " + std::to_string(c.tokens_per_rank) + " experts " +
+         std::to_string(c.experts) + " topk " + std::to_string(c.topk) + " bm " + std::to_string(c.bm) + " " +
+         name(c.routing);
+}
+
+// The tables' invariants, against the routing.
+std::string check_mapping(const MoeMapping& m, const std::vector<int32_t>& ids, uint32_t tokens) {
+  std::vector<int> seen(size_t(tokens) * m.topk, 0);
+  for (uint32_t e = 0; e < m.experts; ++e) {
+    if (m.row_offset[e] % m.bm != 0) return "row_offset[" + std::to_string(e) + "] not a multiple of bm";
+    uint32_t prev_token = 0;
+    bool padding = false;
+    for (uint32_t row = m.row_offset[e]; row < m.row_offset[e + 1]; ++row) {
+      const uint32_t pair = m.row_pair[row];
+      if (pair == kPadRow) {
+        padding = true;
+        continue;
+      }
+      if (padding) return "row " + std::to_string(row) + ": a pair after padding";
+      if (uint32_t(ids[pair]) != e) return "row " + std::to_string(row) + ": pair of another expert";
+      if (pair / m.topk < prev_token) return "row " + std::to_string(row) + ": tokens out of order";
+      prev_token = pair / m.topk;
+      ++seen[pair];
+    }
+    if (m.row_offset[e + 1] - m.row_offset[e] >= m.bm + uint32_t(std::count(ids.begin(), ids.end(), int32_t(e)))) {
+      return "expert " + std::to_string(e) + ": more than one tile of padding";
+    }
+  }
+  for (size_t p = 0; p < seen.size(); ++p) {
+    if (seen[p] != 1) return "pair " + std::to_string(p) + " placed " + std::to_string(seen[p]) + " times";
+  }
+  for (uint32_t t = 0; t < m.num_tiles(); ++t) {
+    for (uint32_t row = t * m.bm; row < (t + 1) * m.bm; ++row) {
+      if (m.row_pair[row] == kPadRow) continue;
+      const uint32_t token = m.row_pair[row] / m.topk;
+      if (token < m.tile_token0[t] || token >= m.tile_token0[t] + m.tile_span[t]) {
+        return "tile " + std::to_string(t) + ": token " + std::to_string(token) + " outside its span";
+      }
+      if (uint32_t(ids[m.row_pair[row]]) != m.tile_expert[t]) return "tile " + std::to_string(t) + ": mixed experts";
+    }
+  }
+  return "";
+}
+
+std::string run_moe(const MoeCase& c, uint64_t seed, int calls) {
+  const uint32_t w = static_cast<uint32_t>(c.world);
+  const uint32_t tokens = w * c.tokens_per_rank;
+  AllGatherPlan ag;
+  ag.map = RowShardMapping{c.tokens_per_rank, c.comm_rows, w};
+  ag.row_bytes = c.k * 4;
+  ag.pitch = ag.row_bytes;
+  ag.method = AgMethod::kPull;
+  ag.order = CommOrder::kFullMesh;
+
+  // Room for the padded rows of any routing: every expert may pad up to bm - 1 rows.
+  const uint32_t max_rows = tokens * c.topk + c.experts * c.bm;
+  cpu::Executor ex(c.world, 64 << 20, ag.num_channels(), stress_options(seed));
+  const uint32_t op = ex.register_op("moe_ag_group_gemm");
+  const size_t x_off = ex.allocate(size_t(tokens) * ag.pitch);
+  const size_t w_off = ex.allocate(size_t(c.experts) * c.k * c.n * 4);
+  const size_t out_off = ex.allocate(size_t(max_rows) * c.n * 4);
+
+  std::mt19937_64 rng(seed);
+  for (int call = 1; call <= calls; ++call) {
+    const std::vector<int32_t> ids = random_routing(rng, tokens, c.topk, c.experts, c.routing);
+    const MoeRouting routing{tokens, c.topk, c.experts, ids.data(), nullptr};
+    if (std::string e = check_moe_routing(routing); !e.empty()) return describe(c) + ": " + e;
+    const MoeMapping m = build_moe_mapping(routing, c.bm);
+    if (std::string e = check_mapping(m, ids, tokens); !e.empty()) return describe(c) + ": " + e;
+    const MoeMappingView view = m.view();
+    std::vector<std::vector<uint32_t>> order(w, std::vector<uint32_t>(m.num_tiles()));
+    for (uint32_t r = 0; r < w; ++r) make_moe_tile_order(ag, r, view, order[r].data());
+
+    const std::vector<float> x = random_floats(rng, size_t(tokens) * c.k);
+    std::vector<std::vector<float>> weights(w);
+    for (uint32_t r = 0; r < w; ++r) {
+      weights[r] = random_floats(rng, size_t(c.experts) * c.k * c.n);
+      std::memcpy(ex.at<float>(r, w_off), weights[r].data(), weights[r].size() * 4);
+      std::memcpy(ex.at<char>(r, x_off) + size_t(r) * c.tokens_per_rank * ag.pitch,
+                  x.data() + size_t(r) * c.tokens_per_rank * c.k, size_t(c.tokens_per_rank) * ag.pitch);
+      std::memset(ex.at<float>(r, out_off), kPoison, size_t(max_rows) * c.n * 4);
+    }
+    const uint64_t epoch = static_cast<uint64_t>(call);
+    ex.run({{"comm", 2,
+             [&](cpu::BlockCtx& ctx) {
+               all_gather_block(ctx, ag, ex.signals(ctx.rank(), 0, ag.num_channels(), epoch, op), ex.heap(ctx.rank()),
+                                ex.at<char>(ctx.rank(), x_off));
+             }},
+            {"group_gemm", 3, [&](cpu::BlockCtx& ctx) {
+               const int r = ctx.rank();
+               moe_ag_group_gemm_block(ctx, ag, view, order[r].data(), ex.signals(r, 0, ag.num_channels(), epoch, op),
+                                       ex.at<char>(r, x_off), c.k, ex.at<float>(r, w_off), c.n, ex.at<float>(r, out_off));
+             }}});
+
+    for (uint32_t r = 0; r < w; ++r) {
+      const float* got = ex.at<float>(r, out_off);
+      for (uint32_t row = 0; row < view.rows(); ++row) {
+        const uint32_t pair = m.row_pair[row];
+        for (uint32_t col = 0; col < c.n; ++col) {
+          float want = 0.f;
+          if (pair != kPadRow) {
+            const uint32_t token = pair / c.topk, e = uint32_t(ids[pair]);
+            for (uint32_t kk = 0; kk < c.k; ++kk) {
+              want += x[size_t(token) * c.k + kk] * weights[r][(size_t(e) * c.k + kk) * c.n + col];
+            }
+          }
+          const float g = got[size_t(row) * c.n + col];
+          if (std::memcmp(&g, &want, 4) != 0) {
+            return describe(c) + ": call " + std::to_string(call) + ", rank " + std::to_string(r) + " row " +
+                   std::to_string(row) + " col " + std::to_string(col) + " = " + std::to_string(g) + ", expected " +
+                   std::to_string(want);
+          }
+        }
+      }
+    }
+  }
+  return "";
+}
+
+class MoeProtocolTest : public ::testing::TestWithParam<std::tuple<int, Routing>> {};
+
+TEST_P(MoeProtocolTest, EveryPairRowIsItsTokenTimesItsExpert) {
+  const auto [world, routing] = GetParam();
+  for (uint32_t topk : {1u, 2u, 4u, 6u, 8u}) {
+    // 7 tokens per rank, tiles of 4 rows, communication tiles of 3 rows: nothing divides.
+    const MoeCase c{world, 7, 8, 5, 8, topk, 4, 3, routing};  // rows of 8 floats: 16-byte vectors
+    EXPECT_EQ(run_moe(c, 5000 + 10 * world + topk, 2), "") << describe(c);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(World, MoeProtocolTest,
+                         ::testing::Combine(::testing::Range(1, 9),
+                                            ::testing::Values(Routing::kUniform, Routing::kSkewed, Routing::kFewExperts)),
+                         [](const ::testing::TestParamInfo<MoeProtocolTest::ParamType>& info) {
+                           return "world" + std::to_string(std::get<0>(info.param)) + "_" + name(std::get<1>(info.param));
+                         });
+
+TEST(MoeMapping, TilesRunInArrivalOrderOwnShardFirst) {
+  // 4 ranks x 8 tokens, bm 4; expert e takes the tokens of rank e only (top-1): expert e's tiles
+  // need only rank e's shard, so rank r runs expert r's tiles first, then r+1's, ...
+  const uint32_t w = 4, per_rank = 8;
+  std::vector<int32_t> ids(w * per_rank);
+  for (uint32_t t = 0; t < ids.size(); ++t) ids[t] = int32_t(t / per_rank);
+  const MoeMapping m = build_moe_mapping({w * per_rank, 1, w, ids.data(), nullptr}, 4);
+  ASSERT_EQ(m.num_tiles(), 8u);
+  AllGatherPlan ag;
+  ag.map = RowShardMapping{per_rank, per_rank, w};
+  ag.row_bytes = ag.pitch = 4;
+  for (uint32_t r = 0; r < w; ++r) {
+    std::vector<uint32_t> order(m.num_tiles());
+    make_moe_tile_order(ag, r, m.view(), order.data());
+    for (uint32_t i = 0; i < order.size(); ++i) EXPECT_EQ(m.tile_expert[order[i]], (r + i / 2) % w) << "rank " << r;
+  }
+}
+
+TEST(MoeMapping, ExpertsWithoutTokensGetNoTilesAndBadRoutingIsNamed) {
+  const std::vector<int32_t> ids = {2, 2, 2};  // three tokens, top-1, all to expert 2 of 4
+  const MoeMapping m = build_moe_mapping({3, 1, 4, ids.data(), nullptr}, 2);
+  EXPECT_EQ(m.row_offset, (std::vector<uint32_t>{0, 0, 0, 4, 4}));
+  EXPECT_EQ(m.row_pair, (std::vector<uint32_t>{0, 1, 2, kPadRow}));
+  EXPECT_EQ(m.tile_expert, (std::vector<uint32_t>{2, 2}));
+  EXPECT_EQ(m.tile_token0, (std::vector<uint32_t>{0, 2}));
+  EXPECT_EQ(m.tile_span, (std::vector<uint32_t>{2, 1}));
+
+  const std::vector<int32_t> bad = {0, 1, 1, 1};  // token 1 picks expert 1 twice
+  EXPECT_NE(check_moe_routing({2, 2, 3, bad.data(), nullptr}).find("ids[1]: expert 1 chosen twice"), std::string::npos);
+  const std::vector<int32_t> out_of_range = {0, 3};
+  EXPECT_NE(check_moe_routing({2, 1, 3, out_of_range.data(), nullptr}).find("ids[1][0] = 3"), std::string::npos);
+  EXPECT_NE(check_moe_routing({2, 4, 3, out_of_range.data(), nullptr}).find("'topk' = 4"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace tilelink::test
