@@ -1,0 +1,40 @@
+// The MoE dynamic mapping built on the device at run time, from routing ids already there: the
+// same tables as build_moe_mapping / make_moe_tile_order (moe_mapping.hpp), bit for bit, with no
+// host round trip, so a layer's routing feeds its grouped GEMM on the stream.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+#include "tilelink/ops/moe/moe_mapping.hpp"
+#include "tilelink/runtime/device_buffer.hpp"
+
+namespace tilelink {
+
+class MoeMappingBuffers {
+ public:
+  // Room for `tokens` tokens routed top-`topk` over `experts`, tiles of `bm` rows, on `device`.
+  // Throws InvalidArgument for a zero size, topk > experts, or more than 1024 experts.
+  MoeMappingBuffers(uint32_t tokens, uint32_t topk, uint32_t experts, uint32_t bm, int device);
+
+  // Builds the tables from `ids` (tokens x topk int32 on the device, checked by nothing here:
+  // see check_moe_routing) on `stream`: counts, padded offsets, the stable placement of every
+  // pair, and the per-tile expert and token span. The tile count lands in num_tiles_device().
+  void build(const int32_t* ids, cudaStream_t stream);
+  // Rank `rank`'s tile order for the all-gather `ag` into order (max_tiles() entries on the
+  // device; the first num_tiles are valid), on `stream` after build().
+  void build_order(const AllGatherPlan& ag, uint32_t rank, uint32_t* order, cudaStream_t stream) const;
+
+  uint32_t max_rows() const { return max_tiles_ * bm_; }
+  uint32_t max_tiles() const { return max_tiles_; }
+  const uint32_t* num_tiles_device() const { return num_tiles_.get<uint32_t>(); }
+  // The tables with `num_tiles` tiles (read back from num_tiles_device() or an upper bound).
+  MoeMappingView view(uint32_t num_tiles) const;
+
+ private:
+  uint32_t tokens_, topk_, experts_, bm_, max_tiles_;
+  DeviceBuffer count_, row_offset_, row_pair_, tile_expert_, tile_token0_, tile_span_, num_tiles_;
+};
+
+}  // namespace tilelink

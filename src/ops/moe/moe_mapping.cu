@@ -1,0 +1,157 @@
+// Device builder of the MoE dynamic mapping (moe_mapping_device.hpp). Four small kernels:
+// histogram of the pairs per expert; padded offsets (one block); stable placement (one block per
+// expert scans every pair in order and appends its own, so the order is by token then k, as on
+// the host); per-tile expert and token span. The tile order is a stable partition of the tiles by
+// arrival step, one block per call.
+#include "tilelink/ops/moe/moe_mapping_device.hpp"
+
+#include <string>
+
+#include "tilelink/core/error.hpp"
+
+namespace tilelink {
+namespace {
+
+constexpr int kThreads = 256;
+
+// Block-wide stable append: returns the position of this thread's item among the flagged items
+// of the block, in thread order, and adds the block's count to `base` (every thread). Uses
+// `warp_counts` (kThreads / 32 entries of shared memory).
+__device__ uint32_t block_append(bool flag, uint32_t& base, uint32_t* warp_counts) {
+  const uint32_t lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  const uint32_t ballot = __ballot_sync(0xFFFFFFFFu, flag);
+  if (lane == 0) warp_counts[warp] = __popc(ballot);
+  __syncthreads();
+  uint32_t before = 0, total = 0;
+  for (uint32_t w = 0; w < kThreads / 32; ++w) {
+    before += w < warp ? warp_counts[w] : 0;
+    total += warp_counts[w];
+  }
+  const uint32_t pos = base + before + __popc(ballot & ((1u << lane) - 1u));
+  __syncthreads();  // warp_counts reused by the next call
+  base += total;
+  return pos;
+}
+
+__global__ void count_kernel(const int32_t* ids, uint64_t pairs, uint32_t* count) {
+  for (uint64_t p = blockIdx.x * uint64_t(blockDim.x) + threadIdx.x; p < pairs; p += uint64_t(gridDim.x) * blockDim.x) {
+    atomicAdd(count + ids[p], 1u);
+  }
+}
+
+__global__ void offsets_kernel(const uint32_t* count, uint32_t experts, uint32_t bm, uint32_t* row_offset,
+                               uint32_t* num_tiles) {
+  if (threadIdx.x != 0) return;
+  uint32_t row = 0;
+  for (uint32_t e = 0; e < experts; ++e) {
+    row_offset[e] = row;
+    row += (count[e] + bm - 1) / bm * bm;
+  }
+  row_offset[experts] = row;
+  *num_tiles = row / bm;
+}
+
+__global__ void __launch_bounds__(kThreads) place_kernel(const int32_t* ids, uint32_t pairs, const uint32_t* row_offset,
+                                                         uint32_t* row_pair) {
+  __shared__ uint32_t warp_counts[kThreads / 32];
+  const int32_t e = int32_t(blockIdx.x);
+  uint32_t base = row_offset[e];
+  for (uint32_t p0 = 0; p0 < pairs; p0 += kThreads) {
+    const uint32_t p = p0 + threadIdx.x;
+    const bool mine = p < pairs && ids[p] == e;
+    const uint32_t pos = block_append(mine, base, warp_counts);
+    if (mine) row_pair[pos] = p;
+  }
+}
+
+__global__ void tiles_kernel(const uint32_t* row_offset, uint32_t experts, const uint32_t* row_pair, uint32_t bm,
+                             uint32_t topk, const uint32_t* num_tiles, uint32_t* tile_expert, uint32_t* tile_token0,
+                             uint32_t* tile_span) {
+  const uint32_t tiles = *num_tiles;
+  for (uint32_t t = blockIdx.x * blockDim.x + threadIdx.x; t < tiles; t += gridDim.x * blockDim.x) {
+    uint32_t lo = 0, hi = experts;  // the last expert whose offset <= t * bm (experts without rows share it)
+    while (hi - lo > 1) {
+      const uint32_t mid = (lo + hi) / 2;
+      if (row_offset[mid] <= t * bm) lo = mid; else hi = mid;
+    }
+    uint32_t first = kPadRow, last = 0;
+    for (uint32_t row = t * bm; row < (t + 1) * bm; ++row) {
+      const uint32_t pair = row_pair[row];
+      if (pair == kPadRow) continue;
+      first = min(first, pair / topk);
+      last = max(last, pair / topk);
+    }
+    tile_expert[t] = lo;
+    tile_token0[t] = first == kPadRow ? 0 : first;
+    tile_span[t] = first == kPadRow ? 0 : last - first + 1;
+  }
+}
+
+__global__ void __launch_bounds__(kThreads) order_kernel(AllGatherPlan ag, uint32_t rank, const uint32_t* num_tiles,
+                                                         const uint32_t* tile_token0, const uint32_t* tile_span,
+                                                         uint32_t* order) {
+  __shared__ uint32_t warp_counts[kThreads / 32];
+  const uint32_t tiles = *num_tiles;
+  uint32_t base = 0;
+  for (uint32_t s = 0; s < ag.world(); ++s) {
+    for (uint32_t t0 = 0; t0 < tiles; t0 += kThreads) {
+      const uint32_t t = t0 + threadIdx.x;
+      const bool mine = t < tiles && (tile_span[t] == 0 ? 0u : arrival_step(ag, rank, tile_token0[t], tile_span[t])) == s;
+      const uint32_t pos = block_append(mine, base, warp_counts);
+      if (mine) order[pos] = t;
+    }
+  }
+}
+
+}  // namespace
+
+MoeMappingBuffers::MoeMappingBuffers(uint32_t tokens, uint32_t topk, uint32_t experts, uint32_t bm, int device)
+    : tokens_(tokens), topk_(topk), experts_(experts), bm_(bm) {
+  TL_REQUIRE(tokens > 0, "MoeMappingBuffers", "tokens", tokens, "> 0");
+  TL_REQUIRE(bm > 0, "MoeMappingBuffers", "bm", bm, "> 0");
+  TL_REQUIRE(experts > 0 && experts <= 1024, "MoeMappingBuffers", "experts", experts, "1 to 1024");
+  TL_REQUIRE(topk > 0 && topk <= experts, "MoeMappingBuffers", "topk", topk,
+             "1 to the number of experts (" + std::to_string(experts) + ")");
+  // Every expert may pad up to bm - 1 rows.
+  max_tiles_ = static_cast<uint32_t>((uint64_t(tokens) * topk + uint64_t(experts) * (bm - 1)) / bm);
+  count_ = DeviceBuffer(experts * sizeof(uint32_t), device);
+  row_offset_ = DeviceBuffer((experts + 1) * sizeof(uint32_t), device);
+  row_pair_ = DeviceBuffer(size_t(max_tiles_) * bm * sizeof(uint32_t), device);
+  tile_expert_ = DeviceBuffer(max_tiles_ * sizeof(uint32_t), device);
+  tile_token0_ = DeviceBuffer(max_tiles_ * sizeof(uint32_t), device);
+  tile_span_ = DeviceBuffer(max_tiles_ * sizeof(uint32_t), device);
+  num_tiles_ = DeviceBuffer(sizeof(uint32_t), device);
+}
+
+void MoeMappingBuffers::build(const int32_t* ids, cudaStream_t stream) {
+  const uint64_t pairs = uint64_t(tokens_) * topk_;
+  TL_CUDA_CHECK(cudaMemsetAsync(count_.get(), 0, count_.bytes(), stream));
+  TL_CUDA_CHECK(cudaMemsetAsync(row_pair_.get(), 0xFF, row_pair_.bytes(), stream));
+  count_kernel<<<256, kThreads, 0, stream>>>(ids, pairs, count_.get<uint32_t>());
+  TL_CUDA_CHECK(cudaGetLastError());
+  offsets_kernel<<<1, 32, 0, stream>>>(count_.get<uint32_t>(), experts_, bm_, row_offset_.get<uint32_t>(),
+                                       num_tiles_.get<uint32_t>());
+  TL_CUDA_CHECK(cudaGetLastError());
+  place_kernel<<<experts_, kThreads, 0, stream>>>(ids, static_cast<uint32_t>(pairs), row_offset_.get<uint32_t>(),
+                                                  row_pair_.get<uint32_t>());
+  TL_CUDA_CHECK(cudaGetLastError());
+  tiles_kernel<<<(max_tiles_ + kThreads - 1) / kThreads, kThreads, 0, stream>>>(
+      row_offset_.get<uint32_t>(), experts_, row_pair_.get<uint32_t>(), bm_, topk_, num_tiles_.get<uint32_t>(),
+      tile_expert_.get<uint32_t>(), tile_token0_.get<uint32_t>(), tile_span_.get<uint32_t>());
+  TL_CUDA_CHECK(cudaGetLastError());
+}
+
+void MoeMappingBuffers::build_order(const AllGatherPlan& ag, uint32_t rank, uint32_t* order, cudaStream_t stream) const {
+  TL_REQUIRE(rank < ag.world(), "MoeMappingBuffers::build_order", "rank", rank,
+             "< the all-gather's world (" + std::to_string(ag.world()) + ")");
+  order_kernel<<<1, kThreads, 0, stream>>>(ag, rank, num_tiles_.get<uint32_t>(), tile_token0_.get<uint32_t>(),
+                                           tile_span_.get<uint32_t>(), order);
+  TL_CUDA_CHECK(cudaGetLastError());
+}
+
+MoeMappingView MoeMappingBuffers::view(uint32_t num_tiles) const {
+  return {bm_, topk_, experts_, num_tiles, row_offset_.get<uint32_t>(), row_pair_.get<uint32_t>(),
+          tile_expert_.get<uint32_t>(), tile_token0_.get<uint32_t>(), tile_span_.get<uint32_t>()};
+}
+
+}  // namespace tilelink
