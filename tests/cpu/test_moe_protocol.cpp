@@ -1,8 +1,10 @@
-// MoE part 1 (all-gather + gather + grouped GEMM) on the CPU executor: the dynamic mapping built
+// MoE on the CPU executor. Part 1 (all-gather + gather + grouped GEMM): the dynamic mapping built
 // from random routings (uniform, skewed to one expert, experts left without tokens), top-k 1, 2,
 // 4, 6 and 8, token counts that are not multiples of the tile, world 1-8; the all-gather runs
 // next to compute blocks that wait per tile on the token rows the mapping names. Every (token, k)
 // pair's output row must equal x_token * W_expert, bit for bit, and padding rows must be zero.
+// Part 2 (grouped GEMM + top-k weighted reduce + reduce-scatter): every owner's tokens must equal
+// the rank-order sum of the per-rank top-k weighted sums, bit for bit.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -13,6 +15,7 @@
 
 #include "cpu_test_util.hpp"
 #include "tilelink/ops/moe/moe_mapping.hpp"
+#include "tilelink/ops/moe/moe_rs_protocol.hpp"
 
 namespace tilelink::test {
 namespace {
@@ -185,6 +188,113 @@ INSTANTIATE_TEST_SUITE_P(World, MoeProtocolTest,
                            return "world" + std::to_string(std::get<0>(info.param)) + "_" + name(std::get<1>(info.param));
                          });
 
+
+// Part 2: grouped GEMM -> top-k weighted combine -> reduce-scatter to the tokens' owners.
+std::string run_moe_rs(const MoeCase& c, uint64_t seed, int calls) {
+  const uint32_t w = static_cast<uint32_t>(c.world);
+  const uint32_t tokens = w * c.tokens_per_rank;
+  const uint32_t max_rows = tokens * c.topk + c.experts * c.bm;
+  constexpr uint32_t kCombineBlocks = 2;
+  MoeRsPlan plan;
+  plan.tokens = RowShardMapping{c.tokens_per_rank, c.comm_rows, w};
+  plan.n = c.n;
+  plan.max_tiles = max_rows / c.bm;
+  cpu::Executor ex(c.world, 64 << 20, plan.num_channels(), stress_options(seed));
+  const uint32_t op = ex.register_op("moe_group_gemm_rs");
+  const size_t h_off = ex.allocate(size_t(max_rows) * c.k * 4);
+  const size_t w_off = ex.allocate(size_t(c.experts) * c.k * c.n * 4);
+  const size_t y_off = ex.allocate(size_t(max_rows) * c.n * 4);
+  const size_t scratch_off = ex.allocate(size_t(kCombineBlocks) * c.comm_rows * c.n * 4);
+  const size_t recv_off = ex.allocate(size_t(tokens) * c.n * 4);
+  const size_t out_off = ex.allocate(size_t(c.tokens_per_rank) * c.n * 4);
+
+  std::mt19937_64 rng(seed);
+  for (int call = 1; call <= calls; ++call) {
+    const std::vector<int32_t> ids = random_routing(rng, tokens, c.topk, c.experts, c.routing);
+    const std::vector<float> weights = random_floats(rng, size_t(tokens) * c.topk);
+    const MoeMapping m = build_moe_mapping({tokens, c.topk, c.experts, ids.data(), weights.data()}, c.bm);
+    const MoeMappingView view = m.view();
+    std::vector<std::vector<float>> h(w), w2(w);
+    for (uint32_t r = 0; r < w; ++r) {
+      h[r] = random_floats(rng, size_t(view.rows()) * c.k);
+      w2[r] = random_floats(rng, size_t(c.experts) * c.k * c.n);
+      std::memcpy(ex.at<float>(r, h_off), h[r].data(), h[r].size() * 4);
+      std::memcpy(ex.at<float>(r, w_off), w2[r].data(), w2[r].size() * 4);
+      std::memset(ex.at<float>(r, y_off), kPoison, size_t(max_rows) * c.n * 4);
+      std::memset(ex.at<float>(r, recv_off), kPoison, size_t(tokens) * c.n * 4);
+      std::memset(ex.at<float>(r, out_off), kPoison, size_t(c.tokens_per_rank) * c.n * 4);
+    }
+    const uint64_t epoch = static_cast<uint64_t>(call);
+    auto sig = [&](int r) { return ex.signals(r, 0, plan.num_channels(), epoch, op); };
+    ex.run({{"group_gemm", 3,
+             [&](cpu::BlockCtx& ctx) {
+               const int r = ctx.rank();
+               moe_group_gemm_rs_compute_block(ctx, plan, view, sig(r), ex.at<float>(r, h_off), c.k,
+                                               ex.at<float>(r, w_off), ex.at<float>(r, y_off));
+             }},
+            {"combine", kCombineBlocks,
+             [&](cpu::BlockCtx& ctx) {
+               const int r = ctx.rank();
+               moe_combine_scatter_block(ctx, plan, view, m.pair_row.data(), weights.data(), sig(r), ex.heap(r),
+                                         ex.at<float>(r, y_off), ex.at<float>(r, scratch_off),
+                                         ex.at<float>(r, recv_off));
+             }},
+            {"reduce", 2, [&](cpu::BlockCtx& ctx) {
+               const int r = ctx.rank();
+               moe_rs_reduce_block(ctx, plan, sig(r), ex.at<float>(r, recv_off), ex.at<float>(r, out_off));
+             }}});
+
+    for (uint32_t q = 0; q < w; ++q) {
+      const float* got = ex.at<float>(q, out_off);
+      for (uint32_t i = 0; i < c.tokens_per_rank; ++i) {
+        const uint32_t token = q * c.tokens_per_rank + i;
+        for (uint32_t col = 0; col < c.n; ++col) {
+          float want = 0.f;
+          for (uint32_t r = 0; r < w; ++r) {
+            float rank_sum = 0.f;
+            for (uint32_t j = 0; j < c.topk; ++j) {
+              const size_t pair = size_t(token) * c.topk + j;
+              const uint32_t row = m.pair_row[pair], e = uint32_t(ids[pair]);
+              float y = 0.f;
+              for (uint32_t kk = 0; kk < c.k; ++kk) {
+                y += h[r][size_t(row) * c.k + kk] * w2[r][(size_t(e) * c.k + kk) * c.n + col];
+              }
+              rank_sum += weights[pair] * y;
+            }
+            want += rank_sum;
+          }
+          const float g = got[size_t(i) * c.n + col];
+          if (std::memcmp(&g, &want, 4) != 0) {
+            return describe(c) + ": call " + std::to_string(call) + ", owner " + std::to_string(q) + " token " +
+                   std::to_string(token) + " col " + std::to_string(col) + " = " + std::to_string(g) +
+                   ", expected " + std::to_string(want);
+          }
+        }
+      }
+    }
+  }
+  return "";
+}
+
+class MoeRsProtocolTest : public ::testing::TestWithParam<std::tuple<int, Routing>> {};
+
+TEST_P(MoeRsProtocolTest, OwnersGetTheRankOrderSumOfTopkWeightedRows) {
+  const auto [world, routing] = GetParam();
+  for (uint32_t topk : {1u, 2u, 4u, 6u, 8u}) {
+    // 7 tokens per rank in signal blocks of 3, tiles of 4 rows, 6 intermediate columns per rank,
+    // hidden 8 (16-byte rows for the push).
+    const MoeCase c{world, 7, 6, 8, 8, topk, 4, 3, routing};
+    EXPECT_EQ(run_moe_rs(c, 7000 + 10 * world + topk, 2), "") << describe(c);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(World, MoeRsProtocolTest,
+                         ::testing::Combine(::testing::Range(1, 9),
+                                            ::testing::Values(Routing::kUniform, Routing::kSkewed, Routing::kFewExperts)),
+                         [](const ::testing::TestParamInfo<MoeRsProtocolTest::ParamType>& info) {
+                           return "world" + std::to_string(std::get<0>(info.param)) + "_" + name(std::get<1>(info.param));
+                         });
+
 TEST(MoeMapping, TilesRunInArrivalOrderOwnShardFirst) {
   // 4 ranks x 8 tokens, bm 4; expert e takes the tokens of rank e only (top-1): expert e's tiles
   // need only rank e's shard, so rank r runs expert r's tiles first, then r+1's, ...
@@ -211,6 +321,7 @@ TEST(MoeMapping, ExpertsWithoutTokensGetNoTilesAndBadRoutingIsNamed) {
   EXPECT_EQ(m.tile_expert, (std::vector<uint32_t>{2, 2}));
   EXPECT_EQ(m.tile_token0, (std::vector<uint32_t>{0, 2}));
   EXPECT_EQ(m.tile_span, (std::vector<uint32_t>{2, 1}));
+  EXPECT_EQ(m.pair_row, (std::vector<uint32_t>{0, 1, 2}));
 
   const std::vector<int32_t> bad = {0, 1, 1, 1};  // token 1 picks expert 1 twice
   EXPECT_NE(check_moe_routing({2, 2, 3, bad.data(), nullptr}).find("ids[1]: expert 1 chosen twice"), std::string::npos);

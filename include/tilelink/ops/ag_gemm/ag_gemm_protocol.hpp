@@ -91,9 +91,7 @@ TL_HOST_DEVICE void ag_gemm_tiles_block(Ctx& ctx, const AllGatherPlan& ag, const
       const uint32_t row = rows.row0 + e / cols;
       const uint32_t col = col0 + e % cols;
       const float* a_row = reinterpret_cast<const float*>(static_cast<const char*>(a) + uint64_t(row) * ag.pitch);
-      float acc = 0.f;
-      for (uint32_t kk = 0; kk < k; ++kk) acc += a_row[kk] * b[uint64_t(kk) * s.n + col];
-      c[uint64_t(row) * s.n + col] = acc;
+      c[uint64_t(row) * s.n + col] = naive_dot(a_row, b, k, s.n, col);
     }
   }
 }

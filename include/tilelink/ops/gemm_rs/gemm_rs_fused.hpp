@@ -148,8 +148,7 @@ TL_HOST_DEVICE void gemm_rs_fused_compute_block(Ctx& ctx, const GemmRsFusedPlan&
     const uint32_t cols = plan.n - col0 < plan.bn ? plan.n - col0 : plan.bn;
     for (uint32_t e = lanes.id; e < plan.bm * cols; e += lanes.count) {
       const uint32_t row = m_tile * plan.bm + e / cols, col = col0 + e % cols;
-      float acc = 0.f;
-      for (uint32_t kk = 0; kk < k; ++kk) acc += a[uint64_t(row) * k + kk] * b[uint64_t(col) * k + kk];
+      const float acc = naive_dot(a + uint64_t(row) * k, b + uint64_t(col) * k, k, 1, 0);  // b is n x k
       dst[uint64_t(plan.landing_row(rank, row)) * plan.n + col] = acc;
     }
     if (push) {

@@ -102,8 +102,7 @@ TL_HOST_DEVICE void gemm_rs_compute_block(Ctx& ctx, const GemmRsPlan& plan, cons
     for (uint32_t e = lanes.id; e < rows.rows * cols.rows; e += lanes.count) {
       const uint32_t r = e / cols.rows, col = cols.row0 + e % cols.rows;
       const float* a_row = a + (uint64_t(it.owner) * plan.rows_per_rank + rows.row0 + r) * plan.k;
-      float acc = 0.f;
-      for (uint32_t kk = 0; kk < plan.k; ++kk) acc += a_row[kk] * b[uint64_t(kk) * plan.n + col];
+      const float acc = naive_dot(a_row, b, plan.k, plan.n, col);
       tile[uint64_t(r) * plan.bn + (e % cols.rows)] = acc;
     }
     // Epilogue: this tile into the owner's slot for this rank, then its group's notify.

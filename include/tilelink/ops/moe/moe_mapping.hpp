@@ -56,6 +56,7 @@ struct MoeMappingView {
 struct MoeMapping {
   uint32_t bm = 0, topk = 0, experts = 0;
   std::vector<uint32_t> row_offset, row_pair, tile_expert, tile_token0, tile_span;
+  std::vector<uint32_t> pair_row;  // tokens x topk: the sorted row of each pair (part 2's combine)
 
   uint32_t num_tiles() const { return static_cast<uint32_t>(tile_expert.size()); }
   MoeMappingView view() const {
@@ -99,10 +100,12 @@ inline MoeMapping build_moe_mapping(const MoeRouting& r, uint32_t bm) {
   m.row_offset.assign(r.experts + 1, 0);
   for (uint32_t e = 0; e < r.experts; ++e) m.row_offset[e + 1] = m.row_offset[e] + (count[e] + bm - 1) / bm * bm;
   m.row_pair.assign(m.row_offset[r.experts], kPadRow);
+  m.pair_row.assign(size_t(r.tokens) * r.topk, 0);
   std::vector<uint32_t> next(m.row_offset.begin(), m.row_offset.end() - 1);
   for (uint32_t t = 0; t < r.tokens; ++t) {
     for (uint32_t k = 0; k < r.topk; ++k) {
       const uint32_t e = uint32_t(r.ids[uint64_t(t) * r.topk + k]);
+      m.pair_row[size_t(t) * r.topk + k] = next[e];
       m.row_pair[next[e]++] = t * r.topk + k;
     }
   }
@@ -161,7 +164,7 @@ TL_HOST_DEVICE void moe_ag_group_gemm_block(Ctx& ctx, const AllGatherPlan& ag, c
       if (pair != kPadRow) {
         const float* x_row =
             reinterpret_cast<const float*>(static_cast<const char*>(x) + uint64_t(pair / m.topk) * ag.pitch);
-        for (uint32_t kk = 0; kk < k; ++kk) acc += x_row[kk] * w_e[uint64_t(kk) * n + col];
+        acc = naive_dot(x_row, w_e, k, n, col);
       }
       out[uint64_t(row) * n + col] = acc;
     }
