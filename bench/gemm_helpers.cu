@@ -143,4 +143,20 @@ void sum_slots(const void* slots, void* out, size_t elems, int world, cudaStream
 }
 
 
+void copy_engine_all_gather(const World& world, const SymmetricBuffer& src, const std::vector<DeviceBuffer>& dst,
+                            size_t shard_bytes) {
+  const int w = world.size();
+  for (int r = 0; r < w; ++r) {
+    world.set_device(r);
+    world.comm_after_compute(r);
+    for (int s = 1; s < w; ++s) {
+      const int from = (r + s) % w;
+      TL_CUDA_CHECK(cudaMemcpyAsync(dst[size_t(r)].get<char>() + from * shard_bytes,
+                                    static_cast<const char*>(src.data(from)) + from * shard_bytes, shard_bytes,
+                                    cudaMemcpyDeviceToDevice, world.comm_stream(r)));
+    }
+    world.compute_after_comm(r);
+  }
+}
+
 }  // namespace tilelink::bench

@@ -14,6 +14,7 @@
 #include "bench/harness.hpp"
 #include "bench/report.hpp"
 #include "tilelink/runtime/device_buffer.hpp"
+#include "tilelink/runtime/symmetric_heap.hpp"
 #include "tilelink/runtime/world.hpp"
 
 namespace tilelink::bench {
@@ -39,6 +40,13 @@ void cublas_gemm(cublasHandle_t h, const void* a, const void* b, void* c, uint32
 // out (elems bf16) = sum over s = 0..world-1 of slots[s] (elems bf16 each, consecutive), in fp32
 // in rank order: the reduction of the reduce-scatter baselines.
 void sum_slots(const void* slots, void* out, size_t elems, int world, cudaStream_t stream);
+
+// The baselines' all-gather on the copy engine: every rank's `dst` (the whole gathered tensor,
+// shard s at s * shard_bytes) receives each peer's own shard of `src` on the rank's comm stream,
+// ordered after its compute stream and joined back into it. The rank's own shard must already
+// be in `dst`.
+void copy_engine_all_gather(const World& world, const SymmetricBuffer& src, const std::vector<DeviceBuffer>& dst,
+                            size_t shard_bytes);
 
 // The table of a GEMM op's benchmark: time, TFLOP/s and ratios to cuBLAS (T_gemm), to the
 // non-overlapped chain and to the ideal max(T_gemm, T_comm), one row per variant.

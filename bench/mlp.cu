@@ -106,18 +106,7 @@ Table bench_mlp(const MlpBenchOptions& o) {
       cublas_gemm(cublas.handles[r], h_base[r].get(), w2[r].get(), p_base[r].get(), m, hidden, i_local);
     }
   };
-  auto all_gather = [&] {
-    for (int r = 0; r < w; ++r) {
-      world.set_device(r);
-      world.comm_after_compute(r);
-      for (int s = 1; s < w; ++s) {
-        const int from = (r + s) % w;
-        TL_CUDA_CHECK(cudaMemcpyAsync(x_base[r].get<char>() + from * shard_bytes, x.as<char>(from) + from * shard_bytes,
-                                      shard_bytes, cudaMemcpyDeviceToDevice, world.comm_stream(r)));
-      }
-      world.compute_after_comm(r);
-    }
-  };
+  auto all_gather = [&] { copy_engine_all_gather(world, x, x_base, shard_bytes); };
   // Every rank's partial before any owner reads: owners copy their rows from all partials.
   auto reduce_scatter = [&] {
     for (int r = 0; r < w; ++r) TL_CUDA_CHECK(cudaEventRecord(events.events[size_t(r)], world.compute_stream(r)));

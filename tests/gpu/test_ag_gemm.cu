@@ -15,8 +15,8 @@
 #include <tuple>
 #include <vector>
 
+#include "cublas_ref.hpp"
 #include "gpu_test_util.hpp"
-#include "tilelink/core/cublas_check.hpp"
 
 
 namespace tilelink::test::ag_gemm {
@@ -43,27 +43,6 @@ constexpr Comm kComms[] = {
     {"sm_push_mesh_bulk", CommResource::kSm, AgMethod::kPush, DataPath::kBulk, CommOrder::kFullMesh},
     {"sm_push_ring_ldst", CommResource::kSm, AgMethod::kPush, DataPath::kLdSt, CommOrder::kRing},
 };
-
-class CublasHandle {
- public:
-  CublasHandle() { TL_CUBLAS_CHECK(cublasCreate(&h_)); }
-  ~CublasHandle() { (void)cublasDestroy(h_); }
-  cublasHandle_t get() const { return h_; }
-
- private:
-  cublasHandle_t h_ = nullptr;
-};
-
-// ref (M x N fp32, row-major) = A (M x K bf16, row-major) * B^T (B: N x K bf16, row-major).
-void cublas_reference(cublasHandle_t h, const void* a, const void* b, float* ref, uint32_t m, uint32_t n,
-                      uint32_t k) {
-  const float alpha = 1.0f, beta = 0.0f;
-  // Column-major view: ref^T (N x M) = B (N x K, i.e. K x N col-major transposed) * A^T.
-  TL_CUBLAS_CHECK(cublasGemmEx(h, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(n), static_cast<int>(m),
-                               static_cast<int>(k), &alpha, b, CUDA_R_16BF, static_cast<int>(k), a, CUDA_R_16BF,
-                               static_cast<int>(k), &beta, ref, CUDA_R_32F, static_cast<int>(n),
-                               CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
-}
 
 void check_against_cublas(int world_size, const Comm& comm, const Shape& shape, const std::string& kernel,
                           uint32_t swizzle) {

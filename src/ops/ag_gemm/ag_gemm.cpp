@@ -5,6 +5,7 @@
 #include <string>
 
 #include "core/checks.hpp"
+#include "ops/common/kernel_configs.hpp"
 #include "ops/ag_gemm/sm90_ag_gemm_kernel.hpp"
 #include "tilelink/core/error.hpp"
 #include "tilelink/ops/ag_gemm/ag_gemm_policy.hpp"
@@ -34,28 +35,11 @@ namespace {
 using ag_gemm_policy::kElementBytes;
 
 const detail::Sm90AgGemmConfigInfo* find_kernel(const std::string& name) {
-  const auto& configs = detail::sm90_ag_gemm_configs();
-  if (name.empty()) return &configs.front();
-  for (const auto& c : configs) {
-    if (name == c.name) return &c;
-  }
-  return nullptr;
+  return detail::find_config(detail::sm90_ag_gemm_configs(), name);
 }
 
 AllGatherArguments all_gather_arguments(const World& world, const AgGemmArguments& a) {
-  AllGatherArguments ag;
-  ag.gathered = a.a;
-  ag.gathered_offset = a.a_offset;
-  ag.rows_per_rank = a.m_per_rank;
-  ag.row_bytes = a.k * kElementBytes;
-  ag.config = a.config.comm;
-  if (ag.config.comm_rows == 0) {
-    ag.config.comm_rows = ag_gemm_policy::auto_comm_rows(ag.config.resource, a.m_per_rank, a.k);
-  }
-  if (ag.config.resource == CommResource::kSm && ag.config.num_blocks == 0) {
-    ag.config.num_blocks = static_cast<uint32_t>(std::max(1, world.sm_budget(0) / 8));
-  }
-  return ag;
+  return ag_gemm_policy::all_gather_arguments(world, a.a, a.a_offset, a.m_per_rank, a.k, a.config.comm);
 }
 
 int gemm_sm_count(const World& world, int rank, const AgGemmArguments& a, uint32_t comm_blocks) {
@@ -71,11 +55,7 @@ uint32_t choose_swizzle(const AgGemmArguments& a, const detail::Sm90AgGemmConfig
 
 const char* to_string(BLayout v) { return v == BLayout::kNK ? "nk" : "kn"; }
 
-std::vector<std::string> AgGemm::kernel_names() {
-  std::vector<std::string> names;
-  for (const auto& c : detail::sm90_ag_gemm_configs()) names.emplace_back(c.name);
-  return names;
-}
+std::vector<std::string> AgGemm::kernel_names() { return detail::config_names(detail::sm90_ag_gemm_configs()); }
 
 std::string AgGemm::can_implement(const World& world, const SymmetricHeap& heap, const AgGemmArguments& a) {
   if (a.b_layout != BLayout::kNK) {
@@ -90,11 +70,7 @@ std::string AgGemm::can_implement(const World& world, const SymmetricHeap& heap,
   if (std::string e = check_rank_pointers(world, a.b, "b"); !e.empty()) return e;
   if (std::string e = check_rank_pointers(world, a.c, "c"); !e.empty()) return e;
   const detail::Sm90AgGemmConfigInfo* kernel = find_kernel(a.config.kernel);
-  if (kernel == nullptr) {
-    std::string names;
-    for (const std::string& n : kernel_names()) names += (names.empty() ? "'" : ", '") + n + "'";
-    return "argument 'config.kernel' = '" + a.config.kernel + "': expected one of " + names;
-  }
+  if (kernel == nullptr) return detail::unknown_config(detail::sm90_ag_gemm_configs(), a.config.kernel);
   // Extents, alignment and swizzle first: the sizes checked next depend on them. The SM count is
   // checked per rank below, with the all-gather's share named.
   detail::Sm90AgGemmProblem p;

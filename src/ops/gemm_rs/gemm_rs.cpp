@@ -166,32 +166,10 @@ GemmRs::GemmRs(const World& world, SymmetricHeap& heap, SignalSet& signals, cons
     m_order_.push_back(std::move(table));
     host_m_order_.push_back(std::move(order));
   }
-  if (args.config.scatter == GemmRsScatter::kCopyEngine) {
-    int least = 0, greatest = 0;
-    TL_CUDA_CHECK(cudaDeviceGetStreamPriorityRange(&least, &greatest));
-    for (int r = 0; r < world.size(); ++r) {
-      world.set_device(r);
-      cudaStream_t s = nullptr;
-      cudaEvent_t begin = nullptr, end = nullptr;
-      TL_CUDA_CHECK(cudaStreamCreateWithPriority(&s, cudaStreamNonBlocking, greatest));
-      scatter_streams_.push_back(s);
-      TL_CUDA_CHECK(cudaEventCreateWithFlags(&begin, cudaEventDisableTiming));
-      scatter_begin_.push_back(begin);
-      TL_CUDA_CHECK(cudaEventCreateWithFlags(&end, cudaEventDisableTiming));
-      scatter_end_.push_back(end);
-    }
-  }
+  if (args.config.scatter == GemmRsScatter::kCopyEngine) scatter_ = SideStreams(world, true);
 }
 
-GemmRs::~GemmRs() {
-  for (size_t r = 0; r < scatter_streams_.size(); ++r) {
-    cudaSetDevice(world_->device(static_cast<int>(r)));
-    cudaStreamSynchronize(scatter_streams_[r]);
-    cudaStreamDestroy(scatter_streams_[r]);
-  }
-  for (cudaEvent_t e : scatter_begin_) cudaEventDestroy(e);
-  for (cudaEvent_t e : scatter_end_) cudaEventDestroy(e);
-}
+GemmRs::~GemmRs() = default;
 
 uint64_t GemmRs::run() {
   const World& world = *world_;
@@ -210,9 +188,8 @@ uint64_t GemmRs::run() {
                                   args_.recv != nullptr ? args_.recv->data(r) : nullptr,
                                   args_.out[static_cast<size_t>(r)], reduce_blocks_, kernel_cluster_,
                                   world.comm_stream(r));
-    if (plan_.scatter == GemmRsScatter::kCopyEngine) {  // the copies read this call's partial
-      TL_CUDA_CHECK(cudaStreamWaitEvent(world.comm_stream(r), scatter_end_[static_cast<size_t>(r)], 0));
-    }
+    // The copies read this call's partial.
+    if (plan_.scatter == GemmRsScatter::kCopyEngine) scatter_.join_into(r, world.comm_stream(r));
     world.compute_after_comm(r);
   }
   return epoch;
@@ -229,15 +206,11 @@ void GemmRs::run_gemm_only() {
 // previous call's reduction and exit barrier: no owner still reads the slots they overwrite);
 // the comm stream waits for them after launching the reduction.
 void GemmRs::enqueue_scatter(int rank) {
-  world_->set_device(rank);
-  const size_t r = static_cast<size_t>(rank);
-  TL_CUDA_CHECK(cudaEventRecord(scatter_begin_[r], world_->comm_stream(rank)));
-  TL_CUDA_CHECK(cudaStreamWaitEvent(scatter_streams_[r], scatter_begin_[r], 0));
-  StreamCtx h{rank, world_->size(), scatter_streams_[r]};
+  scatter_.fork_from(rank, world_->comm_stream(rank));
+  StreamCtx h{rank, world_->size(), scatter_.stream(rank)};
   gemm_rs_copy_engine_scatter(h, plan_, slice_.host_view(rank), heap_->host_view(rank),
                               host_m_order_[static_cast<size_t>(rank)].data(), args_.partial->data(rank),
                               args_.recv->data(rank), 2);
-  TL_CUDA_CHECK(cudaEventRecord(scatter_end_[r], scatter_streams_[r]));
 }
 
 }  // namespace tilelink

@@ -6,6 +6,7 @@
 #include <cstdint>
 
 #include "tilelink/comm/collectives.hpp"
+#include "tilelink/runtime/world.hpp"
 
 namespace tilelink::ag_gemm_policy {
 
@@ -41,6 +42,24 @@ inline uint32_t auto_swizzle(uint32_t configured, uint32_t band_rows, uint32_t m
   uint32_t s = 1;
   while (s < 8 && 2 * s * band_rows <= m_per_rank && 2ull * s * band_rows * row_bytes <= l2_share) s *= 2;
   return s;
+}
+
+// The all-gather of an op whose GEMM consumes gathered rows (AG+GEMM's A, MoE's tokens): rows
+// of k bf16, `config` with its automatic choices filled in (comm_rows; SM blocks =
+// max(1, sm_budget / 8)).
+inline AllGatherArguments all_gather_arguments(const World& world, const SymmetricBuffer* gathered, size_t offset,
+                                               uint32_t rows_per_rank, uint32_t k, const AllGatherConfig& config) {
+  AllGatherArguments ag;
+  ag.gathered = gathered;
+  ag.gathered_offset = offset;
+  ag.rows_per_rank = rows_per_rank;
+  ag.row_bytes = k * kElementBytes;
+  ag.config = config;
+  if (ag.config.comm_rows == 0) ag.config.comm_rows = auto_comm_rows(ag.config.resource, rows_per_rank, k);
+  if (ag.config.resource == CommResource::kSm && ag.config.num_blocks == 0) {
+    ag.config.num_blocks = static_cast<uint32_t>(std::max(1, world.sm_budget(0) / 8));
+  }
+  return ag;
 }
 
 }  // namespace tilelink::ag_gemm_policy

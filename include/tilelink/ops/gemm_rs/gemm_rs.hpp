@@ -24,6 +24,7 @@
 
 #include "tilelink/ops/gemm_rs/gemm_rs_fused.hpp"
 #include "tilelink/runtime/device_buffer.hpp"
+#include "tilelink/runtime/side_streams.hpp"
 #include "tilelink/runtime/signal_set.hpp"
 #include "tilelink/runtime/symmetric_heap.hpp"
 #include "tilelink/runtime/world.hpp"
@@ -88,8 +89,7 @@ class GemmRs {
   std::vector<std::vector<uint32_t>> host_m_order_;  // the same, for the copy-engine scatter
   // Copy-engine scatter: per rank a stream of its own (its waits must not hold back the
   // reduction kernel on the comm stream) and the events that order it with the comm stream.
-  std::vector<cudaStream_t> scatter_streams_;
-  std::vector<cudaEvent_t> scatter_begin_, scatter_end_;
+  SideStreams scatter_;  // copy-engine scatter only
   std::vector<std::unique_ptr<detail::Sm90GemmRsKernel>> kernels_;
 };
 

@@ -1,0 +1,34 @@
+// Lookup of an op's compiled kernel configurations by name (the *ConfigInfo tables of the sm90
+// kernels): "" picks the first (the default).
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace tilelink::detail {
+
+template <class Info>
+const Info* find_config(const std::vector<Info>& configs, const std::string& name) {
+  if (name.empty()) return &configs.front();
+  for (const Info& c : configs) {
+    if (name == c.name) return &c;
+  }
+  return nullptr;
+}
+
+template <class Info>
+std::vector<std::string> config_names(const std::vector<Info>& configs) {
+  std::vector<std::string> names;
+  for (const Info& c : configs) names.emplace_back(c.name);
+  return names;
+}
+
+// "argument 'config.kernel' = '<name>': expected one of '<a>', '<b>'".
+template <class Info>
+std::string unknown_config(const std::vector<Info>& configs, const std::string& name) {
+  std::string names;
+  for (const Info& c : configs) names += (names.empty() ? "'" : ", '") + std::string(c.name) + "'";
+  return "argument 'config.kernel' = '" + name + "': expected one of " + names;
+}
+
+}  // namespace tilelink::detail
