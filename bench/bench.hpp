@@ -11,6 +11,8 @@
 #include "tilelink/ops/ag_gemm/ag_gemm.hpp"
 #include "tilelink/ops/gemm_rs/gemm_rs.hpp"
 #include "tilelink/ops/mlp/mlp.hpp"
+#include "tilelink/ops/moe/moe_ag_gemm.hpp"
+#include "tilelink/ops/moe/synthetic_routing.hpp"
 
 namespace tilelink::bench {
 
@@ -109,5 +111,23 @@ struct MlpBenchOptions {
 // all-gather, cuBLAS fc1, activation, cuBLAS fc2, copy-engine reduce-scatter), its parts and the
 // ideal max(T_fc1, T_ag) + T_act + max(T_fc2, T_rs). mlp.cu.
 Table bench_mlp(const MlpBenchOptions& options);
+
+struct MoeBenchOptions {
+  int world = 8;
+  uint32_t m = 8192;              // tokens over all ranks
+  uint32_t hidden = 4096;         // Mixtral-8x7B
+  uint32_t intermediate = 14336;  // each expert's, over all ranks
+  uint32_t experts = 8;
+  uint32_t topk = 2;
+  SyntheticRouting routing = SyntheticRouting::kUniform;
+  MoeAgGroupGemmConfig config;
+  TimingOptions timing;
+  uint64_t seed = 1;
+};
+
+// MoeAgGroupGemm::run (all-gather + gather + grouped GEMM) against the non-overlapped chain
+// (copy-engine all-gather, row gather, a cuBLAS GEMM per expert), its parts, a dense cuBLAS GEMM
+// of the same FLOPs and the ideal max(T_gemm, T_ag). moe.cu.
+Table bench_moe_ag(const MoeBenchOptions& options);
 
 }  // namespace tilelink::bench

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # One call on the GPU machine: build, GPU + CPU tests, benchmarks. Logs go to $OUT (the device
-# tool brings back at most 8 files). Usage: scripts/device_run.sh [tests|bench|ops|ops_rs|sweep|sweep_rs|sanitize|all, or several joined by commas] [extra gtest args]
+# tool brings back at most 8 files). Usage: scripts/device_run.sh [tests|bench|ops|ops_rs|moe|sweep|sweep_rs|sanitize|all, or several joined by commas] [extra gtest args]
 set -uo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 out=${OUT:-$root/device-out}
@@ -19,7 +19,7 @@ status=0
 if [[ $mode == *tests* || $mode == all ]]; then
   "$build/tests/tilelink_cpu_tests" --gtest_brief=1 >"$out/cpu_tests.log" 2>&1 || status=1
   tail -3 "$out/cpu_tests.log"
-  timeout 300 "$build/tests/tilelink_gpu_tests" "${@:2}" >"$out/gpu_tests.log" 2>&1 || { rc=$?; status=1; echo "gpu tests: exit $rc"; }
+  timeout 420 "$build/tests/tilelink_gpu_tests" "${@:2}" >"$out/gpu_tests.log" 2>&1 || { rc=$?; status=1; echo "gpu tests: exit $rc"; }
   grep -E "^\[  (FAILED|PASSED|SKIPPED) |tests? from .* ran|device (still busy|error)" "$out/gpu_tests.log" | tail -30
 fi
 if [[ $mode == *bench* || $mode == all ]]; then
@@ -46,6 +46,18 @@ if [[ $mode == *ops* || $mode == all ]]; then
       timeout 200 "$tl" bench mlp --world 8 --model llama3-70b --activation gelu --json "$out/bench_mlp_w8_gelu.json"
   } >"$out/bench_ops.log" 2>&1 || status=1
   grep -E "^(==|tilelink|non-over|cuBLAS|ideal|fused|note: config|tilelink bench)" "$out/bench_ops.log" | tail -90
+fi
+if [[ $mode == *moe* || $mode == all ]]; then
+  # MoE part 1 on the DESIGN.md section 8 models, 8192 tokens: world 1 (grouped GEMM vs cuBLAS) and world 8.
+  # MOE_MODELS narrows the list.
+  {
+    for model in ${MOE_MODELS:-mixtral-8x7b mixtral-8x22b qwen1.5-moe deepseek-moe}; do
+      for world in 1 8; do
+        timeout 200 "$build/tilelink" bench moe_ag --world $world --model $model --json "$out/bench_moe_ag_${model}_w$world.json" || exit 1
+      done
+    done
+  } >"$out/bench_moe.log" 2>&1 || status=1
+  grep -E "^(==|tilelink|non-over|cuBLAS|ideal|gather|all-gather|note: config|error)" "$out/bench_moe.log" | tail -90
 fi
 if [[ $mode == *sweep_rs* ]]; then
   "$root/scripts/gemm_rs_sweep.sh" "$build" "$out"

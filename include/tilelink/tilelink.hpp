@@ -10,6 +10,8 @@
 #include "tilelink/ops/ag_gemm/ag_gemm.hpp"
 #include "tilelink/ops/gemm_rs/gemm_rs.hpp"
 #include "tilelink/ops/mlp/mlp.hpp"
+#include "tilelink/ops/moe/moe_ag_gemm.hpp"
+#include "tilelink/ops/moe/moe_mapping_device.hpp"
 #include "tilelink/primitives/host.hpp"
 #include "tilelink/primitives/signal.hpp"
 #include "tilelink/primitives/symmetric.hpp"

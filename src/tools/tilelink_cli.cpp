@@ -10,6 +10,8 @@
 //   tilelink bench gemm_rs [--world N] [--m --n --k | --shapes paper] [--scatter pull|push|ce] [...]
 //   tilelink bench mlp [--world N] [--model llama3-70b | --hidden H --intermediate I] [--m TOKENS]
 //       [--activation swiglu|gelu] [--scatter pull|push|ce] [--granularity tile|row|rank]
+//   tilelink bench moe_ag [--world N] [--model mixtral-8x7b | --hidden --intermediate --experts --topk]
+//       [--m TOKENS] [--routing uniform|skewed|few_experts] [--gather-blocks G]
 //   tilelink plan ag_gemm [--world N] [--nodes K] [--m --n --k] [--bm --bn] [--comm-rows R]
 //       [--resource ce|sm] [--blocks k] [--order mesh|ring] [--trace FILE] [--svg FILE]
 //   tilelink plan gemm_rs [--world N] [--nodes K] [--m --n --k] [--bm --bn] [--reduce-ctas R]
@@ -426,6 +428,61 @@ int cmd_mlp(MlpArgs a, const std::string& command) {
   return 0;
 }
 
+// `tilelink bench moe_ag`: MoE part 1 against the per-expert cuBLAS chain.
+struct MoeArgs {
+  int world = 8;
+  uint32_t m = 8192, hidden = 4096, intermediate = 14336, experts = 8, topk = 2;
+  std::string model;  // sets hidden, intermediate, experts and topk
+  std::string routing = "uniform";
+  uint32_t gather_blocks = 0, gemm_sms = 0, swizzle = 0;
+  std::string kernel;
+  int warmup = 3, iters = 10;
+  std::string json;
+  uint64_t seed = 0;
+  CLI::Option* seed_option = nullptr;
+};
+
+// Models' MoE shapes (hidden, each expert's intermediate, experts, top-k), DESIGN.md §8.
+struct MoeModel {
+  const char* name;
+  uint32_t hidden, intermediate, experts, topk;
+};
+constexpr MoeModel kMoeModels[] = {{"mixtral-8x7b", 4096, 14336, 8, 2},
+                                   {"mixtral-8x22b", 6144, 16384, 8, 2},
+                                   {"qwen1.5-moe", 2048, 1408, 60, 4},
+                                   {"deepseek-moe", 2048, 1408, 64, 6}};
+
+int cmd_moe_ag(MoeArgs a, const std::string& command) {
+  check_writable(a.json);
+  for (const MoeModel& model : kMoeModels) {
+    if (a.model == model.name) {
+      a.hidden = model.hidden;
+      a.intermediate = model.intermediate;
+      a.experts = model.experts;
+      a.topk = model.topk;
+    }
+  }
+  tb::MoeBenchOptions o;
+  o.world = a.world;
+  o.m = a.m;
+  o.hidden = a.hidden;
+  o.intermediate = a.intermediate;
+  o.experts = a.experts;
+  o.topk = a.topk;
+  o.routing = a.routing == "skewed"        ? tilelink::SyntheticRouting::kSkewed
+              : a.routing == "few_experts" ? tilelink::SyntheticRouting::kFewExperts
+                                           : tilelink::SyntheticRouting::kUniform;
+  o.config.gather_blocks = a.gather_blocks;
+  o.config.gemm_sms = a.gemm_sms;
+  o.config.swizzle = a.swizzle;
+  o.config.kernel = a.kernel;
+  o.timing = {a.warmup, a.iters};
+  o.seed = a.seed;
+  run_shapes(a.world, "bench moe_ag", {{a.m, a.intermediate, a.hidden}}, command, a.seed, a.json,
+             [&](const Mnk&) { return tb::bench_moe_ag(o); });
+  return 0;
+}
+
 // The table of a plan command (non-overlapped, decomposed, fused, ideal) and its timeline files.
 template <class Prediction>
 void print_plan(const std::string& name, const std::string& title, const Prediction& r, const std::string& trace,
@@ -635,6 +692,26 @@ int main(int argc, char** argv) {
   gemm_rs->add_option("--json", grs.json, "also write the results as JSON to FILE");
   grs.seed_option = gemm_rs->add_option("--seed", grs.seed, "random seed of the inputs; default: a fresh one");
 
+  MoeArgs moe_args;
+  CLI::App* moe = bench->add_subcommand("moe_ag", "time tilelink::MoeAgGroupGemm (MoE part 1: all-gather + gather + grouped GEMM) against the per-expert cuBLAS chain");
+  moe->add_option("--world", moe_args.world, "virtual ranks on device 0")->capture_default_str()->check(CLI::Range(1, tilelink::kMaxWorldSize));
+  moe->add_option("--m", moe_args.m, "tokens over all ranks (each rank holds m / world)")->capture_default_str()->check(CLI::PositiveNumber);
+  CLI::Option* moe_model = moe->add_option("--model", moe_args.model, "take the shape from a model: mixtral-8x7b, mixtral-8x22b, qwen1.5-moe, deepseek-moe")
+                               ->check(CLI::IsMember({"mixtral-8x7b", "mixtral-8x22b", "qwen1.5-moe", "deepseek-moe"}));
+  moe->add_option("--hidden", moe_args.hidden, "hidden size H (the GEMM's K)")->capture_default_str()->check(CLI::PositiveNumber)->excludes(moe_model);
+  moe->add_option("--intermediate", moe_args.intermediate, "each expert's intermediate size over all ranks (n = intermediate / world)")->capture_default_str()->check(CLI::PositiveNumber)->excludes(moe_model);
+  moe->add_option("--experts", moe_args.experts, "experts")->capture_default_str()->check(CLI::Range(1, 1024))->excludes(moe_model);
+  moe->add_option("--topk", moe_args.topk, "experts per token")->capture_default_str()->check(CLI::Range(1, 1024))->excludes(moe_model);
+  moe->add_option("--routing", moe_args.routing, "synthetic routing: uniform, skewed (expert 0 hot) or few_experts")->capture_default_str()->check(CLI::IsMember({"uniform", "skewed", "few_experts"}));
+  moe->add_option("--gather-blocks", moe_args.gather_blocks, "gather CTAs per rank (0 = automatic)")->capture_default_str();
+  moe->add_option("--gemm-sms", moe_args.gemm_sms, "grouped GEMM CTAs per rank (0 = automatic)")->capture_default_str();
+  moe->add_option("--swizzle", moe_args.swizzle, "rasterization swizzle 1, 2, 4, 8 (0 = automatic)")->capture_default_str()->check(CLI::IsMember({0, 1, 2, 4, 8}));
+  moe->add_option("--kernel", moe_args.kernel, "grouped GEMM configuration: 128x256x64_c1x2 (default) or 128x128x64_c1x2");
+  moe->add_option("--warmup", moe_args.warmup, "untimed calls before timing")->capture_default_str()->check(CLI::Range(0, 1000000));
+  moe->add_option("--iters", moe_args.iters, "timed calls (the median is reported)")->capture_default_str()->check(CLI::Range(1, 1000000));
+  moe->add_option("--json", moe_args.json, "also write the results as JSON to FILE");
+  moe_args.seed_option = moe->add_option("--seed", moe_args.seed, "random seed of the inputs and routing; default: a fresh one");
+
   MlpArgs mlp_args;
   CLI::App* mlp = bench->add_subcommand("mlp", "time tilelink::Mlp (AG+GEMM -> activation -> GEMM+RS) against the non-overlapped chain");
   mlp->add_option("--world", mlp_args.world, "virtual ranks on device 0")->capture_default_str()->check(CLI::Range(1, tilelink::kMaxWorldSize));
@@ -737,6 +814,10 @@ int main(int argc, char** argv) {
     if (*gemm_rs) {
       if (grs.seed_option->count() == 0) grs.seed = fresh_seed();
       return cmd_gemm_rs(grs, command);
+    }
+    if (*moe) {
+      if (moe_args.seed_option->count() == 0) moe_args.seed = fresh_seed();
+      return cmd_moe_ag(moe_args, command);
     }
     if (*mlp) {
       if (mlp_args.seed_option->count() == 0) mlp_args.seed = fresh_seed();

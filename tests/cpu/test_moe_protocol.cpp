@@ -1,7 +1,8 @@
 // MoE on the CPU executor. Part 1 (all-gather + gather + grouped GEMM): the dynamic mapping built
 // from random routings (uniform, skewed to one expert, experts left without tokens), top-k 1, 2,
 // 4, 6 and 8, token counts that are not multiples of the tile, world 1-8; the all-gather runs
-// next to compute blocks that wait per tile on the token rows the mapping names. Every (token, k)
+// next to gather blocks that wait per tile on the token rows the mapping names and copy them
+// into expert-sorted rows, and compute blocks that wait per tile on the gather. Every (token, k)
 // pair's output row must equal x_token * W_expert, bit for bit, and padding rows must be zero.
 // Part 2 (grouped GEMM + top-k weighted reduce + reduce-scatter): every owner's tokens must equal
 // the rank-order sum of the per-rank top-k weighted sums, bit for bit.
@@ -16,33 +17,13 @@
 #include "cpu_test_util.hpp"
 #include "tilelink/ops/moe/moe_mapping.hpp"
 #include "tilelink/ops/moe/moe_rs_protocol.hpp"
+#include "tilelink/ops/moe/synthetic_routing.hpp"
 
 namespace tilelink::test {
 namespace {
 
-enum class Routing { kUniform, kSkewed, kFewExperts };
-
-const char* name(Routing r) {
-  return r == Routing::kUniform ? "uniform" : r == Routing::kSkewed ? "skewed" : "few_experts";
-}
-
-// Distinct experts per token. kSkewed: expert 0 first for ~90 % of the tokens. kFewExperts: the
-// tokens use only the first topk + 1 experts (the others get none).
-std::vector<int32_t> random_routing(std::mt19937_64& rng, uint32_t tokens, uint32_t topk, uint32_t experts,
-                                    Routing kind) {
-  std::vector<int32_t> ids(size_t(tokens) * topk);
-  const uint32_t used = kind == Routing::kFewExperts ? std::min(experts, topk + 1) : experts;
-  std::vector<int32_t> pool(used);
-  for (uint32_t t = 0; t < tokens; ++t) {
-    std::iota(pool.begin(), pool.end(), 0);
-    std::shuffle(pool.begin(), pool.end(), rng);
-    if (kind == Routing::kSkewed && rng() % 10 != 0) {
-      std::iter_swap(pool.begin(), std::find(pool.begin(), pool.end(), 0));
-    }
-    std::copy(pool.begin(), pool.begin() + topk, ids.begin() + size_t(t) * topk);
-  }
-  return ids;
-}
+using Routing = SyntheticRouting;
+using tilelink::to_string;
 
 struct MoeCase {
   int world;
@@ -53,7 +34,7 @@ struct MoeCase {
 std::string describe(const MoeCase& c) {
   return "world " + std::to_string(c.world) + " tokens/rank " + std::to_string(c.tokens_per_rank) + " experts " +
          std::to_string(c.experts) + " topk " + std::to_string(c.topk) + " bm " + std::to_string(c.bm) + " " +
-         name(c.routing);
+         to_string(c.routing);
 }
 
 // The tables' invariants, against the routing.
@@ -107,15 +88,17 @@ std::string run_moe(const MoeCase& c, uint64_t seed, int calls) {
 
   // Room for the padded rows of any routing: every expert may pad up to bm - 1 rows.
   const uint32_t max_rows = tokens * c.topk + c.experts * c.bm;
-  cpu::Executor ex(c.world, 64 << 20, ag.num_channels(), stress_options(seed));
+  const uint32_t max_tiles = max_rows / c.bm;
+  cpu::Executor ex(c.world, 64 << 20, ag.num_channels() + max_tiles, stress_options(seed));
   const uint32_t op = ex.register_op("moe_ag_group_gemm");
   const size_t x_off = ex.allocate(size_t(tokens) * ag.pitch);
   const size_t w_off = ex.allocate(size_t(c.experts) * c.k * c.n * 4);
   const size_t out_off = ex.allocate(size_t(max_rows) * c.n * 4);
+  const size_t sorted_off = ex.allocate(size_t(max_rows) * ag.pitch);
 
   std::mt19937_64 rng(seed);
   for (int call = 1; call <= calls; ++call) {
-    const std::vector<int32_t> ids = random_routing(rng, tokens, c.topk, c.experts, c.routing);
+    const std::vector<int32_t> ids = synthetic_routing(rng, tokens, c.topk, c.experts, c.routing);
     const MoeRouting routing{tokens, c.topk, c.experts, ids.data(), nullptr};
     if (std::string e = check_moe_routing(routing); !e.empty()) return describe(c) + ": " + e;
     const MoeMapping m = build_moe_mapping(routing, c.bm);
@@ -132,17 +115,27 @@ std::string run_moe(const MoeCase& c, uint64_t seed, int calls) {
       std::memcpy(ex.at<char>(r, x_off) + size_t(r) * c.tokens_per_rank * ag.pitch,
                   x.data() + size_t(r) * c.tokens_per_rank * c.k, size_t(c.tokens_per_rank) * ag.pitch);
       std::memset(ex.at<float>(r, out_off), kPoison, size_t(max_rows) * c.n * 4);
+      std::memset(ex.at<float>(r, sorted_off), kPoison, size_t(max_rows) * ag.pitch);
     }
     const uint64_t epoch = static_cast<uint64_t>(call);
+    auto ag_sig = [&](int r) { return ex.signals(r, 0, ag.num_channels(), epoch, op); };
+    auto gather_sig = [&](int r) { return ex.signals(r, ag.num_channels(), max_tiles, epoch, op); };
     ex.run({{"comm", 2,
              [&](cpu::BlockCtx& ctx) {
-               all_gather_block(ctx, ag, ex.signals(ctx.rank(), 0, ag.num_channels(), epoch, op), ex.heap(ctx.rank()),
-                                ex.at<char>(ctx.rank(), x_off));
+               all_gather_block(ctx, ag, ag_sig(ctx.rank()), ex.heap(ctx.rank()), ex.at<char>(ctx.rank(), x_off));
+             }},
+            {"gather", 2,
+             [&](cpu::BlockCtx& ctx) {
+               const int r = ctx.rank();
+               moe_gather_block(ctx, ag, ag_sig(r), view, order[r].data(), gather_sig(r), 0, [&](uint32_t t) {
+                 moe_gather_rows<uint32_t>(ctx.lanes(), ag, view, t, ex.at<char>(r, x_off),
+                                           ex.at<char>(r, sorted_off), c.k * 4);
+               });
              }},
             {"group_gemm", 3, [&](cpu::BlockCtx& ctx) {
                const int r = ctx.rank();
-               moe_ag_group_gemm_block(ctx, ag, view, order[r].data(), ex.signals(r, 0, ag.num_channels(), epoch, op),
-                                       ex.at<char>(r, x_off), c.k, ex.at<float>(r, w_off), c.n, ex.at<float>(r, out_off));
+               moe_group_gemm_block(ctx, view, order[r].data(), gather_sig(r), 0, ex.at<float>(r, sorted_off), c.k,
+                                    ex.at<float>(r, w_off), c.n, ex.at<float>(r, out_off));
              }}});
 
     for (uint32_t r = 0; r < w; ++r) {
@@ -185,7 +178,7 @@ INSTANTIATE_TEST_SUITE_P(World, MoeProtocolTest,
                          ::testing::Combine(::testing::Range(1, 9),
                                             ::testing::Values(Routing::kUniform, Routing::kSkewed, Routing::kFewExperts)),
                          [](const ::testing::TestParamInfo<MoeProtocolTest::ParamType>& info) {
-                           return "world" + std::to_string(std::get<0>(info.param)) + "_" + name(std::get<1>(info.param));
+                           return "world" + std::to_string(std::get<0>(info.param)) + "_" + to_string(std::get<1>(info.param));
                          });
 
 
@@ -210,7 +203,7 @@ std::string run_moe_rs(const MoeCase& c, uint64_t seed, int calls) {
 
   std::mt19937_64 rng(seed);
   for (int call = 1; call <= calls; ++call) {
-    const std::vector<int32_t> ids = random_routing(rng, tokens, c.topk, c.experts, c.routing);
+    const std::vector<int32_t> ids = synthetic_routing(rng, tokens, c.topk, c.experts, c.routing);
     const std::vector<float> weights = random_floats(rng, size_t(tokens) * c.topk);
     const MoeMapping m = build_moe_mapping({tokens, c.topk, c.experts, ids.data(), weights.data()}, c.bm);
     const MoeMappingView view = m.view();
@@ -292,7 +285,7 @@ INSTANTIATE_TEST_SUITE_P(World, MoeRsProtocolTest,
                          ::testing::Combine(::testing::Range(1, 9),
                                             ::testing::Values(Routing::kUniform, Routing::kSkewed, Routing::kFewExperts)),
                          [](const ::testing::TestParamInfo<MoeRsProtocolTest::ParamType>& info) {
-                           return "world" + std::to_string(std::get<0>(info.param)) + "_" + name(std::get<1>(info.param));
+                           return "world" + std::to_string(std::get<0>(info.param)) + "_" + to_string(std::get<1>(info.param));
                          });
 
 TEST(MoeMapping, TilesRunInArrivalOrderOwnShardFirst) {

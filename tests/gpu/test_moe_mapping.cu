@@ -12,22 +12,10 @@
 
 #include "gpu_test_util.hpp"
 #include "tilelink/ops/moe/moe_mapping_device.hpp"
+#include "tilelink/ops/moe/synthetic_routing.hpp"
 
 namespace tilelink::test::moe {
 namespace {
-
-std::vector<int32_t> routing(std::mt19937_64& rng, uint32_t tokens, uint32_t topk, uint32_t experts, int kind) {
-  std::vector<int32_t> ids(size_t(tokens) * topk);
-  const uint32_t used = kind == 2 ? std::min(experts, topk + 1) : experts;  // 2: most experts get nothing
-  std::vector<int32_t> pool(used);
-  for (uint32_t t = 0; t < tokens; ++t) {
-    std::iota(pool.begin(), pool.end(), 0);
-    std::shuffle(pool.begin(), pool.end(), rng);
-    if (kind == 1 && rng() % 10 != 0) std::iter_swap(pool.begin(), std::find(pool.begin(), pool.end(), 0));  // skewed
-    std::copy(pool.begin(), pool.begin() + topk, ids.begin() + size_t(t) * topk);
-  }
-  return ids;
-}
 
 std::vector<uint32_t> fetch(const uint32_t* p, size_t n) { return download<uint32_t>(p, n); }
 
@@ -42,8 +30,8 @@ TEST(MoeMappingDevice, MatchesTheHostTablesAndTileOrders) {
         const uint32_t experts = 16, bm = 128, per_rank = 1000 + 37 * world;  // nothing divides
         const uint32_t tokens = world * per_rank;
         SCOPED_TRACE("world " + std::to_string(world) + " topk " + std::to_string(topk) + " routing " +
-                     std::to_string(kind));
-        const std::vector<int32_t> ids = routing(rng, tokens, topk, experts, kind);
+                     to_string(SyntheticRouting(kind)));
+        const std::vector<int32_t> ids = synthetic_routing(rng, tokens, topk, experts, SyntheticRouting(kind));
         DeviceBuffer ids_dev(ids.size() * 4, 0);
         upload(ids_dev.get(), ids.data(), ids_dev.bytes());
         MoeMappingBuffers dev(tokens, topk, experts, bm, 0);

@@ -33,9 +33,11 @@ __device__ uint32_t block_append(bool flag, uint32_t& base, uint32_t* warp_count
   return pos;
 }
 
-__global__ void count_kernel(const int32_t* ids, uint64_t pairs, uint32_t* count) {
+// An id out of range (a routing check_moe_routing would refuse) is dropped rather than counted
+// out of bounds.
+__global__ void count_kernel(const int32_t* ids, uint64_t pairs, uint32_t experts, uint32_t* count) {
   for (uint64_t p = blockIdx.x * uint64_t(blockDim.x) + threadIdx.x; p < pairs; p += uint64_t(gridDim.x) * blockDim.x) {
-    atomicAdd(count + ids[p], 1u);
+    if (static_cast<uint32_t>(ids[p]) < experts) atomicAdd(count + ids[p], 1u);
   }
 }
 
@@ -127,7 +129,7 @@ void MoeMappingBuffers::build(const int32_t* ids, cudaStream_t stream) {
   const uint64_t pairs = uint64_t(tokens_) * topk_;
   TL_CUDA_CHECK(cudaMemsetAsync(count_.get(), 0, count_.bytes(), stream));
   TL_CUDA_CHECK(cudaMemsetAsync(row_pair_.get(), 0xFF, row_pair_.bytes(), stream));
-  count_kernel<<<256, kThreads, 0, stream>>>(ids, pairs, count_.get<uint32_t>());
+  count_kernel<<<256, kThreads, 0, stream>>>(ids, pairs, experts_, count_.get<uint32_t>());
   TL_CUDA_CHECK(cudaGetLastError());
   offsets_kernel<<<1, 32, 0, stream>>>(count_.get<uint32_t>(), experts_, bm_, row_offset_.get<uint32_t>(),
                                        num_tiles_.get<uint32_t>());

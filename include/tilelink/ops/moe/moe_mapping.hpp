@@ -1,7 +1,9 @@
 // MoE, part 1 (all-gather + gather + grouped GEMM): the dynamic mapping from routing to tiles.
 //
 // Tokens X (M x H) are sharded by rank in row blocks (rank r holds rows [r M/P, (r+1) M/P)) and
-// all-gathered with the all-gather protocol (comm/all_gather.hpp). Routing gives each token its
+// all-gathered with the all-gather protocol (comm/all_gather.hpp); gather blocks copy each
+// tile's token rows into expert-sorted order as they arrive (moe_gather_block) and the grouped
+// GEMM waits per tile on the gather (moe_group_gemm_block). Routing gives each token its
 // top-k experts. The grouped GEMM computes, for every (token, k) pair, the row x_token * W_e of
 // the pair's expert e, in expert-sorted order:
 //
@@ -142,31 +144,60 @@ inline void make_moe_tile_order(const AllGatherPlan& ag, uint32_t rank, const Mo
   }
 }
 
+// Gather blocks of one rank: part 1's stage between the all-gather and the grouped GEMM (whose
+// TMA loads cannot gather rows). For each tile in `order`: wait for its token rows (the
+// all-gather's channels), copy_tile(t) -- every pair's token row of the gathered x into the tile's
+// rows of the expert-sorted A, zeros for padding rows (moe_gather_rows) -- then notify channel
+// `channel0 + t` of `gsig`, on which the grouped GEMM's producer waits before it loads the tile.
+TL_PROTOCOL
+template <class Ctx, class CopyTile>
+TL_HOST_DEVICE void moe_gather_block(Ctx& ctx, const AllGatherPlan& ag, const SignalView& ag_sig,
+                                     const MoeMappingView& m, const uint32_t* order, const SignalView& gsig,
+                                     uint32_t channel0, CopyTile&& copy_tile) {
+  for (uint32_t i = ctx.block(); i < m.num_tiles; i += ctx.num_blocks()) {
+    const uint32_t t = order[i];
+    if (m.tile_span[t] != 0) all_gather_wait_rows(ctx, ag, ag_sig, m.tile_token0[t], m.tile_span[t], int32_t(t));
+    copy_tile(t);
+    ctx.producer_tile_notify(gsig, channel0 + t);
+  }
+}
+
+// copy_tile of moe_gather_block, lane by lane in elements of type V: tile t's rows of `sorted`
+// (row pitch row_bytes, a multiple of sizeof(V)) from the rows of x (pitch ag.pitch).
+template <class V>
+TL_HOST_DEVICE void moe_gather_rows(Lanes lanes, const AllGatherPlan& ag, const MoeMappingView& m, uint32_t t,
+                                    const void* x, void* sorted, uint32_t row_bytes) {
+  const uint32_t per_row = row_bytes / sizeof(V);
+  for (uint32_t e = lanes.id; e < m.bm * per_row; e += lanes.count) {
+    const uint32_t row = t * m.bm + e / per_row;
+    const uint32_t pair = m.row_pair[row];
+    V* dst = reinterpret_cast<V*>(static_cast<char*>(sorted) + uint64_t(row) * row_bytes) + e % per_row;
+    if (pair == kPadRow) {
+      *dst = V{};
+    } else {
+      *dst = reinterpret_cast<const V*>(static_cast<const char*>(x) + uint64_t(pair / m.topk) * ag.pitch)[e % per_row];
+    }
+  }
+}
+
 // Compute blocks of one rank (the grouped GEMM with a naive inner product standing in for the
-// CUTLASS mainloop): for each tile in `order`, wait for its token rows, then for each of its
-// rows out[row] = x[token] * W_e (zero for padding rows). x: gathered, tokens x k floats (row
-// pitch ag.pitch); w: experts x k x n floats (expert e's k x n slice of this rank); out:
-// m.rows() x n floats.
+// CUTLASS mainloop, whose producer does the same waits): for each tile in `order`, wait on its
+// gather channel, then out[row] = sorted[row] * W_e for each of its rows (padding rows are zero
+// in `sorted`, so they come out zero). sorted: m.rows() x k floats; w: experts x k x n floats
+// (expert e's k x n slice of this rank); out: m.rows() x n floats.
 TL_PROTOCOL
 template <class Ctx>
-TL_HOST_DEVICE void moe_ag_group_gemm_block(Ctx& ctx, const AllGatherPlan& ag, const MoeMappingView& m,
-                                            const uint32_t* order, const SignalView& sig, const void* x, uint32_t k,
-                                            const float* w, uint32_t n, float* out) {
+TL_HOST_DEVICE void moe_group_gemm_block(Ctx& ctx, const MoeMappingView& m, const uint32_t* order,
+                                         const SignalView& gsig, uint32_t channel0, const float* sorted, uint32_t k,
+                                         const float* w, uint32_t n, float* out) {
   const Lanes lanes = ctx.lanes();
   for (uint32_t i = ctx.block(); i < m.num_tiles; i += ctx.num_blocks()) {
     const uint32_t t = order[i];
-    if (m.tile_span[t] != 0) all_gather_wait_rows(ctx, ag, sig, m.tile_token0[t], m.tile_span[t], int32_t(t));
+    ctx.consumer_tile_wait(gsig, channel0 + t, 1, 1, int32_t(t));
     const float* w_e = w + uint64_t(m.tile_expert[t]) * k * n;
     for (uint32_t e = lanes.id; e < m.bm * n; e += lanes.count) {
       const uint32_t row = t * m.bm + e / n, col = e % n;
-      const uint32_t pair = m.row_pair[row];
-      float acc = 0.f;
-      if (pair != kPadRow) {
-        const float* x_row =
-            reinterpret_cast<const float*>(static_cast<const char*>(x) + uint64_t(pair / m.topk) * ag.pitch);
-        acc = naive_dot(x_row, w_e, k, n, col);
-      }
-      out[uint64_t(row) * n + col] = acc;
+      out[uint64_t(row) * n + col] = naive_dot(sorted + uint64_t(row) * k, w_e, k, n, col);
     }
   }
 }

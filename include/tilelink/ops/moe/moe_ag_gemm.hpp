@@ -1,0 +1,124 @@
+// MoE part 1: all-gather of the tokens + gather by expert + grouped GEMM, overlapped.
+//
+// Tensor-parallel MoE: every rank holds a row shard of the tokens X (tokens_per_rank x hidden)
+// and, for every expert, its slice of the expert's first weight (n x hidden: the rank's columns
+// of the expert's up/gate projection). The routing (top-k expert ids of every token) decides at
+// run time which rows each expert multiplies. The op leaves on every rank the expert-sorted rows
+//
+//   out[row] = X[token] * W_e^T   for the (token, k) pair the mapping puts at `row` (expert e),
+//
+// with each expert's rows padded to whole tiles (padding rows come out zero). The mapping
+// (mapping(rank): row_pair, tile_expert, ..., num_tiles on the device) says which pair each row
+// holds; part 2 reads the same tables. bf16 in/out, fp32 accumulation.
+//
+// One call (run), per rank:
+//  - compute stream: the dynamic mapping from the routing ids (MoeMappingBuffers: sorted rows,
+//    per-tile expert and token span, the rank's tile order -- tiles whose tokens arrive first go
+//    first, the rank's own shard's tiles before all others), then the grouped GEMM: a persistent
+//    CUTLASS 4.2 TMA + WGMMA kernel over the sorted rows whose producer waits per tile on the
+//    gather stage and loads the tile's expert's B;
+//  - comm stream: the all-gather of X (copy engine or SM blocks, config.comm);
+//  - a gather stream: gather_blocks CTAs copy each tile's token rows into expert-sorted order as
+//    soon as the all-gather channels of its token span have arrived, then notify the tile.
+// The call is complete on the compute stream.
+//
+// Layouts: X row-major in a SymmetricBuffer (world * tokens_per_rank rows, pitch hidden * 2
+// bytes; rank r's rows in place before run()); ids int32 tokens x topk on every rank's device
+// (every token's routing, valid: check_moe_routing -- ids are not checked on the device);
+// W experts x n x hidden (K contiguous); out out_rows(args) x n. hidden and n multiples of 8.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "tilelink/comm/collectives.hpp"
+#include "tilelink/ops/moe/moe_mapping_device.hpp"
+#include "tilelink/runtime/device_buffer.hpp"
+#include "tilelink/runtime/side_streams.hpp"
+#include "tilelink/runtime/signal_set.hpp"
+#include "tilelink/runtime/symmetric_heap.hpp"
+#include "tilelink/runtime/world.hpp"
+
+namespace tilelink {
+
+struct MoeAgGroupGemmConfig {
+  // The all-gather of the tokens (as AgGemmConfig::comm; comm_rows 0 = automatic).
+  AllGatherConfig comm{CommResource::kCopyEngine, AgMethod::kPull, DataPath::kLdSt, CommOrder::kFullMesh,
+                       0, 0, 512};
+  // CTAs of the gather stage per rank; 0 = automatic: about sm_budget * 300 / n (enough to keep
+  // ahead of the GEMM), at most sm_budget / 4.
+  uint32_t gather_blocks = 0;
+  // CTAs of the grouped GEMM per rank; 0 = automatic: the SM budget minus the gather's and the
+  // SM all-gather's blocks, minus AG+GEMM's 2 SMs of slack when world > 1.
+  uint32_t gemm_sms = 0;
+  // Rasterization swizzle (1, 2, 4 or 8; 0 = automatic: 1, a wave on one tile row's expert --
+  // wider bands spread it over several experts' weights and measured up to 3x slower).
+  uint32_t swizzle = 0;
+  std::string kernel;  // kernel configuration by name (MoeAgGroupGemm::kernel_names()); "" = default
+};
+
+struct MoeAgGroupGemmArguments {
+  const SymmetricBuffer* x = nullptr;  // gathered tokens: world * tokens_per_rank rows of hidden bf16
+  size_t x_offset = 0;                 // bytes into `x` (16-byte aligned)
+  uint32_t tokens_per_rank = 0;
+  uint32_t hidden = 0;                 // K
+  uint32_t n = 0;                      // columns of every expert's slice on each rank
+  uint32_t experts = 0;
+  uint32_t topk = 0;
+  std::vector<const int32_t*> ids;  // per rank: all tokens' expert ids (tokens x topk int32)
+  std::vector<const void*> w;       // per rank: experts x n x hidden bf16
+  std::vector<void*> out;           // per rank: out_rows(args) x n bf16
+  MoeAgGroupGemmConfig config;
+};
+
+namespace detail {
+class Sm90MoeGemmKernel;
+}
+
+class MoeAgGroupGemm {
+ public:
+  // Validates (InvalidArgument with the reason; nothing is launched), claims signal slices,
+  // allocates the mapping tables and the sorted rows, and builds every rank's kernels.
+  MoeAgGroupGemm(const World& world, SymmetricHeap& heap, SignalSet& signals, const MoeAgGroupGemmArguments& args,
+                 const std::string& name = "moe_ag_group_gemm");
+  ~MoeAgGroupGemm();
+  MoeAgGroupGemm(const MoeAgGroupGemm&) = delete;
+  MoeAgGroupGemm& operator=(const MoeAgGroupGemm&) = delete;
+
+  static std::string can_implement(const World& world, const SymmetricHeap& heap,
+                                   const MoeAgGroupGemmArguments& args);
+  static std::vector<std::string> kernel_names();
+  // Rows `out` must hold: the most sorted rows any routing of these tokens can need.
+  static uint64_t out_rows(const World& world, const MoeAgGroupGemmArguments& args);
+
+  // Enqueues one call on every rank; returns the gather's epoch.
+  uint64_t run();
+  // The grouped GEMM alone on the sorted rows and mapping of the last call (no waits): its
+  // isolated compute time.
+  void run_gemm_only();
+
+  const MoeMappingBuffers& mapping(int rank) const { return *mappings_[static_cast<size_t>(rank)]; }
+  const AllGather& all_gather() const { return *ag_; }
+  AllGather& all_gather() { return *ag_; }
+  uint32_t tile_m() const { return tile_m_; }
+  uint32_t gather_blocks() const { return gather_blocks_; }
+  int gemm_ctas(int rank) const;
+  const std::string& kernel_name() const { return kernel_name_; }
+  uint32_t swizzle() const { return swizzle_; }
+
+ private:
+  const World* world_;
+  MoeAgGroupGemmArguments args_;
+  std::string kernel_name_;
+  uint32_t tile_m_ = 0, swizzle_ = 1, gather_blocks_ = 1;
+  std::unique_ptr<AllGather> ag_;
+  SignalSlice gather_slice_;  // tile t of the sorted rows on channel t
+  SideStreams gather_streams_;
+  std::vector<std::unique_ptr<MoeMappingBuffers>> mappings_;
+  std::vector<DeviceBuffer> order_, sorted_;
+  std::vector<std::unique_ptr<detail::Sm90MoeGemmKernel>> kernels_, plain_kernels_;
+};
+
+}  // namespace tilelink

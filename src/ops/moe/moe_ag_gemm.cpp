@@ -1,0 +1,226 @@
+// Host side of MoE part 1: validation, the all-gather, the per-rank mapping, gather and grouped
+// GEMM, and the order of their launches.
+#include "tilelink/ops/moe/moe_ag_gemm.hpp"
+
+#include <algorithm>
+#include <string>
+
+#include "core/checks.hpp"
+#include "ops/common/kernel_configs.hpp"
+#include "ops/moe/moe_gather.hpp"
+#include "ops/moe/sm90_moe_gemm_kernel.hpp"
+#include "tilelink/core/error.hpp"
+#include "tilelink/ops/ag_gemm/ag_gemm_policy.hpp"
+
+namespace tilelink {
+
+namespace detail {
+
+// One function per compiled configuration (sm90_moe_gemm_<config>.cu).
+Sm90MoeGemmConfigInfo sm90_moe_gemm_128x256x64_c1x2();
+Sm90MoeGemmConfigInfo sm90_moe_gemm_128x128x64_c1x2();
+
+const std::vector<Sm90MoeGemmConfigInfo>& sm90_moe_gemm_configs() {
+  static const std::vector<Sm90MoeGemmConfigInfo> configs = {sm90_moe_gemm_128x256x64_c1x2(),
+                                                             sm90_moe_gemm_128x128x64_c1x2()};
+  return configs;
+}
+
+}  // namespace detail
+
+namespace {
+
+using ag_gemm_policy::kElementBytes;
+
+const detail::Sm90MoeGemmConfigInfo* find_kernel(const std::string& name) {
+  return detail::find_config(detail::sm90_moe_gemm_configs(), name);
+}
+
+uint32_t max_tiles(const World& world, const MoeAgGroupGemmArguments& a, uint32_t bm) {
+  // MoeMappingBuffers' bound: every expert may pad up to bm - 1 rows.
+  const uint64_t pairs = uint64_t(a.tokens_per_rank) * world.size() * a.topk;
+  return static_cast<uint32_t>((pairs + uint64_t(a.experts) * (bm - 1)) / bm);
+}
+
+AllGatherArguments all_gather_arguments(const World& world, const MoeAgGroupGemmArguments& a) {
+  return ag_gemm_policy::all_gather_arguments(world, a.x, a.x_offset, a.tokens_per_rank, a.hidden, a.config.comm);
+}
+
+// Enough gather CTAs to copy the rows in ~70 % of the GEMM's time: per rank the gather moves
+// 4 * pairs * hidden bytes (read + write), the GEMM does 2 * pairs * n * hidden FLOPs at ~5.3
+// TFLOP/s per SM, a gather CTA ~50 GB/s (measured: 35-55) -- about budget * 300 / n CTAs; at
+// most a quarter of the budget (for small n the gather costs as much as the GEMM).
+uint32_t gather_block_count(const World& world, const MoeAgGroupGemmArguments& a) {
+  if (a.config.gather_blocks != 0) return a.config.gather_blocks;
+  const int budget = world.sm_budget(0);
+  const int want = static_cast<int>((uint64_t(budget) * 300 + a.n - 1) / a.n);
+  return static_cast<uint32_t>(std::max(1, std::min(want, budget / 4)));
+}
+
+int gemm_sm_count(const World& world, int rank, const MoeAgGroupGemmArguments& a, uint32_t comm_blocks) {
+  return ag_gemm_policy::gemm_sm_count(world.sm_budget(rank) - static_cast<int>(gather_block_count(world, a)),
+                                       world.size(), comm_blocks, a.config.gemm_sms);
+}
+
+// Swizzle 1 unless configured: consecutive tiles in time are then the N tiles of one tile row,
+// one expert's B, reused in L2 by the whole wave. A band of tile rows spreads the wave over
+// several experts' weights: measured on the H200 (docs/PERF.md, 2026-12-02), swizzle 8 made
+// the grouped GEMM 3.1x slower on Qwen1.5-MoE and 1.2x slower on Mixtral-8x7B at world 1.
+uint32_t choose_swizzle(const MoeAgGroupGemmArguments& a) { return a.config.swizzle != 0 ? a.config.swizzle : 1; }
+
+}  // namespace
+
+std::vector<std::string> MoeAgGroupGemm::kernel_names() {
+  return detail::config_names(detail::sm90_moe_gemm_configs());
+}
+
+uint64_t MoeAgGroupGemm::out_rows(const World& world, const MoeAgGroupGemmArguments& args) {
+  const detail::Sm90MoeGemmConfigInfo* kernel = find_kernel(args.config.kernel);
+  if (kernel == nullptr) throw InvalidArgument("MoeAgGroupGemm::out_rows: unknown kernel '" + args.config.kernel + "'");
+  return uint64_t(max_tiles(world, args, kernel->tile_m)) * kernel->tile_m;
+}
+
+std::string MoeAgGroupGemm::can_implement(const World& world, const SymmetricHeap& heap,
+                                          const MoeAgGroupGemmArguments& a) {
+  if (a.tokens_per_rank == 0) return "argument 'tokens_per_rank' = 0: expected at least one token";
+  if (a.experts == 0 || a.experts > 1024) {
+    return "argument 'experts' = " + std::to_string(a.experts) + ": expected 1 to 1024";
+  }
+  if (a.topk == 0 || a.topk > a.experts) {
+    return "argument 'topk' = " + std::to_string(a.topk) + ": expected 1 to the number of experts (" +
+           std::to_string(a.experts) + ")";
+  }
+  if (std::string e = check_rank_pointers(world, a.ids, "ids"); !e.empty()) return e;
+  if (std::string e = check_rank_pointers(world, a.w, "w"); !e.empty()) return e;
+  if (std::string e = check_rank_pointers(world, a.out, "out"); !e.empty()) return e;
+  const detail::Sm90MoeGemmConfigInfo* kernel = find_kernel(a.config.kernel);
+  if (kernel == nullptr) return detail::unknown_config(detail::sm90_moe_gemm_configs(), a.config.kernel);
+  const uint64_t tokens = uint64_t(a.tokens_per_rank) * world.size();
+  if (tokens * a.topk > 0x7FFFFFFFull) {
+    return "argument 'tokens_per_rank' = " + std::to_string(a.tokens_per_rank) +
+           ": expected world * tokens_per_rank * topk below 2^31";
+  }
+  detail::Sm90MoeGemmProblem p;
+  p.max_tiles = max_tiles(world, a, kernel->tile_m);
+  p.n = a.n;
+  p.k = a.hidden;
+  p.experts = a.experts;
+  p.sm_count = static_cast<int>(kernel->cluster_m * kernel->cluster_n);
+  p.swizzle = static_cast<int>(choose_swizzle(a));
+  if (std::string e = kernel->can_implement(p); !e.empty()) return e;
+  if (std::string e = check_symmetric(world, heap, a.x, a.x_offset, tokens * a.hidden * kElementBytes, "x");
+      !e.empty()) {
+    return e;
+  }
+  const AllGatherArguments ag = all_gather_arguments(world, a);
+  if (std::string e = AllGather::can_implement(world, heap, ag); !e.empty()) return e;
+  const uint32_t comm_blocks = ag.config.resource == CommResource::kSm ? ag.config.num_blocks : 0;
+  const int cluster = p.sm_count;
+  for (int r = 0; r < world.size(); ++r) {
+    const int sms = gemm_sm_count(world, r, a, comm_blocks);
+    if (sms < cluster) {
+      return "argument 'config.gemm_sms' = " + std::to_string(a.config.gemm_sms) + ": rank " + std::to_string(r) +
+             " has " + std::to_string(world.sm_budget(r)) + " SMs, " + std::to_string(comm_blocks) +
+             " taken by the all-gather and " + std::to_string(gather_block_count(world, a)) +
+             " by the gather, leaving " + std::to_string(std::max(sms, 0)) + "; expected at least one " +
+             std::to_string(cluster) + "-CTA cluster for the grouped GEMM";
+    }
+  }
+  return "";
+}
+
+MoeAgGroupGemm::MoeAgGroupGemm(const World& world, SymmetricHeap& heap, SignalSet& signals,
+                               const MoeAgGroupGemmArguments& args, const std::string& name)
+    : world_(&world), args_(args) {
+  if (std::string why = can_implement(world, heap, args); !why.empty()) {
+    throw InvalidArgument("MoeAgGroupGemm '" + name + "': " + why);
+  }
+  const detail::Sm90MoeGemmConfigInfo& kernel = *find_kernel(args.config.kernel);
+  kernel_name_ = kernel.name;
+  tile_m_ = kernel.tile_m;
+  swizzle_ = choose_swizzle(args);
+  gather_blocks_ = gather_block_count(world, args);
+  const uint32_t tiles = max_tiles(world, args, tile_m_);
+  const uint32_t tokens = args.tokens_per_rank * static_cast<uint32_t>(world.size());
+  ag_ = std::make_unique<AllGather>(world, heap, signals, all_gather_arguments(world, args), name);
+  gather_slice_ = signals.allocate(tiles, name + " gather");
+  gather_streams_ = SideStreams(world, false);
+  const uint32_t comm_blocks = args.config.comm.resource == CommResource::kSm ? ag_->num_blocks() : 0;
+
+  for (int r = 0; r < world.size(); ++r) {
+    world.set_device(r);
+    mappings_.push_back(std::make_unique<MoeMappingBuffers>(tokens, args.topk, args.experts, tile_m_, world.device(r)));
+    if (mappings_.back()->max_tiles() != tiles) {
+      throw Error("MoeAgGroupGemm: the mapping's tile bound " + std::to_string(mappings_.back()->max_tiles()) +
+                          " differs from the kernel's " + std::to_string(tiles));
+    }
+    order_.emplace_back(size_t(tiles) * sizeof(uint32_t), world.device(r));
+    sorted_.emplace_back(size_t(tiles) * tile_m_ * args.hidden * kElementBytes, world.device(r));
+
+    const MoeMappingView view = mappings_.back()->view(tiles);
+    detail::Sm90MoeGemmProblem p;
+    p.a = sorted_.back().get();
+    p.b = args.w[static_cast<size_t>(r)];
+    p.d = args.out[static_cast<size_t>(r)];
+    p.max_tiles = tiles;
+    p.n = args.n;
+    p.k = args.hidden;
+    p.experts = args.experts;
+    p.order = order_.back().get<uint32_t>();
+    p.num_tiles = mappings_.back()->num_tiles_device();
+    p.tile_expert = view.tile_expert;
+    p.sig = gather_slice_.device_view(r);
+    p.channel0 = 0;
+    p.device = world.device(r);
+    p.sm_count = gemm_sm_count(world, r, args, comm_blocks);
+    p.swizzle = static_cast<int>(swizzle_);
+    p.wait = true;
+    kernels_.push_back(kernel.make(p));
+    p.wait = false;
+    plain_kernels_.push_back(kernel.make(p));
+    detail::preload_moe_gather();
+  }
+}
+
+MoeAgGroupGemm::~MoeAgGroupGemm() = default;
+
+int MoeAgGroupGemm::gemm_ctas(int rank) const {
+  world_->check_rank(rank, "MoeAgGroupGemm::gemm_ctas");
+  return kernels_[static_cast<size_t>(rank)]->ctas();
+}
+
+uint64_t MoeAgGroupGemm::run() {
+  const World& world = *world_;
+  ag_->begin_call();
+  const uint64_t epoch = gather_slice_.begin_call();
+  for (int r = 0; r < world.size(); ++r) {
+    const size_t i = static_cast<size_t>(r);
+    world.set_device(r);
+    // The all-gather overwrites rows the previous call's gather read (joined into the compute
+    // stream at the end of that call).
+    world.comm_after_compute(r);
+    const cudaStream_t compute = world.compute_stream(r);
+    MoeMappingBuffers& mapping = *mappings_[i];
+    mapping.build(args_.ids[i], compute);
+    mapping.build_order(ag_->plan(), static_cast<uint32_t>(r), order_[i].get<uint32_t>(), compute);
+    gather_streams_.fork_from(r, compute);
+    detail::launch_moe_gather(ag_->plan(), ag_->signals().device_view(r), mapping.view(mapping.max_tiles()),
+                              mapping.num_tiles_device(), order_[i].get<uint32_t>(), gather_slice_.device_view(r), 0,
+                              static_cast<const char*>(args_.x->data(r)) + args_.x_offset, sorted_[i].get(),
+                              args_.hidden * kElementBytes, gather_blocks_, gather_streams_.stream(r));
+    kernels_[i]->run(epoch, compute);
+    ag_->enqueue(r);
+    gather_streams_.join_into(r, compute);
+    world.compute_after_comm(r);
+  }
+  return epoch;
+}
+
+void MoeAgGroupGemm::run_gemm_only() {
+  for (int r = 0; r < world_->size(); ++r) {
+    world_->set_device(r);
+    plain_kernels_[static_cast<size_t>(r)]->run(gather_slice_.epoch(), world_->compute_stream(r));
+  }
+}
+
+}  // namespace tilelink

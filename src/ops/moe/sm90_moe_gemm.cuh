@@ -1,0 +1,162 @@
+// CUTLASS 4.2 sm90 assembly of the MoE grouped GEMM (part 1). Included only by the
+// one-configuration .cu files.
+//
+// The grouped GEMM is one GEMM over the expert-sorted rows whose B operand depends on the tile
+// row: every tile row holds one expert's rows (the mapping pads experts to whole tiles), so the
+// mainloop builds B's TMA descriptor over all experts, (N, K, experts), and loads tile row t's B
+// tiles at l = tile_expert[t]; A and D are the plain (rows, K) and (rows, N) matrices, which
+// ignore l. Clusters may only span N (two CTAs of a cluster share A's rows; their B tiles differ).
+//
+// Sm90MoeGemmMainloop<Base>: Base = the builder's TMA + GMMA warp-specialized mainloop. Its
+// load() first waits, in the TMA-issuing lane of the producer warp, on the gather stage's channel
+// of the tile (consumer_tile_wait, then fence.proxy.async so that TMA sees the gathered rows),
+// then runs Base::load with the tile's expert as the batch coordinate.
+#pragma once
+
+#include <cute/tensor.hpp>
+#include <cutlass/cutlass.h>
+
+#include <string>
+
+#include "ops/common/sm90_bf16_tn_gemm.cuh"
+#include "ops/common/sm90_persistent_launcher.cuh"
+#include "ops/moe/sm90_moe_gemm_kernel.hpp"
+#include "tilelink/core/error.hpp"
+#include "tilelink/primitives/device.cuh"
+
+namespace tilelink::detail {
+
+// What the producer waits on and where B's expert comes from; travels in the mainloop's Params.
+struct MoeGemmWait {
+  SignalView sig;
+  uint32_t channel0 = 0;
+  const uint32_t* tile_expert = nullptr;
+  uint32_t experts = 1;
+  uint32_t n_tiles = 0;  // names a tile (t * n_tiles + n_tile) in a timeout report
+  uint32_t enabled = 0;  // 0: no waits (rows already in place)
+};
+
+template <class Base>
+struct Sm90MoeGemmMainloop : Base {
+  struct Arguments : Base::Arguments {
+    MoeGemmWait moe;
+  };
+  struct Params : Base::Params {
+    MoeGemmWait moe;
+  };
+
+  // Base's Params for the (rows, N, K, 1) problem, with B's descriptor replaced by one over all
+  // experts (dB's batch stride steps from one expert's slice to the next).
+  template <class ProblemShape>
+  static Params to_underlying_arguments(ProblemShape const& problem_shape, Arguments const& args,
+                                        void* workspace) {
+    Params params{Base::to_underlying_arguments(problem_shape, args, workspace), args.moe};
+    const int m = cute::get<0>(problem_shape), n = cute::get<1>(problem_shape), k = cute::get<2>(problem_shape);
+    typename Base::Arguments experts = args;
+    // A's batch stride is never used (A ignores l); any stride TMA accepts will do.
+    experts.dA = cute::make_stride(cute::get<0>(args.dA), cute::Int<1>{}, int64_t(m) * cute::get<0>(args.dA));
+    params.tma_load_b =
+        Base::to_underlying_arguments(cute::make_shape(m, n, k, static_cast<int>(args.moe.experts)), experts,
+                                      workspace)
+            .tma_load_b;
+    return params;
+  }
+
+  template <class ProblemShape_MNKL>
+  CUTLASS_DEVICE auto load_init(ProblemShape_MNKL const& problem_shape_MNKL, Params const& params) const {
+    const auto a_inputs = Base::load_init(problem_shape_MNKL, params);
+    const auto b_inputs = Base::load_init(
+        cute::make_shape(cute::get<0>(problem_shape_MNKL), cute::get<1>(problem_shape_MNKL),
+                         cute::get<2>(problem_shape_MNKL), static_cast<int>(params.moe.experts)),
+        params);
+    // (BLK_M, BLK_K, m, k, l): a zero l stride, so that the expert coordinate leaves A alone.
+    const auto gA = cute::get<0>(a_inputs);
+    static_assert(decltype(cute::rank(gA.layout()))::value == 5);
+    const auto gA_any_l =
+        cute::make_tensor(gA.data(), cute::make_layout(gA.shape(), cute::replace<4>(gA.stride(), cute::Int<0>{})));
+    return cute::make_tuple(gA_any_l, cute::get<1>(b_inputs));
+  }
+
+  template <class TensorA, class TensorB, class KTileIterator, class BlockCoord>
+  CUTLASS_DEVICE void load(Params const& params, typename Base::MainloopPipeline pipeline,
+                           typename Base::PipelineState smem_pipe_write,
+                           cute::tuple<TensorA, TensorB> const& load_inputs, BlockCoord const& blk_coord,
+                           KTileIterator k_tile_iter, int k_tile_count, int thread_idx,
+                           uint32_t block_rank_in_cluster, typename Base::TensorStorage& shared_tensors) {
+    const uint32_t tile = static_cast<uint32_t>(cute::get<0>(blk_coord));
+    if (params.moe.enabled) {
+      if (cute::elect_one_sync()) {
+        const int32_t report = static_cast<int32_t>(tile * params.moe.n_tiles +
+                                                    static_cast<uint32_t>(cute::get<1>(blk_coord)));
+        tilelink::consumer_tile_wait(params.moe.sig, params.moe.channel0 + tile, 1, 1, report);
+      }
+      // As in AG+GEMM: every lane repeats the proxy fence after the warp barrier, whichever lane
+      // Base::load elects for its TMA copies.
+      __syncwarp();
+      asm volatile("fence.proxy.async.global;" ::: "memory");
+    }
+    const int expert = static_cast<int>(__ldg(params.moe.tile_expert + tile));
+    Base::load(params, pipeline, smem_pipe_write, load_inputs,
+               cute::make_coord(cute::get<0>(blk_coord), cute::get<1>(blk_coord), cute::get<2>(blk_coord), expert),
+               k_tile_iter, k_tile_count, thread_idx, block_rank_in_cluster, shared_tensors);
+  }
+};
+
+template <class TileShape, class ClusterShape>
+class Sm90MoeGemmKernelImpl final : public Sm90MoeGemmKernel {
+  using Types = Sm90Bf16TnGemm<TileShape, ClusterShape, Sm90MoeGemmMainloop>;
+  using Kernel = typename Types::Kernel;
+  static_assert(Types::kClusterM == 1, "a cluster's CTAs share B tiles along M: one expert's only along N");
+
+ public:
+  static constexpr uint32_t kTileM = Types::kTileM, kTileN = Types::kTileN;
+
+  static std::string can_implement(const Sm90MoeGemmProblem& p) {
+    if (p.max_tiles == 0) return "no tile rows: expected at least one token";
+    if (uint64_t(p.max_tiles) * kTileM > 0x7FFFFFFFull) {
+      return "expert-sorted rows = " + std::to_string(uint64_t(p.max_tiles) * kTileM) + ": expected below 2^31";
+    }
+    if (p.experts == 0) return "argument 'experts' = 0: expected at least one";
+    return Types::check(p.max_tiles * kTileM, p.n, p.k, p.k, p.sm_count, p.swizzle);
+  }
+
+  static std::unique_ptr<Sm90MoeGemmKernel> make(const Sm90MoeGemmProblem& p) {
+    return std::make_unique<Sm90MoeGemmKernelImpl>(p);
+  }
+
+  explicit Sm90MoeGemmKernelImpl(const Sm90MoeGemmProblem& p) {
+    const std::string why = can_implement(p);
+    if (!why.empty()) throw InvalidArgument("moe grouped GEMM kernel: " + why);
+    const uint32_t rows = p.max_tiles * kTileM;
+    typename Kernel::Arguments args{};
+    Types::set_problem(args, rows, p.n, p.k, p.a, p.k, p.b, p.d, p.order, p.swizzle);
+    args.mainloop.dB = cute::make_stride(static_cast<int64_t>(p.k), cute::Int<1>{}, int64_t(p.n) * p.k);
+    args.scheduler.m_tiles_live = p.num_tiles;
+    args.mainloop.moe.sig = p.sig;
+    args.mainloop.moe.channel0 = p.channel0;
+    args.mainloop.moe.tile_expert = p.tile_expert;
+    args.mainloop.moe.experts = p.experts;
+    args.mainloop.moe.n_tiles = (p.n + kTileN - 1) / kTileN;
+    args.mainloop.moe.enabled = p.wait ? 1u : 0u;
+    launcher_.init(args, p.device, p.sm_count,
+                   "moe grouped GEMM kernel, (rows, n, k, experts) = (" + std::to_string(rows) + ", " +
+                       std::to_string(p.n) + ", " + std::to_string(p.k) + ", " + std::to_string(p.experts) + ")");
+  }
+
+  void run(uint64_t epoch, cudaStream_t stream) override {
+    launcher_.params().mainloop.moe.sig.epoch = epoch;
+    launcher_.launch(stream);
+  }
+
+  int ctas() const override { return launcher_.ctas(); }
+
+  static Sm90MoeGemmConfigInfo info(const char* name) {
+    return {name,  kTileM, kTileN, static_cast<uint32_t>(cute::size<2>(TileShape{})), Types::kClusterM,
+            Types::kClusterN, &can_implement, &make};
+  }
+
+ private:
+  Sm90PersistentLauncher<Kernel> launcher_;
+};
+
+}  // namespace tilelink::detail

@@ -1,0 +1,55 @@
+// The MoE grouped GEMM of one rank (part 1), behind a plain C++ interface; the CUTLASS assembly
+// is in sm90_moe_gemm.cuh, one configuration per .cu.
+//
+// One persistent GEMM over the expert-sorted rows: tile row t (bm rows of one expert) times that
+// expert's weight slice. Launched for the most tile rows a routing can give (max_tiles); the
+// scheduler reads the routing's actual count from the device and walks the rank's tile order.
+// The producer waits per tile on the gather stage's channel (moe_gather_block) before its TMA
+// loads, and picks B by the tile's expert.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "tilelink/primitives/signal.hpp"
+
+namespace tilelink::detail {
+
+struct Sm90MoeGemmProblem {
+  const void* a = nullptr;  // max_tiles * tile_m rows of k bf16 (expert-sorted, row pitch k)
+  const void* b = nullptr;  // experts x n x k bf16 (expert e's N x K slice, K contiguous)
+  void* d = nullptr;        // max_tiles * tile_m rows of n bf16
+  uint32_t max_tiles = 0, n = 0, k = 0, experts = 0;
+  const uint32_t* order = nullptr;        // [max_tiles]: the rank's tile order (first *num_tiles valid)
+  const uint32_t* num_tiles = nullptr;    // on the device
+  const uint32_t* tile_expert = nullptr;  // [max_tiles]
+  SignalView sig;                         // the gather's channels; tile t on channel0 + t
+  uint32_t channel0 = 0;
+  bool wait = true;  // false: a plain grouped GEMM on rows already in place (benchmarks)
+  int device = 0;
+  int sm_count = 0;
+  int swizzle = 1;
+};
+
+class Sm90MoeGemmKernel {
+ public:
+  virtual ~Sm90MoeGemmKernel() = default;
+  virtual void run(uint64_t epoch, cudaStream_t stream) = 0;
+  virtual int ctas() const = 0;
+};
+
+struct Sm90MoeGemmConfigInfo {
+  const char* name;
+  uint32_t tile_m, tile_n, tile_k;
+  uint32_t cluster_m, cluster_n;
+  std::string (*can_implement)(const Sm90MoeGemmProblem& p);
+  std::unique_ptr<Sm90MoeGemmKernel> (*make)(const Sm90MoeGemmProblem& p);
+};
+
+const std::vector<Sm90MoeGemmConfigInfo>& sm90_moe_gemm_configs();
+
+}  // namespace tilelink::detail

@@ -1,0 +1,193 @@
+// MoE part 1 (MoeAgGroupGemm: all-gather + gather + grouped GEMM) on virtual ranks (world 1, 2,
+// 4, 8) against cuBLAS, expert by expert, on rows placed by the host mapping.
+//
+// Routings uniform, skewed to one expert and few-experts (most experts without tokens); top-k 1,
+// 2, 4, 6, 8; token counts, hidden and n that are not multiples of the 128x256x64 tile. Each case
+// makes two calls, each with a fresh routing and fresh tokens (the mapping is rebuilt on the
+// device every call); before each call every rank's out and the peer rows of its gathered X are
+// poisoned (a tile computed before its rows arrived reads NaN). Checked on every rank: every
+// pair's row within bf16 tolerance of cuBLAS, padding rows exactly zero, rows past the routing's
+// tiles never written, and the device's tile count against the host mapping's.
+#include <cuda_bf16.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "cublas_ref.hpp"
+#include "gpu_test_util.hpp"
+#include "tilelink/ops/moe/synthetic_routing.hpp"
+
+namespace tilelink::test::moe_ag {
+namespace {
+
+struct Shape {
+  uint32_t tokens_per_rank, hidden, n, experts;
+};
+constexpr Shape kOdd{150, 200, 264, 10};  // nothing divides the tiles
+
+std::string run_case(int world_size, uint32_t topk, SyntheticRouting routing, const Shape& s, CommResource resource,
+                     std::mt19937_64& rng) {
+  constexpr int kCalls = 2;
+  const uint32_t tokens = s.tokens_per_rank * static_cast<uint32_t>(world_size);
+  const size_t x_bytes = size_t(tokens) * s.hidden * 2, shard_bytes = size_t(s.tokens_per_rank) * s.hidden * 2;
+  TestWorld env(world_size, x_bytes + (2 << 20), 4096);
+  const World& world = env.world;
+  SymmetricBuffer x = env.heap.allocate(x_bytes);
+
+  MoeAgGroupGemmArguments args;
+  args.x = &x;
+  args.tokens_per_rank = s.tokens_per_rank;
+  args.hidden = s.hidden;
+  args.n = s.n;
+  args.experts = s.experts;
+  args.topk = topk;
+  args.config.comm.resource = resource;
+  const uint64_t out_rows = MoeAgGroupGemm::out_rows(world, args);
+  std::vector<DeviceBuffer> ids, w, out;
+  std::vector<std::vector<__nv_bfloat16>> w_host;
+  for (int r = 0; r < world_size; ++r) {
+    ids.emplace_back(size_t(tokens) * topk * 4, world.device(r));
+    w.emplace_back(size_t(s.experts) * s.n * s.hidden * 2, world.device(r));
+    out.emplace_back(out_rows * s.n * 2, world.device(r));
+    upload(w[r].get(), random_bf16(size_t(s.experts) * s.n * s.hidden, rng).data(), w[r].bytes());
+    args.ids.push_back(ids[r].get<int32_t>());
+    args.w.push_back(w[r].get());
+    args.out.push_back(out[r].get());
+  }
+  if (std::string why = MoeAgGroupGemm::can_implement(world, env.heap, args); !why.empty()) return why;
+  MoeAgGroupGemm op(world, env.heap, env.signals, args, "moe_ag_test");
+  CublasHandle cublas;
+  DeviceBuffer sorted(out_rows * s.hidden * 2, world.device(0)), ref(out_rows * s.n * sizeof(float), world.device(0));
+
+  for (int call = 1; call <= kCalls; ++call) {
+    const std::string where = "call " + std::to_string(call);
+    settle();
+    const std::vector<int32_t> routing_ids = synthetic_routing(rng, tokens, topk, s.experts, routing);
+    const std::vector<__nv_bfloat16> x_host = random_bf16(size_t(tokens) * s.hidden, rng);
+    for (int r = 0; r < world_size; ++r) {
+      upload(ids[r].get(), routing_ids.data(), ids[r].bytes());
+      char* g = static_cast<char*>(x.data(r));
+      TL_CUDA_CHECK(cudaMemset(g, 0xFF, x_bytes));  // bf16 0xFFFF is NaN
+      upload(g + r * shard_bytes, reinterpret_cast<const char*>(x_host.data()) + r * shard_bytes, shard_bytes);
+      poison(out[r].get(), out[r].bytes());
+    }
+    settle();
+    op.run();
+    world.synchronize();
+
+    // The reference: rows placed by the host mapping, each expert's block by cuBLAS.
+    const MoeMapping host = build_moe_mapping({tokens, topk, s.experts, routing_ids.data(), nullptr}, op.tile_m());
+    const uint32_t rows = host.num_tiles() * host.bm;
+    std::vector<__nv_bfloat16> a_host(size_t(rows) * s.hidden, __float2bfloat16(0.0f));
+    for (uint32_t row = 0; row < rows; ++row) {
+      if (host.row_pair[row] == kPadRow) continue;
+      const size_t token = host.row_pair[row] / topk;
+      std::copy_n(x_host.begin() + token * s.hidden, s.hidden, a_host.begin() + size_t(row) * s.hidden);
+    }
+    upload(sorted.get(), a_host.data(), a_host.size() * 2);
+    for (int r = 0; r < world_size; ++r) {
+      const std::string at = where + ", rank " + std::to_string(r);
+      const uint32_t device_tiles = download<uint32_t>(op.mapping(r).num_tiles_device(), 1)[0];
+      if (device_tiles != host.num_tiles()) {
+        return at + ": device mapping has " + std::to_string(device_tiles) + " tiles, host " +
+               std::to_string(host.num_tiles());
+      }
+      for (uint32_t e = 0; e < s.experts; ++e) {
+        const uint32_t row0 = host.row_offset[e], rows_e = host.row_offset[e + 1] - row0;
+        if (rows_e == 0) continue;
+        cublas_reference(cublas.get(), static_cast<const char*>(sorted.get()) + size_t(row0) * s.hidden * 2,
+                         static_cast<const char*>(w[r].get()) + size_t(e) * s.n * s.hidden * 2,
+                         ref.get<float>() + size_t(row0) * s.n, rows_e, s.n, s.hidden);
+      }
+      settle();
+      const auto got = download<__nv_bfloat16>(out[r].get(), out_rows * s.n);
+      const auto want = download<float>(ref.get(), size_t(rows) * s.n);
+      for (size_t i = 0; i < size_t(rows) * s.n; ++i) {
+        const float g = __bfloat162float(got[i]);
+        const bool pad = host.row_pair[i / s.n] == kPadRow;
+        const bool ok = pad ? g == 0.0f : std::fabs(g - want[i]) <= 8e-3f * std::fabs(want[i]) + 1e-2f;
+        if (!ok) {
+          return at + ": row " + std::to_string(i / s.n) + (pad ? " (padding)" : "") + " col " +
+                 std::to_string(i % s.n) + " = " + std::to_string(g) + ", cuBLAS " + std::to_string(want[i]);
+        }
+      }
+      const auto tail = download<uint8_t>(static_cast<const char*>(out[r].get()) + size_t(rows) * s.n * 2,
+                                          (out_rows - rows) * s.n * 2);
+      if (!all_poison(tail)) return at + ": rows past the routing's " + std::to_string(rows) + " were written";
+    }
+  }
+  return "";
+}
+
+class MoeAgGroupGemmTest : public ::testing::TestWithParam<std::tuple<int, SyntheticRouting>> {};
+
+TEST_P(MoeAgGroupGemmTest, EveryPairRowMatchesCublas) {
+  TL_SKIP_WITHOUT_GPU();
+  const auto [world, routing] = GetParam();
+  const uint64_t seed = std::random_device{}();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  std::mt19937_64 rng(seed);
+  for (uint32_t topk : {1u, 2u, 4u, 6u, 8u}) {
+    EXPECT_EQ(run_case(world, topk, routing, kOdd, CommResource::kCopyEngine, rng), "") << "topk " << topk;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(World, MoeAgGroupGemmTest,
+                         ::testing::Combine(::testing::Values(1, 2, 4, 8),
+                                            ::testing::Values(SyntheticRouting::kUniform, SyntheticRouting::kSkewed,
+                                                              SyntheticRouting::kFewExperts)),
+                         [](const ::testing::TestParamInfo<MoeAgGroupGemmTest::ParamType>& info) {
+                           return "world" + std::to_string(std::get<0>(info.param)) + "_" +
+                                  to_string(std::get<1>(info.param));
+                         });
+
+// The all-gather on SM blocks instead of the copy engine.
+TEST(MoeAgGroupGemm, SmAllGather) {
+  TL_SKIP_WITHOUT_GPU();
+  const uint64_t seed = std::random_device{}();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  std::mt19937_64 rng(seed);
+  EXPECT_EQ(run_case(4, 2, SyntheticRouting::kUniform, kOdd, CommResource::kSm, rng), "");
+}
+
+TEST(MoeAgGroupGemm, RefusesBadArgumentsByName) {
+  TL_SKIP_WITHOUT_GPU();
+  TestWorld env(2, 4 << 20, 4096);
+  SymmetricBuffer x = env.heap.allocate(2 << 20);
+  DeviceBuffer ids(4096, 0), w(1 << 20, 0), out(1 << 20, 0);
+  MoeAgGroupGemmArguments good;
+  good.x = &x;
+  good.tokens_per_rank = 64;
+  good.hidden = 256;
+  good.n = 256;
+  good.experts = 4;
+  good.topk = 2;
+  for (int r = 0; r < 2; ++r) {
+    good.ids.push_back(ids.get<int32_t>());
+    good.w.push_back(w.get());
+    good.out.push_back(out.get());
+  }
+  ASSERT_EQ(MoeAgGroupGemm::can_implement(env.world, env.heap, good), "");
+  auto bad = good;
+  bad.n = 100;
+  expect_refused<MoeAgGroupGemm>(env, bad, "'n' = 100");
+  bad = good;
+  bad.topk = 5;
+  expect_refused<MoeAgGroupGemm>(env, bad, "'topk' = 5");
+  bad = good;
+  bad.config.kernel = "nope";
+  expect_refused<MoeAgGroupGemm>(env, bad, "'config.kernel' = 'nope'");
+  bad = good;
+  bad.tokens_per_rank = 1 << 20;
+  expect_refused<MoeAgGroupGemm>(env, bad, "argument 'x'");
+  bad = good;
+  bad.ids.pop_back();
+  expect_refused<MoeAgGroupGemm>(env, bad, "ids");
+}
+
+}  // namespace
+}  // namespace tilelink::test::moe_ag
