@@ -20,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/ag_gemm_setup.hpp"
 #include "bench/bench.hpp"
 #include "bench/gemm_helpers.hpp"
 #include "bench/harness.hpp"
@@ -46,46 +47,26 @@ Table bench_ag_gemm(const AgGemmBenchOptions& o) {
   TL_REQUIRE(o.m % o.world == 0, where, "m", o.m, "a multiple of the world size " + std::to_string(o.world));
   TL_REQUIRE(o.n % o.world == 0 && (o.n / o.world) % 8 == 0, where, "n", o.n,
              "a multiple of 8 * world (" + std::to_string(8 * o.world) + "): N is split over the ranks");
-  const int w = o.world;
-  const uint32_t m = o.m, k = o.k, n_local = o.n / w, m_per_rank = m / w;
-  const size_t a_bytes = size_t(m) * k * 2, shard_bytes = size_t(m_per_rank) * k * 2;
-  const size_t c_elems = size_t(m) * n_local;
-
-  World world = World::virtual_ranks(w);
-  AllGatherPlan plan;
-  // Channels for the finest communication tiling (the op picks comm_rows when it is 0).
-  plan.map = RowShardMapping{m_per_rank, std::max(1u, o.config.comm.comm_rows), static_cast<uint32_t>(w)};
-  const uint32_t channels = plan.num_channels() + 64;
-  SymmetricHeap heap(world, a_bytes + size_t(channels) * 8 + (8u << 20));
-  SignalSet signals(heap, channels);
-  SymmetricBuffer gathered = heap.allocate(a_bytes);
-
-  std::vector<DeviceBuffer> b, c, c_ref, a_base, c_base;
-  AgGemmArguments args;
-  args.a = &gathered;
-  args.m_per_rank = m_per_rank;
-  args.n = n_local;
-  args.k = k;
-  args.config = o.config;
+  AgGemmSetup setup(o.world, o.m, o.n, o.k, o.seed, o.config.comm.comm_rows);
+  const int w = setup.w;
+  const uint32_t m = setup.m, k = setup.k, n_local = setup.n_local, m_per_rank = setup.m_per_rank;
+  const size_t a_bytes = setup.a_bytes, shard_bytes = setup.shard_bytes, c_elems = setup.c_elems;
+  World& world = setup.world;
+  SymmetricHeap& heap = setup.heap;
+  SymmetricBuffer& gathered = setup.gathered;
+  const std::vector<DeviceBuffer>& b = setup.b;
+  const std::vector<DeviceBuffer>& c = setup.c;
+  const AgGemmArguments args = setup.args(o.config);
+  std::vector<DeviceBuffer> c_ref, a_base, c_base;
   for (int r = 0; r < w; ++r) {
-    const int dev = world.device(r);
-    b.emplace_back(size_t(n_local) * k * 2, dev);
-    c.emplace_back(c_elems * 2, dev);
-    c_ref.emplace_back(c_elems * 2, dev);
-    a_base.emplace_back(a_bytes, dev);  // the baselines' gathered A
-    c_base.emplace_back(c_elems * 2, dev);
-    const cudaStream_t s = world.compute_stream(r);
-    fill_bf16(b[r].get(), size_t(n_local) * k, rank_seed(o.seed, r), s);
-    fill_bf16(static_cast<char*>(gathered.data(r)) + r * shard_bytes, size_t(m_per_rank) * k,
-              rank_seed(o.seed ^ 0xA11A11ull, r), s);
-    TL_CUDA_CHECK(cudaMemsetAsync(c[r].get(), 0xFF, c[r].bytes(), s));
-    args.b.push_back(b[r].get());
-    args.c.push_back(c[r].get());
+    c_ref.emplace_back(c_elems * 2, world.device(r));
+    a_base.emplace_back(a_bytes, world.device(r));  // the baselines' gathered A
+    c_base.emplace_back(c_elems * 2, world.device(r));
   }
   if (const std::string why = AgGemm::can_implement(world, heap, args); !why.empty()) {
     throw InvalidArgument("bench ag_gemm: " + why);
   }
-  AgGemm op(world, heap, signals, args, "bench.ag_gemm");
+  AgGemm op(world, heap, setup.signals, args, "bench.ag_gemm");
   Cublas cublas(world);
   Events events(world, w);
   world.synchronize();
@@ -171,7 +152,8 @@ Table bench_ag_gemm(const AgGemmBenchOptions& o) {
   Table& table = out.table;
   const double ideal = out.ideal;
 
-  table.notes.push_back("config: kernel " + op.kernel_name() + ", all-gather " + comm_name(args.config.comm, op.all_gather().plan(), op.all_gather().num_blocks()) +
+  if (!op.tuned_from().empty()) table.notes.push_back("config from the tune cache " + op.tuned_from());
+  table.notes.push_back("config: kernel " + op.kernel_name() + ", all-gather " + comm_name(op.config().comm, op.all_gather().plan(), op.all_gather().num_blocks()) +
                         ", swizzle " + std::to_string(op.swizzle()) + ", GEMM CTAs per rank " +
                         std::to_string(op.gemm_ctas(0)) + " (SM budget " + std::to_string(world.sm_budget(0)) + ")");
   table.notes.push_back("check: fused C of every rank equals cuBLAS within bf16 tolerance");

@@ -5,6 +5,8 @@
 #pragma once
 
 #include <cstdint>
+#include <ostream>
+#include <string>
 
 #include "bench/report.hpp"
 #include "tilelink/comm/collectives.hpp"
@@ -129,5 +131,18 @@ struct MoeBenchOptions {
 // (copy-engine all-gather, row gather, a cuBLAS GEMM per expert), its parts, a dense cuBLAS GEMM
 // of the same FLOPs and the ideal max(T_gemm, T_ag). moe.cu.
 Table bench_moe_ag(const MoeBenchOptions& options);
+
+struct TuneOptions {
+  int world = 8;
+  uint32_t m = 8192, n = 28672, k = 8192;  // as AgGemmBenchOptions
+  size_t top = 6;                          // communication variants timed (best predicted)
+  TimingOptions timing{2, 5};
+  uint64_t seed = 1;
+  std::string cache;  // tune cache file to update ("" = none)
+};
+
+// `tilelink tune ag_gemm`: the two-stage search (tune/ag_gemm_tune.hpp), one progress line per
+// configuration on `progress`; returns the tuned configuration against the automatic one. tune.cu.
+Table tune_ag_gemm(const TuneOptions& options, std::ostream& progress);
 
 }  // namespace tilelink::bench

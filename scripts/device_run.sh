@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # One call on the GPU machine: build, GPU + CPU tests, benchmarks. Logs go to $OUT (the device
-# tool brings back at most 8 files). Usage: scripts/device_run.sh [tests|bench|ops|ops_rs|moe|sweep|sweep_rs|sanitize|all, or several joined by commas] [extra gtest args]
+# tool brings back at most 8 files). Usage: scripts/device_run.sh [tests|bench|ops|ops_rs|moe|tune|sweep|sweep_rs|sanitize|all, or several joined by commas] [extra gtest args]
 set -uo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 out=${OUT:-$root/device-out}
@@ -58,6 +58,16 @@ if [[ $mode == *moe* || $mode == all ]]; then
     done
   } >"$out/bench_moe.log" 2>&1 || status=1
   grep -E "^(==|tilelink|non-over|cuBLAS|ideal|gather|all-gather|note: config|error)" "$out/bench_moe.log" | tail -90
+fi
+if [[ $mode == *tune* ]]; then
+  # tune AG+GEMM on the paper's shapes at world 8 into a fresh cache, then bench ag_gemm, which
+  # picks the tuned configurations up from it.
+  export TILELINK_TUNE_CACHE="$out/tune.json"
+  rm -f "$TILELINK_TUNE_CACHE"
+  { timeout 300 "$build/tilelink" tune ag_gemm --world 8 --shapes paper &&
+      timeout 200 "$build/tilelink" bench ag_gemm --world 8 --shapes paper; } >"$out/tune.log" 2>&1 || status=1
+  grep -E "^(\[|==|automatic|tuned|tilelink fused|cuBLAS|non-over|note: config|note: stored|tilelink)" "$out/tune.log" | tail -120
+  unset TILELINK_TUNE_CACHE
 fi
 if [[ $mode == *sweep_rs* ]]; then
   "$root/scripts/gemm_rs_sweep.sh" "$build" "$out"

@@ -12,6 +12,7 @@
 //       [--activation swiglu|gelu] [--scatter pull|push|ce] [--granularity tile|row|rank]
 //   tilelink bench moe_ag [--world N] [--model mixtral-8x7b | --hidden --intermediate --experts --topk]
 //       [--m TOKENS] [--routing uniform|skewed|few_experts] [--gather-blocks G]
+//   tilelink tune ag_gemm [--world N] [--m --n --k | --shapes paper] [--top K] [--cache FILE] [--dry-run]
 //   tilelink plan ag_gemm [--world N] [--nodes K] [--m --n --k] [--bm --bn] [--comm-rows R]
 //       [--resource ce|sm] [--blocks k] [--order mesh|ring] [--trace FILE] [--svg FILE]
 //   tilelink plan gemm_rs [--world N] [--nodes K] [--m --n --k] [--bm --bn] [--reduce-ctas R]
@@ -42,6 +43,8 @@
 #include "tilelink/runtime/world.hpp"
 #include "tilelink/sim/ag_gemm_sim.hpp"
 #include "tilelink/sim/gemm_rs_sim.hpp"
+#include "tilelink/tune/ag_gemm_tune.hpp"
+#include "tilelink/tune/tune_cache.hpp"
 
 #ifndef TILELINK_VERSION
 #define TILELINK_VERSION "unknown"
@@ -483,6 +486,59 @@ int cmd_moe_ag(MoeArgs a, const std::string& command) {
   return 0;
 }
 
+// `tilelink tune ag_gemm`: search the design space, store the best config in the tune cache.
+struct TuneArgs {
+  int world = 8;
+  uint32_t m = 8192, n = 28672, k = 8192;
+  std::string shapes;  // "paper": the three LLaMA shapes
+  size_t top = 6;
+  std::string cache = tilelink::TuneCache::default_path();
+  bool dry_run = false;
+  int sms = 132;  // dry run: SMs of the GPU to plan for
+  int warmup = 2, iters = 5;
+  std::string json;
+  uint64_t seed = 0;
+  CLI::Option* seed_option = nullptr;
+};
+
+std::vector<Mnk> tune_shapes(const TuneArgs& a) {
+  if (a.shapes == "paper") return {{8192, 28672, 8192}, {8192, 14336, 4096}, {8192, 49152, 12288}};
+  return {{a.m, a.n, a.k}};
+}
+
+// --dry-run: the candidates the search would time, with the plan model's predictions; no GPU.
+int cmd_tune_dry_run(const TuneArgs& a) {
+  for (const Mnk& s : tune_shapes(a)) {
+    const tilelink::AgGemmTuneShape shape{a.world, a.sms / a.world, s.m / static_cast<uint32_t>(a.world),
+                                          s.n / static_cast<uint32_t>(a.world), s.k};
+    std::cout << "== tune ag_gemm (dry run), world " << a.world << ", m=" << s.m << " n=" << s.n << " k=" << s.k
+              << ", " << shape.sm_budget << " SMs per rank ==\n";
+    const auto compute = tilelink::ag_gemm_compute_candidates(tilelink::AgGemm::kernel_names());
+    for (const auto& c : compute) std::cout << "compute       " << tilelink::describe(c) << "\n";
+    for (const auto& c : tilelink::ag_gemm_comm_candidates(compute.front(), shape, a.top)) {
+      std::printf("communication %s  (predicted %.1f us)\n", tilelink::describe(c.config).c_str(), c.predicted_us);
+    }
+  }
+  return 0;
+}
+
+int cmd_tune(const TuneArgs& a, const std::string& command) {
+  check_writable(a.json);
+  tb::TuneOptions o;
+  o.world = a.world;
+  o.top = a.top;
+  o.cache = a.cache;
+  o.timing = {a.warmup, a.iters};
+  o.seed = a.seed;
+  run_shapes(a.world, "tune ag_gemm", tune_shapes(a), command, a.seed, a.json, [&](const Mnk& s) {
+    o.m = s.m;
+    o.n = s.n;
+    o.k = s.k;
+    return tb::tune_ag_gemm(o, std::cout);
+  });
+  return 0;
+}
+
 // The table of a plan command (non-overlapped, decomposed, fused, ideal) and its timeline files.
 template <class Prediction>
 void print_plan(const std::string& name, const std::string& title, const Prediction& r, const std::string& trace,
@@ -728,6 +784,24 @@ int main(int argc, char** argv) {
   mlp->add_option("--json", mlp_args.json, "also write the results as JSON to FILE");
   mlp_args.seed_option = mlp->add_option("--seed", mlp_args.seed, "random seed of the inputs; default: a fresh one");
 
+  TuneArgs tune_args;
+  CLI::App* tune = app.add_subcommand("tune", "search an op's design space on the GPUs present and store the best config");
+  tune->require_subcommand(0, 1);
+  CLI::App* tune_ag = tune->add_subcommand("ag_gemm", "AG+GEMM: kernel x swizzle, then the communication variants the plan model ranks best");
+  tune_ag->add_option("--world", tune_args.world, "virtual ranks on device 0")->capture_default_str()->check(CLI::Range(1, tilelink::kMaxWorldSize));
+  tune_ag->add_option("--m", tune_args.m, "rows of A and C (all ranks)")->capture_default_str()->check(CLI::PositiveNumber);
+  tune_ag->add_option("--n", tune_args.n, "columns of C over all ranks")->capture_default_str()->check(CLI::PositiveNumber);
+  tune_ag->add_option("--k", tune_args.k, "inner dimension")->capture_default_str()->check(CLI::PositiveNumber);
+  tune_ag->add_option("--shapes", tune_args.shapes, "'paper': the three LLaMA shapes instead of --m/--n/--k")->check(CLI::IsMember({"paper"}));
+  tune_ag->add_option("--top", tune_args.top, "communication variants to time (the plan model's best)")->capture_default_str()->check(CLI::Range(1, 64));
+  tune_ag->add_option("--cache", tune_args.cache, "tune cache file to update ('' = do not store); default: $TILELINK_TUNE_CACHE or ~/.cache/tilelink/tune.json")->capture_default_str();
+  tune_ag->add_flag("--dry-run", tune_args.dry_run, "print the candidates and the model's predictions; no GPU needed");
+  tune_ag->add_option("--sms", tune_args.sms, "dry run: SMs of the GPU planned for")->capture_default_str()->check(CLI::PositiveNumber);
+  tune_ag->add_option("--warmup", tune_args.warmup, "untimed calls per configuration")->capture_default_str()->check(CLI::Range(0, 1000000));
+  tune_ag->add_option("--iters", tune_args.iters, "timed calls per configuration (the median counts)")->capture_default_str()->check(CLI::Range(1, 1000000));
+  tune_ag->add_option("--json", tune_args.json, "also write the results as JSON to FILE");
+  tune_args.seed_option = tune_ag->add_option("--seed", tune_args.seed, "random seed of the inputs; default: a fresh one");
+
   CLI::App* plan = app.add_subcommand("plan", "predict an op's timeline from a cost model (no GPU needed)");
   plan->require_subcommand(0, 1);
   PlanArgs plan_args;
@@ -774,14 +848,18 @@ int main(int argc, char** argv) {
   }
 
   if (app.get_subcommands().empty() || (*bench && bench->get_subcommands().empty()) ||
-      (*plan && plan->get_subcommands().empty())) {
-    std::cerr << (*bench ? bench->help("tilelink") : *plan ? plan->help("tilelink") : app.help())
+      (*plan && plan->get_subcommands().empty()) || (*tune && tune->get_subcommands().empty())) {
+    std::cerr << (*bench  ? bench->help("tilelink")
+                  : *plan ? plan->help("tilelink")
+                  : *tune ? tune->help("tilelink")
+                          : app.help())
               << "tilelink: a command is required\n";
     return kExitUsage;
   }
 
-  if (*plan_ag || *plan_rs) {  // the models need no GPU
+  if (*plan_ag || *plan_rs || (*tune_ag && tune_args.dry_run)) {  // the models need no GPU
     try {
+      if (*tune_ag) return cmd_tune_dry_run(tune_args);
       return *plan_ag ? cmd_plan_ag_gemm(plan_args) : cmd_plan_gemm_rs(plan_rs_args);
     } catch (const std::exception& e) {
       std::cerr << "tilelink: error: " << e.what() << "\n";
@@ -818,6 +896,10 @@ int main(int argc, char** argv) {
     if (*moe) {
       if (moe_args.seed_option->count() == 0) moe_args.seed = fresh_seed();
       return cmd_moe_ag(moe_args, command);
+    }
+    if (*tune_ag) {
+      if (tune_args.seed_option->count() == 0) tune_args.seed = fresh_seed();
+      return cmd_tune(tune_args, command);
     }
     if (*mlp) {
       if (mlp_args.seed_option->count() == 0) mlp_args.seed = fresh_seed();

@@ -6,6 +6,8 @@
 // launch can wait for a peer kernel that spins on it, see tilelink::preload_kernel), and every
 // stream gets a hardware queue of its own (tilelink::configure_cuda_environment).
 //
+// The tune cache is off: an op left on automatic must not pick up the machine's tuned config.
+//
 // After every test the device must go idle: a test that leaves work behind that never completes
 // (a stream wait nobody satisfies) fails the suite by name instead of hanging it at exit.
 #include <cuda_runtime_api.h>
@@ -51,6 +53,7 @@ class DeviceIdleCheck : public testing::EmptyTestEventListener {
 
 int main(int argc, char** argv) {
   setenv("CUDA_MODULE_LOADING", "EAGER", 0);
+  setenv("TILELINK_TUNE_CACHE", "off", 1);  // ops run the configurations the tests give, not a tuned one
   tilelink::configure_cuda_environment();
   testing::InitGoogleTest(&argc, argv);
   GTEST_FLAG_SET(death_test_style, "threadsafe");

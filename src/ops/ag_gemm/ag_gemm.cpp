@@ -10,6 +10,7 @@
 #include "tilelink/core/error.hpp"
 #include "tilelink/ops/ag_gemm/ag_gemm_policy.hpp"
 #include "tilelink/ops/ag_gemm/ag_gemm_protocol.hpp"
+#include "tilelink/tune/tune_cache.hpp"
 
 namespace tilelink {
 
@@ -49,6 +50,24 @@ int gemm_sm_count(const World& world, int rank, const AgGemmArguments& a, uint32
 uint32_t choose_swizzle(const AgGemmArguments& a, const detail::Sm90AgGemmConfigInfo& kernel, uint64_t l2_share) {
   return ag_gemm_policy::auto_swizzle(a.config.swizzle, kernel.tile_m * kernel.cluster_m, a.m_per_rank, a.k,
                                       l2_share);
+}
+
+// With every knob on automatic, the tune cache's configuration for this GPU, world and shape
+// (tune/tune_cache.hpp), if any and if it still passes can_implement.
+AgGemmArguments with_tuned_config(const World& world, const SymmetricHeap& heap, const AgGemmArguments& a,
+                                  std::string* from) {
+  if (!a.config.use_tune_cache || !is_automatic(a.config)) return a;
+  const std::string path = TuneCache::default_path();
+  if (path.empty()) return a;
+  const std::optional<TuneEntry> entry = TuneCache::load(path).find(
+      make_tune_key(world, "ag_gemm", a.m_per_rank * static_cast<uint32_t>(world.size()), a.n, a.k));
+  if (!entry) return a;
+  AgGemmArguments tuned = a;
+  tuned.config = entry->config;
+  tuned.config.use_tune_cache = false;
+  if (!AgGemm::can_implement(world, heap, tuned).empty()) return a;
+  *from = path;
+  return tuned;
 }
 
 }  // namespace
@@ -107,12 +126,13 @@ AgGemm::AgGemm(const World& world, SymmetricHeap& heap, SignalSet& signals, cons
   if (std::string why = can_implement(world, heap, args); !why.empty()) {
     throw InvalidArgument("AgGemm '" + name + "': " + why);
   }
-  const detail::Sm90AgGemmConfigInfo& kernel = *find_kernel(args.config.kernel);
+  args_ = with_tuned_config(world, heap, args, &tuned_from_);
+  const detail::Sm90AgGemmConfigInfo& kernel = *find_kernel(args_.config.kernel);
   kernel_name_ = kernel.name;
-  swizzle_ = choose_swizzle(args, kernel, world.l2_share(0));
-  m_ = args.m_per_rank * static_cast<uint32_t>(world.size());
-  ag_ = std::make_unique<AllGather>(world, heap, signals, all_gather_arguments(world, args), name);
-  const uint32_t comm_blocks = args.config.comm.resource == CommResource::kSm ? ag_->num_blocks() : 0;
+  swizzle_ = choose_swizzle(args_, kernel, world.l2_share(0));
+  m_ = args_.m_per_rank * static_cast<uint32_t>(world.size());
+  ag_ = std::make_unique<AllGather>(world, heap, signals, all_gather_arguments(world, args_), name);
+  const uint32_t comm_blocks = args_.config.comm.resource == CommResource::kSm ? ag_->num_blocks() : 0;
 
   const uint32_t m_tiles = (m_ + kernel.tile_m - 1) / kernel.tile_m;
   for (int r = 0; r < world.size(); ++r) {
@@ -122,18 +142,18 @@ AgGemm::AgGemm(const World& world, SymmetricHeap& heap, SignalSet& signals, cons
     TL_CUDA_CHECK(cudaMemcpy(table.get(), order.data(), table.bytes(), cudaMemcpyHostToDevice));
 
     detail::Sm90AgGemmProblem p;
-    p.a = static_cast<const char*>(args.a->data(r)) + args.a_offset;
-    p.lda = args.k;
-    p.b = args.b[static_cast<size_t>(r)];
-    p.c = args.c[static_cast<size_t>(r)];
+    p.a = static_cast<const char*>(args_.a->data(r)) + args_.a_offset;
+    p.lda = args_.k;
+    p.b = args_.b[static_cast<size_t>(r)];
+    p.c = args_.c[static_cast<size_t>(r)];
     p.m = m_;
-    p.n = args.n;
-    p.k = args.k;
+    p.n = args_.n;
+    p.k = args_.k;
     p.m_order = table.get<uint32_t>();
     p.plan = ag_->plan();
     p.sig = ag_->signals().device_view(r);
     p.device = world.device(r);
-    p.sm_count = gemm_sm_count(world, r, args, comm_blocks);
+    p.sm_count = gemm_sm_count(world, r, args_, comm_blocks);
     p.swizzle = static_cast<int>(swizzle_);
     p.wait = true;
     kernels_.push_back(kernel.make(p));

@@ -59,6 +59,9 @@ struct AgGemmConfig {
   uint32_t swizzle = 0;
   // Kernel configuration by name (see AgGemm::kernel_names()); "" = the default.
   std::string kernel;
+  // With every knob above on automatic, use the configuration `tilelink tune` stored for this
+  // GPU, world and shape, if the tune cache has one (tune/tune_cache.hpp).
+  bool use_tune_cache = true;
 };
 
 struct AgGemmArguments {
@@ -103,6 +106,10 @@ class AgGemm {
   int gemm_ctas(int rank) const;
   const std::string& kernel_name() const { return kernel_name_; }
   uint32_t swizzle() const { return swizzle_; }
+  // The configuration in use (the caller's, or the tune cache's), and the cache file it came
+  // from ("" when not from the cache).
+  const AgGemmConfig& config() const { return args_.config; }
+  const std::string& tuned_from() const { return tuned_from_; }
   // The rank's tile-row visiting order (host copy).
   const std::vector<uint32_t>& m_order(int rank) const { return m_order_host_[static_cast<size_t>(rank)]; }
 
@@ -111,6 +118,7 @@ class AgGemm {
   AgGemmArguments args_;
   uint32_t m_ = 0;
   std::string kernel_name_;
+  std::string tuned_from_;
   uint32_t swizzle_ = 1;
   std::unique_ptr<AllGather> ag_;
   std::vector<std::vector<uint32_t>> m_order_host_;

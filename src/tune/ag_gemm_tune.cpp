@@ -1,0 +1,108 @@
+#include "tilelink/tune/ag_gemm_tune.hpp"
+
+#include <algorithm>
+#include <cstdio>
+
+#include "tilelink/core/error.hpp"
+#include "tilelink/ops/ag_gemm/ag_gemm_policy.hpp"
+#include "tilelink/sim/ag_gemm_sim.hpp"
+
+namespace tilelink {
+namespace {
+
+// The CTA tile of a kernel name "<bm>x<bn>x<bk>_c<cm>x<cn>" (the default kernel: "").
+void kernel_tile(const std::string& kernel, uint32_t* bm, uint32_t* bn) {
+  const std::string name = kernel.empty() ? AgGemm::kernel_names().front() : kernel;
+  unsigned m = 0, n = 0;
+  if (std::sscanf(name.c_str(), "%ux%u", &m, &n) != 2) {
+    throw InvalidArgument("ag_gemm tune: kernel name '" + name + "': expected '<bm>x<bn>x<bk>_c<cm>x<cn>'");
+  }
+  *bm = m;
+  *bn = n;
+}
+
+double predict_us(const AgGemmConfig& c, const AgGemmTuneShape& s, const sim::CostModel& gpu) {
+  sim::AgGemmProblem p;
+  p.world = s.world;
+  p.m = s.m_per_rank * static_cast<uint32_t>(s.world);
+  p.n = s.n * static_cast<uint32_t>(s.world);
+  p.k = s.k;
+  sim::AgGemmConfig q;
+  kernel_tile(c.kernel, &q.bm, &q.bn);
+  q.comm_rows = c.comm.comm_rows != 0 ? c.comm.comm_rows
+                                      : ag_gemm_policy::auto_comm_rows(c.comm.resource, s.m_per_rank, s.k);
+  q.resource = c.comm.resource == CommResource::kSm ? sim::Resource::kSm : sim::Resource::kCopyEngine;
+  q.comm_ctas = c.comm.resource == CommResource::kSm
+                    ? (c.comm.num_blocks != 0 ? c.comm.num_blocks : static_cast<uint32_t>(std::max(1, s.sm_budget / 8)))
+                    : 0;
+  q.order = c.comm.order;
+  // One rank's share of the GPU: its SM budget and that share of the GPU's throughput.
+  sim::CostModel share = gpu;
+  share.flops = gpu.flops * s.sm_budget / gpu.sms;
+  share.sms = s.sm_budget;
+  return sim::predict_ag_gemm(p, q, share).fused * 1e6;
+}
+
+bool same_comm(const AllGatherConfig& a, const AllGatherConfig& b) {
+  return a.resource == b.resource && a.method == b.method && a.path == b.path && a.order == b.order &&
+         a.comm_rows == b.comm_rows && a.num_blocks == b.num_blocks && a.threads == b.threads;
+}
+
+}  // namespace
+
+std::vector<AgGemmConfig> ag_gemm_compute_candidates(const std::vector<std::string>& kernels) {
+  std::vector<AgGemmConfig> out;
+  AgGemmConfig automatic;
+  automatic.use_tune_cache = false;
+  out.push_back(automatic);
+  for (size_t i = 0; i < kernels.size(); ++i) {
+    for (uint32_t swizzle : {0u, 1u, 2u, 4u, 8u}) {
+      if (i == 0 && swizzle == 0) continue;  // the automatic configuration, already first
+      AgGemmConfig c = automatic;
+      c.kernel = i == 0 ? "" : kernels[i];
+      c.swizzle = swizzle;
+      out.push_back(c);
+    }
+  }
+  return out;
+}
+
+std::vector<RankedAgGemmConfig> ag_gemm_comm_candidates(const AgGemmConfig& base, const AgGemmTuneShape& shape,
+                                                        size_t top, const sim::CostModel& gpu) {
+  TL_REQUIRE(top >= 1, "ag_gemm_comm_candidates", "top", top, ">= 1");
+  AgGemmConfig automatic = base;
+  automatic.comm = AgGemmConfig{}.comm;
+  const RankedAgGemmConfig auto_ranked{automatic, shape.world > 1 ? predict_us(automatic, shape, gpu) : 0.0};
+  if (shape.world == 1) return {auto_ranked};
+
+  std::vector<RankedAgGemmConfig> all;
+  auto add = [&](const AllGatherConfig& comm) {
+    if (comm.comm_rows > shape.m_per_rank) return;
+    AgGemmConfig c = base;
+    c.comm = comm;
+    all.push_back({c, predict_us(c, shape, gpu)});
+  };
+  for (uint32_t rows : {256u, 512u, 1024u, 2048u, 4096u}) {
+    add({CommResource::kCopyEngine, AgMethod::kPull, DataPath::kLdSt, CommOrder::kFullMesh, rows, 0, 512});
+  }
+  const uint32_t more_blocks = static_cast<uint32_t>(std::max(2, shape.sm_budget / 4));
+  for (CommOrder order : {CommOrder::kFullMesh, CommOrder::kRing}) {
+    for (AgMethod method : {AgMethod::kPull, AgMethod::kPush}) {
+      for (DataPath path : {DataPath::kLdSt, DataPath::kBulk}) {
+        for (uint32_t rows : {128u, 256u, 512u}) {
+          for (uint32_t blocks : {0u, more_blocks}) add({CommResource::kSm, method, path, order, rows, blocks, 512});
+        }
+      }
+    }
+  }
+  std::stable_sort(all.begin(), all.end(),
+                   [](const RankedAgGemmConfig& a, const RankedAgGemmConfig& b) { return a.predicted_us < b.predicted_us; });
+  if (all.size() > top) all.resize(top);
+  const bool has_auto = std::any_of(all.begin(), all.end(), [&](const RankedAgGemmConfig& r) {
+    return same_comm(r.config.comm, automatic.comm);
+  });
+  if (!has_auto) all.push_back(auto_ranked);
+  return all;
+}
+
+}  // namespace tilelink

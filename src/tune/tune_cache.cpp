@@ -1,0 +1,165 @@
+#include "tilelink/tune/tune_cache.hpp"
+
+#include <cuda_runtime_api.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "tilelink/core/error.hpp"
+
+namespace tilelink {
+namespace {
+
+using nlohmann::json;
+
+template <class E>
+E parse_enum(const json& j, const char* field, E a, E b, const std::string& file) {
+  const std::string v = j.at(field).get<std::string>();
+  if (v == to_string(a)) return a;
+  if (v == to_string(b)) return b;
+  throw InvalidArgument("tune cache '" + file + "': field '" + field + "' = '" + v + "': expected '" + to_string(a) +
+                        "' or '" + to_string(b) + "'");
+}
+
+json to_json(const AgGemmConfig& c) {
+  return json{{"kernel", c.kernel},
+              {"swizzle", c.swizzle},
+              {"gemm_sms", c.gemm_sms},
+              {"comm",
+               {{"resource", to_string(c.comm.resource)},
+                {"method", to_string(c.comm.method)},
+                {"path", to_string(c.comm.path)},
+                {"order", to_string(c.comm.order)},
+                {"comm_rows", c.comm.comm_rows},
+                {"num_blocks", c.comm.num_blocks},
+                {"threads", c.comm.threads}}}};
+}
+
+AgGemmConfig config_from_json(const json& j, const std::string& file) {
+  AgGemmConfig c;
+  c.kernel = j.at("kernel").get<std::string>();
+  c.swizzle = j.at("swizzle").get<uint32_t>();
+  c.gemm_sms = j.at("gemm_sms").get<uint32_t>();
+  const json& m = j.at("comm");
+  c.comm.resource = parse_enum(m, "resource", CommResource::kCopyEngine, CommResource::kSm, file);
+  c.comm.method = parse_enum(m, "method", AgMethod::kPull, AgMethod::kPush, file);
+  c.comm.path = parse_enum(m, "path", DataPath::kLdSt, DataPath::kBulk, file);
+  c.comm.order = parse_enum(m, "order", CommOrder::kFullMesh, CommOrder::kRing, file);
+  c.comm.comm_rows = m.at("comm_rows").get<uint32_t>();
+  c.comm.num_blocks = m.at("num_blocks").get<uint32_t>();
+  c.comm.threads = m.at("threads").get<uint32_t>();
+  return c;
+}
+
+}  // namespace
+
+std::string TuneKey::str() const {
+  std::ostringstream s;
+  s << gpu << " (" << sms << " SMs) / world " << world << (virtual_ranks ? " virtual" : "") << " / " << op << " / "
+    << m << "x" << n << "x" << k << " / " << dtype;
+  return s.str();
+}
+
+TuneKey make_tune_key(const World& world, const std::string& op, uint32_t m, uint32_t n, uint32_t k) {
+  cudaDeviceProp prop{};
+  TL_CUDA_CHECK(cudaGetDeviceProperties(&prop, world.device(0)));
+  TuneKey key;
+  key.gpu = prop.name;
+  key.sms = prop.multiProcessorCount;
+  key.world = world.size();
+  key.virtual_ranks = world.size() > 1 && world.device(0) == world.device(world.size() - 1);
+  key.op = op;
+  key.m = m;
+  key.n = n;
+  key.k = k;
+  return key;
+}
+
+std::string TuneCache::default_path() {
+  if (const char* env = std::getenv("TILELINK_TUNE_CACHE")) return std::string(env) == "off" ? "" : env;
+  if (const char* xdg = std::getenv("XDG_CACHE_HOME"); xdg != nullptr && *xdg != '\0') {
+    return std::string(xdg) + "/tilelink/tune.json";
+  }
+  if (const char* home = std::getenv("HOME"); home != nullptr && *home != '\0') {
+    return std::string(home) + "/.cache/tilelink/tune.json";
+  }
+  return "";
+}
+
+TuneCache TuneCache::load(const std::string& path) {
+  TuneCache cache;
+  cache.path_ = path;
+  if (path.empty()) return cache;
+  std::ifstream in(path);
+  if (!in) return cache;  // no file yet: an empty cache
+  try {
+    const json j = json::parse(in);
+    if (j.at("format").get<std::string>() != "tilelink-tune-1") {
+      throw InvalidArgument("tune cache '" + path + "': field 'format' = '" + j.at("format").get<std::string>() +
+                            "': expected 'tilelink-tune-1'");
+    }
+    for (const auto& [key, e] : j.at("entries").items()) {
+      TuneEntry entry;
+      entry.config = config_from_json(e.at("config"), path);
+      entry.time_us = e.at("time_us").get<double>();
+      entry.default_us = e.at("default_us").get<double>();
+      entry.date = e.at("date").get<std::string>();
+      cache.entries_[key] = entry;
+    }
+  } catch (const json::exception& e) {
+    throw InvalidArgument("tune cache '" + path + "' is not a tilelink tune cache: " + e.what());
+  }
+  return cache;
+}
+
+std::optional<TuneEntry> TuneCache::find(const TuneKey& key) const {
+  const auto it = entries_.find(key.str());
+  if (it == entries_.end()) return std::nullopt;
+  return it->second;
+}
+
+void TuneCache::put(const TuneKey& key, const TuneEntry& entry) { entries_[key.str()] = entry; }
+
+void TuneCache::save() const {
+  if (path_.empty()) throw Error("tune cache: no file to write (TILELINK_TUNE_CACHE=off, or no HOME)");
+  json j;
+  j["format"] = "tilelink-tune-1";
+  j["entries"] = json::object();
+  for (const auto& [key, e] : entries_) {
+    j["entries"][key] = {{"config", to_json(e.config)},
+                         {"time_us", e.time_us},
+                         {"default_us", e.default_us},
+                         {"date", e.date}};
+  }
+  const std::filesystem::path p(path_);
+  std::error_code ec;
+  if (p.has_parent_path()) std::filesystem::create_directories(p.parent_path(), ec);
+  std::ofstream out(path_);
+  if (!out || !(out << j.dump(2) << "\n")) throw Error("tune cache: cannot write '" + path_ + "'");
+}
+
+std::string describe(const AgGemmConfig& c) {
+  std::string s = "kernel " + (c.kernel.empty() ? std::string("default") : c.kernel) + ", swizzle " +
+                  (c.swizzle == 0 ? std::string("auto") : std::to_string(c.swizzle)) + ", " +
+                  to_string(c.comm.resource) + " " + to_string(c.comm.method) + " " + to_string(c.comm.order);
+  if (c.comm.resource == CommResource::kSm) {
+    s += std::string(" ") + to_string(c.comm.path) + " " +
+         (c.comm.num_blocks == 0 ? std::string("auto") : std::to_string(c.comm.num_blocks)) + " CTAs";
+  }
+  s += ", comm rows " + (c.comm.comm_rows == 0 ? std::string("auto") : std::to_string(c.comm.comm_rows));
+  if (c.gemm_sms != 0) s += ", GEMM SMs " + std::to_string(c.gemm_sms);
+  return s;
+}
+
+bool is_automatic(const AgGemmConfig& c) {
+  const AgGemmConfig d;
+  return c.kernel == d.kernel && c.swizzle == d.swizzle && c.gemm_sms == d.gemm_sms &&
+         c.comm.resource == d.comm.resource && c.comm.method == d.comm.method && c.comm.path == d.comm.path &&
+         c.comm.order == d.comm.order && c.comm.comm_rows == d.comm.comm_rows &&
+         c.comm.num_blocks == d.comm.num_blocks && c.comm.threads == d.comm.threads;
+}
+
+}  // namespace tilelink
