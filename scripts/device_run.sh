@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # One call on the GPU machine: build, GPU + CPU tests, benchmarks. Logs go to $OUT (the device
-# tool brings back at most 8 files). Usage: scripts/device_run.sh [tests|bench|ops|ops_rs|moe|tune|sweep|sweep_rs|sanitize|all, or several joined by commas] [extra gtest args]
+# tool brings back at most 8 files). Usage: scripts/device_run.sh [tests|bench|ops|ops_rs|moe|tune|models|sweep|sweep_rs|sanitize|all, or several joined by commas] [extra gtest args]
 set -uo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 out=${OUT:-$root/device-out}
@@ -68,6 +68,12 @@ if [[ $mode == *tune* ]]; then
       timeout 200 "$build/tilelink" bench ag_gemm --world 8 --shapes paper; } >"$out/tune.log" 2>&1 || status=1
   grep -E "^(\[|==|automatic|tuned|tilelink fused|cuBLAS|non-over|note: config|note: stored|tilelink)" "$out/tune.log" | tail -120
   unset TILELINK_TUNE_CACHE
+fi
+if [[ $mode == *models* ]]; then
+  # bench --sweep: DESIGN.md section 8's model shapes at world 8, charts in $OUT.
+  { timeout 280 "$build/tilelink" bench ag_gemm --world 8 --sweep --warmup 2 --iters 5 --svg "$out/sweep_ag_gemm_w8.svg" &&
+      timeout 280 "$build/tilelink" bench gemm_rs --world 8 --sweep --warmup 2 --iters 5 --svg "$out/sweep_gemm_rs_w8.svg"; } >"$out/models.log" 2>&1 || status=1
+  grep -E "^(==|tilelink fused|cuBLAS GEMM|non-over|ideal|wrote|error|tilelink)" "$out/models.log" | tail -80
 fi
 if [[ $mode == *sweep_rs* ]]; then
   "$root/scripts/gemm_rs_sweep.sh" "$build" "$out"

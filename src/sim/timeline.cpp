@@ -1,6 +1,7 @@
 #include "tilelink/sim/timeline.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <sstream>
 
@@ -110,6 +111,68 @@ std::string to_svg(const std::vector<Interval>& timeline, const std::string& tit
   std::snprintf(buf, sizeof(buf), "<text x=\"%.0f\" y=\"%.0f\">%.1f µs</text>\n", kLeft + kWidth - 60, height - 4,
                 end * 1e6);
   os << buf << "</svg>\n";
+  return os.str();
+}
+
+std::string to_bar_chart_svg(const std::string& title, const std::vector<std::string>& labels,
+                             const std::vector<ChartSeries>& series, const std::string& y_label, double reference) {
+  for (const ChartSeries& c : series) {
+    if (c.values.size() != labels.size()) {
+      throw InvalidArgument("to_bar_chart_svg: series '" + c.name + "' has " + std::to_string(c.values.size()) +
+                            " values: expected one per label (" + std::to_string(labels.size()) + ")");
+    }
+  }
+  static const char* kColors[] = {"#2b6cb0", "#d9822b", "#38a169", "#805ad5", "#c53030"};
+  constexpr double kLeft = 60, kTop = 40, kPlot = 260, kBar = 22, kGap = 26;
+  double top = reference;
+  for (const ChartSeries& c : series) {
+    for (double v : c.values) {
+      if (std::isfinite(v)) top = std::max(top, v);
+    }
+  }
+  top = top > 0 ? top * 1.15 : 1;
+  const double group = kBar * double(std::max<size_t>(series.size(), 1)) + kGap;
+  const double width = kLeft + group * double(labels.size()) + 20;
+  const double height = kTop + kPlot + 70 + 16 * double(series.size());
+  auto y_of = [&](double v) { return kTop + kPlot * (1 - v / top); };
+  std::ostringstream os;
+  char buf[320];
+  std::snprintf(buf, sizeof(buf),
+                "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%.0f\" height=\"%.0f\" font-family=\"monospace\" "
+                "font-size=\"10\">\n",
+                std::max(width, 400.0), height);
+  os << buf << "<text x=\"4\" y=\"14\">" << xml_escaped(title) << "</text>\n";
+  std::snprintf(buf, sizeof(buf), "<text x=\"4\" y=\"%.0f\">", kTop - 6);
+  os << buf << xml_escaped(y_label) << "</text>\n";
+  std::snprintf(buf, sizeof(buf),
+                "<line x1=\"%.0f\" y1=\"%.1f\" x2=\"%.0f\" y2=\"%.1f\" stroke=\"black\" stroke-dasharray=\"4 3\"/>\n"
+                "<text x=\"4\" y=\"%.1f\">%.2f</text>\n",
+                kLeft, y_of(reference), width - 10, y_of(reference), y_of(reference) + 3, reference);
+  os << buf;
+  for (size_t i = 0; i < labels.size(); ++i) {
+    const double x0 = kLeft + group * double(i) + kGap / 2;
+    for (size_t s = 0; s < series.size(); ++s) {
+      const double v = series[s].values[i];
+      if (!std::isfinite(v)) continue;
+      const double x = x0 + kBar * double(s);
+      std::snprintf(buf, sizeof(buf),
+                    "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" fill=\"%s\"><title>",
+                    x, y_of(v), kBar - 2, kTop + kPlot - y_of(v), kColors[s % 5]);
+      os << buf << xml_escaped(series[s].name + " " + labels[i]);
+      std::snprintf(buf, sizeof(buf), ": %.3f</title></rect>\n<text x=\"%.1f\" y=\"%.1f\" font-size=\"8\">%.2f</text>\n",
+                    v, x, y_of(v) - 2, v);
+      os << buf;
+    }
+    std::snprintf(buf, sizeof(buf), "<text x=\"%.1f\" y=\"%.1f\" font-size=\"9\">", x0, kTop + kPlot + 14);
+    os << buf << xml_escaped(labels[i]) << "</text>\n";
+  }
+  for (size_t s = 0; s < series.size(); ++s) {
+    const double y = kTop + kPlot + 40 + 16 * double(s);
+    std::snprintf(buf, sizeof(buf), "<rect x=\"%.0f\" y=\"%.1f\" width=\"10\" height=\"10\" fill=\"%s\"/><text x=\"%.0f\" y=\"%.1f\">",
+                  kLeft, y - 9, kColors[s % 5], kLeft + 16, y);
+    os << buf << xml_escaped(series[s].name) << "</text>\n";
+  }
+  os << "</svg>\n";
   return os.str();
 }
 

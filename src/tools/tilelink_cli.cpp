@@ -6,8 +6,8 @@
 //       [--resource sm|ce] [--method pull|push] [--path ldst|bulk] [--order mesh|ring]
 //       [--comm-rows K] [--blocks k] [--threads T] [--warmup W] [--iters I] [--json FILE]
 //   tilelink bench reduce_scatter [same, less --resource and --order]
-//   tilelink bench ag_gemm [--world N] [--m --n --k | --shapes paper] [...]
-//   tilelink bench gemm_rs [--world N] [--m --n --k | --shapes paper] [--scatter pull|push|ce] [...]
+//   tilelink bench ag_gemm [--world N] [--m --n --k | --shapes paper | --sweep [--svg FILE]] [...]
+//   tilelink bench gemm_rs [--world N] [--m --n --k | --shapes paper | --sweep [--svg FILE]] [--scatter pull|push|ce] [...]
 //   tilelink bench mlp [--world N] [--model llama3-70b | --hidden H --intermediate I] [--m TOKENS]
 //       [--activation swiglu|gelu] [--scatter pull|push|ce] [--granularity tile|row|rank]
 //   tilelink bench moe_ag [--world N] [--model mixtral-8x7b | --hidden --intermediate --experts --topk]
@@ -27,6 +27,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <ctime>
+#include <cmath>
 #include <fstream>
 #include <iomanip>
 #include <iostream>
@@ -43,6 +44,7 @@
 #include "tilelink/runtime/world.hpp"
 #include "tilelink/sim/ag_gemm_sim.hpp"
 #include "tilelink/sim/gemm_rs_sim.hpp"
+#include "tilelink/sim/timeline.hpp"
 #include "tilelink/tune/ag_gemm_tune.hpp"
 #include "tilelink/tune/tune_cache.hpp"
 
@@ -99,7 +101,7 @@ tb::Fields run_meta(const std::string& command, uint64_t seed) {
 void check_writable(const std::string& path) {
   if (path.empty()) return;
   std::ofstream probe(path);
-  if (!probe) throw tilelink::Error("cannot open '" + path + "' for writing (--json)");
+  if (!probe) throw tilelink::Error("cannot open '" + path + "' for writing");
 }
 
 void finish(const std::vector<tb::Table>& tables, const tb::Fields& meta, const std::string& json) {
@@ -283,18 +285,87 @@ struct Mnk {
   uint32_t m, n, k;
 };
 
-// One table per shape, printed as it is measured, then the JSON file if asked.
+// A sweep's shape: the model it comes from and (m, n, k).
+struct LabeledMnk {
+  std::string label;
+  Mnk shape;
+};
+
+// DESIGN.md section 8's dense model shapes (N, K per layer; M = 8192 tokens): AG+GEMM computes
+// M x N x K (the column-parallel up projection), GEMM+RS M x K x N (the row-parallel down one).
+std::vector<LabeledMnk> model_sweep(bool row_parallel) {
+  struct Model {
+    const char* name;
+    uint32_t n, k;
+  };
+  static constexpr Model kModels[] = {{"llama-7b", 11008, 4096},      {"llama3-8b", 14336, 4096},
+                                      {"llama3-70b", 28672, 8192},    {"llama3-405b", 53248, 16384},
+                                      {"qwen2-72b", 29568, 8192},     {"gpt3-175b", 49152, 12288}};
+  std::vector<LabeledMnk> out;
+  for (const Model& m : kModels) {
+    out.push_back({m.name, row_parallel ? Mnk{8192, m.k, m.n} : Mnk{8192, m.n, m.k}});
+  }
+  return out;
+}
+
+// "[#####-----] 3/6 llama3-70b (8192, 28672, 8192)" on stderr, before each shape of a sweep.
+void print_progress(size_t done, size_t total, const LabeledMnk& next) {
+  constexpr size_t kWidth = 24;
+  const size_t filled = total == 0 ? kWidth : done * kWidth / total;
+  std::cerr << "[" << std::string(filled, '#') << std::string(kWidth - filled, '-') << "] " << done << "/" << total
+            << " " << next.label << " (" << next.shape.m << ", " << next.shape.n << ", " << next.shape.k << ")\n";
+}
+
+// The fused row's speedups of each table as an SVG bar chart.
+void write_speedup_chart(const std::string& path, const std::string& title, const std::vector<LabeledMnk>& shapes,
+                         const std::vector<tb::Table>& tables) {
+  tilelink::sim::ChartSeries vs_non{"fused vs non-overlapped", {}}, vs_ideal{"ideal / fused", {}};
+  std::vector<std::string> labels;
+  for (size_t i = 0; i < tables.size(); ++i) {
+    labels.push_back(shapes[i].label);
+    double non = std::nan(""), ideal = std::nan("");
+    for (const auto& row : tables[i].rows) {
+      const auto* name = std::get_if<std::string>(&row.front());
+      if (name != nullptr && name->rfind("tilelink fused", 0) == 0) {
+        non = std::get<double>(row[6]);
+        ideal = std::get<double>(row[7]);
+      }
+    }
+    vs_non.values.push_back(non);
+    vs_ideal.values.push_back(ideal);
+  }
+  std::ofstream(path) << tilelink::sim::to_bar_chart_svg(title, labels, {vs_non, vs_ideal}, "speedup", 1.0);
+  std::cout << "wrote " << path << " (SVG chart of the fused op's speedups)\n";
+}
+
+// One table per shape, printed as it is measured, then the JSON file if asked. A sweep (more
+// than one labeled shape) shows a progress bar and, with `svg`, charts the speedups.
 template <class Bench>
 void run_shapes(int world, const std::string& what, const std::vector<Mnk>& shapes, const std::string& command,
-                uint64_t seed, const std::string& json, Bench&& bench) {
+                uint64_t seed, const std::string& json, Bench&& bench, const std::vector<LabeledMnk>& sweep = {},
+                const std::string& svg = "") {
   print_device_header(world, what);
   std::vector<tb::Table> tables;
-  for (const Mnk& s : shapes) {
-    tables.push_back(bench(s));
+  for (size_t i = 0; i < shapes.size(); ++i) {
+    if (!sweep.empty()) print_progress(i, shapes.size(), sweep[i]);
+    tables.push_back(bench(shapes[i]));
     tb::print_table(std::cout, tables.back());
     std::cout.flush();
   }
+  if (!sweep.empty()) std::cerr << "[" << std::string(24, '#') << "] " << shapes.size() << "/" << shapes.size() << " done\n";
   finish(tables, run_meta(command, seed), json);
+  if (!svg.empty()) write_speedup_chart(svg, what + ", world " + std::to_string(world), sweep, tables);
+}
+
+// The shapes of a bench command: the sweep's, the paper's three, or the one given.
+std::vector<Mnk> shapes_of(const std::vector<LabeledMnk>& sweep, const std::string& shapes,
+                           const std::vector<Mnk>& paper, const Mnk& one) {
+  if (!sweep.empty()) {
+    std::vector<Mnk> out;
+    for (const LabeledMnk& s : sweep) out.push_back(s.shape);
+    return out;
+  }
+  return shapes == "paper" ? paper : std::vector<Mnk>{one};
 }
 
 // `tilelink bench ag_gemm`: the fused AG+GEMM against its baselines, on one shape or on the
@@ -303,6 +374,8 @@ struct AgGemmArgs {
   int world = 8;
   uint32_t m = 8192, n = 28672, k = 8192;
   std::string shapes;  // "paper": the three LLaMA shapes instead of --m/--n/--k
+  bool sweep = false;  // DESIGN.md section 8's model shapes
+  std::string svg;     // sweep: chart file
   std::string resource = "ce", method = "pull", order = "mesh", path = "ldst";
   uint32_t comm_rows = 0, blocks = 0, gemm_sms = 0, swizzle = 0;
   std::string kernel;
@@ -314,6 +387,7 @@ struct AgGemmArgs {
 
 int cmd_ag_gemm(const AgGemmArgs& a, const std::string& command) {
   check_writable(a.json);
+  check_writable(a.svg);
   tb::AgGemmBenchOptions o;
   o.world = a.world;
   tilelink::AllGatherConfig& c = o.config.comm;
@@ -328,14 +402,18 @@ int cmd_ag_gemm(const AgGemmArgs& a, const std::string& command) {
   o.config.kernel = a.kernel;
   o.timing = {a.warmup, a.iters};
   o.seed = a.seed;
-  std::vector<Mnk> shapes = {{a.m, a.n, a.k}};
-  if (a.shapes == "paper") shapes = {{8192, 28672, 8192}, {8192, 14336, 4096}, {8192, 49152, 12288}};
-  run_shapes(a.world, "bench ag_gemm", shapes, command, a.seed, a.json, [&](const Mnk& s) {
-    o.m = s.m;
-    o.n = s.n;
-    o.k = s.k;
-    return tb::bench_ag_gemm(o);
-  });
+  const std::vector<LabeledMnk> sweep = a.sweep ? model_sweep(false) : std::vector<LabeledMnk>{};
+  const std::vector<Mnk> shapes =
+      shapes_of(sweep, a.shapes, {{8192, 28672, 8192}, {8192, 14336, 4096}, {8192, 49152, 12288}}, {a.m, a.n, a.k});
+  run_shapes(
+      a.world, "bench ag_gemm", shapes, command, a.seed, a.json,
+      [&](const Mnk& s) {
+        o.m = s.m;
+        o.n = s.n;
+        o.k = s.k;
+        return tb::bench_ag_gemm(o);
+      },
+      sweep, a.sweep ? (a.svg.empty() ? "tilelink_ag_gemm_sweep.svg" : a.svg) : "");
   return 0;
 }
 
@@ -344,6 +422,8 @@ struct GemmRsArgs {
   int world = 8;
   uint32_t m = 8192, n = 8192, k = 28672;
   std::string shapes;  // "paper": the three shapes of the GEMM+RS issue instead of --m/--n/--k
+  bool sweep = false;  // DESIGN.md section 8's model shapes
+  std::string svg;     // sweep: chart file
   std::string granularity = "tile";
   std::string scatter = "pull";
   uint32_t reduce_blocks = 0, gemm_sms = 0, swizzle = 0;
@@ -367,6 +447,7 @@ tilelink::GemmRsScatter parse_scatter(const std::string& s) {
 
 int cmd_gemm_rs(const GemmRsArgs& a, const std::string& command) {
   check_writable(a.json);
+  check_writable(a.svg);
   tb::GemmRsBenchOptions o;
   o.world = a.world;
   o.config.granularity = parse_granularity(a.granularity);
@@ -376,14 +457,18 @@ int cmd_gemm_rs(const GemmRsArgs& a, const std::string& command) {
   o.config.swizzle = a.swizzle;
   o.timing = {a.warmup, a.iters};
   o.seed = a.seed;
-  std::vector<Mnk> shapes = {{a.m, a.n, a.k}};
-  if (a.shapes == "paper") shapes = {{8192, 8192, 28672}, {8192, 4096, 14336}, {8192, 12288, 49152}};
-  run_shapes(a.world, "bench gemm_rs", shapes, command, a.seed, a.json, [&](const Mnk& s) {
-    o.m = s.m;
-    o.n = s.n;
-    o.k = s.k;
-    return tb::bench_gemm_rs(o);
-  });
+  const std::vector<LabeledMnk> sweep = a.sweep ? model_sweep(true) : std::vector<LabeledMnk>{};
+  const std::vector<Mnk> shapes =
+      shapes_of(sweep, a.shapes, {{8192, 8192, 28672}, {8192, 4096, 14336}, {8192, 12288, 49152}}, {a.m, a.n, a.k});
+  run_shapes(
+      a.world, "bench gemm_rs", shapes, command, a.seed, a.json,
+      [&](const Mnk& s) {
+        o.m = s.m;
+        o.n = s.n;
+        o.k = s.k;
+        return tb::bench_gemm_rs(o);
+      },
+      sweep, a.sweep ? (a.svg.empty() ? "tilelink_gemm_rs_sweep.svg" : a.svg) : "");
   return 0;
 }
 
@@ -712,8 +797,10 @@ int main(int argc, char** argv) {
   ag_gemm->add_option("--m", agg.m, "rows of A and C (all ranks)")->capture_default_str()->check(CLI::PositiveNumber);
   ag_gemm->add_option("--n", agg.n, "columns of C over all ranks (each rank computes n / world)")->capture_default_str()->check(CLI::PositiveNumber);
   ag_gemm->add_option("--k", agg.k, "inner dimension")->capture_default_str()->check(CLI::PositiveNumber);
-  ag_gemm->add_option("--shapes", agg.shapes, "paper: (8192, 28672, 8192), (8192, 14336, 4096), (8192, 49152, 12288) instead of --m/--n/--k")
+  CLI::Option* agg_shapes = ag_gemm->add_option("--shapes", agg.shapes, "paper: (8192, 28672, 8192), (8192, 14336, 4096), (8192, 49152, 12288) instead of --m/--n/--k")
       ->check(CLI::IsMember({"paper"}));
+  ag_gemm->add_flag("--sweep", agg.sweep, "the model shapes of DESIGN.md section 8 (M = 8192), with a progress bar and an SVG chart of the speedups")->excludes(agg_shapes);
+  ag_gemm->add_option("--svg", agg.svg, "sweep: the chart's file (default tilelink_ag_gemm_sweep.svg)");
   ag_gemm->add_option("--resource", agg.resource, "all-gather by ce (copy engine) or sm (CTAs)")->capture_default_str()->check(CLI::IsMember({"ce", "sm"}));
   ag_gemm->add_option("--method", agg.method, "pull or push")->capture_default_str()->check(CLI::IsMember({"pull", "push"}));
   ag_gemm->add_option("--order", agg.order, "mesh or ring")->capture_default_str()->check(CLI::IsMember({"mesh", "ring"}));
@@ -734,8 +821,10 @@ int main(int argc, char** argv) {
   gemm_rs->add_option("--m", grs.m, "rows of the output over all ranks (each rank gets m / world)")->capture_default_str()->check(CLI::PositiveNumber);
   gemm_rs->add_option("--n", grs.n, "columns of the output")->capture_default_str()->check(CLI::PositiveNumber);
   gemm_rs->add_option("--k", grs.k, "inner dimension over all ranks (each rank holds k / world)")->capture_default_str()->check(CLI::PositiveNumber);
-  gemm_rs->add_option("--shapes", grs.shapes, "paper: (8192, 8192, 28672), (8192, 4096, 14336), (8192, 12288, 49152) instead of --m/--n/--k")
+  CLI::Option* grs_shapes = gemm_rs->add_option("--shapes", grs.shapes, "paper: (8192, 8192, 28672), (8192, 4096, 14336), (8192, 12288, 49152) instead of --m/--n/--k")
       ->check(CLI::IsMember({"paper"}));
+  gemm_rs->add_flag("--sweep", grs.sweep, "the model shapes of DESIGN.md section 8 (M = 8192), with a progress bar and an SVG chart of the speedups")->excludes(grs_shapes);
+  gemm_rs->add_option("--svg", grs.svg, "sweep: the chart's file (default tilelink_gemm_rs_sweep.svg)");
   gemm_rs->add_option("--granularity", grs.granularity, "signal per tile, row (of tiles) or rank (owner block)")
       ->capture_default_str()->check(CLI::IsMember({"tile", "row", "rank"}));
   gemm_rs->add_option("--scatter", grs.scatter, "how tiles reach their owner: pull (owners read the senders' partials), push (the GEMM epilogue stores into the owner), ce (copy engine, per signal group: needs --granularity row or rank)")

@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <string>
 
 #include "tilelink/core/error.hpp"
@@ -201,3 +202,25 @@ TEST(GemmRsSim, RefusesWhatTheOpCannotRun) {
 
 }  // namespace
 }  // namespace tilelink::sim
+
+namespace tilelink::test {
+namespace {
+
+TEST(BarChartSvg, DrawsOneBarPerFiniteValueWithItsLabel) {
+  const std::string svg = sim::to_bar_chart_svg("speedups <w8>", {"llama3-8b", "llama3-70b"},
+                                                {{"fused vs non-overlapped", {1.25, std::nan("")}},
+                                                 {"ideal / fused", {0.9, 0.95}}},
+                                                "speedup", 1.0);
+  EXPECT_EQ(svg.rfind("<svg", 0), 0u);
+  EXPECT_NE(svg.find("</svg>"), std::string::npos);
+  EXPECT_NE(svg.find("speedups &lt;w8&gt;"), std::string::npos) << "the title is escaped";
+  size_t bars = 0;
+  for (size_t at = svg.find("<rect x"); at != std::string::npos; at = svg.find("<rect x", at + 1)) ++bars;
+  EXPECT_EQ(bars, 3u + 2u) << "three finite values and two legend swatches";
+  EXPECT_NE(svg.find("fused vs non-overlapped llama3-8b: 1.250"), std::string::npos);
+  EXPECT_NE(svg.find("stroke-dasharray"), std::string::npos) << "the reference line";
+  EXPECT_THROW(sim::to_bar_chart_svg("t", {"a"}, {{"s", {1.0, 2.0}}}, "y", 1.0), InvalidArgument);
+}
+
+}  // namespace
+}  // namespace tilelink::test

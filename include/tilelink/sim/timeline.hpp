@@ -41,4 +41,14 @@ std::string to_chrome_trace(const std::vector<Interval>& timeline, const std::st
 // The same timeline as an SVG picture: one row per lane, time to the right.
 std::string to_svg(const std::vector<Interval>& timeline, const std::string& title);
 
+// A grouped bar chart as an SVG picture (bench --sweep): one group per label, one bar per series
+// (values.size() == labels.size(); NaN = no bar), each value written above its bar, a dashed
+// line at `reference` (1 for a speedup). Throws InvalidArgument on mismatched sizes.
+struct ChartSeries {
+  std::string name;
+  std::vector<double> values;
+};
+std::string to_bar_chart_svg(const std::string& title, const std::vector<std::string>& labels,
+                             const std::vector<ChartSeries>& series, const std::string& y_label, double reference);
+
 }  // namespace tilelink::sim
