@@ -212,6 +212,27 @@ int World::device(int rank) const {
   check_rank(rank, "World::device");
   return impl_->devices[rank];
 }
+std::string World::check_extra_streams(int per_rank, const std::string& what) const {
+  for (int r = 0; r < size(); ++r) {
+    const int device = impl_->devices[static_cast<size_t>(r)];
+    if (r > 0 && std::find(impl_->devices.begin(), impl_->devices.begin() + r, device) != impl_->devices.begin() + r) {
+      continue;  // device already checked
+    }
+    const int ranks = static_cast<int>(std::count(impl_->devices.begin(), impl_->devices.end(), device));
+    // The context exists (the world made its streams): its queue count is the one it was made with.
+    const int queues = std::getenv("CUDA_DEVICE_MAX_CONNECTIONS") == nullptr ? kDefaultHardwareQueues : hardware_queues();
+    const int streams = (2 + per_rank) * ranks + 1;
+    if (streams > queues) {
+      return what + " adds " + std::to_string(per_rank) + " stream(s) per rank: " + std::to_string(ranks) +
+             " ranks on device " + std::to_string(device) + " then need " + std::to_string(streams) +
+             " hardware queues (" + std::to_string(2 + per_rank) + " streams per rank and the watch stream), and the " +
+             "device has " + std::to_string(queues) + " (CUDA_DEVICE_MAX_CONNECTIONS): expected at most " +
+             std::to_string((queues - 1) / (2 + per_rank)) + " ranks per device";
+    }
+  }
+  return "";
+}
+
 int World::sm_budget(int rank) const {
   check_rank(rank, "World::sm_budget");
   return impl_->sm_budget[rank];

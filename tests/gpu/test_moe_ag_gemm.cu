@@ -189,5 +189,28 @@ TEST(MoeAgGroupGemm, RefusesBadArgumentsByName) {
   expect_refused<MoeAgGroupGemm>(env, bad, "ids");
 }
 
+// The gather stage's stream per rank must still leave every stream a hardware queue of its own:
+// 11 virtual ranks fit a World (23 streams) but not with a third stream each (34 > 32).
+TEST(MoeAgGroupGemm, RefusesMoreRanksThanHardwareQueues) {
+  TL_SKIP_WITHOUT_GPU();
+  constexpr int kRanks = 11;
+  TestWorld env(kRanks, 4 << 20, 4096);
+  SymmetricBuffer x = env.heap.allocate(2 << 20);
+  DeviceBuffer ids(1 << 16, 0), w(1 << 20, 0), out(1 << 20, 0);
+  MoeAgGroupGemmArguments args;
+  args.x = &x;
+  args.tokens_per_rank = 16;
+  args.hidden = 256;
+  args.n = 256;
+  args.experts = 4;
+  args.topk = 2;
+  for (int r = 0; r < kRanks; ++r) {
+    args.ids.push_back(ids.get<int32_t>());
+    args.w.push_back(w.get());
+    args.out.push_back(out.get());
+  }
+  expect_refused<MoeAgGroupGemm>(env, args, "hardware queues");
+}
+
 }  // namespace
 }  // namespace tilelink::test::moe_ag

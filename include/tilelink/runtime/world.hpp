@@ -14,6 +14,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "tilelink/primitives/signal.hpp"
@@ -66,6 +67,10 @@ class World {
   int device(int rank) const;
   // SMs this rank's kernels may occupy (all of the GPU's for multi_gpu).
   int sm_budget(int rank) const;
+  // "" if an op may add `per_rank` streams of its own for each rank (SideStreams) and every
+  // stream on each device still gets a hardware queue of its own, else why not (`what` names the
+  // op's part).
+  std::string check_extra_streams(int per_rank, const std::string& what) const;
   int num_sms(int rank) const;
   // L2 bytes this rank's kernels may count on: its device's L2 divided among the ranks sharing it.
   uint64_t l2_share(int rank) const;

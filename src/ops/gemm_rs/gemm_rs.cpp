@@ -113,6 +113,9 @@ std::string GemmRs::can_implement(const World& world, const SymmetricHeap& heap,
         return "argument 'config.granularity' = tile with config.scatter = ce: the copy engine moves whole "
                "signal groups of contiguous rows; expected tile_row or rank";
       }
+      if (std::string e = world.check_extra_streams(1, "config.scatter = ce (a scatter stream per rank)"); !e.empty()) {
+        return e;
+      }
       return check_symmetric(world, heap, a.recv, 0, bytes, "recv");
   }
   return "argument 'config.scatter' = " + std::to_string(static_cast<uint32_t>(a.config.scatter)) +

@@ -90,6 +90,7 @@ std::string MoeAgGroupGemm::can_implement(const World& world, const SymmetricHea
     return "argument 'topk' = " + std::to_string(a.topk) + ": expected 1 to the number of experts (" +
            std::to_string(a.experts) + ")";
   }
+  if (std::string e = world.check_extra_streams(1, "the MoE gather stage"); !e.empty()) return e;
   if (std::string e = check_rank_pointers(world, a.ids, "ids"); !e.empty()) return e;
   if (std::string e = check_rank_pointers(world, a.w, "w"); !e.empty()) return e;
   if (std::string e = check_rank_pointers(world, a.out, "out"); !e.empty()) return e;
