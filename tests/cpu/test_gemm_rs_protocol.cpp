@@ -1,5 +1,6 @@
-// GEMM+RS protocol on the CPU executor: compute blocks push each finished C tile to its owner,
-// reduction blocks sum the world slots as their signal groups complete. The result must equal a
+// GEMM+RS protocol (the fused kernel's, every scatter variant) on the CPU executor: compute
+// blocks store each finished C tile where the variant puts it and notify per tile, reduction
+// blocks sum every sender's tiles as their signal groups complete. The result must equal a
 // reference (per-rank partial GEMMs, then a sum in rank order) bit for bit, for every signal
 // granularity, world sizes 1-8, tiles that divide nothing, over consecutive calls.
 #include <gtest/gtest.h>
@@ -10,112 +11,10 @@
 #include <vector>
 
 #include "cpu_test_util.hpp"
-#include "tilelink/ops/gemm_rs/gemm_rs_protocol.hpp"
 #include "tilelink/ops/gemm_rs/gemm_rs_fused.hpp"
 
 namespace tilelink::test {
 namespace {
-
-std::string run_gemm_rs(GemmRsPlan plan, uint64_t seed, int calls) {
-  const int w = static_cast<int>(plan.world);
-  const uint32_t m = plan.world * plan.rows_per_rank;
-  constexpr uint32_t kComputeBlocks = 3, kReduceBlocks = 2;
-  cpu::Executor ex(w, 16 << 20, plan.num_channels(), stress_options(seed));
-  const uint32_t op = ex.register_op("gemm_rs");
-  const size_t a_off = ex.allocate(size_t(m) * plan.k * 4);
-  const size_t b_off = ex.allocate(size_t(plan.k) * plan.n * 4);
-  const size_t recv_off = ex.allocate(size_t(w) * plan.rows_per_rank * plan.n * 4);
-  const size_t out_off = ex.allocate(size_t(plan.rows_per_rank) * plan.n * 4);
-  const size_t tile_off = ex.allocate(size_t(kComputeBlocks) * plan.bm * plan.bn * 4);
-
-  std::mt19937_64 rng(seed);
-  for (int call = 1; call <= calls; ++call) {
-    std::vector<std::vector<float>> a(w), b(w);
-    for (int r = 0; r < w; ++r) {
-      a[r] = random_floats(rng, size_t(m) * plan.k);
-      b[r] = random_floats(rng, size_t(plan.k) * plan.n);
-      std::memcpy(ex.at<float>(r, a_off), a[r].data(), a[r].size() * 4);
-      std::memcpy(ex.at<float>(r, b_off), b[r].data(), b[r].size() * 4);
-      std::memset(ex.at<float>(r, out_off), kPoison, size_t(plan.rows_per_rank) * plan.n * 4);
-    }
-    const uint64_t epoch = uint64_t(call);
-    ex.run({{"compute", kComputeBlocks,
-             [&](cpu::BlockCtx& ctx) {
-               const int r = ctx.rank();
-               gemm_rs_compute_block(ctx, plan, ex.signals(r, 0, plan.num_channels(), epoch, op), ex.heap(r),
-                                     ex.at<float>(r, a_off), ex.at<float>(r, b_off), ex.at<float>(r, recv_off),
-                                     ex.at<float>(r, tile_off) + size_t(ctx.block()) * plan.bm * plan.bn);
-             }},
-            {"reduce", kReduceBlocks, [&](cpu::BlockCtx& ctx) {
-               const int r = ctx.rank();
-               gemm_rs_reduce_block(ctx, plan, ex.signals(r, 0, plan.num_channels(), epoch, op),
-                                    ex.at<float>(r, recv_off), ex.at<float>(r, out_off));
-             }}});
-
-    for (int o = 0; o < w; ++o) {
-      const float* got = ex.at<float>(o, out_off);
-      for (uint32_t row = 0; row < plan.rows_per_rank; ++row) {
-        for (uint32_t col = 0; col < plan.n; ++col) {
-          const uint32_t global_row = uint32_t(o) * plan.rows_per_rank + row;
-          float want = 0.f;
-          for (int q = 0; q < w; ++q) {
-            float partial = 0.f;
-            for (uint32_t kk = 0; kk < plan.k; ++kk) {
-              partial += a[q][size_t(global_row) * plan.k + kk] * b[q][size_t(kk) * plan.n + col];
-            }
-            want += partial;
-          }
-          const float g = got[size_t(row) * plan.n + col];
-          if (std::memcmp(&g, &want, 4) != 0) {
-            return "world " + std::to_string(w) + " granularity " + std::to_string(int(plan.granularity)) +
-                   ": call " + std::to_string(call) + ", owner " + std::to_string(o) + " out[" +
-                   std::to_string(row) + "][" + std::to_string(col) + "] = " + std::to_string(g) +
-                   ", expected " + std::to_string(want);
-          }
-        }
-      }
-    }
-  }
-  return "";
-}
-
-class GemmRsProtocolTest : public ::testing::TestWithParam<int> {};
-
-TEST_P(GemmRsProtocolTest, MatchesPartialGemmsSummedInRankOrder) {
-  for (SignalGranularity g : {SignalGranularity::kTile, SignalGranularity::kTileRow, SignalGranularity::kRank}) {
-    GemmRsPlan plan;
-    plan.world = static_cast<uint32_t>(GetParam());
-    plan.rows_per_rank = 10;  // 3 tile rows of 4, the last short
-    plan.n = 20;              // 3 tile columns of 8, the last short
-    plan.k = 6;
-    plan.bm = 4;
-    plan.bn = 8;
-    plan.granularity = g;
-    EXPECT_EQ(run_gemm_rs(plan, 2000 + GetParam(), 2), "");
-  }
-}
-
-INSTANTIATE_TEST_SUITE_P(World, GemmRsProtocolTest, ::testing::Range(1, 9),
-                         [](const ::testing::TestParamInfo<int>& info) { return "world" + std::to_string(info.param); });
-
-TEST(GemmRsPlan, OthersFirstOwnBlockLastAndGroupsCoverTheBlock) {
-  GemmRsPlan plan;
-  plan.world = 4;
-  plan.rows_per_rank = 10;
-  plan.n = 20;
-  plan.bm = 4;
-  plan.bn = 8;
-  for (uint32_t rank = 0; rank < 4; ++rank) {
-    EXPECT_EQ(plan.item(rank, 0).owner, (rank + 1) % 4);
-    EXPECT_EQ(plan.item(rank, plan.num_tiles() - 1).owner, rank);
-  }
-  for (SignalGranularity g : {SignalGranularity::kTile, SignalGranularity::kTileRow, SignalGranularity::kRank}) {
-    plan.granularity = g;
-    std::vector<uint32_t> tiles_in_group(plan.groups(), 0);
-    for (uint32_t t = 0; t < plan.tiles_per_block(); ++t) ++tiles_in_group[plan.group_of(t)];
-    for (uint32_t count : tiles_in_group) EXPECT_EQ(count * plan.world, plan.arrivals_per_group());
-  }
-}
 
 // The fused kernel's protocol, every scatter variant: compute blocks store each tile in the
 // kernel's owner order where the variant puts it and notify per tile; for the copy engine a

@@ -29,9 +29,13 @@
 
 #include "tilelink/comm/protocol_common.hpp"
 #include "tilelink/mapping/mapping.hpp"
-#include "tilelink/ops/gemm_rs/gemm_rs_protocol.hpp"
+#include "tilelink/primitives/symmetric.hpp"
 
 namespace tilelink {
+
+// Signal granularity (decoupled from the tile size): one channel per tile, per row of tiles, or
+// per rank (one channel for an owner's whole block).
+enum class SignalGranularity : uint32_t { kTile = 0, kTileRow = 1, kRank = 2 };
 
 enum class GemmRsScatter : uint32_t { kPull = 0, kEpiloguePush = 1, kCopyEngine = 2 };
 
