@@ -39,6 +39,7 @@ TEST(MoeMappingDevice, MatchesTheHostTablesAndTileOrders) {
         for (const uint32_t* p : {poisoned.tile_expert, poisoned.tile_token0, poisoned.tile_span}) {
           poison(const_cast<uint32_t*>(p), dev.max_tiles() * 4);
         }
+        poison(const_cast<uint32_t*>(poisoned.pair_row), size_t(tokens) * topk * 4);
         dev.build(ids_dev.get<int32_t>(), nullptr);
         settle();
         const MoeMapping host = build_moe_mapping({tokens, topk, experts, ids.data(), nullptr}, bm);
@@ -50,6 +51,7 @@ TEST(MoeMappingDevice, MatchesTheHostTablesAndTileOrders) {
         EXPECT_EQ(fetch(v.tile_expert, tiles), host.tile_expert);
         EXPECT_EQ(fetch(v.tile_token0, tiles), host.tile_token0);
         EXPECT_EQ(fetch(v.tile_span, tiles), host.tile_span);
+        EXPECT_EQ(fetch(v.pair_row, size_t(tokens) * topk), host.pair_row);
 
         AllGatherPlan ag;
         ag.map = RowShardMapping{per_rank, 256, world};

@@ -54,7 +54,7 @@ __global__ void offsets_kernel(const uint32_t* count, uint32_t experts, uint32_t
 }
 
 __global__ void __launch_bounds__(kThreads) place_kernel(const int32_t* ids, uint32_t pairs, const uint32_t* row_offset,
-                                                         uint32_t* row_pair) {
+                                                         uint32_t* row_pair, uint32_t* pair_row) {
   __shared__ uint32_t warp_counts[kThreads / 32];
   const int32_t e = int32_t(blockIdx.x);
   uint32_t base = row_offset[e];
@@ -62,7 +62,10 @@ __global__ void __launch_bounds__(kThreads) place_kernel(const int32_t* ids, uin
     const uint32_t p = p0 + threadIdx.x;
     const bool mine = p < pairs && ids[p] == e;
     const uint32_t pos = block_append(mine, base, warp_counts);
-    if (mine) row_pair[pos] = p;
+    if (mine) {
+      row_pair[pos] = p;
+      pair_row[p] = pos;
+    }
   }
 }
 
@@ -123,6 +126,7 @@ MoeMappingBuffers::MoeMappingBuffers(uint32_t tokens, uint32_t topk, uint32_t ex
   tile_token0_ = DeviceBuffer(max_tiles_ * sizeof(uint32_t), device);
   tile_span_ = DeviceBuffer(max_tiles_ * sizeof(uint32_t), device);
   num_tiles_ = DeviceBuffer(sizeof(uint32_t), device);
+  pair_row_ = DeviceBuffer(size_t(tokens) * topk * sizeof(uint32_t), device);
 }
 
 void MoeMappingBuffers::build(const int32_t* ids, cudaStream_t stream) {
@@ -135,7 +139,7 @@ void MoeMappingBuffers::build(const int32_t* ids, cudaStream_t stream) {
                                        num_tiles_.get<uint32_t>());
   TL_CUDA_CHECK(cudaGetLastError());
   place_kernel<<<experts_, kThreads, 0, stream>>>(ids, static_cast<uint32_t>(pairs), row_offset_.get<uint32_t>(),
-                                                  row_pair_.get<uint32_t>());
+                                                  row_pair_.get<uint32_t>(), pair_row_.get<uint32_t>());
   TL_CUDA_CHECK(cudaGetLastError());
   tiles_kernel<<<(max_tiles_ + kThreads - 1) / kThreads, kThreads, 0, stream>>>(
       row_offset_.get<uint32_t>(), experts_, row_pair_.get<uint32_t>(), bm_, topk_, num_tiles_.get<uint32_t>(),
@@ -153,7 +157,8 @@ void MoeMappingBuffers::build_order(const AllGatherPlan& ag, uint32_t rank, uint
 
 MoeMappingView MoeMappingBuffers::view(uint32_t num_tiles) const {
   return {bm_, topk_, experts_, num_tiles, row_offset_.get<uint32_t>(), row_pair_.get<uint32_t>(),
-          tile_expert_.get<uint32_t>(), tile_token0_.get<uint32_t>(), tile_span_.get<uint32_t>()};
+          tile_expert_.get<uint32_t>(), tile_token0_.get<uint32_t>(), tile_span_.get<uint32_t>(),
+          pair_row_.get<uint32_t>()};
 }
 
 }  // namespace tilelink

@@ -50,6 +50,7 @@ struct MoeMappingView {
   const uint32_t* tile_expert = nullptr;  // [num_tiles]
   const uint32_t* tile_token0 = nullptr;  // [num_tiles]: first token the tile reads
   const uint32_t* tile_span = nullptr;    // [num_tiles]: tokens [token0, token0 + span); 0 = padding only
+  const uint32_t* pair_row = nullptr;     // [tokens * topk]: the sorted row of each pair (part 2's combine)
 
   TL_HOST_DEVICE uint32_t rows() const { return num_tiles * bm; }
 };
@@ -63,7 +64,7 @@ struct MoeMapping {
   uint32_t num_tiles() const { return static_cast<uint32_t>(tile_expert.size()); }
   MoeMappingView view() const {
     return {bm, topk, experts, num_tiles(), row_offset.data(), row_pair.data(), tile_expert.data(),
-            tile_token0.data(), tile_span.data()};
+            tile_token0.data(), tile_span.data(), pair_row.data()};
   }
 };
 

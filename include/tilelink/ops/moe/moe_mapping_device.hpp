@@ -34,7 +34,7 @@ class MoeMappingBuffers {
 
  private:
   uint32_t tokens_, topk_, experts_, bm_, max_tiles_;
-  DeviceBuffer count_, row_offset_, row_pair_, tile_expert_, tile_token0_, tile_span_, num_tiles_;
+  DeviceBuffer count_, row_offset_, row_pair_, tile_expert_, tile_token0_, tile_span_, num_tiles_, pair_row_;
 };
 
 }  // namespace tilelink
