@@ -6,6 +6,7 @@
 #include "tilelink/comm/collectives.hpp"
 #include "tilelink/core/error.hpp"
 #include "tilelink/ops/ag_gemm/ag_gemm_protocol.hpp"
+#include "sim/all_gather_model.hpp"
 
 namespace tilelink::sim {
 namespace {
@@ -54,30 +55,10 @@ AgGemmPrediction predict_ag_gemm(const AgGemmProblem& p, const AgGemmConfig& c, 
   const double tile_time = 2.0 * c.bm * c.bn * p.k / (cost.flops / cost.sms);
   out.flop = 2.0 * p.m * double(n_local) * p.k;
 
-  // Bandwidth into rank 0 from rank `from` (ranks are numbered node-major).
-  auto ingress = [&](int from) {
-    return uint32_t(from) / ranks_per_node != 0 ? cost.network_bandwidth : cost.nvlink_bandwidth;
-  };
-  auto ce_time = [&](uint64_t bytes, int from) {
-    return cost.ce_chunk_overhead + double(bytes) / std::min(cost.ce_bandwidth, ingress(from));
-  };
-  // Communication of rank 0: items one after another on its resource.
-  auto chunk_time = [&](uint64_t bytes, int from) {
-    if (c.resource == Resource::kCopyEngine) return ce_time(bytes, from);
-    return double(bytes) / std::min(c.comm_ctas * cost.sm_copy_bandwidth_per_cta, ingress(from));
-  };
-  std::vector<double> arrival(ag.map.num_channels(), 0.0);  // own channels: present at 0
-  double cursor = 0;
-  for (uint32_t i = 0; i < ag.num_items(); ++i) {
-    const AllGatherPlan::Item it = ag.item(0, i);
-    const uint64_t bytes = ag.tile_shape(it.channel).bytes();
-    const double start = cursor;
-    cursor += chunk_time(bytes, it.peer);
-    arrival[it.channel] = cursor + cost.notify_latency;
-    out.timeline.push_back({"comm", "tile " + std::to_string(it.channel) + " from rank " + std::to_string(it.peer),
-                            start, cursor});
-  }
-  out.t_comm = cursor;
+  const AllGatherModel comm =
+      model_all_gather(ag, c.resource == Resource::kSm ? c.comm_ctas : 0, ranks_per_node, cost, out.timeline);
+  const std::vector<double>& arrival = comm.arrival;
+  out.t_comm = comm.end;
 
   // Compute of rank 0: persistent CTAs take tiles round-robin in schedule order.
   std::vector<uint32_t> m_order((p.m + c.bm - 1) / c.bm);
@@ -110,7 +91,9 @@ AgGemmPrediction predict_ag_gemm(const AgGemmProblem& p, const AgGemmConfig& c, 
   double decomposed = 0;
   for (uint32_t step = 0; step < w; ++step) {
     const double next_copy =
-        step + 1 < w ? ce_time(shard_bytes, static_cast<int>(swizzled_peer(0, step + 1, w))) : 0.0;
+        step + 1 < w ? copy_engine_time(shard_bytes, static_cast<int>(swizzled_peer(0, step + 1, w)),
+                                        ranks_per_node, cost)
+                     : 0.0;
     decomposed += std::max(shard_gemm, next_copy);
   }
   out.decomposed = decomposed;

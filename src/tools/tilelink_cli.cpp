@@ -15,6 +15,8 @@
 //   tilelink tune ag_gemm [--world N] [--m --n --k | --shapes paper] [--top K] [--cache FILE] [--dry-run]
 //   tilelink plan ag_gemm [--world N] [--nodes K] [--m --n --k] [--bm --bn] [--comm-rows R]
 //       [--resource ce|sm] [--blocks k] [--order mesh|ring] [--trace FILE] [--svg FILE]
+//   tilelink plan moe_ag [--world N] [--model M | --hidden --intermediate --experts --topk] [--gather-ctas G]
+//       [--trace FILE] [--svg FILE]
 //   tilelink plan gemm_rs [--world N] [--nodes K] [--m --n --k] [--bm --bn] [--reduce-ctas R]
 //       [--granularity tile|row|rank] [--scatter pull|push|ce] [--band B] [--trace FILE] [--svg FILE]
 //
@@ -44,6 +46,7 @@
 #include "tilelink/runtime/world.hpp"
 #include "tilelink/sim/ag_gemm_sim.hpp"
 #include "tilelink/sim/gemm_rs_sim.hpp"
+#include "tilelink/sim/moe_sim.hpp"
 #include "tilelink/sim/timeline.hpp"
 #include "tilelink/tune/ag_gemm_tune.hpp"
 #include "tilelink/tune/tune_cache.hpp"
@@ -638,7 +641,7 @@ void print_plan(const std::string& name, const std::string& title, const Predict
     table.add_row({variant, t * 1e6, r.flop / t / 1e12, t / r.ideal});
   };
   row("non-overlapped", r.non_overlapped);
-  row("decomposed", r.decomposed);
+  if constexpr (requires { r.decomposed; }) row("decomposed", r.decomposed);
   row("fused (tilelink)", r.fused);
   row("ideal max(comp, comm)", r.ideal);
   char note[160];
@@ -693,6 +696,49 @@ struct PlanArgs {
   std::string trace;
   std::string svg;
 };
+
+// `tilelink plan moe_ag`: the predicted timeline of MoE part 1 under the cost model. No GPU needed.
+struct PlanMoeArgs {
+  CostArgs cost;
+  tilelink::sim::MoeProblem problem;
+  tilelink::sim::MoeConfig config;
+  std::string model;
+  std::string resource = "ce";
+  double mapping_us = 0;
+  std::string trace;
+  std::string svg;
+};
+
+int cmd_plan_moe_ag(PlanMoeArgs a) {
+  namespace sim = tilelink::sim;
+  for (const MoeModel& model : kMoeModels) {
+    if (a.model == model.name) {
+      a.problem.hidden = model.hidden;
+      a.problem.intermediate = model.intermediate;
+      a.problem.experts = model.experts;
+      a.problem.topk = model.topk;
+    }
+  }
+  a.config.resource = a.resource == "sm" ? sim::Resource::kSm : sim::Resource::kCopyEngine;
+  if (a.config.resource == sim::Resource::kSm && a.config.comm_ctas == 0) a.config.comm_ctas = 2;
+  a.config.mapping_time = a.mapping_us * 1e-6;
+  check_writable(a.trace);
+  check_writable(a.svg);
+  const sim::CostModel cost = a.cost.model();
+  const sim::MoePrediction r = sim::predict_moe_ag(a.problem, a.config, cost);
+  const auto& p = a.problem;
+  std::cout << "tilelink plan moe_ag: predicted, not measured (cost model: " << cost.flops / 1e12 << " TFLOP/s, "
+            << cost.sms << " SMs, one CTA copies " << cost.sm_copy_bandwidth_per_cta / 1e9 << " GB/s)\n"
+            << "world=" << p.world << "  nodes=" << p.nodes << "  tokens=" << p.m << "  hidden=" << p.hidden
+            << "  intermediate=" << p.intermediate << "  experts=" << p.experts << "  top-" << p.topk
+            << " (uniform routing, seed " << p.seed << ")  bm=" << a.config.bm << "  bn=" << a.config.bn
+            << "  gather CTAs=" << a.config.gather_ctas << "  GEMM CTAs=" << r.gemm_ctas << "  tiles=" << r.tiles
+            << "  resource=" << a.resource << "\n\n";
+  print_plan("plan_moe_ag", "MoE part 1, predicted per rank", r, a.trace, a.svg,
+             "tilelink plan moe_ag, rank 0 (predicted)");
+  std::printf("gather alone on the op's CTAs: %.1f us\n", r.t_gather * 1e6);
+  return 0;
+}
 
 // `tilelink plan ag_gemm`: the predicted timeline of AG+GEMM under the cost model. No GPU needed.
 int cmd_plan_ag_gemm(PlanArgs a) {
@@ -893,6 +939,29 @@ int main(int argc, char** argv) {
 
   CLI::App* plan = app.add_subcommand("plan", "predict an op's timeline from a cost model (no GPU needed)");
   plan->require_subcommand(0, 1);
+  PlanMoeArgs plan_moe_args;
+  CLI::App* plan_moe = plan->add_subcommand("moe_ag", "MoE part 1: all-gather + gather + grouped GEMM, for a uniform routing");
+  plan_moe->add_option("--world", plan_moe_args.problem.world, "ranks")->capture_default_str()->check(CLI::Range(1, 4096));
+  plan_moe->add_option("--nodes", plan_moe_args.problem.nodes, "nodes (ranks are node-major)")->capture_default_str();
+  plan_moe->add_option("--m", plan_moe_args.problem.m, "tokens over all ranks")->capture_default_str();
+  CLI::Option* plan_moe_model = plan_moe->add_option("--model", plan_moe_args.model, "take the shape from a model: mixtral-8x7b, mixtral-8x22b, qwen1.5-moe, deepseek-moe")
+                                    ->check(CLI::IsMember({"mixtral-8x7b", "mixtral-8x22b", "qwen1.5-moe", "deepseek-moe"}));
+  plan_moe->add_option("--hidden", plan_moe_args.problem.hidden, "hidden size (K)")->capture_default_str()->excludes(plan_moe_model);
+  plan_moe->add_option("--intermediate", plan_moe_args.problem.intermediate, "each expert's columns over all ranks")->capture_default_str()->excludes(plan_moe_model);
+  plan_moe->add_option("--experts", plan_moe_args.problem.experts, "experts")->capture_default_str()->excludes(plan_moe_model);
+  plan_moe->add_option("--topk", plan_moe_args.problem.topk, "experts per token")->capture_default_str()->excludes(plan_moe_model);
+  plan_moe->add_option("--seed", plan_moe_args.problem.seed, "seed of the uniform routing")->capture_default_str();
+  plan_moe->add_option("--bm", plan_moe_args.config.bm, "tile rows (experts are padded to them)")->capture_default_str();
+  plan_moe->add_option("--bn", plan_moe_args.config.bn, "tile columns")->capture_default_str();
+  plan_moe->add_option("--comm-rows", plan_moe_args.config.comm_rows, "rows per communication tile")->capture_default_str();
+  plan_moe->add_option("--resource", plan_moe_args.resource, "ce (copy engine) or sm")->capture_default_str()->check(CLI::IsMember({"ce", "sm"}));
+  plan_moe->add_option("--blocks", plan_moe_args.config.comm_ctas, "CTAs that copy with --resource sm (default 2)");
+  plan_moe->add_option("--gather-ctas", plan_moe_args.config.gather_ctas, "CTAs of the gather stage")->capture_default_str();
+  plan_moe->add_option("--mapping-us", plan_moe_args.mapping_us, "µs of the device mapping before gather and GEMM start (bench moe_ag measures it)")->capture_default_str();
+  plan_moe_args.cost.add_options(plan_moe);
+  plan_moe->add_option("--trace", plan_moe_args.trace, "write the predicted timeline of rank 0 as Chrome/Perfetto JSON");
+  plan_moe->add_option("--svg", plan_moe_args.svg, "write the predicted timeline of rank 0 as an SVG picture");
+
   PlanArgs plan_args;
   CLI::App* plan_ag = plan->add_subcommand("ag_gemm", "AG+GEMM: C = allgather(A) * B, column-parallel");
   plan_ag->add_option("--world", plan_args.problem.world, "ranks")->capture_default_str()->check(CLI::Range(1, 4096));
@@ -946,9 +1015,10 @@ int main(int argc, char** argv) {
     return kExitUsage;
   }
 
-  if (*plan_ag || *plan_rs || (*tune_ag && tune_args.dry_run)) {  // the models need no GPU
+  if (*plan_ag || *plan_rs || *plan_moe || (*tune_ag && tune_args.dry_run)) {  // the models need no GPU
     try {
       if (*tune_ag) return cmd_tune_dry_run(tune_args);
+      if (*plan_moe) return cmd_plan_moe_ag(plan_moe_args);
       return *plan_ag ? cmd_plan_ag_gemm(plan_args) : cmd_plan_gemm_rs(plan_rs_args);
     } catch (const std::exception& e) {
       std::cerr << "tilelink: error: " << e.what() << "\n";

@@ -8,6 +8,7 @@
 #include "tilelink/core/error.hpp"
 #include "tilelink/sim/ag_gemm_sim.hpp"
 #include "tilelink/sim/gemm_rs_sim.hpp"
+#include "tilelink/sim/moe_sim.hpp"
 
 namespace tilelink::sim {
 namespace {
@@ -220,6 +221,76 @@ TEST(BarChartSvg, DrawsOneBarPerFiniteValueWithItsLabel) {
   EXPECT_NE(svg.find("fused vs non-overlapped llama3-8b: 1.250"), std::string::npos);
   EXPECT_NE(svg.find("stroke-dasharray"), std::string::npos) << "the reference line";
   EXPECT_THROW(sim::to_bar_chart_svg("t", {"a"}, {{"s", {1.0, 2.0}}}, "y", 1.0), InvalidArgument);
+}
+
+}  // namespace
+}  // namespace tilelink::test
+
+namespace tilelink::test {
+namespace {
+
+// Two tile rows of one expert (256 tokens, top-1), one N tile each, one gather CTA at 2 µs a
+// tile, 1 µs GEMM tiles, 0.5 µs of mapping first. World 1: the gather runs 0.5-2.5 and 2.5-4.5,
+// the GEMM tiles 2.5-3.5 and 4.5-5.5.
+sim::CostModel hand_cost() {
+  sim::CostModel c;
+  c.sms = 4;
+  c.flops = 4 * 2.0 * 128 * 256 * 1024 / 1e-6;  // 1 µs per 128x256x1024 tile on one SM
+  c.sm_copy_bandwidth_per_cta = 128.0 * 2048 / 2e-6;  // 2 µs per 128 rows of 2048 bytes
+  c.notify_latency = 0;
+  c.ce_chunk_overhead = 10e-6;  // world 2: the peer's shard arrives at 10 µs
+  c.ce_bandwidth = c.nvlink_bandwidth = 1e30;
+  return c;
+}
+
+sim::MoeProblem hand_problem(int world) {
+  sim::MoeProblem p;
+  p.m = 256;
+  p.hidden = 1024;
+  p.intermediate = 256u * static_cast<uint32_t>(world);
+  p.experts = 1;
+  p.topk = 1;
+  p.world = world;
+  return p;
+}
+
+sim::MoeConfig hand_config() {
+  sim::MoeConfig c;
+  c.comm_rows = 128;
+  c.gather_ctas = 1;
+  c.cluster = 1;
+  c.mapping_time = 0.5e-6;
+  return c;
+}
+
+TEST(MoeSim, GatherThenGemmPerTileAfterTheMapping) {
+  const sim::MoePrediction r = sim::predict_moe_ag(hand_problem(1), hand_config(), hand_cost());
+  EXPECT_EQ(r.tiles, 2u);
+  EXPECT_EQ(r.gemm_ctas, 3u);  // 4 SMs, 1 gather CTA, no slack at world 1
+  EXPECT_NEAR(r.fused, 5.5e-6, 1e-12);
+  EXPECT_NEAR(r.t_gather, 4e-6, 1e-12);
+  EXPECT_NEAR(r.t_comp, 1e-6, 1e-12);  // two tiles at once on 4 SMs
+  EXPECT_NEAR(r.t_comm, 0.0, 1e-12);
+  double gemm_start = 1;
+  for (const sim::Interval& e : r.timeline) {
+    if (e.lane.rfind("cta", 0) == 0) gemm_start = std::min(gemm_start, e.start);
+  }
+  EXPECT_NEAR(gemm_start, 2.5e-6, 1e-12) << "the first GEMM tile waits for its gather";
+}
+
+TEST(MoeSim, TilesOfAPeersTokensWaitForTheAllGather) {
+  // World 2: tile 0 holds rank 0's tokens (present), tile 1 rank 1's (arrive at 10 µs); 2 SMs of
+  // slack leave 1 GEMM CTA: tile 0 at 2.5-3.5, tile 1's gather at 10-12, its GEMM at 12-13.
+  const sim::MoePrediction r = sim::predict_moe_ag(hand_problem(2), hand_config(), hand_cost());
+  EXPECT_EQ(r.gemm_ctas, 1u);
+  EXPECT_NEAR(r.t_comm, 10e-6, 1e-12);
+  EXPECT_NEAR(r.fused, 13e-6, 1e-12);
+  sim::MoeConfig too_many = hand_config();
+  too_many.gather_ctas = 2;  // 4 - 2 - 2 slack leaves no GEMM CTA
+  EXPECT_THROW(sim::predict_moe_ag(hand_problem(2), too_many, hand_cost()), InvalidArgument);
+  sim::MoeProblem bad = hand_problem(1);
+  bad.ids = {0, 1};
+  EXPECT_THROW(sim::predict_moe_ag(bad, hand_config(), hand_cost()), InvalidArgument);
 }
 
 }  // namespace

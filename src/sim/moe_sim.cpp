@@ -1,0 +1,115 @@
+#include "tilelink/sim/moe_sim.hpp"
+
+#include <algorithm>
+#include <random>
+#include <string>
+
+#include "sim/all_gather_model.hpp"
+#include "tilelink/core/error.hpp"
+#include "tilelink/ops/moe/moe_mapping.hpp"
+#include "tilelink/ops/moe/synthetic_routing.hpp"
+
+namespace tilelink::sim {
+namespace {
+
+constexpr const char* kWhere = "predict_moe_ag";
+
+void validate(const MoeProblem& p, const MoeConfig& c, const CostModel& cost) {
+  check_world(kWhere, p.world, p.nodes);
+  check_split(kWhere, "m", p.m, p.world, "tokens are sharded evenly");
+  check_split(kWhere, "intermediate", p.intermediate, p.world, "each expert's columns are split evenly");
+  TL_REQUIRE(p.hidden > 0, kWhere, "hidden", p.hidden, "a positive size");
+  TL_REQUIRE(p.experts > 0, kWhere, "experts", p.experts, "at least one");
+  TL_REQUIRE(p.topk > 0 && p.topk <= p.experts, kWhere, "topk", p.topk,
+             "1 to the number of experts (" + std::to_string(p.experts) + ")");
+  TL_REQUIRE(p.ids.empty() || p.ids.size() == size_t(p.m) * p.topk, kWhere, "ids", p.ids.size(),
+             "m * topk = " + std::to_string(size_t(p.m) * p.topk) + " expert ids, or none");
+  TL_REQUIRE(c.bm > 0 && c.bn > 0, kWhere, "bm", c.bm, "positive tile sizes (bm, bn)");
+  TL_REQUIRE(c.comm_rows > 0, kWhere, "comm_rows", c.comm_rows, "at least one row per communication tile");
+  TL_REQUIRE(c.gather_ctas > 0, kWhere, "gather_ctas", c.gather_ctas, "at least one");
+  TL_REQUIRE(c.cluster > 0, kWhere, "cluster", c.cluster, "at least one");
+  TL_REQUIRE(c.mapping_time >= 0, kWhere, "mapping_time", c.mapping_time, ">= 0 seconds");
+  TL_REQUIRE(cost.sms >= 2 && cost.flops > 0, kWhere, "cost.sms", cost.sms, "at least 2 SMs and flops > 0");
+}
+
+}  // namespace
+
+MoePrediction predict_moe_ag(const MoeProblem& p, const MoeConfig& c, const CostModel& cost) {
+  validate(p, c, cost);
+  const uint32_t w = static_cast<uint32_t>(p.world);
+  const uint32_t n = p.intermediate / w;
+  std::vector<int32_t> ids = p.ids;
+  if (ids.empty()) {
+    std::mt19937_64 rng(p.seed);
+    ids = synthetic_routing(rng, p.m, p.topk, p.experts, SyntheticRouting::kUniform);
+  }
+  const MoeRouting routing{p.m, p.topk, p.experts, ids.data(), nullptr};
+  if (std::string e = check_moe_routing(routing); !e.empty()) throw InvalidArgument(std::string(kWhere) + ": " + e);
+
+  AllGatherPlan ag;
+  ag.map = RowShardMapping{p.m / w, c.comm_rows, w};
+  ag.row_bytes = p.hidden * p.element_bytes;
+  ag.pitch = ag.row_bytes;
+  MoePrediction out;
+  const AllGatherModel comm = model_all_gather(ag, c.resource == Resource::kSm ? c.comm_ctas : 0,
+                                               w / static_cast<uint32_t>(p.nodes), cost, out.timeline);
+  out.t_comm = comm.end;
+
+  const MoeMapping mapping = build_moe_mapping(routing, c.bm);
+  const MoeMappingView view = mapping.view();
+  std::vector<uint32_t> order(view.num_tiles);
+  make_moe_tile_order(ag, 0, view, order.data());
+  out.tiles = view.num_tiles;
+
+  // Gather: CTAs round-robin over the tile order.
+  const double gather_tile = double(c.bm) * ag.row_bytes / cost.sm_copy_bandwidth_per_cta;
+  std::vector<double> gather_free(c.gather_ctas, c.mapping_time), gathered(view.num_tiles, 0.0);
+  for (uint32_t i = 0; i < view.num_tiles; ++i) {
+    const uint32_t t = order[i];
+    double ready = 0;
+    if (view.tile_span[t] != 0) {
+      const ChannelRange need = ag.map.channels_for_rows(view.tile_token0[t], view.tile_span[t]);
+      for (uint32_t ch = need.first; ch < need.first + need.count; ++ch) ready = std::max(ready, comm.arrival[ch]);
+    }
+    double& cta = gather_free[i % c.gather_ctas];
+    const double start = std::max(cta, ready);
+    cta = start + gather_tile;
+    gathered[t] = cta + cost.notify_latency;
+    out.timeline.push_back({"gather " + std::to_string(i % c.gather_ctas), "rows of tile " + std::to_string(t), start,
+                            cta});
+  }
+  out.t_gather = double((view.num_tiles + c.gather_ctas - 1) / c.gather_ctas) * gather_tile;
+
+  // Grouped GEMM: the SMs left, in whole clusters, round-robin over (tile row, N tile).
+  const int comm_ctas = c.resource == Resource::kSm ? static_cast<int>(c.comm_ctas) : 0;
+  const int left = cost.sms - static_cast<int>(c.gather_ctas) - comm_ctas - (w > 1 ? static_cast<int>(c.slack_sms) : 0);
+  const uint32_t ctas = static_cast<uint32_t>(left / static_cast<int>(c.cluster)) * c.cluster;
+  TL_REQUIRE(ctas >= c.cluster, kWhere, "gather_ctas", c.gather_ctas,
+             "to leave at least one GEMM cluster of the " + std::to_string(cost.sms) + " SMs");
+  out.gemm_ctas = ctas;
+  const uint32_t n_tiles = (n + c.bn - 1) / c.bn;
+  const double tile_time = 2.0 * c.bm * c.bn * p.hidden / (cost.flops / cost.sms);
+  std::vector<double> free_at(ctas, c.mapping_time);
+  uint64_t j = 0;
+  for (uint32_t i = 0; i < view.num_tiles; ++i) {
+    const uint32_t t = order[i];
+    for (uint32_t nt = 0; nt < n_tiles; ++nt, ++j) {
+      double& cta = free_at[j % ctas];
+      const double start = std::max(cta, gathered[t]);
+      cta = start + tile_time;
+      out.timeline.push_back({"cta " + std::to_string(j % ctas),
+                              "tile (" + std::to_string(t) + ", " + std::to_string(nt) + ")", start, cta});
+    }
+  }
+  out.fused = std::max(out.t_comm, *std::max_element(free_at.begin(), free_at.end()));
+
+  const uint64_t tiles = uint64_t(view.num_tiles) * n_tiles;
+  out.t_comp = double((tiles + uint64_t(cost.sms) - 1) / uint64_t(cost.sms)) * tile_time;
+  const double gather_bytes = 2.0 * double(view.num_tiles) * c.bm * ag.row_bytes;  // read + write
+  out.non_overlapped = out.t_comm + gather_bytes / cost.hbm_bandwidth + out.t_comp;
+  out.ideal = std::max(out.t_comp, out.t_comm);
+  out.flop = 2.0 * double(p.m) * p.topk * n * p.hidden;
+  return out;
+}
+
+}  // namespace tilelink::sim
