@@ -9,6 +9,7 @@
 //   ideal                        max(T_gemm, T_ag)
 //   non-overlapped               all-gather, gather, per-expert cuBLAS loop
 //   tilelink fused               MoeAgGroupGemm::run (mapping built on the device every call)
+//   device mapping alone         the mapping kernels of a call by themselves (part of fused)
 //
 // The baseline knows the routing's per-expert row counts on the host (a real one would copy
 // them back from the device: favourable to it). The fused output is checked once against the
@@ -144,10 +145,11 @@ Table bench_moe_ag(const MoeBenchOptions& o) {
   bool gated = true;
   const std::vector<Stats> t = repeat_interleaved(
       world, o.timing.warmup, o.timing.iters,
-      {dense, expert_loop, [&] { op.run_gemm_only(); }, gather, [&] { op.all_gather().run(); }, non_overlapped, fused},
+      {dense, expert_loop, [&] { op.run_gemm_only(); }, gather, [&] { op.all_gather().run(); }, non_overlapped, fused,
+       [&] { op.run_mapping_only(); }},
       &gated);
   const Stats &t_dense = t[0], &t_loop = t[1], &t_group = t[2], &t_gather = t[3], &t_ag = t[4], &t_non = t[5],
-              &t_fused = t[6];
+              &t_fused = t[6], &t_map = t[7];
   const double flop = 2.0 * pairs * double(n) * double(hidden) * w;
   GemmOpTable result("moe_ag",
                      "MoE part 1 (AG + gather + grouped GEMM), " + std::to_string(w) + " virtual rank" +
@@ -163,6 +165,7 @@ Table bench_moe_ag(const MoeBenchOptions& o) {
   result.ideal_row("ideal max(T_gemm, T_ag)");
   result.row("non-overlapped (all-gather, gather, per-expert cuBLAS)", t_non);
   result.row("tilelink fused (MoeAgGroupGemm::run)", t_fused);
+  result.row("  of which: device mapping alone (tables + tile order)", t_map);
   Table& table = result.table;
   table.notes.push_back("config: kernel " + op.kernel_name() + ", swizzle " + std::to_string(op.swizzle()) + ", " +
                         std::to_string(op.gather_blocks()) + " gather CTAs, " + std::to_string(op.gemm_ctas(0)) +

@@ -201,9 +201,8 @@ uint64_t MoeAgGroupGemm::run() {
     // stream at the end of that call).
     world.comm_after_compute(r);
     const cudaStream_t compute = world.compute_stream(r);
+    build_mapping(r);
     MoeMappingBuffers& mapping = *mappings_[i];
-    mapping.build(args_.ids[i], compute);
-    mapping.build_order(ag_->plan(), static_cast<uint32_t>(r), order_[i].get<uint32_t>(), compute);
     gather_streams_.fork_from(r, compute);
     detail::launch_moe_gather(ag_->plan(), ag_->signals().device_view(r), mapping.view(mapping.max_tiles()),
                               mapping.num_tiles_device(), order_[i].get<uint32_t>(), gather_slice_.device_view(r), 0,
@@ -215,6 +214,20 @@ uint64_t MoeAgGroupGemm::run() {
     world.compute_after_comm(r);
   }
   return epoch;
+}
+
+void MoeAgGroupGemm::build_mapping(int rank) {
+  const size_t i = static_cast<size_t>(rank);
+  const cudaStream_t compute = world_->compute_stream(rank);
+  mappings_[i]->build(args_.ids[i], compute);
+  mappings_[i]->build_order(ag_->plan(), static_cast<uint32_t>(rank), order_[i].get<uint32_t>(), compute);
+}
+
+void MoeAgGroupGemm::run_mapping_only() {
+  for (int r = 0; r < world_->size(); ++r) {
+    world_->set_device(r);
+    build_mapping(r);
+  }
 }
 
 void MoeAgGroupGemm::run_gemm_only() {

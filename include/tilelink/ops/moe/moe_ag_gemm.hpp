@@ -98,6 +98,9 @@ class MoeAgGroupGemm {
   // The grouped GEMM alone on the sorted rows and mapping of the last call (no waits): its
   // isolated compute time.
   void run_gemm_only();
+  // The device mapping alone (tables and every rank's tile order from the routing), as run()
+  // builds it first on each compute stream: its share of the call.
+  void run_mapping_only();
 
   const MoeMappingBuffers& mapping(int rank) const { return *mappings_[static_cast<size_t>(rank)]; }
   const AllGather& all_gather() const { return *ag_; }
@@ -109,6 +112,8 @@ class MoeAgGroupGemm {
   uint32_t swizzle() const { return swizzle_; }
 
  private:
+  void build_mapping(int rank);  // on the rank's compute stream
+
   const World* world_;
   MoeAgGroupGemmArguments args_;
   std::string kernel_name_;
