@@ -1,8 +1,11 @@
-// Device builder of the MoE dynamic mapping (moe_mapping_device.hpp). Four small kernels:
-// histogram of the pairs per expert; padded offsets (one block); stable placement (one block per
-// expert scans every pair in order and appends its own, so the order is by token then k, as on
-// the host); per-tile expert and token span. The tile order is a stable partition of the tiles by
-// arrival step, one block per call.
+// Device builder of the MoE dynamic mapping (moe_mapping_device.hpp), a stable counting sort of
+// the (token, k) pairs by expert in small kernels: per-chunk histograms (chunks of kChunk pairs
+// in pair order); per expert, an exclusive scan over the chunks (and the expert's total); padded
+// offsets (one block); placement -- each pair's row is its expert's offset + the pairs of that
+// expert in earlier chunks + those earlier in its own chunk, so the order is by token then k, as
+// on the host; per-tile expert and token span. The tile order is a stable partition of the tiles
+// by arrival step, one block per call. (One block per expert scanning every pair took 61-181 µs
+// per call on the H200, docs/PERF.md.)
 #include "tilelink/ops/moe/moe_mapping_device.hpp"
 
 #include <string>
@@ -33,12 +36,32 @@ __device__ uint32_t block_append(bool flag, uint32_t& base, uint32_t* warp_count
   return pos;
 }
 
-// An id out of range (a routing check_moe_routing would refuse) is dropped rather than counted
-// out of bounds.
-__global__ void count_kernel(const int32_t* ids, uint64_t pairs, uint32_t experts, uint32_t* count) {
-  for (uint64_t p = blockIdx.x * uint64_t(blockDim.x) + threadIdx.x; p < pairs; p += uint64_t(gridDim.x) * blockDim.x) {
-    if (static_cast<uint32_t>(ids[p]) < experts) atomicAdd(count + ids[p], 1u);
+constexpr uint32_t kChunk = 1024;  // pairs per placement block (one per thread)
+
+// Per-chunk histogram: counts[chunk * experts + e]. An id out of range (a routing
+// check_moe_routing would refuse) is dropped rather than counted out of bounds.
+__global__ void __launch_bounds__(kChunk) chunk_count_kernel(const int32_t* ids, uint32_t pairs, uint32_t experts,
+                                                             uint32_t* counts) {
+  extern __shared__ uint32_t hist[];
+  for (uint32_t e = threadIdx.x; e < experts; e += blockDim.x) hist[e] = 0;
+  __syncthreads();
+  const uint32_t p = blockIdx.x * kChunk + threadIdx.x;
+  if (p < pairs && static_cast<uint32_t>(ids[p]) < experts) atomicAdd(hist + ids[p], 1u);
+  __syncthreads();
+  for (uint32_t e = threadIdx.x; e < experts; e += blockDim.x) counts[uint64_t(blockIdx.x) * experts + e] = hist[e];
+}
+
+// Per expert: bases[chunk * experts + e] = the expert's pairs in earlier chunks; count[e] = all.
+__global__ void chunk_scan_kernel(uint32_t* counts_to_bases, uint32_t chunks, uint32_t experts, uint32_t* count) {
+  const uint32_t e = blockIdx.x * blockDim.x + threadIdx.x;
+  if (e >= experts) return;
+  uint32_t running = 0;
+  for (uint32_t c = 0; c < chunks; ++c) {
+    const uint32_t n = counts_to_bases[uint64_t(c) * experts + e];
+    counts_to_bases[uint64_t(c) * experts + e] = running;
+    running += n;
   }
+  count[e] = running;
 }
 
 __global__ void offsets_kernel(const uint32_t* count, uint32_t experts, uint32_t bm, uint32_t* row_offset,
@@ -53,20 +76,20 @@ __global__ void offsets_kernel(const uint32_t* count, uint32_t experts, uint32_t
   *num_tiles = row / bm;
 }
 
-__global__ void __launch_bounds__(kThreads) place_kernel(const int32_t* ids, uint32_t pairs, const uint32_t* row_offset,
-                                                         uint32_t* row_pair, uint32_t* pair_row) {
-  __shared__ uint32_t warp_counts[kThreads / 32];
-  const int32_t e = int32_t(blockIdx.x);
-  uint32_t base = row_offset[e];
-  for (uint32_t p0 = 0; p0 < pairs; p0 += kThreads) {
-    const uint32_t p = p0 + threadIdx.x;
-    const bool mine = p < pairs && ids[p] == e;
-    const uint32_t pos = block_append(mine, base, warp_counts);
-    if (mine) {
-      row_pair[pos] = p;
-      pair_row[p] = pos;
-    }
-  }
+__global__ void __launch_bounds__(kChunk) place_kernel(const int32_t* ids, uint32_t pairs, uint32_t experts,
+                                                       const uint32_t* row_offset, const uint32_t* bases,
+                                                       uint32_t* row_pair, uint32_t* pair_row) {
+  __shared__ int32_t chunk_ids[kChunk];
+  const uint32_t p = blockIdx.x * kChunk + threadIdx.x;
+  chunk_ids[threadIdx.x] = p < pairs ? ids[p] : -1;
+  __syncthreads();
+  const int32_t e = chunk_ids[threadIdx.x];
+  if (p >= pairs || static_cast<uint32_t>(e) >= experts) return;
+  uint32_t before = 0;  // this expert's pairs earlier in the chunk
+  for (uint32_t j = 0; j < threadIdx.x; ++j) before += chunk_ids[j] == e ? 1u : 0u;
+  const uint32_t pos = row_offset[e] + bases[uint64_t(blockIdx.x) * experts + uint32_t(e)] + before;
+  row_pair[pos] = p;
+  pair_row[p] = pos;
 }
 
 __global__ void tiles_kernel(const uint32_t* row_offset, uint32_t experts, const uint32_t* row_pair, uint32_t bm,
@@ -127,19 +150,26 @@ MoeMappingBuffers::MoeMappingBuffers(uint32_t tokens, uint32_t topk, uint32_t ex
   tile_span_ = DeviceBuffer(max_tiles_ * sizeof(uint32_t), device);
   num_tiles_ = DeviceBuffer(sizeof(uint32_t), device);
   pair_row_ = DeviceBuffer(size_t(tokens) * topk * sizeof(uint32_t), device);
+  const uint64_t chunks = (uint64_t(tokens) * topk + kChunk - 1) / kChunk;
+  chunk_bases_ = DeviceBuffer(size_t(chunks) * experts * sizeof(uint32_t), device);
 }
 
 void MoeMappingBuffers::build(const int32_t* ids, cudaStream_t stream) {
   const uint64_t pairs = uint64_t(tokens_) * topk_;
-  TL_CUDA_CHECK(cudaMemsetAsync(count_.get(), 0, count_.bytes(), stream));
   TL_CUDA_CHECK(cudaMemsetAsync(row_pair_.get(), 0xFF, row_pair_.bytes(), stream));
-  count_kernel<<<256, kThreads, 0, stream>>>(ids, pairs, experts_, count_.get<uint32_t>());
+  const uint32_t chunks = static_cast<uint32_t>((pairs + kChunk - 1) / kChunk);
+  chunk_count_kernel<<<chunks, kChunk, experts_ * sizeof(uint32_t), stream>>>(ids, static_cast<uint32_t>(pairs),
+                                                                             experts_, chunk_bases_.get<uint32_t>());
+  TL_CUDA_CHECK(cudaGetLastError());
+  chunk_scan_kernel<<<(experts_ + kThreads - 1) / kThreads, kThreads, 0, stream>>>(chunk_bases_.get<uint32_t>(), chunks,
+                                                                                   experts_, count_.get<uint32_t>());
   TL_CUDA_CHECK(cudaGetLastError());
   offsets_kernel<<<1, 32, 0, stream>>>(count_.get<uint32_t>(), experts_, bm_, row_offset_.get<uint32_t>(),
                                        num_tiles_.get<uint32_t>());
   TL_CUDA_CHECK(cudaGetLastError());
-  place_kernel<<<experts_, kThreads, 0, stream>>>(ids, static_cast<uint32_t>(pairs), row_offset_.get<uint32_t>(),
-                                                  row_pair_.get<uint32_t>(), pair_row_.get<uint32_t>());
+  place_kernel<<<chunks, kChunk, 0, stream>>>(ids, static_cast<uint32_t>(pairs), experts_, row_offset_.get<uint32_t>(),
+                                              chunk_bases_.get<uint32_t>(), row_pair_.get<uint32_t>(),
+                                              pair_row_.get<uint32_t>());
   TL_CUDA_CHECK(cudaGetLastError());
   tiles_kernel<<<(max_tiles_ + kThreads - 1) / kThreads, kThreads, 0, stream>>>(
       row_offset_.get<uint32_t>(), experts_, row_pair_.get<uint32_t>(), bm_, topk_, num_tiles_.get<uint32_t>(),

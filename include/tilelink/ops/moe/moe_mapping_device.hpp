@@ -35,6 +35,7 @@ class MoeMappingBuffers {
  private:
   uint32_t tokens_, topk_, experts_, bm_, max_tiles_;
   DeviceBuffer count_, row_offset_, row_pair_, tile_expert_, tile_token0_, tile_span_, num_tiles_, pair_row_;
+  DeviceBuffer chunk_bases_;  // per chunk of pairs and expert: its counts, then the scan's bases
 };
 
 }  // namespace tilelink
