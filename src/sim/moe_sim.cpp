@@ -41,7 +41,7 @@ MoePrediction predict_moe_ag(const MoeProblem& p, const MoeConfig& c, const Cost
   std::vector<int32_t> ids = p.ids;
   if (ids.empty()) {
     std::mt19937_64 rng(p.seed);
-    ids = synthetic_routing(rng, p.m, p.topk, p.experts, SyntheticRouting::kUniform);
+    ids = synthetic_routing(rng, p.m, p.topk, p.experts, p.routing);
   }
   const MoeRouting routing{p.m, p.topk, p.experts, ids.data(), nullptr};
   if (std::string e = check_moe_routing(routing); !e.empty()) throw InvalidArgument(std::string(kWhere) + ": " + e);

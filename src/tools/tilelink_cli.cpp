@@ -543,6 +543,12 @@ constexpr MoeModel kMoeModels[] = {{"mixtral-8x7b", 4096, 14336, 8, 2},
                                    {"qwen1.5-moe", 2048, 1408, 60, 4},
                                    {"deepseek-moe", 2048, 1408, 64, 6}};
 
+tilelink::SyntheticRouting parse_routing(const std::string& s) {
+  return s == "skewed"        ? tilelink::SyntheticRouting::kSkewed
+         : s == "few_experts" ? tilelink::SyntheticRouting::kFewExperts
+                              : tilelink::SyntheticRouting::kUniform;
+}
+
 int cmd_moe_ag(MoeArgs a, const std::string& command) {
   check_writable(a.json);
   for (const MoeModel& model : kMoeModels) {
@@ -560,9 +566,7 @@ int cmd_moe_ag(MoeArgs a, const std::string& command) {
   o.intermediate = a.intermediate;
   o.experts = a.experts;
   o.topk = a.topk;
-  o.routing = a.routing == "skewed"        ? tilelink::SyntheticRouting::kSkewed
-              : a.routing == "few_experts" ? tilelink::SyntheticRouting::kFewExperts
-                                           : tilelink::SyntheticRouting::kUniform;
+  o.routing = parse_routing(a.routing);
   o.config.gather_blocks = a.gather_blocks;
   o.config.gemm_sms = a.gemm_sms;
   o.config.swizzle = a.swizzle;
@@ -703,6 +707,7 @@ struct PlanMoeArgs {
   tilelink::sim::MoeProblem problem;
   tilelink::sim::MoeConfig config;
   std::string model;
+  std::string routing = "uniform";
   std::string resource = "ce";
   double mapping_us = 0;
   std::string trace;
@@ -722,6 +727,7 @@ int cmd_plan_moe_ag(PlanMoeArgs a) {
   a.config.resource = a.resource == "sm" ? sim::Resource::kSm : sim::Resource::kCopyEngine;
   if (a.config.resource == sim::Resource::kSm && a.config.comm_ctas == 0) a.config.comm_ctas = 2;
   a.config.mapping_time = a.mapping_us * 1e-6;
+  a.problem.routing = parse_routing(a.routing);
   check_writable(a.trace);
   check_writable(a.svg);
   const sim::CostModel cost = a.cost.model();
@@ -731,7 +737,7 @@ int cmd_plan_moe_ag(PlanMoeArgs a) {
             << cost.sms << " SMs, one CTA copies " << cost.sm_copy_bandwidth_per_cta / 1e9 << " GB/s)\n"
             << "world=" << p.world << "  nodes=" << p.nodes << "  tokens=" << p.m << "  hidden=" << p.hidden
             << "  intermediate=" << p.intermediate << "  experts=" << p.experts << "  top-" << p.topk
-            << " (uniform routing, seed " << p.seed << ")  bm=" << a.config.bm << "  bn=" << a.config.bn
+            << " (" << tilelink::to_string(p.routing) << " routing, seed " << p.seed << ")  bm=" << a.config.bm << "  bn=" << a.config.bn
             << "  gather CTAs=" << a.config.gather_ctas << "  GEMM CTAs=" << r.gemm_ctas << "  tiles=" << r.tiles
             << "  resource=" << a.resource << "\n\n";
   print_plan("plan_moe_ag", "MoE part 1, predicted per rank", r, a.trace, a.svg,
@@ -950,7 +956,8 @@ int main(int argc, char** argv) {
   plan_moe->add_option("--intermediate", plan_moe_args.problem.intermediate, "each expert's columns over all ranks")->capture_default_str()->excludes(plan_moe_model);
   plan_moe->add_option("--experts", plan_moe_args.problem.experts, "experts")->capture_default_str()->excludes(plan_moe_model);
   plan_moe->add_option("--topk", plan_moe_args.problem.topk, "experts per token")->capture_default_str()->excludes(plan_moe_model);
-  plan_moe->add_option("--seed", plan_moe_args.problem.seed, "seed of the uniform routing")->capture_default_str();
+  plan_moe->add_option("--routing", plan_moe_args.routing, "synthetic routing: uniform, skewed (expert 0 hot) or few_experts")->capture_default_str()->check(CLI::IsMember({"uniform", "skewed", "few_experts"}));
+  plan_moe->add_option("--seed", plan_moe_args.problem.seed, "seed of the synthetic routing")->capture_default_str();
   plan_moe->add_option("--bm", plan_moe_args.config.bm, "tile rows (experts are padded to them)")->capture_default_str();
   plan_moe->add_option("--bn", plan_moe_args.config.bn, "tile columns")->capture_default_str();
   plan_moe->add_option("--comm-rows", plan_moe_args.config.comm_rows, "rows per communication tile")->capture_default_str();

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <set>
 #include <string>
@@ -131,6 +132,28 @@ TEST(AgGemmTuneSpace, CommunicationStageIsRankedByTheModelAndKeepsTheAutomaticOn
   }
   EXPECT_TRUE(has_auto);
   EXPECT_THROW(ag_gemm_comm_candidates(base, world8, 0), InvalidArgument);
+}
+
+}  // namespace
+}  // namespace tilelink::test
+
+namespace tilelink::test {
+namespace {
+
+TEST(TuneCache, DefaultPathFollowsTheEnvironment) {
+  const char* saved = std::getenv("TILELINK_TUNE_CACHE");
+  const std::string keep = saved != nullptr ? saved : "";
+  setenv("TILELINK_TUNE_CACHE", "off", 1);
+  EXPECT_EQ(TuneCache::default_path(), "") << "off disables the cache";
+  setenv("TILELINK_TUNE_CACHE", "/tmp/x/tune.json", 1);
+  EXPECT_EQ(TuneCache::default_path(), "/tmp/x/tune.json");
+  unsetenv("TILELINK_TUNE_CACHE");
+  setenv("XDG_CACHE_HOME", "/tmp/xdg", 1);
+  EXPECT_EQ(TuneCache::default_path(), "/tmp/xdg/tilelink/tune.json");
+  unsetenv("XDG_CACHE_HOME");
+  if (saved != nullptr) setenv("TILELINK_TUNE_CACHE", keep.c_str(), 1);
+  EXPECT_EQ(TuneCache::load("").size(), 0u) << "no path: an empty cache";
+  EXPECT_THROW(TuneCache::load("").save(), Error);
 }
 
 }  // namespace

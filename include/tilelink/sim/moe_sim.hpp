@@ -19,6 +19,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "tilelink/ops/moe/synthetic_routing.hpp"
 #include "tilelink/sim/ag_gemm_sim.hpp"
 #include "tilelink/sim/timeline.hpp"
 
@@ -30,7 +31,8 @@ struct MoeProblem {
   uint32_t intermediate = 14336;  // each expert's columns over all ranks (n per rank = / world)
   uint32_t experts = 8;
   uint32_t topk = 2;
-  std::vector<int32_t> ids;       // m x topk expert ids; empty = a uniform routing of `seed`
+  std::vector<int32_t> ids;       // m x topk expert ids; empty = a synthetic routing of `seed`
+  SyntheticRouting routing = SyntheticRouting::kUniform;
   uint64_t seed = 1;
   uint32_t element_bytes = 2;
   int world = 8;
