@@ -15,6 +15,8 @@
 //   tilelink tune ag_gemm [--world N] [--m --n --k | --shapes paper] [--top K] [--cache FILE] [--dry-run]
 //   tilelink plan ag_gemm [--world N] [--nodes K] [--m --n --k] [--bm --bn] [--comm-rows R]
 //       [--resource ce|sm] [--blocks k] [--order mesh|ring] [--trace FILE] [--svg FILE]
+//   tilelink plan mlp [--world N] [--model llama3-70b | --hidden H --intermediate I] [--activation swiglu|gelu]
+//       [--scatter pull|push|ce] [--trace FILE] [--svg FILE]
 //   tilelink plan moe_ag [--world N] [--model M | --hidden --intermediate --experts --topk] [--gather-ctas G]
 //       [--trace FILE] [--svg FILE]
 //   tilelink plan gemm_rs [--world N] [--nodes K] [--m --n --k] [--bm --bn] [--reduce-ctas R]
@@ -46,6 +48,7 @@
 #include "tilelink/runtime/world.hpp"
 #include "tilelink/sim/ag_gemm_sim.hpp"
 #include "tilelink/sim/gemm_rs_sim.hpp"
+#include "tilelink/sim/mlp_sim.hpp"
 #include "tilelink/sim/moe_sim.hpp"
 #include "tilelink/sim/timeline.hpp"
 #include "tilelink/tune/ag_gemm_tune.hpp"
@@ -746,6 +749,47 @@ int cmd_plan_moe_ag(PlanMoeArgs a) {
   return 0;
 }
 
+// `tilelink plan mlp`: the predicted timeline of the MLP (fc1, activation, fc2). No GPU needed.
+struct PlanMlpArgs {
+  CostArgs cost;
+  tilelink::sim::MlpProblem problem;
+  tilelink::sim::MlpConfig config;
+  std::string model;
+  std::string activation = "swiglu";
+  std::string resource = "ce";
+  std::string scatter = "pull";
+  std::string trace;
+  std::string svg;
+};
+
+int cmd_plan_mlp(PlanMlpArgs a) {
+  namespace sim = tilelink::sim;
+  for (const MlpModel& model : kMlpModels) {
+    if (a.model == model.name) {
+      a.problem.hidden = model.hidden;
+      a.problem.intermediate = model.intermediate;
+    }
+  }
+  a.problem.swiglu = a.activation == "swiglu";
+  a.config.fc1.resource = a.resource == "sm" ? sim::Resource::kSm : sim::Resource::kCopyEngine;
+  if (a.config.fc1.resource == sim::Resource::kSm && a.config.fc1.comm_ctas == 0) a.config.fc1.comm_ctas = 16;
+  a.config.fc2.scatter = parse_scatter(a.scatter);
+  check_writable(a.trace);
+  check_writable(a.svg);
+  const sim::CostModel cost = a.cost.model();
+  const sim::MlpPrediction r = sim::predict_mlp(a.problem, a.config, cost);
+  const auto& p = a.problem;
+  std::cout << "tilelink plan mlp: predicted, not measured (cost model: " << cost.flops / 1e12 << " TFLOP/s, "
+            << cost.sms << " SMs, NVLink " << cost.nvlink_bandwidth / 1e9 << " GB/s per rank)\n"
+            << "world=" << p.world << "  nodes=" << p.nodes << "  tokens=" << p.m << "  hidden=" << p.hidden
+            << "  intermediate=" << p.intermediate << "  activation=" << a.activation << "  fc1 all-gather "
+            << a.resource << ", " << a.config.fc1.comm_rows << "-row tiles  fc2 scatter " << a.scatter << ", "
+            << a.config.fc2.reduce_ctas << " reduction CTAs\n\n";
+  print_plan("plan_mlp", "MLP, predicted per rank", r, a.trace, a.svg, "tilelink plan mlp, rank 0 (predicted)");
+  std::printf("activation %.1f us (its bytes at the HBM bandwidth)\n", r.t_act * 1e6);
+  return 0;
+}
+
 // `tilelink plan ag_gemm`: the predicted timeline of AG+GEMM under the cost model. No GPU needed.
 int cmd_plan_ag_gemm(PlanArgs a) {
   namespace sim = tilelink::sim;
@@ -945,6 +989,25 @@ int main(int argc, char** argv) {
 
   CLI::App* plan = app.add_subcommand("plan", "predict an op's timeline from a cost model (no GPU needed)");
   plan->require_subcommand(0, 1);
+  PlanMlpArgs plan_mlp_args;
+  CLI::App* plan_mlp = plan->add_subcommand("mlp", "the tensor-parallel MLP: AG+GEMM (fc1) -> activation -> GEMM+RS (fc2)");
+  plan_mlp->add_option("--world", plan_mlp_args.problem.world, "ranks")->capture_default_str()->check(CLI::Range(1, 4096));
+  plan_mlp->add_option("--nodes", plan_mlp_args.problem.nodes, "nodes (ranks are node-major)")->capture_default_str();
+  plan_mlp->add_option("--m", plan_mlp_args.problem.m, "tokens over all ranks")->capture_default_str();
+  CLI::Option* plan_mlp_model = plan_mlp->add_option("--model", plan_mlp_args.model, "take hidden and intermediate from a model: llama3-8b, llama3-70b, llama3-405b")
+                                    ->check(CLI::IsMember({"llama3-8b", "llama3-70b", "llama3-405b"}));
+  plan_mlp->add_option("--hidden", plan_mlp_args.problem.hidden, "hidden size")->capture_default_str()->excludes(plan_mlp_model);
+  plan_mlp->add_option("--intermediate", plan_mlp_args.problem.intermediate, "intermediate size over all ranks")->capture_default_str()->excludes(plan_mlp_model);
+  plan_mlp->add_option("--activation", plan_mlp_args.activation, "swiglu (fc1 gives gate and up halves) or gelu")->capture_default_str()->check(CLI::IsMember({"swiglu", "gelu"}));
+  plan_mlp->add_option("--comm-rows", plan_mlp_args.config.fc1.comm_rows, "fc1: rows per communication tile")->capture_default_str();
+  plan_mlp->add_option("--resource", plan_mlp_args.resource, "fc1's all-gather: ce (copy engine) or sm")->capture_default_str()->check(CLI::IsMember({"ce", "sm"}));
+  plan_mlp->add_option("--blocks", plan_mlp_args.config.fc1.comm_ctas, "fc1: CTAs that copy with --resource sm (default 16)");
+  plan_mlp->add_option("--reduce-ctas", plan_mlp_args.config.fc2.reduce_ctas, "fc2: reduction CTAs")->capture_default_str();
+  plan_mlp->add_option("--scatter", plan_mlp_args.scatter, "fc2: pull, push or ce")->capture_default_str()->check(CLI::IsMember({"pull", "push", "ce"}));
+  plan_mlp_args.cost.add_options(plan_mlp);
+  plan_mlp->add_option("--trace", plan_mlp_args.trace, "write the predicted timeline of rank 0 as Chrome/Perfetto JSON");
+  plan_mlp->add_option("--svg", plan_mlp_args.svg, "write the predicted timeline of rank 0 as an SVG picture");
+
   PlanMoeArgs plan_moe_args;
   CLI::App* plan_moe = plan->add_subcommand("moe_ag", "MoE part 1: all-gather + gather + grouped GEMM, for a uniform routing");
   plan_moe->add_option("--world", plan_moe_args.problem.world, "ranks")->capture_default_str()->check(CLI::Range(1, 4096));
@@ -1022,9 +1085,10 @@ int main(int argc, char** argv) {
     return kExitUsage;
   }
 
-  if (*plan_ag || *plan_rs || *plan_moe || (*tune_ag && tune_args.dry_run)) {  // the models need no GPU
+  if (*plan_ag || *plan_rs || *plan_moe || *plan_mlp || (*tune_ag && tune_args.dry_run)) {  // no GPU needed
     try {
       if (*tune_ag) return cmd_tune_dry_run(tune_args);
+      if (*plan_mlp) return cmd_plan_mlp(plan_mlp_args);
       if (*plan_moe) return cmd_plan_moe_ag(plan_moe_args);
       return *plan_ag ? cmd_plan_ag_gemm(plan_args) : cmd_plan_gemm_rs(plan_rs_args);
     } catch (const std::exception& e) {

@@ -8,6 +8,7 @@
 #include "tilelink/core/error.hpp"
 #include "tilelink/sim/ag_gemm_sim.hpp"
 #include "tilelink/sim/gemm_rs_sim.hpp"
+#include "tilelink/sim/mlp_sim.hpp"
 #include "tilelink/sim/moe_sim.hpp"
 
 namespace tilelink::sim {
@@ -291,6 +292,39 @@ TEST(MoeSim, TilesOfAPeersTokensWaitForTheAllGather) {
   sim::MoeProblem bad = hand_problem(1);
   bad.ids = {0, 1};
   EXPECT_THROW(sim::predict_moe_ag(bad, hand_config(), hand_cost()), InvalidArgument);
+}
+
+}  // namespace
+}  // namespace tilelink::test
+
+namespace tilelink::test {
+namespace {
+
+// The MLP runs its two ops and the activation one after another: its prediction is their sum,
+// the activation at the HBM bandwidth, and fc2's timeline starts where the activation ends.
+TEST(MlpSim, IsFc1ThenActivationThenFc2) {
+  sim::MlpProblem p;
+  p.m = 4096;
+  p.hidden = 2048;
+  p.intermediate = 8192;
+  p.world = 4;
+  sim::MlpConfig c;
+  const sim::MlpPrediction r = sim::predict_mlp(p, c);
+  const sim::AgGemmPrediction fc1 = sim::predict_ag_gemm({4096, 16384, 2048, 2, 4, 1}, c.fc1);
+  const sim::GemmRsPrediction fc2 = sim::predict_gemm_rs({4096, 2048, 8192, 2, 2, 4, 1}, c.fc2);
+  const double act = 4096.0 * (2 * 2048 + 2048) * 2 / sim::CostModel{}.hbm_bandwidth;
+  EXPECT_NEAR(r.t_act, act, 1e-12);
+  EXPECT_NEAR(r.fused, fc1.fused + act + fc2.fused, 1e-12);
+  EXPECT_NEAR(r.non_overlapped, fc1.non_overlapped + act + fc2.non_overlapped, 1e-12);
+  EXPECT_NEAR(r.ideal, fc1.ideal + act + fc2.ideal, 1e-12);
+  EXPECT_DOUBLE_EQ(r.flop, fc1.flop + fc2.flop);
+  double fc2_start = 1;
+  for (const sim::Interval& e : r.timeline) {
+    if (e.lane.rfind("fc2 ", 0) == 0) fc2_start = std::min(fc2_start, e.start);
+  }
+  EXPECT_GE(fc2_start, fc1.fused + act - 1e-12);
+  p.intermediate = 8190;  // not split evenly over 4 ranks
+  EXPECT_THROW(sim::predict_mlp(p, c), InvalidArgument);
 }
 
 }  // namespace

@@ -1,0 +1,39 @@
+// Model of the tensor-parallel MLP as tilelink::Mlp runs it: AG+GEMM (fc1) -> activation ->
+// GEMM+RS (fc2), one after another on each rank's compute stream, each op overlapped within
+// itself (sim/ag_gemm_sim.hpp, sim/gemm_rs_sim.hpp). The activation kernel reads fc1's output
+// and writes half (SwiGLU) or all (GELU) of it at the HBM bandwidth.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "tilelink/sim/ag_gemm_sim.hpp"
+#include "tilelink/sim/gemm_rs_sim.hpp"
+#include "tilelink/sim/timeline.hpp"
+
+namespace tilelink::sim {
+
+struct MlpProblem {
+  uint32_t m = 8192;              // tokens over all ranks
+  uint32_t hidden = 8192;         // LLaMA-3.1-70B
+  uint32_t intermediate = 28672;  // over all ranks
+  bool swiglu = true;             // fc1 gives gate and up halves (2 x intermediate columns)
+  int world = 8;
+  int nodes = 1;
+};
+
+struct MlpConfig {
+  AgGemmConfig fc1;
+  GemmRsConfig fc2;
+};
+
+struct MlpPrediction {
+  double fused = 0, non_overlapped = 0, decomposed = 0, ideal = 0;
+  double t_comp = 0, t_comm = 0, t_act = 0;
+  double flop = 0;  // per rank, both GEMMs
+  std::vector<Interval> timeline;  // rank 0: fc1's lanes, the activation, fc2's lanes (prefixed)
+};
+
+MlpPrediction predict_mlp(const MlpProblem& problem, const MlpConfig& config, const CostModel& cost = {});
+
+}  // namespace tilelink::sim
