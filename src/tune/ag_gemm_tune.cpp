@@ -6,6 +6,7 @@
 #include "tilelink/core/error.hpp"
 #include "tilelink/ops/ag_gemm/ag_gemm_policy.hpp"
 #include "tilelink/sim/ag_gemm_sim.hpp"
+#include "tilelink/tune/tune_cache.hpp"
 
 namespace tilelink {
 namespace {
@@ -33,7 +34,7 @@ double predict_us(const AgGemmConfig& c, const AgGemmTuneShape& s, const sim::Co
                                       : ag_gemm_policy::auto_comm_rows(c.comm.resource, s.m_per_rank, s.k);
   q.resource = c.comm.resource == CommResource::kSm ? sim::Resource::kSm : sim::Resource::kCopyEngine;
   q.comm_ctas = c.comm.resource == CommResource::kSm
-                    ? (c.comm.num_blocks != 0 ? c.comm.num_blocks : static_cast<uint32_t>(std::max(1, s.sm_budget / 8)))
+                    ? (c.comm.num_blocks != 0 ? c.comm.num_blocks : ag_gemm_policy::auto_sm_blocks(s.sm_budget))
                     : 0;
   q.order = c.comm.order;
   // One rank's share of the GPU: its SM budget and that share of the GPU's throughput.
@@ -41,11 +42,6 @@ double predict_us(const AgGemmConfig& c, const AgGemmTuneShape& s, const sim::Co
   share.flops = gpu.flops * s.sm_budget / gpu.sms;
   share.sms = s.sm_budget;
   return sim::predict_ag_gemm(p, q, share).fused * 1e6;
-}
-
-bool same_comm(const AllGatherConfig& a, const AllGatherConfig& b) {
-  return a.resource == b.resource && a.method == b.method && a.path == b.path && a.order == b.order &&
-         a.comm_rows == b.comm_rows && a.num_blocks == b.num_blocks && a.threads == b.threads;
 }
 
 }  // namespace

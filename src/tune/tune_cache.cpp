@@ -154,12 +154,14 @@ std::string describe(const AgGemmConfig& c) {
   return s;
 }
 
+bool same_comm(const AllGatherConfig& a, const AllGatherConfig& b) {
+  return a.resource == b.resource && a.method == b.method && a.path == b.path && a.order == b.order &&
+         a.comm_rows == b.comm_rows && a.num_blocks == b.num_blocks && a.threads == b.threads;
+}
+
 bool is_automatic(const AgGemmConfig& c) {
   const AgGemmConfig d;
-  return c.kernel == d.kernel && c.swizzle == d.swizzle && c.gemm_sms == d.gemm_sms &&
-         c.comm.resource == d.comm.resource && c.comm.method == d.comm.method && c.comm.path == d.comm.path &&
-         c.comm.order == d.comm.order && c.comm.comm_rows == d.comm.comm_rows &&
-         c.comm.num_blocks == d.comm.num_blocks && c.comm.threads == d.comm.threads;
+  return c.kernel == d.kernel && c.swizzle == d.swizzle && c.gemm_sms == d.gemm_sms && same_comm(c.comm, d.comm);
 }
 
 }  // namespace tilelink

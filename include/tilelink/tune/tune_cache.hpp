@@ -60,5 +60,7 @@ class TuneCache {
 std::string describe(const AgGemmConfig& c);
 // True when every knob is on automatic (the configuration AgGemmConfig{} gives).
 bool is_automatic(const AgGemmConfig& c);
+// True when two all-gather configurations are the same, field by field.
+bool same_comm(const AllGatherConfig& a, const AllGatherConfig& b);
 
 }  // namespace tilelink

@@ -44,6 +44,9 @@ inline uint32_t auto_swizzle(uint32_t configured, uint32_t band_rows, uint32_t m
   return s;
 }
 
+// CTAs of an SM all-gather when the config says 0: an eighth of the rank's SM budget, at least 1.
+inline uint32_t auto_sm_blocks(int sm_budget) { return static_cast<uint32_t>(std::max(1, sm_budget / 8)); }
+
 // The all-gather of an op whose GEMM consumes gathered rows (AG+GEMM's A, MoE's tokens): rows
 // of k bf16, `config` with its automatic choices filled in (comm_rows; SM blocks =
 // max(1, sm_budget / 8)).
@@ -57,7 +60,7 @@ inline AllGatherArguments all_gather_arguments(const World& world, const Symmetr
   ag.config = config;
   if (ag.config.comm_rows == 0) ag.config.comm_rows = auto_comm_rows(ag.config.resource, rows_per_rank, k);
   if (ag.config.resource == CommResource::kSm && ag.config.num_blocks == 0) {
-    ag.config.num_blocks = static_cast<uint32_t>(std::max(1, world.sm_budget(0) / 8));
+    ag.config.num_blocks = auto_sm_blocks(world.sm_budget(0));
   }
   return ag;
 }
