@@ -363,15 +363,29 @@ void run_shapes(int world, const std::string& what, const std::vector<Mnk>& shap
   if (!svg.empty()) write_speedup_chart(svg, what + ", world " + std::to_string(world), sweep, tables);
 }
 
-// The shapes of a bench command: the sweep's, the paper's three, or the one given.
-std::vector<Mnk> shapes_of(const std::vector<LabeledMnk>& sweep, const std::string& shapes,
-                           const std::vector<Mnk>& paper, const Mnk& one) {
-  if (!sweep.empty()) {
-    std::vector<Mnk> out;
-    for (const LabeledMnk& s : sweep) out.push_back(s.shape);
-    return out;
+// The issues' three shapes of each dense op, (m, n, k) as its bench takes them.
+const std::vector<Mnk> kAgGemmPaperShapes = {{8192, 28672, 8192}, {8192, 14336, 4096}, {8192, 49152, 12288}};
+const std::vector<Mnk> kGemmRsPaperShapes = {{8192, 8192, 28672}, {8192, 4096, 14336}, {8192, 12288, 49152}};
+
+// What a dense op's bench command runs: the model sweep (with its chart file), the paper's three
+// shapes, or the one given.
+struct ShapeChoice {
+  std::vector<Mnk> shapes;
+  std::vector<LabeledMnk> sweep;  // empty unless --sweep
+  std::string svg;                // the sweep's chart
+};
+
+ShapeChoice choose_shapes(bool sweep, bool row_parallel, const std::string& shapes, const std::vector<Mnk>& paper,
+                          const Mnk& one, const std::string& svg, const std::string& op) {
+  ShapeChoice c;
+  if (sweep) {
+    c.sweep = model_sweep(row_parallel);
+    for (const LabeledMnk& s : c.sweep) c.shapes.push_back(s.shape);
+    c.svg = svg.empty() ? "tilelink_" + op + "_sweep.svg" : svg;
+  } else {
+    c.shapes = shapes == "paper" ? paper : std::vector<Mnk>{one};
   }
-  return shapes == "paper" ? paper : std::vector<Mnk>{one};
+  return c;
 }
 
 // `tilelink bench ag_gemm`: the fused AG+GEMM against its baselines, on one shape or on the
@@ -408,18 +422,16 @@ int cmd_ag_gemm(const AgGemmArgs& a, const std::string& command) {
   o.config.kernel = a.kernel;
   o.timing = {a.warmup, a.iters};
   o.seed = a.seed;
-  const std::vector<LabeledMnk> sweep = a.sweep ? model_sweep(false) : std::vector<LabeledMnk>{};
-  const std::vector<Mnk> shapes =
-      shapes_of(sweep, a.shapes, {{8192, 28672, 8192}, {8192, 14336, 4096}, {8192, 49152, 12288}}, {a.m, a.n, a.k});
+  const ShapeChoice run = choose_shapes(a.sweep, false, a.shapes, kAgGemmPaperShapes, {a.m, a.n, a.k}, a.svg, "ag_gemm");
   run_shapes(
-      a.world, "bench ag_gemm", shapes, command, a.seed, a.json,
+      a.world, "bench ag_gemm", run.shapes, command, a.seed, a.json,
       [&](const Mnk& s) {
         o.m = s.m;
         o.n = s.n;
         o.k = s.k;
         return tb::bench_ag_gemm(o);
       },
-      sweep, a.sweep ? (a.svg.empty() ? "tilelink_ag_gemm_sweep.svg" : a.svg) : "");
+      run.sweep, run.svg);
   return 0;
 }
 
@@ -463,18 +475,16 @@ int cmd_gemm_rs(const GemmRsArgs& a, const std::string& command) {
   o.config.swizzle = a.swizzle;
   o.timing = {a.warmup, a.iters};
   o.seed = a.seed;
-  const std::vector<LabeledMnk> sweep = a.sweep ? model_sweep(true) : std::vector<LabeledMnk>{};
-  const std::vector<Mnk> shapes =
-      shapes_of(sweep, a.shapes, {{8192, 8192, 28672}, {8192, 4096, 14336}, {8192, 12288, 49152}}, {a.m, a.n, a.k});
+  const ShapeChoice run = choose_shapes(a.sweep, true, a.shapes, kGemmRsPaperShapes, {a.m, a.n, a.k}, a.svg, "gemm_rs");
   run_shapes(
-      a.world, "bench gemm_rs", shapes, command, a.seed, a.json,
+      a.world, "bench gemm_rs", run.shapes, command, a.seed, a.json,
       [&](const Mnk& s) {
         o.m = s.m;
         o.n = s.n;
         o.k = s.k;
         return tb::bench_gemm_rs(o);
       },
-      sweep, a.sweep ? (a.svg.empty() ? "tilelink_gemm_rs_sweep.svg" : a.svg) : "");
+      run.sweep, run.svg);
   return 0;
 }
 
@@ -552,16 +562,23 @@ tilelink::SyntheticRouting parse_routing(const std::string& s) {
                               : tilelink::SyntheticRouting::kUniform;
 }
 
-int cmd_moe_ag(MoeArgs a, const std::string& command) {
-  check_writable(a.json);
+// The model's shape into (hidden, intermediate, experts, topk); no change for "" (CLI11 has
+// checked the name against kMoeModels).
+void apply_moe_model(const std::string& name, uint32_t& hidden, uint32_t& intermediate, uint32_t& experts,
+                     uint32_t& topk) {
   for (const MoeModel& model : kMoeModels) {
-    if (a.model == model.name) {
-      a.hidden = model.hidden;
-      a.intermediate = model.intermediate;
-      a.experts = model.experts;
-      a.topk = model.topk;
+    if (name == model.name) {
+      hidden = model.hidden;
+      intermediate = model.intermediate;
+      experts = model.experts;
+      topk = model.topk;
     }
   }
+}
+
+int cmd_moe_ag(MoeArgs a, const std::string& command) {
+  check_writable(a.json);
+  apply_moe_model(a.model, a.hidden, a.intermediate, a.experts, a.topk);
   tb::MoeBenchOptions o;
   o.world = a.world;
   o.m = a.m;
@@ -597,8 +614,7 @@ struct TuneArgs {
 };
 
 std::vector<Mnk> tune_shapes(const TuneArgs& a) {
-  if (a.shapes == "paper") return {{8192, 28672, 8192}, {8192, 14336, 4096}, {8192, 49152, 12288}};
-  return {{a.m, a.n, a.k}};
+  return choose_shapes(false, false, a.shapes, kAgGemmPaperShapes, {a.m, a.n, a.k}, "", "ag_gemm").shapes;
 }
 
 // --dry-run: the candidates the search would time, with the plan model's predictions; no GPU.
@@ -719,14 +735,7 @@ struct PlanMoeArgs {
 
 int cmd_plan_moe_ag(PlanMoeArgs a) {
   namespace sim = tilelink::sim;
-  for (const MoeModel& model : kMoeModels) {
-    if (a.model == model.name) {
-      a.problem.hidden = model.hidden;
-      a.problem.intermediate = model.intermediate;
-      a.problem.experts = model.experts;
-      a.problem.topk = model.topk;
-    }
-  }
+  apply_moe_model(a.model, a.problem.hidden, a.problem.intermediate, a.problem.experts, a.problem.topk);
   a.config.resource = a.resource == "sm" ? sim::Resource::kSm : sim::Resource::kCopyEngine;
   if (a.config.resource == sim::Resource::kSm && a.config.comm_ctas == 0) a.config.comm_ctas = 2;
   a.config.mapping_time = a.mapping_us * 1e-6;
