@@ -103,6 +103,9 @@ std::string run_moe(const MoeCase& c, uint64_t seed, int calls) {
     if (std::string e = check_moe_routing(routing); !e.empty()) return describe(c) + ": " + e;
     const MoeMapping m = build_moe_mapping(routing, c.bm);
     if (std::string e = check_mapping(m, ids, tokens); !e.empty()) return describe(c) + ": " + e;
+    if (m.num_tiles() > moe_max_tiles(uint64_t(tokens) * c.topk, c.experts, c.bm)) {
+      return describe(c) + ": " + std::to_string(m.num_tiles()) + " tiles, more than moe_max_tiles";
+    }
     const MoeMappingView view = m.view();
     std::vector<std::vector<uint32_t>> order(w, std::vector<uint32_t>(m.num_tiles()));
     for (uint32_t r = 0; r < w; ++r) make_moe_tile_order(ag, r, view, order[r].data());

@@ -37,9 +37,7 @@ const detail::Sm90MoeGemmConfigInfo* find_kernel(const std::string& name) {
 }
 
 uint32_t max_tiles(const World& world, const MoeAgGroupGemmArguments& a, uint32_t bm) {
-  // MoeMappingBuffers' bound: every expert may pad up to bm - 1 rows.
-  const uint64_t pairs = uint64_t(a.tokens_per_rank) * world.size() * a.topk;
-  return static_cast<uint32_t>((pairs + uint64_t(a.experts) * (bm - 1)) / bm);
+  return moe_max_tiles(uint64_t(a.tokens_per_rank) * world.size() * a.topk, a.experts, bm);
 }
 
 AllGatherArguments all_gather_arguments(const World& world, const MoeAgGroupGemmArguments& a) {
@@ -151,10 +149,6 @@ MoeAgGroupGemm::MoeAgGroupGemm(const World& world, SymmetricHeap& heap, SignalSe
   for (int r = 0; r < world.size(); ++r) {
     world.set_device(r);
     mappings_.push_back(std::make_unique<MoeMappingBuffers>(tokens, args.topk, args.experts, tile_m_, world.device(r)));
-    if (mappings_.back()->max_tiles() != tiles) {
-      throw Error("MoeAgGroupGemm: the mapping's tile bound " + std::to_string(mappings_.back()->max_tiles()) +
-                          " differs from the kernel's " + std::to_string(tiles));
-    }
     order_.emplace_back(size_t(tiles) * sizeof(uint32_t), world.device(r));
     sorted_.emplace_back(size_t(tiles) * tile_m_ * args.hidden * kElementBytes, world.device(r));
 

@@ -140,8 +140,7 @@ MoeMappingBuffers::MoeMappingBuffers(uint32_t tokens, uint32_t topk, uint32_t ex
   TL_REQUIRE(experts > 0 && experts <= 1024, "MoeMappingBuffers", "experts", experts, "1 to 1024");
   TL_REQUIRE(topk > 0 && topk <= experts, "MoeMappingBuffers", "topk", topk,
              "1 to the number of experts (" + std::to_string(experts) + ")");
-  // Every expert may pad up to bm - 1 rows.
-  max_tiles_ = static_cast<uint32_t>((uint64_t(tokens) * topk + uint64_t(experts) * (bm - 1)) / bm);
+  max_tiles_ = moe_max_tiles(uint64_t(tokens) * topk, experts, bm);
   count_ = DeviceBuffer(experts * sizeof(uint32_t), device);
   row_offset_ = DeviceBuffer((experts + 1) * sizeof(uint32_t), device);
   row_pair_ = DeviceBuffer(size_t(max_tiles_) * bm * sizeof(uint32_t), device);

@@ -68,6 +68,12 @@ struct MoeMapping {
   }
 };
 
+// The most tiles any routing of `pairs` (token, k) pairs over `experts` can need: every expert
+// may pad up to bm - 1 rows. Sizes the device tables and the ops' buffers.
+inline uint32_t moe_max_tiles(uint64_t pairs, uint32_t experts, uint32_t bm) {
+  return static_cast<uint32_t>((pairs + uint64_t(experts) * (bm - 1)) / bm);
+}
+
 // "" if the routing is well formed, else what is wrong (which token, which k, which value).
 inline std::string check_moe_routing(const MoeRouting& r) {
   if (r.topk == 0 || r.topk > r.experts) {
