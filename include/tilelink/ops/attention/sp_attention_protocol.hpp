@@ -1,0 +1,246 @@
+// Sequence-parallel attention (forward): the all-gather of K/V overlapped with a flash-attention
+// forward that consumes K/V chunks as they arrive.
+//
+// Sharding. A sequence of S = world * seq_per_rank tokens; every rank holds the Q, K and V rows of
+// seq_per_rank of them (SeqLayout):
+//   kContiguous  rank r holds tokens [r S/P, (r + 1) S/P);
+//   kZigZag      the sequence is cut into 2P pieces of seq_per_rank / 2 tokens and rank r holds
+//                pieces r and 2P - 1 - r, so that under a causal mask every rank does the same work.
+// Local row i of rank r is token position(r, i). Within a rank, positions grow with i: the causal
+// skip below relies on it.
+//
+// K/V rows. One row per token holds both: [K (kv_heads x head_dim) | V (kv_heads x head_dim)], so
+// one all-gather (comm/all_gather.hpp, `ag`, rows = tokens) moves both, one channel guards both
+// halves of a chunk, and a kernel reads K and V as two strided views of the same rows. Gathered
+// row r * seq_per_rank + i is local row i of rank r: rank-major, which in zig-zag is not sequence
+// order -- the mask goes by kv_position().
+//
+// Channels. A K/V chunk is one communication tile of the all-gather: comm_rows tokens of one
+// source rank (the last of a shard shorter), one channel of its slice. The attention adds no
+// channel of its own; the slice is AllGatherPlan's, ag.num_channels() channels.
+//
+// Attention blocks. A work item is one q head x one block of bq local query rows. Its chunks run
+// in arrival order: its own shard first, then the shard the all-gather delivers at each later
+// step (kv_chunk, the inverse of arrival_step). Under a causal mask a chunk whose every key comes
+// after every query of the block is skipped without a wait (chunk_needed); before any other chunk
+// is read, the block waits on exactly that chunk's channel. The online softmax keeps, per query
+// row, a running max m, sum l and accumulator o in fp32, rescaled per chunk as flash attention
+// rescales per key tile, and ends with O = o / l and LSE = m + log(l) (natural log).
+//
+// Memory order. A chunk's channel is notified with release once its rows are in this rank's
+// buffer: the pull's own notify after its copy, the push's peer notify after its stores, and for
+// the rank's own shard block 0's notify at the start of the call (the rows were written before the
+// launch). consumer_tile_wait acquires it, so the K/V loads after the wait see the rows; on the
+// GPU the wait ends in a block barrier, which also keeps the loads from being hoisted above it.
+// Q is local and O, LSE are written by the item's block only. Reuse across calls is the
+// all-gather's, as for AG+GEMM: the pull's exit barrier keeps a rank's own rows in place until
+// every peer has read them; the push's entry barrier keeps peers from writing a rank's buffer
+// before that rank has entered the next call.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+#include <string>
+
+#include "tilelink/comm/all_gather.hpp"
+#include "tilelink/ops/ag_gemm/ag_gemm_protocol.hpp"
+
+namespace tilelink {
+
+enum class SeqLayout : uint32_t {
+  kContiguous = 0,
+  kZigZag = 1,  // seq_per_rank must be even
+};
+
+// The most query rows per work item: sp_attention_block keeps each one's m and l in a local array
+// (a kernel keeps them in registers). Flash attention's query tiles are 64-192 rows.
+constexpr uint32_t kSpAttentionMaxBq = 256;
+
+// Where a token lives: local row `row` of rank `rank`.
+struct TokenHome {
+  uint32_t rank;
+  uint32_t row;
+};
+
+struct SpAttentionItem {
+  uint32_t head;     // q head
+  uint32_t q_block;  // local query rows [q_block * bq, ...)
+};
+
+// The rank whose shard the all-gather delivers to `rank` at `step` (0: `rank` itself); the inverse
+// of arrival_step over whole shards.
+TL_HOST_DEVICE uint32_t shard_at_step(const AllGatherPlan& ag, uint32_t rank, uint32_t step) {
+  for (uint32_t owner = 0; owner < ag.world(); ++owner) {
+    if (arrival_step(ag, rank, owner * ag.map.rows_per_rank, 1) == step) return owner;
+  }
+  return rank;  // not reached: every step delivers exactly one shard
+}
+
+struct SpAttentionPlan {
+  AllGatherPlan ag;  // K/V rows: map.rows_per_rank = seq_per_rank, map.comm_rows tokens per chunk
+  uint32_t q_heads = 0;
+  uint32_t kv_heads = 0;  // GQA: q head h reads kv head h / (q_heads / kv_heads)
+  uint32_t head_dim = 0;
+  uint32_t bq = 0;        // query rows per work item
+  bool causal = false;
+  SeqLayout layout = SeqLayout::kContiguous;
+
+  TL_HOST_DEVICE uint32_t world() const { return ag.world(); }
+  TL_HOST_DEVICE uint32_t seq_per_rank() const { return ag.map.rows_per_rank; }
+  TL_HOST_DEVICE uint32_t seq_len() const { return ag.map.total_rows(); }
+  TL_HOST_DEVICE uint32_t kv_head(uint32_t q_head) const { return q_head / (q_heads / kv_heads); }
+  // Elements of one K/V row, and where K and V of a kv head start in it.
+  TL_HOST_DEVICE uint32_t kv_row_elems() const { return 2 * kv_heads * head_dim; }
+  TL_HOST_DEVICE uint32_t k_offset(uint32_t kv_h) const { return kv_h * head_dim; }
+  TL_HOST_DEVICE uint32_t v_offset(uint32_t kv_h) const { return (kv_heads + kv_h) * head_dim; }
+  // Gathered row g of float K/V rows (the CPU protocol's element type).
+  TL_HOST_DEVICE const float* kv_row(const void* kv, uint32_t g) const {
+    return reinterpret_cast<const float*>(static_cast<const char*>(kv) + uint64_t(g) * ag.pitch);
+  }
+
+  // Global token position of local row `row` of rank `rank`, and its inverse.
+  TL_HOST_DEVICE uint32_t position(uint32_t rank, uint32_t row) const {
+    if (layout == SeqLayout::kContiguous) return rank * seq_per_rank() + row;
+    const uint32_t half = seq_per_rank() / 2;
+    return row < half ? rank * half + row : (2 * world() - 1 - rank) * half + (row - half);
+  }
+  TL_HOST_DEVICE TokenHome home(uint32_t pos) const {
+    if (layout == SeqLayout::kContiguous) return {pos / seq_per_rank(), pos % seq_per_rank()};
+    const uint32_t half = seq_per_rank() / 2;
+    const uint32_t piece = pos / half;
+    return piece < world() ? TokenHome{piece, pos % half} : TokenHome{2 * world() - 1 - piece, half + pos % half};
+  }
+  // Position of gathered K/V row g.
+  TL_HOST_DEVICE uint32_t kv_position(uint32_t g) const {
+    return position(g / seq_per_rank(), g % seq_per_rank());
+  }
+
+  TL_HOST_DEVICE uint32_t q_blocks() const { return (seq_per_rank() + bq - 1) / bq; }
+  TL_HOST_DEVICE uint32_t num_items() const { return q_heads * q_blocks(); }
+  // Items of one query block are adjacent, so the q heads of one kv head run together.
+  TL_HOST_DEVICE SpAttentionItem item(uint32_t i) const { return {i % q_heads, i / q_heads}; }
+  TL_HOST_DEVICE RowRange q_rows(uint32_t q_block) const {
+    const uint32_t row0 = q_block * bq;
+    return {row0, seq_per_rank() - row0 < bq ? seq_per_rank() - row0 : bq};
+  }
+
+  // The j-th K/V chunk (an all-gather mapping channel; 0 <= j < num_kv_chunks) of `rank`'s order:
+  // shards in the order they arrive (own first), chunks of a shard in row order.
+  TL_HOST_DEVICE uint32_t num_kv_chunks() const { return ag.map.num_channels(); }
+  TL_HOST_DEVICE uint32_t kv_chunk(uint32_t rank, uint32_t j) const {
+    const uint32_t cpr = ag.map.chunks_per_rank();
+    return ag.map.channel(shard_at_step(ag, rank, j / cpr), j % cpr);
+  }
+  // Whether a query block (local rows `q` of `rank`) reads chunk `ch` at all: always without a
+  // mask; with the causal mask, unless the chunk's first key (positions grow with rows within a
+  // shard) comes after the block's last query.
+  TL_HOST_DEVICE bool chunk_needed(uint32_t rank, RowRange q, uint32_t ch) const {
+    if (!causal) return true;
+    return kv_position(ag.map.rows_of_channel(ch).row0) <= position(rank, q.row0 + q.rows - 1);
+  }
+};
+
+// One query row's online-softmax step over one chunk (gathered rows `keys`): fold the chunk's
+// visible keys into (m, l, o). A row that sees no key of the chunk is left as it is.
+TL_HOST_DEVICE void sp_attention_row_step(const SpAttentionPlan& plan, const float* q_row, uint32_t q_pos,
+                                          const void* kv, RowRange keys, uint32_t kv_h, float scale, float& m,
+                                          float& l, float* o_row) {
+  const uint32_t d = plan.head_dim;
+  auto visible = [&](uint32_t g) { return !plan.causal || plan.kv_position(g) <= q_pos; };
+  float chunk_max = -INFINITY;
+  for (uint32_t g = keys.row0; g < keys.row0 + keys.rows; ++g) {
+    if (!visible(g)) continue;
+    chunk_max = fmaxf(chunk_max, scale * naive_dot(q_row, plan.kv_row(kv, g) + plan.k_offset(kv_h), d, 1, 0));
+  }
+  if (chunk_max == -INFINITY) return;
+  const float m_new = fmaxf(m, chunk_max);
+  const float alpha = expf(m - m_new);  // 0 on the first chunk (m = -inf)
+  l *= alpha;
+  for (uint32_t e = 0; e < d; ++e) o_row[e] *= alpha;
+  for (uint32_t g = keys.row0; g < keys.row0 + keys.rows; ++g) {
+    if (!visible(g)) continue;
+    const float p = expf(scale * naive_dot(q_row, plan.kv_row(kv, g) + plan.k_offset(kv_h), d, 1, 0) - m_new);
+    l += p;
+    const float* v = plan.kv_row(kv, g) + plan.v_offset(kv_h);
+    for (uint32_t e = 0; e < d; ++e) o_row[e] += p * v[e];
+  }
+  m = m_new;
+}
+
+// Attention blocks of one rank, with naive inner products standing in for the tensor-core
+// mainloop (whose producer does the same waits in the same order). Float data:
+//   q    local Q, seq_per_rank x q_heads x head_dim;
+//   kv   gathered K/V rows (ag.pitch bytes apart), world * seq_per_rank of them;
+//   o    local O, seq_per_rank x q_heads x head_dim (also the accumulator until the last chunk);
+//   lse  local LSE, q_heads x seq_per_rank.
+TL_PROTOCOL
+template <class Ctx>
+TL_HOST_DEVICE void sp_attention_block(Ctx& ctx, const SpAttentionPlan& plan, const SignalView& sig, const float* q,
+                                       const void* kv, float* o, float* lse) {
+  const Lanes lanes = ctx.lanes();
+  const uint32_t rank = static_cast<uint32_t>(ctx.rank());
+  const uint32_t d = plan.head_dim;
+  const uint64_t token_elems = uint64_t(plan.q_heads) * d;
+  const float scale = 1.f / sqrtf(float(d));
+  float m[kSpAttentionMaxBq];
+  float l[kSpAttentionMaxBq];
+  for (uint32_t i = ctx.block(); i < plan.num_items(); i += ctx.num_blocks()) {
+    const SpAttentionItem it = plan.item(i);
+    const RowRange rows = plan.q_rows(it.q_block);
+    const uint32_t kv_h = plan.kv_head(it.head);
+    auto q_row = [&](uint32_t r) { return q + (rows.row0 + r) * token_elems + it.head * d; };
+    auto o_row = [&](uint32_t r) { return o + (rows.row0 + r) * token_elems + it.head * d; };
+    for (uint32_t r = lanes.id; r < rows.rows; r += lanes.count) {
+      m[r] = -INFINITY;
+      l[r] = 0.f;
+      for (uint32_t e = 0; e < d; ++e) o_row(r)[e] = 0.f;
+    }
+    for (uint32_t j = 0; j < plan.num_kv_chunks(); ++j) {
+      const uint32_t ch = plan.kv_chunk(rank, j);
+      if (!plan.chunk_needed(rank, rows, ch)) continue;
+      const RowRange keys = plan.ag.map.rows_of_channel(ch);
+      all_gather_wait_rows(ctx, plan.ag, sig, keys.row0, keys.rows, static_cast<int32_t>(i));
+      for (uint32_t r = lanes.id; r < rows.rows; r += lanes.count) {
+        sp_attention_row_step(plan, q_row(r), plan.position(rank, rows.row0 + r), kv, keys, kv_h, scale, m[r], l[r],
+                              o_row(r));
+      }
+    }
+    // Every query row sees at least one key (causal: itself, in its own shard), so l > 0.
+    for (uint32_t r = lanes.id; r < rows.rows; r += lanes.count) {
+      for (uint32_t e = 0; e < d; ++e) o_row(r)[e] /= l[r];
+      lse[uint64_t(it.head) * plan.seq_per_rank() + rows.row0 + r] = m[r] + logf(l[r]);
+    }
+  }
+}
+
+// "" if the plan is one the protocol runs, else what is wrong (which field, its value, what was
+// expected). elem_bytes: bytes of one K/V element.
+inline std::string check_sp_attention_plan(const SpAttentionPlan& p, uint32_t elem_bytes) {
+  auto bad = [](const char* field, uint64_t value, const std::string& expected) {
+    return std::string("SpAttentionPlan: '") + field + "' = " + std::to_string(value) + ": expected " + expected;
+  };
+  if (p.world() == 0) return bad("ag.map.world", p.world(), ">= 1");
+  if (p.seq_per_rank() == 0) return bad("ag.map.rows_per_rank", 0, ">= 1 token per rank");
+  if (p.ag.map.comm_rows == 0) return bad("ag.map.comm_rows", 0, ">= 1");
+  if (p.layout == SeqLayout::kZigZag && p.seq_per_rank() % 2 != 0) {
+    return bad("ag.map.rows_per_rank", p.seq_per_rank(), "an even number of tokens per rank for the zig-zag layout");
+  }
+  if (p.kv_heads == 0 || p.q_heads == 0 || p.q_heads % p.kv_heads != 0) {
+    return bad("q_heads", p.q_heads, "a positive multiple of kv_heads (" + std::to_string(p.kv_heads) + ")");
+  }
+  if (p.head_dim == 0) return bad("head_dim", 0, ">= 1");
+  if (p.bq == 0 || p.bq > kSpAttentionMaxBq) return bad("bq", p.bq, "1 to " + std::to_string(kSpAttentionMaxBq));
+  if (uint64_t(p.ag.row_bytes) != uint64_t(p.kv_row_elems()) * elem_bytes) {
+    return bad("ag.row_bytes", p.ag.row_bytes,
+               "2 * kv_heads * head_dim * elem_bytes = " + std::to_string(uint64_t(p.kv_row_elems()) * elem_bytes));
+  }
+  if (p.ag.row_bytes % kTileAlignment != 0) {
+    return bad("ag.row_bytes", p.ag.row_bytes, "a multiple of " + std::to_string(kTileAlignment));
+  }
+  if (p.ag.pitch < p.ag.row_bytes || p.ag.pitch % kTileAlignment != 0) {
+    return bad("ag.pitch", p.ag.pitch, ">= ag.row_bytes and a multiple of " + std::to_string(kTileAlignment));
+  }
+  return "";
+}
+
+}  // namespace tilelink
