@@ -8,12 +8,14 @@
 #include <ostream>
 #include <string>
 
+#include "bench/harness.hpp"
 #include "bench/report.hpp"
 #include "tilelink/comm/collectives.hpp"
 #include "tilelink/ops/ag_gemm/ag_gemm.hpp"
 #include "tilelink/ops/gemm_rs/gemm_rs.hpp"
 #include "tilelink/ops/mlp/mlp.hpp"
 #include "tilelink/ops/moe/moe_ag_gemm.hpp"
+#include "tilelink/ops/moe/moe_gemm_rs.hpp"
 #include "tilelink/ops/moe/synthetic_routing.hpp"
 
 namespace tilelink::bench {
@@ -122,7 +124,9 @@ struct MoeBenchOptions {
   uint32_t experts = 8;
   uint32_t topk = 2;
   SyntheticRouting routing = SyntheticRouting::kUniform;
-  MoeAgGroupGemmConfig config;
+  MoeAgGroupGemmConfig config;   // part 1 (and bench moe_ag)
+  MoeGemmRsConfig part2;         // bench moe: part 2
+  MlpActivation activation = MlpActivation::kSwiGlu;  // bench moe
   TimingOptions timing;
   uint64_t seed = 1;
 };
@@ -131,6 +135,12 @@ struct MoeBenchOptions {
 // (copy-engine all-gather, row gather, a cuBLAS GEMM per expert), its parts, a dense cuBLAS GEMM
 // of the same FLOPs and the ideal max(T_gemm, T_ag). moe.cu.
 Table bench_moe_ag(const MoeBenchOptions& options);
+
+// MoeLayer::run (part 1 -> activation -> part 2) against the non-overlapped chain (copy-engine
+// all-gather, row gather, cuBLAS per expert, activation, cuBLAS per expert, top-k combine,
+// copy-engine reduce-scatter), its parts and the ideal max(T_gemm1, T_ag) + T_act + max(T_gemm2,
+// T_rs). moe_layer.cu.
+Table bench_moe_layer(const MoeBenchOptions& options);
 
 struct TuneOptions {
   int world = 8;
@@ -144,5 +154,27 @@ struct TuneOptions {
 // `tilelink tune ag_gemm`: the two-stage search (tune/ag_gemm_tune.hpp), one progress line per
 // configuration on `progress`; returns the tuned configuration against the automatic one. tune.cu.
 Table tune_ag_gemm(const TuneOptions& options, std::ostream& progress);
+
+struct TraceOptions {
+  int world = 8;
+  uint32_t m = 8192, n = 28672, k = 8192;  // as AgGemmBenchOptions
+  AgGemmConfig config;
+  uint32_t capacity = 1u << 20;  // records per rank
+  TimingOptions timing{3, 10};   // for the overhead: traced and untraced calls, interleaved
+  uint64_t seed = 1;
+};
+
+// `tilelink trace ag_gemm`: one traced call's device timeline (every rank's records), the
+// untraced and traced times of the op (the recording overhead), and the check that every GEMM
+// tile's wait ended before its loads began. trace.cu.
+struct TraceResult {
+  std::vector<TraceRecord> records;
+  uint64_t dropped = 0;
+  Stats untraced, traced;
+  uint64_t tiles = 0;       // GEMM tiles with both a wait and a load record
+  uint64_t violations = 0;  // of those, loads that began before the wait ended
+  std::string config;       // the op's configuration, in words
+};
+TraceResult trace_ag_gemm(const TraceOptions& options);
 
 }  // namespace tilelink::bench

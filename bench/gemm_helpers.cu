@@ -159,4 +159,23 @@ void copy_engine_all_gather(const World& world, const SymmetricBuffer& src, cons
   }
 }
 
+void copy_engine_reduce_scatter(const World& world, const std::vector<const void*>& partials,
+                                const SymmetricBuffer& slots, const std::vector<DeviceBuffer>& out, size_t block_elems,
+                                const Events& events) {
+  const int w = world.size();
+  const size_t block_bytes = block_elems * 2;
+  for (int r = 0; r < w; ++r) TL_CUDA_CHECK(cudaEventRecord(events.events[size_t(r)], world.compute_stream(r)));
+  for (int q = 0; q < w; ++q) {
+    world.set_device(q);
+    for (int r = 0; r < w; ++r) TL_CUDA_CHECK(cudaStreamWaitEvent(world.comm_stream(q), events.events[size_t(r)], 0));
+    for (int s = 0; s < w; ++s) {
+      TL_CUDA_CHECK(cudaMemcpyAsync(slots.as<char>(q) + s * block_bytes,
+                                    static_cast<const char*>(partials[size_t(s)]) + q * block_bytes, block_bytes,
+                                    cudaMemcpyDeviceToDevice, world.comm_stream(q)));
+    }
+    sum_slots(slots.data(q), out[size_t(q)].get(), block_elems, w, world.comm_stream(q));
+    world.compute_after_comm(q);
+  }
+}
+
 }  // namespace tilelink::bench

@@ -48,6 +48,16 @@ void sum_slots(const void* slots, void* out, size_t elems, int world, cudaStream
 void copy_engine_all_gather(const World& world, const SymmetricBuffer& src, const std::vector<DeviceBuffer>& dst,
                             size_t shard_bytes);
 
+struct Events;
+
+// The baselines' reduce-scatter on the copy engine: every owner q, on its comm stream after every
+// rank's compute stream (events: one per rank), copies block q (block_elems bf16 at q *
+// block_elems) of each rank's partials[s] into slot s of its `slots`, sums the slots in rank
+// order into out[q] (sum_slots) and is joined back into q's compute stream.
+void copy_engine_reduce_scatter(const World& world, const std::vector<const void*>& partials,
+                                const SymmetricBuffer& slots, const std::vector<DeviceBuffer>& out, size_t block_elems,
+                                const Events& events);
+
 // The table of a GEMM op's benchmark: time, TFLOP/s and ratios to cuBLAS (T_gemm), to the
 // non-overlapped chain and to the ideal max(T_gemm, T_comm), one row per variant.
 struct GemmOpTable {

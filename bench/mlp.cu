@@ -107,20 +107,9 @@ Table bench_mlp(const MlpBenchOptions& o) {
     }
   };
   auto all_gather = [&] { copy_engine_all_gather(world, x, x_base, shard_bytes); };
-  // Every rank's partial before any owner reads: owners copy their rows from all partials.
-  auto reduce_scatter = [&] {
-    for (int r = 0; r < w; ++r) TL_CUDA_CHECK(cudaEventRecord(events.events[size_t(r)], world.compute_stream(r)));
-    for (int q = 0; q < w; ++q) {
-      world.set_device(q);
-      for (int r = 0; r < w; ++r) TL_CUDA_CHECK(cudaStreamWaitEvent(world.comm_stream(q), events.events[size_t(r)], 0));
-      for (int s = 0; s < w; ++s) {
-        TL_CUDA_CHECK(cudaMemcpyAsync(slots.as<char>(q) + s * block_bytes, p_base[s].get<char>() + q * block_bytes,
-                                      block_bytes, cudaMemcpyDeviceToDevice, world.comm_stream(q)));
-      }
-      sum_slots(slots.data(q), out_base[q].get(), block_elems, w, world.comm_stream(q));
-      world.compute_after_comm(q);
-    }
-  };
+  std::vector<const void*> partials;
+  for (int r = 0; r < w; ++r) partials.push_back(p_base[r].get());
+  auto reduce_scatter = [&] { copy_engine_reduce_scatter(world, partials, slots, out_base, block_elems, events); };
   auto chain = [&] {
     fc1_all();
     act_all();

@@ -1,6 +1,7 @@
-// MoE part 1 (all-gather + gather + grouped GEMM) on virtual ranks against the paper's
-// "CUTLASS+NCCL"-style chain, in one table.
+// MoE part 1 (all-gather + gather + grouped GEMM, bench_moe_ag) and the whole MoE layer
+// (bench_moe_layer) on virtual ranks against the paper's "CUTLASS+NCCL"-style chains.
 //
+// Part 1's table:
 //   cuBLAS dense, same FLOPs     every rank's (token, k) pairs as one dense pairs x n x hidden GEMM
 //   cuBLAS per-expert loop       every rank's experts one cuBLAS GEMM each on the gathered rows (T_gemm)
 //   tilelink grouped GEMM alone  MoeAgGroupGemm's kernel on rows already sorted, no waits
@@ -11,7 +12,17 @@
 //   tilelink fused               MoeAgGroupGemm::run (mapping built on the device every call)
 //   device mapping alone         the mapping kernels of a call by themselves (part of fused)
 //
-// The baseline knows the routing's per-expert row counts on the host (a real one would copy
+// The layer's table:
+//
+//   part-1 / part-2 cuBLAS loop  the per-expert cuBLAS GEMMs of each part (T_gemm1, T_gemm2)
+//   activation                   the activation kernel on the sorted rows (T_act)
+//   gather / combine alone       the baseline's row gather and top-k combine kernels
+//   all-gather, reduce-scatter   the copy-engine collectives of the tokens (T_ag, T_rs)
+//   ideal                        max(T_gemm1, T_ag) + T_act + max(T_gemm2, T_rs)
+//   non-overlapped               all-gather, gather, loop, activation, loop, combine, reduce-scatter
+//   tilelink fused               MoeLayer::run, and its parts by themselves
+//
+// The baselines know the routing's per-expert row counts on the host (a real one would copy
 // them back from the device: favourable to it). The fused output is checked once against the
 // non-overlapped one (bf16 tolerance) over every sorted row.
 #include <cuda_bf16.h>
@@ -26,6 +37,7 @@
 #include "bench/random.hpp"
 #include "tilelink/core/error.hpp"
 #include "tilelink/ops/moe/moe_ag_gemm.hpp"
+#include "tilelink/ops/moe/moe_layer.hpp"
 #include "tilelink/ops/moe/synthetic_routing.hpp"
 
 namespace tilelink::bench {
@@ -42,6 +54,86 @@ __global__ void gather_rows_kernel(const uint4* x, const uint32_t* row_pair, uin
     }
   }
 }
+
+// partial[t] = sum over j of weights[t][j] * y[pair_row[t][j]] (tokens x n bf16; fp32 sums); a
+// thread per 8 columns of a token.
+__global__ void combine_rows_kernel(const uint4* y, const uint32_t* pair_row, const float* weights, uint32_t tokens,
+                                    uint32_t topk, uint32_t vectors, uint4* partial) {
+  const uint64_t total = uint64_t(tokens) * vectors;
+  for (uint64_t e = blockIdx.x * uint64_t(blockDim.x) + threadIdx.x; e < total; e += uint64_t(gridDim.x) * blockDim.x) {
+    const uint64_t t = e / vectors;
+    float acc[8] = {};
+    for (uint32_t j = 0; j < topk; ++j) {
+      const uint4 v = y[uint64_t(pair_row[t * topk + j]) * vectors + e % vectors];
+      const auto* h = reinterpret_cast<const __nv_bfloat16*>(&v);
+      for (int i = 0; i < 8; ++i) acc[i] += weights[t * topk + j] * __bfloat162float(h[i]);
+    }
+    uint4 packed;
+    auto* o = reinterpret_cast<__nv_bfloat16*>(&packed);
+    for (int i = 0; i < 8; ++i) o[i] = __float2bfloat16(acc[i]);
+    partial[e] = packed;
+  }
+}
+
+// The non-overlapped chains' common stages, on the routing's host mapping: the copy-engine
+// all-gather of the tokens, the row gather into expert-sorted order, per-expert cuBLAS GEMMs.
+class MoeChain {
+ public:
+  MoeChain(const World& world, const SymmetricBuffer& x, const MoeMapping& mapping, uint32_t hidden, size_t shard_bytes)
+      : world_(world), x_(x), mapping_(mapping), hidden_(hidden), shard_bytes_(shard_bytes), cublas_(world) {
+    const int w = world.size();
+    world.synchronize();
+    for (int r = 0; r < w; ++r) {  // the chain's tokens start with the rank's own shard
+      const int dev = world.device(r);
+      x_base_.emplace_back(shard_bytes * w, dev);
+      row_pair_.emplace_back(size_t(rows()) * 4, dev);
+      sorted_.emplace_back(size_t(rows()) * hidden * 2, dev);
+      TL_CUDA_CHECK(cudaMemcpy(row_pair_[r].get(), mapping.row_pair.data(), row_pair_[r].bytes(), cudaMemcpyHostToDevice));
+      TL_CUDA_CHECK(cudaMemcpyAsync(x_base_[r].get<char>() + r * shard_bytes, x.as<char>(r) + r * shard_bytes,
+                                    shard_bytes, cudaMemcpyDeviceToDevice, world.compute_stream(r)));
+    }
+    world.synchronize();
+  }
+
+  uint32_t rows() const { return mapping_.num_tiles() * mapping_.bm; }
+  const std::vector<DeviceBuffer>& sorted() const { return sorted_; }
+
+  void all_gather() { copy_engine_all_gather(world_, x_, x_base_, shard_bytes_); }
+  void gather() {
+    for (int r = 0; r < world_.size(); ++r) {
+      world_.set_device(r);
+      gather_rows_kernel<<<264, 256, 0, world_.compute_stream(r)>>>(x_base_[r].get<uint4>(), row_pair_[r].get<uint32_t>(),
+                                                                    mapping_.topk, rows(), hidden_ * 2 / 16,
+                                                                    sorted_[r].get<uint4>());
+      TL_CUDA_CHECK(cudaGetLastError());
+    }
+  }
+  // Every rank's experts, one cuBLAS GEMM each: c's rows = a's rows (pitch ka) times the rows'
+  // expert's slice of wt (experts x n x ka) transposed.
+  void expert_loop(const std::vector<DeviceBuffer>& a, const std::vector<DeviceBuffer>& wt,
+                   const std::vector<DeviceBuffer>& c, uint32_t n, uint32_t ka) {
+    for (int r = 0; r < world_.size(); ++r) {
+      world_.set_device(r);
+      for (uint32_t e = 0; e < mapping_.experts; ++e) {
+        const uint32_t row0 = mapping_.row_offset[e], rows_e = mapping_.row_offset[e + 1] - row0;
+        if (rows_e == 0) continue;
+        cublas_gemm(cublas_.handles[r], a[r].get<char>() + size_t(row0) * ka * 2,
+                    wt[r].get<char>() + size_t(e) * n * ka * 2, c[r].get<char>() + size_t(row0) * n * 2, rows_e, n,
+                    ka);
+      }
+    }
+  }
+  cublasHandle_t cublas(int rank) const { return cublas_.handles[static_cast<size_t>(rank)]; }
+
+ private:
+  const World& world_;
+  const SymmetricBuffer& x_;
+  const MoeMapping& mapping_;
+  uint32_t hidden_;
+  size_t shard_bytes_;
+  Cublas cublas_;
+  std::vector<DeviceBuffer> x_base_, row_pair_, sorted_;
+};
 
 }  // namespace
 
@@ -71,7 +163,7 @@ Table bench_moe_ag(const MoeBenchOptions& o) {
   args.topk = o.topk;
   args.config = o.config;
   const uint64_t out_rows = MoeAgGroupGemm::out_rows(world, args);
-  std::vector<DeviceBuffer> ids_dev, wt, out, out_base, x_base, sorted_base, row_pair;
+  std::vector<DeviceBuffer> ids_dev, wt, out, out_base;
   for (int r = 0; r < w; ++r) {
     const int dev = world.device(r);
     const cudaStream_t s = world.compute_stream(r);
@@ -80,8 +172,6 @@ Table bench_moe_ag(const MoeBenchOptions& o) {
     wt.emplace_back(size_t(o.experts) * n * hidden * 2, dev);
     out.emplace_back(out_rows * n * 2, dev);
     out_base.emplace_back(out_rows * n * 2, dev);
-    x_base.emplace_back(x_bytes, dev);
-    sorted_base.emplace_back(out_rows * hidden * 2, dev);
     fill_bf16(wt[r].get(), size_t(o.experts) * n * hidden, rank_seed(o.seed ^ 0x11ull, r), s, 1.0f / 64);
     fill_bf16(x.as<char>(r) + r * shard_bytes, size_t(rows_per_rank) * hidden, rank_seed(o.seed ^ 0x33ull, r), s);
     args.ids.push_back(ids_dev[r].get<int32_t>());
@@ -93,44 +183,16 @@ Table bench_moe_ag(const MoeBenchOptions& o) {
   }
   MoeAgGroupGemm op(world, heap, signals, args, "bench.moe_ag");
   const MoeMapping mapping = build_moe_mapping({m, o.topk, o.experts, ids.data(), nullptr}, op.tile_m());
-  const uint32_t rows = mapping.num_tiles() * mapping.bm;
-  Cublas cublas(world);
-  world.synchronize();
-  for (int r = 0; r < w; ++r) {  // the baseline's tokens start with the rank's own shard
-    row_pair.emplace_back(size_t(rows) * 4, world.device(r));
-    TL_CUDA_CHECK(cudaMemcpy(row_pair[r].get(), mapping.row_pair.data(), row_pair[r].bytes(), cudaMemcpyHostToDevice));
-    TL_CUDA_CHECK(cudaMemcpyAsync(x_base[r].get<char>() + r * shard_bytes, x.as<char>(r) + r * shard_bytes,
-                                  shard_bytes, cudaMemcpyDeviceToDevice, world.compute_stream(r)));
-  }
-  world.synchronize();
-
-  auto all_gather = [&] { copy_engine_all_gather(world, x, x_base, shard_bytes); };
-  auto gather = [&] {
-    for (int r = 0; r < w; ++r) {
-      world.set_device(r);
-      gather_rows_kernel<<<264, 256, 0, world.compute_stream(r)>>>(
-          x_base[r].get<uint4>(), row_pair[r].get<uint32_t>(), o.topk, rows, hidden * 2 / 16,
-          sorted_base[r].get<uint4>());
-      TL_CUDA_CHECK(cudaGetLastError());
-    }
-  };
-  auto expert_loop = [&] {
-    for (int r = 0; r < w; ++r) {
-      world.set_device(r);
-      for (uint32_t e = 0; e < o.experts; ++e) {
-        const uint32_t row0 = mapping.row_offset[e], rows_e = mapping.row_offset[e + 1] - row0;
-        if (rows_e == 0) continue;
-        cublas_gemm(cublas.handles[r], sorted_base[r].get<char>() + size_t(row0) * hidden * 2,
-                    wt[r].get<char>() + size_t(e) * n * hidden * 2, out_base[r].get<char>() + size_t(row0) * n * 2,
-                    rows_e, n, hidden);
-      }
-    }
-  };
+  MoeChain chain(world, x, mapping, hidden, shard_bytes);
+  const uint32_t rows = chain.rows();
+  auto all_gather = [&] { chain.all_gather(); };
+  auto gather = [&] { chain.gather(); };
+  auto expert_loop = [&] { chain.expert_loop(chain.sorted(), wt, out_base, n, hidden); };
   const uint32_t pairs = m * o.topk;
   auto dense = [&] {
     for (int r = 0; r < w; ++r) {
       world.set_device(r);
-      cublas_gemm(cublas.handles[r], sorted_base[r].get(), wt[r].get(), out_base[r].get(), pairs, n, hidden);
+      cublas_gemm(chain.cublas(r), chain.sorted()[r].get(), wt[r].get(), out_base[r].get(), pairs, n, hidden);
     }
   };
   auto non_overlapped = [&] {
@@ -173,6 +235,163 @@ Table bench_moe_ag(const MoeBenchOptions& o) {
                         std::to_string(mapping.bm) + " rows (" + std::to_string(rows - pairs) + " padding rows)");
   table.notes.push_back("check: fused sorted rows of every rank equal the non-overlapped chain's within bf16 tolerance");
   table.notes.push_back("TFLOP/s counts the pairs' FLOPs (no padding); vs cuBLAS = T_gemm (per-expert loop) / time");
+  result.common_notes(w, t_fused.samples, o.timing.warmup, gated);
+  return table;
+}
+
+Table bench_moe_layer(const MoeBenchOptions& o) {
+  const char* where = "bench_moe_layer";
+  TL_REQUIRE(o.world >= 1, where, "world", o.world, ">= 1");
+  TL_REQUIRE(o.m % o.world == 0, where, "m", o.m, "a multiple of the world size (" + std::to_string(o.world) + ")");
+  TL_REQUIRE(o.intermediate % o.world == 0, where, "intermediate", o.intermediate,
+             "a multiple of the world size (" + std::to_string(o.world) + ")");
+  const int w = o.world;
+  const uint32_t m = o.m, hidden = o.hidden, k = o.intermediate / w, rows_per_rank = m / w;
+  const uint32_t n1 = (o.activation == MlpActivation::kSwiGlu ? 2 : 1) * k;
+  const size_t x_bytes = size_t(m) * hidden * 2, shard_bytes = size_t(rows_per_rank) * hidden * 2;
+  const size_t block_elems = size_t(rows_per_rank) * hidden;
+
+  World world = World::virtual_ranks(w);
+  SymmetricHeap heap(world, 3 * x_bytes + (16u << 20));
+  SignalSet signals(heap, 1u << 16);
+  SymmetricBuffer x = heap.allocate(x_bytes);
+  SymmetricBuffer recv = heap.allocate(x_bytes);   // the fused op's slots
+  SymmetricBuffer slots = heap.allocate(x_bytes);  // the baseline's reduce-scatter slots
+
+  std::mt19937_64 rng(o.seed);
+  const std::vector<int32_t> ids = synthetic_routing(rng, m, o.topk, o.experts, o.routing);
+  std::vector<float> weights(ids.size());
+  std::uniform_real_distribution<float> unit(0.0f, 1.0f);
+  for (float& v : weights) v = unit(rng);
+  MoeLayerArguments args;
+  args.x = &x;
+  args.tokens_per_rank = rows_per_rank;
+  args.hidden = hidden;
+  args.intermediate = o.intermediate;
+  args.experts = o.experts;
+  args.topk = o.topk;
+  args.recv = &recv;
+  args.config.activation = o.activation;
+  args.config.part1 = o.config;
+  args.config.part2 = o.part2;
+  std::vector<DeviceBuffer> ids_dev, weights_dev, w1, w2, out, out_base;
+  for (int r = 0; r < w; ++r) {
+    const int dev = world.device(r);
+    const cudaStream_t s = world.compute_stream(r);
+    ids_dev.emplace_back(ids.size() * 4, dev);
+    weights_dev.emplace_back(weights.size() * 4, dev);
+    TL_CUDA_CHECK(cudaMemcpy(ids_dev[r].get(), ids.data(), ids_dev[r].bytes(), cudaMemcpyHostToDevice));
+    TL_CUDA_CHECK(cudaMemcpy(weights_dev[r].get(), weights.data(), weights_dev[r].bytes(), cudaMemcpyHostToDevice));
+    w1.emplace_back(size_t(o.experts) * n1 * hidden * 2, dev);
+    w2.emplace_back(size_t(o.experts) * hidden * k * 2, dev);
+    out.emplace_back(block_elems * 2, dev);
+    out_base.emplace_back(block_elems * 2, dev);
+    // Weights uniform in [-1, 1) / 64, so that the activations stay O(1).
+    fill_bf16(w1[r].get(), size_t(o.experts) * n1 * hidden, rank_seed(o.seed ^ 0x11ull, r), s, 1.0f / 64);
+    fill_bf16(w2[r].get(), size_t(o.experts) * hidden * k, rank_seed(o.seed ^ 0x22ull, r), s, 1.0f / 64);
+    fill_bf16(x.as<char>(r) + r * shard_bytes, size_t(rows_per_rank) * hidden, rank_seed(o.seed ^ 0x33ull, r), s);
+    args.ids.push_back(ids_dev[r].get<int32_t>());
+    args.weights.push_back(weights_dev[r].get<float>());
+    args.w1.push_back(w1[r].get());
+    args.w2.push_back(w2[r].get());
+    args.out.push_back(out[r].get());
+  }
+  if (const std::string why = MoeLayer::can_implement(world, heap, args); !why.empty()) {
+    throw InvalidArgument("bench moe: " + why);
+  }
+  MoeLayer op(world, heap, signals, args, "bench.moe");
+  const MoeMapping mapping = build_moe_mapping({m, o.topk, o.experts, ids.data(), weights.data()}, op.part1().tile_m());
+  MoeChain chain(world, x, mapping, hidden, shard_bytes);
+  const uint32_t rows = chain.rows();
+  std::vector<DeviceBuffer> pair_row, y1, h, y2, partial;
+  Events events(world, 1);
+  for (int r = 0; r < w; ++r) {
+    const int dev = world.device(r);
+    pair_row.emplace_back(mapping.pair_row.size() * 4, dev);
+    y1.emplace_back(size_t(rows) * n1 * 2, dev);
+    h.emplace_back(size_t(rows) * k * 2, dev);
+    y2.emplace_back(size_t(rows) * hidden * 2, dev);
+    partial.emplace_back(x_bytes, dev);
+    TL_CUDA_CHECK(cudaMemcpy(pair_row[r].get(), mapping.pair_row.data(), pair_row[r].bytes(), cudaMemcpyHostToDevice));
+  }
+
+  auto all_gather = [&] { chain.all_gather(); };
+  auto gather = [&] { chain.gather(); };
+  auto loop1 = [&] { chain.expert_loop(chain.sorted(), w1, y1, n1, hidden); };
+  auto loop2 = [&] { chain.expert_loop(h, w2, y2, hidden, k); };
+  auto activation = [&] {
+    for (int r = 0; r < w; ++r) {
+      world.set_device(r);
+      detail::launch_mlp_activation(o.activation, y1[r].get(), h[r].get(), rows, k, world.compute_stream(r));
+    }
+  };
+  auto combine = [&] {
+    for (int r = 0; r < w; ++r) {
+      world.set_device(r);
+      combine_rows_kernel<<<1056, 256, 0, world.compute_stream(r)>>>(
+          y2[r].get<uint4>(), pair_row[r].get<uint32_t>(), weights_dev[r].get<float>(), m, o.topk, hidden / 8,
+          partial[r].get<uint4>());
+      TL_CUDA_CHECK(cudaGetLastError());
+    }
+  };
+  std::vector<const void*> partials;
+  for (int r = 0; r < w; ++r) partials.push_back(partial[r].get());
+  auto reduce_scatter = [&] { copy_engine_reduce_scatter(world, partials, slots, out_base, block_elems, events); };
+  auto non_overlapped = [&] {
+    all_gather();
+    gather();
+    loop1();
+    activation();
+    loop2();
+    combine();
+    reduce_scatter();
+  };
+  auto fused = [&] { op.run(); };
+
+  check_against(world, "bench moe", fused, non_overlapped, out, out_base, block_elems);
+
+  bool gated = true;
+  const std::vector<Stats> t = repeat_interleaved(
+      world, o.timing.warmup, o.timing.iters,
+      {loop1, activation, loop2, gather, combine, all_gather, reduce_scatter, non_overlapped, fused,
+       [&] { op.part1().run(); }, [&] { op.part2().run(); }, [&] { op.part2().run_gemm_only(); }},
+      &gated);
+  const Stats &t_loop1 = t[0], &t_act = t[1], &t_loop2 = t[2], &t_gather = t[3], &t_combine = t[4], &t_ag = t[5],
+              &t_rs = t[6], &t_non = t[7], &t_fused = t[8], &t_part1 = t[9], &t_part2 = t[10], &t_gemm2_alone = t[11];
+  const double pairs = double(m) * o.topk;
+  const double flop = 2.0 * pairs * (double(n1) * hidden + double(hidden) * k) * w;
+  Stats t_gemm = t_loop1;
+  t_gemm.median = t_loop1.median + t_act.median + t_loop2.median;
+  GemmOpTable result("moe",
+                     "MoE layer (" + std::string(to_string(o.activation)) + "), " + std::to_string(w) +
+                         " virtual rank" + (w > 1 ? "s" : "") + ": tokens=" + std::to_string(m) +
+                         " hidden=" + std::to_string(hidden) + " intermediate=" + std::to_string(o.intermediate) +
+                         " (" + std::to_string(k) + " per rank), experts=" + std::to_string(o.experts) + " top-" +
+                         std::to_string(o.topk) + ", " + to_string(o.routing) + " routing, bf16",
+                     flop, t_gemm, t_non, t_gemm);
+  result.ideal = std::max(t_loop1.median, t_ag.median) + t_act.median + std::max(t_loop2.median, t_rs.median);
+  result.row("part 1 cuBLAS per-expert loop (T_gemm1)", t_loop1);
+  result.row("activation on the sorted rows (T_act)", t_act);
+  result.row("part 2 cuBLAS per-expert loop (T_gemm2)", t_loop2);
+  result.row("gather alone (baseline kernel)", t_gather);
+  result.row("top-k combine alone (baseline kernel)", t_combine);
+  result.row("all-gather alone, copy engine (T_ag)", t_ag);
+  result.row("reduce-scatter alone, copy engine (T_rs)", t_rs);
+  result.ideal_row("ideal max(T_gemm1, T_ag) + T_act + max(T_gemm2, T_rs)");
+  result.row("non-overlapped (AG, gather, loop, act, loop, combine, RS)", t_non);
+  result.row("tilelink fused (MoeLayer::run)", t_fused);
+  result.row("  part 1 alone (MoeAgGroupGemm::run)", t_part1);
+  result.row("  part 2 alone (MoeGemmRs::run)", t_part2);
+  result.row("  part 2 grouped GEMM alone (no combine)", t_gemm2_alone);
+  Table& table = result.table;
+  table.notes.push_back("config: kernel " + op.part1().kernel_name() + "; part 1: " +
+                        std::to_string(op.part1().gather_blocks()) + " gather CTAs, " +
+                        std::to_string(op.part1().gemm_ctas(0)) + " GEMM CTAs; part 2: " +
+                        std::to_string(op.part2().combine_blocks()) + " combine + reduction CTAs, " +
+                        std::to_string(op.part2().gemm_ctas(0)) + " GEMM CTAs per rank; " +
+                        std::to_string(mapping.num_tiles()) + " tiles of " + std::to_string(mapping.bm) + " rows");
+  table.notes.push_back("check: fused output of every rank equals the non-overlapped chain's within bf16 tolerance");
+  table.notes.push_back("TFLOP/s counts both GEMMs' pair FLOPs (no padding); vs cuBLAS = T_gemm1 + T_act + T_gemm2 / time");
   result.common_notes(w, t_fused.samples, o.timing.warmup, gated);
   return table;
 }

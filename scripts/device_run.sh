@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # One call on the GPU machine: build, GPU + CPU tests, benchmarks. Logs go to $OUT (the device
-# tool brings back at most 8 files). Usage: scripts/device_run.sh [tests|bench|ops|ops_rs|moe|tune|models|sweep|sweep_rs|sanitize|all, or several joined by commas] [extra gtest args]
+# tool brings back at most 8 files). Usage: scripts/device_run.sh [tests|bench|ops|ops_rs|moe|layer|trace|tune|models|sweep|sweep_rs|sanitize|all, or several joined by commas] [extra gtest args]
 set -uo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 out=${OUT:-$root/device-out}
@@ -59,6 +59,27 @@ if [[ $mode == *moe* || $mode == all ]]; then
   } >"$out/bench_moe.log" 2>&1 || status=1
   grep -E "^(==|tilelink|non-over|cuBLAS|ideal|gather|all-gather|note: config|error)" "$out/bench_moe.log" | tail -90
 fi
+if [[ $mode == *layer* || $mode == all ]]; then
+  # The whole MoE layer (bench moe) on the DESIGN.md section 8 models, 8192 tokens, world 8 then 1.
+  # MOE_MODELS narrows the list, LAYER_WORLDS the worlds.
+  {
+    for model in ${MOE_MODELS:-mixtral-8x7b mixtral-8x22b qwen1.5-moe deepseek-moe}; do
+      for world in ${LAYER_WORLDS:-8 1}; do
+        timeout 200 "$build/tilelink" bench moe --world $world --model $model || exit 1
+      done
+    done
+  } >"$out/bench_layer.log" 2>&1 || status=1
+  grep -E "^(==|tilelink fused|non-over|  part|part 1 cuBLAS|part 2 cuBLAS|ideal|error)" "$out/bench_layer.log" | cut -c1-110 | tail -80
+fi
+if [[ $mode == *trace* ]]; then
+  # tilelink trace ag_gemm at world 8 (copy-engine and SM all-gather): timelines, recording
+  # overhead, waits-before-loads check; then bench ag_gemm at world 1 (tracing compiled in, off).
+  tl="$build/tilelink"
+  { timeout 120 "$tl" trace ag_gemm --world 8 --trace "$out/trace_ag_gemm_w8.json" --svg "$out/trace_ag_gemm_w8.svg" &&
+      timeout 120 "$tl" trace ag_gemm --world 8 --resource sm --m 4096 --trace "$out/trace_ag_gemm_w8_sm.json" &&
+      timeout 120 "$tl" bench ag_gemm --world 1 --shapes paper; } >"$out/trace.log" 2>&1 || status=1
+  grep -E "^(tilelink|\(m, n|records|call time|GEMM tiles|wrote|cuBLAS GEMM|tilelink fused|==|error)" "$out/trace.log" | cut -c1-150 | tail -40
+fi
 if [[ $mode == *tune* ]]; then
   # tune AG+GEMM on the paper's shapes at world 8 into a fresh cache, then bench ag_gemm, which
   # picks the tuned configurations up from it.
@@ -91,4 +112,6 @@ if [[ $mode == *sanitize* || $mode == all ]]; then
     echo "compute-sanitizer $tool: exit $?" | tee -a "$out/sanitizer.log"
   done
 fi
+# The test verdict again at the end (the device tool returns only the output's tail).
+if [[ -f "$out/gpu_tests.log" ]]; then grep -E "^\[  (FAILED|PASSED) |tests? from .* ran" "$out/gpu_tests.log" | tail -12; fi
 exit $status

@@ -11,6 +11,8 @@
 #include "tilelink/ops/gemm_rs/gemm_rs.hpp"
 #include "tilelink/ops/mlp/mlp.hpp"
 #include "tilelink/ops/moe/moe_ag_gemm.hpp"
+#include "tilelink/ops/moe/moe_gemm_rs.hpp"
+#include "tilelink/ops/moe/moe_layer.hpp"
 #include "tilelink/ops/moe/moe_mapping_device.hpp"
 #include "tilelink/primitives/host.hpp"
 #include "tilelink/primitives/signal.hpp"

@@ -19,14 +19,14 @@ namespace {
 
 template <bool kBulk>
 __global__ void __launch_bounds__(1024) all_gather_kernel(AllGatherPlan plan, SignalView sig,
-                                                          SymmetricView heap, void* gathered) {
+                                                          SymmetricView heap, void* gathered, TraceView trace) {
   extern __shared__ __align__(128) char smem[];
   BulkStaging staging{};
   if constexpr (kBulk) {
     if (threadIdx.x == 0) staging = BulkSmem::init(smem);
     __syncthreads();
   }
-  DeviceBlockCtx<kBulk> ctx{sig.rank, sig.world, &staging};
+  DeviceBlockCtx<kBulk> ctx{sig.rank, sig.world, &staging, trace};
   all_gather_block(ctx, plan, sig, heap, gathered);
 }
 
@@ -135,12 +135,14 @@ void AllGather::enqueue(int r) {
     all_gather_stream(h, plan_, slice_.host_view(r), heap_->host_view(r), gathered_[r]);
   } else if (args_.config.path == DataPath::kBulk) {
     launch(world, r, all_gather_kernel<true>, true, num_blocks_, args_.config.threads, plan_,
-           slice_.device_view(r), heap_->device_view(r), gathered_[r]);
+           slice_.device_view(r), heap_->device_view(r), gathered_[r], trace_view(r));
   } else {
     launch(world, r, all_gather_kernel<false>, false, num_blocks_, args_.config.threads, plan_,
-           slice_.device_view(r), heap_->device_view(r), gathered_[r]);
+           slice_.device_view(r), heap_->device_view(r), gathered_[r], trace_view(r));
   }
 }
+
+TraceView AllGather::trace_view(int rank) const { return trace_ != nullptr ? trace_->view(rank) : TraceView{}; }
 
 // ---- ReduceScatter ---------------------------------------------------------------------------------
 

@@ -58,6 +58,29 @@ std::string xml_escaped(const std::string& s) {
 
 }  // namespace
 
+std::vector<Interval> trace_intervals(std::vector<TraceRecord> records) {
+  std::sort(records.begin(), records.end(), [](const TraceRecord& a, const TraceRecord& b) {
+    if (a.rank != b.rank) return a.rank < b.rank;
+    if (a.role != b.role) return a.role < b.role;
+    if (a.block != b.block) return a.block < b.block;
+    return a.start_ns < b.start_ns;
+  });
+  uint64_t t0 = ~0ull;
+  for (const TraceRecord& r : records) t0 = std::min(t0, r.start_ns);
+  std::vector<Interval> out;
+  out.reserve(records.size());
+  for (const TraceRecord& r : records) {
+    static const char* const kRole[] = {"P", "C", "comm"};
+    const char* kind_prefix = r.role == 2 ? " b" : " c";
+    const std::string lane = "r" + std::to_string(r.rank) + kind_prefix + std::to_string(r.block) + " " +
+                             (r.role < 3 ? kRole[r.role] : "?");
+    std::string name = to_string(static_cast<TraceKind>(r.kind));
+    if (r.tile != 0xFFFFFFFFu) name += " " + std::to_string(r.tile);
+    out.push_back({lane, name, double(r.start_ns - t0) * 1e-9, double(std::max(r.end_ns, r.start_ns) - t0) * 1e-9});
+  }
+  return out;
+}
+
 std::string to_chrome_trace(const std::vector<Interval>& timeline, const std::string& process_name) {
   Lanes lanes;
   std::ostringstream os;

@@ -12,7 +12,10 @@
 //       [--activation swiglu|gelu] [--scatter pull|push|ce] [--granularity tile|row|rank]
 //   tilelink bench moe_ag [--world N] [--model mixtral-8x7b | --hidden --intermediate --experts --topk]
 //       [--m TOKENS] [--routing uniform|skewed|few_experts] [--gather-blocks G]
+//   tilelink bench moe [same as moe_ag] [--activation swiglu|gelu] [--comm-rows R] [--combine-blocks C]
 //   tilelink tune ag_gemm [--world N] [--m --n --k | --shapes paper] [--top K] [--cache FILE] [--dry-run]
+//   tilelink trace ag_gemm [--world N] [--m --n --k] [--resource ce|sm] [--comm-rows R] [--blocks k] [--kernel NAME]
+//       [--trace FILE] [--svg FILE] [--capacity N]
 //   tilelink plan ag_gemm [--world N] [--nodes K] [--m --n --k] [--bm --bn] [--comm-rows R]
 //       [--resource ce|sm] [--blocks k] [--order mesh|ring] [--trace FILE] [--svg FILE]
 //   tilelink plan mlp [--world N] [--model llama3-70b | --hidden H --intermediate I] [--activation swiglu|gelu]
@@ -27,6 +30,7 @@
 #include <CLI/CLI.hpp>
 
 #include <algorithm>
+#include <map>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
@@ -405,21 +409,27 @@ struct AgGemmArgs {
   CLI::Option* seed_option = nullptr;
 };
 
-int cmd_ag_gemm(const AgGemmArgs& a, const std::string& command) {
-  check_writable(a.json);
-  check_writable(a.svg);
-  tb::AgGemmBenchOptions o;
-  o.world = a.world;
-  tilelink::AllGatherConfig& c = o.config.comm;
+tilelink::AgGemmConfig ag_gemm_config(const AgGemmArgs& a) {
+  tilelink::AgGemmConfig config;
+  tilelink::AllGatherConfig& c = config.comm;
   c.resource = a.resource == "sm" ? tilelink::CommResource::kSm : tilelink::CommResource::kCopyEngine;
   c.method = a.method == "push" ? tilelink::AgMethod::kPush : tilelink::AgMethod::kPull;
   c.order = a.order == "ring" ? tilelink::CommOrder::kRing : tilelink::CommOrder::kFullMesh;
   c.path = parse_path(a.path, c.path);
   c.comm_rows = a.comm_rows;
   c.num_blocks = a.blocks;
-  o.config.gemm_sms = a.gemm_sms;
-  o.config.swizzle = a.swizzle;
-  o.config.kernel = a.kernel;
+  config.gemm_sms = a.gemm_sms;
+  config.swizzle = a.swizzle;
+  config.kernel = a.kernel;
+  return config;
+}
+
+int cmd_ag_gemm(const AgGemmArgs& a, const std::string& command) {
+  check_writable(a.json);
+  check_writable(a.svg);
+  tb::AgGemmBenchOptions o;
+  o.world = a.world;
+  o.config = ag_gemm_config(a);
   o.timing = {a.warmup, a.iters};
   o.seed = a.seed;
   const ShapeChoice run = choose_shapes(a.sweep, false, a.shapes, kAgGemmPaperShapes, {a.m, a.n, a.k}, a.svg, "ag_gemm");
@@ -532,7 +542,8 @@ int cmd_mlp(MlpArgs a, const std::string& command) {
   return 0;
 }
 
-// `tilelink bench moe_ag`: MoE part 1 against the per-expert cuBLAS chain.
+// `tilelink bench moe_ag`: MoE part 1 against the per-expert cuBLAS chain; `tilelink bench moe`:
+// the whole layer against the per-expert cuBLAS chain with its collectives.
 struct MoeArgs {
   int world = 8;
   uint32_t m = 8192, hidden = 4096, intermediate = 14336, experts = 8, topk = 2;
@@ -540,6 +551,9 @@ struct MoeArgs {
   std::string routing = "uniform";
   uint32_t gather_blocks = 0, gemm_sms = 0, swizzle = 0;
   std::string kernel;
+  // bench moe only: the activation and part 2's knobs.
+  std::string activation = "swiglu";
+  uint32_t comm_rows = 0, combine_blocks = 0;
   int warmup = 3, iters = 10;
   std::string json;
   uint64_t seed = 0;
@@ -576,8 +590,7 @@ void apply_moe_model(const std::string& name, uint32_t& hidden, uint32_t& interm
   }
 }
 
-int cmd_moe_ag(MoeArgs a, const std::string& command) {
-  check_writable(a.json);
+tb::MoeBenchOptions moe_bench_options(MoeArgs a) {
   apply_moe_model(a.model, a.hidden, a.intermediate, a.experts, a.topk);
   tb::MoeBenchOptions o;
   o.world = a.world;
@@ -591,11 +604,52 @@ int cmd_moe_ag(MoeArgs a, const std::string& command) {
   o.config.gemm_sms = a.gemm_sms;
   o.config.swizzle = a.swizzle;
   o.config.kernel = a.kernel;
+  o.part2.comm_rows = a.comm_rows;
+  o.part2.combine_blocks = a.combine_blocks;
+  o.part2.gemm_sms = a.gemm_sms;
+  o.part2.swizzle = a.swizzle;
+  o.part2.kernel = a.kernel;
+  o.activation = a.activation == "gelu" ? tilelink::MlpActivation::kGelu : tilelink::MlpActivation::kSwiGlu;
   o.timing = {a.warmup, a.iters};
   o.seed = a.seed;
-  run_shapes(a.world, "bench moe_ag", {{a.m, a.intermediate, a.hidden}}, command, a.seed, a.json,
+  return o;
+}
+
+int cmd_moe_ag(const MoeArgs& a, const std::string& command) {
+  check_writable(a.json);
+  const tb::MoeBenchOptions o = moe_bench_options(a);
+  run_shapes(a.world, "bench moe_ag", {{o.m, o.intermediate, o.hidden}}, command, a.seed, a.json,
              [&](const Mnk&) { return tb::bench_moe_ag(o); });
   return 0;
+}
+
+int cmd_moe(const MoeArgs& a, const std::string& command) {
+  check_writable(a.json);
+  const tb::MoeBenchOptions o = moe_bench_options(a);
+  run_shapes(a.world, "bench moe", {{o.m, o.intermediate, o.hidden}}, command, a.seed, a.json,
+             [&](const Mnk&) { return tb::bench_moe_layer(o); });
+  return 0;
+}
+
+// The options `bench moe_ag` and `bench moe` share.
+void add_moe_options(CLI::App* cmd, MoeArgs& a) {
+  cmd->add_option("--world", a.world, "virtual ranks on device 0")->capture_default_str()->check(CLI::Range(1, tilelink::kMaxWorldSize));
+  cmd->add_option("--m", a.m, "tokens over all ranks (each rank holds m / world)")->capture_default_str()->check(CLI::PositiveNumber);
+  CLI::Option* model = cmd->add_option("--model", a.model, "take the shape from a model: mixtral-8x7b, mixtral-8x22b, qwen1.5-moe, deepseek-moe")
+                           ->check(CLI::IsMember({"mixtral-8x7b", "mixtral-8x22b", "qwen1.5-moe", "deepseek-moe"}));
+  cmd->add_option("--hidden", a.hidden, "hidden size H")->capture_default_str()->check(CLI::PositiveNumber)->excludes(model);
+  cmd->add_option("--intermediate", a.intermediate, "each expert's intermediate size over all ranks (intermediate / world per rank)")->capture_default_str()->check(CLI::PositiveNumber)->excludes(model);
+  cmd->add_option("--experts", a.experts, "experts")->capture_default_str()->check(CLI::Range(1, 1024))->excludes(model);
+  cmd->add_option("--topk", a.topk, "experts per token")->capture_default_str()->check(CLI::Range(1, 1024))->excludes(model);
+  cmd->add_option("--routing", a.routing, "synthetic routing: uniform, skewed (expert 0 hot) or few_experts")->capture_default_str()->check(CLI::IsMember({"uniform", "skewed", "few_experts"}));
+  cmd->add_option("--gather-blocks", a.gather_blocks, "gather CTAs per rank (0 = automatic)")->capture_default_str();
+  cmd->add_option("--gemm-sms", a.gemm_sms, "grouped GEMM CTAs per rank (0 = automatic)")->capture_default_str();
+  cmd->add_option("--swizzle", a.swizzle, "rasterization swizzle 1, 2, 4, 8 (0 = automatic)")->capture_default_str()->check(CLI::IsMember({0, 1, 2, 4, 8}));
+  cmd->add_option("--kernel", a.kernel, "grouped GEMM configuration: 128x256x64_c1x2 (default) or 128x128x64_c1x2");
+  cmd->add_option("--warmup", a.warmup, "untimed calls before timing")->capture_default_str()->check(CLI::Range(0, 1000000));
+  cmd->add_option("--iters", a.iters, "timed calls (the median is reported)")->capture_default_str()->check(CLI::Range(1, 1000000));
+  cmd->add_option("--json", a.json, "also write the results as JSON to FILE");
+  a.seed_option = cmd->add_option("--seed", a.seed, "random seed of the inputs and routing; default: a fresh one");
 }
 
 // `tilelink tune ag_gemm`: search the design space, store the best config in the tune cache.
@@ -651,6 +705,60 @@ int cmd_tune(const TuneArgs& a, const std::string& command) {
 }
 
 // The table of a plan command (non-overlapped, decomposed, fused, ideal) and its timeline files.
+// A timeline as a Chrome / Perfetto trace and an SVG picture (each only if its file is named).
+void write_timeline(const std::vector<tilelink::sim::Interval>& timeline, const std::string& trace,
+                    const std::string& svg, const std::string& title) {
+  namespace sim = tilelink::sim;
+  if (!trace.empty()) {
+    std::ofstream(trace) << sim::to_chrome_trace(timeline, title);
+    std::cout << "wrote " << trace << " (Chrome / Perfetto trace)\n";
+  }
+  if (!svg.empty()) {
+    std::ofstream(svg) << sim::to_svg(timeline, title);
+    std::cout << "wrote " << svg << " (SVG timeline)\n";
+  }
+}
+
+// `tilelink trace ag_gemm`: one call's device timeline on every rank, and what recording costs.
+struct TraceArgs {
+  AgGemmArgs op;
+  std::string trace, svg;
+  uint32_t capacity = 1u << 20;
+};
+
+int cmd_trace_ag_gemm(const TraceArgs& a) {
+  check_writable(a.trace);
+  check_writable(a.svg);
+  tb::TraceOptions o;
+  o.world = a.op.world;
+  o.m = a.op.m;
+  o.n = a.op.n;
+  o.k = a.op.k;
+  o.config = ag_gemm_config(a.op);
+  o.capacity = a.capacity;
+  o.timing = {a.op.warmup, a.op.iters};
+  o.seed = a.op.seed;
+  print_device_header(a.op.world, "trace ag_gemm");
+  const tb::TraceResult r = tb::trace_ag_gemm(o);
+  std::cout << "(m, n, k) = (" << o.m << ", " << o.n << ", " << o.k << "), " << r.config << "\n";
+  std::map<std::string, uint64_t> kinds;
+  for (const tilelink::TraceRecord& rec : r.records) ++kinds[tilelink::to_string(static_cast<tilelink::TraceKind>(rec.kind))];
+  std::cout << "records: " << r.records.size() << " (";
+  const char* sep = "";
+  for (const auto& [kind, count] : kinds) {
+    std::cout << sep << count << " " << kind;
+    sep = ", ";
+  }
+  std::cout << ")" << (r.dropped > 0 ? ", " + std::to_string(r.dropped) + " dropped (raise --capacity)" : "") << "\n";
+  std::printf("call time: %.1f µs untraced, %.1f µs traced (median of %zu): recording costs %+.1f %%\n",
+              r.untraced.median, r.traced.median, r.traced.samples, 100.0 * (r.traced.median / r.untraced.median - 1.0));
+  std::cout << "GEMM tiles whose loads began after their wait ended: " << r.tiles - r.violations << " of " << r.tiles
+            << "\n";
+  write_timeline(tilelink::sim::trace_intervals(r.records), a.trace, a.svg,
+                 "tilelink trace ag_gemm (measured, " + std::to_string(a.op.world) + " ranks)");
+  return r.violations == 0 && r.dropped == 0 ? 0 : 1;
+}
+
 template <class Prediction>
 void print_plan(const std::string& name, const std::string& title, const Prediction& r, const std::string& trace,
                 const std::string& svg, const std::string& timeline_title) {
@@ -673,14 +781,7 @@ void print_plan(const std::string& name, const std::string& title, const Predict
                 r.t_comm > 0 ? 100.0 * std::clamp((r.non_overlapped - r.fused) / r.t_comm, 0.0, 1.0) : 100.0);
   table.notes.push_back(note);
   tb::print_table(std::cout, table);
-  if (!trace.empty()) {
-    std::ofstream(trace) << sim::to_chrome_trace(r.timeline, timeline_title);
-    std::cout << "wrote " << trace << " (Chrome / Perfetto trace)\n";
-  }
-  if (!svg.empty()) {
-    std::ofstream(svg) << sim::to_svg(r.timeline, timeline_title);
-    std::cout << "wrote " << svg << " (SVG timeline)\n";
-  }
+  write_timeline(r.timeline, trace, svg, timeline_title);
 }
 
 // The cost model of a plan command: the H200 defaults of sim::CostModel, any of them overridden
@@ -944,23 +1045,13 @@ int main(int argc, char** argv) {
 
   MoeArgs moe_args;
   CLI::App* moe = bench->add_subcommand("moe_ag", "time tilelink::MoeAgGroupGemm (MoE part 1: all-gather + gather + grouped GEMM) against the per-expert cuBLAS chain");
-  moe->add_option("--world", moe_args.world, "virtual ranks on device 0")->capture_default_str()->check(CLI::Range(1, tilelink::kMaxWorldSize));
-  moe->add_option("--m", moe_args.m, "tokens over all ranks (each rank holds m / world)")->capture_default_str()->check(CLI::PositiveNumber);
-  CLI::Option* moe_model = moe->add_option("--model", moe_args.model, "take the shape from a model: mixtral-8x7b, mixtral-8x22b, qwen1.5-moe, deepseek-moe")
-                               ->check(CLI::IsMember({"mixtral-8x7b", "mixtral-8x22b", "qwen1.5-moe", "deepseek-moe"}));
-  moe->add_option("--hidden", moe_args.hidden, "hidden size H (the GEMM's K)")->capture_default_str()->check(CLI::PositiveNumber)->excludes(moe_model);
-  moe->add_option("--intermediate", moe_args.intermediate, "each expert's intermediate size over all ranks (n = intermediate / world)")->capture_default_str()->check(CLI::PositiveNumber)->excludes(moe_model);
-  moe->add_option("--experts", moe_args.experts, "experts")->capture_default_str()->check(CLI::Range(1, 1024))->excludes(moe_model);
-  moe->add_option("--topk", moe_args.topk, "experts per token")->capture_default_str()->check(CLI::Range(1, 1024))->excludes(moe_model);
-  moe->add_option("--routing", moe_args.routing, "synthetic routing: uniform, skewed (expert 0 hot) or few_experts")->capture_default_str()->check(CLI::IsMember({"uniform", "skewed", "few_experts"}));
-  moe->add_option("--gather-blocks", moe_args.gather_blocks, "gather CTAs per rank (0 = automatic)")->capture_default_str();
-  moe->add_option("--gemm-sms", moe_args.gemm_sms, "grouped GEMM CTAs per rank (0 = automatic)")->capture_default_str();
-  moe->add_option("--swizzle", moe_args.swizzle, "rasterization swizzle 1, 2, 4, 8 (0 = automatic)")->capture_default_str()->check(CLI::IsMember({0, 1, 2, 4, 8}));
-  moe->add_option("--kernel", moe_args.kernel, "grouped GEMM configuration: 128x256x64_c1x2 (default) or 128x128x64_c1x2");
-  moe->add_option("--warmup", moe_args.warmup, "untimed calls before timing")->capture_default_str()->check(CLI::Range(0, 1000000));
-  moe->add_option("--iters", moe_args.iters, "timed calls (the median is reported)")->capture_default_str()->check(CLI::Range(1, 1000000));
-  moe->add_option("--json", moe_args.json, "also write the results as JSON to FILE");
-  moe_args.seed_option = moe->add_option("--seed", moe_args.seed, "random seed of the inputs and routing; default: a fresh one");
+  add_moe_options(moe, moe_args);
+  MoeArgs layer_args;
+  CLI::App* moe_layer = bench->add_subcommand("moe", "time tilelink::MoeLayer (part 1 -> activation -> grouped GEMM + top-k combine + reduce-scatter) against the per-expert cuBLAS chain with its collectives");
+  add_moe_options(moe_layer, layer_args);
+  moe_layer->add_option("--activation", layer_args.activation, "swiglu (part 1 gives gate and up halves) or gelu")->capture_default_str()->check(CLI::IsMember({"swiglu", "gelu"}));
+  moe_layer->add_option("--comm-rows", layer_args.comm_rows, "tokens per combine / reduction block (0 = automatic)")->capture_default_str();
+  moe_layer->add_option("--combine-blocks", layer_args.combine_blocks, "part 2's combine + reduction CTAs per rank (0 = automatic)")->capture_default_str();
 
   MlpArgs mlp_args;
   CLI::App* mlp = bench->add_subcommand("mlp", "time tilelink::Mlp (AG+GEMM -> activation -> GEMM+RS) against the non-overlapped chain");
@@ -995,6 +1086,25 @@ int main(int argc, char** argv) {
   tune_ag->add_option("--iters", tune_args.iters, "timed calls per configuration (the median counts)")->capture_default_str()->check(CLI::Range(1, 1000000));
   tune_ag->add_option("--json", tune_args.json, "also write the results as JSON to FILE");
   tune_args.seed_option = tune_ag->add_option("--seed", tune_args.seed, "random seed of the inputs; default: a fresh one");
+
+  TraceArgs trace_args;
+  CLI::App* trace = app.add_subcommand("trace", "record an op's per-tile device timeline (%globaltimer) on every rank");
+  trace->require_subcommand(0, 1);
+  CLI::App* trace_ag = trace->add_subcommand("ag_gemm", "AG+GEMM: each GEMM tile's wait, loads and epilogue; the SM all-gather's waits, copies and notifies");
+  trace_ag->add_option("--world", trace_args.op.world, "virtual ranks on device 0")->capture_default_str()->check(CLI::Range(1, tilelink::kMaxWorldSize));
+  trace_ag->add_option("--m", trace_args.op.m, "rows of A and C (all ranks)")->capture_default_str()->check(CLI::PositiveNumber);
+  trace_ag->add_option("--n", trace_args.op.n, "columns of C over all ranks")->capture_default_str()->check(CLI::PositiveNumber);
+  trace_ag->add_option("--k", trace_args.op.k, "inner dimension")->capture_default_str()->check(CLI::PositiveNumber);
+  trace_ag->add_option("--resource", trace_args.op.resource, "all-gather on ce (copy engine: its copies are not recorded) or sm")->capture_default_str()->check(CLI::IsMember({"ce", "sm"}));
+  trace_ag->add_option("--comm-rows", trace_args.op.comm_rows, "rows per communication tile (0 = automatic)")->capture_default_str();
+  trace_ag->add_option("--blocks", trace_args.op.blocks, "all-gather CTAs with --resource sm (0 = automatic)")->capture_default_str();
+  trace_ag->add_option("--kernel", trace_args.op.kernel, "GEMM configuration by name (default: the op's)");
+  trace_ag->add_option("--trace", trace_args.trace, "write the timeline as Chrome/Perfetto JSON");
+  trace_ag->add_option("--svg", trace_args.svg, "write the timeline as an SVG picture");
+  trace_ag->add_option("--capacity", trace_args.capacity, "records per rank")->capture_default_str()->check(CLI::PositiveNumber);
+  trace_ag->add_option("--warmup", trace_args.op.warmup, "untimed calls before timing the overhead")->capture_default_str()->check(CLI::Range(0, 1000000));
+  trace_ag->add_option("--iters", trace_args.op.iters, "timed calls, traced and untraced each (the median counts)")->capture_default_str()->check(CLI::Range(1, 1000000));
+  trace_args.op.seed_option = trace_ag->add_option("--seed", trace_args.op.seed, "random seed of the inputs; default: a fresh one");
 
   CLI::App* plan = app.add_subcommand("plan", "predict an op's timeline from a cost model (no GPU needed)");
   plan->require_subcommand(0, 1);
@@ -1085,11 +1195,13 @@ int main(int argc, char** argv) {
   }
 
   if (app.get_subcommands().empty() || (*bench && bench->get_subcommands().empty()) ||
-      (*plan && plan->get_subcommands().empty()) || (*tune && tune->get_subcommands().empty())) {
-    std::cerr << (*bench  ? bench->help("tilelink")
-                  : *plan ? plan->help("tilelink")
-                  : *tune ? tune->help("tilelink")
-                          : app.help())
+      (*plan && plan->get_subcommands().empty()) || (*tune && tune->get_subcommands().empty()) ||
+      (*trace && trace->get_subcommands().empty())) {
+    std::cerr << (*bench   ? bench->help("tilelink")
+                  : *plan  ? plan->help("tilelink")
+                  : *tune  ? tune->help("tilelink")
+                  : *trace ? trace->help("tilelink")
+                           : app.help())
               << "tilelink: a command is required\n";
     return kExitUsage;
   }
@@ -1135,6 +1247,14 @@ int main(int argc, char** argv) {
     if (*moe) {
       if (moe_args.seed_option->count() == 0) moe_args.seed = fresh_seed();
       return cmd_moe_ag(moe_args, command);
+    }
+    if (*moe_layer) {
+      if (layer_args.seed_option->count() == 0) layer_args.seed = fresh_seed();
+      return cmd_moe(layer_args, command);
+    }
+    if (*trace_ag) {
+      if (trace_args.op.seed_option->count() == 0) trace_args.op.seed = fresh_seed();
+      return cmd_trace_ag_gemm(trace_args);
     }
     if (*tune_ag) {
       if (tune_args.seed_option->count() == 0) tune_args.seed = fresh_seed();

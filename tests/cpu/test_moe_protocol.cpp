@@ -190,17 +190,16 @@ std::string run_moe_rs(const MoeCase& c, uint64_t seed, int calls) {
   const uint32_t w = static_cast<uint32_t>(c.world);
   const uint32_t tokens = w * c.tokens_per_rank;
   const uint32_t max_rows = tokens * c.topk + c.experts * c.bm;
-  constexpr uint32_t kCombineBlocks = 2;
   MoeRsPlan plan;
   plan.tokens = RowShardMapping{c.tokens_per_rank, c.comm_rows, w};
   plan.n = c.n;
+  plan.bn = 3;  // n tiles do not divide n
   plan.max_tiles = max_rows / c.bm;
   cpu::Executor ex(c.world, 64 << 20, plan.num_channels(), stress_options(seed));
   const uint32_t op = ex.register_op("moe_group_gemm_rs");
   const size_t h_off = ex.allocate(size_t(max_rows) * c.k * 4);
   const size_t w_off = ex.allocate(size_t(c.experts) * c.k * c.n * 4);
   const size_t y_off = ex.allocate(size_t(max_rows) * c.n * 4);
-  const size_t scratch_off = ex.allocate(size_t(kCombineBlocks) * c.comm_rows * c.n * 4);
   const size_t recv_off = ex.allocate(size_t(tokens) * c.n * 4);
   const size_t out_off = ex.allocate(size_t(c.tokens_per_rank) * c.n * 4);
 
@@ -228,16 +227,35 @@ std::string run_moe_rs(const MoeCase& c, uint64_t seed, int calls) {
                moe_group_gemm_rs_compute_block(ctx, plan, view, sig(r), ex.at<float>(r, h_off), c.k,
                                                ex.at<float>(r, w_off), ex.at<float>(r, y_off));
              }},
-            {"combine", kCombineBlocks,
-             [&](cpu::BlockCtx& ctx) {
+            {"combine_reduce", 3, [&](cpu::BlockCtx& ctx) {
                const int r = ctx.rank();
-               moe_combine_scatter_block(ctx, plan, view, m.pair_row.data(), weights.data(), sig(r), ex.heap(r),
-                                         ex.at<float>(r, y_off), ex.at<float>(r, scratch_off),
-                                         ex.at<float>(r, recv_off));
-             }},
-            {"reduce", 2, [&](cpu::BlockCtx& ctx) {
-               const int r = ctx.rank();
-               moe_rs_reduce_block(ctx, plan, sig(r), ex.at<float>(r, recv_off), ex.at<float>(r, out_off));
+               const float* y = ex.at<float>(r, y_off);
+               const float* recv = ex.at<float>(r, recv_off);
+               float* out = ex.at<float>(r, out_off);
+               moe_combine_reduce_block(
+                   ctx, plan, view, m.pair_row.data(), sig(r),
+                   [&](uint32_t owner, RowRange rows) {
+                     float* dst = w == 1 ? out
+                                         : ex.heap(r).translate(plan.slot(ex.at<float>(r, recv_off), uint32_t(r)),
+                                                                int(owner));
+                     for (uint32_t t = rows.row0; t < rows.row0 + rows.rows; ++t) {
+                       for (uint32_t col = 0; col < c.n; ++col) {
+                         float acc = 0.f;
+                         for (uint32_t j = 0; j < c.topk; ++j) {
+                           const size_t pair = size_t(t) * c.topk + j;
+                           acc += weights[pair] * y[size_t(m.pair_row[pair]) * c.n + col];
+                         }
+                         dst[size_t(t - owner * c.tokens_per_rank) * c.n + col] = acc;
+                       }
+                     }
+                   },
+                   [&](uint32_t, uint32_t row0, uint32_t rows) {
+                     for (size_t e = size_t(row0) * c.n; e < size_t(row0 + rows) * c.n; ++e) {
+                       float acc = 0.f;
+                       for (uint32_t s = 0; s < w; ++s) acc += plan.slot(recv, s)[e];
+                       out[e] = acc;
+                     }
+                   });
              }}});
 
     for (uint32_t q = 0; q < w; ++q) {

@@ -19,6 +19,7 @@
 
 #include "cublas_ref.hpp"
 #include "gpu_test_util.hpp"
+#include "moe_test_util.hpp"
 #include "tilelink/ops/moe/synthetic_routing.hpp"
 
 namespace tilelink::test::moe_ag {
@@ -123,27 +124,17 @@ std::string run_case(int world_size, uint32_t topk, SyntheticRouting routing, co
   return "";
 }
 
-class MoeAgGroupGemmTest : public ::testing::TestWithParam<std::tuple<int, SyntheticRouting>> {};
+class MoeAgGroupGemmTest : public ::testing::TestWithParam<WorldRouting> {};
 
 TEST_P(MoeAgGroupGemmTest, EveryPairRowMatchesCublas) {
   TL_SKIP_WITHOUT_GPU();
   const auto [world, routing] = GetParam();
-  const uint64_t seed = std::random_device{}();
-  SCOPED_TRACE("seed " + std::to_string(seed));
-  std::mt19937_64 rng(seed);
-  for (uint32_t topk : {1u, 2u, 4u, 6u, 8u}) {
-    EXPECT_EQ(run_case(world, topk, routing, kOdd, CommResource::kCopyEngine, rng), "") << "topk " << topk;
-  }
+  expect_every_topk([&](uint32_t topk, std::mt19937_64& rng) {
+    return run_case(world, topk, routing, kOdd, CommResource::kCopyEngine, rng);
+  });
 }
 
-INSTANTIATE_TEST_SUITE_P(World, MoeAgGroupGemmTest,
-                         ::testing::Combine(::testing::Values(1, 2, 4, 8),
-                                            ::testing::Values(SyntheticRouting::kUniform, SyntheticRouting::kSkewed,
-                                                              SyntheticRouting::kFewExperts)),
-                         [](const ::testing::TestParamInfo<MoeAgGroupGemmTest::ParamType>& info) {
-                           return "world" + std::to_string(std::get<0>(info.param)) + "_" +
-                                  to_string(std::get<1>(info.param));
-                         });
+INSTANTIATE_TEST_SUITE_P(World, MoeAgGroupGemmTest, worlds_and_routings(), world_routing_name);
 
 // The all-gather on SM blocks instead of the copy engine.
 TEST(MoeAgGroupGemm, SmAllGather) {

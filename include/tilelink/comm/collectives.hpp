@@ -10,6 +10,7 @@
 #include "tilelink/comm/reduce_scatter.hpp"
 #include "tilelink/runtime/signal_set.hpp"
 #include "tilelink/runtime/symmetric_heap.hpp"
+#include "tilelink/runtime/trace_buffer.hpp"
 #include "tilelink/runtime/world.hpp"
 
 namespace tilelink {
@@ -79,7 +80,14 @@ class AllGather {
   const SignalSlice& signals() const { return slice_; }
   uint32_t num_blocks() const { return num_blocks_; }
 
+  // The SM path's blocks record their waits, copies and notifies into `trace` on every later
+  // call (nullptr: off). The copy-engine path records nothing: its copies are not SM work (their
+  // arrival shows as the consumers' waits ending).
+  void set_trace(const TraceBuffer* trace) { trace_ = trace; }
+
  private:
+  TraceView trace_view(int rank) const;
+
   const World* world_;
   SymmetricHeap* heap_;
   AllGatherArguments args_;
@@ -87,6 +95,7 @@ class AllGather {
   SignalSlice slice_;
   std::vector<void*> gathered_;  // per rank
   uint32_t num_blocks_ = 0;
+  const TraceBuffer* trace_ = nullptr;
 };
 
 struct ReduceScatterConfig {

@@ -47,6 +47,18 @@ class BlockCtx {
                             NotifyMode mode = NotifyMode::kSet);
   void consumer_tile_wait(const SignalView& sig, uint32_t channel, uint32_t count = 1,
                           uint32_t arrivals = 1, int32_t tile = -1);
+  // consumer_tile_wait on a set of tiles (not a range; repeats allowed): for i in [0, n), the
+  // channels_per_tile channels from channel0 + tile_of(i) * channels_per_tile. On the GPU the
+  // block's lanes share the waits.
+  template <class TileOf>
+  void consumer_tiles_wait(const SignalView& sig, uint32_t channel0, uint32_t n, TileOf&& tile_of,
+                           uint32_t channels_per_tile = 1) {
+    for (uint32_t i = 0; i < n; ++i) {
+      const uint32_t tile = tile_of(i);
+      consumer_tile_wait(sig, channel0 + tile * channels_per_tile, channels_per_tile, 1,
+                         static_cast<int32_t>(tile));
+    }
+  }
   void peer_tile_notify(const SignalView& sig, uint32_t channel, int peer,
                         NotifyMode mode = NotifyMode::kSet);
   void peer_tile_wait(const SignalView& sig, uint32_t channel, int peer, uint32_t arrivals = 1,

@@ -6,6 +6,8 @@
 #include <string>
 #include <vector>
 
+#include "tilelink/primitives/trace.hpp"
+
 namespace tilelink::sim {
 
 // Costs of one GPU and its links. Defaults: H200 figures measured in this repository
@@ -34,6 +36,11 @@ struct Interval {
   double start = 0;
   double end = 0;
 };
+
+// A measured device timeline (tilelink trace) as intervals: seconds from the earliest record;
+// one lane per rank, CTA and role ("r0 c5 P" GEMM producer, "r0 c5 C" GEMM consumer, "r0 b2 comm"
+// a communication block), lanes ordered by rank, role, CTA; names "<kind> <tile>".
+std::vector<Interval> trace_intervals(std::vector<TraceRecord> records);
 
 // Chrome / Perfetto trace JSON ("traceEvents", complete events in microseconds).
 std::string to_chrome_trace(const std::vector<Interval>& timeline, const std::string& process_name);

@@ -187,6 +187,13 @@ uint64_t AgGemm::run() {
   return epoch;
 }
 
+void AgGemm::set_trace(const TraceBuffer* trace) {
+  for (int r = 0; r < world_->size(); ++r) {
+    kernels_[static_cast<size_t>(r)]->set_trace(trace != nullptr ? trace->view(r) : TraceView{});
+  }
+  ag_->set_trace(trace);
+}
+
 void AgGemm::run_gemm_only() {
   const World& world = *world_;
   for (int r = 0; r < world.size(); ++r) {

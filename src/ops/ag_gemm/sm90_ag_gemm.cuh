@@ -23,8 +23,10 @@
 #include "ops/ag_gemm/sm90_ag_gemm_kernel.hpp"
 #include "ops/common/sm90_bf16_tn_gemm.cuh"
 #include "ops/common/sm90_persistent_launcher.cuh"
+#include "ops/common/sm90_traced_epilogue.cuh"
 #include "tilelink/core/error.hpp"
 #include "tilelink/primitives/device.cuh"
+#include "tilelink/primitives/trace.cuh"
 
 namespace tilelink::detail {
 
@@ -35,6 +37,7 @@ struct AgGemmWait {
   uint32_t m = 0;        // rows of A
   uint32_t n_tiles = 0;  // names a tile (m_tile * n_tiles + n_tile) in a timeout report
   uint32_t enabled = 0;  // 0: plain GEMM
+  TraceView trace;       // on: the producer records each tile's wait and loads
 };
 
 // One thread's view of consumer_tile_wait, for all_gather_wait_rows (no block barriers: the
@@ -67,6 +70,9 @@ struct Sm90AgGemmMainloop : Base {
                            cute::tuple<TensorA, TensorB> const& load_inputs, BlockCoord const& blk_coord,
                            KTileIterator k_tile_iter, int k_tile_count, int thread_idx,
                            uint32_t block_rank_in_cluster, typename Base::TensorStorage& shared_tensors) {
+    const uint32_t traced_tile = static_cast<uint32_t>(cute::get<0>(blk_coord)) * params.ag.n_tiles +
+                                 static_cast<uint32_t>(cute::get<1>(blk_coord));
+    const uint64_t t_wait = trace_start(params.ag.trace);
     if (params.ag.enabled) {
       constexpr uint32_t kTileM = cute::size<0>(typename Base::TileShape{});
       const uint32_t m_tile = static_cast<uint32_t>(cute::get<0>(blk_coord));
@@ -85,14 +91,20 @@ struct Sm90AgGemmMainloop : Base {
       __syncwarp();
       asm volatile("fence.proxy.async.global;" ::: "memory");
     }
+    const uint64_t t_load = trace_start(params.ag.trace);
     Base::load(params, pipeline, smem_pipe_write, load_inputs, blk_coord, k_tile_iter, k_tile_count,
                thread_idx, block_rank_in_cluster, shared_tensors);
+    if (params.ag.trace.on() && cute::elect_one_sync()) {
+      trace_span(params.ag.trace, TraceKind::kWait, traced_tile, 0, t_wait, t_load);
+      trace_span(params.ag.trace, TraceKind::kLoad, traced_tile, 0, t_load, global_time_ns());
+    }
   }
 };
 
-// The kernel type for one configuration: the bf16 TN GEMM with the waiting mainloop.
+// The kernel type for one configuration: the bf16 TN GEMM with the waiting mainloop and the
+// traced epilogue.
 template <class TileShape, class ClusterShape>
-using Sm90AgGemmTypes = Sm90Bf16TnGemm<TileShape, ClusterShape, Sm90AgGemmMainloop>;
+using Sm90AgGemmTypes = Sm90Bf16TnGemm<TileShape, ClusterShape, Sm90AgGemmMainloop, Sm90TracedEpilogue>;
 
 template <class TileShape, class ClusterShape>
 class Sm90AgGemmKernelImpl final : public Sm90AgGemmKernel {
@@ -123,6 +135,7 @@ class Sm90AgGemmKernelImpl final : public Sm90AgGemmKernel {
     args.mainloop.ag.m = p.m;
     args.mainloop.ag.n_tiles = (p.n + kTileN - 1) / kTileN;
     args.mainloop.ag.enabled = p.wait ? 1u : 0u;
+    args.epilogue.hook.n_tiles = args.mainloop.ag.n_tiles;
 
     launcher_.init(args, p.device, p.sm_count,
                    "ag_gemm kernel, (m, n, k) = (" + std::to_string(m) + ", " + std::to_string(n) + ", " +
@@ -132,6 +145,11 @@ class Sm90AgGemmKernelImpl final : public Sm90AgGemmKernel {
   void run(uint64_t epoch, cudaStream_t stream) override {
     launcher_.params().mainloop.ag.sig.epoch = epoch;
     launcher_.launch(stream);
+  }
+
+  void set_trace(const TraceView& trace) override {
+    launcher_.params().mainloop.ag.trace = trace;
+    launcher_.params().epilogue.hook.view = trace;
   }
 
   int ctas() const override { return launcher_.ctas(); }

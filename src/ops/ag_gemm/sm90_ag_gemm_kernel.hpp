@@ -17,6 +17,7 @@
 
 #include "tilelink/comm/all_gather.hpp"
 #include "tilelink/primitives/signal.hpp"
+#include "tilelink/primitives/trace.hpp"
 
 namespace tilelink::detail {
 
@@ -42,6 +43,9 @@ class Sm90AgGemmKernel {
   // Launches on `stream` with the signals' epoch of this call.
   virtual void run(uint64_t epoch, cudaStream_t stream) = 0;
   virtual int ctas() const = 0;
+  // Later runs record per-tile spans (producer: wait, loads; consumer: epilogue) into `trace`
+  // (a default TraceView: off).
+  virtual void set_trace(const TraceView& trace) = 0;
 };
 
 struct Sm90AgGemmConfigInfo {

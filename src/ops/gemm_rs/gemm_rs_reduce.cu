@@ -4,10 +4,11 @@
 //
 // Each thread keeps kVectors 16-byte loads in flight per sender (one in flight made a CTA
 // latency-bound at ~17 GB/s, slower than the GEMM produces tiles). The grid is launched in
-// clusters of the GEMM's cluster size: single CTAs placed first would split the SM pairs the
-// GEMM's clusters need, leaving some of its persistent clusters unplaced until others exit.
+// clusters of the GEMM's cluster size (launch_in_clusters).
 #include <cuda_bf16.h>
 
+#include "ops/common/bf16x8.cuh"
+#include "ops/common/cluster_launch.hpp"
 #include "ops/gemm_rs/sm90_gemm_rs_kernel.hpp"
 #include "tilelink/comm/device_ctx.cuh"
 #include "tilelink/runtime/world.hpp"
@@ -17,16 +18,6 @@ namespace {
 
 constexpr int kThreads = 512;
 constexpr int kVectors = 4;  // 16-byte vectors in flight per thread and sender
-
-TL_DEVICE void add_bf16x8(float* acc, const uint4& v) {
-  const auto* h = reinterpret_cast<const __nv_bfloat162*>(&v);
-#pragma unroll
-  for (int i = 0; i < 4; ++i) {
-    const float2 f = __bfloat1622float2(h[i]);
-    acc[2 * i] += f.x;
-    acc[2 * i + 1] += f.y;
-  }
-}
 
 __global__ void __launch_bounds__(kThreads) gemm_rs_reduce_kernel(GemmRsFusedPlan plan, SignalView sig,
                                                                   SymmetricView heap, const __nv_bfloat16* buf,
@@ -61,11 +52,7 @@ __global__ void __launch_bounds__(kThreads) gemm_rs_reduce_kernel(GemmRsFusedPla
 #pragma unroll
       for (int j = 0; j < kVectors; ++j) {
         if (!live[j]) continue;
-        uint4 packed;
-        auto* o = reinterpret_cast<__nv_bfloat162*>(&packed);
-#pragma unroll
-        for (int i = 0; i < 4; ++i) o[i] = __floats2bfloat162_rn(acc[j][2 * i], acc[j][2 * i + 1]);
-        *reinterpret_cast<uint4*>(out + at[j]) = packed;
+        *reinterpret_cast<uint4*>(out + at[j]) = pack_bf16x8(acc[j]);
       }
     }
   });
@@ -76,20 +63,9 @@ __global__ void __launch_bounds__(kThreads) gemm_rs_reduce_kernel(GemmRsFusedPla
 void launch_gemm_rs_reduce(const GemmRsFusedPlan& plan, const SignalView& sig, const SymmetricView& heap,
                            const void* buf, const void* recv, void* out, uint32_t blocks, uint32_t cluster,
                            cudaStream_t stream) {
-  cudaLaunchAttribute attr{};
-  attr.id = cudaLaunchAttributeClusterDimension;
-  attr.val.clusterDim.x = cluster;
-  attr.val.clusterDim.y = 1;
-  attr.val.clusterDim.z = 1;
-  cudaLaunchConfig_t cfg{};
-  cfg.gridDim = dim3(blocks);
-  cfg.blockDim = dim3(kThreads);
-  cfg.stream = stream;
-  cfg.attrs = &attr;
-  cfg.numAttrs = 1;
-  TL_CUDA_CHECK(cudaLaunchKernelEx(&cfg, gemm_rs_reduce_kernel, plan, sig, heap,
-                                   static_cast<const __nv_bfloat16*>(buf), static_cast<const __nv_bfloat16*>(recv),
-                                   static_cast<__nv_bfloat16*>(out)));
+  launch_in_clusters(gemm_rs_reduce_kernel, blocks, kThreads, cluster, stream, plan, sig, heap,
+                     static_cast<const __nv_bfloat16*>(buf), static_cast<const __nv_bfloat16*>(recv),
+                     static_cast<__nv_bfloat16*>(out));
 }
 
 void preload_gemm_rs_reduce() { preload_kernel(gemm_rs_reduce_kernel); }

@@ -1,14 +1,14 @@
 // CUTLASS 4.2 sm90 assembly of the fused GEMM+RS kernel (docs/design/gemm_rs_kernel.md has the
 // reading of CUTLASS's epilogue this relies on). Included only by one-configuration .cu files.
 //
-//  - Sm90NotifyEpilogue<Base>: Base = the builder's TMA warp-specialized epilogue. The mainloop
-//    runs the plain (M, N, K) problem; the epilogue sees it as a batch over owners,
-//    (M/P, N, K, P), with D's batch stride the distance between owner blocks' destinations, so one
-//    TMA descriptor stores either into this rank's buffer or, through an affine heap, straight
-//    into each owner's receive slot. After Base::store of a tile, the warp that issued its TMA
-//    stores waits for them to be written (cp.async.bulk.wait_group 0; CUTLASS itself only waits
-//    for the shared-memory reads), fences the async proxy and notifies the tile's signal group
-//    (add mode, one notify per tile): on this rank, or on the owner for the epilogue push.
+//  - Sm90NotifyEpilogue<Base>: Base = the builder's TMA warp-specialized epilogue, hooked
+//    (sm90_hooked_epilogue.cuh). The mainloop runs the plain (M, N, K) problem; the epilogue sees
+//    it as a batch over owners, (M/P, N, K, P), with D's batch stride the distance between owner
+//    blocks' destinations, so one TMA descriptor stores either into this rank's buffer or,
+//    through an affine heap, straight into each owner's receive slot. After Base::store of a
+//    tile, once its TMA stores have been written (store_landed_then), it notifies the tile's
+//    signal group (add mode, one notify per tile): on this rank, or on the owner for the
+//    epilogue push.
 //  - Sm90RowOrderedTileScheduler: owner blocks of other ranks first, own block last.
 #pragma once
 
@@ -21,6 +21,7 @@
 #include <string>
 
 #include "ops/common/sm90_bf16_tn_gemm.cuh"
+#include "ops/common/sm90_hooked_epilogue.cuh"
 #include "ops/common/sm90_persistent_launcher.cuh"
 #include "ops/gemm_rs/sm90_gemm_rs_kernel.hpp"
 #include "tilelink/core/error.hpp"
@@ -28,7 +29,7 @@
 
 namespace tilelink::detail {
 
-// What a finished tile notifies; travels in the epilogue's Params.
+// What a finished tile notifies; the epilogue's hook (sm90_hooked_epilogue.cuh).
 struct GemmRsNotify {
   GemmRsFusedPlan plan;
   SignalView sig;
@@ -36,82 +37,42 @@ struct GemmRsNotify {
 
   TL_HOST_DEVICE uint32_t m_tiles() const { return plan.world * plan.m_tiles(); }  // tile rows of M
 
-  // Padding tiles (cluster rounding, m_tile >= m_tiles()) notify nothing.
-  TL_DEVICE void operator()(uint32_t m_tile, uint32_t n_tile) const {
-    if (!enabled || m_tile >= m_tiles()) return;
-    const uint32_t channel = plan.tile_channel(m_tile, n_tile);
-    if (plan.scatter == GemmRsScatter::kEpiloguePush) {
-      tilelink::peer_tile_notify(sig, channel, static_cast<int>(plan.tile_owner(m_tile)), NotifyMode::kAdd);
-    } else {
-      tilelink::producer_tile_notify(sig, channel, NotifyMode::kAdd);
-    }
-  }
-
   // The epilogue's view: (M, N, K, 1) -> (M/P, N, K, P), and a tile row of M -> (row within the
   // owner block, owner). Padding tiles land past the block's rows, where TMA writes nothing.
   template <class ProblemShape>
-  TL_HOST_DEVICE auto batched(ProblemShape const& problem) const {
+  TL_HOST_DEVICE auto problem(ProblemShape const& problem) const {
     return cute::make_shape(static_cast<int>(plan.rows_per_rank), static_cast<int>(cute::get<1>(problem)),
                             static_cast<int>(cute::get<2>(problem)), static_cast<int>(plan.world));
   }
   template <class TileCoord>
-  TL_HOST_DEVICE auto batched_coord(TileCoord const& coord) const {
+  TL_HOST_DEVICE auto coord(TileCoord const& coord) const {
     const int m = static_cast<int>(cute::get<0>(coord));
     const int mt = static_cast<int>(plan.m_tiles()), last = static_cast<int>(plan.world) - 1;
     const int owner = m < mt * (last + 1) ? m / mt : last;
     return cute::make_coord(m - owner * mt, static_cast<int>(cute::get<1>(coord)),
                             static_cast<int>(cute::get<2>(coord)), owner);
   }
+  CUTLASS_DEVICE int before() const { return 0; }
+
+  // One notify per finished tile (add mode), once its stores have landed; padding tiles (cluster
+  // rounding, m_tile >= m_tiles()) notify nothing.
+  template <class TileCoord>
+  CUTLASS_DEVICE void after(TileCoord const& coord, int thread_idx, int) const {
+    const uint32_t m_tile = static_cast<uint32_t>(cute::get<0>(coord));
+    if (!enabled || m_tile >= m_tiles()) return;
+    store_landed_then(thread_idx, [&] {
+      const uint32_t channel = plan.tile_channel(m_tile, static_cast<uint32_t>(cute::get<1>(coord)));
+      if (plan.scatter == GemmRsScatter::kEpiloguePush) {
+        tilelink::peer_tile_notify(sig, channel, static_cast<int>(plan.tile_owner(m_tile)), NotifyMode::kAdd);
+      } else {
+        tilelink::producer_tile_notify(sig, channel, NotifyMode::kAdd);
+      }
+    });
+  }
 };
 
 template <class Base>
-struct Sm90NotifyEpilogue : Base {
-  struct Arguments : Base::Arguments {
-    GemmRsNotify notify;
-  };
-  struct Params : Base::Params {
-    GemmRsNotify notify;
-  };
-
-  template <class ProblemShape>
-  static constexpr Params to_underlying_arguments(ProblemShape const& problem_shape, Arguments const& args,
-                                                  void* workspace) {
-    return Params{Base::to_underlying_arguments(args.notify.batched(problem_shape), args, workspace), args.notify};
-  }
-
-  CUTLASS_DEVICE Sm90NotifyEpilogue(Params const& params, typename Base::TensorStorage& shared)
-      : Base(params, shared), notify_(params.notify) {}
-
-  template <class ProblemShapeMNKL, class TileShapeMNK, class TileCoordMNKL, class AccEngine, class AccLayout,
-            class TiledMma>
-  CUTLASS_DEVICE auto store(typename Base::LoadPipeline load_pipeline,
-                            typename Base::LoadPipelineState load_pipe_consumer_state,
-                            typename Base::StorePipeline store_pipeline,
-                            typename Base::StorePipelineState store_pipe_producer_state,
-                            ProblemShapeMNKL problem_shape_mnkl, TileShapeMNK tile_shape_mnk,
-                            TileCoordMNKL tile_coord_mnkl, cute::Tensor<AccEngine, AccLayout> accumulators,
-                            TiledMma tiled_mma, int thread_idx, typename Base::TensorStorage& shared_tensors,
-                            int subtile_idx = -1) {
-    auto next = Base::store(load_pipeline, load_pipe_consumer_state, store_pipeline, store_pipe_producer_state,
-                            notify_.batched(problem_shape_mnkl), tile_shape_mnk, notify_.batched_coord(tile_coord_mnkl),
-                            accumulators, tiled_mma, thread_idx, shared_tensors, subtile_idx);
-    // Base issues the tile's TMA stores from the warp with thread_idx / 32 == 0, every lane at
-    // PTX level; each lane waits for its own bulk groups to be written.
-    if (thread_idx < cutlass::NumThreadsPerWarp) {
-      asm volatile("cp.async.bulk.wait_group 0;" ::: "memory");
-      asm volatile("fence.proxy.async.global;" ::: "memory");
-      __syncwarp();
-      if (thread_idx == 0) {
-        notify_(static_cast<uint32_t>(cute::get<0>(tile_coord_mnkl)), static_cast<uint32_t>(cute::get<1>(tile_coord_mnkl)));
-      }
-      __syncwarp();
-    }
-    return next;
-  }
-
- private:
-  GemmRsNotify notify_;
-};
+using Sm90NotifyEpilogue = Sm90HookedEpilogue<Base, GemmRsNotify>;
 
 // The kernel type for one configuration: the bf16 TN GEMM with the notifying epilogue.
 template <class TileShape, class ClusterShape>
@@ -145,15 +106,15 @@ class Sm90GemmRsKernelImpl final : public Sm90GemmRsKernel {
     Types::set_problem(args, p.m, p.n, p.k, p.a, p.k, p.b, p.d, p.m_order, p.swizzle);
     args.epilogue.dD = cute::make_stride(static_cast<int64_t>(p.n), cute::Int<1>{}, p.d_batch_stride);
     args.epilogue.dC = args.epilogue.dD;
-    args.epilogue.notify = {p.plan, p.sig, true};
+    args.epilogue.hook = {p.plan, p.sig, true};
     launcher_.init(args, p.device, p.sm_count,
                    "gemm_rs kernel, (m, n, k) = (" + std::to_string(m) + ", " + std::to_string(n) + ", " +
                        std::to_string(k) + ")");
   }
 
   void run(uint64_t epoch, cudaStream_t stream, bool notify) override {
-    launcher_.params().epilogue.notify.sig.epoch = epoch;
-    launcher_.params().epilogue.notify.enabled = notify;
+    launcher_.params().epilogue.hook.sig.epoch = epoch;
+    launcher_.params().epilogue.hook.enabled = notify;
     launcher_.launch(stream);
   }
   int ctas() const override { return launcher_.ctas(); }

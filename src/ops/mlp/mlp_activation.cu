@@ -13,7 +13,8 @@ __device__ __forceinline__ float gelu(float y) { return 0.5f * y * (1.0f + erff(
 
 template <MlpActivation kAct>
 __global__ void mlp_activation_kernel(const __nv_bfloat16* __restrict__ y, __nv_bfloat16* __restrict__ h, uint32_t m,
-                                      uint32_t cols_out) {
+                                      uint32_t cols_out, const uint32_t* live_tiles, uint32_t tile_rows) {
+  if (live_tiles != nullptr) m = min(m, *live_tiles * tile_rows);
   const uint32_t vectors_per_row = cols_out / 8;  // cols_out is a multiple of 8
   const uint64_t total = uint64_t(m) * vectors_per_row;
   const uint32_t in_cols = kAct == MlpActivation::kSwiGlu ? 2 * cols_out : cols_out;
@@ -45,14 +46,16 @@ __global__ void mlp_activation_kernel(const __nv_bfloat16* __restrict__ y, __nv_
 }  // namespace
 
 void launch_mlp_activation(MlpActivation act, const void* y, void* h, uint32_t m, uint32_t cols_out,
-                           cudaStream_t stream) {
+                           cudaStream_t stream, const uint32_t* live_tiles, uint32_t tile_rows) {
   const auto* in = static_cast<const __nv_bfloat16*>(y);
   auto* out = static_cast<__nv_bfloat16*>(h);
   constexpr int kThreads = 256, kBlocks = 132 * 8;
   if (act == MlpActivation::kSwiGlu) {
-    mlp_activation_kernel<MlpActivation::kSwiGlu><<<kBlocks, kThreads, 0, stream>>>(in, out, m, cols_out);
+    mlp_activation_kernel<MlpActivation::kSwiGlu><<<kBlocks, kThreads, 0, stream>>>(in, out, m, cols_out, live_tiles,
+                                                                                     tile_rows);
   } else {
-    mlp_activation_kernel<MlpActivation::kGelu><<<kBlocks, kThreads, 0, stream>>>(in, out, m, cols_out);
+    mlp_activation_kernel<MlpActivation::kGelu><<<kBlocks, kThreads, 0, stream>>>(in, out, m, cols_out, live_tiles,
+                                                                                     tile_rows);
   }
   TL_CUDA_CHECK(cudaGetLastError());
 }

@@ -14,20 +14,6 @@
 
 namespace tilelink {
 
-namespace detail {
-
-// One function per compiled configuration (sm90_moe_gemm_<config>.cu).
-Sm90MoeGemmConfigInfo sm90_moe_gemm_128x256x64_c1x2();
-Sm90MoeGemmConfigInfo sm90_moe_gemm_128x128x64_c1x2();
-
-const std::vector<Sm90MoeGemmConfigInfo>& sm90_moe_gemm_configs() {
-  static const std::vector<Sm90MoeGemmConfigInfo> configs = {sm90_moe_gemm_128x256x64_c1x2(),
-                                                             sm90_moe_gemm_128x128x64_c1x2()};
-  return configs;
-}
-
-}  // namespace detail
-
 namespace {
 
 using ag_gemm_policy::kElementBytes;
@@ -70,6 +56,10 @@ uint32_t choose_swizzle(const MoeAgGroupGemmArguments& a) { return a.config.swiz
 
 std::vector<std::string> MoeAgGroupGemm::kernel_names() {
   return detail::config_names(detail::sm90_moe_gemm_configs());
+}
+
+uint32_t MoeAgGroupGemm::tile_m_of(const std::string& kernel) {
+  return detail::moe_gemm_tile_m(kernel, "MoeAgGroupGemm::tile_m_of");
 }
 
 uint64_t MoeAgGroupGemm::out_rows(const World& world, const MoeAgGroupGemmArguments& args) {

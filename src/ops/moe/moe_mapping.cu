@@ -4,9 +4,12 @@
 // offsets (one block); placement -- each pair's row is its expert's offset + the pairs of that
 // expert in earlier chunks + those earlier in its own chunk, so the order is by token then k, as
 // on the host; per-tile expert and token span. The tile order is a stable partition of the tiles
-// by arrival step, one block per call. (One block per expert scanning every pair took 61-181 µs
+// by arrival step, one block per call. Part 2's tile order is a counting sort by the combine's
+// need (build_combine_order). (One block per expert scanning every pair took 61-181 µs
 // per call on the H200, docs/PERF.md.)
 #include "tilelink/ops/moe/moe_mapping_device.hpp"
+
+#include <cub/block/block_scan.cuh>
 
 #include <string>
 
@@ -131,6 +134,36 @@ __global__ void __launch_bounds__(kThreads) order_kernel(AllGatherPlan ag, uint3
   }
 }
 
+// Part 2's GEMM order for `rank`: tiles by the combine's need of their first token
+// (MoeRsPlan::combine_key: round, then owner), in at most kKeys buckets; within a bucket in no
+// particular order (the order only sets when tiles finish, never what they compute).
+constexpr uint32_t kOrderThreads = 1024, kKeysPerThread = 2, kKeys = kOrderThreads * kKeysPerThread;
+
+__global__ void __launch_bounds__(kOrderThreads)
+    combine_order_kernel(MoeRsPlan plan, uint32_t rank, const uint32_t* num_tiles, const uint32_t* tile_token0,
+                         const uint32_t* tile_span, uint32_t* order) {
+  using Scan = cub::BlockScan<uint32_t, kOrderThreads>;
+  __shared__ typename Scan::TempStorage scan;
+  __shared__ uint32_t bucket[kKeys];
+  const uint32_t tiles = *num_tiles, all_keys = plan.combine_keys();
+  const uint32_t keys = all_keys < kKeys ? all_keys : kKeys;
+  auto key = [&](uint32_t t) {
+    if (tile_span[t] == 0) return keys - 1;
+    return static_cast<uint32_t>(uint64_t(plan.combine_key(rank, tile_token0[t])) * keys / all_keys);
+  };
+  for (uint32_t k = threadIdx.x; k < kKeys; k += kOrderThreads) bucket[k] = 0;
+  __syncthreads();
+  for (uint32_t t = threadIdx.x; t < tiles; t += kOrderThreads) atomicAdd(bucket + key(t), 1u);
+  __syncthreads();
+  uint32_t counts[kKeysPerThread];
+  for (uint32_t j = 0; j < kKeysPerThread; ++j) counts[j] = bucket[threadIdx.x * kKeysPerThread + j];
+  __syncthreads();
+  Scan(scan).ExclusiveSum(counts, counts);
+  for (uint32_t j = 0; j < kKeysPerThread; ++j) bucket[threadIdx.x * kKeysPerThread + j] = counts[j];
+  __syncthreads();
+  for (uint32_t t = threadIdx.x; t < tiles; t += kOrderThreads) order[atomicAdd(bucket + key(t), 1u)] = t;
+}
+
 }  // namespace
 
 MoeMappingBuffers::MoeMappingBuffers(uint32_t tokens, uint32_t topk, uint32_t experts, uint32_t bm, int device)
@@ -181,6 +214,17 @@ void MoeMappingBuffers::build_order(const AllGatherPlan& ag, uint32_t rank, uint
              "< the all-gather's world (" + std::to_string(ag.world()) + ")");
   order_kernel<<<1, kThreads, 0, stream>>>(ag, rank, num_tiles_.get<uint32_t>(), tile_token0_.get<uint32_t>(),
                                            tile_span_.get<uint32_t>(), order);
+  TL_CUDA_CHECK(cudaGetLastError());
+}
+
+void MoeMappingBuffers::build_combine_order(const MoeRsPlan& plan, uint32_t rank, uint32_t* order,
+                                            cudaStream_t stream) const {
+  TL_REQUIRE(rank < plan.world(), "MoeMappingBuffers::build_combine_order", "rank", rank,
+             "< the world (" + std::to_string(plan.world()) + ")");
+  TL_REQUIRE(plan.tokens.total_rows() == tokens_, "MoeMappingBuffers::build_combine_order", "plan.tokens.total_rows()",
+             plan.tokens.total_rows(), "the mapping's tokens (" + std::to_string(tokens_) + ")");
+  combine_order_kernel<<<1, kOrderThreads, 0, stream>>>(plan, rank, num_tiles_.get<uint32_t>(),
+                                                        tile_token0_.get<uint32_t>(), tile_span_.get<uint32_t>(), order);
   TL_CUDA_CHECK(cudaGetLastError());
 }
 

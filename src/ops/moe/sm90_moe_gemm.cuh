@@ -11,6 +11,12 @@
 // load() first waits, in the TMA-issuing lane of the producer warp, on the gather stage's channel
 // of the tile (consumer_tile_wait, then fence.proxy.async so that TMA sees the gathered rows),
 // then runs Base::load with the tile's expert as the batch coordinate.
+//
+// Sm90MoeGemmEpilogue<Base>: Base = the builder's TMA epilogue. For part 2, after Base::store of
+// a tile the warp that issued its TMA stores waits for them to be written, fences the async proxy
+// and notifies the tile's own channel (channel0 + tile_row * n_tiles + n_tile, set mode) for the
+// combine (as GEMM+RS's epilogue, docs/design/gemm_rs_kernel.md). Part 1 and part 2 share one
+// kernel type; each enables its own side at run time.
 #pragma once
 
 #include <cute/tensor.hpp>
@@ -19,6 +25,7 @@
 #include <string>
 
 #include "ops/common/sm90_bf16_tn_gemm.cuh"
+#include "ops/common/sm90_hooked_epilogue.cuh"
 #include "ops/common/sm90_persistent_launcher.cuh"
 #include "ops/moe/sm90_moe_gemm_kernel.hpp"
 #include "tilelink/core/error.hpp"
@@ -35,6 +42,27 @@ struct MoeGemmWait {
   uint32_t n_tiles = 0;  // names a tile (t * n_tiles + n_tile) in a timeout report
   uint32_t enabled = 0;  // 0: no waits (rows already in place)
 };
+
+// What a finished tile notifies (part 2); the epilogue's hook (sm90_hooked_epilogue.cuh).
+struct MoeGemmNotify : PlainEpilogueView {
+  SignalView sig;
+  uint32_t channel0 = 0;
+  uint32_t n_tiles = 0;  // tiles along N; cluster rounding's extra tile (n_tile >= n_tiles) notifies nothing
+  uint32_t enabled = 0;
+
+  template <class TileCoord>
+  CUTLASS_DEVICE void after(TileCoord const& coord, int thread_idx, int) const {
+    if (!enabled) return;
+    const uint32_t m_tile = static_cast<uint32_t>(cute::get<0>(coord));
+    const uint32_t n_tile = static_cast<uint32_t>(cute::get<1>(coord));
+    if (n_tile >= n_tiles) return;
+    store_landed_then(thread_idx,
+                      [&] { tilelink::producer_tile_notify(sig, channel0 + m_tile * n_tiles + n_tile); });
+  }
+};
+
+template <class Base>
+using Sm90MoeGemmEpilogue = Sm90HookedEpilogue<Base, MoeGemmNotify>;
 
 template <class Base>
 struct Sm90MoeGemmMainloop : Base {
@@ -104,7 +132,7 @@ struct Sm90MoeGemmMainloop : Base {
 
 template <class TileShape, class ClusterShape>
 class Sm90MoeGemmKernelImpl final : public Sm90MoeGemmKernel {
-  using Types = Sm90Bf16TnGemm<TileShape, ClusterShape, Sm90MoeGemmMainloop>;
+  using Types = Sm90Bf16TnGemm<TileShape, ClusterShape, Sm90MoeGemmMainloop, Sm90MoeGemmEpilogue>;
   using Kernel = typename Types::Kernel;
   static_assert(Types::kClusterM == 1, "a cluster's CTAs share B tiles along M: one expert's only along N");
 
@@ -138,6 +166,10 @@ class Sm90MoeGemmKernelImpl final : public Sm90MoeGemmKernel {
     args.mainloop.moe.experts = p.experts;
     args.mainloop.moe.n_tiles = (p.n + kTileN - 1) / kTileN;
     args.mainloop.moe.enabled = p.wait ? 1u : 0u;
+    args.epilogue.hook.sig = p.notify_sig;
+    args.epilogue.hook.channel0 = p.notify_channel0;
+    args.epilogue.hook.n_tiles = args.mainloop.moe.n_tiles;
+    args.epilogue.hook.enabled = p.notify ? 1u : 0u;
     launcher_.init(args, p.device, p.sm_count,
                    "moe grouped GEMM kernel, (rows, n, k, experts) = (" + std::to_string(rows) + ", " +
                        std::to_string(p.n) + ", " + std::to_string(p.k) + ", " + std::to_string(p.experts) + ")");
@@ -145,6 +177,7 @@ class Sm90MoeGemmKernelImpl final : public Sm90MoeGemmKernel {
 
   void run(uint64_t epoch, cudaStream_t stream) override {
     launcher_.params().mainloop.moe.sig.epoch = epoch;
+    launcher_.params().epilogue.hook.sig.epoch = epoch;
     launcher_.launch(stream);
   }
 

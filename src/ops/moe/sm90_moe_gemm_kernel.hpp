@@ -4,8 +4,9 @@
 // One persistent GEMM over the expert-sorted rows: tile row t (bm rows of one expert) times that
 // expert's weight slice. Launched for the most tile rows a routing can give (max_tiles); the
 // scheduler reads the routing's actual count from the device and walks the rank's tile order.
-// The producer waits per tile on the gather stage's channel (moe_gather_block) before its TMA
-// loads, and picks B by the tile's expert.
+// Part 1: the producer waits per tile on the gather stage's channel (moe_gather_block) before its
+// TMA loads, and picks B by the tile's expert. Part 2: the epilogue notifies every finished tile
+// for the top-k combine (moe_rs_protocol.hpp).
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -29,7 +30,12 @@ struct Sm90MoeGemmProblem {
   const uint32_t* tile_expert = nullptr;  // [max_tiles]
   SignalView sig;                         // the gather's channels; tile t on channel0 + t
   uint32_t channel0 = 0;
-  bool wait = true;  // false: a plain grouped GEMM on rows already in place (benchmarks)
+  bool wait = true;  // false: a plain grouped GEMM on rows already in place (part 2, benchmarks)
+  // Part 2: each finished tile (tile row t, n tile j) sets channel notify_channel0 + t * n_tiles
+  // + j of notify_sig (n_tiles = ceil(n / tile_n)).
+  SignalView notify_sig;
+  uint32_t notify_channel0 = 0;
+  bool notify = false;
   int device = 0;
   int sm_count = 0;
   int swizzle = 1;
@@ -38,6 +44,7 @@ struct Sm90MoeGemmProblem {
 class Sm90MoeGemmKernel {
  public:
   virtual ~Sm90MoeGemmKernel() = default;
+  // `epoch`: of the signal slice the run waits on (part 1) or notifies (part 2).
   virtual void run(uint64_t epoch, cudaStream_t stream) = 0;
   virtual int ctas() const = 0;
 };
@@ -51,5 +58,7 @@ struct Sm90MoeGemmConfigInfo {
 };
 
 const std::vector<Sm90MoeGemmConfigInfo>& sm90_moe_gemm_configs();
+// The tile height of configuration `kernel` ("" = default); InvalidArgument from `where` if unknown.
+uint32_t moe_gemm_tile_m(const std::string& kernel, const char* where);
 
 }  // namespace tilelink::detail

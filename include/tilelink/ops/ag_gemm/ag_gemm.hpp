@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "tilelink/comm/collectives.hpp"
+#include "tilelink/runtime/trace_buffer.hpp"
 #include "tilelink/runtime/device_buffer.hpp"
 #include "tilelink/runtime/signal_set.hpp"
 #include "tilelink/runtime/symmetric_heap.hpp"
@@ -98,6 +99,10 @@ class AgGemm {
   uint64_t run();
   // The GEMM alone, on data already gathered (no waits): the fused kernel's isolated compute time.
   void run_gemm_only();
+  // Later calls record the device timeline into `trace` (nullptr: off): every GEMM tile's wait
+  // for its rows and its TMA loads (producer) and epilogue (consumer), and, on the SM path, the
+  // all-gather blocks' waits, copies and notifies. tilelink trace renders it.
+  void set_trace(const TraceBuffer* trace);
 
   // The all-gather half (benchmarks time it alone).
   const AllGather& all_gather() const { return *ag_; }

@@ -81,8 +81,10 @@ class Mlp {
 
 namespace detail {
 // act(y) for an M x cols_out output from y (M x (2 or 1) cols_out), bf16 in and out, fp32 math.
+// With `live_tiles` (on the device, read by the kernel) only the first *live_tiles * tile_rows
+// rows (at most M): the MoE layer's rows in use by the call's routing.
 void launch_mlp_activation(MlpActivation act, const void* y, void* h, uint32_t m, uint32_t cols_out,
-                           cudaStream_t stream);
+                           cudaStream_t stream, const uint32_t* live_tiles = nullptr, uint32_t tile_rows = 0);
 }  // namespace detail
 
 }  // namespace tilelink

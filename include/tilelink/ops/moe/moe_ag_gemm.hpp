@@ -90,6 +90,8 @@ class MoeAgGroupGemm {
   static std::string can_implement(const World& world, const SymmetricHeap& heap,
                                    const MoeAgGroupGemmArguments& args);
   static std::vector<std::string> kernel_names();
+  // The tile height (mapping rows per tile) of `kernel` ("" = default).
+  static uint32_t tile_m_of(const std::string& kernel = "");
   // Rows `out` must hold: the most sorted rows any routing of these tokens can need.
   static uint64_t out_rows(const World& world, const MoeAgGroupGemmArguments& args);
 

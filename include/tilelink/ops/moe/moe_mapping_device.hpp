@@ -8,6 +8,7 @@
 #include <cstdint>
 
 #include "tilelink/ops/moe/moe_mapping.hpp"
+#include "tilelink/ops/moe/moe_rs_protocol.hpp"
 #include "tilelink/runtime/device_buffer.hpp"
 
 namespace tilelink {
@@ -26,6 +27,16 @@ class MoeMappingBuffers {
   // device; the first num_tiles are valid), on `stream` after build().
   void build_order(const AllGatherPlan& ag, uint32_t rank, uint32_t* order, cudaStream_t stream) const;
 
+  // Part 2's tile order for rank `rank` into order (as build_order): tiles by when the rank's
+  // combine needs their first token (plan.combine_key: round by round, owner rank+1 first), so
+  // the combine's first rounds find their tiles done first. Within buckets of nearby keys the
+  // order is unspecified.
+  void build_combine_order(const MoeRsPlan& plan, uint32_t rank, uint32_t* order, cudaStream_t stream) const;
+
+  uint32_t tokens() const { return tokens_; }
+  uint32_t topk() const { return topk_; }
+  uint32_t experts() const { return experts_; }
+  uint32_t bm() const { return bm_; }
   uint32_t max_rows() const { return max_tiles_ * bm_; }
   uint32_t max_tiles() const { return max_tiles_; }
   const uint32_t* num_tiles_device() const { return num_tiles_.get<uint32_t>(); }

@@ -1,0 +1,116 @@
+// MoE part 2: grouped GEMM + top-k weighted combine + reduce-scatter to the tokens' owners,
+// overlapped.
+//
+// Tensor-parallel MoE after part 1 and the activation: every rank holds, in the expert-sorted
+// row order of the dynamic mapping (moe_mapping.hpp, the same tables part 1 used), the rows H_r
+// of its slice of the intermediate activations (k = I / P columns) and, for every expert, its
+// slice of the expert's second weight W2_e (n x k, the nn.Linear layout: n = the hidden size).
+// Rank q gets, for each token t it owns (tokens [q T/P, (q+1) T/P)),
+//
+//   out[t] = sum over ranks r in order 0..P-1 of  bf16( sum over j in order of  weight[t][j] * Y_r[row(t, j)] )
+//   Y_r    = bf16(H_r * W2_e^T) row by row (e = the row's expert)
+//
+// in fp32 between the roundings: the same inputs give the same bits, run after run.
+//
+// One call (run), per rank:
+//  - compute stream: the rank's GEMM tile order (tiles whose tokens the combine needs first go
+//    first), then the grouped GEMM (the part-1 CUTLASS 4.2 kernel: TMA + WGMMA, B by the tile's
+//    expert) whose epilogue notifies every finished tile;
+//  - a combine stream: combine_blocks CTAs walk the tokens in rounds of comm_rows tokens per
+//    owner (owner rank+1's first); each token block, once the tiles of all its pairs are done,
+//    gets each token's top-k rows summed with the routing weights, stored straight into the
+//    owner's receive slot of this rank, and the owner notified; after each round the same CTAs
+//    sum the rank's own block of the round over the P senders' slots, in rank order, into `out`
+//    (moe_rs_protocol.hpp); then an exit barrier (slots are rewritten by the next call). With no
+//    peers the combine writes `out` directly.
+// The call is complete on the compute stream.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "tilelink/ops/moe/moe_mapping_device.hpp"
+#include "tilelink/ops/moe/moe_rs_protocol.hpp"
+#include "tilelink/runtime/device_buffer.hpp"
+#include "tilelink/runtime/side_streams.hpp"
+#include "tilelink/runtime/signal_set.hpp"
+#include "tilelink/runtime/symmetric_heap.hpp"
+#include "tilelink/runtime/world.hpp"
+
+namespace tilelink {
+
+struct MoeGemmRsConfig {
+  uint32_t comm_rows = 0;       // tokens per combine/reduce block (one signal each); 0 = automatic (64)
+  uint32_t combine_blocks = 0;  // CTAs of the combine and reduction per rank; 0 = automatic (enough to keep up)
+  uint32_t gemm_sms = 0;        // CTAs of the grouped GEMM; 0 = the SM budget less the combine
+  uint32_t swizzle = 0;         // rasterization swizzle (1, 2, 4, 8; 0 = 1, as part 1)
+  std::string kernel;           // kernel configuration by name (MoeAgGroupGemm::kernel_names()); "" = default
+};
+
+struct MoeGemmRsArguments {
+  uint32_t tokens_per_rank = 0;
+  uint32_t n = 0;  // output columns (the hidden size), a multiple of 8
+  uint32_t k = 0;  // each rank's slice of the intermediate size, a multiple of 8
+  uint32_t experts = 0;
+  uint32_t topk = 0;
+  // Per rank: the mapping of all world * tokens_per_rank tokens' routing, tiles of tile_m(kernel)
+  // rows, built on the rank's compute stream before run() (MoeAgGroupGemm::run builds it).
+  std::vector<const MoeMappingBuffers*> mapping;
+  std::vector<const void*> h;         // per rank: mapping max_rows() x k bf16, in the mapping's row order
+  std::vector<const void*> w;         // per rank: experts x n x k bf16
+  std::vector<const float*> weights;  // per rank: all tokens' routing weights (tokens x topk fp32)
+  std::vector<void*> out;             // per rank: tokens_per_rank x n bf16
+  const SymmetricBuffer* recv = nullptr;  // world * tokens_per_rank x n bf16 (the senders' slots); world > 1 only
+  MoeGemmRsConfig config;
+};
+
+namespace detail {
+class Sm90MoeGemmKernel;
+}
+
+class MoeGemmRs {
+ public:
+  // Validates (InvalidArgument with the reason; nothing is launched), claims a signal slice,
+  // allocates the sorted GEMM output and tile order per rank, and builds every rank's kernel.
+  MoeGemmRs(const World& world, SymmetricHeap& heap, SignalSet& signals, const MoeGemmRsArguments& args,
+            const std::string& name = "moe_gemm_rs");
+  ~MoeGemmRs();
+  MoeGemmRs(const MoeGemmRs&) = delete;
+  MoeGemmRs& operator=(const MoeGemmRs&) = delete;
+
+  static std::string can_implement(const World& world, const SymmetricHeap& heap, const MoeGemmRsArguments& args);
+  // can_implement's checks of everything but `mapping` and `h`, for a caller that builds those
+  // itself (MoeLayer: part 1's mapping and the activation's rows).
+  static std::string can_implement_shape(const World& world, const SymmetricHeap& heap,
+                                         const MoeGemmRsArguments& args);
+  // The tile height the mapping must be built with for `kernel` ("" = default).
+  static uint32_t tile_m_of(const std::string& kernel = "");
+
+  // Enqueues one call on every rank; returns the call's epoch.
+  uint64_t run();
+  // The grouped GEMM alone (no notifies) on the rows and mapping in place: its isolated time.
+  void run_gemm_only();
+
+  const MoeRsPlan& plan() const { return plan_; }
+  // Rank r's grouped GEMM output (mapping max_rows() x n bf16, padding rows unspecified).
+  const void* y(int rank) const { return y_[static_cast<size_t>(rank)].get(); }
+  uint32_t combine_blocks() const { return combine_blocks_; }
+  int gemm_ctas(int rank) const;
+  const std::string& kernel_name() const { return kernel_name_; }
+
+ private:
+  const World* world_;
+  const SymmetricHeap* heap_;
+  MoeGemmRsArguments args_;
+  std::string kernel_name_;
+  MoeRsPlan plan_;
+  uint32_t combine_blocks_ = 1, cluster_ = 1;
+  SignalSlice slice_;
+  SideStreams combine_streams_;
+  std::vector<DeviceBuffer> y_, order_;
+  std::vector<std::unique_ptr<detail::Sm90MoeGemmKernel>> kernels_, plain_kernels_;
+};
+
+}  // namespace tilelink

@@ -1,0 +1,84 @@
+// The tensor-parallel MoE layer as one call: part 1 (all-gather + gather + grouped GEMM with the
+// experts' first weights) -> activation -> part 2 (grouped GEMM with the second weights + top-k
+// weighted combine + reduce-scatter to the tokens' owners).
+//
+// Every rank r holds a row shard of the tokens X (tokens_per_rank x H, in the symmetric `x`
+// buffer at rows [r T/P, (r+1) T/P), as MoeAgGroupGemm expects), every token's routing (ids and
+// weights, tokens x topk), and for every expert e its slices W1_e,r ((2 I/P or I/P) x H: the gate
+// rows then the up rows for SwiGLU) and W2_e,r (H x I/P). Rank r gets, for its tokens t,
+//
+//   out[t] = sum over ranks r of  sum over j of  weight[t][j] * act(X[t] W1_{e,r}^T) W2_{e,r}^T,  e = ids[t][j]
+//
+// (bf16 between the stages as each part documents; fp32 accumulation and reductions in fixed
+// order: bit-identical run after run). Part 2 reads part 1's mapping tables: the routing is
+// sorted once per call, on the device.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "tilelink/ops/mlp/mlp.hpp"
+#include "tilelink/ops/moe/moe_ag_gemm.hpp"
+#include "tilelink/ops/moe/moe_gemm_rs.hpp"
+
+namespace tilelink {
+
+struct MoeLayerConfig {
+  MlpActivation activation = MlpActivation::kSwiGlu;
+  MoeAgGroupGemmConfig part1;  // part1.kernel and part2.kernel must have the same tile height
+  MoeGemmRsConfig part2;
+};
+
+struct MoeLayerArguments {
+  const SymmetricBuffer* x = nullptr;  // world * tokens_per_rank rows of hidden bf16
+  size_t x_offset = 0;
+  uint32_t tokens_per_rank = 0;
+  uint32_t hidden = 0;        // H
+  uint32_t intermediate = 0;  // I over all ranks (each expert's), a multiple of 8 * world
+  uint32_t experts = 0;
+  uint32_t topk = 0;
+  std::vector<const int32_t*> ids;    // per rank: all tokens' expert ids (tokens x topk int32, valid)
+  std::vector<const float*> weights;  // per rank: all tokens' routing weights (tokens x topk fp32)
+  std::vector<const void*> w1;        // per rank: experts x (2 I/P or I/P) x H bf16
+  std::vector<const void*> w2;        // per rank: experts x H x I/P bf16
+  std::vector<void*> out;             // per rank: tokens_per_rank x H bf16
+  const SymmetricBuffer* recv = nullptr;  // world * tokens_per_rank x H bf16 (part 2's slots)
+  MoeLayerConfig config;
+};
+
+class MoeLayer {
+ public:
+  // Validates (InvalidArgument naming the argument; nothing launched), allocates each rank's
+  // part-1 output and activation (sorted rows) and builds both parts.
+  MoeLayer(const World& world, SymmetricHeap& heap, SignalSet& signals, const MoeLayerArguments& args,
+           const std::string& name = "moe_layer");
+  ~MoeLayer();
+  MoeLayer(const MoeLayer&) = delete;
+  MoeLayer& operator=(const MoeLayer&) = delete;
+
+  static std::string can_implement(const World& world, const SymmetricHeap& heap, const MoeLayerArguments& args);
+
+  // Enqueues one call on every rank; complete on the compute streams.
+  void run();
+  // The activation alone on every rank, on the rows of the last call (benchmarks).
+  void run_activation();
+
+  MoeAgGroupGemm& part1() { return *part1_; }
+  MoeGemmRs& part2() { return *part2_; }
+  const MoeAgGroupGemm& part1() const { return *part1_; }
+  const MoeGemmRs& part2() const { return *part2_; }
+  // Rank r's part-1 output and activation (sorted rows; tests and benchmarks).
+  const void* part1_out(int rank) const { return y_[static_cast<size_t>(rank)].get(); }
+  const void* activation_out(int rank) const { return h_[static_cast<size_t>(rank)].get(); }
+
+ private:
+  const World* world_;
+  MoeLayerArguments args_;
+  std::vector<DeviceBuffer> y_, h_;
+  std::unique_ptr<MoeAgGroupGemm> part1_;
+  std::unique_ptr<MoeGemmRs> part2_;
+};
+
+}  // namespace tilelink

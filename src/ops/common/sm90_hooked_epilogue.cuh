@@ -1,0 +1,82 @@
+// An sm90 epilogue wrapper: Base = the builder's TMA epilogue; Hook = what an op adds around each
+// tile's store, carried in the epilogue's Arguments and Params. The hook supplies
+//   problem(shape) / coord(tile)   the problem and tile coordinate Base::store sees (an op may view
+//                                  the GEMM as a batch, e.g. GEMM+RS's owners);
+//   before()                       a value taken before Base::store (e.g. a timestamp);
+//   after(tile, thread_idx, v)     run by every consumer thread after Base::store of `tile`.
+// Ops use store_landed_then to notify a finished tile once its TMA stores have been written.
+#pragma once
+
+#include <cute/tensor.hpp>
+#include <cutlass/cutlass.h>
+
+namespace tilelink::detail {
+
+template <class Base, class Hook>
+struct Sm90HookedEpilogue : Base {
+  struct Arguments : Base::Arguments {
+    Hook hook;
+  };
+  struct Params : Base::Params {
+    Hook hook;
+  };
+
+  template <class ProblemShape>
+  static constexpr Params to_underlying_arguments(ProblemShape const& problem_shape, Arguments const& args,
+                                                  void* workspace) {
+    return Params{Base::to_underlying_arguments(args.hook.problem(problem_shape), args, workspace), args.hook};
+  }
+
+  CUTLASS_DEVICE Sm90HookedEpilogue(Params const& params, typename Base::TensorStorage& shared)
+      : Base(params, shared), hook_(params.hook) {}
+
+  template <class ProblemShapeMNKL, class TileShapeMNK, class TileCoordMNKL, class AccEngine, class AccLayout,
+            class TiledMma>
+  CUTLASS_DEVICE auto store(typename Base::LoadPipeline load_pipeline,
+                            typename Base::LoadPipelineState load_pipe_consumer_state,
+                            typename Base::StorePipeline store_pipeline,
+                            typename Base::StorePipelineState store_pipe_producer_state,
+                            ProblemShapeMNKL problem_shape_mnkl, TileShapeMNK tile_shape_mnk,
+                            TileCoordMNKL tile_coord_mnkl, cute::Tensor<AccEngine, AccLayout> accumulators,
+                            TiledMma tiled_mma, int thread_idx, typename Base::TensorStorage& shared_tensors,
+                            int subtile_idx = -1) {
+    const auto before = hook_.before();
+    auto next = Base::store(load_pipeline, load_pipe_consumer_state, store_pipeline, store_pipe_producer_state,
+                            hook_.problem(problem_shape_mnkl), tile_shape_mnk, hook_.coord(tile_coord_mnkl),
+                            accumulators, tiled_mma, thread_idx, shared_tensors, subtile_idx);
+    hook_.after(tile_coord_mnkl, thread_idx, before);
+    return next;
+  }
+
+ private:
+  Hook hook_;
+};
+
+// After Base::store of a tile: its TMA stores are issued by the warp with thread_idx / 32 == 0,
+// every lane at PTX level; each lane waits for its own bulk groups to be written
+// (cp.async.bulk.wait_group 0: CUTLASS itself only waits for the shared-memory reads), fences the
+// async proxy, and then thread 0 runs notify() -- a release that now covers the tile's data.
+template <class Notify>
+CUTLASS_DEVICE void store_landed_then(int thread_idx, Notify&& notify) {
+  if (thread_idx >= cutlass::NumThreadsPerWarp) return;
+  asm volatile("cp.async.bulk.wait_group 0;" ::: "memory");
+  asm volatile("fence.proxy.async.global;" ::: "memory");
+  __syncwarp();
+  if (thread_idx == 0) notify();
+  __syncwarp();
+}
+
+// The hook part of a plain GEMM: the problem and coordinates as they are, nothing before.
+struct PlainEpilogueView {
+  template <class ProblemShape>
+  CUTLASS_HOST_DEVICE ProblemShape problem(ProblemShape const& p) const {
+    return p;
+  }
+  template <class TileCoord>
+  CUTLASS_HOST_DEVICE TileCoord coord(TileCoord const& c) const {
+    return c;
+  }
+  CUTLASS_DEVICE int before() const { return 0; }
+};
+
+}  // namespace tilelink::detail

@@ -1,0 +1,30 @@
+// The top-k combine and the owners' reduction of MoE part 2 on the GPU, one kernel
+// (moe_rs_protocol.hpp).
+// Internal to the MoE ops.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+#include "tilelink/ops/moe/moe_rs_protocol.hpp"
+
+namespace tilelink::detail {
+
+// Most (token, k) pairs of one combine block (plan.tokens.comm_rows * topk): its rows and
+// weights are staged in shared memory.
+constexpr uint32_t kMoeCombineMaxPairs = 4096;
+
+// moe_combine_reduce_block in `blocks` CTAs (launched in clusters of `cluster`): y = the rank's
+// sorted rows (m.rows() x plan.n bf16, the grouped GEMM's output, tiles notified on `sig`),
+// weights = tokens x topk fp32, recv = this rank's pointer to the symmetric slots (world x
+// tokens_per_rank x n bf16; unused with no peers), out = tokens_per_rank x n bf16. Each token's
+// weighted sum lands, rounded to bf16, in its owner's slot of this rank (the output with no
+// peers); the owner sums the slots in rank order in fp32. m.num_tiles is not read.
+void launch_moe_combine(const MoeRsPlan& plan, const MoeMappingView& m, const SignalView& sig,
+                        const SymmetricView& heap, const void* y, const float* weights, void* recv, void* out,
+                        uint32_t blocks, uint32_t cluster, cudaStream_t stream);
+
+void preload_moe_combine();
+
+}  // namespace tilelink::detail

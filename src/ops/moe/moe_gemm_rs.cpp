@@ -1,0 +1,221 @@
+// Host side of MoE part 2: validation, the plan, the per-rank grouped GEMM, combine and
+// reduction, and the order of their launches.
+#include "tilelink/ops/moe/moe_gemm_rs.hpp"
+
+#include <algorithm>
+#include <string>
+
+#include "core/checks.hpp"
+#include "ops/common/kernel_configs.hpp"
+#include "ops/moe/moe_combine.hpp"
+#include "ops/moe/sm90_moe_gemm_kernel.hpp"
+#include "tilelink/core/error.hpp"
+
+namespace tilelink {
+
+namespace {
+
+const detail::Sm90MoeGemmConfigInfo* find_kernel(const std::string& name) {
+  return detail::find_config(detail::sm90_moe_gemm_configs(), name);
+}
+
+uint32_t comm_rows_of(const MoeGemmRsArguments& a) {
+  if (a.config.comm_rows != 0) return a.config.comm_rows;
+  return std::max(1u, std::min(64u, detail::kMoeCombineMaxPairs / std::max(a.topk, 1u)));
+}
+
+uint32_t round_to(uint32_t v, uint32_t multiple) { return (v + multiple - 1) / multiple * multiple; }
+
+// Enough combine CTAs to keep up with the GEMM's tiles in ~70 % of its time: per rank the
+// combine moves about (pairs + tokens) * n * 2 bytes, the reduction (with peers) tokens * n * 2
+// more; a CTA ~80 GB/s (512 threads, 8 x topk vectors each in flight); the GEMM does 2 * pairs * n
+// * k FLOPs at ~5.3 TFLOP/s per SM -- about (1 + 2/topk) * budget * 95 / k CTAs; at most a
+// quarter of the budget (for small k the combine costs as much as the GEMM). Whole clusters.
+uint32_t combine_block_count(const World& world, const MoeGemmRsArguments& a, uint32_t cluster) {
+  if (a.config.combine_blocks != 0) return round_to(a.config.combine_blocks, cluster);
+  const double budget = world.sm_budget(0);
+  const double per_pair = world.size() > 1 ? 1.0 + 2.0 / std::max(a.topk, 1u) : 1.0 + 1.0 / std::max(a.topk, 1u);
+  const double want = per_pair * budget * 95.0 / std::max(a.k, 1u);
+  const uint32_t cap = std::max(static_cast<uint32_t>(budget / 4), 1u);
+  return round_to(std::min(std::max(static_cast<uint32_t>(want + 0.999), 1u), cap), cluster);
+}
+
+int gemm_sm_count(const World& world, int rank, const MoeGemmRsArguments& a, uint32_t side_blocks) {
+  const int left = world.sm_budget(rank) - static_cast<int>(side_blocks);
+  return a.config.gemm_sms != 0 ? std::min(left, static_cast<int>(a.config.gemm_sms)) : left;
+}
+
+uint32_t max_tiles(const World& world, const MoeGemmRsArguments& a, uint32_t bm) {
+  return moe_max_tiles(uint64_t(a.tokens_per_rank) * world.size() * a.topk, a.experts, bm);
+}
+
+MoeRsPlan make_plan(const World& world, const MoeGemmRsArguments& a, const detail::Sm90MoeGemmConfigInfo& kernel) {
+  MoeRsPlan plan;
+  plan.tokens = RowShardMapping{a.tokens_per_rank, comm_rows_of(a), static_cast<uint32_t>(world.size())};
+  plan.n = a.n;
+  plan.bn = kernel.tile_n;
+  plan.max_tiles = max_tiles(world, a, kernel.tile_m);
+  return plan;
+}
+
+std::string check_mapping(const World& world, const MoeGemmRsArguments& a, uint32_t bm) {
+  if (a.mapping.size() != static_cast<size_t>(world.size())) {
+    return "argument 'mapping': " + std::to_string(a.mapping.size()) + " entries, expected one per rank (" +
+           std::to_string(world.size()) + ")";
+  }
+  const uint32_t tokens = a.tokens_per_rank * static_cast<uint32_t>(world.size());
+  for (size_t r = 0; r < a.mapping.size(); ++r) {
+    const MoeMappingBuffers* m = a.mapping[r];
+    const std::string which = "argument 'mapping[" + std::to_string(r) + "]'";
+    if (m == nullptr) return which + " is null";
+    if (m->tokens() != tokens || m->topk() != a.topk || m->experts() != a.experts) {
+      return which + ": built for (tokens, topk, experts) = (" + std::to_string(m->tokens()) + ", " +
+             std::to_string(m->topk()) + ", " + std::to_string(m->experts()) + "), expected (" +
+             std::to_string(tokens) + ", " + std::to_string(a.topk) + ", " + std::to_string(a.experts) + ")";
+    }
+    if (m->bm() != bm) {
+      return which + ": tiles of " + std::to_string(m->bm()) + " rows, expected the kernel's " + std::to_string(bm) +
+             " (MoeGemmRs::tile_m_of)";
+    }
+  }
+  return "";
+}
+
+}  // namespace
+
+uint32_t MoeGemmRs::tile_m_of(const std::string& kernel) {
+  return detail::moe_gemm_tile_m(kernel, "MoeGemmRs::tile_m_of");
+}
+
+std::string MoeGemmRs::can_implement(const World& world, const SymmetricHeap& heap, const MoeGemmRsArguments& a) {
+  if (std::string e = can_implement_shape(world, heap, a); !e.empty()) return e;
+  if (std::string e = check_mapping(world, a, tile_m_of(a.config.kernel)); !e.empty()) return e;
+  return check_rank_pointers(world, a.h, "h");
+}
+
+std::string MoeGemmRs::can_implement_shape(const World& world, const SymmetricHeap& heap,
+                                           const MoeGemmRsArguments& a) {
+  if (a.tokens_per_rank == 0) return "argument 'tokens_per_rank' = 0: expected at least one token";
+  if (a.experts == 0 || a.experts > 1024) {
+    return "argument 'experts' = " + std::to_string(a.experts) + ": expected 1 to 1024";
+  }
+  if (a.topk == 0 || a.topk > a.experts) {
+    return "argument 'topk' = " + std::to_string(a.topk) + ": expected 1 to the number of experts (" +
+           std::to_string(a.experts) + ")";
+  }
+  const uint32_t comm_rows = comm_rows_of(a);
+  if (uint64_t(comm_rows) * a.topk > detail::kMoeCombineMaxPairs) {
+    return "argument 'config.comm_rows' = " + std::to_string(comm_rows) + ": expected comm_rows * topk (" +
+           std::to_string(a.topk) + ") at most " + std::to_string(detail::kMoeCombineMaxPairs);
+  }
+  const uint64_t tokens = uint64_t(a.tokens_per_rank) * world.size();
+  if (tokens * a.topk > 0x7FFFFFFFull) {
+    return "argument 'tokens_per_rank' = " + std::to_string(a.tokens_per_rank) +
+           ": expected world * tokens_per_rank * topk below 2^31";
+  }
+  if (std::string e = world.check_extra_streams(1, "the MoE combine stage"); !e.empty()) return e;
+  const detail::Sm90MoeGemmConfigInfo* kernel = find_kernel(a.config.kernel);
+  if (kernel == nullptr) return detail::unknown_config(detail::sm90_moe_gemm_configs(), a.config.kernel);
+  if (std::string e = check_rank_pointers(world, a.w, "w"); !e.empty()) return e;
+  if (std::string e = check_rank_pointers(world, a.weights, "weights"); !e.empty()) return e;
+  if (std::string e = check_rank_pointers(world, a.out, "out"); !e.empty()) return e;
+  const uint32_t cluster = kernel->cluster_m * kernel->cluster_n;
+  const uint32_t side = combine_block_count(world, a, cluster);
+  detail::Sm90MoeGemmProblem p;
+  p.max_tiles = max_tiles(world, a, kernel->tile_m);
+  p.n = a.n;
+  p.k = a.k;
+  p.experts = a.experts;
+  p.sm_count = gemm_sm_count(world, 0, a, side);
+  p.swizzle = a.config.swizzle != 0 ? static_cast<int>(a.config.swizzle) : 1;
+  if (p.sm_count < static_cast<int>(cluster)) {
+    return "argument 'config.combine_blocks' = " + std::to_string(a.config.combine_blocks) + ": the combine " +
+           "takes " + std::to_string(side) + " of the rank's " + std::to_string(world.sm_budget(0)) +
+           " SMs, leaving " + std::to_string(std::max(p.sm_count, 0)) + "; expected at least one " +
+           std::to_string(cluster) + "-CTA cluster for the grouped GEMM";
+  }
+  if (std::string e = kernel->can_implement(p); !e.empty()) return e;
+  if (world.size() == 1) return "";  // the combine writes `out` itself: no slots
+  return check_symmetric(world, heap, a.recv, 0, tokens * a.n * 2, "recv");
+}
+
+MoeGemmRs::MoeGemmRs(const World& world, SymmetricHeap& heap, SignalSet& signals, const MoeGemmRsArguments& args,
+                     const std::string& name)
+    : world_(&world), heap_(&heap), args_(args) {
+  if (std::string why = can_implement(world, heap, args); !why.empty()) {
+    throw InvalidArgument("MoeGemmRs '" + name + "': " + why);
+  }
+  const detail::Sm90MoeGemmConfigInfo& kernel = *find_kernel(args.config.kernel);
+  kernel_name_ = kernel.name;
+  plan_ = make_plan(world, args, kernel);
+  cluster_ = kernel.cluster_m * kernel.cluster_n;
+  combine_blocks_ = combine_block_count(world, args, cluster_);
+  slice_ = signals.allocate(plan_.num_channels(), name);
+  combine_streams_ = SideStreams(world, false);
+  for (int r = 0; r < world.size(); ++r) {
+    const size_t i = static_cast<size_t>(r);
+    world.set_device(r);
+    const MoeMappingBuffers& mapping = *args.mapping[i];
+    y_.emplace_back(size_t(mapping.max_rows()) * args.n * 2, world.device(r));
+    order_.emplace_back(size_t(mapping.max_tiles()) * sizeof(uint32_t), world.device(r));
+    detail::Sm90MoeGemmProblem p;
+    p.a = args.h[i];
+    p.b = args.w[i];
+    p.d = y_.back().get();
+    p.max_tiles = plan_.max_tiles;
+    p.n = args.n;
+    p.k = args.k;
+    p.experts = args.experts;
+    p.order = order_.back().get<uint32_t>();
+    p.num_tiles = mapping.num_tiles_device();
+    p.tile_expert = mapping.view(plan_.max_tiles).tile_expert;
+    p.wait = false;
+    p.notify_sig = slice_.device_view(r);
+    p.notify_channel0 = plan_.tile_channel(0, 0);
+    p.notify = true;
+    p.device = world.device(r);
+    p.sm_count = gemm_sm_count(world, r, args, combine_blocks_);
+    p.swizzle = args.config.swizzle != 0 ? static_cast<int>(args.config.swizzle) : 1;
+    kernels_.push_back(kernel.make(p));
+    p.notify = false;
+    plain_kernels_.push_back(kernel.make(p));
+    detail::preload_moe_combine();
+  }
+}
+
+MoeGemmRs::~MoeGemmRs() = default;
+
+int MoeGemmRs::gemm_ctas(int rank) const {
+  world_->check_rank(rank, "MoeGemmRs::gemm_ctas");
+  return kernels_[static_cast<size_t>(rank)]->ctas();
+}
+
+uint64_t MoeGemmRs::run() {
+  const World& world = *world_;
+  const uint64_t epoch = slice_.begin_call();
+  for (int r = 0; r < world.size(); ++r) {
+    const size_t i = static_cast<size_t>(r);
+    world.set_device(r);
+    const cudaStream_t compute = world.compute_stream(r);
+    const MoeMappingBuffers& mapping = *args_.mapping[i];
+    mapping.build_combine_order(plan_, static_cast<uint32_t>(r), order_[i].get<uint32_t>(), compute);
+    // The combine overwrites peers' slots and `out`: after the previous call's combine and exit
+    // barrier, and after the caller's earlier work on the compute stream (which reads `out`).
+    combine_streams_.fork_from(r, compute);
+    kernels_[i]->run(epoch, compute);
+    detail::launch_moe_combine(plan_, mapping.view(plan_.max_tiles), slice_.device_view(r), heap_->device_view(r),
+                               y_[i].get(), args_.weights[i], world.size() > 1 ? args_.recv->data(r) : nullptr,
+                               args_.out[i], combine_blocks_, cluster_, combine_streams_.stream(r));
+    combine_streams_.join_into(r, compute);
+  }
+  return epoch;
+}
+
+void MoeGemmRs::run_gemm_only() {
+  for (int r = 0; r < world_->size(); ++r) {
+    world_->set_device(r);
+    plain_kernels_[static_cast<size_t>(r)]->run(slice_.epoch(), world_->compute_stream(r));
+  }
+}
+
+}  // namespace tilelink

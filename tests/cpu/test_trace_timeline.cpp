@@ -1,0 +1,94 @@
+// The measured device timeline as tilelink trace writes it: records to lanes and intervals, and
+// the Chrome / Perfetto JSON parsed back (the structure Perfetto's JSON importer reads).
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include <set>
+#include <string>
+#include <vector>
+
+#include "tilelink/sim/timeline.hpp"
+
+namespace tilelink::sim {
+namespace {
+
+TraceRecord rec(TraceKind kind, uint32_t tile, uint16_t rank, uint16_t role, uint32_t block, uint64_t t0,
+                uint64_t t1) {
+  TraceRecord r;
+  r.start_ns = t0;
+  r.end_ns = t1;
+  r.kind = static_cast<uint32_t>(kind);
+  r.tile = tile;
+  r.rank = rank;
+  r.role = role;
+  r.block = block;
+  return r;
+}
+
+std::vector<TraceRecord> sample() {
+  return {rec(TraceKind::kEpilogue, 7, 1, 1, 3, 5'000, 6'000), rec(TraceKind::kWait, 7, 1, 0, 3, 1'000, 2'500),
+          rec(TraceKind::kLoad, 7, 1, 0, 3, 2'500, 5'500),     rec(TraceKind::kCopy, 0xFFFFFFFFu, 0, 2, 0, 1'200, 2'000),
+          rec(TraceKind::kNotify, 12, 0, 2, 0, 2'000, 2'100),  rec(TraceKind::kWait, 0, 0, 0, 1, 900, 950)};
+}
+
+TEST(TraceTimeline, LanesByRankRoleAndCtaTimesFromTheFirstRecord) {
+  const std::vector<Interval> t = trace_intervals(sample());
+  ASSERT_EQ(t.size(), 6u);
+  EXPECT_EQ(t[0].lane, "r0 c1 P");
+  EXPECT_EQ(t[0].name, "wait 0");
+  EXPECT_DOUBLE_EQ(t[0].start, 0.0);
+  EXPECT_DOUBLE_EQ(t[0].end, 50e-9);
+  EXPECT_EQ(t[1].lane, "r0 b0 comm");
+  EXPECT_EQ(t[1].name, "copy");  // a copy names no tile
+  EXPECT_EQ(t[2].name, "notify 12");
+  EXPECT_EQ(t[3].lane, "r1 c3 P");
+  EXPECT_EQ(t[3].name, "wait 7");
+  EXPECT_EQ(t[4].name, "load 7");
+  EXPECT_DOUBLE_EQ(t[4].start, 1600e-9);
+  EXPECT_EQ(t[5].lane, "r1 c3 C");
+  EXPECT_EQ(t[5].name, "epilogue 7");
+}
+
+TEST(TraceTimeline, ChromeJsonParsesWithOneCompleteEventPerIntervalAndNamedThreads) {
+  const std::vector<Interval> t = trace_intervals(sample());
+  const nlohmann::json j = nlohmann::json::parse(to_chrome_trace(t, "tilelink trace \"ag_gemm\""));
+  ASSERT_TRUE(j.contains("traceEvents"));
+  ASSERT_TRUE(j["traceEvents"].is_array());
+  size_t complete = 0;
+  std::set<int> tids, named;
+  for (const auto& e : j["traceEvents"]) {
+    ASSERT_TRUE(e.contains("ph") && e["ph"].is_string());
+    ASSERT_TRUE(e.contains("pid") && e["pid"].is_number_integer());
+    ASSERT_TRUE(e.contains("tid") && e["tid"].is_number_integer());
+    ASSERT_TRUE(e.contains("name") && e["name"].is_string());
+    if (e["ph"] == "X") {
+      ++complete;
+      ASSERT_TRUE(e["ts"].is_number());
+      ASSERT_TRUE(e["dur"].is_number());
+      EXPECT_GE(e["ts"].get<double>(), 0.0);
+      EXPECT_GE(e["dur"].get<double>(), 0.0);
+      tids.insert(e["tid"].get<int>());
+    } else {
+      ASSERT_EQ(e["ph"], "M");
+      if (e["name"] == "thread_name") named.insert(e["tid"].get<int>());
+      if (e["name"] == "process_name") EXPECT_EQ(e["args"]["name"], "tilelink trace \"ag_gemm\"");
+    }
+  }
+  EXPECT_EQ(complete, t.size());
+  EXPECT_EQ(tids.size(), 4u);  // r0 c1 P, r0 b0 comm, r1 c3 P, r1 c3 C
+  EXPECT_EQ(named, tids);
+  // Microseconds: the load of tile 7 starts 1.6 µs after the first record and lasts 3 µs.
+  bool found = false;
+  for (const auto& e : j["traceEvents"]) {
+    if (e["ph"] == "X" && e["name"] == "load 7") {
+      EXPECT_NEAR(e["ts"].get<double>(), 1.6, 1e-9);
+      EXPECT_NEAR(e["dur"].get<double>(), 3.0, 1e-9);
+      found = true;
+    }
+  }
+  EXPECT_TRUE(found);
+}
+
+}  // namespace
+}  // namespace tilelink::sim

@@ -1,0 +1,366 @@
+// MoE part 2 (MoeGemmRs: grouped GEMM + top-k combine + reduce-scatter) and the whole MoE layer
+// (MoeLayer: part 1 -> activation -> part 2) on virtual ranks (world 1, 2, 4, 8), against a
+// reference built from cuBLAS GEMMs expert by expert on rows placed by the host mapping, with the
+// activation, the top-k combine and the rank-order reduction on the CPU.
+//
+// Routings uniform, skewed to one expert and few-experts (most experts without tokens); top-k 1,
+// 2, 4, 6, 8; token counts, hidden and intermediate sizes that are not multiples of the tiles.
+// Each case makes two calls with fresh routings, weights and inputs; before each call every
+// rank's output and receive slots (and, for the layer, the peer rows of the gathered tokens) are
+// poisoned. Every output element is checked within bf16 tolerance of the reference, relative to
+// the magnitude of its terms. Part 2 is also checked bit-identical over repeated calls.
+#include <cuda_bf16.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <memory>
+#include <random>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "cublas_ref.hpp"
+#include "gpu_test_util.hpp"
+#include "moe_test_util.hpp"
+#include "tilelink/ops/moe/moe_layer.hpp"
+#include "tilelink/ops/moe/synthetic_routing.hpp"
+
+namespace tilelink::test::moe_rs {
+namespace {
+
+float bf16_round(float v) { return __bfloat162float(__float2bfloat16(v)); }
+
+std::vector<float> random_weights(size_t n, std::mt19937_64& rng) {
+  std::uniform_real_distribution<float> d(0.05f, 1.0f);
+  std::vector<float> v(n);
+  for (float& x : v) x = d(rng);
+  return v;
+}
+
+// rows x n fp32: each expert's block of `a` (sorted rows x k bf16 on the device) times its slice
+// of `w` (experts x n x k bf16), by cuBLAS; rows of no expert (past the mapping's) are not set.
+std::vector<float> grouped_reference(const CublasHandle& cublas, const MoeMapping& m, const void* a, const void* w,
+                                     uint32_t n, uint32_t k, int device) {
+  const uint32_t rows = m.num_tiles() * m.bm;
+  DeviceBuffer ref(size_t(rows) * n * sizeof(float) + 16, device);
+  for (uint32_t e = 0; e < m.experts; ++e) {
+    const uint32_t row0 = m.row_offset[e], rows_e = m.row_offset[e + 1] - row0;
+    if (rows_e == 0) continue;
+    cublas_reference(cublas.get(), static_cast<const char*>(a) + size_t(row0) * k * 2,
+                     static_cast<const char*>(w) + size_t(e) * n * k * 2, ref.get<float>() + size_t(row0) * n, rows_e,
+                     n, k);
+  }
+  settle();
+  return download<float>(ref.get(), size_t(rows) * n);
+}
+
+// Checks every owner's out (tokens_per_rank x n bf16 on the device) against the chain on the
+// rank's fp32 GEMM rows y[r]: bf16(y), weighted top-k sums rounded to bf16 per rank, the
+// rank-order fp32 sum rounded to bf16. Tolerance relative to the sum of the terms' magnitudes.
+std::string check_outputs(const MoeMapping& m, const std::vector<float>& weights,
+                          const std::vector<std::vector<float>>& y, const std::vector<void*>& out,
+                          uint32_t tokens_per_rank, uint32_t n, const std::string& where) {
+  const uint32_t world = static_cast<uint32_t>(y.size()), topk = m.topk;
+  for (uint32_t q = 0; q < world; ++q) {
+    const auto got = download<__nv_bfloat16>(out[q], size_t(tokens_per_rank) * n);
+    for (uint32_t i = 0; i < tokens_per_rank; ++i) {
+      const uint32_t t = q * tokens_per_rank + i;
+      for (uint32_t col = 0; col < n; ++col) {
+        float want = 0.f, mag = 0.f;
+        for (uint32_t r = 0; r < world; ++r) {
+          float part = 0.f;
+          for (uint32_t j = 0; j < topk; ++j) {
+            const size_t pair = size_t(t) * topk + j;
+            const float term = weights[pair] * bf16_round(y[r][size_t(m.pair_row[pair]) * n + col]);
+            part += term;
+            mag += std::fabs(term);
+          }
+          want += bf16_round(part);
+        }
+        want = bf16_round(want);
+        const float g = __bfloat162float(got[size_t(i) * n + col]);
+        if (!(std::fabs(g - want) <= 1e-2f * mag + 1e-3f)) {
+          return where + ": owner " + std::to_string(q) + " token " + std::to_string(t) + " col " +
+                 std::to_string(col) + " = " + std::to_string(g) + ", reference " + std::to_string(want) +
+                 " (terms' magnitude " + std::to_string(mag) + ")";
+        }
+      }
+    }
+  }
+  return "";
+}
+
+struct Part2Shape {
+  uint32_t tokens_per_rank, n, k, experts;
+};
+constexpr Part2Shape kOdd2{150, 200, 72, 10};  // nothing divides the 128x256x64 tiles
+
+// The op and its buffers for one world; the mapping is built per call from fresh ids.
+struct Part2Case {
+  TestWorld env;
+  SymmetricBuffer recv;
+  std::vector<std::unique_ptr<MoeMappingBuffers>> mapping;
+  std::vector<DeviceBuffer> ids, weights, h, w, out;
+  MoeGemmRsArguments args;
+
+  Part2Case(int world_size, uint32_t topk, const Part2Shape& s, std::mt19937_64& rng)
+      : env(world_size, size_t(s.tokens_per_rank) * world_size * s.n * 2 + (2 << 20), 8192),
+        recv(env.heap.allocate(size_t(s.tokens_per_rank) * world_size * s.n * 2)) {
+    const uint32_t tokens = s.tokens_per_rank * static_cast<uint32_t>(world_size);
+    const World& world = env.world;
+    args.tokens_per_rank = s.tokens_per_rank;
+    args.n = s.n;
+    args.k = s.k;
+    args.experts = s.experts;
+    args.topk = topk;
+    args.recv = &recv;
+    for (int r = 0; r < world_size; ++r) {
+      mapping.push_back(
+          std::make_unique<MoeMappingBuffers>(tokens, topk, s.experts, MoeGemmRs::tile_m_of(), world.device(r)));
+      ids.emplace_back(size_t(tokens) * topk * 4, world.device(r));
+      weights.emplace_back(size_t(tokens) * topk * 4, world.device(r));
+      h.emplace_back(size_t(mapping.back()->max_rows()) * s.k * 2, world.device(r));
+      w.emplace_back(size_t(s.experts) * s.n * s.k * 2, world.device(r));
+      out.emplace_back(size_t(s.tokens_per_rank) * s.n * 2, world.device(r));
+      upload(w[r].get(), random_bf16(size_t(s.experts) * s.n * s.k, rng).data(), w[r].bytes());
+      args.mapping.push_back(mapping.back().get());
+      args.h.push_back(h[r].get());
+      args.w.push_back(w[r].get());
+      args.weights.push_back(weights[r].get<float>());
+      args.out.push_back(out[r].get());
+    }
+  }
+
+  // Fresh routing, weights and rows on every rank; outputs and slots poisoned; mappings built.
+  MoeMapping prepare(SyntheticRouting routing, std::vector<float>& weights_host, std::mt19937_64& rng) {
+    const World& world = env.world;
+    const uint32_t tokens = args.tokens_per_rank * static_cast<uint32_t>(world.size());
+    const std::vector<int32_t> routing_ids = synthetic_routing(rng, tokens, args.topk, args.experts, routing);
+    weights_host = random_weights(size_t(tokens) * args.topk, rng);
+    settle();
+    for (int r = 0; r < world.size(); ++r) {
+      upload(ids[r].get(), routing_ids.data(), ids[r].bytes());
+      upload(weights[r].get(), weights_host.data(), weights[r].bytes());
+      upload(h[r].get(), random_bf16(h[r].bytes() / 2, rng).data(), h[r].bytes());
+      poison(out[r].get(), out[r].bytes());
+      poison(recv.data(r), recv.bytes());
+      mapping[r]->build(ids[r].get<int32_t>(), world.compute_stream(r));
+    }
+    settle();
+    return build_moe_mapping({tokens, args.topk, args.experts, routing_ids.data(), weights_host.data()},
+                             MoeGemmRs::tile_m_of());
+  }
+};
+
+std::string run_part2(int world_size, uint32_t topk, SyntheticRouting routing, std::mt19937_64& rng) {
+  Part2Case c(world_size, topk, kOdd2, rng);
+  if (std::string why = MoeGemmRs::can_implement(c.env.world, c.env.heap, c.args); !why.empty()) return why;
+  MoeGemmRs op(c.env.world, c.env.heap, c.env.signals, c.args, "moe_rs_test");
+  CublasHandle cublas;
+  for (int call = 1; call <= 2; ++call) {
+    std::vector<float> weights;
+    const MoeMapping host = c.prepare(routing, weights, rng);
+    op.run();
+    c.env.world.synchronize();
+    std::vector<std::vector<float>> y;
+    for (int r = 0; r < world_size; ++r) {
+      y.push_back(grouped_reference(cublas, host, c.h[r].get(), c.w[r].get(), kOdd2.n, kOdd2.k, 0));
+    }
+    if (std::string e = check_outputs(host, weights, y, c.args.out, kOdd2.tokens_per_rank, kOdd2.n,
+                                      "call " + std::to_string(call));
+        !e.empty()) {
+      return e;
+    }
+  }
+  return "";
+}
+
+class MoeGemmRsTest : public ::testing::TestWithParam<WorldRouting> {};
+
+TEST_P(MoeGemmRsTest, OwnersGetTheRankSumOfTopkWeightedExpertRows) {
+  TL_SKIP_WITHOUT_GPU();
+  const auto [world, routing] = GetParam();
+  expect_every_topk([&](uint32_t topk, std::mt19937_64& rng) { return run_part2(world, topk, routing, rng); });
+}
+
+INSTANTIATE_TEST_SUITE_P(World, MoeGemmRsTest, worlds_and_routings(), world_routing_name);
+
+// The combine's tile order is built with atomics (it varies call to call); the bits must not.
+TEST(MoeGemmRs, BitIdenticalOverRepeatedCalls) {
+  TL_SKIP_WITHOUT_GPU();
+  const uint64_t seed = std::random_device{}();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  std::mt19937_64 rng(seed);
+  Part2Case c(4, 4, kOdd2, rng);
+  MoeGemmRs op(c.env.world, c.env.heap, c.env.signals, c.args, "moe_rs_determinism");
+  std::vector<float> weights;
+  c.prepare(SyntheticRouting::kUniform, weights, rng);
+  std::vector<std::vector<uint8_t>> first;
+  for (int call = 0; call < 20; ++call) {
+    for (int r = 0; r < 4; ++r) poison(c.out[r].get(), c.out[r].bytes());
+    op.run();
+    c.env.world.synchronize();
+    for (int r = 0; r < 4; ++r) {
+      const auto bits = download<uint8_t>(c.out[r].get(), c.out[r].bytes());
+      if (call == 0) {
+        ASSERT_FALSE(all_poison(bits));
+        first.push_back(bits);
+      } else {
+        ASSERT_TRUE(bytes_equal(bits, first[r])) << "call " << call << ", rank " << r;
+      }
+    }
+  }
+}
+
+TEST(MoeGemmRs, RefusesBadArgumentsByName) {
+  TL_SKIP_WITHOUT_GPU();
+  std::mt19937_64 rng(5);
+  Part2Case c(2, 2, kOdd2, rng);
+  ASSERT_EQ(MoeGemmRs::can_implement(c.env.world, c.env.heap, c.args), "");
+  auto bad = c.args;
+  bad.n = 100;
+  expect_refused<MoeGemmRs>(c.env, bad, "'n' = 100");
+  bad = c.args;
+  bad.topk = 3;
+  expect_refused<MoeGemmRs>(c.env, bad, "argument 'mapping[0]': built for (tokens, topk, experts)");
+  bad = c.args;
+  bad.mapping[1] = nullptr;
+  expect_refused<MoeGemmRs>(c.env, bad, "'mapping[1]' is null");
+  MoeMappingBuffers small_tiles(kOdd2.tokens_per_rank * 2, 2, kOdd2.experts, 64, 0);
+  bad = c.args;
+  bad.mapping[0] = &small_tiles;
+  expect_refused<MoeGemmRs>(c.env, bad, "tiles of 64 rows, expected the kernel's 128");
+  bad = c.args;
+  bad.config.comm_rows = 4096;
+  expect_refused<MoeGemmRs>(c.env, bad, "'config.comm_rows' = 4096");
+  bad = c.args;
+  bad.config.kernel = "nope";
+  expect_refused<MoeGemmRs>(c.env, bad, "'config.kernel' = 'nope'");
+  bad = c.args;
+  bad.tokens_per_rank = 1 << 16;
+  expect_refused<MoeGemmRs>(c.env, bad, "argument 'recv'");
+  bad = c.args;
+  bad.weights.pop_back();
+  expect_refused<MoeGemmRs>(c.env, bad, "weights");
+}
+
+// ---- the whole layer -----------------------------------------------------------------------------
+
+struct LayerShape {
+  uint32_t tokens_per_rank, hidden, intermediate_per_rank, experts;
+};
+constexpr LayerShape kLayer{150, 200, 72, 10};
+
+std::string run_layer(int world_size, uint32_t topk, SyntheticRouting routing, MlpActivation act,
+                      std::mt19937_64& rng) {
+  const LayerShape s = kLayer;
+  const uint32_t tokens = s.tokens_per_rank * static_cast<uint32_t>(world_size);
+  const uint32_t k = s.intermediate_per_rank, n1 = (act == MlpActivation::kSwiGlu ? 2 : 1) * k;
+  const size_t x_bytes = size_t(tokens) * s.hidden * 2, shard_bytes = size_t(s.tokens_per_rank) * s.hidden * 2;
+  TestWorld env(world_size, 2 * x_bytes + (4 << 20), 16384);
+  const World& world = env.world;
+  SymmetricBuffer x = env.heap.allocate(x_bytes), recv = env.heap.allocate(x_bytes);
+  MoeLayerArguments args;
+  args.x = &x;
+  args.tokens_per_rank = s.tokens_per_rank;
+  args.hidden = s.hidden;
+  args.intermediate = k * static_cast<uint32_t>(world_size);
+  args.experts = s.experts;
+  args.topk = topk;
+  args.recv = &recv;
+  args.config.activation = act;
+  std::vector<DeviceBuffer> ids, weights, w1, w2, out;
+  for (int r = 0; r < world_size; ++r) {
+    ids.emplace_back(size_t(tokens) * topk * 4, world.device(r));
+    weights.emplace_back(size_t(tokens) * topk * 4, world.device(r));
+    w1.emplace_back(size_t(s.experts) * n1 * s.hidden * 2, world.device(r));
+    w2.emplace_back(size_t(s.experts) * s.hidden * k * 2, world.device(r));
+    out.emplace_back(shard_bytes, world.device(r));
+    upload(w1[r].get(), random_bf16(w1[r].bytes() / 2, rng).data(), w1[r].bytes());
+    upload(w2[r].get(), random_bf16(w2[r].bytes() / 2, rng).data(), w2[r].bytes());
+    args.ids.push_back(ids[r].get<int32_t>());
+    args.weights.push_back(weights[r].get<float>());
+    args.w1.push_back(w1[r].get());
+    args.w2.push_back(w2[r].get());
+    args.out.push_back(out[r].get());
+  }
+  if (std::string why = MoeLayer::can_implement(world, env.heap, args); !why.empty()) return why;
+  MoeLayer layer(world, env.heap, env.signals, args, "moe_layer_test");
+  CublasHandle cublas;
+  const uint32_t bm = layer.part1().tile_m();
+  DeviceBuffer a_dev(size_t(layer.part1().mapping(0).max_rows()) * std::max(s.hidden, k) * 2, 0);
+
+  for (int call = 1; call <= 2; ++call) {
+    const std::string where = "call " + std::to_string(call);
+    const std::vector<int32_t> routing_ids = synthetic_routing(rng, tokens, topk, s.experts, routing);
+    const std::vector<float> weights_host = random_weights(size_t(tokens) * topk, rng);
+    const std::vector<__nv_bfloat16> x_host = random_bf16(size_t(tokens) * s.hidden, rng);
+    settle();
+    for (int r = 0; r < world_size; ++r) {
+      upload(ids[r].get(), routing_ids.data(), ids[r].bytes());
+      upload(weights[r].get(), weights_host.data(), weights[r].bytes());
+      char* g = static_cast<char*>(x.data(r));
+      TL_CUDA_CHECK(cudaMemset(g, 0xFF, x_bytes));  // bf16 0xFFFF is NaN
+      upload(g + r * shard_bytes, reinterpret_cast<const char*>(x_host.data()) + r * shard_bytes, shard_bytes);
+      poison(out[r].get(), out[r].bytes());
+      poison(recv.data(r), recv.bytes());
+    }
+    settle();
+    layer.run();
+    world.synchronize();
+
+    // The reference chain, rank by rank: gathered rows by the host mapping, cuBLAS per expert,
+    // bf16, the activation in fp32 on the CPU, bf16, cuBLAS per expert.
+    const MoeMapping host = build_moe_mapping({tokens, topk, s.experts, routing_ids.data(), nullptr}, bm);
+    const uint32_t rows = host.num_tiles() * bm;
+    std::vector<__nv_bfloat16> a_host(size_t(rows) * s.hidden, __float2bfloat16(0.0f));
+    for (uint32_t row = 0; row < rows; ++row) {
+      if (host.row_pair[row] == kPadRow) continue;
+      std::copy_n(x_host.begin() + size_t(host.row_pair[row] / topk) * s.hidden, s.hidden,
+                  a_host.begin() + size_t(row) * s.hidden);
+    }
+    std::vector<std::vector<float>> y2;
+    for (int r = 0; r < world_size; ++r) {
+      upload(a_dev.get(), a_host.data(), a_host.size() * 2);
+      const std::vector<float> y1 = grouped_reference(cublas, host, a_dev.get(), w1[r].get(), n1, s.hidden, 0);
+      std::vector<__nv_bfloat16> h(size_t(rows) * k);
+      for (size_t row = 0; row < rows; ++row) {
+        for (uint32_t col = 0; col < k; ++col) {
+          const float g = bf16_round(y1[row * n1 + col]);
+          float v;
+          if (act == MlpActivation::kSwiGlu) {
+            v = g / (1.0f + std::exp(-g)) * bf16_round(y1[row * n1 + k + col]);
+          } else {
+            v = 0.5f * g * (1.0f + std::erf(g * 0.70710678118654752f));
+          }
+          h[row * k + col] = __float2bfloat16(v);
+        }
+      }
+      upload(a_dev.get(), h.data(), h.size() * 2);
+      y2.push_back(grouped_reference(cublas, host, a_dev.get(), w2[r].get(), s.hidden, k, 0));
+    }
+    if (std::string e = check_outputs(host, weights_host, y2, args.out, s.tokens_per_rank, s.hidden, where);
+        !e.empty()) {
+      return e;
+    }
+  }
+  return "";
+}
+
+class MoeLayerTest : public ::testing::TestWithParam<WorldRouting> {};
+
+// SwiGLU, except GELU at top-k 2 and 6.
+TEST_P(MoeLayerTest, MatchesTheCublasChain) {
+  TL_SKIP_WITHOUT_GPU();
+  const auto [world, routing] = GetParam();
+  expect_every_topk([&](uint32_t topk, std::mt19937_64& rng) {
+    const MlpActivation act = topk % 4 == 2 ? MlpActivation::kGelu : MlpActivation::kSwiGlu;
+    return run_layer(world, topk, routing, act, rng);
+  });
+}
+
+INSTANTIATE_TEST_SUITE_P(World, MoeLayerTest, worlds_and_routings(), world_routing_name);
+
+}  // namespace
+}  // namespace tilelink::test::moe_rs

@@ -1,0 +1,139 @@
+// The device timeline (TraceBuffer, AgGemm::set_trace) on virtual ranks: every GEMM tile of every
+// rank records one wait, one load and one epilogue span, the loads begin after the wait ends, the
+// SM all-gather records its copies and notifies, tracing does not change the result, off records
+// nothing, and a full buffer counts what it dropped.
+#include <gtest/gtest.h>
+
+#include <map>
+#include <random>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "gpu_test_util.hpp"
+#include "tilelink/ops/ag_gemm/ag_gemm.hpp"
+#include "tilelink/runtime/trace_buffer.hpp"
+
+namespace tilelink::test::trace {
+namespace {
+
+constexpr uint32_t kMPerRank = 384, kN = 512, kK = 256;  // 128x256 tiles: 3 x 2 per rank block
+
+struct Case {
+  TestWorld env;
+  SymmetricBuffer gathered;
+  std::vector<DeviceBuffer> b, c;
+  AgGemmArguments args;
+
+  Case(int world_size, CommResource resource, std::mt19937_64& rng)
+      : env(world_size, size_t(kMPerRank) * world_size * kK * 2 + (2 << 20), 4096),
+        gathered(env.heap.allocate(size_t(kMPerRank) * world_size * kK * 2)) {
+    args.a = &gathered;
+    args.m_per_rank = kMPerRank;
+    args.n = kN;
+    args.k = kK;
+    args.config.comm.resource = resource;
+    args.config.comm.comm_rows = 128;
+    const size_t shard = size_t(kMPerRank) * kK * 2;
+    const auto a_host = random_bf16(size_t(kMPerRank) * world_size * kK, rng);
+    for (int r = 0; r < world_size; ++r) {
+      b.emplace_back(size_t(kN) * kK * 2, env.world.device(r));
+      c.emplace_back(size_t(kMPerRank) * world_size * kN * 2, env.world.device(r));
+      upload(b[r].get(), random_bf16(size_t(kN) * kK, rng).data(), b[r].bytes());
+      upload(static_cast<char*>(gathered.data(r)) + r * shard, reinterpret_cast<const char*>(a_host.data()) + r * shard,
+             shard);
+      args.b.push_back(b[r].get());
+      args.c.push_back(c[r].get());
+    }
+  }
+};
+
+class TraceTest : public ::testing::TestWithParam<std::tuple<int, CommResource>> {};
+
+TEST_P(TraceTest, EveryTileWaitsThenLoadsThenStores) {
+  TL_SKIP_WITHOUT_GPU();
+  const auto [world_size, resource] = GetParam();
+  std::mt19937_64 rng(std::random_device{}());
+  Case c(world_size, resource, rng);
+  AgGemm op(c.env.world, c.env.heap, c.env.signals, c.args, "trace_test");
+  TraceBuffer buffer(c.env.world, 1 << 16);
+
+  op.run();  // untraced
+  c.env.world.synchronize();
+  ASSERT_TRUE(buffer.records().empty()) << "an op without set_trace recorded";
+  std::vector<std::vector<uint8_t>> untraced;
+  for (int r = 0; r < world_size; ++r) untraced.push_back(download<uint8_t>(c.c[r].get(), c.c[r].bytes()));
+
+  op.set_trace(&buffer);
+  for (int r = 0; r < world_size; ++r) poison(c.c[r].get(), c.c[r].bytes());
+  op.run();
+  c.env.world.synchronize();
+  for (int r = 0; r < world_size; ++r) {
+    EXPECT_TRUE(bytes_equal(download<uint8_t>(c.c[r].get(), c.c[r].bytes()), untraced[r])) << "rank " << r;
+  }
+
+  const uint32_t tiles = kMPerRank * world_size / 128 * (kN / 256);
+  std::map<std::tuple<uint32_t, uint32_t, uint32_t>, std::vector<TraceRecord>> by;  // (rank, kind, tile)
+  uint32_t copies = 0, notifies = 0;
+  for (const TraceRecord& rec : buffer.records()) {
+    ASSERT_LT(rec.rank, uint32_t(world_size));
+    ASSERT_LE(rec.start_ns, rec.end_ns);
+    if (rec.role == 2) {
+      copies += rec.kind == uint32_t(TraceKind::kCopy);
+      notifies += rec.kind == uint32_t(TraceKind::kNotify);
+      continue;
+    }
+    by[{rec.rank, rec.kind, rec.tile}].push_back(rec);
+  }
+  for (uint32_t r = 0; r < uint32_t(world_size); ++r) {
+    for (uint32_t t = 0; t < tiles; ++t) {
+      const auto& wait = by[{r, uint32_t(TraceKind::kWait), t}];
+      const auto& load = by[{r, uint32_t(TraceKind::kLoad), t}];
+      const auto& epilogue = by[{r, uint32_t(TraceKind::kEpilogue), t}];
+      ASSERT_EQ(wait.size(), 1u) << "rank " << r << " tile " << t;
+      ASSERT_EQ(load.size(), 1u) << "rank " << r << " tile " << t;
+      ASSERT_EQ(epilogue.size(), 1u) << "rank " << r << " tile " << t;
+      EXPECT_LE(wait[0].end_ns, load[0].start_ns) << "rank " << r << " tile " << t;
+      EXPECT_LE(load[0].start_ns, epilogue[0].end_ns) << "rank " << r << " tile " << t;
+    }
+  }
+  if (resource == CommResource::kSm && world_size > 1) {
+    // Pull, full mesh: every rank copies each peer's kMPerRank / 128 tiles and notifies each.
+    EXPECT_EQ(copies, uint32_t(world_size) * (world_size - 1) * (kMPerRank / 128));
+    EXPECT_GE(notifies, copies);
+  } else {
+    EXPECT_EQ(copies, 0u);
+  }
+  EXPECT_EQ(buffer.dropped(), 0u);
+
+  buffer.clear();
+  op.set_trace(nullptr);
+  op.run();
+  c.env.world.synchronize();
+  EXPECT_TRUE(buffer.records().empty()) << "set_trace(nullptr) did not turn recording off";
+}
+
+INSTANTIATE_TEST_SUITE_P(AgGemm, TraceTest,
+                         ::testing::Combine(::testing::Values(1, 2, 4),
+                                            ::testing::Values(CommResource::kCopyEngine, CommResource::kSm)),
+                         [](const ::testing::TestParamInfo<TraceTest::ParamType>& info) {
+                           return "world" + std::to_string(std::get<0>(info.param)) + "_" +
+                                  to_string(std::get<1>(info.param));
+                         });
+
+TEST(TraceBuffer, CountsWhatDoesNotFit) {
+  TL_SKIP_WITHOUT_GPU();
+  std::mt19937_64 rng(3);
+  Case c(2, CommResource::kCopyEngine, rng);
+  AgGemm op(c.env.world, c.env.heap, c.env.signals, c.args, "trace_small");
+  TraceBuffer buffer(c.env.world, 5);
+  op.set_trace(&buffer);
+  op.run();
+  c.env.world.synchronize();
+  EXPECT_EQ(buffer.records().size(), 10u);  // 5 per rank
+  const uint32_t per_rank = 3 * (kMPerRank * 2 / 128) * (kN / 256);
+  EXPECT_EQ(buffer.dropped(), 2u * (per_rank - 5));
+}
+
+}  // namespace
+}  // namespace tilelink::test::trace
