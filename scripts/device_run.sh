@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # One call on the GPU machine: build, GPU + CPU tests, benchmarks. Logs go to $OUT (the device
-# tool brings back at most 8 files). Usage: scripts/device_run.sh [tests|bench|ops|ops_rs|moe|layer|trace|tune|models|sweep|sweep_rs|sanitize|all, or several joined by commas] [extra gtest args]
+# tool brings back at most 8 files). Usage: scripts/device_run.sh [tests|bench|ops|ops_rs|moe|layer|trace|swizzle|tune|models|sweep|sweep_rs|sanitize|all, or several joined by commas] [extra gtest args]
 set -uo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 out=${OUT:-$root/device-out}
@@ -79,6 +79,18 @@ if [[ $mode == *trace* ]]; then
       timeout 120 "$tl" trace ag_gemm --world 8 --resource sm --m 4096 --trace "$out/trace_ag_gemm_w8_sm.json" &&
       timeout 120 "$tl" bench ag_gemm --world 1 --shapes paper; } >"$out/trace.log" 2>&1 || status=1
   grep -E "^(tilelink|\(m, n|records|call time|GEMM tiles|wrote|cuBLAS GEMM|tilelink fused|==|error)" "$out/trace.log" | cut -c1-150 | tail -40
+fi
+if [[ $mode == *swizzle* ]]; then
+  # The grouped GEMM's rasterization at world 8 virtual: swizzle 1 (default) against bands of tile
+  # rows that reuse each expert's B in L2 (MoE part 1 alone, Mixtral-8x7B and Qwen1.5-MoE).
+  {
+    for model in mixtral-8x7b qwen1.5-moe; do
+      for swz in 1 2 4 8; do
+        timeout 100 "$build/tilelink" bench moe_ag --world 8 --model $model --swizzle $swz --warmup 2 --iters 5 || exit 1
+      done
+    done
+  } >"$out/swizzle.log" 2>&1 || status=1
+  grep -E "^(==|tilelink fused|tilelink grouped|cuBLAS per-expert|non-over|error)" "$out/swizzle.log" | cut -c1-100 | tail -60
 fi
 if [[ $mode == *tune* ]]; then
   # tune AG+GEMM on the paper's shapes at world 8 into a fresh cache, then bench ag_gemm, which
