@@ -7,6 +7,8 @@
 #include "sim/all_gather_model.hpp"
 #include "tilelink/core/error.hpp"
 #include "tilelink/ops/moe/moe_mapping.hpp"
+#include "tilelink/ops/moe/moe_policy.hpp"
+#include "tilelink/ops/moe/moe_rs_protocol.hpp"
 #include "tilelink/ops/moe/synthetic_routing.hpp"
 
 namespace tilelink::sim {
@@ -34,7 +36,9 @@ void validate(const MoeProblem& p, const MoeConfig& c, const CostModel& cost) {
 
 }  // namespace
 
-MoePrediction predict_moe_ag(const MoeProblem& p, const MoeConfig& c, const CostModel& cost) {
+MoePrediction predict_moe_ag(const MoeProblem& p, const MoeConfig& config, const CostModel& cost) {
+  MoeConfig c = config;
+  if (c.gather_ctas == 0) c.gather_ctas = moe_policy::gather_blocks(cost.sms, p.intermediate / std::max(p.world, 1));
   validate(p, c, cost);
   const uint32_t w = static_cast<uint32_t>(p.world);
   const uint32_t n = p.intermediate / w;
@@ -87,6 +91,7 @@ MoePrediction predict_moe_ag(const MoeProblem& p, const MoeConfig& c, const Cost
   TL_REQUIRE(ctas >= c.cluster, kWhere, "gather_ctas", c.gather_ctas,
              "to leave at least one GEMM cluster of the " + std::to_string(cost.sms) + " SMs");
   out.gemm_ctas = ctas;
+  out.gather_ctas = c.gather_ctas;
   const uint32_t n_tiles = (n + c.bn - 1) / c.bn;
   const double tile_time = 2.0 * c.bm * c.bn * p.hidden / (cost.flops / cost.sms);
   std::vector<double> free_at(ctas, c.mapping_time);
@@ -109,6 +114,145 @@ MoePrediction predict_moe_ag(const MoeProblem& p, const MoeConfig& c, const Cost
   out.non_overlapped = out.t_comm + gather_bytes / cost.hbm_bandwidth + out.t_comp;
   out.ideal = std::max(out.t_comp, out.t_comm);
   out.flop = 2.0 * double(p.m) * p.topk * n * p.hidden;
+  return out;
+}
+
+MoePrediction predict_moe_gemm_rs(const MoeProblem& p, const MoeRsConfig& config, const CostModel& cost) {
+  MoeRsConfig c = config;
+  if (c.combine_ctas == 0) {
+    c.combine_ctas = moe_policy::combine_blocks(cost.sms, p.topk, p.intermediate / std::max(p.world, 1), p.world,
+                                                c.cluster);
+  }
+  constexpr const char* where = "predict_moe_gemm_rs";
+  {
+    MoeConfig shape;  // the shared checks of the problem
+    shape.bm = c.bm;
+    shape.bn = c.bn;
+    shape.gather_ctas = 1;
+    validate(p, shape, cost);
+  }
+  TL_REQUIRE(c.comm_rows > 0, where, "comm_rows", c.comm_rows, "at least one token per combine block");
+  TL_REQUIRE(c.combine_ctas > 0 && c.cluster > 0, where, "combine_ctas", c.combine_ctas, "at least one (and a cluster)");
+  const uint32_t w = static_cast<uint32_t>(p.world);
+  const uint32_t k = p.intermediate / w, tpr = p.m / w;
+  std::vector<int32_t> ids = p.ids;
+  if (ids.empty()) {
+    std::mt19937_64 rng(p.seed);
+    ids = synthetic_routing(rng, p.m, p.topk, p.experts, p.routing);
+  }
+  const MoeRouting routing{p.m, p.topk, p.experts, ids.data(), nullptr};
+  if (std::string e = check_moe_routing(routing); !e.empty()) throw InvalidArgument(std::string(where) + ": " + e);
+  const MoeMapping mapping = build_moe_mapping(routing, c.bm);
+  const uint32_t tiles = mapping.num_tiles();
+  MoeRsPlan plan;
+  plan.tokens = RowShardMapping{tpr, c.comm_rows, w};
+  plan.n = p.hidden;
+  plan.bn = c.bn;
+  plan.max_tiles = tiles;
+
+  MoePrediction out;
+  out.tiles = tiles;
+  // The GEMM's tile order: by the combine's need of the tile's first token.
+  std::vector<uint32_t> order(tiles);
+  for (uint32_t t = 0; t < tiles; ++t) order[t] = t;
+  auto key = [&](uint32_t t) {
+    return mapping.tile_span[t] == 0 ? plan.combine_keys() : plan.combine_key(0, mapping.tile_token0[t]);
+  };
+  std::stable_sort(order.begin(), order.end(), [&](uint32_t a, uint32_t b) { return key(a) < key(b); });
+
+  const int left = cost.sms - static_cast<int>(c.combine_ctas);
+  const uint32_t ctas = static_cast<uint32_t>(std::max(left, 0) / static_cast<int>(c.cluster)) * c.cluster;
+  TL_REQUIRE(ctas >= c.cluster, where, "combine_ctas", c.combine_ctas,
+             "to leave at least one GEMM cluster of the " + std::to_string(cost.sms) + " SMs");
+  out.gemm_ctas = ctas;
+  out.combine_ctas = c.combine_ctas;
+  const uint32_t n_tiles = plan.n_tiles();
+  const double tile_time = 2.0 * c.bm * c.bn * k / (cost.flops / cost.sms);
+  std::vector<double> free_at(ctas, 0.0), row_ready(tiles, 0.0);
+  uint64_t j = 0;
+  for (uint32_t t : order) {
+    for (uint32_t nt = 0; nt < n_tiles; ++nt, ++j) {
+      double& cta = free_at[j % ctas];
+      const double start = cta;
+      cta = start + tile_time;
+      row_ready[t] = std::max(row_ready[t], cta + cost.notify_latency);
+      out.timeline.push_back({"cta " + std::to_string(j % ctas),
+                              "tile (" + std::to_string(t) + ", " + std::to_string(nt) + ")", start, cta});
+    }
+  }
+
+  // Combine and reduction items, dealt round-robin as the protocol deals them.
+  const double row_bytes = double(p.hidden) * p.element_bytes;
+  std::vector<double> combine_free(c.combine_ctas, 0.0);
+  double end = *std::max_element(free_at.begin(), free_at.end());
+  std::vector<double> round_done(plan.tokens.chunks_per_rank(), 0.0);
+  for (uint32_t i = 0; i < plan.items(); ++i) {
+    const uint32_t b = i / plan.items_per_round(), pos = i % plan.items_per_round();
+    double& cta = combine_free[i % c.combine_ctas];
+    double ready = 0, bytes = 0;
+    std::string what;
+    if (pos < w) {
+      const uint32_t owner = (1 + pos) % w;
+      const RowRange rows = plan.tokens.rows_of_channel(plan.tokens.channel(owner, b));
+      for (uint64_t q = uint64_t(rows.row0) * p.topk; q < uint64_t(rows.row0 + rows.rows) * p.topk; ++q) {
+        ready = std::max(ready, row_ready[mapping.pair_row[q] / c.bm]);
+      }
+      bytes = double(rows.rows) * (p.topk + 1) * row_bytes;
+      what = "combine " + std::to_string(owner) + "." + std::to_string(b);
+    } else {
+      ready = round_done[b] + cost.notify_latency;
+      bytes = double(plan.tokens.rows_of_channel(plan.tokens.channel(0, b)).rows) * (w + 1) * row_bytes;
+      what = "reduce " + std::to_string(b);
+    }
+    const double start = std::max(cta, ready);
+    cta = start + bytes / cost.sm_copy_bandwidth_per_cta;
+    if (pos < w) round_done[b] = std::max(round_done[b], cta);
+    end = std::max(end, cta);
+    out.timeline.push_back({"combine " + std::to_string(i % c.combine_ctas), what, start, cta});
+  }
+  out.fused = end;
+
+  out.t_comp = double((uint64_t(tiles) * n_tiles + uint64_t(cost.sms) - 1) / uint64_t(cost.sms)) * tile_time;
+  const double tokens_bytes = double(tpr) * row_bytes;  // one rank's block of the output
+  out.t_comm = w > 1 ? double(w - 1) * tokens_bytes / std::min(cost.ce_bandwidth, cost.nvlink_bandwidth) : 0.0;
+  const double combine_bytes = (double(p.m) * p.topk + p.m) * row_bytes;
+  const double sum_bytes = w > 1 ? double(w + 1) * tokens_bytes : 0.0;
+  out.non_overlapped = out.t_comp + combine_bytes / cost.hbm_bandwidth + out.t_comm + sum_bytes / cost.hbm_bandwidth;
+  out.ideal = std::max(out.t_comp, out.t_comm);
+  out.flop = 2.0 * double(p.m) * p.topk * k * p.hidden;
+  return out;
+}
+
+MoePrediction predict_moe_layer(const MoeProblem& p, bool swiglu, const MoeConfig& part1, const MoeRsConfig& part2,
+                                const CostModel& cost) {
+  MoeProblem p1 = p;
+  if (swiglu) p1.intermediate = 2 * p.intermediate;
+  const MoePrediction a = predict_moe_ag(p1, part1, cost);
+  const MoePrediction b = predict_moe_gemm_rs(p, part2, cost);
+  const uint32_t w = static_cast<uint32_t>(p.world);
+  // The activation reads part 1's rows (gate and up) and writes half as many columns.
+  const double act = double(a.tiles) * part1.bm * (p1.intermediate / w + p.intermediate / w) * p.element_bytes /
+                     cost.hbm_bandwidth;
+  MoePrediction out;
+  out.tiles = a.tiles;
+  out.gemm_ctas = a.gemm_ctas;
+  out.gather_ctas = a.gather_ctas;
+  out.combine_ctas = b.combine_ctas;
+  out.fused = a.fused + act + b.fused;
+  out.non_overlapped = a.non_overlapped + act + b.non_overlapped;
+  out.ideal = a.ideal + act + b.ideal;
+  out.t_comp = a.t_comp + act + b.t_comp;
+  out.t_comm = a.t_comm + b.t_comm;
+  out.t_gather = a.t_gather;
+  out.flop = a.flop + b.flop;
+  out.timeline = a.timeline;
+  out.timeline.push_back({"activation", "activation", a.fused, a.fused + act});
+  for (Interval e : b.timeline) {
+    e.start += a.fused + act;
+    e.end += a.fused + act;
+    e.lane = "part 2 " + e.lane;
+    out.timeline.push_back(e);
+  }
   return out;
 }
 

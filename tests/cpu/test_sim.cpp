@@ -294,6 +294,62 @@ TEST(MoeSim, TilesOfAPeersTokensWaitForTheAllGather) {
   EXPECT_THROW(sim::predict_moe_ag(bad, hand_config(), hand_cost()), InvalidArgument);
 }
 
+// MoE part 2 by hand: 256 tokens, one expert, top-1, 128x256 tiles of K = 1024 (1 µs each on one
+// SM of hand_cost), output rows of 256 bf16 (512 bytes); a combine of 128 tokens moves 128 x 2 x
+// 512 bytes (1 µs on one CTA).
+sim::MoeProblem hand_rs_problem(int world) {
+  sim::MoeProblem p = hand_problem(world);
+  p.hidden = 256;
+  p.intermediate = 1024u * static_cast<uint32_t>(world);
+  return p;
+}
+
+sim::MoeRsConfig hand_rs_config() {
+  sim::MoeRsConfig c;
+  c.comm_rows = 128;
+  c.combine_ctas = 2;
+  c.cluster = 1;
+  return c;
+}
+
+TEST(MoeSim, Part2CombinesEachBlockOnceItsTileRowsAreDone) {
+  // World 1: both tiles 0-1 µs on the 2 GEMM CTAs; each block's combine 1-2 µs on its CTA.
+  const sim::MoePrediction r = sim::predict_moe_gemm_rs(hand_rs_problem(1), hand_rs_config(), hand_cost());
+  EXPECT_EQ(r.tiles, 2u);
+  EXPECT_EQ(r.gemm_ctas, 2u);
+  EXPECT_NEAR(r.fused, 2e-6, 1e-12);
+  EXPECT_NEAR(r.t_comp, 1e-6, 1e-12);
+  EXPECT_NEAR(r.t_comm, 0.0, 1e-12);
+}
+
+TEST(MoeSim, Part2ReducesARoundAfterItsCombines) {
+  // World 2, one token block per rank: combines of owner 1 (CTA 0) and owner 0 (CTA 1) 1-2 µs,
+  // then the reduction of the rank's block on CTA 0: 3 x 128 rows x 512 bytes, 1.5 µs.
+  const sim::MoePrediction r = sim::predict_moe_gemm_rs(hand_rs_problem(2), hand_rs_config(), hand_cost());
+  EXPECT_NEAR(r.fused, 3.5e-6, 1e-12);
+  size_t reductions = 0;
+  for (const sim::Interval& e : r.timeline) {
+    if (e.name.rfind("reduce", 0) == 0) {
+      ++reductions;
+      EXPECT_NEAR(e.start, 2e-6, 1e-12);
+    }
+  }
+  EXPECT_EQ(reductions, 1u);
+  sim::MoeRsConfig too_many = hand_rs_config();
+  too_many.combine_ctas = 4;  // no SM left for the GEMM
+  EXPECT_THROW(sim::predict_moe_gemm_rs(hand_rs_problem(2), too_many, hand_cost()), InvalidArgument);
+}
+
+TEST(MoeSim, LayerIsPart1ThenTheActivationThenPart2) {
+  const sim::MoeProblem p = hand_rs_problem(1);
+  const sim::MoePrediction layer = sim::predict_moe_layer(p, false, hand_config(), hand_rs_config(), hand_cost());
+  const sim::MoePrediction a = sim::predict_moe_ag(p, hand_config(), hand_cost());
+  const sim::MoePrediction b = sim::predict_moe_gemm_rs(p, hand_rs_config(), hand_cost());
+  const double act = 256.0 * (1024 + 1024) * 2 / hand_cost().hbm_bandwidth;  // 2 tiles of 128 rows
+  EXPECT_NEAR(layer.fused, a.fused + act + b.fused, 1e-12);
+  EXPECT_NEAR(layer.non_overlapped, a.non_overlapped + act + b.non_overlapped, 1e-12);
+}
+
 }  // namespace
 }  // namespace tilelink::test
 

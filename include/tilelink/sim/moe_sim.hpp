@@ -45,7 +45,7 @@ struct MoeConfig {
   uint32_t comm_rows = 1024;
   Resource resource = Resource::kCopyEngine;
   uint32_t comm_ctas = 0;    // SM all-gather's CTAs
-  uint32_t gather_ctas = 2;
+  uint32_t gather_ctas = 0;  // 0 = the op's automatic count (moe_policy::gather_blocks)
   uint32_t slack_sms = 2;    // kept free when world > 1 (the op's rule)
   uint32_t cluster = 2;      // GEMM CTAs come in clusters of this many
   double mapping_time = 0;   // seconds of the device mapping before the gather and the GEMM start
@@ -61,11 +61,44 @@ struct MoePrediction {
   double t_gather = 0;  // the gather alone on the op's gather CTAs
   uint32_t tiles = 0;   // tile rows of the routing
   uint32_t gemm_ctas = 0;
+  uint32_t gather_ctas = 0;   // part 1's, as used (the automatic count when the config says 0)
+  uint32_t combine_ctas = 0;  // part 2's, likewise
   double flop = 0;      // per rank, the pairs' (no padding)
   std::vector<Interval> timeline;
 };
 
 // Throws InvalidArgument for shapes, routings or configurations the op could not run.
 MoePrediction predict_moe_ag(const MoeProblem& problem, const MoeConfig& config, const CostModel& cost = {});
+
+// MoE part 2 as tilelink::MoeGemmRs runs it (the problem's hidden is the output's columns, its
+// intermediate / world the GEMM's K); rank 0 stands for all, every rank's routing and timing
+// alike:
+//  - grouped GEMM: the SMs left by the combine CTAs (whole clusters) take the tiles in the
+//    combine's order (tile rows by the round, then owner, of their first token:
+//    MoeRsPlan::combine_key), each tile row's N tiles in turn, round-robin; a tile takes
+//    2 bm bn K / (flops / SMs); a tile row is ready when its last tile is (plus a notify);
+//  - combine CTAs take the work items as the protocol deals them (item i to CTA i mod CTAs):
+//    per round b, the combines of token block b of every owner (owner 1 first), then -- with
+//    peers -- the reduction of the rank's block b. A combine starts when its CTA is free and the
+//    tile rows of all its pairs are ready, and moves (pairs + tokens) x hidden x 2 bytes at one
+//    CTA's copy bandwidth; a reduction starts when the world's combines of the block are done
+//    (by symmetry, this rank's combines of the round) and moves (world + 1) x tokens x hidden x 2.
+// Baselines: non-overlapped = the grouped GEMM on every SM, the combine at HBM bandwidth, the
+// reduce-scatter ((world - 1) blocks per rank over NVLink) and its sum at HBM bandwidth; ideal =
+// max(T_comp, T_comm = the reduce-scatter).
+struct MoeRsConfig {
+  uint32_t bm = 128;
+  uint32_t bn = 256;
+  uint32_t comm_rows = 64;    // tokens per combine block
+  uint32_t combine_ctas = 0;  // 0 = the op's automatic count (moe_policy::combine_blocks)
+  uint32_t cluster = 2;
+};
+MoePrediction predict_moe_gemm_rs(const MoeProblem& problem, const MoeRsConfig& config, const CostModel& cost = {});
+
+// The MoE layer as tilelink::MoeLayer runs it: part 1 (its problem's intermediate doubled for
+// SwiGLU's gate and up halves), the activation on the sorted rows at HBM bandwidth, part 2, in a
+// row; one timeline. t_comp / t_comm: the parts' sums.
+MoePrediction predict_moe_layer(const MoeProblem& problem, bool swiglu, const MoeConfig& part1,
+                                const MoeRsConfig& part2, const CostModel& cost = {});
 
 }  // namespace tilelink::sim

@@ -11,6 +11,7 @@
 #include "ops/moe/sm90_moe_gemm_kernel.hpp"
 #include "tilelink/core/error.hpp"
 #include "tilelink/ops/ag_gemm/ag_gemm_policy.hpp"
+#include "tilelink/ops/moe/moe_policy.hpp"
 
 namespace tilelink {
 
@@ -30,15 +31,9 @@ AllGatherArguments all_gather_arguments(const World& world, const MoeAgGroupGemm
   return ag_gemm_policy::all_gather_arguments(world, a.x, a.x_offset, a.tokens_per_rank, a.hidden, a.config.comm);
 }
 
-// Enough gather CTAs to copy the rows in ~70 % of the GEMM's time: per rank the gather moves
-// 4 * pairs * hidden bytes (read + write), the GEMM does 2 * pairs * n * hidden FLOPs at ~5.3
-// TFLOP/s per SM, a gather CTA ~50 GB/s (measured: 35-55) -- about budget * 300 / n CTAs; at
-// most a quarter of the budget (for small n the gather costs as much as the GEMM).
 uint32_t gather_block_count(const World& world, const MoeAgGroupGemmArguments& a) {
   if (a.config.gather_blocks != 0) return a.config.gather_blocks;
-  const int budget = world.sm_budget(0);
-  const int want = static_cast<int>((uint64_t(budget) * 300 + a.n - 1) / a.n);
-  return static_cast<uint32_t>(std::max(1, std::min(want, budget / 4)));
+  return moe_policy::gather_blocks(world.sm_budget(0), a.n);
 }
 
 int gemm_sm_count(const World& world, int rank, const MoeAgGroupGemmArguments& a, uint32_t comm_blocks) {

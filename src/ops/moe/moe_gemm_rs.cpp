@@ -10,6 +10,7 @@
 #include "ops/moe/moe_combine.hpp"
 #include "ops/moe/sm90_moe_gemm_kernel.hpp"
 #include "tilelink/core/error.hpp"
+#include "tilelink/ops/moe/moe_policy.hpp"
 
 namespace tilelink {
 
@@ -26,18 +27,9 @@ uint32_t comm_rows_of(const MoeGemmRsArguments& a) {
 
 uint32_t round_to(uint32_t v, uint32_t multiple) { return (v + multiple - 1) / multiple * multiple; }
 
-// Enough combine CTAs to keep up with the GEMM's tiles in ~70 % of its time: per rank the
-// combine moves about (pairs + tokens) * n * 2 bytes, the reduction (with peers) tokens * n * 2
-// more; a CTA ~80 GB/s (512 threads, 8 x topk vectors each in flight); the GEMM does 2 * pairs * n
-// * k FLOPs at ~5.3 TFLOP/s per SM -- about (1 + 2/topk) * budget * 95 / k CTAs; at most a
-// quarter of the budget (for small k the combine costs as much as the GEMM). Whole clusters.
 uint32_t combine_block_count(const World& world, const MoeGemmRsArguments& a, uint32_t cluster) {
   if (a.config.combine_blocks != 0) return round_to(a.config.combine_blocks, cluster);
-  const double budget = world.sm_budget(0);
-  const double per_pair = world.size() > 1 ? 1.0 + 2.0 / std::max(a.topk, 1u) : 1.0 + 1.0 / std::max(a.topk, 1u);
-  const double want = per_pair * budget * 95.0 / std::max(a.k, 1u);
-  const uint32_t cap = std::max(static_cast<uint32_t>(budget / 4), 1u);
-  return round_to(std::min(std::max(static_cast<uint32_t>(want + 0.999), 1u), cap), cluster);
+  return moe_policy::combine_blocks(world.sm_budget(0), a.topk, a.k, world.size(), cluster);
 }
 
 int gemm_sm_count(const World& world, int rank, const MoeGemmRsArguments& a, uint32_t side_blocks) {
