@@ -142,6 +142,9 @@ MoeGemmRs::MoeGemmRs(const World& world, SymmetricHeap& heap, SignalSet& signals
   plan_ = make_plan(world, args, kernel);
   cluster_ = kernel.cluster_m * kernel.cluster_n;
   combine_blocks_ = combine_block_count(world, args, cluster_);
+  sweeps_ = args.config.weight_sweeps == MoeGemmRsConfig::kTokenOrder ? 0u
+            : args.config.weight_sweeps != 0                           ? args.config.weight_sweeps
+                                                                       : moe_policy::weight_sweeps(args.n, args.k);
   slice_ = signals.allocate(plan_.num_channels(), name);
   combine_streams_ = SideStreams(world, false);
   for (int r = 0; r < world.size(); ++r) {
@@ -190,7 +193,7 @@ uint64_t MoeGemmRs::run() {
     world.set_device(r);
     const cudaStream_t compute = world.compute_stream(r);
     const MoeMappingBuffers& mapping = *args_.mapping[i];
-    mapping.build_combine_order(plan_, static_cast<uint32_t>(r), order_[i].get<uint32_t>(), compute);
+    mapping.build_combine_order(plan_, static_cast<uint32_t>(r), order_[i].get<uint32_t>(), compute, sweeps_);
     // The combine overwrites peers' slots and `out`: after the previous call's combine and exit
     // barrier, and after the caller's earlier work on the compute stream (which reads `out`).
     combine_streams_.fork_from(r, compute);

@@ -135,21 +135,28 @@ __global__ void __launch_bounds__(kThreads) order_kernel(AllGatherPlan ag, uint3
 }
 
 // Part 2's GEMM order for `rank`: tiles by the combine's need of their first token
-// (MoeRsPlan::combine_key: round, then owner), in at most kKeys buckets; within a bucket in no
-// particular order (the order only sets when tiles finish, never what they compute).
+// (MoeRsPlan::combine_key: round, then owner), in at most kKeys buckets; or, with `sweeps` fewer
+// than the rounds, by (sweep of the token's round, expert): each expert's tiles of a sweep
+// together, so that its weights stream once per sweep. Within a bucket in no particular order
+// (the order only sets when tiles finish, never what they compute).
 constexpr uint32_t kOrderThreads = 1024, kKeysPerThread = 2, kKeys = kOrderThreads * kKeysPerThread;
 
 __global__ void __launch_bounds__(kOrderThreads)
-    combine_order_kernel(MoeRsPlan plan, uint32_t rank, const uint32_t* num_tiles, const uint32_t* tile_token0,
-                         const uint32_t* tile_span, uint32_t* order) {
+    combine_order_kernel(MoeRsPlan plan, uint32_t rank, uint32_t sweeps, uint32_t experts, const uint32_t* num_tiles,
+                         const uint32_t* tile_token0, const uint32_t* tile_span, const uint32_t* tile_expert,
+                         uint32_t* order) {
   using Scan = cub::BlockScan<uint32_t, kOrderThreads>;
   __shared__ typename Scan::TempStorage scan;
   __shared__ uint32_t bucket[kKeys];
-  const uint32_t tiles = *num_tiles, all_keys = plan.combine_keys();
+  const uint32_t tiles = *num_tiles, rounds = plan.tokens.chunks_per_rank();
+  const bool by_token = sweeps == 0 || sweeps >= rounds || uint64_t(sweeps) * experts > kKeys;
+  const uint32_t all_keys = by_token ? plan.combine_keys() : sweeps * experts;
   const uint32_t keys = all_keys < kKeys ? all_keys : kKeys;
   auto key = [&](uint32_t t) {
     if (tile_span[t] == 0) return keys - 1;
-    return static_cast<uint32_t>(uint64_t(plan.combine_key(rank, tile_token0[t])) * keys / all_keys);
+    const uint32_t k = plan.combine_key(rank, tile_token0[t]);
+    if (by_token) return static_cast<uint32_t>(uint64_t(k) * keys / all_keys);
+    return k / plan.world() * sweeps / rounds * experts + tile_expert[t];  // (sweep of the round, expert)
   };
   for (uint32_t k = threadIdx.x; k < kKeys; k += kOrderThreads) bucket[k] = 0;
   __syncthreads();
@@ -217,14 +224,15 @@ void MoeMappingBuffers::build_order(const AllGatherPlan& ag, uint32_t rank, uint
   TL_CUDA_CHECK(cudaGetLastError());
 }
 
-void MoeMappingBuffers::build_combine_order(const MoeRsPlan& plan, uint32_t rank, uint32_t* order,
-                                            cudaStream_t stream) const {
+void MoeMappingBuffers::build_combine_order(const MoeRsPlan& plan, uint32_t rank, uint32_t* order, cudaStream_t stream,
+                                            uint32_t sweeps) const {
   TL_REQUIRE(rank < plan.world(), "MoeMappingBuffers::build_combine_order", "rank", rank,
              "< the world (" + std::to_string(plan.world()) + ")");
   TL_REQUIRE(plan.tokens.total_rows() == tokens_, "MoeMappingBuffers::build_combine_order", "plan.tokens.total_rows()",
              plan.tokens.total_rows(), "the mapping's tokens (" + std::to_string(tokens_) + ")");
-  combine_order_kernel<<<1, kOrderThreads, 0, stream>>>(plan, rank, num_tiles_.get<uint32_t>(),
-                                                        tile_token0_.get<uint32_t>(), tile_span_.get<uint32_t>(), order);
+  combine_order_kernel<<<1, kOrderThreads, 0, stream>>>(plan, rank, sweeps, experts_, num_tiles_.get<uint32_t>(),
+                                                        tile_token0_.get<uint32_t>(), tile_span_.get<uint32_t>(),
+                                                        tile_expert_.get<uint32_t>(), order);
   TL_CUDA_CHECK(cudaGetLastError());
 }
 

@@ -46,6 +46,11 @@ struct MoeGemmRsConfig {
   uint32_t combine_blocks = 0;  // CTAs of the combine and reduction per rank; 0 = automatic (enough to keep up)
   uint32_t gemm_sms = 0;        // CTAs of the grouped GEMM; 0 = the SM budget less the combine
   uint32_t swizzle = 0;         // rasterization swizzle (1, 2, 4, 8; 0 = 1, as part 1)
+  // The GEMM's tile order: the combine's token order (kTokenOrder) or the rounds cut into this
+  // many weight sweeps, expert by expert within each (build_combine_order); 0 = automatic
+  // (moe_policy::weight_sweeps).
+  uint32_t weight_sweeps = 0;
+  static constexpr uint32_t kTokenOrder = 0xFFFFFFFFu;
   std::string kernel;           // kernel configuration by name (MoeAgGroupGemm::kernel_names()); "" = default
 };
 
@@ -97,6 +102,7 @@ class MoeGemmRs {
   // Rank r's grouped GEMM output (mapping max_rows() x n bf16, padding rows unspecified).
   const void* y(int rank) const { return y_[static_cast<size_t>(rank)].get(); }
   uint32_t combine_blocks() const { return combine_blocks_; }
+  uint32_t weight_sweeps() const { return sweeps_; }  // 0: token order
   int gemm_ctas(int rank) const;
   const std::string& kernel_name() const { return kernel_name_; }
 
@@ -106,7 +112,7 @@ class MoeGemmRs {
   MoeGemmRsArguments args_;
   std::string kernel_name_;
   MoeRsPlan plan_;
-  uint32_t combine_blocks_ = 1, cluster_ = 1;
+  uint32_t combine_blocks_ = 1, cluster_ = 1, sweeps_ = 0;
   SignalSlice slice_;
   SideStreams combine_streams_;
   std::vector<DeviceBuffer> y_, order_;

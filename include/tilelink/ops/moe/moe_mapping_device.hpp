@@ -29,9 +29,12 @@ class MoeMappingBuffers {
 
   // Part 2's tile order for rank `rank` into order (as build_order): tiles by when the rank's
   // combine needs their first token (plan.combine_key: round by round, owner rank+1 first), so
-  // the combine's first rounds find their tiles done first. Within buckets of nearby keys the
-  // order is unspecified.
-  void build_combine_order(const MoeRsPlan& plan, uint32_t rank, uint32_t* order, cudaStream_t stream) const;
+  // the combine's first rounds find their tiles done first. With 0 < sweeps < the rounds, the
+  // rounds are cut into `sweeps` groups and within a group the tiles go expert by expert (an
+  // expert's weights stream once per group instead of once per tile row; the combine of a group
+  // waits for the group's end). Within buckets of equal keys the order is unspecified.
+  void build_combine_order(const MoeRsPlan& plan, uint32_t rank, uint32_t* order, cudaStream_t stream,
+                           uint32_t sweeps = 0) const;
 
   uint32_t tokens() const { return tokens_; }
   uint32_t topk() const { return topk_; }
