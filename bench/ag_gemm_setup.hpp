@@ -1,5 +1,5 @@
 // The world, buffers and random inputs of an AG+GEMM benchmark (bench ag_gemm, tune ag_gemm):
-// virtual ranks, a heap with the gathered A (each rank's own shard filled), and per rank B and C.
+// make_bench_world's ranks, a heap with the gathered A (each rank's own shard filled), and per rank B and C.
 #pragma once
 
 #include <algorithm>
@@ -8,6 +8,7 @@
 
 #include "bench/gemm_helpers.hpp"
 #include "bench/random.hpp"
+#include "bench/world_choice.hpp"
 #include "tilelink/core/error.hpp"
 #include "tilelink/ops/ag_gemm/ag_gemm.hpp"
 
@@ -34,7 +35,7 @@ struct AgGemmSetup {
         a_bytes(size_t(m_) * k_ * 2),
         shard_bytes(size_t(m_per_rank) * k_ * 2),
         c_elems(size_t(m_) * n_local),
-        world(World::virtual_ranks(world_size)),
+        world(make_bench_world(world_size)),
         heap(world, a_bytes + size_t(channels(min_comm_rows)) * 8 + (8u << 20)),
         signals(heap, channels(min_comm_rows)),
         gathered(heap.allocate(a_bytes)) {

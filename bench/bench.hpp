@@ -1,7 +1,8 @@
 // TileLink benchmarks (library tilelink_bench, driven by the `tilelink` tool). Every benchmark
-// runs on virtual ranks of device 0, checks its result once against an independent reference
-// (and throws Error if it differs), then times with CUDA events: median of repeated calls after
-// warm-up, on fresh random data.
+// runs on make_bench_world's ranks (virtual ranks of device 0, or one rank per GPU with
+// TILELINK_RANKS=gpus: bench/world_choice.hpp), checks its result once against an independent
+// reference (and throws Error if it differs), then times with CUDA events: median of repeated
+// calls after warm-up, on fresh random data.
 #pragma once
 
 #include <cstdint>
@@ -23,7 +24,7 @@ namespace tilelink::bench {
 // ---- micro-benchmarks of the primitives (`tilelink bench primitives`) ------------------------------
 
 struct PrimitiveOptions {
-  int world = 2;       // virtual ranks; the micro-benchmarks use ranks 0 and 1
+  int world = 2;       // ranks; the micro-benchmarks use ranks 0 and 1
   bool quick = false;  // fewer repetitions and smaller transfers: a smoke run
   uint64_t seed = 1;
 };

@@ -12,6 +12,7 @@
 #include "bench/bench.hpp"
 #include "bench/harness.hpp"
 #include "bench/random.hpp"
+#include "bench/world_choice.hpp"
 #include "tilelink/core/error.hpp"
 #include "tilelink/primitives/host.hpp"
 #include "tilelink/runtime/signal_set.hpp"
@@ -31,7 +32,7 @@ Table bench_ce_chunks(const PrimitiveOptions& options) {
   const int reps = options.quick ? 3 : 20;
   const int warmup = 1;
 
-  World world = World::virtual_ranks(options.world);
+  World world = make_bench_world(options.world);
   SymmetricHeap heap(world, buffer_bytes + kMiB);
   SignalSet signals(heap, kChannels);
   SymmetricBuffer buffer = heap.allocate(buffer_bytes);
@@ -60,7 +61,9 @@ Table bench_ce_chunks(const PrimitiveOptions& options) {
                    {"us_per_chunk_copy_only", "µs/chunk copy only", 2},
                    {"gb_per_s_copy_only", "GB/s copy only", 1},
                    {"host_enqueue_us_per_chunk", "host µs/chunk", 2}};
-  table.notes = {"virtual ranks share one GPU: this is HBM -> HBM through the copy engine, not NVLink",
+  table.notes = {ranks_on_gpus()
+                     ? "one rank per GPU: this is GPU 1 -> GPU 0 over NVLink through the copy engine"
+                     : "virtual ranks share one GPU: this is HBM -> HBM through the copy engine, not NVLink",
                  "GB/s = bytes moved / time, 10^9 bytes/s; copy only = the same copies without rank_notify",
                  "host µs/chunk = host time to enqueue one chunk (copy + notify); a row whose host time "
                  "exceeds its device time is host-bound"};

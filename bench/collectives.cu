@@ -1,6 +1,7 @@
-// The standalone collectives on virtual ranks: AllGather::run / ReduceScatter::run timed across
-// all ranks (RankTimer: every rank released together, slowest rank per call), against the
-// copy-engine baseline that moves the same bytes with cudaMemcpyAsync D2D and no signals.
+// The standalone collectives on virtual ranks or one rank per GPU: AllGather::run /
+// ReduceScatter::run timed across all ranks (RankTimer: every rank released together, slowest
+// rank per call), against the copy-engine baseline that moves the same bytes with
+// cudaMemcpyAsync D2D and no signals.
 // Each result is checked once against a host reference computed from the random seeds.
 #include <algorithm>
 #include <cstring>
@@ -11,6 +12,7 @@
 #include "bench/bench.hpp"
 #include "bench/harness.hpp"
 #include "bench/random.hpp"
+#include "bench/world_choice.hpp"
 #include "tilelink/comm/collectives.hpp"
 #include "tilelink/core/error.hpp"
 #include "tilelink/runtime/signal_set.hpp"
@@ -82,7 +84,8 @@ void add_results(Table& table, const std::string& op_name, int world, double siz
                         std::to_string(m.op.samples) + " calls after warm-up");
   table.notes.push_back("algbw = size / time, busbw = algbw * (world - 1) / world (nccl-tests), 10^9 bytes/s");
   table.notes.push_back("vs memcpy = memcpy time / time (> 1: faster than the copy-engine baseline)");
-  table.notes.push_back("virtual ranks share one GPU: peer traffic is HBM -> HBM, not NVLink");
+  table.notes.push_back(ranks_on_gpus() ? "one rank per GPU: peer traffic crosses NVLink"
+                                        : "virtual ranks share one GPU: peer traffic is HBM -> HBM, not NVLink");
   if (m.op.samples < 20) table.notes.push_back("fewer than 20 timed calls: the median is a rough one");
   if (!m.op_gated || !m.baseline_gated) {
     table.notes.push_back(std::string("host enqueue time is included for: ") +
@@ -102,7 +105,7 @@ Table bench_all_gather(const AllGatherBenchOptions& o) {
   const size_t shard = size_t(o.rows_per_rank) * o.row_bytes;
   const size_t gathered_bytes = shard * size_t(w);
 
-  World world = World::virtual_ranks(w);
+  World world = make_bench_world(w);
   const uint32_t channels = channels_needed(w, o.rows_per_rank, o.config);
   SymmetricHeap heap(world, heap_capacity(gathered_bytes, channels));
   SignalSet signals(heap, channels);
@@ -170,7 +173,7 @@ Table bench_all_gather(const AllGatherBenchOptions& o) {
 
   Table table;
   table.name = "all_gather";
-  table.title = "all-gather, " + std::to_string(w) + " virtual ranks, " + format_bytes(gathered_bytes) +
+  table.title = "all-gather, " + ranks_phrase(w) + ", " + format_bytes(gathered_bytes) +
                 " gathered per rank";
   const AllGatherConfig& c = o.config;
   table.params = {{"world", int64_t(w)},
@@ -203,7 +206,7 @@ Table bench_reduce_scatter(const ReduceScatterBenchOptions& o) {
   const size_t partial_elems = block_elems * size_t(w);
   const size_t partial_bytes = partial_elems * sizeof(float);
 
-  World world = World::virtual_ranks(w);
+  World world = make_bench_world(w);
   // The op allocates a receive buffer as large as `partial` from the same heap.
   const uint32_t channels = channels_needed(w, o.rows_per_rank, o.config);
   SymmetricHeap heap(world, heap_capacity(2 * align_up(partial_bytes, kMiB), channels));
@@ -279,7 +282,7 @@ Table bench_reduce_scatter(const ReduceScatterBenchOptions& o) {
 
   Table table;
   table.name = "reduce_scatter";
-  table.title = "reduce-scatter (fp32), " + std::to_string(w) + " virtual ranks, " +
+  table.title = "reduce-scatter (fp32), " + ranks_phrase(w) + ", " +
                 format_bytes(partial_bytes) + " input per rank";
   const ReduceScatterConfig& c = o.config;
   table.params = {{"world", int64_t(w)},

@@ -5,7 +5,9 @@
 #include <algorithm>
 
 #include "bench/harness.hpp"
+#include "bench/nccl_baseline.hpp"
 #include "bench/random.hpp"
+#include "bench/world_choice.hpp"
 #include "tilelink/core/cublas_check.hpp"
 #include "tilelink/core/error.hpp"
 
@@ -30,6 +32,17 @@ __global__ void count_far_kernel(const __nv_bfloat16* got, const __nv_bfloat16* 
   if (local != 0) atomicAdd(far, local);
 }
 
+// Set while check_against runs its reference chain: nccl_reduce_scatter then reduces exactly as
+// the fused ops do.
+bool g_reference_reduction = false;
+
+struct ReferenceReduction {
+  ReferenceReduction() { g_reference_reduction = true; }
+  ~ReferenceReduction() { g_reference_reduction = false; }
+  ReferenceReduction(const ReferenceReduction&) = delete;
+  ReferenceReduction& operator=(const ReferenceReduction&) = delete;
+};
+
 }  // namespace
 
 void fill_bf16(void* dst, size_t count, uint64_t seed, cudaStream_t stream, float scale) {
@@ -49,8 +62,11 @@ void check_against(const World& world, const std::string& what, const std::funct
                    const std::vector<DeviceBuffer>& want, size_t elems) {
   fused();
   world.synchronize();
-  reference();
-  world.synchronize();
+  {
+    const ReferenceReduction exact;
+    reference();
+    world.synchronize();
+  }
   uint64_t far = 0;
   for (int r = 0; r < world.size(); ++r) {
     world.set_device(r);
@@ -93,7 +109,13 @@ void GemmOpTable::common_notes(int world, size_t samples, int warmup, bool gated
   table.notes.push_back("time = slowest rank's CUDA-event time per call; median (min, max) of " + std::to_string(samples) +
                         " calls after " + std::to_string(warmup) + " warm-up calls, the variants interleaved call by call");
   table.notes.push_back("TFLOP/s = 2 m n k / time over all ranks; vs cuBLAS = T_gemm / time");
-  if (world > 1) table.notes.push_back("virtual ranks share one GPU: peer copies are HBM -> HBM, not NVLink");
+  if (ranks_on_gpus()) {
+    table.notes.push_back("one rank per GPU: peer traffic crosses NVLink; the non-overlapped chain's all-gather and "
+                          "reduce-scatter are NCCL's (bf16 sums in NCCL's order; the check reduces in fp32 in rank "
+                          "order, as the fused ops do)");
+  } else if (world > 1) {
+    table.notes.push_back("virtual ranks share one GPU: peer copies are HBM -> HBM, not NVLink");
+  }
   if (!gated) table.notes.push_back("host enqueue time is included for some rows (a call blocked the host)");
 }
 
@@ -142,10 +164,23 @@ void sum_slots(const void* slots, void* out, size_t elems, int world, cudaStream
   TL_CUDA_CHECK(cudaGetLastError());
 }
 
+bool baseline_uses_nccl(const World& world) { return world.mode() == WorldMode::kMultiGpu; }
 
-void copy_engine_all_gather(const World& world, const SymmetricBuffer& src, const std::vector<DeviceBuffer>& dst,
-                            size_t shard_bytes) {
+const char* baseline_transport(const World& world) { return baseline_uses_nccl(world) ? "NCCL" : "copy engine"; }
+
+void baseline_all_gather(const World& world, const SymmetricBuffer& src, const std::vector<DeviceBuffer>& dst,
+                         size_t shard_bytes) {
   const int w = world.size();
+  if (baseline_uses_nccl(world)) {
+    std::vector<const void*> send;
+    std::vector<void*> recv;
+    for (int r = 0; r < w; ++r) {
+      send.push_back(src.as<char>(r) + size_t(r) * shard_bytes);
+      recv.push_back(dst[size_t(r)].get());
+    }
+    nccl_comms(world).all_gather(world, send, recv, shard_bytes);
+    return;
+  }
   for (int r = 0; r < w; ++r) {
     world.set_device(r);
     world.comm_after_compute(r);
@@ -159,9 +194,32 @@ void copy_engine_all_gather(const World& world, const SymmetricBuffer& src, cons
   }
 }
 
-void copy_engine_reduce_scatter(const World& world, const std::vector<const void*>& partials,
-                                const SymmetricBuffer& slots, const std::vector<DeviceBuffer>& out, size_t block_elems,
-                                const Events& events) {
+void nccl_reduce_scatter(const World& world, const std::vector<const void*>& partials, const SymmetricBuffer& slots,
+                         const std::vector<DeviceBuffer>& out, size_t block_elems) {
+  const int w = world.size();
+  const NcclComms& nccl = nccl_comms(world);
+  if (!g_reference_reduction) {
+    std::vector<void*> recv;
+    for (int r = 0; r < w; ++r) recv.push_back(out[size_t(r)].get());
+    nccl.reduce_scatter_bf16(world, partials, recv, block_elems);
+    return;
+  }
+  std::vector<void*> recv;
+  for (int r = 0; r < w; ++r) recv.push_back(slots.data(r));
+  nccl.all_to_all(world, partials, recv, block_elems * 2);
+  for (int q = 0; q < w; ++q) {  // after the join into the compute stream
+    world.set_device(q);
+    sum_slots(slots.data(q), out[size_t(q)].get(), block_elems, w, world.compute_stream(q));
+  }
+}
+
+void baseline_reduce_scatter(const World& world, const std::vector<const void*>& partials,
+                             const SymmetricBuffer& slots, const std::vector<DeviceBuffer>& out, size_t block_elems,
+                             const Events& events) {
+  if (baseline_uses_nccl(world)) {
+    nccl_reduce_scatter(world, partials, slots, out, block_elems);
+    return;
+  }
   const int w = world.size();
   const size_t block_bytes = block_elems * 2;
   for (int r = 0; r < w; ++r) TL_CUDA_CHECK(cudaEventRecord(events.events[size_t(r)], world.compute_stream(r)));

@@ -13,6 +13,7 @@
 
 #include "bench/harness.hpp"
 #include "bench/report.hpp"
+#include "bench/world_choice.hpp"
 #include "tilelink/runtime/device_buffer.hpp"
 #include "tilelink/runtime/symmetric_heap.hpp"
 #include "tilelink/runtime/world.hpp"
@@ -29,6 +30,7 @@ uint64_t count_far(const void* got, const void* want, size_t count, cudaStream_t
 
 // Runs `fused` and then `reference` once on every rank and throws Error("<what>: N output
 // elements differ ...") unless each rank's `got` matches its `want` (count_far) over `elems`.
+// The reference runs with the baselines' reduce-scatter in its exact form (nccl_reduce_scatter).
 void check_against(const World& world, const std::string& what, const std::function<void()>& fused,
                    const std::function<void()>& reference, const std::vector<DeviceBuffer>& got,
                    const std::vector<DeviceBuffer>& want, size_t elems);
@@ -41,22 +43,38 @@ void cublas_gemm(cublasHandle_t h, const void* a, const void* b, void* c, uint32
 // in rank order: the reduction of the reduce-scatter baselines.
 void sum_slots(const void* slots, void* out, size_t elems, int world, cudaStream_t stream);
 
-// The baselines' all-gather on the copy engine: every rank's `dst` (the whole gathered tensor,
-// shard s at s * shard_bytes) receives each peer's own shard of `src` on the rank's comm stream,
-// ordered after its compute stream and joined back into it. The rank's own shard must already
-// be in `dst`.
-void copy_engine_all_gather(const World& world, const SymmetricBuffer& src, const std::vector<DeviceBuffer>& dst,
-                            size_t shard_bytes);
+// The non-overlapped chains' collectives go through NCCL when the ranks are on separate GPUs (the
+// paper's "cuBLAS + NCCL" baselines) and through the copy engine on virtual ranks (NCCL needs a
+// GPU per rank). baseline_transport: "NCCL" or "copy engine", for the tables.
+bool baseline_uses_nccl(const World& world);
+const char* baseline_transport(const World& world);
+
+// The baselines' all-gather: every rank's `dst` (the whole gathered tensor, shard s at s *
+// shard_bytes) receives each peer's own shard of `src` (at the same offset) on the rank's comm
+// stream, ordered after its compute stream and joined back into it. The rank's own shard must
+// already be in `dst`.
+void baseline_all_gather(const World& world, const SymmetricBuffer& src, const std::vector<DeviceBuffer>& dst,
+                         size_t shard_bytes);
 
 struct Events;
 
-// The baselines' reduce-scatter on the copy engine: every owner q, on its comm stream after every
-// rank's compute stream (events: one per rank), copies block q (block_elems bf16 at q *
-// block_elems) of each rank's partials[s] into slot s of its `slots`, sums the slots in rank
-// order into out[q] (sum_slots) and is joined back into q's compute stream.
-void copy_engine_reduce_scatter(const World& world, const std::vector<const void*>& partials,
-                                const SymmetricBuffer& slots, const std::vector<DeviceBuffer>& out, size_t block_elems,
-                                const Events& events);
+// The baselines' reduce-scatter: out[q] = the sum over s of block q (block_elems bf16 at q *
+// block_elems) of partials[s], joined back into q's compute stream.
+//  - copy engine: every owner q, on its comm stream after every rank's compute stream (events:
+//    one per rank), copies block q of each partials[s] into slot s of its `slots` and sums the
+//    slots in fp32 in rank order (sum_slots), as the fused ops reduce;
+//  - NCCL: nccl_reduce_scatter.
+void baseline_reduce_scatter(const World& world, const std::vector<const void*>& partials,
+                             const SymmetricBuffer& slots, const std::vector<DeviceBuffer>& out, size_t block_elems,
+                             const Events& events);
+
+// The NCCL reduce-scatter of the baselines (bench gemm_rs calls it for its own chain): NCCL's
+// bf16 reduce-scatter, which rounds to bf16 at every step of its algorithm. Inside
+// check_against's reference call NCCL instead moves the blocks into `slots` and sum_slots adds
+// them in fp32 in rank order: the check then compares the fused ops with the same reduction,
+// while the timed calls measure what a "cuBLAS + NCCL" chain runs.
+void nccl_reduce_scatter(const World& world, const std::vector<const void*>& partials, const SymmetricBuffer& slots,
+                         const std::vector<DeviceBuffer>& out, size_t block_elems);
 
 // The table of a GEMM op's benchmark: time, TFLOP/s and ratios to cuBLAS (T_gemm), to the
 // non-overlapped chain and to the ideal max(T_gemm, T_comm), one row per variant.
@@ -67,7 +85,8 @@ struct GemmOpTable {
               const Stats& comm);
   void row(const std::string& variant, const Stats& s);
   void ideal_row(const std::string& label = "ideal max(T_gemm, T_comm)");
-  // The notes every GEMM op's table carries (timing method, units, virtual ranks, gating).
+  // The notes every GEMM op's table carries (timing method, units, where the ranks run and the
+  // baselines' transport, gating).
   void common_notes(int world, size_t samples, int warmup, bool gated);
 };
 

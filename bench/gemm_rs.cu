@@ -1,8 +1,10 @@
-// GEMM+RS on virtual ranks: the fused op (any scatter variant) against its baselines, in one table.
+// GEMM+RS on virtual ranks or one rank per GPU: the fused op (any scatter variant) against its
+// baselines, in one table.
 //
 //   cuBLAS GEMM          every rank's partial M x N x K/P (T_gemm)
-//   reduce-scatter alone the copy-engine reduce-scatter of complete partials: each owner copies
-//                        its rows from every peer, then a kernel sums them in rank order (T_comm)
+//   reduce-scatter alone the reduce-scatter of complete partials (T_comm): NCCL's across GPUs; on
+//                        virtual ranks the copy engine, each owner copying its rows from every
+//                        peer, then a kernel summing them in rank order
 //   ideal                max(T_gemm, T_comm)
 //   non-overlapped       cuBLAS, then that reduce-scatter
 //   decomposed           per owner block: cuBLAS on the block's rows (other owners first), its copy
@@ -24,6 +26,7 @@
 #include "bench/gemm_helpers.hpp"
 #include "bench/harness.hpp"
 #include "bench/random.hpp"
+#include "bench/world_choice.hpp"
 #include "tilelink/core/error.hpp"
 #include "tilelink/ops/gemm_rs/gemm_rs.hpp"
 
@@ -45,7 +48,7 @@ Table bench_gemm_rs(const GemmRsBenchOptions& o) {
   const uint32_t m = o.m, n = o.n, k_local = o.k / w, rows = o.m / w;
   const size_t partial_bytes = size_t(m) * n * 2, block_elems = size_t(rows) * n, block_bytes = block_elems * 2;
 
-  World world = World::virtual_ranks(w);
+  World world = make_bench_world(w);
   const bool ce = o.config.scatter == GemmRsScatter::kCopyEngine;
   SymmetricHeap heap(world, (ce ? 3 : 2) * partial_bytes + (16u << 20));
   SignalSet signals(heap, 1u << 16);
@@ -88,8 +91,14 @@ Table bench_gemm_rs(const GemmRsBenchOptions& o) {
       cublas_gemm(cublas.handles[r], a[r].get(), b[r].get(), partial.data(r), m, n, k_local);
     }
   };
-  // Owner q copies its rows from every rank's partial into its slots, then sums them.
+  std::vector<const void*> partials;
+  for (int r = 0; r < w; ++r) partials.push_back(partial.data(r));
+  // Copy engine: owner q copies its rows from every rank's partial into its slots, then sums them.
   auto reduce_scatter = [&] {
+    if (baseline_uses_nccl(world)) {
+      nccl_reduce_scatter(world, partials, recv, out_base, block_elems);
+      return;
+    }
     for (int q = 0; q < w; ++q) {
       world.set_device(q);
       world.comm_after_compute(q);
@@ -153,12 +162,12 @@ Table bench_gemm_rs(const GemmRsBenchOptions& o) {
                                                   &gated);
   const Stats &t_gemm = t[0], &t_comm = t[1], &t_non = t[2], &t_dec = t[3], &t_fused = t[4], &t_alone = t[5];
   GemmOpTable result("gemm_rs",
-                  "GEMM+RS, " + std::to_string(w) + " virtual rank" + (w > 1 ? "s" : "") + ": m=" + std::to_string(m) +
+                  "GEMM+RS, " + ranks_phrase(w) + ": m=" + std::to_string(m) +
                       " n=" + std::to_string(n) + " k=" + std::to_string(o.k) + " (" + std::to_string(k_local) +
                       " per rank), bf16, fp32 reduction",
                   2.0 * double(m) * double(n) * double(o.k), t_gemm, t_non, t_comm);
   result.row("cuBLAS GEMM (T_gemm)", t_gemm);
-  result.row("reduce-scatter alone, copy engine (T_comm)", t_comm);
+  result.row(std::string("reduce-scatter alone, ") + baseline_transport(world) + " (T_comm)", t_comm);
   result.ideal_row();
   result.row("non-overlapped (cuBLAS, then reduce-scatter)", t_non);
   result.row("decomposed (per-owner cuBLAS + copies, 2 streams)", t_dec);

@@ -1,10 +1,12 @@
-// The fused tensor-parallel MLP on virtual ranks against the non-overlapped chain, in one table.
+// The fused tensor-parallel MLP on virtual ranks or one rank per GPU against the non-overlapped
+// chain, in one table.
 //
 //   fc1 cuBLAS          every rank's M x 2I/P (SwiGLU) or M x I/P (GELU) x H GEMM on the gathered tokens
 //   activation          the activation kernel alone (T_act)
 //   fc2 cuBLAS          every rank's M x H x I/P partial
 //   all-gather alone    the fused op's copy-engine all-gather of the tokens (T_ag)
-//   reduce-scatter      copy-engine copies of the partials' owner blocks + a rank-order sum (T_rs)
+//   reduce-scatter      the baseline's reduce-scatter of the partials (T_rs): NCCL's across GPUs;
+//                       on virtual ranks copy-engine copies of the owner blocks + a rank-order sum
 //   cuBLAS chain        fc1, activation, fc2 with no communication (T_gemm: the compute floor)
 //   ideal               max(T_fc1, T_ag) + T_act + max(T_fc2, T_rs)
 //   non-overlapped      all-gather, cuBLAS fc1, activation, cuBLAS fc2, reduce-scatter
@@ -20,6 +22,7 @@
 #include "bench/gemm_helpers.hpp"
 #include "bench/harness.hpp"
 #include "bench/random.hpp"
+#include "bench/world_choice.hpp"
 #include "tilelink/core/error.hpp"
 #include "tilelink/ops/mlp/mlp.hpp"
 
@@ -36,7 +39,7 @@ Table bench_mlp(const MlpBenchOptions& o) {
   const size_t x_bytes = size_t(m) * hidden * 2, shard_bytes = size_t(rows) * hidden * 2;
   const size_t block_elems = size_t(rows) * hidden, block_bytes = block_elems * 2;
 
-  World world = World::virtual_ranks(w);
+  World world = make_bench_world(w);
   const bool ce = o.config.fc2.scatter == GemmRsScatter::kCopyEngine;
   SymmetricHeap heap(world, (ce ? 4 : 3) * x_bytes + (16u << 20));
   SignalSet signals(heap, 1u << 16);
@@ -106,10 +109,10 @@ Table bench_mlp(const MlpBenchOptions& o) {
       cublas_gemm(cublas.handles[r], h_base[r].get(), w2[r].get(), p_base[r].get(), m, hidden, i_local);
     }
   };
-  auto all_gather = [&] { copy_engine_all_gather(world, x, x_base, shard_bytes); };
+  auto all_gather = [&] { baseline_all_gather(world, x, x_base, shard_bytes); };
   std::vector<const void*> partials;
   for (int r = 0; r < w; ++r) partials.push_back(p_base[r].get());
-  auto reduce_scatter = [&] { copy_engine_reduce_scatter(world, partials, slots, out_base, block_elems, events); };
+  auto reduce_scatter = [&] { baseline_reduce_scatter(world, partials, slots, out_base, block_elems, events); };
   auto chain = [&] {
     fc1_all();
     act_all();
@@ -134,8 +137,8 @@ Table bench_mlp(const MlpBenchOptions& o) {
               &t_non = t[6], &t_fused = t[7];
   const double flop = 2.0 * m * double(hidden) * double(fc1_cols) * w + 2.0 * m * double(hidden) * double(i_local) * w;
   GemmOpTable result("mlp",
-                     "MLP (" + std::string(to_string(o.config.activation)) + "), " + std::to_string(w) +
-                         " virtual rank" + (w > 1 ? "s" : "") + ": tokens=" + std::to_string(m) +
+                     "MLP (" + std::string(to_string(o.config.activation)) + "), " + ranks_phrase(w) +
+                         ": tokens=" + std::to_string(m) +
                          " hidden=" + std::to_string(hidden) + " intermediate=" + std::to_string(o.intermediate) +
                          " (" + std::to_string(i_local) + " per rank), bf16",
                      flop, t_chain, t_non, t_chain);
@@ -144,7 +147,7 @@ Table bench_mlp(const MlpBenchOptions& o) {
   result.row("activation (T_act)", t_act);
   result.row("fc2 cuBLAS (T_fc2)", t_fc2);
   result.row("all-gather alone, copy engine (T_ag)", t_ag);
-  result.row("reduce-scatter alone, copy engine (T_rs)", t_rs);
+  result.row(std::string("reduce-scatter alone, ") + baseline_transport(world) + " (T_rs)", t_rs);
   result.row("cuBLAS chain, no communication (T_gemm)", t_chain);
   result.ideal_row("ideal max(T_fc1, T_ag) + T_act + max(T_fc2, T_rs)");
   result.row("non-overlapped (all-gather, chain, reduce-scatter)", t_non);

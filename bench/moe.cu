@@ -1,5 +1,6 @@
 // MoE part 1 (all-gather + gather + grouped GEMM, bench_moe_ag) and the whole MoE layer
-// (bench_moe_layer) on virtual ranks against the paper's "CUTLASS+NCCL"-style chains.
+// (bench_moe_layer) against the paper's "CUTLASS+NCCL"-style chains (virtual ranks on one GPU, or
+// one rank per GPU with TILELINK_RANKS=gpus: then the chains' collectives are NCCL's).
 //
 // Part 1's table:
 //   cuBLAS dense, same FLOPs     every rank's (token, k) pairs as one dense pairs x n x hidden GEMM
@@ -35,6 +36,7 @@
 #include "bench/gemm_helpers.hpp"
 #include "bench/harness.hpp"
 #include "bench/random.hpp"
+#include "bench/world_choice.hpp"
 #include "tilelink/core/error.hpp"
 #include "tilelink/ops/moe/moe_ag_gemm.hpp"
 #include "tilelink/ops/moe/moe_layer.hpp"
@@ -98,7 +100,7 @@ class MoeChain {
   uint32_t rows() const { return mapping_.num_tiles() * mapping_.bm; }
   const std::vector<DeviceBuffer>& sorted() const { return sorted_; }
 
-  void all_gather() { copy_engine_all_gather(world_, x_, x_base_, shard_bytes_); }
+  void all_gather() { baseline_all_gather(world_, x_, x_base_, shard_bytes_); }
   void gather() {
     for (int r = 0; r < world_.size(); ++r) {
       world_.set_device(r);
@@ -147,7 +149,7 @@ Table bench_moe_ag(const MoeBenchOptions& o) {
   const uint32_t m = o.m, hidden = o.hidden, n = o.intermediate / w, rows_per_rank = m / w;
   const size_t x_bytes = size_t(m) * hidden * 2, shard_bytes = size_t(rows_per_rank) * hidden * 2;
 
-  World world = World::virtual_ranks(w);
+  World world = make_bench_world(w);
   SymmetricHeap heap(world, x_bytes + (16u << 20));
   SignalSet signals(heap, 1u << 16);
   SymmetricBuffer x = heap.allocate(x_bytes);
@@ -214,8 +216,7 @@ Table bench_moe_ag(const MoeBenchOptions& o) {
               &t_fused = t[6], &t_map = t[7];
   const double flop = 2.0 * pairs * double(n) * double(hidden) * w;
   GemmOpTable result("moe_ag",
-                     "MoE part 1 (AG + gather + grouped GEMM), " + std::to_string(w) + " virtual rank" +
-                         (w > 1 ? "s" : "") + ": tokens=" + std::to_string(m) + " hidden=" + std::to_string(hidden) +
+                     "MoE part 1 (AG + gather + grouped GEMM), " + ranks_phrase(w) + ": tokens=" + std::to_string(m) + " hidden=" + std::to_string(hidden) +
                          " n=" + std::to_string(n) + " per rank, experts=" + std::to_string(o.experts) +
                          " top-" + std::to_string(o.topk) + ", " + to_string(o.routing) + " routing, bf16",
                      flop, t_loop, t_non, t_ag);
@@ -223,7 +224,7 @@ Table bench_moe_ag(const MoeBenchOptions& o) {
   result.row("cuBLAS per-expert loop on gathered rows (T_gemm)", t_loop);
   result.row("tilelink grouped GEMM alone (rows in place, no waits)", t_group);
   result.row("gather alone (baseline copy kernel)", t_gather);
-  result.row("all-gather alone, copy engine (T_ag)", t_ag);
+  result.row(std::string("all-gather alone, ") + baseline_transport(world) + " (T_ag)", t_ag);
   result.ideal_row("ideal max(T_gemm, T_ag)");
   result.row("non-overlapped (all-gather, gather, per-expert cuBLAS)", t_non);
   result.row("tilelink fused (MoeAgGroupGemm::run)", t_fused);
@@ -251,7 +252,7 @@ Table bench_moe_layer(const MoeBenchOptions& o) {
   const size_t x_bytes = size_t(m) * hidden * 2, shard_bytes = size_t(rows_per_rank) * hidden * 2;
   const size_t block_elems = size_t(rows_per_rank) * hidden;
 
-  World world = World::virtual_ranks(w);
+  World world = make_bench_world(w);
   SymmetricHeap heap(world, 3 * x_bytes + (16u << 20));
   SignalSet signals(heap, 1u << 16);
   SymmetricBuffer x = heap.allocate(x_bytes);
@@ -336,7 +337,7 @@ Table bench_moe_layer(const MoeBenchOptions& o) {
   };
   std::vector<const void*> partials;
   for (int r = 0; r < w; ++r) partials.push_back(partial[r].get());
-  auto reduce_scatter = [&] { copy_engine_reduce_scatter(world, partials, slots, out_base, block_elems, events); };
+  auto reduce_scatter = [&] { baseline_reduce_scatter(world, partials, slots, out_base, block_elems, events); };
   auto non_overlapped = [&] {
     all_gather();
     gather();
@@ -363,8 +364,7 @@ Table bench_moe_layer(const MoeBenchOptions& o) {
   Stats t_gemm = t_loop1;
   t_gemm.median = t_loop1.median + t_act.median + t_loop2.median;
   GemmOpTable result("moe",
-                     "MoE layer (" + std::string(to_string(o.activation)) + "), " + std::to_string(w) +
-                         " virtual rank" + (w > 1 ? "s" : "") + ": tokens=" + std::to_string(m) +
+                     "MoE layer (" + std::string(to_string(o.activation)) + "), " + ranks_phrase(w) + ": tokens=" + std::to_string(m) +
                          " hidden=" + std::to_string(hidden) + " intermediate=" + std::to_string(o.intermediate) +
                          " (" + std::to_string(k) + " per rank), experts=" + std::to_string(o.experts) + " top-" +
                          std::to_string(o.topk) + ", " + to_string(o.routing) + " routing, bf16",
@@ -375,8 +375,8 @@ Table bench_moe_layer(const MoeBenchOptions& o) {
   result.row("part 2 cuBLAS per-expert loop (T_gemm2)", t_loop2);
   result.row("gather alone (baseline kernel)", t_gather);
   result.row("top-k combine alone (baseline kernel)", t_combine);
-  result.row("all-gather alone, copy engine (T_ag)", t_ag);
-  result.row("reduce-scatter alone, copy engine (T_rs)", t_rs);
+  result.row(std::string("all-gather alone, ") + baseline_transport(world) + " (T_ag)", t_ag);
+  result.row(std::string("reduce-scatter alone, ") + baseline_transport(world) + " (T_rs)", t_rs);
   result.ideal_row("ideal max(T_gemm1, T_ag) + T_act + max(T_gemm2, T_rs)");
   result.row("non-overlapped (AG, gather, loop, act, loop, combine, RS)", t_non);
   result.row("tilelink fused (MoeLayer::run)", t_fused);
@@ -388,6 +388,7 @@ Table bench_moe_layer(const MoeBenchOptions& o) {
                         std::to_string(op.part1().gather_blocks()) + " gather CTAs, " +
                         std::to_string(op.part1().gemm_ctas(0)) + " GEMM CTAs; part 2: " +
                         std::to_string(op.part2().combine_blocks()) + " combine + reduction CTAs, " +
+                        std::to_string(op.part2().weight_sweeps()) + " weight sweeps (0: token order), " +
                         std::to_string(op.part2().gemm_ctas(0)) + " GEMM CTAs per rank; " +
                         std::to_string(mapping.num_tiles()) + " tiles of " + std::to_string(mapping.bm) + " rows");
   table.notes.push_back("check: fused output of every rank equals the non-overlapped chain's within bf16 tolerance");

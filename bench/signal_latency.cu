@@ -1,4 +1,4 @@
-// Notify -> wait round-trip latency between two virtual ranks. One single-thread CTA per rank
+// Notify -> wait round-trip latency between two ranks (virtual, or on two GPUs). One single-thread CTA per rank
 // plays ping-pong on two channels; all round trips run inside one launch, so the launch cost is
 // spread over 10^4 round trips. Each round trip uses its own epoch (the kernel copies the view
 // and sets epoch = first + i), exactly as consecutive op calls would.
@@ -7,6 +7,7 @@
 
 #include "bench/bench.hpp"
 #include "bench/harness.hpp"
+#include "bench/world_choice.hpp"
 #include "tilelink/core/error.hpp"
 #include "tilelink/primitives/device.cuh"
 #include "tilelink/runtime/signal_set.hpp"
@@ -75,7 +76,7 @@ Table bench_signal_latency(const PrimitiveOptions& options) {
   TL_REQUIRE(options.world >= 2, "bench_signal_latency", "world", options.world, ">= 2");
   const int reps = options.quick ? 3 : 20;
 
-  World world = World::virtual_ranks(options.world);
+  World world = make_bench_world(options.world);
   SymmetricHeap heap(world, kMiB);
   SignalSet signals(heap, 16);
   RankTimer timer(world);

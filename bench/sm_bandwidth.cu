@@ -9,6 +9,7 @@
 #include "bench/bench.hpp"
 #include "bench/harness.hpp"
 #include "bench/random.hpp"
+#include "bench/world_choice.hpp"
 #include "tilelink/comm/device_ctx.cuh"
 #include "tilelink/core/error.hpp"
 #include "tilelink/primitives/device.cuh"
@@ -75,7 +76,7 @@ Table bench_sm_bandwidth(const PrimitiveOptions& options) {
   const int reps = options.quick ? 3 : 20;
   const int warmup = 1;
 
-  World world = World::virtual_ranks(options.world);
+  World world = make_bench_world(options.world);
   SymmetricHeap heap(world, bytes + kMiB);
   SymmetricBuffer buffer = heap.allocate(bytes);
   char* const src = buffer.as<char>(0);
@@ -107,7 +108,9 @@ Table bench_sm_bandwidth(const PrimitiveOptions& options) {
                    {"gb_per_s", "GB/s", 1},
                    {"gb_per_s_per_cta", "GB/s/CTA", 1},
                    {"vs_memcpy", "vs memcpy", 2}};
-  table.notes = {"virtual ranks share one GPU: this is HBM -> HBM through the SMs, not NVLink",
+  table.notes = {ranks_on_gpus()
+                     ? "one rank per GPU: this is GPU 0 -> GPU 1 over NVLink through the SMs"
+                     : "virtual ranks share one GPU: this is HBM -> HBM through the SMs, not NVLink",
                  "GB/s = bytes moved / time (each byte counted once), 10^9 bytes/s",
                  "vs memcpy = GB/s / cudaMemcpyAsync GB/s"};
 

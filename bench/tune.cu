@@ -1,8 +1,8 @@
 // `tilelink tune ag_gemm`: the two-stage search of tune/ag_gemm_tune.hpp, timed on the GPUs
-// present (virtual ranks on one GPU). Each candidate is a whole AgGemm over all ranks, timed as
-// bench times the fused op (slowest rank per call, median). The winner and the automatic
-// configuration are then re-timed interleaved, the winner's C is checked against cuBLAS, and the
-// winner goes into the tune cache.
+// present (virtual ranks on one GPU, or one rank per GPU with TILELINK_RANKS=gpus). Each
+// candidate is a whole AgGemm over all ranks, timed as bench times the fused op (slowest rank per
+// call, median). The winner and the automatic configuration are then re-timed interleaved, the
+// winner's C is checked against cuBLAS, and the winner goes into the tune cache.
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -15,6 +15,7 @@
 #include "bench/ag_gemm_setup.hpp"
 #include "bench/bench.hpp"
 #include "bench/harness.hpp"
+#include "bench/world_choice.hpp"
 #include "tilelink/tune/ag_gemm_tune.hpp"
 #include "tilelink/tune/tune_cache.hpp"
 
@@ -97,7 +98,7 @@ Table tune_ag_gemm(const TuneOptions& o, std::ostream& progress) {
 
   Table table;
   table.name = "tune_ag_gemm";
-  table.title = "tune AG+GEMM, " + std::to_string(o.world) + " virtual rank" + (o.world > 1 ? "s" : "") +
+  table.title = "tune AG+GEMM, " + ranks_phrase(o.world) +
                 ": m=" + std::to_string(o.m) + " n=" + std::to_string(o.n) + " (" + std::to_string(setup.n_local) +
                 " per rank) k=" + std::to_string(o.k) + ", bf16";
   table.columns = {{"config", "config", 0},

@@ -22,6 +22,7 @@
 //       [--scatter pull|push|ce] [--trace FILE] [--svg FILE]
 //   tilelink plan moe_ag [--world N] [--model M | --hidden --intermediate --experts --topk] [--gather-ctas G]
 //       [--trace FILE] [--svg FILE]
+//   tilelink plan moe [as plan moe_ag] [--activation swiglu|gelu] [--combine-ctas C] [--combine-rows R]
 //   tilelink plan gemm_rs [--world N] [--nodes K] [--m --n --k] [--bm --bn] [--reduce-ctas R]
 //       [--granularity tile|row|rank] [--scatter pull|push|ce] [--band B] [--trace FILE] [--svg FILE]
 //
@@ -47,6 +48,7 @@
 #include "bench/bench.hpp"
 #include "bench/harness.hpp"
 #include "bench/report.hpp"
+#include "bench/world_choice.hpp"
 #include "tilelink/comm/collectives.hpp"
 #include "tilelink/core/error.hpp"
 #include "tilelink/runtime/world.hpp"
@@ -123,7 +125,7 @@ void finish(const std::vector<tb::Table>& tables, const tb::Fields& meta, const 
 void print_device_header(int world, const std::string& what) {
   const tb::DeviceInfo d = tb::query_device(0);
   std::cout << "tilelink " << what << ": " << d.name << " (sm_" << d.cc_major << d.cc_minor << ", "
-            << d.sms << " SMs), " << world << " virtual ranks on device 0\n\n";
+            << d.sms << " SMs), " << tb::ranks_placement(world) << "\n\n";
 }
 
 int cmd_info(int world_size) {
@@ -153,7 +155,8 @@ int cmd_info(int world_size) {
   }
 
   const tilelink::World world = tilelink::World::virtual_ranks(world_size);
-  std::cout << "world: " << world.size() << " virtual ranks on device 0 (the benchmarks' mode), scope "
+  std::cout << "world: " << world.size() << " virtual ranks on device 0 (the benchmarks' mode"
+            << (tb::ranks_on_gpus() ? " without TILELINK_RANKS=gpus" : "") << "), scope "
             << (world.scope() == tilelink::MemScope::kGpu ? ".gpu" : ".sys") << "\n";
   for (int r = 0; r < world.size(); ++r) {
     std::cout << "  rank " << r << ": device " << world.device(r) << ", SM budget " << world.sm_budget(r)
@@ -206,7 +209,7 @@ struct CollectiveArgs {
 };
 
 void add_collective_options(CLI::App* app, CollectiveArgs& a, bool all_gather) {
-  app->add_option("--world", a.world, "virtual ranks on device 0")->capture_default_str()->check(CLI::Range(2, tilelink::kMaxWorldSize));
+  app->add_option("--world", a.world, tb::kWorldOptionHelp)->capture_default_str()->check(CLI::Range(2, tilelink::kMaxWorldSize));
   app->add_option("--rows-per-rank", a.rows_per_rank, "rows each rank owns")->capture_default_str()->check(CLI::Range(1u, 1u << 30));
   auto* row_bytes = app->add_option("--row-bytes", a.row_bytes,
                                     all_gather ? "bytes per row; default 16384"
@@ -553,7 +556,7 @@ struct MoeArgs {
   std::string kernel;
   // bench moe only: the activation and part 2's knobs.
   std::string activation = "swiglu";
-  uint32_t comm_rows = 0, combine_blocks = 0;
+  uint32_t comm_rows = 0, combine_blocks = 0, weight_sweeps = 0;
   int warmup = 3, iters = 10;
   std::string json;
   uint64_t seed = 0;
@@ -606,6 +609,7 @@ tb::MoeBenchOptions moe_bench_options(MoeArgs a) {
   o.config.kernel = a.kernel;
   o.part2.comm_rows = a.comm_rows;
   o.part2.combine_blocks = a.combine_blocks;
+  o.part2.weight_sweeps = a.weight_sweeps;
   o.part2.gemm_sms = a.gemm_sms;
   o.part2.swizzle = a.swizzle;
   o.part2.kernel = a.kernel;
@@ -633,7 +637,7 @@ int cmd_moe(const MoeArgs& a, const std::string& command) {
 
 // The options `bench moe_ag` and `bench moe` share.
 void add_moe_options(CLI::App* cmd, MoeArgs& a) {
-  cmd->add_option("--world", a.world, "virtual ranks on device 0")->capture_default_str()->check(CLI::Range(1, tilelink::kMaxWorldSize));
+  cmd->add_option("--world", a.world, tb::kWorldOptionHelp)->capture_default_str()->check(CLI::Range(1, tilelink::kMaxWorldSize));
   cmd->add_option("--m", a.m, "tokens over all ranks (each rank holds m / world)")->capture_default_str()->check(CLI::PositiveNumber);
   CLI::Option* model = cmd->add_option("--model", a.model, "take the shape from a model: mixtral-8x7b, mixtral-8x22b, qwen1.5-moe, deepseek-moe")
                            ->check(CLI::IsMember({"mixtral-8x7b", "mixtral-8x22b", "qwen1.5-moe", "deepseek-moe"}));
@@ -826,6 +830,8 @@ struct PlanMoeArgs {
   CostArgs cost;
   tilelink::sim::MoeProblem problem;
   tilelink::sim::MoeConfig config;
+  tilelink::sim::MoeRsConfig part2;  // plan moe
+  std::string activation = "swiglu";  // plan moe
   std::string model;
   std::string routing = "uniform";
   std::string resource = "ce";
@@ -834,7 +840,34 @@ struct PlanMoeArgs {
   std::string svg;
 };
 
-int cmd_plan_moe_ag(PlanMoeArgs a) {
+// The options `plan moe_ag` and `plan moe` share.
+void add_plan_moe_options(CLI::App* cmd, PlanMoeArgs& a) {
+  cmd->add_option("--world", a.problem.world, "ranks")->capture_default_str()->check(CLI::Range(1, 4096));
+  cmd->add_option("--nodes", a.problem.nodes, "nodes (ranks are node-major)")->capture_default_str();
+  cmd->add_option("--m", a.problem.m, "tokens over all ranks")->capture_default_str();
+  CLI::Option* model = cmd->add_option("--model", a.model, "take the shape from a model: mixtral-8x7b, mixtral-8x22b, qwen1.5-moe, deepseek-moe")
+                                    ->check(CLI::IsMember({"mixtral-8x7b", "mixtral-8x22b", "qwen1.5-moe", "deepseek-moe"}));
+  cmd->add_option("--hidden", a.problem.hidden, "hidden size (K)")->capture_default_str()->excludes(model);
+  cmd->add_option("--intermediate", a.problem.intermediate, "each expert's columns over all ranks")->capture_default_str()->excludes(model);
+  cmd->add_option("--experts", a.problem.experts, "experts")->capture_default_str()->excludes(model);
+  cmd->add_option("--topk", a.problem.topk, "experts per token")->capture_default_str()->excludes(model);
+  cmd->add_option("--routing", a.routing, "synthetic routing: uniform, skewed (expert 0 hot) or few_experts")->capture_default_str()->check(CLI::IsMember({"uniform", "skewed", "few_experts"}));
+  cmd->add_option("--seed", a.problem.seed, "seed of the synthetic routing")->capture_default_str();
+  cmd->add_option("--bm", a.config.bm, "tile rows (experts are padded to them)")->capture_default_str();
+  cmd->add_option("--bn", a.config.bn, "tile columns")->capture_default_str();
+  cmd->add_option("--comm-rows", a.config.comm_rows, "rows per communication tile")->capture_default_str();
+  cmd->add_option("--resource", a.resource, "ce (copy engine) or sm")->capture_default_str()->check(CLI::IsMember({"ce", "sm"}));
+  cmd->add_option("--blocks", a.config.comm_ctas, "CTAs that copy with --resource sm (default 2)");
+  cmd->add_option("--gather-ctas", a.config.gather_ctas, "CTAs of the gather stage (0 = the op's automatic count)")->capture_default_str();
+  cmd->add_option("--mapping-us", a.mapping_us, "µs of the device mapping before gather and GEMM start (bench moe_ag measures it)")->capture_default_str();
+  a.cost.add_options(cmd);
+  cmd->add_option("--trace", a.trace, "write the predicted timeline of rank 0 as Chrome/Perfetto JSON");
+  cmd->add_option("--svg", a.svg, "write the predicted timeline of rank 0 as an SVG picture");
+}
+
+// The model's shape, routing and all-gather resource from the command line; the output files
+// checked before any work.
+void resolve_plan_moe(PlanMoeArgs& a) {
   namespace sim = tilelink::sim;
   apply_moe_model(a.model, a.problem.hidden, a.problem.intermediate, a.problem.experts, a.problem.topk);
   a.config.resource = a.resource == "sm" ? sim::Resource::kSm : sim::Resource::kCopyEngine;
@@ -843,6 +876,11 @@ int cmd_plan_moe_ag(PlanMoeArgs a) {
   a.problem.routing = parse_routing(a.routing);
   check_writable(a.trace);
   check_writable(a.svg);
+}
+
+int cmd_plan_moe_ag(PlanMoeArgs a) {
+  namespace sim = tilelink::sim;
+  resolve_plan_moe(a);
   const sim::CostModel cost = a.cost.model();
   const sim::MoePrediction r = sim::predict_moe_ag(a.problem, a.config, cost);
   const auto& p = a.problem;
@@ -851,11 +889,31 @@ int cmd_plan_moe_ag(PlanMoeArgs a) {
             << "world=" << p.world << "  nodes=" << p.nodes << "  tokens=" << p.m << "  hidden=" << p.hidden
             << "  intermediate=" << p.intermediate << "  experts=" << p.experts << "  top-" << p.topk
             << " (" << tilelink::to_string(p.routing) << " routing, seed " << p.seed << ")  bm=" << a.config.bm << "  bn=" << a.config.bn
-            << "  gather CTAs=" << a.config.gather_ctas << "  GEMM CTAs=" << r.gemm_ctas << "  tiles=" << r.tiles
+            << "  gather CTAs=" << r.gather_ctas << "  GEMM CTAs=" << r.gemm_ctas << "  tiles=" << r.tiles
             << "  resource=" << a.resource << "\n\n";
   print_plan("plan_moe_ag", "MoE part 1, predicted per rank", r, a.trace, a.svg,
              "tilelink plan moe_ag, rank 0 (predicted)");
   std::printf("gather alone on the op's CTAs: %.1f us\n", r.t_gather * 1e6);
+  return 0;
+}
+
+// `tilelink plan moe`: the predicted timeline of the MoE layer (part 1, activation, part 2).
+int cmd_plan_moe(PlanMoeArgs a) {
+  namespace sim = tilelink::sim;
+  resolve_plan_moe(a);
+  a.part2.bm = a.config.bm;
+  a.part2.bn = a.config.bn;
+  const sim::CostModel cost = a.cost.model();
+  const bool swiglu = a.activation == "swiglu";
+  const sim::MoePrediction r = sim::predict_moe_layer(a.problem, swiglu, a.config, a.part2, cost);
+  const auto& p = a.problem;
+  std::cout << "tilelink plan moe: predicted, not measured (cost model: " << cost.flops / 1e12 << " TFLOP/s, "
+            << cost.sms << " SMs, one CTA copies " << cost.sm_copy_bandwidth_per_cta / 1e9 << " GB/s)\n"
+            << "world=" << p.world << "  nodes=" << p.nodes << "  tokens=" << p.m << "  hidden=" << p.hidden
+            << "  intermediate=" << p.intermediate << " (" << a.activation << ")  experts=" << p.experts << "  top-"
+            << p.topk << " (" << tilelink::to_string(p.routing) << " routing, seed " << p.seed << ")  tiles=" << r.tiles
+            << "  gather CTAs=" << r.gather_ctas << "  combine CTAs=" << r.combine_ctas << "\n\n";
+  print_plan("plan_moe", "MoE layer, predicted per rank", r, a.trace, a.svg, "tilelink plan moe, rank 0 (predicted)");
   return 0;
 }
 
@@ -962,7 +1020,7 @@ int cmd_plan_gemm_rs(PlanRsArgs a) {
 int main(int argc, char** argv) {
   tilelink::configure_cuda_environment();  // before any CUDA call
   CLI::App app{"TileLink: tile-centric compute/communication overlap. Device information and benchmarks "
-               "(virtual ranks on one GPU).",
+               "(virtual ranks on one GPU, or one rank per GPU with TILELINK_RANKS=gpus).",
                "tilelink"};
   app.set_version_flag("--version", TILELINK_VERSION);
   app.require_subcommand(0, 1);  // none: usage error below; unknown words: CLI11's "not expected"
@@ -981,7 +1039,7 @@ int main(int argc, char** argv) {
   std::string prim_json;
   CLI::App* primitives = bench->add_subcommand(
       "primitives", "micro-benchmarks: signal round trip, SM push/pull bandwidth, copy-engine chunks");
-  primitives->add_option("--world", prim.world, "virtual ranks (the micro-benchmarks use ranks 0 and 1)")
+  primitives->add_option("--world", prim.world, "ranks, as for bench ag_gemm (the micro-benchmarks use ranks 0 and 1)")
       ->capture_default_str()
       ->check(CLI::Range(2, tilelink::kMaxWorldSize));
   primitives->add_flag("--quick", prim.quick, "fewer repetitions and a smaller SM transfer: a smoke run");
@@ -999,7 +1057,7 @@ int main(int argc, char** argv) {
 
   AgGemmArgs agg;
   CLI::App* ag_gemm = bench->add_subcommand("ag_gemm", "time tilelink::AgGemm against cuBLAS, non-overlapped and decomposed baselines");
-  ag_gemm->add_option("--world", agg.world, "virtual ranks on device 0")->capture_default_str()->check(CLI::Range(1, tilelink::kMaxWorldSize));
+  ag_gemm->add_option("--world", agg.world, tb::kWorldOptionHelp)->capture_default_str()->check(CLI::Range(1, tilelink::kMaxWorldSize));
   ag_gemm->add_option("--m", agg.m, "rows of A and C (all ranks)")->capture_default_str()->check(CLI::PositiveNumber);
   ag_gemm->add_option("--n", agg.n, "columns of C over all ranks (each rank computes n / world)")->capture_default_str()->check(CLI::PositiveNumber);
   ag_gemm->add_option("--k", agg.k, "inner dimension")->capture_default_str()->check(CLI::PositiveNumber);
@@ -1023,7 +1081,7 @@ int main(int argc, char** argv) {
 
   GemmRsArgs grs;
   CLI::App* gemm_rs = bench->add_subcommand("gemm_rs", "time tilelink::GemmRs against cuBLAS, non-overlapped and decomposed baselines");
-  gemm_rs->add_option("--world", grs.world, "virtual ranks on device 0")->capture_default_str()->check(CLI::Range(1, tilelink::kMaxWorldSize));
+  gemm_rs->add_option("--world", grs.world, tb::kWorldOptionHelp)->capture_default_str()->check(CLI::Range(1, tilelink::kMaxWorldSize));
   gemm_rs->add_option("--m", grs.m, "rows of the output over all ranks (each rank gets m / world)")->capture_default_str()->check(CLI::PositiveNumber);
   gemm_rs->add_option("--n", grs.n, "columns of the output")->capture_default_str()->check(CLI::PositiveNumber);
   gemm_rs->add_option("--k", grs.k, "inner dimension over all ranks (each rank holds k / world)")->capture_default_str()->check(CLI::PositiveNumber);
@@ -1051,11 +1109,12 @@ int main(int argc, char** argv) {
   add_moe_options(moe_layer, layer_args);
   moe_layer->add_option("--activation", layer_args.activation, "swiglu (part 1 gives gate and up halves) or gelu")->capture_default_str()->check(CLI::IsMember({"swiglu", "gelu"}));
   moe_layer->add_option("--comm-rows", layer_args.comm_rows, "tokens per combine / reduction block (0 = automatic)")->capture_default_str();
+  moe_layer->add_option("--weight-sweeps", layer_args.weight_sweeps, "part 2's GEMM order: weight sweeps over the combine's rounds (0 = automatic; at least the rounds = token order)")->capture_default_str();
   moe_layer->add_option("--combine-blocks", layer_args.combine_blocks, "part 2's combine + reduction CTAs per rank (0 = automatic)")->capture_default_str();
 
   MlpArgs mlp_args;
   CLI::App* mlp = bench->add_subcommand("mlp", "time tilelink::Mlp (AG+GEMM -> activation -> GEMM+RS) against the non-overlapped chain");
-  mlp->add_option("--world", mlp_args.world, "virtual ranks on device 0")->capture_default_str()->check(CLI::Range(1, tilelink::kMaxWorldSize));
+  mlp->add_option("--world", mlp_args.world, tb::kWorldOptionHelp)->capture_default_str()->check(CLI::Range(1, tilelink::kMaxWorldSize));
   mlp->add_option("--m", mlp_args.m, "tokens over all ranks (each rank holds m / world)")->capture_default_str()->check(CLI::PositiveNumber);
   CLI::Option* mlp_model = mlp->add_option("--model", mlp_args.model, "take hidden and intermediate from a model: llama3-8b, llama3-70b, llama3-405b")
       ->check(CLI::IsMember({"llama3-8b", "llama3-70b", "llama3-405b"}));
@@ -1073,7 +1132,7 @@ int main(int argc, char** argv) {
   CLI::App* tune = app.add_subcommand("tune", "search an op's design space on the GPUs present and store the best config");
   tune->require_subcommand(0, 1);
   CLI::App* tune_ag = tune->add_subcommand("ag_gemm", "AG+GEMM: kernel x swizzle, then the communication variants the plan model ranks best");
-  tune_ag->add_option("--world", tune_args.world, "virtual ranks on device 0")->capture_default_str()->check(CLI::Range(1, tilelink::kMaxWorldSize));
+  tune_ag->add_option("--world", tune_args.world, tb::kWorldOptionHelp)->capture_default_str()->check(CLI::Range(1, tilelink::kMaxWorldSize));
   tune_ag->add_option("--m", tune_args.m, "rows of A and C (all ranks)")->capture_default_str()->check(CLI::PositiveNumber);
   tune_ag->add_option("--n", tune_args.n, "columns of C over all ranks")->capture_default_str()->check(CLI::PositiveNumber);
   tune_ag->add_option("--k", tune_args.k, "inner dimension")->capture_default_str()->check(CLI::PositiveNumber);
@@ -1091,7 +1150,7 @@ int main(int argc, char** argv) {
   CLI::App* trace = app.add_subcommand("trace", "record an op's per-tile device timeline (%globaltimer) on every rank");
   trace->require_subcommand(0, 1);
   CLI::App* trace_ag = trace->add_subcommand("ag_gemm", "AG+GEMM: each GEMM tile's wait, loads and epilogue; the SM all-gather's waits, copies and notifies");
-  trace_ag->add_option("--world", trace_args.op.world, "virtual ranks on device 0")->capture_default_str()->check(CLI::Range(1, tilelink::kMaxWorldSize));
+  trace_ag->add_option("--world", trace_args.op.world, tb::kWorldOptionHelp)->capture_default_str()->check(CLI::Range(1, tilelink::kMaxWorldSize));
   trace_ag->add_option("--m", trace_args.op.m, "rows of A and C (all ranks)")->capture_default_str()->check(CLI::PositiveNumber);
   trace_ag->add_option("--n", trace_args.op.n, "columns of C over all ranks")->capture_default_str()->check(CLI::PositiveNumber);
   trace_ag->add_option("--k", trace_args.op.k, "inner dimension")->capture_default_str()->check(CLI::PositiveNumber);
@@ -1128,28 +1187,14 @@ int main(int argc, char** argv) {
   plan_mlp->add_option("--svg", plan_mlp_args.svg, "write the predicted timeline of rank 0 as an SVG picture");
 
   PlanMoeArgs plan_moe_args;
-  CLI::App* plan_moe = plan->add_subcommand("moe_ag", "MoE part 1: all-gather + gather + grouped GEMM, for a uniform routing");
-  plan_moe->add_option("--world", plan_moe_args.problem.world, "ranks")->capture_default_str()->check(CLI::Range(1, 4096));
-  plan_moe->add_option("--nodes", plan_moe_args.problem.nodes, "nodes (ranks are node-major)")->capture_default_str();
-  plan_moe->add_option("--m", plan_moe_args.problem.m, "tokens over all ranks")->capture_default_str();
-  CLI::Option* plan_moe_model = plan_moe->add_option("--model", plan_moe_args.model, "take the shape from a model: mixtral-8x7b, mixtral-8x22b, qwen1.5-moe, deepseek-moe")
-                                    ->check(CLI::IsMember({"mixtral-8x7b", "mixtral-8x22b", "qwen1.5-moe", "deepseek-moe"}));
-  plan_moe->add_option("--hidden", plan_moe_args.problem.hidden, "hidden size (K)")->capture_default_str()->excludes(plan_moe_model);
-  plan_moe->add_option("--intermediate", plan_moe_args.problem.intermediate, "each expert's columns over all ranks")->capture_default_str()->excludes(plan_moe_model);
-  plan_moe->add_option("--experts", plan_moe_args.problem.experts, "experts")->capture_default_str()->excludes(plan_moe_model);
-  plan_moe->add_option("--topk", plan_moe_args.problem.topk, "experts per token")->capture_default_str()->excludes(plan_moe_model);
-  plan_moe->add_option("--routing", plan_moe_args.routing, "synthetic routing: uniform, skewed (expert 0 hot) or few_experts")->capture_default_str()->check(CLI::IsMember({"uniform", "skewed", "few_experts"}));
-  plan_moe->add_option("--seed", plan_moe_args.problem.seed, "seed of the synthetic routing")->capture_default_str();
-  plan_moe->add_option("--bm", plan_moe_args.config.bm, "tile rows (experts are padded to them)")->capture_default_str();
-  plan_moe->add_option("--bn", plan_moe_args.config.bn, "tile columns")->capture_default_str();
-  plan_moe->add_option("--comm-rows", plan_moe_args.config.comm_rows, "rows per communication tile")->capture_default_str();
-  plan_moe->add_option("--resource", plan_moe_args.resource, "ce (copy engine) or sm")->capture_default_str()->check(CLI::IsMember({"ce", "sm"}));
-  plan_moe->add_option("--blocks", plan_moe_args.config.comm_ctas, "CTAs that copy with --resource sm (default 2)");
-  plan_moe->add_option("--gather-ctas", plan_moe_args.config.gather_ctas, "CTAs of the gather stage")->capture_default_str();
-  plan_moe->add_option("--mapping-us", plan_moe_args.mapping_us, "µs of the device mapping before gather and GEMM start (bench moe_ag measures it)")->capture_default_str();
-  plan_moe_args.cost.add_options(plan_moe);
-  plan_moe->add_option("--trace", plan_moe_args.trace, "write the predicted timeline of rank 0 as Chrome/Perfetto JSON");
-  plan_moe->add_option("--svg", plan_moe_args.svg, "write the predicted timeline of rank 0 as an SVG picture");
+  CLI::App* plan_moe = plan->add_subcommand("moe_ag", "MoE part 1: all-gather + gather + grouped GEMM, for a synthetic routing");
+  add_plan_moe_options(plan_moe, plan_moe_args);
+  PlanMoeArgs plan_layer_args;
+  CLI::App* plan_layer = plan->add_subcommand("moe", "the MoE layer: part 1 -> activation -> grouped GEMM + top-k combine + reduce-scatter");
+  add_plan_moe_options(plan_layer, plan_layer_args);
+  plan_layer->add_option("--activation", plan_layer_args.activation, "swiglu (part 1 gives gate and up halves) or gelu")->capture_default_str()->check(CLI::IsMember({"swiglu", "gelu"}));
+  plan_layer->add_option("--combine-ctas", plan_layer_args.part2.combine_ctas, "part 2: CTAs of the combine and reduction (0 = the op's automatic count)")->capture_default_str();
+  plan_layer->add_option("--combine-rows", plan_layer_args.part2.comm_rows, "part 2: tokens per combine block")->capture_default_str();
 
   PlanArgs plan_args;
   CLI::App* plan_ag = plan->add_subcommand("ag_gemm", "AG+GEMM: C = allgather(A) * B, column-parallel");
@@ -1206,11 +1251,12 @@ int main(int argc, char** argv) {
     return kExitUsage;
   }
 
-  if (*plan_ag || *plan_rs || *plan_moe || *plan_mlp || (*tune_ag && tune_args.dry_run)) {  // no GPU needed
+  if (*plan_ag || *plan_rs || *plan_moe || *plan_layer || *plan_mlp || (*tune_ag && tune_args.dry_run)) {  // no GPU needed
     try {
       if (*tune_ag) return cmd_tune_dry_run(tune_args);
       if (*plan_mlp) return cmd_plan_mlp(plan_mlp_args);
       if (*plan_moe) return cmd_plan_moe_ag(plan_moe_args);
+      if (*plan_layer) return cmd_plan_moe(plan_layer_args);
       return *plan_ag ? cmd_plan_ag_gemm(plan_args) : cmd_plan_gemm_rs(plan_rs_args);
     } catch (const std::exception& e) {
       std::cerr << "tilelink: error: " << e.what() << "\n";

@@ -1,6 +1,6 @@
-// Shared helpers of the GPU suite: the no-GPU skip, a virtual-rank world with its heap and
-// signals, device buffers, reproducible host random data, poison, byte comparison, and the few
-// device helpers the test kernels share.
+// Shared helpers of the GPU suite: the no-GPU skip, a world (virtual ranks, or one rank per GPU
+// with TILELINK_RANKS=gpus) with its heap and signals, device buffers, reproducible host random
+// data, poison, byte comparison, and the few device helpers the test kernels share.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -11,7 +11,10 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
+#include <iostream>
+#include <numeric>
 #include <random>
 #include <string>
 #include <utility>
@@ -52,6 +55,40 @@ namespace tilelink::test {
 // Fill byte of every output before the call that should overwrite it.
 constexpr uint8_t kPoison = 0xA5;
 
+// Whether TILELINK_RANKS=gpus asks for one rank per GPU ("virtual" or unset: virtual ranks on
+// device 0). Any other value throws InvalidArgument.
+inline bool ranks_on_gpus() {
+  const char* value = std::getenv("TILELINK_RANKS");
+  const std::string mode = value == nullptr ? "" : value;
+  if (mode != "" && mode != "virtual" && mode != "gpus") {
+    throw InvalidArgument("environment variable TILELINK_RANKS = '" + mode +
+                          "': expected 'gpus' (one rank per GPU), 'virtual' or unset (virtual ranks on device 0)");
+  }
+  return mode == "gpus";
+}
+
+// A test's world of `ranks` ranks: one per GPU (devices 0..ranks-1) when ranks_on_gpus() and this
+// process sees that many GPUs, else virtual ranks on device 0 as always. A world larger than the
+// GPU count falls back to virtual ranks, and the first such fallback says so on stderr.
+inline World make_test_world(int ranks, WorldOptions options = {}) {
+  if (ranks_on_gpus()) {
+    int count = 0;
+    TL_CUDA_CHECK(cudaGetDeviceCount(&count));
+    if (ranks <= count) {
+      std::vector<int> devices(static_cast<size_t>(ranks));
+      std::iota(devices.begin(), devices.end(), 0);
+      return World::multi_gpu(devices, options);
+    }
+    static bool said = false;
+    if (!said) {
+      said = true;
+      std::cerr << "TILELINK_RANKS=gpus: " << count << " GPU(s) visible; tests with more ranks than that (first: "
+                << ranks << ") run on virtual ranks of device 0\n";
+    }
+  }
+  return World::virtual_ranks(ranks, 0, options);
+}
+
 // The world, heap and signal set of one test, in construction order (the heap keeps a pointer to
 // the world, the signal set to the heap): never moved.
 struct TestWorld {
@@ -60,7 +97,7 @@ struct TestWorld {
   SignalSet signals;
 
   TestWorld(int ranks, size_t heap_bytes_per_rank, uint32_t channels, WorldOptions options = {})
-      : world(World::virtual_ranks(ranks, 0, options)),
+      : world(make_test_world(ranks, options)),
         heap(world, heap_bytes_per_rank),
         signals(heap, channels) {}
   TestWorld(const TestWorld&) = delete;
@@ -122,7 +159,8 @@ inline uint64_t seed_of(uint64_t test, uint64_t rank, uint64_t call) {
 }
 
 // Synchronous host <-> device transfers and poison. They run outside the world's streams, so
-// settle() waits for the whole device before anything that depends on them is launched.
+// settle() waits for the device (every device when ranks_on_gpus()) before anything that depends
+// on them is launched.
 inline void upload(void* dst, const void* src, size_t bytes) {
   TL_CUDA_CHECK(cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice));
 }
@@ -132,8 +170,34 @@ std::vector<T> download(const void* src, size_t count) {
   TL_CUDA_CHECK(cudaMemcpy(v.data(), src, count * sizeof(T), cudaMemcpyDeviceToHost));
   return v;
 }
-inline void poison(void* p, size_t bytes) { TL_CUDA_CHECK(cudaMemset(p, kPoison, bytes)); }
-inline void settle() { TL_CUDA_CHECK(cudaDeviceSynchronize()); }
+inline void poison(void* p, size_t bytes) {
+  if (!ranks_on_gpus()) {
+    TL_CUDA_CHECK(cudaMemset(p, kPoison, bytes));
+    return;
+  }
+  // On the memory's own device: a multi-GPU world's buffers live on several.
+  cudaPointerAttributes attributes{};
+  TL_CUDA_CHECK(cudaPointerGetAttributes(&attributes, p));
+  int current = 0;
+  TL_CUDA_CHECK(cudaGetDevice(&current));
+  TL_CUDA_CHECK(cudaSetDevice(attributes.type == cudaMemoryTypeDevice ? attributes.device : current));
+  TL_CUDA_CHECK(cudaMemset(p, kPoison, bytes));
+  TL_CUDA_CHECK(cudaSetDevice(current));
+}
+inline void settle() {
+  if (!ranks_on_gpus()) {
+    TL_CUDA_CHECK(cudaDeviceSynchronize());
+    return;
+  }
+  int current = 0, count = 0;
+  TL_CUDA_CHECK(cudaGetDevice(&current));
+  TL_CUDA_CHECK(cudaGetDeviceCount(&count));
+  for (int d = 0; d < count; ++d) {
+    TL_CUDA_CHECK(cudaSetDevice(d));
+    TL_CUDA_CHECK(cudaDeviceSynchronize());
+  }
+  TL_CUDA_CHECK(cudaSetDevice(current));
+}
 
 // bf16 values uniform in [-1, 1).
 inline std::vector<__nv_bfloat16> random_bf16(size_t n, std::mt19937_64& rng) {
