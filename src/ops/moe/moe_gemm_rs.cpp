@@ -105,7 +105,9 @@ std::string MoeGemmRs::can_implement_shape(const World& world, const SymmetricHe
     return "argument 'tokens_per_rank' = " + std::to_string(a.tokens_per_rank) +
            ": expected world * tokens_per_rank * topk below 2^31";
   }
-  if (std::string e = world.check_extra_streams(1, "the MoE combine stage"); !e.empty()) return e;
+  if (a.combine_streams == nullptr) {
+    if (std::string e = world.check_extra_streams(1, "the MoE combine stage"); !e.empty()) return e;
+  }
   const detail::Sm90MoeGemmConfigInfo* kernel = find_kernel(a.config.kernel);
   if (kernel == nullptr) return detail::unknown_config(detail::sm90_moe_gemm_configs(), a.config.kernel);
   if (std::string e = check_rank_pointers(world, a.w, "w"); !e.empty()) return e;
@@ -146,7 +148,12 @@ MoeGemmRs::MoeGemmRs(const World& world, SymmetricHeap& heap, SignalSet& signals
             : args.config.weight_sweeps != 0                           ? args.config.weight_sweeps
                                                                        : moe_policy::weight_sweeps(args.n, args.k);
   slice_ = signals.allocate(plan_.num_channels(), name);
-  combine_streams_ = SideStreams(world, false);
+  if (args.combine_streams != nullptr) {
+    combine_streams_ = args.combine_streams;
+  } else {
+    own_streams_ = SideStreams(world, false);
+    combine_streams_ = &own_streams_;
+  }
   for (int r = 0; r < world.size(); ++r) {
     const size_t i = static_cast<size_t>(r);
     world.set_device(r);
@@ -196,12 +203,12 @@ uint64_t MoeGemmRs::run() {
     mapping.build_combine_order(plan_, static_cast<uint32_t>(r), order_[i].get<uint32_t>(), compute, sweeps_);
     // The combine overwrites peers' slots and `out`: after the previous call's combine and exit
     // barrier, and after the caller's earlier work on the compute stream (which reads `out`).
-    combine_streams_.fork_from(r, compute);
+    combine_streams_->fork_from(r, compute);
     kernels_[i]->run(epoch, compute);
     detail::launch_moe_combine(plan_, mapping.view(plan_.max_tiles), slice_.device_view(r), heap_->device_view(r),
                                y_[i].get(), args_.weights[i], world.size() > 1 ? args_.recv->data(r) : nullptr,
-                               args_.out[i], combine_blocks_, cluster_, combine_streams_.stream(r));
-    combine_streams_.join_into(r, compute);
+                               args_.out[i], combine_blocks_, cluster_, combine_streams_->stream(r));
+    combine_streams_->join_into(r, compute);
   }
   return epoch;
 }

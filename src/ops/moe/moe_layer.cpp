@@ -72,7 +72,10 @@ std::string MoeLayer::can_implement(const World& world, const SymmetricHeap& hea
            std::string(a.config.activation == MlpActivation::kSwiGlu ? "2 * " : "") +
            "intermediate / world, k = hidden): " + e;
   }
-  if (std::string e = MoeGemmRs::can_implement_shape(world, heap, part2_arguments(world, a, {}, {})); !e.empty()) {
+  MoeGemmRsArguments p2 = part2_arguments(world, a, {}, {});
+  SideStreams shared;  // stands for part 1's streams: only its presence is checked
+  p2.combine_streams = &shared;
+  if (std::string e = MoeGemmRs::can_implement_shape(world, heap, p2); !e.empty()) {
     return "part 2 (grouped GEMM + combine + reduce-scatter, n = hidden, k = intermediate / world): " + e;
   }
   const uint32_t bm1 = MoeAgGroupGemm::tile_m_of(a.config.part1.kernel), bm2 = MoeGemmRs::tile_m_of(a.config.part2.kernel);
@@ -104,7 +107,11 @@ MoeLayer::MoeLayer(const World& world, SymmetricHeap& heap, SignalSet& signals, 
   part1_ = std::make_unique<MoeAgGroupGemm>(world, heap, signals, p1, name + ".part1");
   std::vector<const MoeMappingBuffers*> mapping;
   for (int r = 0; r < world.size(); ++r) mapping.push_back(&part1_->mapping(r));
-  part2_ = std::make_unique<MoeGemmRs>(world, heap, signals, part2_arguments(world, args, mapping, h), name + ".part2");
+  // Part 2's combine runs on part 1's gather streams: the two never overlap (part 2 starts after
+  // part 1 on every compute stream), and a third stream per rank would cost a hardware queue.
+  MoeGemmRsArguments p2 = part2_arguments(world, args, mapping, h);
+  p2.combine_streams = &part1_->side_streams();
+  part2_ = std::make_unique<MoeGemmRs>(world, heap, signals, p2, name + ".part2");
 }
 
 MoeLayer::~MoeLayer() = default;

@@ -112,6 +112,8 @@ class MoeAgGroupGemm {
   int gemm_ctas(int rank) const;
   const std::string& kernel_name() const { return kernel_name_; }
   uint32_t swizzle() const { return swizzle_; }
+  // The gather stage's stream per rank (idle between calls: MoeLayer runs part 2's combine on it).
+  SideStreams& side_streams() { return gather_streams_; }
 
  private:
   void build_mapping(int rank);  // on the rank's compute stream

@@ -68,6 +68,10 @@ struct MoeGemmRsArguments {
   std::vector<const float*> weights;  // per rank: all tokens' routing weights (tokens x topk fp32)
   std::vector<void*> out;             // per rank: tokens_per_rank x n bf16
   const SymmetricBuffer* recv = nullptr;  // world * tokens_per_rank x n bf16 (the senders' slots); world > 1 only
+  // The combine's stream per rank: an op's own (nullptr), or one a caller shares with work that
+  // never overlaps this op's calls (MoeLayer: part 1's gather streams), which saves a hardware
+  // queue per rank.
+  SideStreams* combine_streams = nullptr;
   MoeGemmRsConfig config;
 };
 
@@ -114,7 +118,8 @@ class MoeGemmRs {
   MoeRsPlan plan_;
   uint32_t combine_blocks_ = 1, cluster_ = 1, sweeps_ = 0;
   SignalSlice slice_;
-  SideStreams combine_streams_;
+  SideStreams own_streams_;
+  SideStreams* combine_streams_ = nullptr;  // own_streams_ or the caller's
   std::vector<DeviceBuffer> y_, order_;
   std::vector<std::unique_ptr<detail::Sm90MoeGemmKernel>> kernels_, plain_kernels_;
 };
