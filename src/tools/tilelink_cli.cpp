@@ -23,6 +23,8 @@
 //   tilelink plan moe_ag [--world N] [--model M | --hidden --intermediate --experts --topk] [--gather-ctas G]
 //       [--trace FILE] [--svg FILE]
 //   tilelink plan moe [as plan moe_ag] [--activation swiglu|gelu] [--combine-ctas C] [--combine-rows R]
+//   tilelink plan sp_attention [--world N] [--seq S] [--q-heads --kv-heads --head-dim] [--non-causal]
+//       [--layout contiguous|zigzag] [--bq B] [--comm-rows R] [--resource ce|sm] [--attention-tflops T] [...]
 //   tilelink plan gemm_rs [--world N] [--nodes K] [--m --n --k] [--bm --bn] [--reduce-ctas R]
 //       [--granularity tile|row|rank] [--scatter pull|push|ce] [--band B] [--trace FILE] [--svg FILE]
 //
@@ -56,6 +58,7 @@
 #include "tilelink/sim/gemm_rs_sim.hpp"
 #include "tilelink/sim/mlp_sim.hpp"
 #include "tilelink/sim/moe_sim.hpp"
+#include "tilelink/sim/sp_attention_sim.hpp"
 #include "tilelink/sim/timeline.hpp"
 #include "tilelink/tune/ag_gemm_tune.hpp"
 #include "tilelink/tune/tune_cache.hpp"
@@ -917,6 +920,43 @@ int cmd_plan_moe(PlanMoeArgs a) {
   return 0;
 }
 
+// `tilelink plan sp_attention`: the predicted timeline of sequence-parallel attention (the K/V
+// all-gather under the attention work items). No GPU needed.
+struct PlanAttentionArgs {
+  CostArgs cost;
+  tilelink::sim::SpAttentionProblem problem;
+  tilelink::sim::SpAttentionConfig config;
+  std::string layout = "contiguous";
+  std::string resource = "ce";
+  bool non_causal = false;
+  double attention_tflops = 0;
+  std::string trace;
+  std::string svg;
+};
+
+int cmd_plan_sp_attention(PlanAttentionArgs a) {
+  namespace sim = tilelink::sim;
+  check_writable(a.trace);
+  check_writable(a.svg);
+  a.problem.causal = !a.non_causal;
+  a.problem.layout = a.layout == "zigzag" ? tilelink::SeqLayout::kZigZag : tilelink::SeqLayout::kContiguous;
+  a.config.resource = a.resource == "sm" ? sim::Resource::kSm : sim::Resource::kCopyEngine;
+  if (a.config.resource == sim::Resource::kSm && a.config.comm_ctas == 0) a.config.comm_ctas = 8;
+  if (a.attention_tflops > 0) a.config.attention_flops = a.attention_tflops * 1e12;
+  const sim::CostModel cost = a.cost.model();
+  const sim::SpAttentionPrediction r = sim::predict_sp_attention(a.problem, a.config, cost);
+  const auto& p = a.problem;
+  std::cout << "tilelink plan sp_attention: predicted, not measured (attention at "
+            << a.config.attention_flops / 1e12 << " TFLOP/s per GPU, a planning figure)\n"
+            << "world=" << p.world << "  nodes=" << p.nodes << "  seq=" << p.seq << "  heads=" << p.q_heads << "/"
+            << p.kv_heads << "  head_dim=" << p.head_dim << "  " << (p.causal ? "causal" : "non-causal") << "  layout="
+            << a.layout << "  bq=" << a.config.bq << "  K/V chunk=" << a.config.comm_rows << " tokens  items="
+            << r.items << "  CTAs=" << r.ctas << "  resource=" << a.resource << "\n\n";
+  print_plan("plan_sp_attention", "sequence-parallel attention, predicted per rank", r, a.trace, a.svg,
+             "tilelink plan sp_attention, rank 0 (predicted)");
+  return 0;
+}
+
 // `tilelink plan mlp`: the predicted timeline of the MLP (fc1, activation, fc2). No GPU needed.
 struct PlanMlpArgs {
   CostArgs cost;
@@ -1214,6 +1254,25 @@ int main(int argc, char** argv) {
   plan_ag->add_option("--trace", plan_args.trace, "write the predicted timeline of rank 0 as Chrome/Perfetto JSON");
   plan_ag->add_option("--svg", plan_args.svg, "write the predicted timeline of rank 0 as an SVG picture");
 
+  PlanAttentionArgs plan_attn_args;
+  CLI::App* plan_attn = plan->add_subcommand("sp_attention", "sequence-parallel attention: K/V all-gather under the flash-attention work items");
+  plan_attn->add_option("--world", plan_attn_args.problem.world, "ranks")->capture_default_str()->check(CLI::Range(1, 4096));
+  plan_attn->add_option("--nodes", plan_attn_args.problem.nodes, "nodes (ranks are node-major)")->capture_default_str();
+  plan_attn->add_option("--seq", plan_attn_args.problem.seq, "tokens over all ranks")->capture_default_str();
+  plan_attn->add_option("--q-heads", plan_attn_args.problem.q_heads, "query heads")->capture_default_str();
+  plan_attn->add_option("--kv-heads", plan_attn_args.problem.kv_heads, "K/V heads (GQA)")->capture_default_str();
+  plan_attn->add_option("--head-dim", plan_attn_args.problem.head_dim, "head dimension")->capture_default_str();
+  plan_attn->add_flag("--non-causal", plan_attn_args.non_causal, "no causal mask");
+  plan_attn->add_option("--layout", plan_attn_args.layout, "sequence sharding: contiguous or zigzag")->capture_default_str()->check(CLI::IsMember({"contiguous", "zigzag"}));
+  plan_attn->add_option("--bq", plan_attn_args.config.bq, "query rows per work item")->capture_default_str();
+  plan_attn->add_option("--comm-rows", plan_attn_args.config.comm_rows, "tokens per K/V chunk")->capture_default_str();
+  plan_attn->add_option("--resource", plan_attn_args.resource, "K/V all-gather on ce (copy engine) or sm")->capture_default_str()->check(CLI::IsMember({"ce", "sm"}));
+  plan_attn->add_option("--blocks", plan_attn_args.config.comm_ctas, "CTAs that copy with --resource sm (default 8)");
+  plan_attn->add_option("--attention-tflops", plan_attn_args.attention_tflops, "flash-attention forward TFLOP/s of one GPU (default 550)");
+  plan_attn_args.cost.add_options(plan_attn);
+  plan_attn->add_option("--trace", plan_attn_args.trace, "write the predicted timeline of rank 0 as Chrome/Perfetto JSON");
+  plan_attn->add_option("--svg", plan_attn_args.svg, "write the predicted timeline of rank 0 as an SVG picture");
+
   PlanRsArgs plan_rs_args;
   CLI::App* plan_rs = plan->add_subcommand("gemm_rs", "GEMM+RS: rank r gets its row block of sum_q A_q * B_q");
   plan_rs->add_option("--world", plan_rs_args.problem.world, "ranks")->capture_default_str()->check(CLI::Range(1, 4096));
@@ -1251,12 +1310,13 @@ int main(int argc, char** argv) {
     return kExitUsage;
   }
 
-  if (*plan_ag || *plan_rs || *plan_moe || *plan_layer || *plan_mlp || (*tune_ag && tune_args.dry_run)) {  // no GPU needed
+  if (*plan_ag || *plan_rs || *plan_moe || *plan_layer || *plan_attn || *plan_mlp || (*tune_ag && tune_args.dry_run)) {  // no GPU needed
     try {
       if (*tune_ag) return cmd_tune_dry_run(tune_args);
       if (*plan_mlp) return cmd_plan_mlp(plan_mlp_args);
       if (*plan_moe) return cmd_plan_moe_ag(plan_moe_args);
       if (*plan_layer) return cmd_plan_moe(plan_layer_args);
+      if (*plan_attn) return cmd_plan_sp_attention(plan_attn_args);
       return *plan_ag ? cmd_plan_ag_gemm(plan_args) : cmd_plan_gemm_rs(plan_rs_args);
     } catch (const std::exception& e) {
       std::cerr << "tilelink: error: " << e.what() << "\n";

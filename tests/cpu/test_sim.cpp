@@ -10,6 +10,7 @@
 #include "tilelink/sim/gemm_rs_sim.hpp"
 #include "tilelink/sim/mlp_sim.hpp"
 #include "tilelink/sim/moe_sim.hpp"
+#include "tilelink/sim/sp_attention_sim.hpp"
 
 namespace tilelink::sim {
 namespace {
@@ -381,6 +382,73 @@ TEST(MlpSim, IsFc1ThenActivationThenFc2) {
   EXPECT_GE(fc2_start, fc1.fused + act - 1e-12);
   p.intermediate = 8190;  // not split evenly over 4 ranks
   EXPECT_THROW(sim::predict_mlp(p, c), InvalidArgument);
+}
+
+}  // namespace
+}  // namespace tilelink::test
+
+namespace tilelink::test {
+namespace {
+
+// SP attention by hand: 2 ranks x 128 tokens, one q head over one kv head of 64, one query block
+// and one K/V chunk per rank; a chunk of 128 x 128 pairs takes 1 µs on one of the 2 SMs; the
+// peer's chunk arrives at 10 µs (hand_cost's copy-engine chunk overhead).
+sim::SpAttentionProblem hand_attention(bool causal, SeqLayout layout) {
+  sim::SpAttentionProblem p;
+  p.seq = 256;
+  p.q_heads = 1;
+  p.kv_heads = 1;
+  p.head_dim = 64;
+  p.causal = causal;
+  p.layout = layout;
+  p.world = 2;
+  return p;
+}
+
+sim::SpAttentionConfig hand_attention_config() {
+  sim::SpAttentionConfig c;
+  c.bq = 128;
+  c.comm_rows = 128;
+  c.attention_flops = 2 * 4.0 * 128 * 128 * 64 / 1e-6;
+  return c;
+}
+
+sim::CostModel hand_attention_cost() {
+  sim::CostModel c;
+  c.sms = 2;
+  c.notify_latency = 0;
+  c.ce_chunk_overhead = 10e-6;
+  c.ce_bandwidth = c.nvlink_bandwidth = 1e30;
+  return c;
+}
+
+TEST(SpAttentionSim, TheLocalChunkFirstThenThePeersOnArrival) {
+  const sim::SpAttentionPrediction r = sim::predict_sp_attention(
+      hand_attention(false, SeqLayout::kContiguous), hand_attention_config(), hand_attention_cost());
+  EXPECT_EQ(r.items, 1u);
+  EXPECT_NEAR(r.t_comm, 10e-6, 1e-12);
+  EXPECT_NEAR(r.fused, 11e-6, 1e-12);  // own chunk 0-1 µs, the peer's 10-11 µs
+  EXPECT_NEAR(r.t_comp, 2e-6, 1e-12);
+  EXPECT_NEAR(r.non_overlapped, 12e-6, 1e-12);
+}
+
+TEST(SpAttentionSim, CausalSkipsTheFutureAndCountsOnlyVisiblePairs) {
+  // Contiguous: rank 0 holds tokens 0-127 and skips rank 1's chunk (wholly in its future, no
+  // wait); rank 1 (128-255) is the slowest: its own chunk is a triangle (128 * 129 / 2 of the 128 *
+  // 128 pairs) at 0-0.504 µs, then all of rank 0's chunk at 10-11 µs.
+  const sim::SpAttentionPrediction r = sim::predict_sp_attention(
+      hand_attention(true, SeqLayout::kContiguous), hand_attention_config(), hand_attention_cost());
+  EXPECT_EQ(r.rank, 1u);
+  EXPECT_NEAR(r.fused, 11e-6, 1e-12);
+  EXPECT_NEAR(r.t_comp, (8256.0 + 16384) / 16384 * 1e-6, 1e-12);
+  // Zig-zag: rank 0 holds 0-63 and 192-255, rank 1 64-191; rank 0's query 255 sees all of the
+  // peer's chunk, so the block waits for it: 0-t_own, then 10 µs-(10 µs + 1 µs).
+  const sim::SpAttentionPrediction z = sim::predict_sp_attention(
+      hand_attention(true, SeqLayout::kZigZag), hand_attention_config(), hand_attention_cost());
+  EXPECT_NEAR(z.fused, 10e-6 + (64.0 * 128) / 16384 * 1e-6, 1e-12);  // queries 192-255 see the peer's 128 keys
+  sim::SpAttentionProblem odd = hand_attention(true, SeqLayout::kZigZag);
+  odd.seq = 254;  // 127 tokens per rank: zig-zag needs an even count
+  EXPECT_THROW(sim::predict_sp_attention(odd, hand_attention_config(), hand_attention_cost()), InvalidArgument);
 }
 
 }  // namespace

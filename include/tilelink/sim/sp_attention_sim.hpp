@@ -1,0 +1,63 @@
+// Discrete-event model of sequence-parallel attention as its protocol runs it
+// (ops/attention/sp_attention_protocol.hpp): the all-gather of the K/V rows (as in
+// ag_gemm_sim.hpp) and the attention work items -- one q head x one block of bq query rows --
+// that fold the K/V chunks in the rank's arrival order (own shard first), skipping under a causal
+// mask the chunks wholly in the block's future.
+//
+// Every rank is modelled (its own positions, chunk order and rotated arrivals); the slowest sets
+// the op's time and its timeline is drawn (with a causal mask, contiguous shards load the last
+// rank most; zig-zag balances them). The items go round-robin over the CTAs the all-gather leaves; an item's
+// chunk starts when its CTA has finished the previous chunk and the chunk has arrived, and takes
+// 4 x (query, key) pairs it sees x head_dim FLOPs at attention_flops / SMs (with a causal mask
+// only the visible pairs count). The baselines: non-overlapped = the all-gather, then the same
+// items on every SM with all chunks present; ideal = max(T_comp, T_comm). attention_flops is a
+// planning figure until tilelink's own attention kernel is measured.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "tilelink/ops/attention/sp_attention_protocol.hpp"
+#include "tilelink/sim/ag_gemm_sim.hpp"
+#include "tilelink/sim/timeline.hpp"
+
+namespace tilelink::sim {
+
+struct SpAttentionProblem {
+  uint32_t seq = 32768;  // tokens over all ranks
+  uint32_t q_heads = 32;
+  uint32_t kv_heads = 8;
+  uint32_t head_dim = 128;
+  bool causal = true;
+  SeqLayout layout = SeqLayout::kContiguous;
+  uint32_t element_bytes = 2;
+  int world = 8;
+  int nodes = 1;
+};
+
+struct SpAttentionConfig {
+  uint32_t bq = 128;          // query rows per work item
+  uint32_t comm_rows = 1024;  // tokens per K/V chunk
+  Resource resource = Resource::kCopyEngine;
+  uint32_t comm_ctas = 0;     // the SM all-gather's CTAs
+  double attention_flops = 550e12;  // the whole GPU's flash-attention forward rate
+};
+
+struct SpAttentionPrediction {
+  double fused = 0;
+  double non_overlapped = 0;
+  double ideal = 0;
+  double t_comp = 0;  // the slowest rank's items on every SM, all chunks present
+  double t_comm = 0;  // the all-gather alone
+  double flop = 0;    // the slowest rank's, the visible pairs'
+  uint32_t items = 0;
+  uint32_t ctas = 0;
+  uint32_t rank = 0;  // the slowest rank, whose times and timeline these are
+  std::vector<Interval> timeline;
+};
+
+// Throws InvalidArgument for shapes or configurations the protocol could not run.
+SpAttentionPrediction predict_sp_attention(const SpAttentionProblem& problem, const SpAttentionConfig& config,
+                                           const CostModel& cost = {});
+
+}  // namespace tilelink::sim
