@@ -46,19 +46,27 @@ GemmRsArguments fc2_arguments(const World& world, const MlpArguments& a, const s
 
 }  // namespace
 
+std::string detail::check_ffn(int world, uint32_t intermediate, MlpActivation activation, const char* second_gemm) {
+  const uint32_t w = static_cast<uint32_t>(world);
+  if (intermediate == 0 || intermediate % (8 * w) != 0) {
+    return "argument 'intermediate' = " + std::to_string(intermediate) + ": expected a positive multiple of 8 * " +
+           "world size (" + std::to_string(8 * w) + "): each rank's slice is " + second_gemm + "'s K, 16-byte rows";
+  }
+  if (activation != MlpActivation::kSwiGlu && activation != MlpActivation::kGelu) {
+    return "argument 'config.activation' = " + std::to_string(static_cast<uint32_t>(activation)) +
+           ": expected swiglu or gelu";
+  }
+  return "";
+}
+
 std::string Mlp::can_implement(const World& world, const SymmetricHeap& heap, const MlpArguments& a) {
   const uint32_t w = static_cast<uint32_t>(world.size());
   if (a.m == 0 || a.m % w != 0) {
     return "argument 'm' = " + std::to_string(a.m) + ": expected a positive multiple of the world size " +
            std::to_string(w);
   }
-  if (a.intermediate == 0 || a.intermediate % (8 * w) != 0) {
-    return "argument 'intermediate' = " + std::to_string(a.intermediate) + ": expected a positive multiple of 8 * " +
-           "world size (" + std::to_string(8 * w) + "): each rank's slice is fc2's K, 16-byte rows";
-  }
-  if (a.config.activation != MlpActivation::kSwiGlu && a.config.activation != MlpActivation::kGelu) {
-    return "argument 'config.activation' = " + std::to_string(static_cast<uint32_t>(a.config.activation)) +
-           ": expected swiglu or gelu";
+  if (std::string e = detail::check_ffn(world.size(), a.intermediate, a.config.activation, "fc2"); !e.empty()) {
+    return e;
   }
   if (std::string e = check_rank_pointers(world, a.w1, "w1"); !e.empty()) return e;
   if (std::string e = check_rank_pointers(world, a.w2, "w2"); !e.empty()) return e;

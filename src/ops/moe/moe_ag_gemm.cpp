@@ -41,11 +41,6 @@ int gemm_sm_count(const World& world, int rank, const MoeAgGroupGemmArguments& a
                                        world.size(), comm_blocks, a.config.gemm_sms);
 }
 
-// Swizzle 1 unless configured: consecutive tiles in time are then the N tiles of one tile row,
-// one expert's B, reused in L2 by the whole wave. A band of tile rows spreads the wave over
-// several experts' weights: measured on the H200 (docs/PERF.md, 2026-12-02), swizzle 8 made
-// the grouped GEMM 3.1x slower on Qwen1.5-MoE and 1.2x slower on Mixtral-8x7B at world 1.
-uint32_t choose_swizzle(const MoeAgGroupGemmArguments& a) { return a.config.swizzle != 0 ? a.config.swizzle : 1; }
 
 }  // namespace
 
@@ -65,13 +60,8 @@ uint64_t MoeAgGroupGemm::out_rows(const World& world, const MoeAgGroupGemmArgume
 
 std::string MoeAgGroupGemm::can_implement(const World& world, const SymmetricHeap& heap,
                                           const MoeAgGroupGemmArguments& a) {
-  if (a.tokens_per_rank == 0) return "argument 'tokens_per_rank' = 0: expected at least one token";
-  if (a.experts == 0 || a.experts > 1024) {
-    return "argument 'experts' = " + std::to_string(a.experts) + ": expected 1 to 1024";
-  }
-  if (a.topk == 0 || a.topk > a.experts) {
-    return "argument 'topk' = " + std::to_string(a.topk) + ": expected 1 to the number of experts (" +
-           std::to_string(a.experts) + ")";
+  if (std::string e = moe_policy::check_shape(a.tokens_per_rank, world.size(), a.experts, a.topk); !e.empty()) {
+    return e;
   }
   if (std::string e = world.check_extra_streams(1, "the MoE gather stage"); !e.empty()) return e;
   if (std::string e = check_rank_pointers(world, a.ids, "ids"); !e.empty()) return e;
@@ -80,17 +70,13 @@ std::string MoeAgGroupGemm::can_implement(const World& world, const SymmetricHea
   const detail::Sm90MoeGemmConfigInfo* kernel = find_kernel(a.config.kernel);
   if (kernel == nullptr) return detail::unknown_config(detail::sm90_moe_gemm_configs(), a.config.kernel);
   const uint64_t tokens = uint64_t(a.tokens_per_rank) * world.size();
-  if (tokens * a.topk > 0x7FFFFFFFull) {
-    return "argument 'tokens_per_rank' = " + std::to_string(a.tokens_per_rank) +
-           ": expected world * tokens_per_rank * topk below 2^31";
-  }
   detail::Sm90MoeGemmProblem p;
   p.max_tiles = max_tiles(world, a, kernel->tile_m);
   p.n = a.n;
   p.k = a.hidden;
   p.experts = a.experts;
   p.sm_count = static_cast<int>(kernel->cluster_m * kernel->cluster_n);
-  p.swizzle = static_cast<int>(choose_swizzle(a));
+  p.swizzle = static_cast<int>(moe_policy::swizzle(a.config.swizzle));
   if (std::string e = kernel->can_implement(p); !e.empty()) return e;
   if (std::string e = check_symmetric(world, heap, a.x, a.x_offset, tokens * a.hidden * kElementBytes, "x");
       !e.empty()) {
@@ -122,7 +108,7 @@ MoeAgGroupGemm::MoeAgGroupGemm(const World& world, SymmetricHeap& heap, SignalSe
   const detail::Sm90MoeGemmConfigInfo& kernel = *find_kernel(args.config.kernel);
   kernel_name_ = kernel.name;
   tile_m_ = kernel.tile_m;
-  swizzle_ = choose_swizzle(args);
+  swizzle_ = moe_policy::swizzle(args.config.swizzle);
   gather_blocks_ = gather_block_count(world, args);
   const uint32_t tiles = max_tiles(world, args, tile_m_);
   const uint32_t tokens = args.tokens_per_rank * static_cast<uint32_t>(world.size());

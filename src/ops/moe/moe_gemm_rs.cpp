@@ -87,13 +87,8 @@ std::string MoeGemmRs::can_implement(const World& world, const SymmetricHeap& he
 
 std::string MoeGemmRs::can_implement_shape(const World& world, const SymmetricHeap& heap,
                                            const MoeGemmRsArguments& a) {
-  if (a.tokens_per_rank == 0) return "argument 'tokens_per_rank' = 0: expected at least one token";
-  if (a.experts == 0 || a.experts > 1024) {
-    return "argument 'experts' = " + std::to_string(a.experts) + ": expected 1 to 1024";
-  }
-  if (a.topk == 0 || a.topk > a.experts) {
-    return "argument 'topk' = " + std::to_string(a.topk) + ": expected 1 to the number of experts (" +
-           std::to_string(a.experts) + ")";
+  if (std::string e = moe_policy::check_shape(a.tokens_per_rank, world.size(), a.experts, a.topk); !e.empty()) {
+    return e;
   }
   const uint32_t comm_rows = comm_rows_of(a);
   if (uint64_t(comm_rows) * a.topk > detail::kMoeCombineMaxPairs) {
@@ -101,10 +96,6 @@ std::string MoeGemmRs::can_implement_shape(const World& world, const SymmetricHe
            std::to_string(a.topk) + ") at most " + std::to_string(detail::kMoeCombineMaxPairs);
   }
   const uint64_t tokens = uint64_t(a.tokens_per_rank) * world.size();
-  if (tokens * a.topk > 0x7FFFFFFFull) {
-    return "argument 'tokens_per_rank' = " + std::to_string(a.tokens_per_rank) +
-           ": expected world * tokens_per_rank * topk below 2^31";
-  }
   if (a.combine_streams == nullptr) {
     if (std::string e = world.check_extra_streams(1, "the MoE combine stage"); !e.empty()) return e;
   }
@@ -121,7 +112,7 @@ std::string MoeGemmRs::can_implement_shape(const World& world, const SymmetricHe
   p.k = a.k;
   p.experts = a.experts;
   p.sm_count = gemm_sm_count(world, 0, a, side);
-  p.swizzle = a.config.swizzle != 0 ? static_cast<int>(a.config.swizzle) : 1;
+  p.swizzle = static_cast<int>(moe_policy::swizzle(a.config.swizzle));
   if (p.sm_count < static_cast<int>(cluster)) {
     return "argument 'config.combine_blocks' = " + std::to_string(a.config.combine_blocks) + ": the combine " +
            "takes " + std::to_string(side) + " of the rank's " + std::to_string(world.sm_budget(0)) +
@@ -177,7 +168,7 @@ MoeGemmRs::MoeGemmRs(const World& world, SymmetricHeap& heap, SignalSet& signals
     p.notify = true;
     p.device = world.device(r);
     p.sm_count = gemm_sm_count(world, r, args, combine_blocks_);
-    p.swizzle = args.config.swizzle != 0 ? static_cast<int>(args.config.swizzle) : 1;
+    p.swizzle = static_cast<int>(moe_policy::swizzle(args.config.swizzle));
     kernels_.push_back(kernel.make(p));
     p.notify = false;
     plain_kernels_.push_back(kernel.make(p));

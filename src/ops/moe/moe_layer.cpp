@@ -52,14 +52,8 @@ MoeGemmRsArguments part2_arguments(const World& world, const MoeLayerArguments& 
 }  // namespace
 
 std::string MoeLayer::can_implement(const World& world, const SymmetricHeap& heap, const MoeLayerArguments& a) {
-  const uint32_t w = static_cast<uint32_t>(world.size());
-  if (a.intermediate == 0 || a.intermediate % (8 * w) != 0) {
-    return "argument 'intermediate' = " + std::to_string(a.intermediate) + ": expected a positive multiple of 8 * " +
-           "world size (" + std::to_string(8 * w) + "): each rank's slice is part 2's K, 16-byte rows";
-  }
-  if (a.config.activation != MlpActivation::kSwiGlu && a.config.activation != MlpActivation::kGelu) {
-    return "argument 'config.activation' = " + std::to_string(static_cast<uint32_t>(a.config.activation)) +
-           ": expected swiglu or gelu";
+  if (std::string e = detail::check_ffn(world.size(), a.intermediate, a.config.activation, "part 2"); !e.empty()) {
+    return e;
   }
   if (std::string e = check_rank_pointers(world, a.w1, "w1"); !e.empty()) return e;
   if (std::string e = check_rank_pointers(world, a.w2, "w2"); !e.empty()) return e;

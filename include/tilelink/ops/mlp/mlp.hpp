@@ -80,6 +80,11 @@ class Mlp {
 };
 
 namespace detail {
+// The checks of a feed-forward block's intermediate size and activation shared by Mlp and
+// MoeLayer: "" if the intermediate size splits into 16-byte rows of `second_gemm`'s K on every
+// rank and the activation is known, else what is wrong.
+std::string check_ffn(int world, uint32_t intermediate, MlpActivation activation, const char* second_gemm);
+
 // act(y) for an M x cols_out output from y (M x (2 or 1) cols_out), bf16 in and out, fp32 math.
 // With `live_tiles` (on the device, read by the kernel) only the first *live_tiles * tile_rows
 // rows (at most M): the MoE layer's rows in use by the call's routing.

@@ -4,8 +4,35 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <string>
 
 namespace tilelink::moe_policy {
+
+// The token / expert / top-k arguments both MoE ops take: "" if they suit the ops' tables
+// (at most 1024 experts; world * tokens_per_rank * topk below 2^31), else which argument is
+// wrong and what was expected.
+inline std::string check_shape(uint32_t tokens_per_rank, int world, uint32_t experts, uint32_t topk) {
+  if (tokens_per_rank == 0) return "argument 'tokens_per_rank' = 0: expected at least one token";
+  if (experts == 0 || experts > 1024) {
+    return "argument 'experts' = " + std::to_string(experts) + ": expected 1 to 1024";
+  }
+  if (topk == 0 || topk > experts) {
+    return "argument 'topk' = " + std::to_string(topk) + ": expected 1 to the number of experts (" +
+           std::to_string(experts) + ")";
+  }
+  if (uint64_t(tokens_per_rank) * static_cast<uint64_t>(world) * topk > 0x7FFFFFFFull) {
+    return "argument 'tokens_per_rank' = " + std::to_string(tokens_per_rank) +
+           ": expected world * tokens_per_rank * topk below 2^31";
+  }
+  return "";
+}
+
+// The grouped GEMM's rasterization swizzle: 1 unless configured. Consecutive tiles in time are
+// then the N tiles of one tile row, one expert's B, reused in L2 by the whole wave; a band of
+// tile rows spreads the wave over several experts' weights: measured on the H200 (docs/PERF.md,
+// 2026-12-02), swizzle 8 made part 1's grouped GEMM 3.1x slower on Qwen1.5-MoE and 1.2x slower
+// on Mixtral-8x7B at world 1, and no swizzle helped at world 8.
+inline uint32_t swizzle(uint32_t configured) { return configured != 0 ? configured : 1; }
 
 // Part 1's gather CTAs: enough to copy the rows in ~70 % of the grouped GEMM's time. Per rank the
 // gather moves 4 * pairs * hidden bytes (read + write), the GEMM does 2 * pairs * n * hidden FLOPs
