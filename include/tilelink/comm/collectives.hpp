@@ -76,6 +76,22 @@ class AllGather {
   uint64_t begin_call() { return slice_.begin_call(); }
   void enqueue(int rank);
 
+  // One call under a consumer that goes first: per rank, the comm stream is ordered after the
+  // previous call's consumers, launch(rank, epoch) enqueues the consumer on the compute stream
+  // (it runs on what is already there while the host still enqueues the all-gather), then the
+  // rank's all-gather, and the compute stream is joined after it. Returns the epoch.
+  template <class Launch>
+  uint64_t run_under(Launch&& launch) {
+    const uint64_t epoch = begin_call();
+    for (int r = 0; r < world_->size(); ++r) {
+      world_->comm_after_compute(r);
+      launch(r, epoch);
+      enqueue(r);
+      world_->compute_after_comm(r);
+    }
+    return epoch;
+  }
+
   const AllGatherPlan& plan() const { return plan_; }
   const SignalSlice& signals() const { return slice_; }
   uint32_t num_blocks() const { return num_blocks_; }

@@ -173,18 +173,11 @@ int AgGemm::gemm_ctas(int rank) const {
 }
 
 uint64_t AgGemm::run() {
-  const World& world = *world_;
-  const uint64_t epoch = ag_->begin_call();
-  for (int r = 0; r < world.size(); ++r) {
-    // The GEMM goes first, so that it is running while the host still enqueues the all-gather
-    // (the copy-engine path is one copy and one memop per communication tile). The all-gather is
-    // ordered after the previous call's GEMM, not this one's, which waits for it.
-    world.comm_after_compute(r);
-    kernels_[static_cast<size_t>(r)]->run(epoch, world.compute_stream(r));
-    ag_->enqueue(r);
-    world.compute_after_comm(r);
-  }
-  return epoch;
+  // The GEMM goes first, so that it is running while the host still enqueues the all-gather (the
+  // copy-engine path is one copy and one memop per communication tile).
+  return ag_->run_under([&](int r, uint64_t epoch) {
+    kernels_[static_cast<size_t>(r)]->run(epoch, world_->compute_stream(r));
+  });
 }
 
 void AgGemm::set_trace(const TraceBuffer* trace) {
