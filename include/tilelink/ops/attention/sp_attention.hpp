@@ -1,0 +1,110 @@
+// Sequence-parallel attention forward: the all-gather of K/V overlapped with flash attention.
+//
+// Every rank holds seq_per_rank tokens of Q, K and V of one sequence of S = world * seq_per_rank
+// tokens (contiguous shards, or zig-zag: see SeqLayout), and gets O and LSE for its own queries
+// over every key of the sequence (under the causal mask, keys at or before the query's position).
+// bf16 in, bf16 out, fp32 softmax and accumulation; GQA (q_heads a multiple of kv_heads); head
+// dim 64 or 128; scale 1 / sqrt(head_dim).
+//
+// Layouts (per rank, on the rank's device):
+//  - q, o: seq_per_rank x q_heads x head_dim, packed (token-major, as a projection writes them);
+//  - kv: the gathered K/V rows in a SymmetricBuffer, world * seq_per_rank rows of
+//    [K (kv_heads x head_dim) | V (kv_heads x head_dim)], packed; rank r's own rows
+//    [r * seq_per_rank, (r + 1) * seq_per_rank) must be in place before run();
+//  - lse: q_heads x seq_per_rank fp32 (natural log).
+//
+// One call (run) enqueues, on every rank, the all-gather of the K/V rows on the comm stream (copy
+// engine or SM pull, SpAttentionConfig::comm) and the attention kernel on the compute stream; the
+// kernel's producer waits on each K/V chunk's channel before it loads the chunk, visiting chunks
+// in the order they arrive (own shard first). The call is complete on the compute stream.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "tilelink/comm/collectives.hpp"
+#include "tilelink/ops/attention/sp_attention_protocol.hpp"
+#include "tilelink/runtime/device_buffer.hpp"
+#include "tilelink/runtime/signal_set.hpp"
+#include "tilelink/runtime/symmetric_heap.hpp"
+#include "tilelink/runtime/world.hpp"
+
+namespace tilelink {
+
+struct SpAttentionConfig {
+  // The K/V all-gather. comm_rows (tokens per chunk and signal) must be a multiple of 128, the
+  // kernel's key tile; 0 = automatic: 128 on SMs, and on the copy engine the fewest multiple of
+  // 128 that makes a chunk of at least 8 MiB of one rank's rows, capped at seq_per_rank.
+  AllGatherConfig comm{CommResource::kCopyEngine, AgMethod::kPull, DataPath::kLdSt, CommOrder::kFullMesh, 0, 0, 512};
+  SeqLayout layout = SeqLayout::kContiguous;
+  // CTAs of the persistent attention kernel per rank; 0 = automatic: the rank's SM budget with
+  // the copy engine; with the SM all-gather, the budget minus its blocks, minus 2 SMs of slack
+  // when world > 1 (as AG+GEMM).
+  uint32_t attention_sms = 0;
+};
+
+struct SpAttentionArguments {
+  std::vector<const void*> q;          // per rank
+  const SymmetricBuffer* kv = nullptr;  // gathered K/V rows
+  size_t kv_offset = 0;                 // bytes into `kv` (16-byte aligned)
+  std::vector<void*> o;                // per rank
+  std::vector<float*> lse;             // per rank
+  uint32_t seq_per_rank = 0;
+  uint32_t q_heads = 0;
+  uint32_t kv_heads = 0;
+  uint32_t head_dim = 0;
+  bool causal = false;
+  SpAttentionConfig config;
+};
+
+namespace detail {
+class Sm90FlashAttentionKernel;
+}
+
+class SpAttention {
+ public:
+  // Validates (InvalidArgument with the reason; nothing is launched), claims a signal slice,
+  // builds every rank's kernel parameters and preloads the kernels.
+  SpAttention(const World& world, SymmetricHeap& heap, SignalSet& signals, const SpAttentionArguments& args,
+              const std::string& name = "sp_attention");
+  ~SpAttention();
+  SpAttention(const SpAttention&) = delete;
+  SpAttention& operator=(const SpAttention&) = delete;
+
+  static std::string can_implement(const World& world, const SymmetricHeap& heap, const SpAttentionArguments& args);
+
+  // The fused op: enqueues one call on every rank; returns its epoch.
+  uint64_t run();
+  // The attention alone on K/V already gathered (no waits): the non-overlapped baseline's second
+  // half and the kernel's isolated time.
+  void run_attention_only();
+  // The non-overlapped baseline: the same all-gather, then (the compute stream waiting for the
+  // whole of it) the kernel without waits.
+  void run_non_overlapped();
+  // The ring-attention schedule (a baseline): world steps; at step s rank r attends to the shard
+  // of rank r - s while the copy engine passes the shard it holds on to rank r + 1, and merges
+  // the step's partial O by LSE. Same outputs as run().
+  void run_ring();
+
+  const AllGather& all_gather() const { return *ag_; }
+  AllGather& all_gather() { return *ag_; }
+  const SpAttentionPlan& plan() const { return plan_; }
+  int attention_ctas(int rank) const;
+  // FLOPs of the attention on `rank` (4 * d per visible query-key pair and q head).
+  double flops(int rank) const;
+
+ private:
+  struct Ring;
+  const World* world_;
+  SpAttentionArguments args_;
+  SpAttentionPlan plan_;
+  std::unique_ptr<AllGather> ag_;
+  std::vector<DeviceBuffer> chunk_order_;  // per rank: the K/V chunks in arrival order
+  std::vector<std::unique_ptr<detail::Sm90FlashAttentionKernel>> kernels_;
+  std::vector<std::unique_ptr<detail::Sm90FlashAttentionKernel>> plain_kernels_;
+  std::unique_ptr<Ring> ring_;
+};
+
+}  // namespace tilelink

@@ -1,0 +1,569 @@
+// The SP attention kernel: flash-attention forward on CuTe sm_90a (TMA + WGMMA, warp-specialized,
+// persistent), waiting per K/V chunk on the all-gather's channels. Included only by the
+// one-head-dim .cu files.
+//
+// CTA: three warpgroups.
+//  - Warpgroup 0, one thread (the producer): per work item (one q head x 128 local query rows) it
+//    loads Q by TMA, then walks the item's key tiles (FlashTileCursor: chunks in the rank's
+//    arrival order, own shard first; causal chunks and tiles after the item's last query
+//    skipped). Before the first tile of a chunk it waits on the chunk's channel
+//    (all_gather_wait_rows: acquire) and fences the async proxy, so that the TMA loads after it
+//    see the rows; then it loads K and V of each tile into a 2-stage pipeline each.
+//  - Warpgroups 1 and 2 (the consumers) own query rows 0-63 and 64-127 of the item. Per key
+//    tile: S = Q K^T on WGMMA (both operands in shared memory), the mask where the tile needs
+//    one, the online softmax in fp32 registers, P to bf16 in registers, O += P V on WGMMA (P from
+//    registers, V MN-major in shared memory). S of tile j+1 is issued together with P V of tile j
+//    and the softmax of j+1 runs while P V of j is on the tensor cores (FA3's intra-warpgroup
+//    overlap), and the two warpgroups take turns to issue (ping-pong), so that one's softmax runs
+//    under the other's GEMMs.
+//  - The consumers end an item with O / l in bf16 and LSE = m * scale + log(l), stored from
+//    registers, and release Q for the next item.
+//
+// Key tiles are kFlashBlockN rows of one source shard (the chunk size is a whole number of tiles),
+// read through a 4-D TMA view (row in shard, dim, kv head, shard): rows past a shard's end load
+// as zeros instead of the next shard's unguarded rows, and are masked out.
+#pragma once
+
+#include <cute/tensor.hpp>
+#include <cutlass/arch/barrier.h>
+#include <cutlass/arch/reg_reconfig.h>
+#include <cutlass/cutlass.h>
+#include <cutlass/numeric_types.h>
+#include <cutlass/pipeline/pipeline.hpp>
+
+#include <cuda_bf16.h>
+
+#include <cmath>
+#include <string>
+
+#include "ops/attention/sm90_flash_attention_kernel.hpp"
+#include "tilelink/core/error.hpp"
+#include "tilelink/primitives/device.cuh"
+
+namespace tilelink::detail {
+
+// One thread's view of consumer_tile_wait for all_gather_wait_rows (no block barrier: the other
+// warps of a warp-specialized CTA never reach one).
+struct FlashThreadWaitCtx {
+  TL_DEVICE void consumer_tile_wait(const SignalView& sig, uint32_t channel, uint32_t count, uint32_t arrivals,
+                                    int32_t tile) const {
+    tilelink::consumer_tile_wait(sig, channel, count, arrivals, tile);
+  }
+};
+
+// One key tile of a work item: gathered rows [g0, g0 + rows) of source shard `shard`, its index
+// among the shard's tiles, and whether it starts a chunk (the producer waits there).
+struct FlashKeyTile {
+  uint32_t shard, tile, g0, rows, chunk;
+  bool first_of_chunk;
+};
+
+// The key tiles of one work item in the order both sides visit them: the item's chunks in the
+// rank's arrival order (chunk_order[j] = SpAttentionPlan::kv_chunk(rank, j), a table the host
+// builds: kv_chunk itself walks the all-gather's schedule), tiles of a chunk in row order; under
+// the causal mask a chunk or tile whose first key comes after the item's last query is skipped.
+struct FlashTileCursor {
+  const SpAttentionPlan* plan;
+  const uint32_t* chunk_order;
+  uint32_t rank;
+  int32_t only_shard;
+  RowRange q;        // the item's valid local query rows
+  uint32_t q_last;   // position of its last query
+  uint32_t j = 0;    // chunk index in arrival order
+  uint32_t t = 0;    // tile within the chunk
+  uint32_t chunk = 0;
+  RowRange keys{0, 0};
+
+  TL_DEVICE FlashTileCursor(const SpAttentionPlan& p, const uint32_t* order, uint32_t r, int32_t only, RowRange qr)
+      : plan(&p), chunk_order(order), rank(r), only_shard(only), q(qr), q_last(p.position(r, qr.row0 + qr.rows - 1)) {}
+
+  TL_DEVICE bool next(FlashKeyTile& out) {
+    const uint32_t spr = plan->seq_per_rank();
+    while (true) {
+      if (t * kFlashBlockN < keys.rows) {
+        const uint32_t g0 = keys.row0 + t * kFlashBlockN;
+        const uint32_t shard = g0 / spr;
+        if (plan->causal && plan->position(shard, g0 - shard * spr) > q_last) {
+          keys.rows = 0;  // positions grow with rows: the rest of the chunk is later still
+          continue;
+        }
+        out.shard = shard;
+        out.tile = (g0 - shard * spr) / kFlashBlockN;
+        out.g0 = g0;
+        out.rows = min(kFlashBlockN, keys.row0 + keys.rows - g0);
+        out.chunk = chunk;
+        out.first_of_chunk = t == 0;
+        ++t;
+        return true;
+      }
+      if (j >= plan->num_kv_chunks()) return false;
+      chunk = chunk_order[j++];
+      keys = plan->ag.map.rows_of_channel(chunk);
+      t = 0;
+      if ((only_shard >= 0 && keys.row0 / spr != static_cast<uint32_t>(only_shard)) ||
+          !plan->chunk_needed(rank, q, chunk)) {
+        keys.rows = 0;
+      }
+    }
+  }
+};
+
+template <int kHeadDim>
+struct Sm90FlashAttentionTraits {
+  using Element = cutlass::bfloat16_t;
+  static constexpr int kBlockM = static_cast<int>(kFlashBlockM);
+  static constexpr int kBlockN = static_cast<int>(kFlashBlockN);
+  static constexpr int kStages = 2;
+  static constexpr int kThreads = 384;
+  static constexpr int kConsumerThreads = 256;
+
+  using TileShapeMNK = cute::Shape<cute::Int<kBlockM>, cute::Int<kBlockN>, cute::Int<kHeadDim>>;
+  using AtomLayoutMNK = cute::Layout<cute::Shape<cute::_2, cute::_1, cute::_1>>;  // a warpgroup per 64 rows
+  using TiledMmaS = decltype(cute::make_tiled_mma(
+      cute::GMMA::ss_op_selector<Element, Element, float, TileShapeMNK>(), AtomLayoutMNK{}));
+  using TiledMmaO = decltype(cute::make_tiled_mma(
+      cute::GMMA::rs_op_selector<Element, Element, float, decltype(cute::select<0, 2, 1>(TileShapeMNK{})),
+                                 cute::GMMA::Major::K, cute::GMMA::Major::MN>(),
+      AtomLayoutMNK{}));
+
+  using SmemAtom = cute::GMMA::Layout_K_SW128_Atom<Element>;
+  using SmemLayoutQ = decltype(cute::tile_to_shape(SmemAtom{}, cute::Shape<cute::Int<kBlockM>, cute::Int<kHeadDim>>{}));
+  using SmemLayoutKV = decltype(cute::tile_to_shape(
+      SmemAtom{}, cute::Shape<cute::Int<kBlockN>, cute::Int<kHeadDim>, cute::Int<kStages>>{}));
+  // V read as the B operand of O += P V: (head_dim, keys), the same bytes (MN-major).
+  using SmemLayoutVt = decltype(cute::composition(
+      SmemLayoutKV{}, cute::make_ordered_layout(cute::Shape<cute::Int<kHeadDim>, cute::Int<kBlockN>, cute::Int<kStages>>{},
+                                                cute::Step<cute::_2, cute::_1, cute::_3>{})));
+
+  // Global views for TMA: (row, dim, head, shard). Q and O use shard = 1.
+  using GmemShape = cute::Shape<int32_t, int32_t, int32_t, int32_t>;
+  using GmemStride = cute::Stride<int64_t, cute::_1, int64_t, int64_t>;
+  using GmemTensor = decltype(cute::make_tensor(cute::make_gmem_ptr(static_cast<const Element*>(nullptr)),
+                                                GmemShape{}, GmemStride{}));
+  using TmaQ = decltype(cute::make_tma_copy(cute::SM90_TMA_LOAD{}, GmemTensor{}, SmemLayoutQ{},
+                                            cute::Shape<cute::Int<kBlockM>, cute::Int<kHeadDim>>{}, cute::_1{}));
+  using TmaKV = decltype(cute::make_tma_copy(cute::SM90_TMA_LOAD{}, GmemTensor{},
+                                             cute::take<0, 2>(SmemLayoutKV{}),
+                                             cute::Shape<cute::Int<kBlockN>, cute::Int<kHeadDim>>{}, cute::_1{}));
+
+  using Pipeline = cutlass::PipelineTmaAsync<kStages>;
+  static constexpr uint32_t kTileBytes = kBlockN * kHeadDim * sizeof(Element);
+  static constexpr uint32_t kQBytes = kBlockM * kHeadDim * sizeof(Element);
+
+  struct SharedStorage {
+    cute::array_aligned<Element, cute::cosize_v<SmemLayoutQ>, 1024> q;
+    cute::array_aligned<Element, cute::cosize_v<SmemLayoutKV>, 1024> k;
+    cute::array_aligned<Element, cute::cosize_v<SmemLayoutKV>, 1024> v;
+    typename Pipeline::SharedStorage pipe_k;
+    typename Pipeline::SharedStorage pipe_v;
+    uint64_t q_full;   // transaction barrier: Q of the current item landed
+    uint64_t q_empty;  // the consumers are done with Q (256 arrivals)
+  };
+
+  struct Params {
+    TmaQ tma_q;
+    TmaKV tma_k;
+    TmaKV tma_v;
+    GmemShape q_shape;
+    GmemShape kv_shape;
+    Element* o;
+    float* lse;
+    SpAttentionPlan plan;
+    const uint32_t* chunk_order;
+    SignalView sig;
+    uint32_t rank;
+    uint32_t wait;
+    int32_t only_shard;
+    float scale_log2;  // softmax scale * log2(e)
+    float scale;
+  };
+};
+
+// The accumulator layout of S as the register A operand of O += P V (bf16): per thread, the
+// accumulator's (2 cols, 2 rows, N/8 col blocks) become (2, 2, 2) values of N/16 k-blocks.
+template <class Layout>
+CUTE_DEVICE auto flash_acc_as_a_layout(Layout acc) {
+  using namespace cute;
+  auto l = logical_divide(get<0, 2>(acc), Tile<_2>{});
+  return make_layout(make_layout(get<0, 0>(acc), get<0, 1>(acc), get<0, 0>(l)), get<1>(acc),
+                     coalesce(make_layout(get<0, 1>(l), get<2>(acc))));
+}
+
+// Issues one warpgroup MMA batch over the k-blocks of A and B (zero_init: C = A B, else C += A B)
+// and, if kWait >= 0, waits until at most kWait batches are in flight.
+template <bool kZeroInit, int kWait, class TiledMma, class TA, class TB, class TC>
+CUTE_DEVICE void flash_gemm(TiledMma& mma, TA const& a, TB const& b, TC& c) {
+  using namespace cute;
+  constexpr bool kRegisterA = !is_base_of<GMMA::DescriptorIterator, typename TiledMma::FrgTypeA>::value;
+  if constexpr (kRegisterA) warpgroup_fence_operand(const_cast<TA&>(a));
+  warpgroup_fence_operand(c);
+  warpgroup_arrive();
+  mma.accumulate_ = kZeroInit ? GMMA::ScaleOut::Zero : GMMA::ScaleOut::One;
+  CUTLASS_PRAGMA_UNROLL
+  for (int kb = 0; kb < size<2>(a); ++kb) {
+    gemm(mma, a(_, _, kb), b(_, _, kb), c);
+    mma.accumulate_ = GMMA::ScaleOut::One;
+  }
+  warpgroup_commit_batch();
+  if constexpr (kWait >= 0) warpgroup_wait<kWait>();
+  warpgroup_fence_operand(c);
+  if constexpr (kRegisterA) warpgroup_fence_operand(const_cast<TA&>(a));
+}
+
+// Ping-pong between the two consumer warpgroups (FA3's warp scheduler barrier): a warpgroup issues
+// its GEMMs only after the other has issued its own, so that one warpgroup's softmax runs while
+// the other's GEMMs hold the tensor cores. Named barrier 8 + w belongs to consumer warpgroup w
+// (0 or 1); each phase is one sync on the own barrier and one arrive on the other's.
+constexpr uint32_t kFlashSchedulerBarrier = 8;
+CUTE_DEVICE void flash_scheduler_sync(int wg) {
+  cutlass::arch::NamedBarrier::sync(256, kFlashSchedulerBarrier + static_cast<uint32_t>(wg));
+}
+CUTE_DEVICE void flash_scheduler_arrive(int wg) {
+  cutlass::arch::NamedBarrier::arrive(256, kFlashSchedulerBarrier + static_cast<uint32_t>(1 - wg));
+}
+
+CUTE_DEVICE float flash_quad_max(float x) {
+  x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 1));
+  return fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 2));
+}
+CUTE_DEVICE float flash_quad_sum(float x) {
+  x += __shfl_xor_sync(0xffffffffu, x, 1);
+  return x + __shfl_xor_sync(0xffffffffu, x, 2);
+}
+
+// Work item `i` of a rank: q heads of one query block together (GQA: the heads of one kv head
+// share its K/V tiles in L2); under the causal mask the last query blocks, which see the most
+// keys, first.
+TL_DEVICE SpAttentionItem flash_item(const SpAttentionPlan& plan, uint32_t i) {
+  const SpAttentionItem it = plan.item(i);
+  return plan.causal ? SpAttentionItem{it.head, plan.q_blocks() - 1 - it.q_block} : it;
+}
+
+template <class Traits>
+__global__ void __launch_bounds__(Traits::kThreads, 1)
+    sm90_flash_attention_kernel(const __grid_constant__ typename Traits::Params p) {
+  using namespace cute;
+  using Element = typename Traits::Element;
+  using Pipeline = typename Traits::Pipeline;
+  using PipelineState = typename cutlass::PipelineState<Traits::kStages>;
+  constexpr int kBlockM = Traits::kBlockM, kBlockN = Traits::kBlockN;
+  constexpr int kHeadDim = cute::size<2>(typename Traits::TileShapeMNK{});
+
+  extern __shared__ __align__(1024) char smem_raw[];
+  auto& ss = *reinterpret_cast<typename Traits::SharedStorage*>(smem_raw);
+  const int warpgroup = threadIdx.x / 128;
+  const SpAttentionPlan& plan = p.plan;
+  const uint32_t num_items = plan.num_items();
+
+  if (threadIdx.x == 0) {
+    prefetch_tma_descriptor(p.tma_q.get_tma_descriptor());
+    prefetch_tma_descriptor(p.tma_k.get_tma_descriptor());
+    prefetch_tma_descriptor(p.tma_v.get_tma_descriptor());
+    cutlass::arch::ClusterTransactionBarrier::init(&ss.q_full, 1);
+    cutlass::arch::ClusterBarrier::init(&ss.q_empty, Traits::kConsumerThreads);
+  }
+  typename Pipeline::Params pp;
+  pp.transaction_bytes = Traits::kTileBytes;
+  pp.role = warpgroup == 0 ? Pipeline::ThreadCategory::Producer : Pipeline::ThreadCategory::Consumer;
+  pp.is_leader = threadIdx.x == 0;
+  pp.num_consumers = Traits::kConsumerThreads;
+  Pipeline pipe_k(ss.pipe_k, pp, Shape<_1, _1, _1>{});
+  Pipeline pipe_v(ss.pipe_v, pp, Shape<_1, _1, _1>{});
+  cutlass::arch::fence_barrier_init();
+  __syncthreads();
+
+  if (warpgroup == 0) {
+    cutlass::arch::warpgroup_reg_dealloc<24>();
+    if (threadIdx.x != 0) return;
+    Tensor mQ = p.tma_q.get_tma_tensor(p.q_shape);
+    Tensor mK = p.tma_k.get_tma_tensor(p.kv_shape);
+    Tensor mV = p.tma_v.get_tma_tensor(p.kv_shape);
+    Tensor sQ = make_tensor(make_smem_ptr(ss.q.data()), typename Traits::SmemLayoutQ{});
+    Tensor sK = make_tensor(make_smem_ptr(ss.k.data()), typename Traits::SmemLayoutKV{});
+    Tensor sV = make_tensor(make_smem_ptr(ss.v.data()), typename Traits::SmemLayoutKV{});
+    PipelineState write_k = cutlass::make_producer_start_state<Pipeline>();
+    PipelineState write_v = cutlass::make_producer_start_state<Pipeline>();
+    uint32_t n = 0;
+    for (uint32_t i = blockIdx.x; i < num_items; i += gridDim.x, ++n) {
+      const SpAttentionItem it = flash_item(plan, i);
+      const uint32_t kv_h = plan.kv_head(it.head);
+      if (n > 0) cutlass::arch::ClusterBarrier::wait(&ss.q_empty, (n - 1) & 1);
+      Tensor gQ = local_tile(mQ(_, _, it.head, 0), Shape<Int<kBlockM>, Int<kHeadDim>>{}, make_coord(it.q_block, 0));
+      auto [tQg, tQs] = tma_partition(p.tma_q, Int<0>{}, Layout<_1>{}, group_modes<0, 2>(sQ), group_modes<0, 2>(gQ));
+      cutlass::arch::ClusterTransactionBarrier::arrive_and_expect_tx(&ss.q_full, Traits::kQBytes);
+      copy(p.tma_q.with(ss.q_full, 0), tQg, tQs);
+
+      FlashTileCursor cursor(plan, p.chunk_order, p.rank, p.only_shard, plan.q_rows(it.q_block));
+      FlashKeyTile kt;
+      while (cursor.next(kt)) {
+        if (kt.first_of_chunk && p.wait) {
+          const RowRange keys = plan.ag.map.rows_of_channel(kt.chunk);
+          FlashThreadWaitCtx ctx;
+          all_gather_wait_rows(ctx, plan.ag, p.sig, keys.row0, keys.rows, static_cast<int32_t>(i));
+          asm volatile("fence.proxy.async.global;" ::: "memory");
+        }
+        Tensor gK = local_tile(mK(_, _, kv_h, kt.shard), Shape<Int<kBlockN>, Int<kHeadDim>>{}, make_coord(kt.tile, 0));
+        Tensor gV = local_tile(mV(_, _, kv_h, kt.shard), Shape<Int<kBlockN>, Int<kHeadDim>>{}, make_coord(kt.tile, 0));
+        auto [tKg, tKs] = tma_partition(p.tma_k, Int<0>{}, Layout<_1>{}, group_modes<0, 2>(sK), group_modes<0, 2>(gK));
+        auto [tVg, tVs] = tma_partition(p.tma_v, Int<0>{}, Layout<_1>{}, group_modes<0, 2>(sV), group_modes<0, 2>(gV));
+        pipe_k.producer_acquire(write_k);
+        copy(p.tma_k.with(*pipe_k.producer_get_barrier(write_k), 0), tKg, tKs(_, write_k.index()));
+        ++write_k;
+        pipe_v.producer_acquire(write_v);
+        copy(p.tma_v.with(*pipe_v.producer_get_barrier(write_v), 0), tVg, tVs(_, write_v.index()));
+        ++write_v;
+      }
+    }
+    return;
+  }
+
+  // ---- consumers ---------------------------------------------------------------------------------
+  cutlass::arch::warpgroup_reg_alloc<240>();
+  const int tidx = static_cast<int>(threadIdx.x) - 128;
+  const int wg = tidx / 128;  // consumer warpgroup: query rows 64 wg .. 64 wg + 63
+  // Warpgroup 0 goes first: it grants its own first phase.
+  if (wg == 0) cutlass::arch::NamedBarrier::arrive(256, kFlashSchedulerBarrier);
+  typename Traits::TiledMmaS mma_s;
+  typename Traits::TiledMmaO mma_o;
+  auto thr_s = mma_s.get_thread_slice(tidx);
+  auto thr_o = mma_o.get_thread_slice(tidx);
+  Tensor sQ = make_tensor(make_smem_ptr(ss.q.data()), typename Traits::SmemLayoutQ{});
+  Tensor sK = make_tensor(make_smem_ptr(ss.k.data()), typename Traits::SmemLayoutKV{});
+  Tensor sVt = make_tensor(make_smem_ptr(ss.v.data()), typename Traits::SmemLayoutVt{});
+  Tensor tSrQ = thr_s.partition_fragment_A(sQ);
+  Tensor tSrK = thr_s.partition_fragment_B(sK);
+  Tensor tOrV = thr_o.partition_fragment_B(sVt);
+  // (row, col) of every accumulator element this thread holds.
+  Tensor tScS = thr_s.partition_C(make_identity_tensor(Shape<Int<kBlockM>, Int<kBlockN>>{}));
+  Tensor tOcO = thr_o.partition_C(make_identity_tensor(Shape<Int<kBlockM>, Int<kHeadDim>>{}));
+  // Accumulator element e of S lies in this thread's row (e / 2) % 2 (the GMMA C layout's values
+  // are (2 cols, 2 rows, N/8 col blocks)).
+  static_assert(decltype(size(tScS))::value == kBlockN / 2, "one 64-row warpgroup tile per thread");
+  const int row_of[2] = {get<0>(tScS(0)), get<0>(tScS(2))};
+
+  const uint32_t spr = plan.seq_per_rank();
+  const uint64_t token_elems = uint64_t(plan.q_heads) * kHeadDim;
+  PipelineState read_k, read_v;
+  uint32_t n = 0;
+  for (uint32_t i = blockIdx.x; i < num_items; i += gridDim.x, ++n) {
+    const SpAttentionItem it = flash_item(plan, i);
+    const RowRange rows = plan.q_rows(it.q_block);
+    uint32_t q_pos[2];
+    for (int r = 0; r < 2; ++r) {
+      const uint32_t local = rows.row0 + static_cast<uint32_t>(row_of[r]);
+      q_pos[r] = local < spr ? plan.position(p.rank, local) : 0u;
+    }
+    const uint32_t q_first = plan.position(p.rank, rows.row0);
+
+    float m[2] = {-INFINITY, -INFINITY};
+    float l[2] = {0.f, 0.f};
+    Tensor tOrO = partition_fragment_C(mma_o, Shape<Int<kBlockM>, Int<kHeadDim>>{});
+    clear(tOrO);
+    Tensor tSrS = partition_fragment_C(mma_s, Shape<Int<kBlockM>, Int<kBlockN>>{});
+    Tensor rP = make_tensor<Element>(tSrS.layout());
+    Tensor tOrP = make_tensor(rP.data(), flash_acc_as_a_layout(tSrS.layout()));
+    float alpha[2] = {1.f, 1.f};
+
+    // Mask S where keys are past the shard's end or (causal) after the query; then the online
+    // softmax: new running max, alpha = exp(m_old - m_new), S <- P = exp(S - m_new), l.
+    auto softmax = [&](const FlashKeyTile& kt) {
+      const uint32_t row_in_shard0 = kt.g0 - kt.shard * spr;
+      const bool causal_cut = plan.causal && plan.position(kt.shard, row_in_shard0 + kt.rows - 1) > q_first;
+      if (kt.rows < static_cast<uint32_t>(kBlockN) || causal_cut) {
+        CUTLASS_PRAGMA_UNROLL
+        for (int e = 0; e < size(tSrS); ++e) {
+          const uint32_t col = static_cast<uint32_t>(get<1>(tScS(e)));
+          bool visible = col < kt.rows;
+          if (causal_cut) visible = visible && plan.position(kt.shard, row_in_shard0 + col) <= q_pos[(e >> 1) & 1];
+          if (!visible) tSrS(e) = -INFINITY;
+        }
+      }
+      float mx[2] = {m[0], m[1]};
+      CUTLASS_PRAGMA_UNROLL
+      for (int e = 0; e < size(tSrS); ++e) mx[(e >> 1) & 1] = fmaxf(mx[(e >> 1) & 1], tSrS(e));
+      float bias[2];
+      CUTLASS_PRAGMA_UNROLL
+      for (int r = 0; r < 2; ++r) {
+        mx[r] = flash_quad_max(mx[r]);
+        // A row with no visible key yet keeps m = -inf: exponents against 0 give P = 0.
+        alpha[r] = mx[r] == -INFINITY ? 1.f : exp2f((m[r] - mx[r]) * p.scale_log2);
+        bias[r] = mx[r] == -INFINITY ? 0.f : mx[r] * p.scale_log2;
+        m[r] = mx[r];
+        l[r] *= alpha[r];
+      }
+      CUTLASS_PRAGMA_UNROLL
+      for (int e = 0; e < size(tSrS); e += 2) {
+        const int r = (e >> 1) & 1;
+        tSrS(e) = exp2f(tSrS(e) * p.scale_log2 - bias[r]);
+        tSrS(e + 1) = exp2f(tSrS(e + 1) * p.scale_log2 - bias[r]);
+        l[r] += tSrS(e) + tSrS(e + 1);
+      }
+    };
+    // P in bf16, the A operand of the next P V (only once the previous P V has read rP).
+    auto to_p = [&]() {
+      CUTLASS_PRAGMA_UNROLL
+      for (int e = 0; e < size(tSrS); e += 2) {
+        *reinterpret_cast<__nv_bfloat162*>(&rP(e)) = __floats2bfloat162_rn(tSrS(e), tSrS(e + 1));
+      }
+    };
+    auto rescale_o = [&]() {
+      CUTLASS_PRAGMA_UNROLL
+      for (int e = 0; e < size(tOrO); ++e) tOrO(e) *= alpha[(e >> 1) & 1];
+    };
+
+    cutlass::arch::ClusterTransactionBarrier::wait(&ss.q_full, n & 1);
+    FlashTileCursor cursor(plan, p.chunk_order, p.rank, p.only_shard, rows);
+    FlashKeyTile kt;
+    bool any = cursor.next(kt);
+    if (any) {
+      pipe_k.consumer_wait(read_k);
+      flash_scheduler_sync(wg);
+      flash_gemm<true, -1>(mma_s, tSrQ, tSrK(_, _, _, read_k.index()), tSrS);
+      flash_scheduler_arrive(wg);
+      warpgroup_wait<0>();
+      pipe_k.consumer_release(read_k);
+      ++read_k;
+      softmax(kt);
+      to_p();
+      while (cursor.next(kt)) {
+        pipe_k.consumer_wait(read_k);
+        flash_scheduler_sync(wg);
+        flash_gemm<true, -1>(mma_s, tSrQ, tSrK(_, _, _, read_k.index()), tSrS);
+        rescale_o();
+        pipe_v.consumer_wait(read_v);
+        flash_gemm<false, -1>(mma_o, tOrP, tOrV(_, _, _, read_v.index()), tOrO);
+        flash_scheduler_arrive(wg);
+        warpgroup_wait<1>();
+        pipe_k.consumer_release(read_k);
+        ++read_k;
+        softmax(kt);  // on the CUDA cores while P V runs on the tensor cores
+        warpgroup_wait<0>();
+        pipe_v.consumer_release(read_v);
+        ++read_v;
+        to_p();
+      }
+      rescale_o();
+      pipe_v.consumer_wait(read_v);
+      flash_gemm<false, 0>(mma_o, tOrP, tOrV(_, _, _, read_v.index()), tOrO);
+      pipe_v.consumer_release(read_v);
+      ++read_v;
+    }
+    cutlass::arch::ClusterBarrier::arrive(&ss.q_empty);
+
+    // O / l and LSE. Rows past the shard's end are not stored.
+    float inv[2], lse[2];
+    CUTLASS_PRAGMA_UNROLL
+    for (int r = 0; r < 2; ++r) {
+      l[r] = flash_quad_sum(l[r]);
+      inv[r] = l[r] > 0.f ? 1.f / l[r] : 0.f;
+      lse[r] = l[r] > 0.f ? m[r] * p.scale + logf(l[r]) : -INFINITY;
+    }
+    auto* o = reinterpret_cast<__nv_bfloat16*>(p.o);
+    CUTLASS_PRAGMA_UNROLL
+    for (int e = 0; e < size(tOrO); e += 2) {
+      const int r = (e >> 1) & 1;
+      const uint32_t local = rows.row0 + static_cast<uint32_t>(get<0>(tOcO(e)));
+      if (local >= spr) continue;
+      const uint32_t col = static_cast<uint32_t>(get<1>(tOcO(e)));
+      *reinterpret_cast<__nv_bfloat162*>(o + local * token_elems + uint64_t(it.head) * kHeadDim + col) =
+          __floats2bfloat162_rn(tOrO(e) * inv[r], tOrO(e + 1) * inv[r]);
+    }
+    if ((threadIdx.x & 3) == 0) {
+      for (int r = 0; r < 2; ++r) {
+        const uint32_t local = rows.row0 + static_cast<uint32_t>(row_of[r]);
+        if (local < spr) p.lse[uint64_t(it.head) * spr + local] = lse[r];
+      }
+    }
+  }
+}
+
+template <int kHeadDim>
+class Sm90FlashAttentionKernelImpl final : public Sm90FlashAttentionKernel {
+  using Traits = Sm90FlashAttentionTraits<kHeadDim>;
+  using Element = typename Traits::Element;
+
+ public:
+  static std::string can_implement(const Sm90FlashAttentionProblem& p) {
+    if (p.plan.head_dim != kHeadDim) {
+      return "head_dim = " + std::to_string(p.plan.head_dim) + ": this kernel is for " + std::to_string(kHeadDim);
+    }
+    if (p.plan.bq != kFlashBlockM) {
+      return "bq = " + std::to_string(p.plan.bq) + ": expected " + std::to_string(kFlashBlockM);
+    }
+    if (p.plan.ag.map.comm_rows % kFlashBlockN != 0 && p.plan.ag.map.comm_rows < p.plan.seq_per_rank()) {
+      return "comm_rows = " + std::to_string(p.plan.ag.map.comm_rows) + ": expected a multiple of " +
+             std::to_string(kFlashBlockN) + " or at least seq_per_rank (a chunk is whole key tiles)";
+    }
+    if (p.plan.ag.pitch % 16 != 0) return "kv pitch = " + std::to_string(p.plan.ag.pitch) + ": expected a multiple of 16";
+    if (p.chunk_order == nullptr) return "chunk_order = null: expected the rank's chunk order table";
+    if (p.sm_count < 1) return "sm_count = " + std::to_string(p.sm_count) + ": expected at least 1";
+    return "";
+  }
+
+  explicit Sm90FlashAttentionKernelImpl(const Sm90FlashAttentionProblem& prob) {
+    using namespace cute;
+    const std::string why = can_implement(prob);
+    if (!why.empty()) throw InvalidArgument("sp_attention kernel: " + why);
+    const SpAttentionPlan& plan = prob.plan;
+    const int32_t spr = static_cast<int32_t>(plan.seq_per_rank());
+    const int64_t pitch = static_cast<int64_t>(plan.ag.pitch / sizeof(Element));
+    p_.q_shape = make_shape(spr, int32_t(kHeadDim), int32_t(plan.q_heads), int32_t(1));
+    p_.kv_shape = make_shape(spr, int32_t(kHeadDim), int32_t(plan.kv_heads), int32_t(plan.world()));
+    auto q = make_tensor(make_gmem_ptr(static_cast<const Element*>(prob.q)), p_.q_shape,
+                         make_stride(int64_t(plan.q_heads) * kHeadDim, _1{}, int64_t(kHeadDim),
+                                     int64_t(plan.q_heads) * kHeadDim * spr));
+    const auto kv_stride = make_stride(pitch, _1{}, int64_t(kHeadDim), pitch * spr);
+    auto k = make_tensor(make_gmem_ptr(static_cast<const Element*>(prob.kv)), p_.kv_shape, kv_stride);
+    auto v = make_tensor(make_gmem_ptr(static_cast<const Element*>(prob.kv) + plan.v_offset(0)), p_.kv_shape,
+                         kv_stride);
+    p_.tma_q = make_tma_copy(SM90_TMA_LOAD{}, q, typename Traits::SmemLayoutQ{},
+                             Shape<Int<Traits::kBlockM>, Int<kHeadDim>>{}, _1{});
+    p_.tma_k = make_tma_copy(SM90_TMA_LOAD{}, k, take<0, 2>(typename Traits::SmemLayoutKV{}),
+                             Shape<Int<Traits::kBlockN>, Int<kHeadDim>>{}, _1{});
+    p_.tma_v = make_tma_copy(SM90_TMA_LOAD{}, v, take<0, 2>(typename Traits::SmemLayoutKV{}),
+                             Shape<Int<Traits::kBlockN>, Int<kHeadDim>>{}, _1{});
+    p_.o = static_cast<Element*>(prob.o);
+    p_.lse = prob.lse;
+    p_.plan = plan;
+    p_.chunk_order = prob.chunk_order;
+    p_.sig = prob.sig;
+    p_.rank = prob.rank;
+    p_.wait = prob.wait ? 1u : 0u;
+    p_.only_shard = prob.only_shard;
+    p_.scale = 1.f / std::sqrt(static_cast<float>(kHeadDim));
+    p_.scale_log2 = p_.scale * 1.4426950408889634f;
+
+    TL_CUDA_CHECK(cudaSetDevice(prob.device));
+    TL_CUDA_CHECK(cudaFuncSetAttribute(sm90_flash_attention_kernel<Traits>,
+                                       cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes));
+    int per_sm = 0;
+    TL_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, sm90_flash_attention_kernel<Traits>,
+                                                                Traits::kThreads, kSmemBytes));
+    if (per_sm < 1) throw InvalidArgument("sp_attention kernel: does not fit on an SM of device " +
+                                          std::to_string(prob.device));
+    grid_ = static_cast<int>(std::min<uint32_t>(static_cast<uint32_t>(prob.sm_count), plan.num_items()));
+  }
+
+  void run(uint64_t epoch, cudaStream_t stream) override {
+    p_.sig.epoch = epoch;
+    sm90_flash_attention_kernel<Traits><<<grid_, Traits::kThreads, kSmemBytes, stream>>>(p_);
+    TL_CUDA_CHECK(cudaGetLastError());
+  }
+  void set_only_shard(int32_t shard) override {
+    p_.only_shard = shard;
+    p_.wait = 0;
+  }
+  int ctas() const override { return grid_; }
+
+  static std::unique_ptr<Sm90FlashAttentionKernel> make(const Sm90FlashAttentionProblem& p) {
+    return std::make_unique<Sm90FlashAttentionKernelImpl>(p);
+  }
+  static Sm90FlashAttentionConfigInfo info() { return {kHeadDim, &can_implement, &make}; }
+
+ private:
+  static constexpr int kSmemBytes = static_cast<int>(sizeof(typename Traits::SharedStorage));
+  typename Traits::Params p_;
+  int grid_ = 0;
+};
+
+}  // namespace tilelink::detail

@@ -1,0 +1,286 @@
+// Host side of SP attention: validation, the K/V all-gather, per-rank kernels, the fused call and
+// the two baselines that share its kernel (non-overlapped, ring).
+#include "tilelink/ops/attention/sp_attention.hpp"
+
+#include <algorithm>
+#include <string>
+
+#include "core/checks.hpp"
+#include "ops/attention/sm90_flash_attention_kernel.hpp"
+#include "tilelink/core/error.hpp"
+#include "tilelink/ops/ag_gemm/ag_gemm_policy.hpp"
+
+namespace tilelink {
+
+namespace detail {
+
+Sm90FlashAttentionConfigInfo sm90_flash_attention_hd128();
+Sm90FlashAttentionConfigInfo sm90_flash_attention_hd64();
+
+const std::vector<Sm90FlashAttentionConfigInfo>& sm90_flash_attention_configs() {
+  static const std::vector<Sm90FlashAttentionConfigInfo> configs = {sm90_flash_attention_hd128(),
+                                                                    sm90_flash_attention_hd64()};
+  return configs;
+}
+
+}  // namespace detail
+
+namespace {
+
+constexpr uint32_t kElementBytes = 2;
+
+const detail::Sm90FlashAttentionConfigInfo* find_kernel(uint32_t head_dim) {
+  for (const auto& c : detail::sm90_flash_attention_configs()) {
+    if (c.head_dim == head_dim) return &c;
+  }
+  return nullptr;
+}
+
+uint32_t kv_row_elems(const SpAttentionArguments& a) { return 2 * a.kv_heads * a.head_dim; }
+
+AllGatherArguments all_gather_arguments(const World& world, const SpAttentionArguments& a) {
+  return ag_gemm_policy::all_gather_arguments(world, a.kv, a.kv_offset, a.seq_per_rank, kv_row_elems(a),
+                                              a.config.comm);
+}
+
+// The copy-engine all-gather needs no SM, so the kernel takes the whole budget; next to the SM
+// all-gather it leaves AG+GEMM's slack.
+int attention_sm_count(const World& world, int rank, const SpAttentionArguments& a, uint32_t comm_blocks) {
+  const int left = world.sm_budget(rank) - static_cast<int>(comm_blocks);
+  if (a.config.attention_sms != 0) return std::min(left, static_cast<int>(a.config.attention_sms));
+  const bool slack = world.size() > 1 && a.config.comm.resource == CommResource::kSm;
+  return slack ? left - ag_gemm_policy::kSlackSms : left;
+}
+
+SpAttentionPlan make_plan(const SpAttentionArguments& a, const AllGatherPlan& ag) {
+  SpAttentionPlan p;
+  p.ag = ag;
+  p.q_heads = a.q_heads;
+  p.kv_heads = a.kv_heads;
+  p.head_dim = a.head_dim;
+  p.bq = detail::kFlashBlockM;
+  p.causal = a.causal;
+  p.layout = a.config.layout;
+  return p;
+}
+
+detail::Sm90FlashAttentionProblem problem(const World& world, const SpAttentionArguments& a,
+                                          const SpAttentionPlan& plan, const SymmetricBuffer* kv, int r) {
+  detail::Sm90FlashAttentionProblem p;
+  p.q = a.q[static_cast<size_t>(r)];
+  p.kv = kv != nullptr ? static_cast<const char*>(kv->data(r)) + a.kv_offset : nullptr;
+  p.o = a.o[static_cast<size_t>(r)];
+  p.lse = a.lse[static_cast<size_t>(r)];
+  p.plan = plan;
+  p.rank = static_cast<uint32_t>(r);
+  p.device = world.device(r);
+  return p;
+}
+
+}  // namespace
+
+std::string SpAttention::can_implement(const World& world, const SymmetricHeap& heap, const SpAttentionArguments& a) {
+  if (a.seq_per_rank == 0) return "argument 'seq_per_rank' = 0: expected at least one token per rank";
+  if (uint64_t(a.seq_per_rank) * world.size() > 0x7FFFFFFFull) {
+    return "argument 'seq_per_rank' = " + std::to_string(a.seq_per_rank) + ": expected world * seq_per_rank below 2^31";
+  }
+  if (a.config.layout == SeqLayout::kZigZag && a.seq_per_rank % 2 != 0) {
+    return "argument 'seq_per_rank' = " + std::to_string(a.seq_per_rank) +
+           ": expected an even number of tokens per rank for the zig-zag layout";
+  }
+  if (a.kv_heads == 0) return "argument 'kv_heads' = 0: expected at least one kv head";
+  if (a.q_heads == 0 || a.q_heads % a.kv_heads != 0) {
+    return "argument 'q_heads' = " + std::to_string(a.q_heads) + ": expected a positive multiple of kv_heads (" +
+           std::to_string(a.kv_heads) + ")";
+  }
+  if (find_kernel(a.head_dim) == nullptr) {
+    return "argument 'head_dim' = " + std::to_string(a.head_dim) + ": expected 64 or 128";
+  }
+  if (std::string e = check_rank_pointers(world, a.q, "q"); !e.empty()) return e;
+  if (std::string e = check_rank_pointers(world, a.o, "o"); !e.empty()) return e;
+  if (std::string e = check_rank_pointers(world, a.lse, "lse"); !e.empty()) return e;
+  const uint64_t rows = uint64_t(a.seq_per_rank) * world.size();
+  if (std::string e = check_symmetric(world, heap, a.kv, a.kv_offset, rows * kv_row_elems(a) * kElementBytes, "kv");
+      !e.empty()) {
+    return e;
+  }
+  const AllGatherArguments ag = all_gather_arguments(world, a);
+  if (ag.config.comm_rows % detail::kFlashBlockN != 0 && ag.config.comm_rows < a.seq_per_rank) {
+    return "argument 'config.comm.comm_rows' = " + std::to_string(ag.config.comm_rows) + ": expected a multiple of " +
+           std::to_string(detail::kFlashBlockN) + " (the attention's key tile) or at least seq_per_rank (" +
+           std::to_string(a.seq_per_rank) + ")";
+  }
+  if (std::string e = AllGather::can_implement(world, heap, ag); !e.empty()) return e;
+  const uint32_t comm_blocks = ag.config.resource == CommResource::kSm ? ag.config.num_blocks : 0;
+  for (int r = 0; r < world.size(); ++r) {
+    const int sms = attention_sm_count(world, r, a, comm_blocks);
+    if (sms < 1) {
+      return "argument 'config.attention_sms' = " + std::to_string(a.config.attention_sms) + ": rank " +
+             std::to_string(r) + " has " + std::to_string(world.sm_budget(r)) + " SMs, " +
+             std::to_string(comm_blocks) + " taken by the all-gather, leaving none for the attention";
+    }
+  }
+  return "";
+}
+
+// The ring baseline's per-rank scratch and events, built on first use.
+struct SpAttention::Ring {
+  std::vector<DeviceBuffer> o_part, lse_part, o_acc, lse_acc;
+  std::vector<std::unique_ptr<detail::Sm90FlashAttentionKernel>> kernels;
+  std::vector<cudaEvent_t> start;              // [rank]: the call began on the rank's compute stream
+  std::vector<std::vector<cudaEvent_t>> have;  // [rank][step]: the rank holds shard rank - step
+  ~Ring() {
+    for (cudaEvent_t e : start) cudaEventDestroy(e);
+    for (auto& v : have) {
+      for (cudaEvent_t e : v) cudaEventDestroy(e);
+    }
+  }
+};
+
+SpAttention::SpAttention(const World& world, SymmetricHeap& heap, SignalSet& signals, const SpAttentionArguments& args,
+                         const std::string& name)
+    : world_(&world), args_(args) {
+  if (std::string why = can_implement(world, heap, args); !why.empty()) {
+    throw InvalidArgument("SpAttention '" + name + "': " + why);
+  }
+  ag_ = std::make_unique<AllGather>(world, heap, signals, all_gather_arguments(world, args_), name);
+  plan_ = make_plan(args_, ag_->plan());
+  if (std::string e = check_sp_attention_plan(plan_, kElementBytes); !e.empty()) {
+    throw InvalidArgument("SpAttention '" + name + "': " + e);
+  }
+  const uint32_t comm_blocks = args_.config.comm.resource == CommResource::kSm ? ag_->num_blocks() : 0;
+  const detail::Sm90FlashAttentionConfigInfo& kernel = *find_kernel(args_.head_dim);
+  for (int r = 0; r < world.size(); ++r) {
+    std::vector<uint32_t> order(plan_.num_kv_chunks());
+    for (uint32_t j = 0; j < order.size(); ++j) order[j] = plan_.kv_chunk(static_cast<uint32_t>(r), j);
+    chunk_order_.emplace_back(order.size() * sizeof(uint32_t), world.device(r));
+    TL_CUDA_CHECK(cudaMemcpy(chunk_order_.back().get(), order.data(), chunk_order_.back().bytes(),
+                             cudaMemcpyHostToDevice));
+  }
+  for (int r = 0; r < world.size(); ++r) {
+    detail::Sm90FlashAttentionProblem p = problem(world, args_, plan_, args_.kv, r);
+    p.chunk_order = chunk_order_[static_cast<size_t>(r)].get<uint32_t>();
+    p.sig = ag_->signals().device_view(r);
+    p.sm_count = attention_sm_count(world, r, args_, comm_blocks);
+    p.wait = true;
+    kernels_.push_back(kernel.make(p));
+    // Alone, the kernel may use the whole budget.
+    p.sm_count = world.sm_budget(r);
+    p.wait = false;
+    plain_kernels_.push_back(kernel.make(p));
+  }
+}
+
+SpAttention::~SpAttention() = default;
+
+int SpAttention::attention_ctas(int rank) const {
+  world_->check_rank(rank, "SpAttention::attention_ctas");
+  return kernels_[static_cast<size_t>(rank)]->ctas();
+}
+
+double SpAttention::flops(int rank) const {
+  world_->check_rank(rank, "SpAttention::flops");
+  double pairs = 0;
+  const uint32_t seq = plan_.seq_len();
+  for (uint32_t i = 0; i < plan_.seq_per_rank(); ++i) {
+    pairs += plan_.causal ? double(plan_.position(static_cast<uint32_t>(rank), i)) + 1.0 : double(seq);
+  }
+  return pairs * plan_.q_heads * 4.0 * plan_.head_dim;
+}
+
+uint64_t SpAttention::run() {
+  // The kernel starts on its own shard while the host still enqueues the all-gather.
+  return ag_->run_under([&](int r, uint64_t epoch) {
+    kernels_[static_cast<size_t>(r)]->run(epoch, world_->compute_stream(r));
+  });
+}
+
+void SpAttention::run_attention_only() {
+  const World& world = *world_;
+  for (int r = 0; r < world.size(); ++r) {
+    world.set_device(r);
+    plain_kernels_[static_cast<size_t>(r)]->run(0, world.compute_stream(r));
+  }
+}
+
+void SpAttention::run_non_overlapped() {
+  const World& world = *world_;
+  ag_->run();
+  for (int r = 0; r < world.size(); ++r) world.compute_after_comm(r);
+  run_attention_only();
+}
+
+void SpAttention::run_ring() {
+  const World& world = *world_;
+  const int P = world.size();
+  const uint32_t spr = plan_.seq_per_rank();
+  const uint64_t o_elems = uint64_t(spr) * plan_.q_heads * plan_.head_dim;
+  const uint64_t lse_elems = uint64_t(spr) * plan_.q_heads;
+  if (!ring_) {
+    ring_ = std::make_unique<Ring>();
+    const detail::Sm90FlashAttentionConfigInfo& kernel = *find_kernel(args_.head_dim);
+    for (int r = 0; r < P; ++r) {
+      world.set_device(r);
+      ring_->o_part.emplace_back(o_elems * kElementBytes, world.device(r));
+      ring_->lse_part.emplace_back(lse_elems * sizeof(float), world.device(r));
+      ring_->o_acc.emplace_back(o_elems * sizeof(float), world.device(r));
+      ring_->lse_acc.emplace_back(lse_elems * sizeof(float), world.device(r));
+      detail::Sm90FlashAttentionProblem p = problem(world, args_, plan_, args_.kv, r);
+      p.o = ring_->o_part.back().get();
+      p.lse = ring_->lse_part.back().get<float>();
+      p.chunk_order = chunk_order_[static_cast<size_t>(r)].get<uint32_t>();
+      p.sm_count = world.sm_budget(r);
+      p.wait = false;
+      p.only_shard = r;
+      ring_->kernels.push_back(kernel.make(p));
+      cudaEvent_t e;
+      TL_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+      ring_->start.push_back(e);
+      ring_->have.emplace_back();
+      for (int s = 0; s < P; ++s) {
+        TL_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+        ring_->have.back().push_back(e);
+      }
+    }
+  }
+  const size_t shard_bytes = size_t(spr) * plan_.ag.pitch;
+  auto shard_ptr = [&](int holder, int shard) {
+    return static_cast<char*>(args_.kv->data(holder)) + args_.kv_offset + size_t(shard) * shard_bytes;
+  };
+  // Step 0 needs only the own shard. Every comm stream waits for its rank's and its successor's
+  // previous call (the successor reads this rank's buffer).
+  for (int r = 0; r < P; ++r) {
+    world.set_device(r);
+    TL_CUDA_CHECK(cudaEventRecord(ring_->start[static_cast<size_t>(r)], world.compute_stream(r)));
+    TL_CUDA_CHECK(cudaEventRecord(ring_->have[static_cast<size_t>(r)][0], world.compute_stream(r)));
+  }
+  for (int r = 0; r < P; ++r) {
+    world.set_device(r);
+    TL_CUDA_CHECK(cudaStreamWaitEvent(world.comm_stream(r), ring_->start[static_cast<size_t>(r)], 0));
+    TL_CUDA_CHECK(cudaStreamWaitEvent(world.comm_stream(r), ring_->start[static_cast<size_t>((r + 1) % P)], 0));
+  }
+  for (int s = 0; s < P; ++s) {
+    for (int r = 0; r < P; ++r) {
+      const size_t ri = static_cast<size_t>(r);
+      world.set_device(r);
+      // Pass on: rank r fetches, from its predecessor, the shard the predecessor holds at step s.
+      if (s + 1 < P) {
+        const int prev = (r + P - 1) % P;
+        const int shard = (prev + P - s) % P;
+        TL_CUDA_CHECK(cudaStreamWaitEvent(world.comm_stream(r), ring_->have[static_cast<size_t>(prev)][s], 0));
+        TL_CUDA_CHECK(cudaMemcpyAsync(shard_ptr(r, shard), shard_ptr(prev, shard), shard_bytes, cudaMemcpyDefault,
+                                      world.comm_stream(r)));
+        TL_CUDA_CHECK(cudaEventRecord(ring_->have[ri][static_cast<size_t>(s + 1)], world.comm_stream(r)));
+      }
+      // Attend to the shard held at step s and merge.
+      if (s > 0) TL_CUDA_CHECK(cudaStreamWaitEvent(world.compute_stream(r), ring_->have[ri][static_cast<size_t>(s)], 0));
+      ring_->kernels[ri]->set_only_shard((r + P - s) % P);
+      ring_->kernels[ri]->run(0, world.compute_stream(r));
+      detail::ring_merge(ring_->o_part[ri].get(), ring_->lse_part[ri].get<float>(), ring_->o_acc[ri].get<float>(),
+                         ring_->lse_acc[ri].get<float>(), args_.o[ri], args_.lse[ri], spr, plan_.q_heads,
+                         plan_.head_dim, s == 0, s + 1 == P, world.compute_stream(r));
+    }
+  }
+}
+
+}  // namespace tilelink
