@@ -13,6 +13,7 @@
 #include "bench/report.hpp"
 #include "tilelink/comm/collectives.hpp"
 #include "tilelink/ops/ag_gemm/ag_gemm.hpp"
+#include "tilelink/ops/attention/sp_attention.hpp"
 #include "tilelink/ops/gemm_rs/gemm_rs.hpp"
 #include "tilelink/ops/mlp/mlp.hpp"
 #include "tilelink/ops/moe/moe_ag_gemm.hpp"
@@ -143,6 +144,19 @@ Table bench_moe_ag(const MoeBenchOptions& options);
 // T_rs). moe_layer.cu.
 Table bench_moe_layer(const MoeBenchOptions& options);
 
+struct SpAttentionBenchOptions {
+  int world = 8;
+  uint32_t seq = 32768;  // tokens over all ranks
+  uint32_t q_heads = 32, kv_heads = 8, head_dim = 128;
+  bool causal = true;
+  SpAttentionConfig config;
+  TimingOptions timing;
+  uint64_t seed = 1;
+  std::string dump;  // a directory: write inputs and fused outputs for bench/sdpa_check.py
+};
+// SpAttention::run against the kernel alone, the all-gather alone, their ideal overlap, the
+// non-overlapped and ring-attention baselines. sp_attention.cu.
+Table bench_sp_attention(const SpAttentionBenchOptions& options);
 struct TuneOptions {
   int world = 8;
   uint32_t m = 8192, n = 28672, k = 8192;  // as AgGemmBenchOptions

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # One call on the GPU machine: build, GPU + CPU tests, benchmarks. Logs go to $OUT (the device
-# tool brings back at most 8 files). Usage: scripts/device_run.sh [tests|bench|ops|ops_rs|moe|layer|trace|swizzle|tune|models|sweep|sweep_rs|sanitize|all, or several joined by commas] [extra gtest args]
+# tool brings back at most 8 files). Usage: scripts/device_run.sh [tests|bench|ops|ops_rs|moe|layer|attn|trace|swizzle|tune|models|sweep|sweep_rs|sanitize|all, or several joined by commas] [extra gtest args]
 set -uo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 out=${OUT:-$root/device-out}
@@ -114,6 +114,30 @@ if [[ $mode == *sweep_rs* ]]; then
 elif [[ $mode == *sweep* ]]; then
   "$root/scripts/ag_gemm_sweep.sh" "$build" "$out"
   grep -E "^(###|==|tilelink|non-over|cuBLAS|ideal)" "$out/sweep_ag_gemm.log" | tail -150
+fi
+if [[ $mode == *attn* || $mode == all ]]; then
+  # SP attention (issue 7): world 1 against SDPA's shapes, world 8 fused vs non-overlapped vs ring,
+  # the dumped outputs against SDPA on the device, SDPA's own times. ATTN_SEQS narrows world 1.
+  tl="$build/tilelink"
+  {
+    for seq in ${ATTN_SEQS:-8192 32768 131072}; do
+      for causal in "" --non-causal; do
+        timeout 120 "$tl" bench sp_attention --world 1 --seq $seq $causal --iters 5 || exit 1
+      done
+    done
+    for causal in "" --non-causal; do
+      timeout 120 "$tl" bench sp_attention --world 8 --seq 32768 $causal --iters 5 || exit 1
+    done
+    timeout 120 "$tl" bench sp_attention --world 8 --seq 32768 --layout zigzag --iters 5 || exit 1
+    timeout 120 "$tl" bench sp_attention --world 8 --seq 32768 --resource sm --iters 5 || exit 1
+  } >"$out/bench_attn.log" 2>&1 || status=1
+  grep -E "^(==|SP attention|attention alone|all-gather|ideal|non-over|ring|tilelink fused|note: config|error|tilelink:)" \
+    "$out/bench_attn.log" | cut -c1-120 | tail -70
+  dump=$(mktemp -d)
+  { timeout 60 "$tl" bench sp_attention --world 4 --seq 4000 --q-heads 8 --kv-heads 2 --layout zigzag --iters 1 --warmup 0 --dump "$dump" &&
+      timeout 120 python3 "$root/bench/sdpa_check.py" check "$dump" &&
+      timeout 200 python3 "$root/bench/sdpa_check.py" time; } >"$out/sdpa.log" 2>&1 || status=1
+  grep -vE "^(==|\|)" "$out/sdpa.log" | tail -40
 fi
 if [[ $mode == *sanitize* || $mode == all ]]; then
   # compute-sanitizer on small cases: memcheck, racecheck (shared memory), synccheck.

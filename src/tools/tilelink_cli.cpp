@@ -13,6 +13,8 @@
 //   tilelink bench moe_ag [--world N] [--model mixtral-8x7b | --hidden --intermediate --experts --topk]
 //       [--m TOKENS] [--routing uniform|skewed|few_experts] [--gather-blocks G]
 //   tilelink bench moe [same as moe_ag] [--activation swiglu|gelu] [--comm-rows R] [--combine-blocks C]
+//   tilelink bench sp_attention [--world N] [--seq S] [--q-heads --kv-heads --head-dim] [--non-causal]
+//       [--layout contiguous|zigzag] [--resource ce|sm] [--comm-rows R] [--blocks k] [--dump DIR]
 //   tilelink tune ag_gemm [--world N] [--m --n --k | --shapes paper] [--top K] [--cache FILE] [--dry-run]
 //   tilelink trace ag_gemm [--world N] [--m --n --k] [--resource ce|sm] [--comm-rows R] [--blocks k] [--kernel NAME]
 //       [--trace FILE] [--svg FILE] [--capacity N]
@@ -545,6 +547,43 @@ int cmd_mlp(MlpArgs a, const std::string& command) {
   o.seed = a.seed;
   run_shapes(a.world, "bench mlp", {{a.m, a.hidden, a.intermediate}}, command, a.seed, a.json,
              [&](const Mnk&) { return tb::bench_mlp(o); });
+  return 0;
+}
+
+// `tilelink bench sp_attention`: sequence-parallel attention against the non-overlapped and ring
+// schedules of the same kernel.
+struct SpAttentionArgs {
+  int world = 8;
+  uint32_t seq = 32768, q_heads = 32, kv_heads = 8, head_dim = 128;
+  bool non_causal = false;
+  std::string layout = "contiguous", resource = "ce";
+  uint32_t comm_rows = 0, blocks = 0, attention_sms = 0;
+  std::string dump;
+  int warmup = 3, iters = 10;
+  std::string json;
+  uint64_t seed = 0;
+  CLI::Option* seed_option = nullptr;
+};
+
+int cmd_sp_attention(const SpAttentionArgs& a, const std::string& command) {
+  check_writable(a.json);
+  tb::SpAttentionBenchOptions o;
+  o.world = a.world;
+  o.seq = a.seq;
+  o.q_heads = a.q_heads;
+  o.kv_heads = a.kv_heads;
+  o.head_dim = a.head_dim;
+  o.causal = !a.non_causal;
+  o.config.layout = a.layout == "zigzag" ? tilelink::SeqLayout::kZigZag : tilelink::SeqLayout::kContiguous;
+  o.config.comm.resource = a.resource == "sm" ? tilelink::CommResource::kSm : tilelink::CommResource::kCopyEngine;
+  o.config.comm.comm_rows = a.comm_rows;
+  o.config.comm.num_blocks = a.blocks;
+  o.config.attention_sms = a.attention_sms;
+  o.dump = a.dump;
+  o.timing = {a.warmup, a.iters};
+  o.seed = a.seed;
+  run_shapes(a.world, "bench sp_attention", {{a.seq, a.q_heads, a.head_dim}}, command, a.seed, a.json,
+             [&](const Mnk&) { return tb::bench_sp_attention(o); });
   return 0;
 }
 
@@ -1254,6 +1293,25 @@ int main(int argc, char** argv) {
   plan_ag->add_option("--trace", plan_args.trace, "write the predicted timeline of rank 0 as Chrome/Perfetto JSON");
   plan_ag->add_option("--svg", plan_args.svg, "write the predicted timeline of rank 0 as an SVG picture");
 
+  SpAttentionArgs attn_args;
+  CLI::App* attn = bench->add_subcommand("sp_attention", "time tilelink::SpAttention (K/V all-gather + flash attention) against the non-overlapped and ring schedules");
+  attn->add_option("--world", attn_args.world, tb::kWorldOptionHelp)->capture_default_str()->check(CLI::Range(1, tilelink::kMaxWorldSize));
+  attn->add_option("--seq", attn_args.seq, "tokens over all ranks (a multiple of the world size)")->capture_default_str()->check(CLI::PositiveNumber);
+  attn->add_option("--q-heads", attn_args.q_heads, "query heads")->capture_default_str()->check(CLI::PositiveNumber);
+  attn->add_option("--kv-heads", attn_args.kv_heads, "K/V heads (GQA: q-heads a multiple of it)")->capture_default_str()->check(CLI::PositiveNumber);
+  attn->add_option("--head-dim", attn_args.head_dim, "head dimension: 64 or 128")->capture_default_str()->check(CLI::IsMember({64, 128}));
+  attn->add_flag("--non-causal", attn_args.non_causal, "no causal mask");
+  attn->add_option("--layout", attn_args.layout, "sequence sharding: contiguous or zigzag")->capture_default_str()->check(CLI::IsMember({"contiguous", "zigzag"}));
+  attn->add_option("--resource", attn_args.resource, "K/V all-gather on ce (copy engine) or sm (SM pull)")->capture_default_str()->check(CLI::IsMember({"ce", "sm"}));
+  attn->add_option("--comm-rows", attn_args.comm_rows, "tokens per K/V chunk, a multiple of 128 (0: automatic)")->capture_default_str();
+  attn->add_option("--blocks", attn_args.blocks, "CTAs of the SM all-gather (0: automatic)")->capture_default_str();
+  attn->add_option("--attention-sms", attn_args.attention_sms, "CTAs of the attention kernel per rank (0: automatic)")->capture_default_str();
+  attn->add_option("--dump", attn_args.dump, "write inputs and fused outputs to an existing directory for bench/sdpa_check.py");
+  attn->add_option("--warmup", attn_args.warmup, "untimed calls before timing")->capture_default_str()->check(CLI::Range(0, 1000000));
+  attn->add_option("--iters", attn_args.iters, "timed calls (the median is reported)")->capture_default_str()->check(CLI::Range(1, 1000000));
+  attn->add_option("--json", attn_args.json, "also write the results as JSON to FILE");
+  attn_args.seed_option = attn->add_option("--seed", attn_args.seed, "random seed of the inputs; default: a fresh one");
+
   PlanAttentionArgs plan_attn_args;
   CLI::App* plan_attn = plan->add_subcommand("sp_attention", "sequence-parallel attention: K/V all-gather under the flash-attention work items");
   plan_attn->add_option("--world", plan_attn_args.problem.world, "ranks")->capture_default_str()->check(CLI::Range(1, 4096));
@@ -1365,6 +1423,10 @@ int main(int argc, char** argv) {
     if (*tune_ag) {
       if (tune_args.seed_option->count() == 0) tune_args.seed = fresh_seed();
       return cmd_tune(tune_args, command);
+    }
+    if (*attn) {
+      if (attn_args.seed_option->count() == 0) attn_args.seed = fresh_seed();
+      return cmd_sp_attention(attn_args, command);
     }
     if (*mlp) {
       if (mlp_args.seed_option->count() == 0) mlp_args.seed = fresh_seed();
