@@ -472,6 +472,10 @@ std::vector<Case> modes_cases() {
 std::vector<Case> shape_cases() {
   return {
       make_case("shape_mqa_world4_causal_zigzag_hd128_ce", 4, 300, 4, 1, 128, true, kZig, kCe, {kF, kR}),
+      // More work items than any rank's SM budget: every rank's persistent grid is full while its
+      // CTAs wait for the copy-engine all-gather (on virtual ranks the copies need SMs too).
+      make_case("shape_fullgrid_world4_causal_zigzag_hd128_ce", 4, 1100, 8, 2, 128, true, kZig, kCe, {kF, kF}),
+      make_case("shape_fullgrid_world2_full_contiguous_hd128_ce", 2, 1100, 8, 2, 128, false, kContig, kCe, {kF, kN}),
       make_case("shape_mqa_world8_full_contiguous_hd64_sm", 8, 330, 4, 1, 64, false, kContig, kSm, {kF, kN}),
       make_case("shape_mha_world2_causal_contiguous_hd64_ce", 2, 330, 4, 4, 64, true, kContig, kCe, {kF, kR}),
       make_case("shape_mha_world8_causal_zigzag_hd128_sm", 8, 300, 4, 4, 128, true, kZig, kSm, {kF, kF}),

@@ -43,13 +43,18 @@ AllGatherArguments all_gather_arguments(const World& world, const SpAttentionArg
                                               a.config.comm);
 }
 
-// The copy-engine all-gather needs no SM, so the kernel takes the whole budget; next to the SM
-// all-gather it leaves AG+GEMM's slack.
+// CTAs of the persistent kernel. Its CTAs spin while they wait for K/V, so SMs must stay free for
+// whatever moves the K/V: the SM all-gather's blocks and AG+GEMM's slack next to them; with the
+// copy engine, on virtual ranks, the device-local copies run on SMs as well, so the ranks sharing
+// a GPU leave the slack free between them (not each); one rank per GPU leaves it on its own GPU.
 int attention_sm_count(const World& world, int rank, const SpAttentionArguments& a, uint32_t comm_blocks) {
   const int left = world.sm_budget(rank) - static_cast<int>(comm_blocks);
   if (a.config.attention_sms != 0) return std::min(left, static_cast<int>(a.config.attention_sms));
-  const bool slack = world.size() > 1 && a.config.comm.resource == CommResource::kSm;
-  return slack ? left - ag_gemm_policy::kSlackSms : left;
+  if (world.size() == 1) return left;
+  if (a.config.comm.resource == CommResource::kCopyEngine && world.mode() == WorldMode::kVirtual) {
+    return std::min(left, (world.num_sms(rank) - ag_gemm_policy::kSlackSms) / world.size());
+  }
+  return left - ag_gemm_policy::kSlackSms;
 }
 
 SpAttentionPlan make_plan(const SpAttentionArguments& a, const AllGatherPlan& ag) {

@@ -39,9 +39,10 @@ struct SpAttentionConfig {
   // 128 that makes a chunk of at least 8 MiB of one rank's rows, capped at seq_per_rank.
   AllGatherConfig comm{CommResource::kCopyEngine, AgMethod::kPull, DataPath::kLdSt, CommOrder::kFullMesh, 0, 0, 512};
   SeqLayout layout = SeqLayout::kContiguous;
-  // CTAs of the persistent attention kernel per rank; 0 = automatic: the rank's SM budget with
-  // the copy engine; with the SM all-gather, the budget minus its blocks, minus 2 SMs of slack
-  // when world > 1 (as AG+GEMM).
+  // CTAs of the persistent attention kernel per rank; 0 = automatic: the rank's SM budget, less
+  // the SM all-gather's blocks, less 2 SMs of slack when world > 1 (as AG+GEMM) -- for virtual
+  // ranks on the copy engine, 2 SMs of the GPU between all ranks (the device-local copies need
+  // SMs; a grid that fills every SM while it waits for them would never finish).
   uint32_t attention_sms = 0;
 };
 
