@@ -85,6 +85,7 @@ def check(directory):
         ref_lse[h] = torch.logsumexp(s, dim=-1)
         ref[h] = torch.softmax(s, dim=-1) @ v[h // rep].float()
     ok = True
+    print(f"torch {torch.__version__}, cuDNN {torch.backends.cudnn.version()}, {torch.cuda.get_device_name()}")
     def report(name, o):
         err = (o.float() - ref).abs()
         rel = (err / (ref.abs() + 1e-2)).max().item()
@@ -122,6 +123,7 @@ def check(directory):
 
 def time_sdpa(seqs, hq, hkv, d, iters):
     dev = torch.device("cuda")
+    print(f"torch {torch.__version__}, cuDNN {torch.backends.cudnn.version()}, {torch.cuda.get_device_name()}")
     print(f"{'seq':>7} {'causal':>6} {'backend':>10} {'time_us':>10} {'TFLOP/s':>8}")
     for seq in seqs:
         q = torch.randn(hq, seq, d, device=dev, dtype=torch.bfloat16)
