@@ -191,5 +191,13 @@ struct TraceResult {
   std::string config;       // the op's configuration, in words
 };
 TraceResult trace_ag_gemm(const TraceOptions& options);
+struct SpAttentionTraceOptions {
+  SpAttentionBenchOptions op;
+  uint32_t capacity = 1u << 20;  // records per rank
+};
+// `tilelink trace sp_attention`: one traced fused call (per work item, each K/V chunk's wait and
+// loads, and the store of O), the recording overhead, and the check that every chunk's loads
+// began after its wait ended (TraceResult::tiles counts the chunk reads). trace.cu.
+TraceResult trace_sp_attention(const SpAttentionTraceOptions& options);
 
 }  // namespace tilelink::bench

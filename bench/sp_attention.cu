@@ -21,6 +21,7 @@
 #include "bench/gemm_helpers.hpp"
 #include "bench/harness.hpp"
 #include "bench/random.hpp"
+#include "bench/sp_attention_setup.hpp"
 #include "bench/world_choice.hpp"
 #include "tilelink/core/error.hpp"
 #include "tilelink/ops/attention/sp_attention.hpp"
@@ -43,43 +44,19 @@ Table bench_sp_attention(const SpAttentionBenchOptions& o) {
   const char* where = "bench_sp_attention";
   TL_REQUIRE(o.world >= 1, where, "world", o.world, ">= 1");
   TL_REQUIRE(o.seq % o.world == 0, where, "seq", o.seq, "a multiple of the world size");
-  const int w = o.world;
-  const uint32_t spr = o.seq / w;
-  const size_t kv_row_bytes = size_t(2) * o.kv_heads * o.head_dim * 2;
-  const size_t kv_bytes = size_t(o.seq) * kv_row_bytes;
-  const size_t q_elems = size_t(spr) * o.q_heads * o.head_dim;
-  const size_t lse_elems = size_t(spr) * o.q_heads;
-
-  World world = make_bench_world(w);
-  SymmetricHeap heap(world, kv_bytes + (16u << 20));
-  SignalSet signals(heap, 1u << 16);
-  SymmetricBuffer kv = heap.allocate(kv_bytes);
-
-  std::vector<DeviceBuffer> q, out, out_base, out_ring, lse, lse_base, lse_ring;
-  SpAttentionArguments args;
-  args.kv = &kv;
-  args.seq_per_rank = spr;
-  args.q_heads = o.q_heads;
-  args.kv_heads = o.kv_heads;
-  args.head_dim = o.head_dim;
-  args.causal = o.causal;
-  args.config = o.config;
+  SpAttentionSetup setup(o);
+  const int w = setup.w;
+  const uint32_t spr = setup.spr;
+  const size_t kv_bytes = setup.kv_bytes, q_elems = setup.q_elems, lse_elems = setup.lse_elems;
+  World& world = setup.world;
+  SymmetricHeap& heap = setup.heap;
+  SignalSet& signals = setup.signals;
+  const SpAttentionArguments& args = setup.args;
+  std::vector<DeviceBuffer>&q = setup.q, &out = setup.out, &lse = setup.lse;
+  std::vector<DeviceBuffer> out_base, out_ring, lse_base, lse_ring;
   for (int r = 0; r < w; ++r) {
-    const int dev = world.device(r);
-    const cudaStream_t s = world.compute_stream(r);
-    q.emplace_back(q_elems * 2, dev);
-    for (auto* v : {&out, &out_base, &out_ring}) v->emplace_back(q_elems * 2, dev);
-    for (auto* v : {&lse, &lse_base, &lse_ring}) v->emplace_back(lse_elems * sizeof(float), dev);
-    fill_bf16(q[r].get(), q_elems, rank_seed(o.seed ^ 0x51ull, r), s);
-    fill_bf16(kv.as<char>(r) + size_t(r) * spr * kv_row_bytes, size_t(spr) * kv_row_bytes / 2,
-              rank_seed(o.seed ^ 0x52ull, r), s);
-    TL_CUDA_CHECK(cudaMemsetAsync(out[r].get(), 0xFF, q_elems * 2, s));
-    args.q.push_back(q[r].get());
-    args.o.push_back(out[r].get());
-    args.lse.push_back(lse[r].get<float>());
-  }
-  if (const std::string why = SpAttention::can_implement(world, heap, args); !why.empty()) {
-    throw InvalidArgument("bench sp_attention: " + why);
+    for (auto* v : {&out_base, &out_ring}) v->emplace_back(q_elems * 2, world.device(r));
+    for (auto* v : {&lse_base, &lse_ring}) v->emplace_back(lse_elems * sizeof(float), world.device(r));
   }
   SpAttention op(world, heap, signals, args, "bench.sp_attention");
   // The baselines write their own outputs: ops sharing the fused op's K/V buffer and kernels.
@@ -113,7 +90,7 @@ Table bench_sp_attention(const SpAttentionBenchOptions& o) {
       write_file(o.dump + "/lse" + rank + ".bin", lse[r].get(), lse_elems * sizeof(float));
     }
     world.set_device(0);
-    write_file(o.dump + "/kv.bin", kv.data(0), kv_bytes);  // rank 0's gathered rows: every shard
+    write_file(o.dump + "/kv.bin", setup.kv.data(0), kv_bytes);  // rank 0's gathered rows: every shard
     if (!meta) throw Error("bench sp_attention: cannot write '" + o.dump + "/meta.txt'");
   }
 

@@ -18,6 +18,7 @@
 //   tilelink tune ag_gemm [--world N] [--m --n --k | --shapes paper] [--top K] [--cache FILE] [--dry-run]
 //   tilelink trace ag_gemm [--world N] [--m --n --k] [--resource ce|sm] [--comm-rows R] [--blocks k] [--kernel NAME]
 //       [--trace FILE] [--svg FILE] [--capacity N]
+//   tilelink trace sp_attention [the options of bench sp_attention, less --dump] [--trace FILE] [--svg FILE] [--capacity N]
 //   tilelink plan ag_gemm [--world N] [--nodes K] [--m --n --k] [--bm --bn] [--comm-rows R]
 //       [--resource ce|sm] [--blocks k] [--order mesh|ring] [--trace FILE] [--svg FILE]
 //   tilelink plan mlp [--world N] [--model llama3-70b | --hidden H --intermediate I] [--activation swiglu|gelu]
@@ -565,8 +566,7 @@ struct SpAttentionArgs {
   CLI::Option* seed_option = nullptr;
 };
 
-int cmd_sp_attention(const SpAttentionArgs& a, const std::string& command) {
-  check_writable(a.json);
+tb::SpAttentionBenchOptions sp_attention_options(const SpAttentionArgs& a) {
   tb::SpAttentionBenchOptions o;
   o.world = a.world;
   o.seq = a.seq;
@@ -582,6 +582,30 @@ int cmd_sp_attention(const SpAttentionArgs& a, const std::string& command) {
   o.dump = a.dump;
   o.timing = {a.warmup, a.iters};
   o.seed = a.seed;
+  return o;
+}
+
+// The options `bench sp_attention` and `trace sp_attention` share.
+void add_sp_attention_options(CLI::App* app, SpAttentionArgs& a) {
+  app->add_option("--world", a.world, tb::kWorldOptionHelp)->capture_default_str()->check(CLI::Range(1, tilelink::kMaxWorldSize));
+  app->add_option("--seq", a.seq, "tokens over all ranks (a multiple of the world size)")->capture_default_str()->check(CLI::PositiveNumber);
+  app->add_option("--q-heads", a.q_heads, "query heads")->capture_default_str()->check(CLI::PositiveNumber);
+  app->add_option("--kv-heads", a.kv_heads, "K/V heads (GQA: q-heads a multiple of it)")->capture_default_str()->check(CLI::PositiveNumber);
+  app->add_option("--head-dim", a.head_dim, "head dimension: 64 or 128")->capture_default_str()->check(CLI::IsMember({64, 128}));
+  app->add_flag("--non-causal", a.non_causal, "no causal mask");
+  app->add_option("--layout", a.layout, "sequence sharding: contiguous or zigzag")->capture_default_str()->check(CLI::IsMember({"contiguous", "zigzag"}));
+  app->add_option("--resource", a.resource, "K/V all-gather on ce (copy engine) or sm (SM pull)")->capture_default_str()->check(CLI::IsMember({"ce", "sm"}));
+  app->add_option("--comm-rows", a.comm_rows, "tokens per K/V chunk, a multiple of 128 (0: automatic)")->capture_default_str();
+  app->add_option("--blocks", a.blocks, "CTAs of the SM all-gather (0: automatic)")->capture_default_str();
+  app->add_option("--attention-sms", a.attention_sms, "CTAs of the attention kernel per rank (0: automatic)")->capture_default_str();
+  app->add_option("--warmup", a.warmup, "untimed calls before timing")->capture_default_str()->check(CLI::Range(0, 1000000));
+  app->add_option("--iters", a.iters, "timed calls (the median is reported)")->capture_default_str()->check(CLI::Range(1, 1000000));
+  a.seed_option = app->add_option("--seed", a.seed, "random seed of the inputs; default: a fresh one");
+}
+
+int cmd_sp_attention(const SpAttentionArgs& a, const std::string& command) {
+  check_writable(a.json);
+  const tb::SpAttentionBenchOptions o = sp_attention_options(a);
   run_shapes(a.world, "bench sp_attention", {{a.seq, a.q_heads, a.head_dim}}, command, a.seed, a.json,
              [&](const Mnk&) { return tb::bench_sp_attention(o); });
   return 0;
@@ -772,6 +796,29 @@ struct TraceArgs {
   uint32_t capacity = 1u << 20;
 };
 
+// What `tilelink trace <op>` prints and writes for one traced call: records by kind, the
+// recording overhead, the wait-before-loads check (`checked` names what was paired), the timeline
+// files. Exit status 1 if the check failed or records were dropped.
+int report_trace(const tb::TraceResult& r, const std::string& op, int world, const std::string& trace,
+                 const std::string& svg, const std::string& checked) {
+  std::map<std::string, uint64_t> kinds;
+  for (const tilelink::TraceRecord& rec : r.records) ++kinds[tilelink::to_string(static_cast<tilelink::TraceKind>(rec.kind))];
+  std::cout << "records: " << r.records.size() << " (";
+  const char* sep = "";
+  for (const auto& [kind, count] : kinds) {
+    std::cout << sep << count << " " << kind;
+    sep = ", ";
+  }
+  std::cout << ")" << (r.dropped > 0 ? ", " + std::to_string(r.dropped) + " dropped (raise --capacity)" : "") << "\n";
+  std::printf("call time: %.1f µs untraced, %.1f µs traced (median of %zu): recording costs %+.1f %%\n",
+              r.untraced.median, r.traced.median, r.traced.samples, 100.0 * (r.traced.median / r.untraced.median - 1.0));
+  std::cout << checked << " whose loads began after their wait ended: " << r.tiles - r.violations << " of " << r.tiles
+            << "\n";
+  write_timeline(tilelink::sim::trace_intervals(r.records), trace, svg,
+                 "tilelink trace " + op + " (measured, " + std::to_string(world) + " ranks)");
+  return r.violations == 0 && r.dropped == 0 ? 0 : 1;
+}
+
 int cmd_trace_ag_gemm(const TraceArgs& a) {
   check_writable(a.trace);
   check_writable(a.svg);
@@ -787,22 +834,27 @@ int cmd_trace_ag_gemm(const TraceArgs& a) {
   print_device_header(a.op.world, "trace ag_gemm");
   const tb::TraceResult r = tb::trace_ag_gemm(o);
   std::cout << "(m, n, k) = (" << o.m << ", " << o.n << ", " << o.k << "), " << r.config << "\n";
-  std::map<std::string, uint64_t> kinds;
-  for (const tilelink::TraceRecord& rec : r.records) ++kinds[tilelink::to_string(static_cast<tilelink::TraceKind>(rec.kind))];
-  std::cout << "records: " << r.records.size() << " (";
-  const char* sep = "";
-  for (const auto& [kind, count] : kinds) {
-    std::cout << sep << count << " " << kind;
-    sep = ", ";
-  }
-  std::cout << ")" << (r.dropped > 0 ? ", " + std::to_string(r.dropped) + " dropped (raise --capacity)" : "") << "\n";
-  std::printf("call time: %.1f µs untraced, %.1f µs traced (median of %zu): recording costs %+.1f %%\n",
-              r.untraced.median, r.traced.median, r.traced.samples, 100.0 * (r.traced.median / r.untraced.median - 1.0));
-  std::cout << "GEMM tiles whose loads began after their wait ended: " << r.tiles - r.violations << " of " << r.tiles
-            << "\n";
-  write_timeline(tilelink::sim::trace_intervals(r.records), a.trace, a.svg,
-                 "tilelink trace ag_gemm (measured, " + std::to_string(a.op.world) + " ranks)");
-  return r.violations == 0 && r.dropped == 0 ? 0 : 1;
+  return report_trace(r, "ag_gemm", a.op.world, a.trace, a.svg, "GEMM tiles");
+}
+
+// `tilelink trace sp_attention`: one fused call's device timeline on every rank.
+struct SpAttentionTraceArgs {
+  SpAttentionArgs op;
+  std::string trace, svg;
+  uint32_t capacity = 1u << 20;
+};
+
+int cmd_trace_sp_attention(const SpAttentionTraceArgs& a) {
+  check_writable(a.trace);
+  check_writable(a.svg);
+  tb::SpAttentionTraceOptions o;
+  o.op = sp_attention_options(a.op);
+  o.capacity = a.capacity;
+  print_device_header(a.op.world, "trace sp_attention");
+  const tb::TraceResult r = tb::trace_sp_attention(o);
+  std::cout << "seq " << a.op.seq << ", " << a.op.q_heads << "/" << a.op.kv_heads << " heads, head dim " << a.op.head_dim
+            << (a.op.non_causal ? ", non-causal, " : ", causal, ") << a.op.layout << ", " << r.config << "\n";
+  return report_trace(r, "sp_attention", a.op.world, a.trace, a.svg, "K/V chunk reads");
 }
 
 template <class Prediction>
@@ -1243,6 +1295,12 @@ int main(int argc, char** argv) {
   trace_ag->add_option("--warmup", trace_args.op.warmup, "untimed calls before timing the overhead")->capture_default_str()->check(CLI::Range(0, 1000000));
   trace_ag->add_option("--iters", trace_args.op.iters, "timed calls, traced and untraced each (the median counts)")->capture_default_str()->check(CLI::Range(1, 1000000));
   trace_args.op.seed_option = trace_ag->add_option("--seed", trace_args.op.seed, "random seed of the inputs; default: a fresh one");
+  SpAttentionTraceArgs trace_attn_args;
+  CLI::App* trace_attn = trace->add_subcommand("sp_attention", "SP attention: per work item each K/V chunk's wait and loads, and the store of O; the SM all-gather's waits, copies and notifies");
+  add_sp_attention_options(trace_attn, trace_attn_args.op);
+  trace_attn->add_option("--trace", trace_attn_args.trace, "write the timeline as Chrome/Perfetto JSON");
+  trace_attn->add_option("--svg", trace_attn_args.svg, "write the timeline as an SVG picture");
+  trace_attn->add_option("--capacity", trace_attn_args.capacity, "records per rank")->capture_default_str()->check(CLI::PositiveNumber);
 
   CLI::App* plan = app.add_subcommand("plan", "predict an op's timeline from a cost model (no GPU needed)");
   plan->require_subcommand(0, 1);
@@ -1295,22 +1353,9 @@ int main(int argc, char** argv) {
 
   SpAttentionArgs attn_args;
   CLI::App* attn = bench->add_subcommand("sp_attention", "time tilelink::SpAttention (K/V all-gather + flash attention) against the non-overlapped and ring schedules");
-  attn->add_option("--world", attn_args.world, tb::kWorldOptionHelp)->capture_default_str()->check(CLI::Range(1, tilelink::kMaxWorldSize));
-  attn->add_option("--seq", attn_args.seq, "tokens over all ranks (a multiple of the world size)")->capture_default_str()->check(CLI::PositiveNumber);
-  attn->add_option("--q-heads", attn_args.q_heads, "query heads")->capture_default_str()->check(CLI::PositiveNumber);
-  attn->add_option("--kv-heads", attn_args.kv_heads, "K/V heads (GQA: q-heads a multiple of it)")->capture_default_str()->check(CLI::PositiveNumber);
-  attn->add_option("--head-dim", attn_args.head_dim, "head dimension: 64 or 128")->capture_default_str()->check(CLI::IsMember({64, 128}));
-  attn->add_flag("--non-causal", attn_args.non_causal, "no causal mask");
-  attn->add_option("--layout", attn_args.layout, "sequence sharding: contiguous or zigzag")->capture_default_str()->check(CLI::IsMember({"contiguous", "zigzag"}));
-  attn->add_option("--resource", attn_args.resource, "K/V all-gather on ce (copy engine) or sm (SM pull)")->capture_default_str()->check(CLI::IsMember({"ce", "sm"}));
-  attn->add_option("--comm-rows", attn_args.comm_rows, "tokens per K/V chunk, a multiple of 128 (0: automatic)")->capture_default_str();
-  attn->add_option("--blocks", attn_args.blocks, "CTAs of the SM all-gather (0: automatic)")->capture_default_str();
-  attn->add_option("--attention-sms", attn_args.attention_sms, "CTAs of the attention kernel per rank (0: automatic)")->capture_default_str();
+  add_sp_attention_options(attn, attn_args);
   attn->add_option("--dump", attn_args.dump, "write inputs and fused outputs to an existing directory for bench/sdpa_check.py");
-  attn->add_option("--warmup", attn_args.warmup, "untimed calls before timing")->capture_default_str()->check(CLI::Range(0, 1000000));
-  attn->add_option("--iters", attn_args.iters, "timed calls (the median is reported)")->capture_default_str()->check(CLI::Range(1, 1000000));
   attn->add_option("--json", attn_args.json, "also write the results as JSON to FILE");
-  attn_args.seed_option = attn->add_option("--seed", attn_args.seed, "random seed of the inputs; default: a fresh one");
 
   PlanAttentionArgs plan_attn_args;
   CLI::App* plan_attn = plan->add_subcommand("sp_attention", "sequence-parallel attention: K/V all-gather under the flash-attention work items");
@@ -1415,6 +1460,10 @@ int main(int argc, char** argv) {
     if (*moe_layer) {
       if (layer_args.seed_option->count() == 0) layer_args.seed = fresh_seed();
       return cmd_moe(layer_args, command);
+    }
+    if (*trace_attn) {
+      if (trace_attn_args.op.seed_option->count() == 0) trace_attn_args.op.seed = fresh_seed();
+      return cmd_trace_sp_attention(trace_attn_args);
     }
     if (*trace_ag) {
       if (trace_args.op.seed_option->count() == 0) trace_args.op.seed = fresh_seed();

@@ -4,6 +4,7 @@
 // nothing, and a full buffer counts what it dropped.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <map>
 #include <random>
 #include <string>
@@ -12,6 +13,7 @@
 
 #include "gpu_test_util.hpp"
 #include "tilelink/ops/ag_gemm/ag_gemm.hpp"
+#include "tilelink/ops/attention/sp_attention.hpp"
 #include "tilelink/runtime/trace_buffer.hpp"
 
 namespace tilelink::test::trace {
@@ -134,6 +136,102 @@ TEST(TraceBuffer, CountsWhatDoesNotFit) {
   const uint32_t per_rank = 3 * (kMPerRank * 2 / 128) * (kN / 256);
   EXPECT_EQ(buffer.dropped(), 2u * (per_rank - 5));
 }
+
+
+// SpAttention::set_trace: per work item, one wait and one load span for exactly the K/V chunks
+// the item reads (the plan's chunk_needed), loads after the wait, one store span per item;
+// results unchanged by tracing.
+class SpAttentionTraceTest : public ::testing::TestWithParam<int> {};
+
+TEST_P(SpAttentionTraceTest, EveryChunkReadWaitsThenLoads) {
+  TL_SKIP_WITHOUT_GPU();
+  const int world_size = GetParam();
+  constexpr uint32_t kSpr = 512, kQHeads = 4, kKvHeads = 2, kDim = 128;
+  const size_t row_bytes = size_t(2) * kKvHeads * kDim * 2, q_bytes = size_t(kSpr) * kQHeads * kDim * 2;
+  std::mt19937_64 rng(std::random_device{}());
+  TestWorld env(world_size, size_t(kSpr) * world_size * row_bytes + (2 << 20), 4096);
+  SymmetricBuffer kv = env.heap.allocate(size_t(kSpr) * world_size * row_bytes);
+  std::vector<DeviceBuffer> q, o, lse;
+  SpAttentionArguments args;
+  args.kv = &kv;
+  args.seq_per_rank = kSpr;
+  args.q_heads = kQHeads;
+  args.kv_heads = kKvHeads;
+  args.head_dim = kDim;
+  args.causal = true;
+  args.config.comm.comm_rows = 128;
+  for (int r = 0; r < world_size; ++r) {
+    q.emplace_back(q_bytes, env.world.device(r));
+    o.emplace_back(q_bytes, env.world.device(r));
+    lse.emplace_back(size_t(kSpr) * kQHeads * 4, env.world.device(r));
+    upload(q[r].get(), random_bf16(q_bytes / 2, rng).data(), q_bytes);
+    upload(static_cast<char*>(kv.data(r)) + r * kSpr * row_bytes, random_bf16(kSpr * row_bytes / 2, rng).data(),
+           kSpr * row_bytes);
+    args.q.push_back(q[r].get());
+    args.o.push_back(o[r].get());
+    args.lse.push_back(lse[r].get<float>());
+  }
+  SpAttention op(env.world, env.heap, env.signals, args, "trace_test.sp_attention");
+  TraceBuffer buffer(env.world, 1 << 16);
+  op.run();
+  env.world.synchronize();
+  std::vector<std::vector<uint8_t>> untraced;
+  for (int r = 0; r < world_size; ++r) untraced.push_back(download<uint8_t>(o[r].get(), q_bytes));
+
+  op.set_trace(&buffer);
+  for (int r = 0; r < world_size; ++r) poison(o[r].get(), q_bytes);
+  op.run();
+  env.world.synchronize();
+  op.set_trace(nullptr);
+  for (int r = 0; r < world_size; ++r) {
+    EXPECT_TRUE(bytes_equal(download<uint8_t>(o[r].get(), q_bytes), untraced[r])) << "rank " << r;
+  }
+
+  const SpAttentionPlan& plan = op.plan();
+  std::map<std::tuple<uint32_t, uint32_t, uint32_t>, uint32_t> expected, waits, loads;  // (rank, chunk, 0) -> count
+  std::map<std::pair<uint32_t, uint32_t>, uint32_t> stores;                            // (rank, item)
+  for (uint32_t r = 0; r < uint32_t(world_size); ++r) {
+    for (uint32_t i = 0; i < plan.num_items(); ++i) {
+      const RowRange rows = plan.q_rows(plan.item(i).q_block);
+      for (uint32_t ch = 0; ch < plan.num_kv_chunks(); ++ch) expected[{r, ch, 0}] += plan.chunk_needed(r, rows, ch);
+    }
+  }
+  std::map<std::pair<uint32_t, uint32_t>, std::vector<TraceRecord>> producers;  // (rank, block)
+  for (const TraceRecord& rec : buffer.records()) {
+    ASSERT_LE(rec.start_ns, rec.end_ns);
+    if (rec.role == 1) {
+      ASSERT_EQ(rec.kind, uint32_t(TraceKind::kEpilogue));
+      ++stores[{rec.rank, rec.tile}];
+    } else if (rec.role == 0) {
+      (rec.kind == uint32_t(TraceKind::kWait) ? waits : loads)[{rec.rank, rec.tile, 0}] += 1;
+      producers[{rec.rank, rec.block}].push_back(rec);
+    }
+  }
+  for (auto& [key, n] : expected) {
+    if (n == 0) continue;
+    EXPECT_EQ(waits[key], n) << "rank " << std::get<0>(key) << " chunk " << std::get<1>(key);
+    EXPECT_EQ(loads[key], n) << "rank " << std::get<0>(key) << " chunk " << std::get<1>(key);
+  }
+  for (uint32_t r = 0; r < uint32_t(world_size); ++r) {
+    for (uint32_t i = 0; i < plan.num_items(); ++i) EXPECT_EQ((stores[{r, i}]), 1u) << "rank " << r << " item " << i;
+  }
+  // A producer's records alternate wait, loads of the same chunk, in time.
+  for (auto& [key, recs] : producers) {
+    std::sort(recs.begin(), recs.end(), [](const TraceRecord& a, const TraceRecord& b) {
+      return a.start_ns != b.start_ns ? a.start_ns < b.start_ns : a.kind < b.kind;
+    });
+    for (size_t k = 0; k + 1 < recs.size(); k += 2) {
+      ASSERT_EQ(recs[k].kind, uint32_t(TraceKind::kWait)) << "rank " << key.first << " block " << key.second;
+      ASSERT_EQ(recs[k + 1].kind, uint32_t(TraceKind::kLoad));
+      EXPECT_EQ(recs[k].tile, recs[k + 1].tile);
+      EXPECT_LE(recs[k].end_ns, recs[k + 1].start_ns);
+    }
+  }
+  EXPECT_EQ(buffer.dropped(), 0u);
+}
+
+INSTANTIATE_TEST_SUITE_P(SpAttention, SpAttentionTraceTest, ::testing::Values(1, 2, 4),
+                         [](const ::testing::TestParamInfo<int>& info) { return "world" + std::to_string(info.param); });
 
 }  // namespace
 }  // namespace tilelink::test::trace

@@ -39,6 +39,7 @@
 #include "ops/attention/sm90_flash_attention_kernel.hpp"
 #include "tilelink/core/error.hpp"
 #include "tilelink/primitives/device.cuh"
+#include "tilelink/primitives/trace.cuh"
 
 namespace tilelink::detail {
 
@@ -176,6 +177,7 @@ struct Sm90FlashAttentionTraits {
     int32_t only_shard;
     float scale_log2;  // softmax scale * log2(e)
     float scale;
+    TraceView trace;   // on: the producer's wait and loads per chunk, the consumers' store per item
   };
 };
 
@@ -295,12 +297,21 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
 
       FlashTileCursor cursor(plan, p.chunk_order, p.rank, p.only_shard, plan.q_rows(it.q_block));
       FlashKeyTile kt;
+      uint32_t open_chunk = ~0u;  // the chunk whose loads are being recorded
+      uint64_t t_load = 0;
       while (cursor.next(kt)) {
-        if (kt.first_of_chunk && p.wait) {
-          const RowRange keys = plan.ag.map.rows_of_channel(kt.chunk);
-          FlashThreadWaitCtx ctx;
-          all_gather_wait_rows(ctx, plan.ag, p.sig, keys.row0, keys.rows, static_cast<int32_t>(i));
-          asm volatile("fence.proxy.async.global;" ::: "memory");
+        if (kt.first_of_chunk) {
+          if (open_chunk != ~0u) trace_span(p.trace, TraceKind::kLoad, open_chunk, 0, t_load, global_time_ns());
+          const uint64_t t_wait = trace_start(p.trace);
+          if (p.wait) {
+            const RowRange keys = plan.ag.map.rows_of_channel(kt.chunk);
+            FlashThreadWaitCtx ctx;
+            all_gather_wait_rows(ctx, plan.ag, p.sig, keys.row0, keys.rows, static_cast<int32_t>(i));
+            asm volatile("fence.proxy.async.global;" ::: "memory");
+          }
+          t_load = trace_start(p.trace);
+          if (p.wait) trace_span(p.trace, TraceKind::kWait, kt.chunk, 0, t_wait, t_load);
+          open_chunk = kt.chunk;
         }
         Tensor gK = local_tile(mK(_, _, kv_h, kt.shard), Shape<Int<kBlockN>, Int<kHeadDim>>{}, make_coord(kt.tile, 0));
         Tensor gV = local_tile(mV(_, _, kv_h, kt.shard), Shape<Int<kBlockN>, Int<kHeadDim>>{}, make_coord(kt.tile, 0));
@@ -313,6 +324,9 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
         copy(p.tma_v.with(*pipe_v.producer_get_barrier(write_v), 0), tVg, tVs(_, write_v.index()));
         ++write_v;
       }
+      // The last chunk's loads end when its last tile is issued: the MMAs pace the producer, so a
+      // chunk's load span is about its compute.
+      if (open_chunk != ~0u) trace_span(p.trace, TraceKind::kLoad, open_chunk, 0, t_load, global_time_ns());
     }
     return;
   }
@@ -451,6 +465,7 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
     cutlass::arch::ClusterBarrier::arrive(&ss.q_empty);
 
     // O / l and LSE. Rows past the shard's end are not stored.
+    const uint64_t t_store = tidx == 0 ? trace_start(p.trace) : 0;
     float inv[2], lse[2];
     CUTLASS_PRAGMA_UNROLL
     for (int r = 0; r < 2; ++r) {
@@ -474,6 +489,7 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
         if (local < spr) p.lse[uint64_t(it.head) * spr + local] = lse[r];
       }
     }
+    if (tidx == 0) trace_span(p.trace, TraceKind::kEpilogue, i, 1, t_store, global_time_ns());
   }
 }
 
@@ -549,6 +565,7 @@ class Sm90FlashAttentionKernelImpl final : public Sm90FlashAttentionKernel {
     sm90_flash_attention_kernel<Traits><<<grid_, Traits::kThreads, kSmemBytes, stream>>>(p_);
     TL_CUDA_CHECK(cudaGetLastError());
   }
+  void set_trace(const TraceView& trace) override { p_.trace = trace; }
   void set_only_shard(int32_t shard) override {
     p_.only_shard = shard;
     p_.wait = 0;

@@ -18,6 +18,7 @@
 
 #include "tilelink/ops/attention/sp_attention_protocol.hpp"
 #include "tilelink/primitives/signal.hpp"
+#include "tilelink/primitives/trace.hpp"
 
 namespace tilelink::detail {
 
@@ -50,6 +51,10 @@ class Sm90FlashAttentionKernel {
   virtual void run(uint64_t epoch, cudaStream_t stream) = 0;
   // A ring step: the same launch restricted to the keys of `shard` (no waits).
   virtual void set_only_shard(int32_t shard) = 0;
+  // Later runs record, per work item, the producer's wait and loads of each K/V chunk (role 0,
+  // tile = the chunk's channel) and the consumers' store of O (role 1, tile = the item); a
+  // default TraceView: off.
+  virtual void set_trace(const TraceView& trace) = 0;
   virtual int ctas() const = 0;
 };
 

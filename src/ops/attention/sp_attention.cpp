@@ -200,6 +200,13 @@ uint64_t SpAttention::run() {
   });
 }
 
+void SpAttention::set_trace(const TraceBuffer* trace) {
+  for (int r = 0; r < world_->size(); ++r) {
+    kernels_[static_cast<size_t>(r)]->set_trace(trace != nullptr ? trace->view(r) : TraceView{});
+  }
+  ag_->set_trace(trace);
+}
+
 void SpAttention::run_attention_only() {
   const World& world = *world_;
   for (int r = 0; r < world.size(); ++r) {

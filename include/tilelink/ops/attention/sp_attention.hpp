@@ -27,6 +27,7 @@
 #include "tilelink/comm/collectives.hpp"
 #include "tilelink/ops/attention/sp_attention_protocol.hpp"
 #include "tilelink/runtime/device_buffer.hpp"
+#include "tilelink/runtime/trace_buffer.hpp"
 #include "tilelink/runtime/signal_set.hpp"
 #include "tilelink/runtime/symmetric_heap.hpp"
 #include "tilelink/runtime/world.hpp"
@@ -88,6 +89,12 @@ class SpAttention {
   // of rank r - s while the copy engine passes the shard it holds on to rank r + 1, and merges
   // the step's partial O by LSE. Same outputs as run().
   void run_ring();
+
+  // Later fused calls record the device timeline into `trace` (nullptr: off): per work item each
+  // K/V chunk's wait and loads (the loads are paced by the MMAs: the chunk's compute) and the
+  // store of O, and on the SM path the all-gather blocks' waits, copies and notifies.
+  // tilelink trace sp_attention renders it.
+  void set_trace(const TraceBuffer* trace);
 
   const AllGather& all_gather() const { return *ag_; }
   AllGather& all_gather() { return *ag_; }
