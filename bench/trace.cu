@@ -40,8 +40,8 @@ bool record_traced_call(const World& world, Op& op, TraceBuffer& buffer, const T
   world.synchronize();
   buffer.clear();
   op.set_trace(&buffer);
-  op.run();
-  world.synchronize();
+  RankTimer gate(world);  // released together on every rank, as the timed calls are
+  gate.time([&] { op.run(); });
   op.set_trace(nullptr);
   result.records = buffer.records();
   result.dropped = buffer.dropped();

@@ -119,13 +119,15 @@ TL_HOST_DEVICE void all_gather_block(Ctx& ctx, const AllGatherPlan& plan, const 
 template <class HostCtx>
 void all_gather_stream(HostCtx& h, const AllGatherPlan& plan, const SignalView& sig,
                        const SymmetricView& heap, void* gathered) {
-  // A stream cannot poll a peer's "own rows present" channel; the entry barrier stands for it
-  // (every peer has entered this call, so its rows for this call are in place).
-  rank_barrier_stream(h, sig, plan.barrier_channel());
+  // The rank's own rows are in place before the call: its consumers may start on them at once,
+  // before the entry barrier (which waits for the slowest peer to enter the call).
   const uint32_t rank = static_cast<uint32_t>(h.rank());
   for (uint32_t c = 0; c < plan.map.chunks_per_rank(); ++c) {
     h.rank_notify(sig, plan.tile_channel(plan.map.channel(rank, c)), h.rank());
   }
+  // A stream cannot poll a peer's "own rows present" channel; the entry barrier stands for it
+  // (every peer has entered this call, so its rows for this call are in place).
+  rank_barrier_stream(h, sig, plan.barrier_channel());
   for (uint32_t i = 0; i < plan.num_items(); ++i) {
     const AllGatherPlan::Item it = plan.item(rank, i, AgMethod::kPull);
     const TileRef tile = plan.tile_ref(gathered, it.channel);
