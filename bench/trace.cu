@@ -70,7 +70,7 @@ TraceResult trace_ag_gemm(const TraceOptions& o) {
   // on the clock).
   std::map<std::pair<uint32_t, uint32_t>, std::pair<const TraceRecord*, const TraceRecord*>> tiles;
   for (const TraceRecord& r : result.records) {
-    if (r.role != 0) continue;
+    if (r.role != static_cast<uint16_t>(TraceRole::kProducer)) continue;
     auto& slot = tiles[{r.rank, r.tile}];
     if (r.kind == static_cast<uint32_t>(TraceKind::kWait)) slot.first = &r;
     if (r.kind == static_cast<uint32_t>(TraceKind::kLoad)) slot.second = &r;
@@ -98,7 +98,7 @@ TraceResult trace_sp_attention(const SpAttentionTraceOptions& o) {
   // CTA) records wait, loads, wait, loads ... in program order; pair them on the clock.
   std::map<std::pair<uint32_t, uint32_t>, std::vector<const TraceRecord*>> producers;
   for (const TraceRecord& r : result.records) {
-    if (r.role == 0) producers[{r.rank, r.block}].push_back(&r);
+    if (r.role == static_cast<uint16_t>(TraceRole::kProducer)) producers[{r.rank, r.block}].push_back(&r);
   }
   for (auto& [key, recs] : producers) {
     std::sort(recs.begin(), recs.end(), [](const TraceRecord* a, const TraceRecord* b) {

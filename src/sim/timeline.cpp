@@ -71,7 +71,7 @@ std::vector<Interval> trace_intervals(std::vector<TraceRecord> records) {
   out.reserve(records.size());
   for (const TraceRecord& r : records) {
     static const char* const kRole[] = {"P", "C", "comm"};
-    const char* kind_prefix = r.role == 2 ? " b" : " c";
+    const char* kind_prefix = r.role == static_cast<uint16_t>(TraceRole::kComm) ? " b" : " c";
     const std::string lane = "r" + std::to_string(r.rank) + kind_prefix + std::to_string(r.block) + " " +
                              (r.role < 3 ? kRole[r.role] : "?");
     std::string name = to_string(static_cast<TraceKind>(r.kind));

@@ -80,7 +80,7 @@ TEST_P(TraceTest, EveryTileWaitsThenLoadsThenStores) {
   for (const TraceRecord& rec : buffer.records()) {
     ASSERT_LT(rec.rank, uint32_t(world_size));
     ASSERT_LE(rec.start_ns, rec.end_ns);
-    if (rec.role == 2) {
+    if (rec.role == uint16_t(TraceRole::kComm)) {
       copies += rec.kind == uint32_t(TraceKind::kCopy);
       notifies += rec.kind == uint32_t(TraceKind::kNotify);
       continue;
@@ -199,10 +199,10 @@ TEST_P(SpAttentionTraceTest, EveryChunkReadWaitsThenLoads) {
   std::map<std::pair<uint32_t, uint32_t>, std::vector<TraceRecord>> producers;  // (rank, block)
   for (const TraceRecord& rec : buffer.records()) {
     ASSERT_LE(rec.start_ns, rec.end_ns);
-    if (rec.role == 1) {
+    if (rec.role == uint16_t(TraceRole::kConsumer)) {
       ASSERT_EQ(rec.kind, uint32_t(TraceKind::kEpilogue));
       ++stores[{rec.rank, rec.tile}];
-    } else if (rec.role == 0) {
+    } else if (rec.role == uint16_t(TraceRole::kProducer)) {
       (rec.kind == uint32_t(TraceKind::kWait) ? waits : loads)[{rec.rank, rec.tile, 0}] += 1;
       producers[{rec.rank, rec.block}].push_back(rec);
     }

@@ -22,9 +22,8 @@ struct DeviceBlockCtx {
   BulkStaging* staging_;
   TraceView trace_{};
 
-  static constexpr uint32_t kTraceRole = 2;  // communication / stage blocks (TraceRecord::role)
   TL_DEVICE void trace(TraceKind kind, uint32_t channel, uint64_t start) const {
-    if (threadIdx.x == 0) trace_span(trace_, kind, channel, kTraceRole, start, trace_start(trace_));
+    if (threadIdx.x == 0) trace_span(trace_, kind, channel, TraceRole::kComm, start, trace_start(trace_));
   }
 
   TL_DEVICE int rank() const { return rank_; }

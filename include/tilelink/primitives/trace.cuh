@@ -12,7 +12,7 @@ TL_DEVICE uint64_t global_time_ns() {
 }
 
 // One thread appends one span (a no-op when tracing is off).
-TL_DEVICE void trace_span(const TraceView& trace, TraceKind kind, uint32_t tile, uint32_t role, uint64_t start_ns,
+TL_DEVICE void trace_span(const TraceView& trace, TraceKind kind, uint32_t tile, TraceRole role, uint64_t start_ns,
                           uint64_t end_ns) {
   if (!trace.on()) return;
   const uint32_t slot = atomicAdd(trace.cursor, 1u);

@@ -21,6 +21,14 @@ enum class TraceKind : uint32_t {
   kNotify = 4,    // a notify (producer_tile_notify / peer_tile_notify)
 };
 
+// Who recorded a span: a GEMM's (or the attention's) producer, its consumers, or a
+// communication block.
+enum class TraceRole : uint16_t {
+  kProducer = 0,
+  kConsumer = 1,
+  kComm = 2,
+};
+
 inline const char* to_string(TraceKind k) {
   switch (k) {
     case TraceKind::kWait: return "wait";
@@ -37,7 +45,7 @@ struct TraceRecord {
   uint32_t kind = 0;                  // TraceKind
   uint32_t tile = 0;                  // the op's tile (GEMM: m_tile * n_tiles + n_tile) or channel
   uint16_t rank = 0;
-  uint16_t role = 0;                  // 0 = GEMM producer, 1 = GEMM consumer, 2 = communication block
+  uint16_t role = 0;                  // TraceRole
   uint32_t block = 0;                 // the CTA (blockIdx.x)
 };
 static_assert(sizeof(TraceRecord) == 32, "one record is 32 bytes");

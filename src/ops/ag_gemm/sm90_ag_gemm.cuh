@@ -95,8 +95,8 @@ struct Sm90AgGemmMainloop : Base {
     Base::load(params, pipeline, smem_pipe_write, load_inputs, blk_coord, k_tile_iter, k_tile_count,
                thread_idx, block_rank_in_cluster, shared_tensors);
     if (params.ag.trace.on() && cute::elect_one_sync()) {
-      trace_span(params.ag.trace, TraceKind::kWait, traced_tile, 0, t_wait, t_load);
-      trace_span(params.ag.trace, TraceKind::kLoad, traced_tile, 0, t_load, global_time_ns());
+      trace_span(params.ag.trace, TraceKind::kWait, traced_tile, TraceRole::kProducer, t_wait, t_load);
+      trace_span(params.ag.trace, TraceKind::kLoad, traced_tile, TraceRole::kProducer, t_load, global_time_ns());
     }
   }
 };

@@ -301,7 +301,7 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
       uint64_t t_load = 0;
       while (cursor.next(kt)) {
         if (kt.first_of_chunk) {
-          if (open_chunk != ~0u) trace_span(p.trace, TraceKind::kLoad, open_chunk, 0, t_load, global_time_ns());
+          if (open_chunk != ~0u) trace_span(p.trace, TraceKind::kLoad, open_chunk, TraceRole::kProducer, t_load, global_time_ns());
           const uint64_t t_wait = trace_start(p.trace);
           if (p.wait) {
             const RowRange keys = plan.ag.map.rows_of_channel(kt.chunk);
@@ -310,7 +310,7 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
             asm volatile("fence.proxy.async.global;" ::: "memory");
           }
           t_load = trace_start(p.trace);
-          if (p.wait) trace_span(p.trace, TraceKind::kWait, kt.chunk, 0, t_wait, t_load);
+          if (p.wait) trace_span(p.trace, TraceKind::kWait, kt.chunk, TraceRole::kProducer, t_wait, t_load);
           open_chunk = kt.chunk;
         }
         Tensor gK = local_tile(mK(_, _, kv_h, kt.shard), Shape<Int<kBlockN>, Int<kHeadDim>>{}, make_coord(kt.tile, 0));
@@ -326,7 +326,7 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
       }
       // The last chunk's loads end when its last tile is issued: the MMAs pace the producer, so a
       // chunk's load span is about its compute.
-      if (open_chunk != ~0u) trace_span(p.trace, TraceKind::kLoad, open_chunk, 0, t_load, global_time_ns());
+      if (open_chunk != ~0u) trace_span(p.trace, TraceKind::kLoad, open_chunk, TraceRole::kProducer, t_load, global_time_ns());
     }
     return;
   }
@@ -489,7 +489,7 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
         if (local < spr) p.lse[uint64_t(it.head) * spr + local] = lse[r];
       }
     }
-    if (tidx == 0) trace_span(p.trace, TraceKind::kEpilogue, i, 1, t_store, global_time_ns());
+    if (tidx == 0) trace_span(p.trace, TraceKind::kEpilogue, i, TraceRole::kConsumer, t_store, global_time_ns());
   }
 }
 

@@ -18,7 +18,7 @@ struct EpilogueTrace : PlainEpilogueView {
     if (!view.on() || thread_idx != 0) return;
     const uint32_t tile =
         static_cast<uint32_t>(cute::get<0>(coord)) * n_tiles + static_cast<uint32_t>(cute::get<1>(coord));
-    trace_span(view, TraceKind::kEpilogue, tile, 1, start, global_time_ns());
+    trace_span(view, TraceKind::kEpilogue, tile, TraceRole::kConsumer, start, global_time_ns());
   }
 };
 
