@@ -97,6 +97,7 @@ SpAttentionPrediction predict_sp_attention(const SpAttentionProblem& p, const Sp
   struct Step {
     double ready;  // the chunk's arrival on the rank
     double time;
+    bool own;      // of the rank's own shard
   };
   auto rank_steps = [&](uint32_t rank, double& pairs_total) {
     std::vector<std::vector<Step>> steps(plan.q_blocks());
@@ -106,27 +107,35 @@ SpAttentionPrediction predict_sp_attention(const SpAttentionProblem& p, const Sp
         const uint32_t ch = plan.kv_chunk(rank, j);
         if (!plan.chunk_needed(rank, q, ch)) continue;
         const uint64_t pairs = visible_pairs(plan, rank, q, runs[ch]);
-        steps[b].push_back({arrival(rank, ch), double(pairs) * pair_time});
+        steps[b].push_back({arrival(rank, ch), double(pairs) * pair_time, j < map.chunks_per_rank()});
         pairs_total += double(pairs) * p.q_heads;
       }
     }
     return steps;
   };
-  auto run = [&](const std::vector<std::vector<Step>>& steps, uint32_t ctas, bool wait,
+  // An item's state between the passes: o in fp32 and (m, l), stored once and loaded once.
+  const double state_time = (double(c.bq) * p.head_dim * 4 + 2.0 * c.bq * 4) / (cost.hbm_bandwidth / cost.sms);
+  auto run = [&](const std::vector<std::vector<Step>>& steps, uint32_t ctas, bool wait, bool two_pass,
                  std::vector<Interval>* timeline) {
     std::vector<double> free_at(ctas, 0.0);
-    for (uint32_t i = 0; i < plan.num_items(); ++i) {
-      const SpAttentionItem item = plan.item(i);
-      double& cta = free_at[i % ctas];
-      const double start = cta;
-      for (const Step& s : steps[item.q_block]) {
-        if (wait) cta = std::max(cta, s.ready + cost.notify_latency);
-        cta += s.time;
-      }
-      if (timeline != nullptr) {
-        timeline->push_back({"cta " + std::to_string(i % ctas),
-                             "head " + std::to_string(item.head) + " block " + std::to_string(item.q_block), start,
-                             cta});
+    for (int pass = two_pass ? 0 : 1; pass < 2; ++pass) {
+      for (uint32_t i = 0; i < plan.num_items(); ++i) {
+        const SpAttentionItem item = plan.item(i);
+        double& cta = free_at[i % ctas];
+        const double start = cta;
+        if (two_pass && pass == 1) cta += state_time;  // load the parked state
+        for (const Step& s : steps[item.q_block]) {
+          if (two_pass && s.own != (pass == 0)) continue;
+          if (wait) cta = std::max(cta, s.ready + cost.notify_latency);
+          cta += s.time;
+        }
+        if (two_pass && pass == 0) cta += state_time;  // park it
+        if (timeline != nullptr) {
+          timeline->push_back({"cta " + std::to_string(i % ctas),
+                               std::string(two_pass ? (pass == 0 ? "local " : "remote ") : "") + "head " +
+                                   std::to_string(item.head) + " block " + std::to_string(item.q_block),
+                               start, cta});
+        }
       }
     }
     return *std::max_element(free_at.begin(), free_at.end());
@@ -138,7 +147,7 @@ SpAttentionPrediction predict_sp_attention(const SpAttentionProblem& p, const Sp
   for (uint32_t rank = 0; rank < map.world; ++rank) {
     double pairs = 0;
     std::vector<std::vector<Step>> steps = rank_steps(rank, pairs);
-    const double t = run(steps, out.ctas, true, nullptr);
+    const double t = run(steps, out.ctas, true, c.local_first, nullptr);
     if (t > slowest) {
       slowest = t;
       pairs_of_slowest = pairs;
@@ -147,8 +156,8 @@ SpAttentionPrediction predict_sp_attention(const SpAttentionProblem& p, const Sp
     }
   }
   const double total_pairs = pairs_of_slowest;
-  out.fused = std::max(out.t_comm, run(worst, out.ctas, true, &out.timeline));
-  out.t_comp = run(worst, static_cast<uint32_t>(cost.sms), false, nullptr);
+  out.fused = std::max(out.t_comm, run(worst, out.ctas, true, c.local_first, &out.timeline));
+  out.t_comp = run(worst, static_cast<uint32_t>(cost.sms), false, false, nullptr);
   out.non_overlapped = out.t_comm + out.t_comp;
   out.ideal = std::max(out.t_comp, out.t_comm);
   out.flop = 4.0 * total_pairs * p.head_dim;

@@ -27,7 +27,7 @@
 //       [--trace FILE] [--svg FILE]
 //   tilelink plan moe [as plan moe_ag] [--activation swiglu|gelu] [--combine-ctas C] [--combine-rows R]
 //   tilelink plan sp_attention [--world N] [--seq S] [--q-heads --kv-heads --head-dim] [--non-causal]
-//       [--layout contiguous|zigzag] [--bq B] [--comm-rows R] [--resource ce|sm] [--attention-tflops T] [...]
+//       [--layout contiguous|zigzag] [--bq B] [--comm-rows R] [--resource ce|sm] [--local-first] [--attention-tflops T] [...]
 //   tilelink plan gemm_rs [--world N] [--nodes K] [--m --n --k] [--bm --bn] [--reduce-ctas R]
 //       [--granularity tile|row|rank] [--scatter pull|push|ce] [--band B] [--trace FILE] [--svg FILE]
 //
@@ -1371,6 +1371,7 @@ int main(int argc, char** argv) {
   plan_attn->add_option("--comm-rows", plan_attn_args.config.comm_rows, "tokens per K/V chunk")->capture_default_str();
   plan_attn->add_option("--resource", plan_attn_args.resource, "K/V all-gather on ce (copy engine) or sm")->capture_default_str()->check(CLI::IsMember({"ce", "sm"}));
   plan_attn->add_option("--blocks", plan_attn_args.config.comm_ctas, "CTAs that copy with --resource sm (default 8)");
+  plan_attn->add_flag("--local-first", plan_attn_args.config.local_first, "every CTA folds its items' own shard before any remote chunk (the protocol's local pass; not in the kernel yet)");
   plan_attn->add_option("--attention-tflops", plan_attn_args.attention_tflops, "flash-attention forward TFLOP/s of one GPU (default 550)");
   plan_attn_args.cost.add_options(plan_attn);
   plan_attn->add_option("--trace", plan_attn_args.trace, "write the predicted timeline of rank 0 as Chrome/Perfetto JSON");

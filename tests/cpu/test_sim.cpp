@@ -432,6 +432,26 @@ TEST(SpAttentionSim, TheLocalChunkFirstThenThePeersOnArrival) {
   EXPECT_NEAR(r.non_overlapped, 12e-6, 1e-12);
 }
 
+TEST(SpAttentionSim, TheLocalPassFirstFillsTheWaitForThePeer) {
+  // 4 heads on 2 SMs: each CTA has two items, each 1 µs on its own chunk and 1 µs on the peer's,
+  // which lands at 10 µs. An item's state (128 x 64 fp32 + m, l: 33792 bytes) moves in 0.1 µs at
+  // a CTA's share of the HBM bandwidth.
+  sim::SpAttentionProblem p = hand_attention(false, SeqLayout::kContiguous);
+  p.q_heads = p.kv_heads = 4;
+  sim::SpAttentionConfig c = hand_attention_config();
+  sim::CostModel cost = hand_attention_cost();
+  cost.hbm_bandwidth = 2 * 33792 / 0.1e-6;
+  // One pass: own 0-1, peer 10-11, the second item 11-13.
+  const sim::SpAttentionPrediction one = sim::predict_sp_attention(p, c, cost);
+  EXPECT_NEAR(one.fused, 13e-6, 1e-12);
+  // Local pass first: own chunks 0-1 and 1.1-2.1 (each parked for 0.1 µs), then the peer's: load
+  // 2.2-2.3, wait to 10, 10-11; load 11-11.1, 11.1-12.1.
+  c.local_first = true;
+  const sim::SpAttentionPrediction two = sim::predict_sp_attention(p, c, cost);
+  EXPECT_NEAR(two.fused, 12.1e-6, 1e-12);
+  EXPECT_NEAR(two.t_comp, one.t_comp, 1e-12);  // the non-overlapped baseline stays one pass
+}
+
 TEST(SpAttentionSim, CausalSkipsTheFutureAndCountsOnlyVisiblePairs) {
   // Contiguous: rank 0 holds tokens 0-127 and skips rank 1's chunk (wholly in its future, no
   // wait); rank 1 (128-255) is the slowest: its own chunk is a triangle (128 * 129 / 2 of the 128 *

@@ -29,6 +29,7 @@ struct SpCase {
   CommOrder order;
   bool copy_engine;
   uint32_t pitch_pad = 0;  // bytes between gathered K/V rows beyond the row itself
+  bool local_first = false;
 };
 
 std::string describe(const SpCase& c) {
@@ -37,7 +38,8 @@ std::string describe(const SpCase& c) {
          (c.method == AgMethod::kPull ? " pull" : " push") + (c.order == CommOrder::kRing ? " ring" : " mesh") +
          " seq/rank " + std::to_string(c.seq_per_rank) + " comm_rows " + std::to_string(c.comm_rows) + " bq " +
          std::to_string(c.bq) + " heads " + std::to_string(c.q_heads) + "/" + std::to_string(c.kv_heads) + " d " +
-         std::to_string(c.head_dim) + (c.pitch_pad ? " pitch pad " + std::to_string(c.pitch_pad) : "");
+         std::to_string(c.head_dim) + (c.pitch_pad ? " pitch pad " + std::to_string(c.pitch_pad) : "") +
+         (c.local_first ? " local pass first" : "");
 }
 
 SpAttentionPlan make_plan(const SpCase& c) {
@@ -51,6 +53,7 @@ SpAttentionPlan make_plan(const SpCase& c) {
   p.bq = c.bq;
   p.causal = c.causal;
   p.layout = c.layout;
+  p.local_first = c.local_first;
   p.ag.row_bytes = p.kv_row_elems() * 4;
   p.ag.pitch = p.ag.row_bytes + c.pitch_pad;
   return p;
@@ -130,6 +133,7 @@ std::string run_sp_attention(const SpCase& c, uint64_t seed, int calls) {
   const size_t q_off = ex.allocate(q_elems * 4);
   const size_t o_off = ex.allocate(q_elems * 4);
   const size_t lse_off = ex.allocate(size_t(p.q_heads) * spr * 4);
+  const size_t ml_off = ex.allocate(size_t(2) * p.q_heads * spr * 4);
 
   std::mt19937_64 rng(seed);
   for (int call = 1; call <= calls; ++call) {
@@ -143,6 +147,7 @@ std::string run_sp_attention(const SpCase& c, uint64_t seed, int calls) {
       std::memset(ex.at<char>(r, kv_off), kPoison, size_t(seq) * p.ag.pitch);
       std::memset(ex.at<char>(r, o_off), kPoison, q_elems * 4);
       std::memset(ex.at<char>(r, lse_off), kPoison, size_t(p.q_heads) * spr * 4);
+      std::memset(ex.at<char>(r, ml_off), kPoison, size_t(2) * p.q_heads * spr * 4);
       for (uint32_t i = 0; i < spr; ++i) {
         const uint32_t pos = p.position(r, i);
         std::memcpy(ex.at<float>(r, q_off) + size_t(i) * p.q_heads * d, q.data() + size_t(pos) * p.q_heads * d,
@@ -171,7 +176,7 @@ std::string run_sp_attention(const SpCase& c, uint64_t seed, int calls) {
                        const int r = ctx.rank();
                        LoggingCtx logged(ctx, logs[size_t(r) * kAttentionBlocks + ctx.block()]);
                        sp_attention_block(logged, p, sig(r), ex.at<float>(r, q_off), ex.at<char>(r, kv_off),
-                                          ex.at<float>(r, o_off), ex.at<float>(r, lse_off));
+                                          ex.at<float>(r, o_off), ex.at<float>(r, lse_off), ex.at<float>(r, ml_off));
                      }});
     ex.run(roles);
 
@@ -197,6 +202,21 @@ std::string run_sp_attention(const SpCase& c, uint64_t seed, int calls) {
               return where + ": O[" + std::to_string(e) + "] " + std::to_string(got) + ", expected " +
                      std::to_string(want);
             }
+          }
+        }
+      }
+      if (p.local_first) {  // a block reads its own shard for every item before any remote chunk
+        std::vector<uint32_t> own;
+        for (uint32_t c = 0; c < p.ag.map.chunks_per_rank(); ++c) own.push_back(p.ag.tile_channel(p.ag.map.channel(r, c)));
+        for (uint32_t b = 0; b < kAttentionBlocks; ++b) {
+          bool remote = false;
+          for (const Wait& wt : logs[size_t(r) * kAttentionBlocks + b]) {
+            const bool is_own = std::find(own.begin(), own.end(), wt.channel) != own.end();
+            if (is_own && remote) {
+              return at + std::to_string(r) + " block " + std::to_string(b) + ": own chunk " +
+                     std::to_string(wt.channel) + " read after a remote one";
+            }
+            remote = remote || !is_own;
           }
         }
       }
@@ -243,8 +263,9 @@ TEST_P(SpAttentionProtocolTest, MatchesTheReferenceAndWaitsOnExactlyTheChunksItR
         // 14 tokens per rank (zig-zag pieces of 7) in chunks of 4 or 3 and query blocks of 5 or 8:
         // chunks and query blocks straddle the two zig-zag pieces of a rank.
         const Comm& cm = comms[n % 5];
-        const SpCase c{world, 14, n % 2 ? 3u : 4u, n % 2 ? 8u : 5u, h.q, h.kv, h.d, causal, layout,
-                       cm.method, cm.order, cm.copy_engine};
+        SpCase c{world, 14, n % 2 ? 3u : 4u, n % 2 ? 8u : 5u, h.q, h.kv, h.d, causal, layout,
+                 cm.method, cm.order, cm.copy_engine};
+        c.local_first = n % 3 == 2;  // every third case with the local pass first
         EXPECT_EQ(run_sp_attention(c, 9000 + 100 * world + n, 2), "") << describe(c);
         ++n;
       }

@@ -9,9 +9,11 @@
 // rank most; zig-zag balances them). The items go round-robin over the CTAs the all-gather leaves; an item's
 // chunk starts when its CTA has finished the previous chunk and the chunk has arrived, and takes
 // 4 x (query, key) pairs it sees x head_dim FLOPs at attention_flops / SMs (with a causal mask
-// only the visible pairs count). The baselines: non-overlapped = the all-gather, then the same
-// items on every SM with all chunks present; ideal = max(T_comp, T_comm). attention_flops is a
-// planning figure until tilelink's own attention kernel is measured.
+// only the visible pairs count). With the local pass first, a CTA folds every item's own shard,
+// then every item's remote chunks, paying a store and a load of the item's state between them.
+// The baselines: non-overlapped = the all-gather, then the same items in one pass on every SM
+// with all chunks present; ideal = max(T_comp, T_comm). attention_flops is a
+// planning figure: tilelink's kernel measures 460-580 TFLOP/s on an H200 at world 1 (docs/PERF.md).
 #pragma once
 
 #include <cstdint>
@@ -41,6 +43,10 @@ struct SpAttentionConfig {
   Resource resource = Resource::kCopyEngine;
   uint32_t comm_ctas = 0;     // the SM all-gather's CTAs
   double attention_flops = 550e12;  // the whole GPU's flash-attention forward rate
+  // The local pass first (SpAttentionPlan::local_first): every CTA folds its items' own shard
+  // before any remote chunk, parking each item's state (o in fp32, m, l) in memory in between at
+  // the CTA's share of the HBM bandwidth.
+  bool local_first = false;
 };
 
 struct SpAttentionPrediction {

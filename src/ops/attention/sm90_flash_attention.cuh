@@ -233,14 +233,6 @@ CUTE_DEVICE float flash_quad_sum(float x) {
   return x + __shfl_xor_sync(0xffffffffu, x, 2);
 }
 
-// Work item `i` of a rank: q heads of one query block together (GQA: the heads of one kv head
-// share its K/V tiles in L2); under the causal mask the last query blocks, which see the most
-// keys, first.
-TL_DEVICE SpAttentionItem flash_item(const SpAttentionPlan& plan, uint32_t i) {
-  const SpAttentionItem it = plan.item(i);
-  return plan.causal ? SpAttentionItem{it.head, plan.q_blocks() - 1 - it.q_block} : it;
-}
-
 template <class Traits>
 __global__ void __launch_bounds__(Traits::kThreads, 1)
     sm90_flash_attention_kernel(const __grid_constant__ typename Traits::Params p) {
@@ -287,7 +279,7 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
     PipelineState write_v = cutlass::make_producer_start_state<Pipeline>();
     uint32_t n = 0;
     for (uint32_t i = blockIdx.x; i < num_items; i += gridDim.x, ++n) {
-      const SpAttentionItem it = flash_item(plan, i);
+      const SpAttentionItem it = plan.item(i);
       const uint32_t kv_h = plan.kv_head(it.head);
       if (n > 0) cutlass::arch::ClusterBarrier::wait(&ss.q_empty, (n - 1) & 1);
       Tensor gQ = local_tile(mQ(_, _, it.head, 0), Shape<Int<kBlockM>, Int<kHeadDim>>{}, make_coord(it.q_block, 0));
@@ -360,7 +352,7 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
   PipelineState read_k, read_v;
   uint32_t n = 0;
   for (uint32_t i = blockIdx.x; i < num_items; i += gridDim.x, ++n) {
-    const SpAttentionItem it = flash_item(plan, i);
+    const SpAttentionItem it = plan.item(i);
     const RowRange rows = plan.q_rows(it.q_block);
     uint32_t q_pos[2];
     for (int r = 0; r < 2; ++r) {
@@ -503,6 +495,7 @@ class Sm90FlashAttentionKernelImpl final : public Sm90FlashAttentionKernel {
     if (p.plan.head_dim != kHeadDim) {
       return "head_dim = " + std::to_string(p.plan.head_dim) + ": this kernel is for " + std::to_string(kHeadDim);
     }
+    if (p.plan.local_first) return "local_first = 1: this kernel folds each item's chunks in one pass";
     if (p.plan.bq != kFlashBlockM) {
       return "bq = " + std::to_string(p.plan.bq) + ": expected " + std::to_string(kFlashBlockM);
     }

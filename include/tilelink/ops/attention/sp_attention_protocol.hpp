@@ -84,6 +84,11 @@ struct SpAttentionPlan {
   uint32_t bq = 0;        // query rows per work item
   bool causal = false;
   SeqLayout layout = SeqLayout::kContiguous;
+  // The local pass first: every item of a block folds its own shard (present at the call's start)
+  // before any item folds a remote chunk; (m, l) wait in a scratch buffer between the two passes
+  // and o in O. Without it each item folds all its chunks in turn, and the first items of every
+  // block wait for the all-gather.
+  bool local_first = false;
 
   TL_HOST_DEVICE uint32_t world() const { return ag.world(); }
   TL_HOST_DEVICE uint32_t seq_per_rank() const { return ag.map.rows_per_rank; }
@@ -117,8 +122,13 @@ struct SpAttentionPlan {
 
   TL_HOST_DEVICE uint32_t q_blocks() const { return (seq_per_rank() + bq - 1) / bq; }
   TL_HOST_DEVICE uint32_t num_items() const { return q_heads * q_blocks(); }
-  // Items of one query block are adjacent, so the q heads of one kv head run together.
-  TL_HOST_DEVICE SpAttentionItem item(uint32_t i) const { return {i % q_heads, i / q_heads}; }
+  // Items of one query block are adjacent, so the q heads of one kv head run together (GQA: they
+  // share its K/V tiles in L2). Under the causal mask the last query blocks, which see the most
+  // keys, come first.
+  TL_HOST_DEVICE SpAttentionItem item(uint32_t i) const {
+    const uint32_t block = i / q_heads;
+    return {i % q_heads, causal ? q_blocks() - 1 - block : block};
+  }
   TL_HOST_DEVICE RowRange q_rows(uint32_t q_block) const {
     const uint32_t row0 = q_block * bq;
     return {row0, seq_per_rank() - row0 < bq ? seq_per_rank() - row0 : bq};
@@ -172,43 +182,64 @@ TL_HOST_DEVICE void sp_attention_row_step(const SpAttentionPlan& plan, const flo
 //   q    local Q, seq_per_rank x q_heads x head_dim;
 //   kv   gathered K/V rows (ag.pitch bytes apart), world * seq_per_rank of them;
 //   o    local O, seq_per_rank x q_heads x head_dim (also the accumulator until the last chunk);
-//   lse  local LSE, q_heads x seq_per_rank.
+//   lse  local LSE, q_heads x seq_per_rank;
+//   ml   with plan.local_first: scratch for (m, l) between the passes, 2 x q_heads x seq_per_rank.
 TL_PROTOCOL
 template <class Ctx>
 TL_HOST_DEVICE void sp_attention_block(Ctx& ctx, const SpAttentionPlan& plan, const SignalView& sig, const float* q,
-                                       const void* kv, float* o, float* lse) {
+                                       const void* kv, float* o, float* lse, float* ml = nullptr) {
   const Lanes lanes = ctx.lanes();
   const uint32_t rank = static_cast<uint32_t>(ctx.rank());
   const uint32_t d = plan.head_dim;
   const uint64_t token_elems = uint64_t(plan.q_heads) * d;
+  const uint64_t lse_elems = uint64_t(plan.q_heads) * plan.seq_per_rank();
   const float scale = 1.f / sqrtf(float(d));
+  // Chunks [0, own) of the arrival order are the rank's own shard (arrival step 0).
+  const uint32_t own = plan.ag.map.chunks_per_rank(), chunks = plan.num_kv_chunks();
   float m[kSpAttentionMaxBq];
   float l[kSpAttentionMaxBq];
-  for (uint32_t i = ctx.block(); i < plan.num_items(); i += ctx.num_blocks()) {
-    const SpAttentionItem it = plan.item(i);
-    const RowRange rows = plan.q_rows(it.q_block);
-    const uint32_t kv_h = plan.kv_head(it.head);
-    auto q_row = [&](uint32_t r) { return q + (rows.row0 + r) * token_elems + it.head * d; };
-    auto o_row = [&](uint32_t r) { return o + (rows.row0 + r) * token_elems + it.head * d; };
-    for (uint32_t r = lanes.id; r < rows.rows; r += lanes.count) {
-      m[r] = -INFINITY;
-      l[r] = 0.f;
-      for (uint32_t e = 0; e < d; ++e) o_row(r)[e] = 0.f;
-    }
-    for (uint32_t j = 0; j < plan.num_kv_chunks(); ++j) {
-      const uint32_t ch = plan.kv_chunk(rank, j);
-      if (!plan.chunk_needed(rank, rows, ch)) continue;
-      const RowRange keys = plan.ag.map.rows_of_channel(ch);
-      all_gather_wait_rows(ctx, plan.ag, sig, keys.row0, keys.rows, static_cast<int32_t>(i));
+  for (uint32_t pass = plan.local_first ? 0 : 1; pass < 2; ++pass) {
+    // Pass 0 folds the own shard, pass 1 the rest (everything without the local pass).
+    const uint32_t j0 = plan.local_first && pass == 1 ? own : 0;
+    const uint32_t j1 = plan.local_first && pass == 0 ? own : chunks;
+    if (j0 == j1) continue;  // world 1: the local pass was everything
+    for (uint32_t i = ctx.block(); i < plan.num_items(); i += ctx.num_blocks()) {
+      const SpAttentionItem it = plan.item(i);
+      const RowRange rows = plan.q_rows(it.q_block);
+      const uint32_t kv_h = plan.kv_head(it.head);
+      auto q_row = [&](uint32_t r) { return q + (rows.row0 + r) * token_elems + it.head * d; };
+      auto o_row = [&](uint32_t r) { return o + (rows.row0 + r) * token_elems + it.head * d; };
+      const uint64_t at = uint64_t(it.head) * plan.seq_per_rank() + rows.row0;  // the item's LSE / (m, l) slots
       for (uint32_t r = lanes.id; r < rows.rows; r += lanes.count) {
-        sp_attention_row_step(plan, q_row(r), plan.position(rank, rows.row0 + r), kv, keys, kv_h, scale, m[r], l[r],
-                              o_row(r));
+        if (j0 == 0) {
+          m[r] = -INFINITY;
+          l[r] = 0.f;
+          for (uint32_t e = 0; e < d; ++e) o_row(r)[e] = 0.f;
+        } else {
+          m[r] = ml[at + r];
+          l[r] = ml[lse_elems + at + r];
+        }
       }
-    }
-    // Every query row sees at least one key (causal: itself, in its own shard), so l > 0.
-    for (uint32_t r = lanes.id; r < rows.rows; r += lanes.count) {
-      for (uint32_t e = 0; e < d; ++e) o_row(r)[e] /= l[r];
-      lse[uint64_t(it.head) * plan.seq_per_rank() + rows.row0 + r] = m[r] + logf(l[r]);
+      for (uint32_t j = j0; j < j1; ++j) {
+        const uint32_t ch = plan.kv_chunk(rank, j);
+        if (!plan.chunk_needed(rank, rows, ch)) continue;
+        const RowRange keys = plan.ag.map.rows_of_channel(ch);
+        all_gather_wait_rows(ctx, plan.ag, sig, keys.row0, keys.rows, static_cast<int32_t>(i));
+        for (uint32_t r = lanes.id; r < rows.rows; r += lanes.count) {
+          sp_attention_row_step(plan, q_row(r), plan.position(rank, rows.row0 + r), kv, keys, kv_h, scale, m[r],
+                                l[r], o_row(r));
+        }
+      }
+      for (uint32_t r = lanes.id; r < rows.rows; r += lanes.count) {
+        if (j1 < chunks) {  // the item resumes in the next pass
+          ml[at + r] = m[r];
+          ml[lse_elems + at + r] = l[r];
+          continue;
+        }
+        // Every query row sees at least one key (causal: itself, in its own shard), so l > 0.
+        for (uint32_t e = 0; e < d; ++e) o_row(r)[e] /= l[r];
+        lse[at + r] = m[r] + logf(l[r]);
+      }
     }
   }
 }
