@@ -682,6 +682,11 @@ TEST_F(SpAttentionTest, RefusesWhatItCannotRun) {
                    static_cast<uint32_t>(world.sm_budget(0)),
                    512};
   refused(a, "'config.attention_sms'");
+  if (world.mode() == WorldMode::kVirtual) {  // both ranks' whole budgets: no SM left for the copies
+    a = good;
+    a.config.attention_sms = static_cast<uint32_t>(world.sm_budget(0));
+    refused(a, "'config.attention_sms'");
+  }
 
   // Accepted: chunks of whole key tiles, or at least a shard long.
   for (uint32_t rows : {128u, 256u, 300u, 330u, 384u}) {

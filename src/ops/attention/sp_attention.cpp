@@ -125,6 +125,21 @@ std::string SpAttention::can_implement(const World& world, const SymmetricHeap& 
              std::to_string(comm_blocks) + " taken by the all-gather, leaving none for the attention";
     }
   }
+  // A configured grid on virtual ranks with the copy engine: the ranks' waiting CTAs together must
+  // leave the device-local copies their SMs, or the call never finishes.
+  if (a.config.attention_sms != 0 && world.size() > 1 && world.mode() == WorldMode::kVirtual &&
+      ag.config.resource == CommResource::kCopyEngine) {
+    int total = 0;
+    for (int r = 0; r < world.size(); ++r) total += attention_sm_count(world, r, a, comm_blocks);
+    const int most = (world.num_sms(0) - ag_gemm_policy::kSlackSms) / world.size();
+    if (total > world.num_sms(0) - ag_gemm_policy::kSlackSms) {
+      return "argument 'config.attention_sms' = " + std::to_string(a.config.attention_sms) + ": " +
+             std::to_string(world.size()) + " virtual ranks would take " + std::to_string(total) + " of the GPU's " +
+             std::to_string(world.num_sms(0)) + " SMs; expected at most " + std::to_string(most) +
+             " per rank (the copy engine's device-local copies need " +
+             std::to_string(ag_gemm_policy::kSlackSms) + " free SMs)";
+    }
+  }
   return "";
 }
 
