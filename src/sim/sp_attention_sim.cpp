@@ -74,9 +74,19 @@ SpAttentionPrediction predict_sp_attention(const SpAttentionProblem& p, const Sp
   const SpAttentionPlan plan = make_plan(p, c);
   SpAttentionPrediction out;
   const uint32_t comm_ctas = c.resource == Resource::kSm ? c.comm_ctas : 0;
+  TL_REQUIRE(c.comm_slowdown >= 1.0, kWhere, "comm_slowdown", c.comm_slowdown, ">= 1 (a rate under load)");
+  // The all-gather alone (T_comm) and, for the fused schedule's arrivals, under the attention.
+  std::vector<Interval> isolated_timeline;
+  const AllGatherModel alone =
+      model_all_gather(plan.ag, comm_ctas, static_cast<uint32_t>(p.world / p.nodes), cost, isolated_timeline);
+  CostModel loaded = cost;
+  loaded.ce_bandwidth /= c.comm_slowdown;
+  loaded.nvlink_bandwidth /= c.comm_slowdown;
+  loaded.network_bandwidth /= c.comm_slowdown;
+  loaded.sm_copy_bandwidth_per_cta /= c.comm_slowdown;
   const AllGatherModel comm =
-      model_all_gather(plan.ag, comm_ctas, static_cast<uint32_t>(p.world / p.nodes), cost, out.timeline);
-  out.t_comm = comm.end;
+      model_all_gather(plan.ag, comm_ctas, static_cast<uint32_t>(p.world / p.nodes), loaded, out.timeline);
+  out.t_comm = alone.end;
   TL_REQUIRE(cost.sms > static_cast<int>(comm_ctas), kWhere, "comm_ctas", comm_ctas,
              "fewer than the " + std::to_string(cost.sms) + " SMs");
   out.ctas = static_cast<uint32_t>(cost.sms) - comm_ctas;
@@ -156,7 +166,7 @@ SpAttentionPrediction predict_sp_attention(const SpAttentionProblem& p, const Sp
     }
   }
   const double total_pairs = pairs_of_slowest;
-  out.fused = std::max(out.t_comm, run(worst, out.ctas, true, c.local_first, &out.timeline));
+  out.fused = std::max(comm.end, run(worst, out.ctas, true, c.local_first, &out.timeline));
   out.t_comp = run(worst, static_cast<uint32_t>(cost.sms), false, false, nullptr);
   out.non_overlapped = out.t_comm + out.t_comp;
   out.ideal = std::max(out.t_comp, out.t_comm);

@@ -452,6 +452,26 @@ TEST(SpAttentionSim, TheLocalPassFirstFillsTheWaitForThePeer) {
   EXPECT_NEAR(two.t_comp, one.t_comp, 1e-12);  // the non-overlapped baseline stays one pass
 }
 
+TEST(SpAttentionSim, CommunicationSlowedUnderComputeDelaysOnlyTheFusedArrivals) {
+  // The peer's chunk: 10 µs of fixed copy-engine cost with infinite bandwidth is not slowed; give
+  // it 1 µs of transfer instead (128 tokens x 256 bytes = 32 KiB at 32.768 GB/s), 2 µs at half the
+  // rate. Fused: own chunk 0-1 µs, the peer's lands at 11 (alone) or 12 (slowed) µs, then 1 µs.
+  sim::CostModel cost = hand_attention_cost();
+  cost.ce_bandwidth = cost.nvlink_bandwidth = 128.0 * 256 / 1e-6;
+  sim::SpAttentionConfig c = hand_attention_config();
+  const sim::SpAttentionPrediction alone =
+      sim::predict_sp_attention(hand_attention(false, SeqLayout::kContiguous), c, cost);
+  c.comm_slowdown = 2.0;
+  const sim::SpAttentionPrediction slowed =
+      sim::predict_sp_attention(hand_attention(false, SeqLayout::kContiguous), c, cost);
+  EXPECT_NEAR(alone.fused, 12e-6, 1e-12);
+  EXPECT_NEAR(slowed.fused, 13e-6, 1e-12);
+  EXPECT_NEAR(slowed.t_comm, alone.t_comm, 1e-12);                  // T_comm: the isolated rate
+  EXPECT_NEAR(slowed.non_overlapped, alone.non_overlapped, 1e-12);  // so is the chain's
+  c.comm_slowdown = 0.5;
+  EXPECT_THROW(sim::predict_sp_attention(hand_attention(false, SeqLayout::kContiguous), c, cost), InvalidArgument);
+}
+
 TEST(SpAttentionSim, CausalSkipsTheFutureAndCountsOnlyVisiblePairs) {
   // Contiguous: rank 0 holds tokens 0-127 and skips rank 1's chunk (wholly in its future, no
   // wait); rank 1 (128-255) is the slowest: its own chunk is a triangle (128 * 129 / 2 of the 128 *

@@ -47,6 +47,11 @@ struct SpAttentionConfig {
   // before any remote chunk, parking each item's state (o in fp32, m, l) in memory in between at
   // the CTA's share of the HBM bandwidth.
   bool local_first = false;
+  // How much slower the all-gather runs under the attention than alone (1: not at all). On
+  // virtual ranks both share one GPU's memory: `tilelink trace sp_attention` measured 2.4 at
+  // world 8 (docs/PERF.md). Applies to the fused schedule's chunk arrivals only; T_comm and the
+  // non-overlapped chain keep the isolated rate.
+  double comm_slowdown = 1.0;
 };
 
 struct SpAttentionPrediction {
