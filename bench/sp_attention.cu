@@ -108,7 +108,7 @@ Table bench_sp_attention(const SpAttentionBenchOptions& o) {
                          (o.config.layout == SeqLayout::kZigZag ? "zig-zag" : "contiguous") + "), q_heads=" +
                          std::to_string(o.q_heads) + " kv_heads=" + std::to_string(o.kv_heads) +
                          " head_dim=" + std::to_string(o.head_dim) + (o.causal ? ", causal" : ", non-causal") +
-                         ", bf16",
+                         (o.config.local_first ? ", local pass first" : "") + ", bf16",
                      flop, t_attn, t_non, t_ag);
   result.table.columns[5] = {"vs_attention_alone", "vs kernel alone", 3};
   result.row("attention alone, K/V gathered (T_attn)", t_attn);

@@ -14,7 +14,7 @@
 //       [--m TOKENS] [--routing uniform|skewed|few_experts] [--gather-blocks G]
 //   tilelink bench moe [same as moe_ag] [--activation swiglu|gelu] [--comm-rows R] [--combine-blocks C]
 //   tilelink bench sp_attention [--world N] [--seq S] [--q-heads --kv-heads --head-dim] [--non-causal]
-//       [--layout contiguous|zigzag] [--resource ce|sm] [--comm-rows R] [--blocks k] [--dump DIR]
+//       [--layout contiguous|zigzag] [--resource ce|sm] [--comm-rows R] [--blocks k] [--local-first] [--dump DIR]
 //   tilelink tune ag_gemm [--world N] [--m --n --k | --shapes paper] [--top K] [--cache FILE] [--dry-run]
 //   tilelink trace ag_gemm [--world N] [--m --n --k] [--resource ce|sm] [--comm-rows R] [--blocks k] [--kernel NAME]
 //       [--trace FILE] [--svg FILE] [--capacity N]
@@ -556,7 +556,7 @@ int cmd_mlp(MlpArgs a, const std::string& command) {
 struct SpAttentionArgs {
   int world = 8;
   uint32_t seq = 32768, q_heads = 32, kv_heads = 8, head_dim = 128;
-  bool non_causal = false;
+  bool non_causal = false, local_first = false;
   std::string layout = "contiguous", resource = "ce";
   uint32_t comm_rows = 0, blocks = 0, attention_sms = 0;
   std::string dump;
@@ -579,6 +579,7 @@ tb::SpAttentionBenchOptions sp_attention_options(const SpAttentionArgs& a) {
   o.config.comm.comm_rows = a.comm_rows;
   o.config.comm.num_blocks = a.blocks;
   o.config.attention_sms = a.attention_sms;
+  o.config.local_first = a.local_first;
   o.dump = a.dump;
   o.timing = {a.warmup, a.iters};
   o.seed = a.seed;
@@ -598,6 +599,7 @@ void add_sp_attention_options(CLI::App* app, SpAttentionArgs& a) {
   app->add_option("--comm-rows", a.comm_rows, "tokens per K/V chunk, a multiple of 128 (0: automatic)")->capture_default_str();
   app->add_option("--blocks", a.blocks, "CTAs of the SM all-gather (0: automatic)")->capture_default_str();
   app->add_option("--attention-sms", a.attention_sms, "CTAs of the attention kernel per rank (0: automatic)")->capture_default_str();
+  app->add_flag("--local-first", a.local_first, "the fused kernel folds every item's own shard before any remote chunk");
   app->add_option("--warmup", a.warmup, "untimed calls before timing")->capture_default_str()->check(CLI::Range(0, 1000000));
   app->add_option("--iters", a.iters, "timed calls (the median is reported)")->capture_default_str()->check(CLI::Range(1, 1000000));
   a.seed_option = app->add_option("--seed", a.seed, "random seed of the inputs; default: a fresh one");

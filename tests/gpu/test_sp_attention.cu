@@ -58,6 +58,7 @@ struct Case {
   size_t kv_offset = 0;
   std::vector<Mode> calls{Mode::kFused, Mode::kFused};  // one call each, fresh inputs every time
   uint32_t sample_rows = 0;                             // 0: check every row; else rows per rank
+  bool local_first = false;                             // SpAttentionConfig::local_first
 };
 
 std::string describe(const Case& c) {
@@ -66,7 +67,7 @@ std::string describe(const Case& c) {
     << c.head_dim << (c.causal ? ", causal" : ", full")
     << (c.layout == SeqLayout::kZigZag ? ", zig-zag" : ", contiguous")
     << (c.resource == CommResource::kSm ? ", sm" : ", copy engine") << ", comm_rows " << c.comm_rows << ", kv_offset "
-    << c.kv_offset;
+    << c.kv_offset << (c.local_first ? ", local pass first" : "");
   return s.str();
 }
 
@@ -166,6 +167,7 @@ struct Fixture {
     args.config.layout = c.layout;
     args.config.comm.resource = c.resource;  // the other comm fields keep their defaults
     args.config.comm.comm_rows = c.comm_rows;
+    args.config.local_first = c.local_first;
     EXPECT_EQ(SpAttention::can_implement(world, env.heap, args), "");
     op = std::make_unique<SpAttention>(world, env.heap, env.signals, args, "sp_attention_test");
     q_host.assign(size_t(c.world), std::vector<__nv_bfloat16>(q_elems));
@@ -514,9 +516,40 @@ std::vector<Case> long_cases() {
   };
 }
 
+// "local": the local pass first (every block folds its items' own shard, parks their state and
+// resumes them on the remote chunks) over worlds, masks, layouts, both head dims and resources,
+// with the baselines (one pass) in between; a full grid and a long sequence.
+std::vector<Case> local_cases() {
+  std::vector<Case> cases;
+  for (int world : {1, 2, 4, 8}) {
+    for (bool causal : {false, true}) {
+      for (SeqLayout layout : {kContig, kZig}) {
+        const CommResource resource = causal ? kSm : kCe;
+        const uint32_t d = layout == kZig ? 64 : 128;
+        Case c = make_case(case_name("local", world, causal, layout, d, resource), world, grid_spr(world), 4, 2, d,
+                           causal, layout, resource, {kF, kN, kF});
+        c.local_first = true;
+        cases.push_back(std::move(c));
+      }
+    }
+  }
+  Case full = make_case("local_fullgrid_world4_causal_zigzag_hd128_ce", 4, 1100, 8, 2, 128, true, kZig, kCe, {kF, kF});
+  full.local_first = true;
+  cases.push_back(std::move(full));
+  Case chunks = make_case("local_comm256_world2_full_contiguous_hd128_ce", 2, 600, 4, 2, 128, false, kContig, kCe,
+                          {kF, kR}, 256);
+  chunks.local_first = true;
+  cases.push_back(std::move(chunks));
+  Case longer = make_case("local_seq32k_world8_causal_zigzag_ce", 8, 32768 / 8, 4, 1, 128, true, kZig, kCe, {kF, kF},
+                          0, 0, 64);
+  longer.local_first = true;
+  cases.push_back(std::move(longer));
+  return cases;
+}
+
 std::vector<Case> all_cases() {
   std::vector<Case> cases;
-  for (auto* list : {&grid_cases, &modes_cases, &shape_cases, &long_cases}) {
+  for (auto* list : {&grid_cases, &modes_cases, &shape_cases, &long_cases, &local_cases}) {
     for (Case& c : (*list)()) cases.push_back(std::move(c));
   }
   return cases;

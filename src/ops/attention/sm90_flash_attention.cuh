@@ -59,6 +59,24 @@ struct FlashKeyTile {
   bool first_of_chunk;
 };
 
+// One pass over the work items: chunks [j0, j1) of the arrival order. One pass over all chunks;
+// with the local pass first (SpAttentionPlan::local_first), the own shard's chunks, then the
+// rest. `resume`: items start from the state the previous pass parked; `park`: they end by
+// parking it (fp32 o, m, l) instead of writing O and LSE.
+struct FlashPass {
+  uint32_t j0, j1;
+  bool resume, park;
+};
+TL_DEVICE FlashPass flash_pass(const SpAttentionPlan& plan, uint32_t pass) {
+  const uint32_t own = plan.ag.map.chunks_per_rank(), chunks = plan.num_kv_chunks();
+  if (!plan.local_first) return {0, chunks, false, false};
+  return pass == 0 ? FlashPass{0, own, false, own < chunks} : FlashPass{own, chunks, true, false};
+}
+// Passes to run: 1, or 2 with the local pass first (1 at world 1, where it is everything).
+TL_DEVICE uint32_t flash_passes(const SpAttentionPlan& plan) {
+  return plan.local_first && plan.ag.map.chunks_per_rank() < plan.num_kv_chunks() ? 2 : 1;
+}
+
 // The key tiles of one work item in the order both sides visit them: the item's chunks in the
 // rank's arrival order (chunk_order[j] = SpAttentionPlan::kv_chunk(rank, j), a table the host
 // builds: kv_chunk itself walks the all-gather's schedule), tiles of a chunk in row order; under
@@ -71,12 +89,21 @@ struct FlashTileCursor {
   RowRange q;        // the item's valid local query rows
   uint32_t q_last;   // position of its last query
   uint32_t j = 0;    // chunk index in arrival order
+  uint32_t j_end;    // the pass's chunks: [j, j_end) of the arrival order
   uint32_t t = 0;    // tile within the chunk
   uint32_t chunk = 0;
   RowRange keys{0, 0};
 
-  TL_DEVICE FlashTileCursor(const SpAttentionPlan& p, const uint32_t* order, uint32_t r, int32_t only, RowRange qr)
-      : plan(&p), chunk_order(order), rank(r), only_shard(only), q(qr), q_last(p.position(r, qr.row0 + qr.rows - 1)) {}
+  TL_DEVICE FlashTileCursor(const SpAttentionPlan& p, const uint32_t* order, uint32_t r, int32_t only, RowRange qr,
+                            FlashPass pass)
+      : plan(&p),
+        chunk_order(order),
+        rank(r),
+        only_shard(only),
+        q(qr),
+        q_last(p.position(r, qr.row0 + qr.rows - 1)),
+        j(pass.j0),
+        j_end(pass.j1) {}
 
   TL_DEVICE bool next(FlashKeyTile& out) {
     const uint32_t spr = plan->seq_per_rank();
@@ -97,7 +124,7 @@ struct FlashTileCursor {
         ++t;
         return true;
       }
-      if (j >= plan->num_kv_chunks()) return false;
+      if (j >= j_end) return false;
       chunk = chunk_order[j++];
       keys = plan->ag.map.rows_of_channel(chunk);
       t = 0;
@@ -178,6 +205,8 @@ struct Sm90FlashAttentionTraits {
     float scale_log2;  // softmax scale * log2(e)
     float scale;
     TraceView trace;   // on: the producer's wait and loads per chunk, the consumers' store per item
+    float* o_acc;      // local_first: each item's parked fp32 o, seq_per_rank x q_heads x head_dim
+    float* ml;         // local_first: parked m, then l, each q_heads x seq_per_rank
   };
 };
 
@@ -278,6 +307,7 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
     PipelineState write_k = cutlass::make_producer_start_state<Pipeline>();
     PipelineState write_v = cutlass::make_producer_start_state<Pipeline>();
     uint32_t n = 0;
+    for (uint32_t pass = 0; pass < flash_passes(plan); ++pass)
     for (uint32_t i = blockIdx.x; i < num_items; i += gridDim.x, ++n) {
       const SpAttentionItem it = plan.item(i);
       const uint32_t kv_h = plan.kv_head(it.head);
@@ -287,7 +317,8 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
       cutlass::arch::ClusterTransactionBarrier::arrive_and_expect_tx(&ss.q_full, Traits::kQBytes);
       copy(p.tma_q.with(ss.q_full, 0), tQg, tQs);
 
-      FlashTileCursor cursor(plan, p.chunk_order, p.rank, p.only_shard, plan.q_rows(it.q_block));
+      FlashTileCursor cursor(plan, p.chunk_order, p.rank, p.only_shard, plan.q_rows(it.q_block),
+                             flash_pass(plan, pass));
       FlashKeyTile kt;
       uint32_t open_chunk = ~0u;  // the chunk whose loads are being recorded
       uint64_t t_load = 0;
@@ -349,9 +380,13 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
 
   const uint32_t spr = plan.seq_per_rank();
   const uint64_t token_elems = uint64_t(plan.q_heads) * kHeadDim;
+  const uint64_t lse_elems = uint64_t(plan.q_heads) * spr;
+  const bool quad_leader = (threadIdx.x & 3) == 0;
   PipelineState read_k, read_v;
   uint32_t n = 0;
+  for (uint32_t pass = 0; pass < flash_passes(plan); ++pass)
   for (uint32_t i = blockIdx.x; i < num_items; i += gridDim.x, ++n) {
+    const FlashPass fp = flash_pass(plan, pass);
     const SpAttentionItem it = plan.item(i);
     const RowRange rows = plan.q_rows(it.q_block);
     uint32_t q_pos[2];
@@ -365,6 +400,36 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
     float l[2] = {0.f, 0.f};
     Tensor tOrO = partition_fragment_C(mma_o, Shape<Int<kBlockM>, Int<kHeadDim>>{});
     clear(tOrO);
+    // This thread's slot of element e of O (rows past the shard's end have none), and of row r's
+    // LSE, m and l.
+    auto o_at = [&](int e, uint64_t& at) {
+      const uint32_t local = rows.row0 + static_cast<uint32_t>(get<0>(tOcO(e)));
+      at = local * token_elems + uint64_t(it.head) * kHeadDim + static_cast<uint32_t>(get<1>(tOcO(e)));
+      return local < spr;
+    };
+    auto row_at = [&](int r, uint64_t& at) {
+      const uint32_t local = rows.row0 + static_cast<uint32_t>(row_of[r]);
+      at = uint64_t(it.head) * spr + local;
+      return local < spr;
+    };
+    if (fp.resume) {
+      // The state this thread parked at the end of the previous pass. l is a sum over the quad's
+      // four lanes: the quad's first lane takes the whole of it.
+      CUTLASS_PRAGMA_UNROLL
+      for (int e = 0; e < size(tOrO); e += 2) {
+        uint64_t at;
+        if (!o_at(e, at)) continue;
+        const float2 v = *reinterpret_cast<const float2*>(p.o_acc + at);
+        tOrO(e) = v.x;
+        tOrO(e + 1) = v.y;
+      }
+      for (int r = 0; r < 2; ++r) {
+        uint64_t at;
+        if (!row_at(r, at)) continue;
+        m[r] = p.ml[at];
+        l[r] = quad_leader ? p.ml[lse_elems + at] : 0.f;
+      }
+    }
     Tensor tSrS = partition_fragment_C(mma_s, Shape<Int<kBlockM>, Int<kBlockN>>{});
     Tensor rP = make_tensor<Element>(tSrS.layout());
     Tensor tOrP = make_tensor(rP.data(), flash_acc_as_a_layout(tSrS.layout()));
@@ -418,7 +483,7 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
     };
 
     cutlass::arch::ClusterTransactionBarrier::wait(&ss.q_full, n & 1);
-    FlashTileCursor cursor(plan, p.chunk_order, p.rank, p.only_shard, rows);
+    FlashTileCursor cursor(plan, p.chunk_order, p.rank, p.only_shard, rows, fp);
     FlashKeyTile kt;
     bool any = cursor.next(kt);
     if (any) {
@@ -456,29 +521,42 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
     }
     cutlass::arch::ClusterBarrier::arrive(&ss.q_empty);
 
-    // O / l and LSE. Rows past the shard's end are not stored.
     const uint64_t t_store = tidx == 0 ? trace_start(p.trace) : 0;
-    float inv[2], lse[2];
-    CUTLASS_PRAGMA_UNROLL
-    for (int r = 0; r < 2; ++r) {
-      l[r] = flash_quad_sum(l[r]);
-      inv[r] = l[r] > 0.f ? 1.f / l[r] : 0.f;
-      lse[r] = l[r] > 0.f ? m[r] * p.scale + logf(l[r]) : -INFINITY;
-    }
-    auto* o = reinterpret_cast<__nv_bfloat16*>(p.o);
-    CUTLASS_PRAGMA_UNROLL
-    for (int e = 0; e < size(tOrO); e += 2) {
-      const int r = (e >> 1) & 1;
-      const uint32_t local = rows.row0 + static_cast<uint32_t>(get<0>(tOcO(e)));
-      if (local >= spr) continue;
-      const uint32_t col = static_cast<uint32_t>(get<1>(tOcO(e)));
-      *reinterpret_cast<__nv_bfloat162*>(o + local * token_elems + uint64_t(it.head) * kHeadDim + col) =
-          __floats2bfloat162_rn(tOrO(e) * inv[r], tOrO(e + 1) * inv[r]);
-    }
-    if ((threadIdx.x & 3) == 0) {
+    for (int r = 0; r < 2; ++r) l[r] = flash_quad_sum(l[r]);
+    if (fp.park) {
+      // Park the unnormalized state for the next pass (the same thread takes it back: an item
+      // stays with its CTA, and the consumer threads' rows with them).
+      CUTLASS_PRAGMA_UNROLL
+      for (int e = 0; e < size(tOrO); e += 2) {
+        uint64_t at;
+        if (o_at(e, at)) *reinterpret_cast<float2*>(p.o_acc + at) = make_float2(tOrO(e), tOrO(e + 1));
+      }
       for (int r = 0; r < 2; ++r) {
-        const uint32_t local = rows.row0 + static_cast<uint32_t>(row_of[r]);
-        if (local < spr) p.lse[uint64_t(it.head) * spr + local] = lse[r];
+        uint64_t at;
+        if (quad_leader && row_at(r, at)) {
+          p.ml[at] = m[r];
+          p.ml[lse_elems + at] = l[r];
+        }
+      }
+    } else {
+      // O / l and LSE. Rows past the shard's end are not stored.
+      float inv[2], lse[2];
+      CUTLASS_PRAGMA_UNROLL
+      for (int r = 0; r < 2; ++r) {
+        inv[r] = l[r] > 0.f ? 1.f / l[r] : 0.f;
+        lse[r] = l[r] > 0.f ? m[r] * p.scale + logf(l[r]) : -INFINITY;
+      }
+      auto* o = reinterpret_cast<__nv_bfloat16*>(p.o);
+      CUTLASS_PRAGMA_UNROLL
+      for (int e = 0; e < size(tOrO); e += 2) {
+        uint64_t at;
+        if (!o_at(e, at)) continue;
+        const int r = (e >> 1) & 1;
+        *reinterpret_cast<__nv_bfloat162*>(o + at) = __floats2bfloat162_rn(tOrO(e) * inv[r], tOrO(e + 1) * inv[r]);
+      }
+      for (int r = 0; r < 2; ++r) {
+        uint64_t at;
+        if (quad_leader && row_at(r, at)) p.lse[at] = lse[r];
       }
     }
     if (tidx == 0) trace_span(p.trace, TraceKind::kEpilogue, i, TraceRole::kConsumer, t_store, global_time_ns());
@@ -495,7 +573,12 @@ class Sm90FlashAttentionKernelImpl final : public Sm90FlashAttentionKernel {
     if (p.plan.head_dim != kHeadDim) {
       return "head_dim = " + std::to_string(p.plan.head_dim) + ": this kernel is for " + std::to_string(kHeadDim);
     }
-    if (p.plan.local_first) return "local_first = 1: this kernel folds each item's chunks in one pass";
+    if (p.plan.local_first && (p.o_acc == nullptr || p.ml == nullptr)) {
+      return "local_first = 1 without o_acc and ml: expected scratch for the state parked between the passes";
+    }
+    if (p.plan.local_first && p.only_shard >= 0) {
+      return "local_first = 1 with only_shard = " + std::to_string(p.only_shard) + ": expected one or the other";
+    }
     if (p.plan.bq != kFlashBlockM) {
       return "bq = " + std::to_string(p.plan.bq) + ": expected " + std::to_string(kFlashBlockM);
     }
@@ -535,6 +618,8 @@ class Sm90FlashAttentionKernelImpl final : public Sm90FlashAttentionKernel {
     p_.lse = prob.lse;
     p_.plan = plan;
     p_.chunk_order = prob.chunk_order;
+    p_.o_acc = prob.o_acc;
+    p_.ml = prob.ml;
     p_.sig = prob.sig;
     p_.rank = prob.rank;
     p_.wait = prob.wait ? 1u : 0u;

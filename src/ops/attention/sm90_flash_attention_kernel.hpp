@@ -40,6 +40,10 @@ struct Sm90FlashAttentionProblem {
   // >= 0: only the keys of that source shard (a ring-attention step). Rows that see none of them
   // get O = 0 and LSE = -inf, so that partial results merge by LSE.
   int32_t only_shard = -1;
+  // plan.local_first: the state each item parks between the passes (fp32 o, seq_per_rank x
+  // q_heads x head_dim; m then l, each q_heads x seq_per_rank).
+  float* o_acc = nullptr;
+  float* ml = nullptr;
   int device = 0;
   int sm_count = 0;          // CTAs of the persistent grid
 };

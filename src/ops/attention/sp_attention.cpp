@@ -66,6 +66,7 @@ SpAttentionPlan make_plan(const SpAttentionArguments& a, const AllGatherPlan& ag
   p.bq = detail::kFlashBlockM;
   p.causal = a.causal;
   p.layout = a.config.layout;
+  p.local_first = a.config.local_first;
   return p;
 }
 
@@ -177,14 +178,25 @@ SpAttention::SpAttention(const World& world, SymmetricHeap& heap, SignalSet& sig
     TL_CUDA_CHECK(cudaMemcpy(chunk_order_.back().get(), order.data(), chunk_order_.back().bytes(),
                              cudaMemcpyHostToDevice));
   }
+  const uint64_t o_elems = uint64_t(plan_.seq_per_rank()) * plan_.q_heads * plan_.head_dim;
+  const uint64_t lse_elems = uint64_t(plan_.seq_per_rank()) * plan_.q_heads;
+  SpAttentionPlan one_pass = plan_;
+  one_pass.local_first = false;
   for (int r = 0; r < world.size(); ++r) {
     detail::Sm90FlashAttentionProblem p = problem(world, args_, plan_, args_.kv, r);
     p.chunk_order = chunk_order_[static_cast<size_t>(r)].get<uint32_t>();
     p.sig = ag_->signals().device_view(r);
     p.sm_count = attention_sm_count(world, r, args_, comm_blocks);
     p.wait = true;
+    if (plan_.local_first) {
+      o_acc_.emplace_back(o_elems * sizeof(float), world.device(r));
+      ml_.emplace_back(2 * lse_elems * sizeof(float), world.device(r));
+      p.o_acc = o_acc_.back().get<float>();
+      p.ml = ml_.back().get<float>();
+    }
     kernels_.push_back(kernel.make(p));
-    // Alone, the kernel may use the whole budget.
+    // The non-overlapped baseline: one pass over K/V already gathered, on the whole budget.
+    p.plan = one_pass;
     p.sm_count = world.sm_budget(r);
     p.wait = false;
     plain_kernels_.push_back(kernel.make(p));
@@ -252,7 +264,9 @@ void SpAttention::run_ring() {
       ring_->lse_part.emplace_back(lse_elems * sizeof(float), world.device(r));
       ring_->o_acc.emplace_back(o_elems * sizeof(float), world.device(r));
       ring_->lse_acc.emplace_back(lse_elems * sizeof(float), world.device(r));
-      detail::Sm90FlashAttentionProblem p = problem(world, args_, plan_, args_.kv, r);
+      SpAttentionPlan one_pass = plan_;
+      one_pass.local_first = false;
+      detail::Sm90FlashAttentionProblem p = problem(world, args_, one_pass, args_.kv, r);
       p.o = ring_->o_part.back().get();
       p.lse = ring_->lse_part.back().get<float>();
       p.chunk_order = chunk_order_[static_cast<size_t>(r)].get<uint32_t>();

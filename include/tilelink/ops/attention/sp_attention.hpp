@@ -40,6 +40,11 @@ struct SpAttentionConfig {
   // 128 that makes a chunk of at least 8 MiB of one rank's rows, capped at seq_per_rank.
   AllGatherConfig comm{CommResource::kCopyEngine, AgMethod::kPull, DataPath::kLdSt, CommOrder::kFullMesh, 0, 0, 512};
   SeqLayout layout = SeqLayout::kContiguous;
+  // The local pass first (SpAttentionPlan::local_first): every CTA folds its items' own shard
+  // before any remote chunk, so that the first wave does not wait for the all-gather; each item's
+  // state (fp32 o, m, l) is parked in the op's scratch between the passes (4 + 8 / head_dim
+  // bytes per element of O per rank).
+  bool local_first = false;
   // CTAs of the persistent attention kernel per rank; 0 = automatic: the rank's SM budget, less
   // the SM all-gather's blocks, less 2 SMs of slack when world > 1 (as AG+GEMM) -- for virtual
   // ranks on the copy engine, 2 SMs of the GPU between all ranks (the device-local copies need
@@ -110,6 +115,7 @@ class SpAttention {
   SpAttentionPlan plan_;
   std::unique_ptr<AllGather> ag_;
   std::vector<DeviceBuffer> chunk_order_;  // per rank: the K/V chunks in arrival order
+  std::vector<DeviceBuffer> o_acc_, ml_;   // per rank, with local_first: the parked state
   std::vector<std::unique_ptr<detail::Sm90FlashAttentionKernel>> kernels_;
   std::vector<std::unique_ptr<detail::Sm90FlashAttentionKernel>> plain_kernels_;
   std::unique_ptr<Ring> ring_;
