@@ -559,7 +559,7 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
         if (quad_leader && row_at(r, at)) p.lse[at] = lse[r];
       }
     }
-    if (tidx == 0) trace_span(p.trace, TraceKind::kEpilogue, i, TraceRole::kConsumer, t_store, global_time_ns());
+    if (tidx == 0 && !fp.park) trace_span(p.trace, TraceKind::kEpilogue, i, TraceRole::kConsumer, t_store, global_time_ns());
   }
 }
 
@@ -645,6 +645,10 @@ class Sm90FlashAttentionKernelImpl final : public Sm90FlashAttentionKernel {
   }
   void set_trace(const TraceView& trace) override { p_.trace = trace; }
   void set_only_shard(int32_t shard) override {
+    if (p_.plan.local_first) {
+      throw InvalidArgument("sp_attention kernel: set_only_shard(" + std::to_string(shard) +
+                            ") on a local_first kernel: expected a one-pass kernel for a ring step");
+    }
     p_.only_shard = shard;
     p_.wait = 0;
   }
