@@ -130,6 +130,10 @@ if [[ $mode == *attn* || $mode == all ]]; then
     done
     timeout 120 "$tl" bench sp_attention --world 8 --seq 32768 --layout zigzag --iters 5 || exit 1
     timeout 120 "$tl" bench sp_attention --world 8 --seq 32768 --resource sm --iters 5 || exit 1
+    # The local pass first against one pass, zig-zag causal at 8k and 32k tokens.
+    for seq in 8192 32768; do
+      timeout 120 "$tl" bench sp_attention --world 8 --seq $seq --layout zigzag --local-first --iters 5 || exit 1
+    done
   } >"$out/bench_attn.log" 2>&1 || status=1
   grep -E "^(==|SP attention|attention alone|all-gather|ideal|non-over|ring|tilelink fused|note: config|error|tilelink:)" \
     "$out/bench_attn.log" | cut -c1-120 | tail -70
