@@ -120,7 +120,8 @@ Table bench_sp_attention(const SpAttentionBenchOptions& o) {
   Table& table = result.table;
   table.notes.push_back("config: K/V chunk " + std::to_string(plan.ag.map.comm_rows) + " tokens, " +
                         std::to_string(op.attention_ctas(0)) + " attention CTAs on rank 0 (" +
-                        std::to_string(world.sm_budget(0)) + " SMs in its budget)");
+                        std::to_string(world.sm_budget(0)) + " SMs in its budget), items in sections of " +
+                        std::to_string(plan.section_kv_heads) + " kv heads");
   table.notes.push_back("check: fused and ring outputs of every rank equal the non-overlapped one within bf16 tolerance");
   table.notes.push_back("time = slowest rank's CUDA-event time per call; median (min, max) of " +
                         std::to_string(t_fused.samples) + " calls after " + std::to_string(o.timing.warmup) +

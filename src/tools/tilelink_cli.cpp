@@ -14,7 +14,7 @@
 //       [--m TOKENS] [--routing uniform|skewed|few_experts] [--gather-blocks G]
 //   tilelink bench moe [same as moe_ag] [--activation swiglu|gelu] [--comm-rows R] [--combine-blocks C]
 //   tilelink bench sp_attention [--world N] [--seq S] [--q-heads --kv-heads --head-dim] [--non-causal]
-//       [--layout contiguous|zigzag] [--resource ce|sm] [--comm-rows R] [--blocks k] [--local-first] [--dump DIR]
+//       [--layout contiguous|zigzag] [--resource ce|sm] [--comm-rows R] [--blocks k] [--local-first] [--section-heads H] [--dump DIR]
 //   tilelink tune ag_gemm [--world N] [--m --n --k | --shapes paper] [--top K] [--cache FILE] [--dry-run]
 //   tilelink trace ag_gemm [--world N] [--m --n --k] [--resource ce|sm] [--comm-rows R] [--blocks k] [--kernel NAME]
 //       [--trace FILE] [--svg FILE] [--capacity N]
@@ -558,7 +558,7 @@ struct SpAttentionArgs {
   uint32_t seq = 32768, q_heads = 32, kv_heads = 8, head_dim = 128;
   bool non_causal = false, local_first = false;
   std::string layout = "contiguous", resource = "ce";
-  uint32_t comm_rows = 0, blocks = 0, attention_sms = 0;
+  uint32_t comm_rows = 0, blocks = 0, attention_sms = 0, section_heads = 0;
   std::string dump;
   int warmup = 3, iters = 10;
   std::string json;
@@ -580,6 +580,7 @@ tb::SpAttentionBenchOptions sp_attention_options(const SpAttentionArgs& a) {
   o.config.comm.num_blocks = a.blocks;
   o.config.attention_sms = a.attention_sms;
   o.config.local_first = a.local_first;
+  o.config.section_kv_heads = a.section_heads;
   o.dump = a.dump;
   o.timing = {a.warmup, a.iters};
   o.seed = a.seed;
@@ -600,6 +601,7 @@ void add_sp_attention_options(CLI::App* app, SpAttentionArgs& a) {
   app->add_option("--blocks", a.blocks, "CTAs of the SM all-gather (0: automatic)")->capture_default_str();
   app->add_option("--attention-sms", a.attention_sms, "CTAs of the attention kernel per rank (0: automatic)")->capture_default_str();
   app->add_flag("--local-first", a.local_first, "the fused kernel folds every item's own shard before any remote chunk");
+  app->add_option("--section-heads", a.section_heads, "kv heads whose items run together, a divisor of --kv-heads (0: automatic, as many as fit in L2)")->capture_default_str();
   app->add_option("--warmup", a.warmup, "untimed calls before timing")->capture_default_str()->check(CLI::Range(0, 1000000));
   app->add_option("--iters", a.iters, "timed calls (the median is reported)")->capture_default_str()->check(CLI::Range(1, 1000000));
   a.seed_option = app->add_option("--seed", a.seed, "random seed of the inputs; default: a fresh one");

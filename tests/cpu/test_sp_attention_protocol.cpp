@@ -11,6 +11,7 @@
 #include <cmath>
 #include <string>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 #include "cpu_test_util.hpp"
@@ -30,6 +31,7 @@ struct SpCase {
   bool copy_engine;
   uint32_t pitch_pad = 0;  // bytes between gathered K/V rows beyond the row itself
   bool local_first = false;
+  uint32_t section_kv_heads = 0;
 };
 
 std::string describe(const SpCase& c) {
@@ -39,7 +41,8 @@ std::string describe(const SpCase& c) {
          " seq/rank " + std::to_string(c.seq_per_rank) + " comm_rows " + std::to_string(c.comm_rows) + " bq " +
          std::to_string(c.bq) + " heads " + std::to_string(c.q_heads) + "/" + std::to_string(c.kv_heads) + " d " +
          std::to_string(c.head_dim) + (c.pitch_pad ? " pitch pad " + std::to_string(c.pitch_pad) : "") +
-         (c.local_first ? " local pass first" : "");
+         (c.local_first ? " local pass first" : "") +
+         (c.section_kv_heads ? " sections of " + std::to_string(c.section_kv_heads) + " kv heads" : "");
 }
 
 SpAttentionPlan make_plan(const SpCase& c) {
@@ -54,6 +57,7 @@ SpAttentionPlan make_plan(const SpCase& c) {
   p.causal = c.causal;
   p.layout = c.layout;
   p.local_first = c.local_first;
+  p.section_kv_heads = c.section_kv_heads;
   p.ag.row_bytes = p.kv_row_elems() * 4;
   p.ag.pitch = p.ag.row_bytes + c.pitch_pad;
   return p;
@@ -266,6 +270,7 @@ TEST_P(SpAttentionProtocolTest, MatchesTheReferenceAndWaitsOnExactlyTheChunksItR
         SpCase c{world, 14, n % 2 ? 3u : 4u, n % 2 ? 8u : 5u, h.q, h.kv, h.d, causal, layout,
                  cm.method, cm.order, cm.copy_engine};
         c.local_first = n % 3 == 2;  // every third case with the local pass first
+        c.section_kv_heads = n % 4 == 1 ? 1 : 0;  // and every fourth in sections of one kv head
         EXPECT_EQ(run_sp_attention(c, 9000 + 100 * world + n, 2), "") << describe(c);
         ++n;
       }
@@ -382,6 +387,48 @@ TEST(SpAttentionPlan, CausalSkipsExactlyTheChunksWhollyInTheFuture) {
   // Without the mask nothing is skipped.
   const SpAttentionPlan full = small_plan(2, 8, 4, 4, false, SeqLayout::kZigZag);
   EXPECT_EQ(needed(full, 1, 0), (V{2, 3, 0, 1}));
+}
+
+TEST(SpAttentionPlan, SectionsRunTheirKvHeadsItemsTogether) {
+  // 8 q heads on 4 kv heads (2 each), 3 query blocks, sections of 2 kv heads: q heads 0-3 over
+  // blocks 0, 1, 2, then q heads 4-7; under the causal mask each section's blocks last first.
+  SpAttentionPlan p = make_plan({1, 24, 8, 8, 8, 4, 4, false, SeqLayout::kContiguous, AgMethod::kPull,
+                                 CommOrder::kFullMesh, false});
+  p.section_kv_heads = 2;
+  ASSERT_EQ(check_sp_attention_plan(p, 4), "");
+  ASSERT_EQ(p.num_items(), 24u);
+  std::vector<std::pair<uint32_t, uint32_t>> got;
+  for (uint32_t i = 0; i < p.num_items(); ++i) got.emplace_back(p.item(i).head, p.item(i).q_block);
+  std::vector<std::pair<uint32_t, uint32_t>> want;
+  for (uint32_t s = 0; s < 2; ++s) {
+    for (uint32_t b = 0; b < 3; ++b) {
+      for (uint32_t h = 0; h < 4; ++h) want.emplace_back(4 * s + h, b);
+    }
+  }
+  EXPECT_EQ(got, want);
+  p.causal = true;
+  EXPECT_EQ(p.item(0).q_block, 2u);
+  EXPECT_EQ(p.item(4).q_block, 1u);
+  EXPECT_EQ(p.item(12).head, 4u);
+  EXPECT_EQ(p.item(12).q_block, 2u);
+  // One section (0, or all 4 kv heads): blocks outermost over every head.
+  for (uint32_t sec : {0u, 4u}) {
+    p.section_kv_heads = sec;
+    p.causal = false;
+    for (uint32_t i = 0; i < p.num_items(); ++i) {
+      EXPECT_EQ(p.item(i).head, i % 8);
+      EXPECT_EQ(p.item(i).q_block, i / 8);
+    }
+  }
+  // Every section size: each (head, block) exactly once.
+  for (uint32_t sec : {1u, 2u, 4u}) {
+    p.section_kv_heads = sec;
+    std::vector<int> seen(p.num_items(), 0);
+    for (uint32_t i = 0; i < p.num_items(); ++i) ++seen[p.item(i).head * p.q_blocks() + p.item(i).q_block];
+    EXPECT_EQ(std::count(seen.begin(), seen.end(), 1), int(p.num_items())) << "sections of " << sec;
+  }
+  p.section_kv_heads = 3;
+  EXPECT_NE(check_sp_attention_plan(p, 4).find("'section_kv_heads' = 3"), std::string::npos);
 }
 
 TEST(SpAttentionPlan, CheckNamesTheBadField) {

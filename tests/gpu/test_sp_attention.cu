@@ -59,6 +59,7 @@ struct Case {
   std::vector<Mode> calls{Mode::kFused, Mode::kFused};  // one call each, fresh inputs every time
   uint32_t sample_rows = 0;                             // 0: check every row; else rows per rank
   bool local_first = false;                             // SpAttentionConfig::local_first
+  uint32_t section_kv_heads = 0;                        // SpAttentionConfig::section_kv_heads
 };
 
 std::string describe(const Case& c) {
@@ -67,7 +68,8 @@ std::string describe(const Case& c) {
     << c.head_dim << (c.causal ? ", causal" : ", full")
     << (c.layout == SeqLayout::kZigZag ? ", zig-zag" : ", contiguous")
     << (c.resource == CommResource::kSm ? ", sm" : ", copy engine") << ", comm_rows " << c.comm_rows << ", kv_offset "
-    << c.kv_offset << (c.local_first ? ", local pass first" : "");
+    << c.kv_offset << (c.local_first ? ", local pass first" : "")
+    << (c.section_kv_heads ? ", sections of " + std::to_string(c.section_kv_heads) + " kv heads" : "");
   return s.str();
 }
 
@@ -168,6 +170,7 @@ struct Fixture {
     args.config.comm.resource = c.resource;  // the other comm fields keep their defaults
     args.config.comm.comm_rows = c.comm_rows;
     args.config.local_first = c.local_first;
+    args.config.section_kv_heads = c.section_kv_heads;
     EXPECT_EQ(SpAttention::can_implement(world, env.heap, args), "");
     op = std::make_unique<SpAttention>(world, env.heap, env.signals, args, "sp_attention_test");
     q_host.assign(size_t(c.world), std::vector<__nv_bfloat16>(q_elems));
@@ -547,9 +550,29 @@ std::vector<Case> local_cases() {
   return cases;
 }
 
+// "section": items in sections of fewer kv heads than there are (8 q heads on 4 kv heads), with
+// and without the local pass first and the causal mask's heaviest-first order in each section.
+std::vector<Case> section_cases() {
+  std::vector<Case> cases;
+  for (uint32_t section : {1u, 2u}) {
+    for (bool causal : {false, true}) {
+      const int world = causal ? 4 : 1;
+      const SeqLayout layout = causal ? kZig : kContig;
+      const std::string kind = "section" + std::to_string(section);
+      Case c = make_case(case_name(kind.c_str(), world, causal, layout, 128, kCe),
+                         world, grid_spr(world), 8, 4, 128, causal, layout, kCe, {kF, kN, kR});
+      c.section_kv_heads = section;
+      c.local_first = section == 2 && causal;
+      if (c.local_first) c.calls = {kF, kN, kF};
+      cases.push_back(std::move(c));
+    }
+  }
+  return cases;
+}
+
 std::vector<Case> all_cases() {
   std::vector<Case> cases;
-  for (auto* list : {&grid_cases, &modes_cases, &shape_cases, &long_cases, &local_cases}) {
+  for (auto* list : {&grid_cases, &modes_cases, &shape_cases, &long_cases, &local_cases, &section_cases}) {
     for (Case& c : (*list)()) cases.push_back(std::move(c));
   }
   return cases;
@@ -668,6 +691,9 @@ TEST_F(SpAttentionTest, RefusesWhatItCannotRun) {
   a = good;
   a.q_heads = 3;
   refused(a, "'q_heads' = 3");
+  a = good;
+  a.config.section_kv_heads = 3;
+  refused(a, "'config.section_kv_heads' = 3");
   a = good;
   a.kv_heads = 3;
   refused(a, "'q_heads' = 4");

@@ -57,7 +57,21 @@ int attention_sm_count(const World& world, int rank, const SpAttentionArguments&
   return left - ag_gemm_policy::kSlackSms;
 }
 
-SpAttentionPlan make_plan(const SpAttentionArguments& a, const AllGatherPlan& ag) {
+// SpAttentionConfig::section_kv_heads, resolved: the most kv heads (a divisor of kv_heads) whose
+// gathered K/V (K and V of every token of the sequence) fit in 5/8 of the rank's L2 share -- the
+// rest holds Q, O and what the other SMs stream -- and at least one.
+uint32_t section_kv_heads(const World& world, const SpAttentionArguments& a) {
+  if (a.config.section_kv_heads != 0) return a.config.section_kv_heads;
+  const uint64_t head_bytes = uint64_t(a.seq_per_rank) * world.size() * 2 * a.head_dim * kElementBytes;
+  const uint64_t budget = world.l2_share(0) / 8 * 5;
+  uint32_t best = 1;
+  for (uint32_t h = 1; h <= a.kv_heads; ++h) {
+    if (a.kv_heads % h == 0 && h * head_bytes <= budget) best = h;
+  }
+  return best;
+}
+
+SpAttentionPlan make_plan(const World& world, const SpAttentionArguments& a, const AllGatherPlan& ag) {
   SpAttentionPlan p;
   p.ag = ag;
   p.q_heads = a.q_heads;
@@ -67,6 +81,7 @@ SpAttentionPlan make_plan(const SpAttentionArguments& a, const AllGatherPlan& ag
   p.causal = a.causal;
   p.layout = a.config.layout;
   p.local_first = a.config.local_first;
+  p.section_kv_heads = section_kv_heads(world, a);
   return p;
 }
 
@@ -98,6 +113,10 @@ std::string SpAttention::can_implement(const World& world, const SymmetricHeap& 
   if (a.q_heads == 0 || a.q_heads % a.kv_heads != 0) {
     return "argument 'q_heads' = " + std::to_string(a.q_heads) + ": expected a positive multiple of kv_heads (" +
            std::to_string(a.kv_heads) + ")";
+  }
+  if (a.config.section_kv_heads != 0 && a.kv_heads % a.config.section_kv_heads != 0) {
+    return "argument 'config.section_kv_heads' = " + std::to_string(a.config.section_kv_heads) +
+           ": expected 0 (automatic) or a divisor of kv_heads (" + std::to_string(a.kv_heads) + ")";
   }
   if (find_kernel(a.head_dim) == nullptr) {
     return "argument 'head_dim' = " + std::to_string(a.head_dim) + ": expected 64 or 128";
@@ -165,7 +184,7 @@ SpAttention::SpAttention(const World& world, SymmetricHeap& heap, SignalSet& sig
     throw InvalidArgument("SpAttention '" + name + "': " + why);
   }
   ag_ = std::make_unique<AllGather>(world, heap, signals, all_gather_arguments(world, args_), name);
-  plan_ = make_plan(args_, ag_->plan());
+  plan_ = make_plan(world, args_, ag_->plan());
   if (std::string e = check_sp_attention_plan(plan_, kElementBytes); !e.empty()) {
     throw InvalidArgument("SpAttention '" + name + "': " + e);
   }

@@ -50,6 +50,11 @@ struct SpAttentionConfig {
   // ranks on the copy engine, 2 SMs of the GPU between all ranks (the device-local copies need
   // SMs; a grid that fills every SM while it waits for them would never finish).
   uint32_t attention_sms = 0;
+  // The kernel runs its items in sections of this many kv heads (SpAttentionPlan::section_kv_heads;
+  // a divisor of kv_heads), so that the CTAs running at once stream the K/V of few heads through
+  // L2. 0 = automatic: the most heads whose gathered K/V fit in 5/8 of the rank's share of L2, at
+  // least 1.
+  uint32_t section_kv_heads = 0;
 };
 
 struct SpAttentionArguments {

@@ -89,6 +89,11 @@ struct SpAttentionPlan {
   // and o in O. Without it each item folds all its chunks in turn, and the first items of every
   // block wait for the all-gather.
   bool local_first = false;
+  // The items run in sections of `section_kv_heads` kv heads (a divisor of kv_heads; 0: all of
+  // them), every item of a section before the next: the CTAs running at once then read the K/V of
+  // few heads, which stays in L2 while they stream it (FA3's L2 swizzle). 0 (one section) keeps
+  // every head's first query blocks together instead.
+  uint32_t section_kv_heads = 0;
 
   TL_HOST_DEVICE uint32_t world() const { return ag.world(); }
   TL_HOST_DEVICE uint32_t seq_per_rank() const { return ag.map.rows_per_rank; }
@@ -122,12 +127,17 @@ struct SpAttentionPlan {
 
   TL_HOST_DEVICE uint32_t q_blocks() const { return (seq_per_rank() + bq - 1) / bq; }
   TL_HOST_DEVICE uint32_t num_items() const { return q_heads * q_blocks(); }
-  // Items of one query block are adjacent, so the q heads of one kv head run together (GQA: they
-  // share its K/V tiles in L2). Under the causal mask the last query blocks, which see the most
-  // keys, come first.
+  // Sections of section_kv_heads kv heads one after the other; within a section the items of one
+  // query block are adjacent, so the q heads of one kv head run together (GQA: they share its K/V
+  // tiles). Under the causal mask the last query blocks, which see the most keys, come first.
+  TL_HOST_DEVICE uint32_t section_q_heads() const {
+    return (section_kv_heads == 0 ? kv_heads : section_kv_heads) * (q_heads / kv_heads);
+  }
   TL_HOST_DEVICE SpAttentionItem item(uint32_t i) const {
-    const uint32_t block = i / q_heads;
-    return {i % q_heads, causal ? q_blocks() - 1 - block : block};
+    const uint32_t heads = section_q_heads(), per_section = heads * q_blocks();
+    const uint32_t section = i / per_section, r = i % per_section;
+    const uint32_t block = r / heads;
+    return {section * heads + r % heads, causal ? q_blocks() - 1 - block : block};
   }
   TL_HOST_DEVICE RowRange q_rows(uint32_t q_block) const {
     const uint32_t row0 = q_block * bq;
@@ -258,6 +268,9 @@ inline std::string check_sp_attention_plan(const SpAttentionPlan& p, uint32_t el
   }
   if (p.kv_heads == 0 || p.q_heads == 0 || p.q_heads % p.kv_heads != 0) {
     return bad("q_heads", p.q_heads, "a positive multiple of kv_heads (" + std::to_string(p.kv_heads) + ")");
+  }
+  if (p.section_kv_heads != 0 && p.kv_heads % p.section_kv_heads != 0) {
+    return bad("section_kv_heads", p.section_kv_heads, "0 (all) or a divisor of kv_heads (" + std::to_string(p.kv_heads) + ")");
   }
   if (p.head_dim == 0) return bad("head_dim", 0, ">= 1");
   if (p.bq == 0 || p.bq > kSpAttentionMaxBq) return bad("bq", p.bq, "1 to " + std::to_string(kSpAttentionMaxBq));
