@@ -1376,7 +1376,7 @@ int main(int argc, char** argv) {
   plan_attn->add_option("--resource", plan_attn_args.resource, "K/V all-gather on ce (copy engine) or sm")->capture_default_str()->check(CLI::IsMember({"ce", "sm"}));
   plan_attn->add_option("--blocks", plan_attn_args.config.comm_ctas, "CTAs that copy with --resource sm (default 8)");
   plan_attn->add_option("--comm-slowdown", plan_attn_args.config.comm_slowdown, "the all-gather's slowdown under the attention (virtual ranks: measured 2.4 at world 8 by trace sp_attention)")->capture_default_str();
-  plan_attn->add_flag("--local-first", plan_attn_args.config.local_first, "every CTA folds its items' own shard before any remote chunk (the protocol's local pass; not in the kernel yet)");
+  plan_attn->add_flag("--local-first", plan_attn_args.config.local_first, "every CTA folds its items' own shard before any remote chunk (SpAttentionConfig::local_first)");
   plan_attn->add_option("--attention-tflops", plan_attn_args.attention_tflops, "flash-attention forward TFLOP/s of one GPU (default 550)");
   plan_attn_args.cost.add_options(plan_attn);
   plan_attn->add_option("--trace", plan_attn_args.trace, "write the predicted timeline of rank 0 as Chrome/Perfetto JSON");

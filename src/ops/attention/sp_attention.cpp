@@ -80,7 +80,7 @@ SpAttentionPlan make_plan(const World& world, const SpAttentionArguments& a, con
   p.bq = detail::kFlashBlockM;
   p.causal = a.causal;
   p.layout = a.config.layout;
-  p.local_first = a.config.local_first;
+  p.local_first = a.config.local_first && world.size() > 1;  // one rank: its shard is everything, one pass
   p.section_kv_heads = section_kv_heads(world, a);
   return p;
 }

@@ -43,7 +43,9 @@ struct SpAttentionConfig {
   // The local pass first (SpAttentionPlan::local_first): every CTA folds its items' own shard
   // before any remote chunk, so that the first wave does not wait for the all-gather; each item's
   // state (fp32 o, m, l) is parked in the op's scratch between the passes (4 + 8 / head_dim
-  // bytes per element of O per rank).
+  // bytes per element of O per rank: twice O's own size). Measured on 8 virtual ranks (32k
+  // tokens, zig-zag causal) it cut the fused call by 10 %; off by default for that memory, and
+  // because with a fast all-gather the first wave barely waits. No effect at world 1.
   bool local_first = false;
   // CTAs of the persistent attention kernel per rank; 0 = automatic: the rank's SM budget, less
   // the SM all-gather's blocks, less 2 SMs of slack when world > 1 (as AG+GEMM) -- for virtual
