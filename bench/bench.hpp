@@ -8,6 +8,8 @@
 #include <cstdint>
 #include <ostream>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "bench/harness.hpp"
 #include "bench/report.hpp"
@@ -183,11 +185,15 @@ struct TraceOptions {
 // untraced and traced times of the op (the recording overhead), and the check that every GEMM
 // tile's wait ended before its loads began. trace.cu.
 struct TraceResult {
-  std::vector<TraceRecord> records;
+  std::vector<TraceRecord> records;  // every part's, in part order
+  // An op of several parts (trace mlp: fc1, fc2): each part's name and how many of `records` are
+  // its, in order; empty for an op of one part.
+  std::vector<std::pair<std::string, size_t>> parts;
   uint64_t dropped = 0;
   Stats untraced, traced;
-  uint64_t tiles = 0;       // GEMM tiles with both a wait and a load record
-  uint64_t violations = 0;  // of those, loads that began before the wait ended
+  uint64_t tiles = 0;       // what the op's check paired (ag_gemm: GEMM tiles with a wait and a load)
+  uint64_t violations = 0;  // of those, the ones out of order (ag_gemm: loads that began before the wait ended)
+  std::string checked;      // the check in words, completed by "<tiles - violations> of <tiles>"
   std::string config;       // the op's configuration, in words
 };
 TraceResult trace_ag_gemm(const TraceOptions& options);
@@ -199,5 +205,22 @@ struct SpAttentionTraceOptions {
 // loads, and the store of O), the recording overhead, and the check that every chunk's loads
 // began after its wait ended (TraceResult::tiles counts the chunk reads). trace.cu.
 TraceResult trace_sp_attention(const SpAttentionTraceOptions& options);
+struct GemmRsTraceOptions {
+  GemmRsBenchOptions op;
+  uint32_t capacity = 1u << 20;  // records per rank
+};
+// `tilelink trace gemm_rs`: one traced call (every GEMM tile's epilogue and notify; the
+// reduction blocks' waits and per-tile reductions), the recording overhead, and the check that
+// every owner's reduction of a tile began after each sender's notify of it had begun
+// (TraceResult::tiles counts the (tile, sender) pairs; the times are compared only on one GPU,
+// whose ranks share a clock). trace.cu.
+TraceResult trace_gemm_rs(const GemmRsTraceOptions& options);
+struct MlpTraceOptions {
+  MlpBenchOptions op;
+  uint32_t capacity = 1u << 20;  // records per rank and part
+};
+// `tilelink trace mlp`: one traced call, fc1 (AG+GEMM) and fc2 (GEMM+RS) in two parts, with
+// both ops' checks (TraceResult::tiles and violations count both). trace.cu.
+TraceResult trace_mlp(const MlpTraceOptions& options);
 
 }  // namespace tilelink::bench

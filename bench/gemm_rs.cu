@@ -24,9 +24,8 @@
 
 #include "bench/bench.hpp"
 #include "bench/gemm_helpers.hpp"
+#include "bench/gemm_rs_setup.hpp"
 #include "bench/harness.hpp"
-#include "bench/random.hpp"
-#include "bench/world_choice.hpp"
 #include "tilelink/core/error.hpp"
 #include "tilelink/ops/gemm_rs/gemm_rs.hpp"
 
@@ -40,47 +39,16 @@ const char* granularity_name(SignalGranularity g) {
 }  // namespace
 
 Table bench_gemm_rs(const GemmRsBenchOptions& o) {
-  const char* where = "bench_gemm_rs";
-  TL_REQUIRE(o.world >= 1, where, "world", o.world, ">= 1");
-  TL_REQUIRE(o.k % o.world == 0 && (o.k / o.world) % 8 == 0, where, "k", o.k,
-             "a multiple of 8 * world (" + std::to_string(8 * o.world) + "): K is split over the ranks");
+  GemmRsSetup s(o.world, o.m, o.n, o.k, o.config, o.seed, "bench gemm_rs");
   const int w = o.world;
-  const uint32_t m = o.m, n = o.n, k_local = o.k / w, rows = o.m / w;
-  const size_t partial_bytes = size_t(m) * n * 2, block_elems = size_t(rows) * n, block_bytes = block_elems * 2;
-
-  World world = make_bench_world(w);
-  const bool ce = o.config.scatter == GemmRsScatter::kCopyEngine;
-  SymmetricHeap heap(world, (ce ? 3 : 2) * partial_bytes + (16u << 20));
-  SignalSet signals(heap, 1u << 16);
-  SymmetricBuffer partial = heap.allocate(partial_bytes);
-  SymmetricBuffer recv = heap.allocate(partial_bytes);  // the baselines' slots: w x rows x n
-  SymmetricBuffer fused_recv = ce ? heap.allocate(partial_bytes) : SymmetricBuffer();  // the op's, scatter ce
-
-  std::vector<DeviceBuffer> a, b, out, out_base;
-  GemmRsArguments args;
-  args.partial = &partial;
-  args.recv = ce ? &fused_recv : nullptr;
-  args.m = m;
-  args.n = n;
-  args.k = k_local;
-  args.config = o.config;
-  for (int r = 0; r < w; ++r) {
-    const int dev = world.device(r);
-    a.emplace_back(size_t(m) * k_local * 2, dev);
-    b.emplace_back(size_t(n) * k_local * 2, dev);
-    out.emplace_back(block_bytes, dev);
-    out_base.emplace_back(block_bytes, dev);
-    fill_bf16(a[r].get(), size_t(m) * k_local, rank_seed(o.seed, r), world.compute_stream(r));
-    fill_bf16(b[r].get(), size_t(n) * k_local, rank_seed(o.seed ^ 0xB0B0ull, r), world.compute_stream(r));
-    TL_CUDA_CHECK(cudaMemsetAsync(out[r].get(), 0xFF, block_bytes, world.compute_stream(r)));
-    args.a.push_back(a[r].get());
-    args.b.push_back(b[r].get());
-    args.out.push_back(out[r].get());
-  }
-  if (const std::string why = GemmRs::can_implement(world, heap, args); !why.empty()) {
-    throw InvalidArgument("bench gemm_rs: " + why);
-  }
-  GemmRs op(world, heap, signals, args, "bench.gemm_rs");
+  const uint32_t m = s.m, n = s.n, k_local = s.k_local, rows = s.rows;
+  const size_t block_elems = s.block_elems, block_bytes = s.block_bytes;
+  World& world = s.world;
+  SymmetricBuffer &partial = s.partial, &recv = s.recv;
+  std::vector<DeviceBuffer> &a = s.a, &b = s.b, &out = s.out;
+  std::vector<DeviceBuffer> out_base;
+  for (int r = 0; r < w; ++r) out_base.emplace_back(block_bytes, world.device(r));
+  GemmRs op(world, s.heap, s.signals, s.args, "bench.gemm_rs");
   Cublas cublas(world);
   Events events(world, w + 1);  // per rank: one per decomposed block, one "all pushed"
   world.synchronize();

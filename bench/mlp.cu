@@ -21,66 +21,30 @@
 #include "bench/bench.hpp"
 #include "bench/gemm_helpers.hpp"
 #include "bench/harness.hpp"
-#include "bench/random.hpp"
-#include "bench/world_choice.hpp"
+#include "bench/mlp_setup.hpp"
 #include "tilelink/core/error.hpp"
 #include "tilelink/ops/mlp/mlp.hpp"
 
 namespace tilelink::bench {
 
 Table bench_mlp(const MlpBenchOptions& o) {
-  const char* where = "bench_mlp";
-  TL_REQUIRE(o.world >= 1, where, "world", o.world, ">= 1");
+  MlpSetup s(o.world, o.m, o.hidden, o.intermediate, o.config, o.seed, "bench mlp");
   const int w = o.world;
-  const uint32_t m = o.m, hidden = o.hidden, rows = o.m / w;
-  const uint32_t i_local = o.intermediate / w;
-  const bool swiglu = o.config.activation == MlpActivation::kSwiGlu;
-  const uint32_t fc1_cols = swiglu ? 2 * i_local : i_local;
-  const size_t x_bytes = size_t(m) * hidden * 2, shard_bytes = size_t(rows) * hidden * 2;
-  const size_t block_elems = size_t(rows) * hidden, block_bytes = block_elems * 2;
-
-  World world = make_bench_world(w);
-  const bool ce = o.config.fc2.scatter == GemmRsScatter::kCopyEngine;
-  SymmetricHeap heap(world, (ce ? 4 : 3) * x_bytes + (16u << 20));
-  SignalSet signals(heap, 1u << 16);
-  SymmetricBuffer x = heap.allocate(x_bytes);
-  SymmetricBuffer partial = heap.allocate(x_bytes);
-  SymmetricBuffer slots = heap.allocate(x_bytes);  // the baseline's reduce-scatter slots
-  SymmetricBuffer recv = ce ? heap.allocate(x_bytes) : SymmetricBuffer();
-
-  std::vector<DeviceBuffer> w1, w2, out, out_base, x_base, y_base, h_base, p_base;
-  MlpArguments args;
-  args.x = &x;
-  args.partial = &partial;
-  args.recv = ce ? &recv : nullptr;
-  args.m = m;
-  args.hidden = hidden;
-  args.intermediate = o.intermediate;
-  args.config = o.config;
+  const uint32_t m = s.m, hidden = s.hidden, i_local = s.i_local, fc1_cols = s.fc1_cols;
+  const size_t x_bytes = s.x_bytes, shard_bytes = s.shard_bytes, block_elems = s.block_elems;
+  World& world = s.world;
+  SymmetricBuffer &x = s.x, &slots = s.slots;
+  std::vector<DeviceBuffer> &w1 = s.w1, &w2 = s.w2, &out = s.out;
+  std::vector<DeviceBuffer> out_base, x_base, y_base, h_base, p_base;
   for (int r = 0; r < w; ++r) {
     const int dev = world.device(r);
-    const cudaStream_t s = world.compute_stream(r);
-    w1.emplace_back(size_t(fc1_cols) * hidden * 2, dev);
-    w2.emplace_back(size_t(hidden) * i_local * 2, dev);
-    out.emplace_back(block_bytes, dev);
-    out_base.emplace_back(block_bytes, dev);
+    out_base.emplace_back(s.block_bytes, dev);
     x_base.emplace_back(x_bytes, dev);
     y_base.emplace_back(size_t(m) * fc1_cols * 2, dev);
     h_base.emplace_back(size_t(m) * i_local * 2, dev);
     p_base.emplace_back(x_bytes, dev);
-    // Weights uniform in [-1, 1) / 64, so that the activations stay O(1).
-    fill_bf16(w1[r].get(), size_t(fc1_cols) * hidden, rank_seed(o.seed ^ 0x11ull, r), s, 1.0f / 64);
-    fill_bf16(w2[r].get(), size_t(hidden) * i_local, rank_seed(o.seed ^ 0x22ull, r), s, 1.0f / 64);
-    fill_bf16(x.as<char>(r) + r * shard_bytes, size_t(rows) * hidden, rank_seed(o.seed ^ 0x33ull, r), s);
-    TL_CUDA_CHECK(cudaMemsetAsync(out[r].get(), 0xFF, block_bytes, s));
-    args.w1.push_back(w1[r].get());
-    args.w2.push_back(w2[r].get());
-    args.out.push_back(out[r].get());
   }
-  if (const std::string why = Mlp::can_implement(world, heap, args); !why.empty()) {
-    throw InvalidArgument("bench mlp: " + why);
-  }
-  Mlp op(world, heap, signals, args, "bench.mlp");
+  Mlp op(world, s.heap, s.signals, s.args, "bench.mlp");
   Cublas cublas(world);
   Events events(world, 1);
   world.synchronize();

@@ -1,4 +1,4 @@
-// tilelink trace ag_gemm|sp_attention: the device timeline of one call of the op and the cost of
+// tilelink trace ag_gemm|sp_attention|gemm_rs|mlp: the device timeline of one call of the op and the cost of
 // recording it.
 #include <algorithm>
 #include <map>
@@ -7,7 +7,9 @@
 
 #include "bench/ag_gemm_setup.hpp"
 #include "bench/bench.hpp"
+#include "bench/gemm_rs_setup.hpp"
 #include "bench/harness.hpp"
+#include "bench/mlp_setup.hpp"
 #include "bench/sp_attention_setup.hpp"
 #include "tilelink/core/error.hpp"
 #include "tilelink/runtime/trace_buffer.hpp"
@@ -16,36 +18,95 @@ namespace tilelink::bench {
 
 namespace {
 
-// The overhead (untraced and traced calls interleaved; the traced ones fill the buffer, what does
+// The overhead (untraced and traced calls interleaved; the traced ones fill the buffers, what does
 // not fit is dropped at the cost of the same atomic), then the one traced call whose timeline is
-// reported. Returns whether the timing was gated.
+// reported. `set_trace(on)` points the op at the buffers or turns it off; `parts` names each
+// buffer (one unnamed buffer: the op's only part). Returns whether the timing was gated.
+template <class SetTrace, class Run>
+bool record_traced_call(const World& world, SetTrace&& set_trace, Run&& run,
+                        const std::vector<std::pair<std::string, TraceBuffer*>>& parts, const TimingOptions& timing,
+                        TraceResult& result) {
+  bool gated = true;
+  const std::vector<Stats> t = repeat_interleaved(world, timing.warmup, timing.iters,
+                                                  {[&] {
+                                                     set_trace(false);
+                                                     run();
+                                                   },
+                                                   [&] {
+                                                     set_trace(true);
+                                                     run();
+                                                   }},
+                                                  &gated);
+  result.untraced = t[0];
+  result.traced = t[1];
+  set_trace(false);
+  world.synchronize();
+  for (const auto& part : parts) part.second->clear();
+  set_trace(true);
+  RankTimer gate(world);  // released together on every rank, as the timed calls are
+  gate.time(run);
+  set_trace(false);
+  for (const auto& [name, buffer] : parts) {
+    const std::vector<TraceRecord> records = buffer->records();
+    result.records.insert(result.records.end(), records.begin(), records.end());
+    if (parts.size() > 1) result.parts.emplace_back(name, records.size());
+    result.dropped += buffer->dropped();
+  }
+  return gated;
+}
+
+// The common case: an op with set_trace(const TraceBuffer*) and run(), one buffer.
 template <class Op>
 bool record_traced_call(const World& world, Op& op, TraceBuffer& buffer, const TimingOptions& timing,
                         TraceResult& result) {
-  bool gated = true;
-  const std::vector<Stats> t = repeat_interleaved(
-      world, timing.warmup, timing.iters,
-      {[&] {
-         op.set_trace(nullptr);
-         op.run();
-       },
-       [&] {
-         op.set_trace(&buffer);
-         op.run();
-       }},
-      &gated);
-  result.untraced = t[0];
-  result.traced = t[1];
-  op.set_trace(nullptr);
-  world.synchronize();
-  buffer.clear();
-  op.set_trace(&buffer);
-  RankTimer gate(world);  // released together on every rank, as the timed calls are
-  gate.time([&] { op.run(); });
-  op.set_trace(nullptr);
-  result.records = buffer.records();
-  result.dropped = buffer.dropped();
-  return gated;
+  return record_traced_call(
+      world, [&](bool on) { op.set_trace(on ? &buffer : nullptr); }, [&] { op.run(); }, {{"", &buffer}}, timing,
+      result);
+}
+
+// AG+GEMM's records: every GEMM tile's loads began after its wait ended (the producer's program
+// order, checked on the clock).
+using RecordIt = std::vector<TraceRecord>::const_iterator;
+void check_ag_gemm(RecordIt begin, RecordIt end, TraceResult& result) {
+  std::map<std::pair<uint32_t, uint32_t>, std::pair<const TraceRecord*, const TraceRecord*>> tiles;
+  for (RecordIt r = begin; r != end; ++r) {
+    if (r->role != static_cast<uint16_t>(TraceRole::kProducer)) continue;
+    auto& slot = tiles[{r->rank, r->tile}];
+    if (r->kind == static_cast<uint32_t>(TraceKind::kWait)) slot.first = &*r;
+    if (r->kind == static_cast<uint32_t>(TraceKind::kLoad)) slot.second = &*r;
+  }
+  for (const auto& [key, wl] : tiles) {
+    if (wl.first == nullptr || wl.second == nullptr) continue;
+    ++result.tiles;
+    if (wl.second->start_ns < wl.first->end_ns) ++result.violations;
+  }
+}
+
+// GEMM+RS's records: every tile an owner reduced, each sender's notify of it (the GEMM tile,
+// numbered over the whole M) began before the reduction began. The notify's start is the safe
+// bound: its end is read after the signal is already visible to the owner. Times are compared
+// only when the ranks share one GPU's clock; else only that every notify was recorded.
+void check_gemm_rs(RecordIt begin, RecordIt end, int world, bool one_clock, TraceResult& result) {
+  std::map<std::pair<uint32_t, uint32_t>, uint64_t> notified;  // (sender, tile) -> start
+  for (RecordIt r = begin; r != end; ++r) {
+    if (r->kind == static_cast<uint32_t>(TraceKind::kNotify) && r->role == static_cast<uint16_t>(TraceRole::kConsumer)) {
+      notified[{r->rank, r->tile}] = r->start_ns;
+    }
+  }
+  for (RecordIt r = begin; r != end; ++r) {
+    if (r->kind != static_cast<uint32_t>(TraceKind::kReduce)) continue;
+    for (uint32_t sender = 0; sender < static_cast<uint32_t>(world); ++sender) {
+      ++result.tiles;
+      const auto it = notified.find({sender, r->tile});
+      if (it == notified.end() || (one_clock && it->second > r->start_ns)) ++result.violations;
+    }
+  }
+}
+
+const char* kAgGemmChecked = "GEMM tiles whose loads began after their wait ended";
+std::string gemm_rs_checked(bool one_clock) {
+  return std::string("(reduced tile, sender) pairs whose reduction began after the sender's notify") +
+         (one_clock ? "" : " (one rank per GPU: only that the notify was recorded; clocks differ)");
 }
 
 }  // namespace
@@ -66,20 +127,8 @@ TraceResult trace_ag_gemm(const TraceOptions& o) {
   TraceResult result;
   const bool gated = record_traced_call(s.world, op, buffer, o.timing, result);
 
-  // Every GEMM tile: its loads begin after its wait ends (the producer's program order, checked
-  // on the clock).
-  std::map<std::pair<uint32_t, uint32_t>, std::pair<const TraceRecord*, const TraceRecord*>> tiles;
-  for (const TraceRecord& r : result.records) {
-    if (r.role != static_cast<uint16_t>(TraceRole::kProducer)) continue;
-    auto& slot = tiles[{r.rank, r.tile}];
-    if (r.kind == static_cast<uint32_t>(TraceKind::kWait)) slot.first = &r;
-    if (r.kind == static_cast<uint32_t>(TraceKind::kLoad)) slot.second = &r;
-  }
-  for (const auto& [key, wl] : tiles) {
-    if (wl.first == nullptr || wl.second == nullptr) continue;
-    ++result.tiles;
-    if (wl.second->start_ns < wl.first->end_ns) ++result.violations;
-  }
+  check_ag_gemm(result.records.begin(), result.records.end(), result);
+  result.checked = kAgGemmChecked;
   result.config = "kernel " + op.kernel_name() + ", " + to_string(op.config().comm.resource) + " all-gather, " +
                   std::to_string(op.gemm_ctas(0)) + " GEMM CTAs per rank" + (gated ? "" : " (timing not gated)");
   return result;
@@ -113,9 +162,51 @@ TraceResult trace_sp_attention(const SpAttentionTraceOptions& o) {
       wait = nullptr;
     }
   }
+  result.checked = "K/V chunk reads whose loads began after their wait ended";
   result.config = std::string(to_string(o.op.config.comm.resource)) + " all-gather, K/V chunk " +
                   std::to_string(op.plan().ag.map.comm_rows) + " tokens, " + std::to_string(op.attention_ctas(0)) +
                   " attention CTAs per rank" + (gated ? "" : " (timing not gated)");
+  return result;
+}
+
+TraceResult trace_gemm_rs(const GemmRsTraceOptions& o) {
+  GemmRsSetup s(o.op.world, o.op.m, o.op.n, o.op.k, o.op.config, o.op.seed, "trace gemm_rs");
+  GemmRs op(s.world, s.heap, s.signals, s.args, "trace.gemm_rs");
+  TraceBuffer buffer(s.world, o.capacity);
+  TraceResult result;
+  const bool gated = record_traced_call(s.world, op, buffer, o.op.timing, result);
+
+  check_gemm_rs(result.records.begin(), result.records.end(), s.w, s.world.mode() == WorldMode::kVirtual, result);
+  result.checked = gemm_rs_checked(s.world.mode() == WorldMode::kVirtual);
+  result.config = std::string("scatter ") + to_string(o.op.config.scatter) + ", " +
+                  std::to_string(op.reduce_blocks()) + " reduction CTAs per rank, swizzle " +
+                  std::to_string(op.swizzle()) + (gated ? "" : " (timing not gated)");
+  return result;
+}
+
+TraceResult trace_mlp(const MlpTraceOptions& o) {
+  MlpSetup s(o.op.world, o.op.m, o.op.hidden, o.op.intermediate, o.op.config, o.op.seed, "trace mlp");
+  Mlp op(s.world, s.heap, s.signals, s.args, "trace.mlp");
+  TraceBuffer fc1(s.world, o.capacity), fc2(s.world, o.capacity);
+  TraceResult result;
+  const bool gated = record_traced_call(
+      s.world,
+      [&](bool on) {
+        op.fc1().set_trace(on ? &fc1 : nullptr);
+        op.fc2().set_trace(on ? &fc2 : nullptr);
+      },
+      [&] { op.run(); }, {{"fc1", &fc1}, {"fc2", &fc2}}, o.op.timing, result);
+  const auto split = result.records.cbegin() + static_cast<std::ptrdiff_t>(result.parts[0].second);
+  const bool one_clock = s.world.mode() == WorldMode::kVirtual;
+  check_ag_gemm(result.records.cbegin(), split, result);
+  const uint64_t fc1_tiles = result.tiles, fc1_violations = result.violations;
+  check_gemm_rs(split, result.records.cend(), s.w, one_clock, result);
+  result.checked = std::string("fc1 ") + kAgGemmChecked + ": " + std::to_string(fc1_tiles - fc1_violations) + " of " +
+                   std::to_string(fc1_tiles) + "; fc2 " + gemm_rs_checked(one_clock) + " (both)";
+  result.config = "fc1 kernel " + op.fc1().kernel_name() + ", " + to_string(op.fc1().config().comm.resource) +
+                  " all-gather; fc2 scatter " + to_string(o.op.config.fc2.scatter) + ", " +
+                  std::to_string(op.fc2().reduce_blocks()) + " reduction CTAs per rank" +
+                  (gated ? "" : " (timing not gated)");
   return result;
 }
 

@@ -72,13 +72,18 @@ if [[ $mode == *layer* || $mode == all ]]; then
   grep -E "^(==|tilelink fused|non-over|  part|part 1 cuBLAS|part 2 cuBLAS|ideal|error)" "$out/bench_layer.log" | cut -c1-110 | tail -80
 fi
 if [[ $mode == *trace* ]]; then
-  # tilelink trace ag_gemm at world 8 (copy-engine and SM all-gather): timelines, recording
-  # overhead, waits-before-loads check; then bench ag_gemm at world 1 (tracing compiled in, off).
+  # tilelink trace ag_gemm at world 8 (copy-engine and SM all-gather), gemm_rs (pull, push, ce)
+  # and mlp: timelines, recording overhead, the ordering checks; then bench ag_gemm at world 1
+  # (tracing compiled in, off).
   tl="$build/tilelink"
   { timeout 120 "$tl" trace ag_gemm --world 8 --trace "$out/trace_ag_gemm_w8.json" --svg "$out/trace_ag_gemm_w8.svg" &&
       timeout 120 "$tl" trace ag_gemm --world 8 --resource sm --m 4096 --trace "$out/trace_ag_gemm_w8_sm.json" &&
+      timeout 120 "$tl" trace gemm_rs --world 8 --trace "$out/trace_gemm_rs_w8.json" --svg "$out/trace_gemm_rs_w8.svg" &&
+      timeout 120 "$tl" trace gemm_rs --world 8 --scatter push &&
+      timeout 120 "$tl" trace gemm_rs --world 8 --scatter ce --granularity row &&
+      timeout 120 "$tl" trace mlp --world 8 --model llama3-70b --trace "$out/trace_mlp_w8.json" &&
       timeout 120 "$tl" bench ag_gemm --world 1 --shapes paper; } >"$out/trace.log" 2>&1 || status=1
-  grep -E "^(tilelink|\(m, n|records|call time|GEMM tiles|wrote|cuBLAS GEMM|tilelink fused|==|error)" "$out/trace.log" | cut -c1-150 | tail -40
+  grep -E "^(tilelink|\(m, n|m [0-9]|records|call time|GEMM tiles|fc1|\(reduced|wrote|cuBLAS GEMM|tilelink fused|==|error)" "$out/trace.log" | cut -c1-150 | tail -60
 fi
 if [[ $mode == *swizzle* ]]; then
   # The grouped GEMM's rasterization at world 8 virtual: swizzle 1 (default) against bands of tile

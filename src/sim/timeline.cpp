@@ -58,21 +58,24 @@ std::string xml_escaped(const std::string& s) {
 
 }  // namespace
 
-std::vector<Interval> trace_intervals(std::vector<TraceRecord> records) {
+std::vector<Interval> trace_intervals(std::vector<TraceRecord> records, const std::string& lane_prefix,
+                                      uint64_t t0_ns) {
   std::sort(records.begin(), records.end(), [](const TraceRecord& a, const TraceRecord& b) {
     if (a.rank != b.rank) return a.rank < b.rank;
     if (a.role != b.role) return a.role < b.role;
     if (a.block != b.block) return a.block < b.block;
     return a.start_ns < b.start_ns;
   });
-  uint64_t t0 = ~0ull;
-  for (const TraceRecord& r : records) t0 = std::min(t0, r.start_ns);
+  uint64_t t0 = t0_ns != 0 ? t0_ns : ~0ull;
+  if (t0_ns == 0) {
+    for (const TraceRecord& r : records) t0 = std::min(t0, r.start_ns);
+  }
   std::vector<Interval> out;
   out.reserve(records.size());
   for (const TraceRecord& r : records) {
     static const char* const kRole[] = {"P", "C", "comm"};
     const char* kind_prefix = r.role == static_cast<uint16_t>(TraceRole::kComm) ? " b" : " c";
-    const std::string lane = "r" + std::to_string(r.rank) + kind_prefix + std::to_string(r.block) + " " +
+    const std::string lane = lane_prefix + "r" + std::to_string(r.rank) + kind_prefix + std::to_string(r.block) + " " +
                              (r.role < 3 ? kRole[r.role] : "?");
     std::string name = to_string(static_cast<TraceKind>(r.kind));
     if (r.tile != 0xFFFFFFFFu) name += " " + std::to_string(r.tile);

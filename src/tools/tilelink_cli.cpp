@@ -19,6 +19,9 @@
 //   tilelink trace ag_gemm [--world N] [--m --n --k] [--resource ce|sm] [--comm-rows R] [--blocks k] [--kernel NAME]
 //       [--trace FILE] [--svg FILE] [--capacity N]
 //   tilelink trace sp_attention [the options of bench sp_attention, less --dump] [--trace FILE] [--svg FILE] [--capacity N]
+//   tilelink trace mlp [the options of bench mlp, less --json] [--trace FILE] [--svg FILE] [--capacity N]
+//   tilelink trace gemm_rs [--world N] [--m --n --k] [--granularity tile|row|rank] [--scatter pull|push|ce] [--reduce-blocks R]
+//       [--gemm-sms G] [--swizzle S] [--trace FILE] [--svg FILE] [--capacity N]
 //   tilelink plan ag_gemm [--world N] [--nodes K] [--m --n --k] [--bm --bn] [--comm-rows R]
 //       [--resource ce|sm] [--blocks k] [--order mesh|ring] [--trace FILE] [--svg FILE]
 //   tilelink plan mlp [--world N] [--model llama3-70b | --hidden H --intermediate I] [--activation swiglu|gelu]
@@ -482,11 +485,13 @@ tilelink::GemmRsScatter parse_scatter(const std::string& s) {
                      : tilelink::GemmRsScatter::kPull;
 }
 
-int cmd_gemm_rs(const GemmRsArgs& a, const std::string& command) {
-  check_writable(a.json);
-  check_writable(a.svg);
+// The options of one GEMM+RS run (bench gemm_rs, trace gemm_rs), less the shape.
+tb::GemmRsBenchOptions gemm_rs_options(const GemmRsArgs& a) {
   tb::GemmRsBenchOptions o;
   o.world = a.world;
+  o.m = a.m;
+  o.n = a.n;
+  o.k = a.k;
   o.config.granularity = parse_granularity(a.granularity);
   o.config.scatter = parse_scatter(a.scatter);
   o.config.reduce_blocks = a.reduce_blocks;
@@ -494,6 +499,31 @@ int cmd_gemm_rs(const GemmRsArgs& a, const std::string& command) {
   o.config.swizzle = a.swizzle;
   o.timing = {a.warmup, a.iters};
   o.seed = a.seed;
+  return o;
+}
+
+// The options `bench gemm_rs` and `trace gemm_rs` share.
+void add_gemm_rs_options(CLI::App* app, GemmRsArgs& a) {
+  app->add_option("--world", a.world, tb::kWorldOptionHelp)->capture_default_str()->check(CLI::Range(1, tilelink::kMaxWorldSize));
+  app->add_option("--m", a.m, "rows of the output over all ranks (each rank gets m / world)")->capture_default_str()->check(CLI::PositiveNumber);
+  app->add_option("--n", a.n, "columns of the output")->capture_default_str()->check(CLI::PositiveNumber);
+  app->add_option("--k", a.k, "inner dimension over all ranks (each rank holds k / world)")->capture_default_str()->check(CLI::PositiveNumber);
+  app->add_option("--granularity", a.granularity, "signal per tile, row (of tiles) or rank (owner block)")
+      ->capture_default_str()->check(CLI::IsMember({"tile", "row", "rank"}));
+  app->add_option("--scatter", a.scatter, "how tiles reach their owner: pull (owners read the senders' partials), push (the GEMM epilogue stores into the owner), ce (copy engine, per signal group: needs --granularity row or rank)")
+      ->capture_default_str()->check(CLI::IsMember({"pull", "push", "ce"}));
+  app->add_option("--reduce-blocks", a.reduce_blocks, "reduction CTAs per rank, rounded up to whole GEMM clusters; 0 = budget / 32")->capture_default_str();
+  app->add_option("--gemm-sms", a.gemm_sms, "GEMM CTAs per rank; 0 = the rest of the budget")->capture_default_str();
+  app->add_option("--swizzle", a.swizzle, "tile rasterization swizzle: 1, 2, 4 or 8; 0 = automatic (a band inside one owner block)")->capture_default_str()->check(CLI::IsMember({0u, 1u, 2u, 4u, 8u}));
+  app->add_option("--warmup", a.warmup, "untimed calls before timing")->capture_default_str()->check(CLI::Range(0, 1000000));
+  app->add_option("--iters", a.iters, "timed calls (the median is reported)")->capture_default_str()->check(CLI::Range(1, 1000000));
+  a.seed_option = app->add_option("--seed", a.seed, "random seed of the inputs; default: a fresh one");
+}
+
+int cmd_gemm_rs(const GemmRsArgs& a, const std::string& command) {
+  check_writable(a.json);
+  check_writable(a.svg);
+  tb::GemmRsBenchOptions o = gemm_rs_options(a);
   const ShapeChoice run = choose_shapes(a.sweep, true, a.shapes, kGemmRsPaperShapes, {a.m, a.n, a.k}, a.svg, "gemm_rs");
   run_shapes(
       a.world, "bench gemm_rs", run.shapes, command, a.seed, a.json,
@@ -526,8 +556,8 @@ struct MlpModel {
 };
 constexpr MlpModel kMlpModels[] = {{"llama3-8b", 4096, 14336}, {"llama3-70b", 8192, 28672}, {"llama3-405b", 16384, 53248}};
 
-int cmd_mlp(MlpArgs a, const std::string& command) {
-  check_writable(a.json);
+// The options of one MLP run (bench mlp, trace mlp); --model sets hidden and intermediate.
+tb::MlpBenchOptions mlp_options(MlpArgs a) {
   if (!a.model.empty()) {
     for (const MlpModel& model : kMlpModels) {
       if (a.model == model.name) {
@@ -546,7 +576,29 @@ int cmd_mlp(MlpArgs a, const std::string& command) {
   o.config.fc2.granularity = parse_granularity(a.granularity);
   o.timing = {a.warmup, a.iters};
   o.seed = a.seed;
-  run_shapes(a.world, "bench mlp", {{a.m, a.hidden, a.intermediate}}, command, a.seed, a.json,
+  return o;
+}
+
+// The options `bench mlp` and `trace mlp` share.
+void add_mlp_options(CLI::App* app, MlpArgs& a) {
+  app->add_option("--world", a.world, tb::kWorldOptionHelp)->capture_default_str()->check(CLI::Range(1, tilelink::kMaxWorldSize));
+  app->add_option("--m", a.m, "tokens over all ranks (each rank holds m / world)")->capture_default_str()->check(CLI::PositiveNumber);
+  CLI::Option* model = app->add_option("--model", a.model, "take hidden and intermediate from a model: llama3-8b, llama3-70b, llama3-405b")
+      ->check(CLI::IsMember({"llama3-8b", "llama3-70b", "llama3-405b"}));
+  app->add_option("--hidden", a.hidden, "hidden size H")->capture_default_str()->check(CLI::PositiveNumber)->excludes(model);
+  app->add_option("--intermediate", a.intermediate, "intermediate size over all ranks")->capture_default_str()->check(CLI::PositiveNumber)->excludes(model);
+  app->add_option("--activation", a.activation, "swiglu (fc1 gives gate and up halves) or gelu")->capture_default_str()->check(CLI::IsMember({"swiglu", "gelu"}));
+  app->add_option("--scatter", a.scatter, "fc2's scatter: pull, push or ce (ce needs --granularity row or rank)")->capture_default_str()->check(CLI::IsMember({"pull", "push", "ce"}));
+  app->add_option("--granularity", a.granularity, "fc2's signal per tile, row (of tiles) or rank")->capture_default_str()->check(CLI::IsMember({"tile", "row", "rank"}));
+  app->add_option("--warmup", a.warmup, "untimed calls before timing")->capture_default_str()->check(CLI::Range(0, 1000000));
+  app->add_option("--iters", a.iters, "timed calls (the median is reported)")->capture_default_str()->check(CLI::Range(1, 1000000));
+  a.seed_option = app->add_option("--seed", a.seed, "random seed of the inputs; default: a fresh one");
+}
+
+int cmd_mlp(const MlpArgs& a, const std::string& command) {
+  check_writable(a.json);
+  const tb::MlpBenchOptions o = mlp_options(a);
+  run_shapes(a.world, "bench mlp", {{o.m, o.hidden, o.intermediate}}, command, a.seed, a.json,
              [&](const Mnk&) { return tb::bench_mlp(o); });
   return 0;
 }
@@ -793,18 +845,28 @@ void write_timeline(const std::vector<tilelink::sim::Interval>& timeline, const 
   }
 }
 
-// `tilelink trace ag_gemm`: one call's device timeline on every rank, and what recording costs.
-struct TraceArgs {
-  AgGemmArgs op;
+// The arguments of `tilelink trace <op>`: the op's own, the timeline files, the records per rank.
+template <class OpArgs>
+struct TraceCmdArgs {
+  OpArgs op;
   std::string trace, svg;
   uint32_t capacity = 1u << 20;
 };
+using TraceArgs = TraceCmdArgs<AgGemmArgs>;
+
+// --trace, --svg and --capacity of every `tilelink trace <op>`.
+template <class OpArgs>
+void add_trace_outputs(CLI::App* app, TraceCmdArgs<OpArgs>& a, const char* capacity_help = "records per rank") {
+  app->add_option("--trace", a.trace, "write the timeline as Chrome/Perfetto JSON");
+  app->add_option("--svg", a.svg, "write the timeline as an SVG picture");
+  app->add_option("--capacity", a.capacity, capacity_help)->capture_default_str()->check(CLI::PositiveNumber);
+}
 
 // What `tilelink trace <op>` prints and writes for one traced call: records by kind, the
-// recording overhead, the wait-before-loads check (`checked` names what was paired), the timeline
-// files. Exit status 1 if the check failed or records were dropped.
+// recording overhead, the op's ordering check (TraceResult::checked), the timeline files. Exit
+// status 1 if the check failed or records were dropped.
 int report_trace(const tb::TraceResult& r, const std::string& op, int world, const std::string& trace,
-                 const std::string& svg, const std::string& checked) {
+                 const std::string& svg) {
   std::map<std::string, uint64_t> kinds;
   for (const tilelink::TraceRecord& rec : r.records) ++kinds[tilelink::to_string(static_cast<tilelink::TraceKind>(rec.kind))];
   std::cout << "records: " << r.records.size() << " (";
@@ -816,49 +878,93 @@ int report_trace(const tb::TraceResult& r, const std::string& op, int world, con
   std::cout << ")" << (r.dropped > 0 ? ", " + std::to_string(r.dropped) + " dropped (raise --capacity)" : "") << "\n";
   std::printf("call time: %.1f µs untraced, %.1f µs traced (median of %zu): recording costs %+.1f %%\n",
               r.untraced.median, r.traced.median, r.traced.samples, 100.0 * (r.traced.median / r.untraced.median - 1.0));
-  std::cout << checked << " whose loads began after their wait ended: " << r.tiles - r.violations << " of " << r.tiles
-            << "\n";
-  write_timeline(tilelink::sim::trace_intervals(r.records), trace, svg,
-                 "tilelink trace " + op + " (measured, " + std::to_string(world) + " ranks)");
+  std::cout << r.checked << ": " << r.tiles - r.violations << " of " << r.tiles << "\n";
+  std::vector<tilelink::sim::Interval> timeline;
+  if (r.parts.empty()) {
+    timeline = tilelink::sim::trace_intervals(r.records);
+  } else {  // each part's lanes after its name, on one clock
+    uint64_t t0 = ~0ull;
+    for (const tilelink::TraceRecord& rec : r.records) t0 = std::min(t0, rec.start_ns);
+    size_t at = 0;
+    for (const auto& [name, count] : r.parts) {
+      const std::vector<tilelink::TraceRecord> part(r.records.begin() + static_cast<std::ptrdiff_t>(at),
+                                                    r.records.begin() + static_cast<std::ptrdiff_t>(at + count));
+      const std::vector<tilelink::sim::Interval> lanes = tilelink::sim::trace_intervals(part, name + " ", t0);
+      timeline.insert(timeline.end(), lanes.begin(), lanes.end());
+      at += count;
+    }
+  }
+  write_timeline(timeline, trace, svg, "tilelink trace " + op + " (measured, " + std::to_string(world) + " ranks)");
   return r.violations == 0 && r.dropped == 0 ? 0 : 1;
 }
 
-int cmd_trace_ag_gemm(const TraceArgs& a) {
+// The steps every `tilelink trace <op>` shares around `record` (the traced call; it returns the
+// TraceResult and prints the op's one-line description).
+template <class OpArgs, class Record>
+int run_trace(const TraceCmdArgs<OpArgs>& a, const std::string& op, int world, Record&& record) {
   check_writable(a.trace);
   check_writable(a.svg);
-  tb::TraceOptions o;
-  o.world = a.op.world;
-  o.m = a.op.m;
-  o.n = a.op.n;
-  o.k = a.op.k;
-  o.config = ag_gemm_config(a.op);
-  o.capacity = a.capacity;
-  o.timing = {a.op.warmup, a.op.iters};
-  o.seed = a.op.seed;
-  print_device_header(a.op.world, "trace ag_gemm");
-  const tb::TraceResult r = tb::trace_ag_gemm(o);
-  std::cout << "(m, n, k) = (" << o.m << ", " << o.n << ", " << o.k << "), " << r.config << "\n";
-  return report_trace(r, "ag_gemm", a.op.world, a.trace, a.svg, "GEMM tiles");
+  print_device_header(world, "trace " + op);
+  const tb::TraceResult r = record();
+  return report_trace(r, op, world, a.trace, a.svg);
 }
 
-// `tilelink trace sp_attention`: one fused call's device timeline on every rank.
-struct SpAttentionTraceArgs {
-  SpAttentionArgs op;
-  std::string trace, svg;
-  uint32_t capacity = 1u << 20;
-};
+// `tilelink trace ag_gemm|sp_attention|gemm_rs|mlp`: one call's device timeline on every rank
+// (mlp: fc1 and fc2 as two parts).
+int cmd_trace_ag_gemm(const TraceArgs& a) {
+  return run_trace(a, "ag_gemm", a.op.world, [&] {
+    tb::TraceOptions o;
+    o.world = a.op.world;
+    o.m = a.op.m;
+    o.n = a.op.n;
+    o.k = a.op.k;
+    o.config = ag_gemm_config(a.op);
+    o.capacity = a.capacity;
+    o.timing = {a.op.warmup, a.op.iters};
+    o.seed = a.op.seed;
+    tb::TraceResult r = tb::trace_ag_gemm(o);
+    std::cout << "(m, n, k) = (" << o.m << ", " << o.n << ", " << o.k << "), " << r.config << "\n";
+    return r;
+  });
+}
 
+using SpAttentionTraceArgs = TraceCmdArgs<SpAttentionArgs>;
 int cmd_trace_sp_attention(const SpAttentionTraceArgs& a) {
-  check_writable(a.trace);
-  check_writable(a.svg);
-  tb::SpAttentionTraceOptions o;
-  o.op = sp_attention_options(a.op);
-  o.capacity = a.capacity;
-  print_device_header(a.op.world, "trace sp_attention");
-  const tb::TraceResult r = tb::trace_sp_attention(o);
-  std::cout << "seq " << a.op.seq << ", " << a.op.q_heads << "/" << a.op.kv_heads << " heads, head dim " << a.op.head_dim
-            << (a.op.non_causal ? ", non-causal, " : ", causal, ") << a.op.layout << ", " << r.config << "\n";
-  return report_trace(r, "sp_attention", a.op.world, a.trace, a.svg, "K/V chunk reads");
+  return run_trace(a, "sp_attention", a.op.world, [&] {
+    tb::SpAttentionTraceOptions o;
+    o.op = sp_attention_options(a.op);
+    o.capacity = a.capacity;
+    tb::TraceResult r = tb::trace_sp_attention(o);
+    std::cout << "seq " << a.op.seq << ", " << a.op.q_heads << "/" << a.op.kv_heads << " heads, head dim "
+              << a.op.head_dim << (a.op.non_causal ? ", non-causal, " : ", causal, ") << a.op.layout << ", "
+              << r.config << "\n";
+    return r;
+  });
+}
+
+using GemmRsTraceArgs = TraceCmdArgs<GemmRsArgs>;
+int cmd_trace_gemm_rs(const GemmRsTraceArgs& a) {
+  return run_trace(a, "gemm_rs", a.op.world, [&] {
+    tb::GemmRsTraceOptions o;
+    o.op = gemm_rs_options(a.op);
+    o.capacity = a.capacity;
+    tb::TraceResult r = tb::trace_gemm_rs(o);
+    std::cout << "(m, n, k) = (" << o.op.m << ", " << o.op.n << ", " << o.op.k << "), " << r.config << "\n";
+    return r;
+  });
+}
+
+using MlpTraceArgs = TraceCmdArgs<MlpArgs>;
+int cmd_trace_mlp(const MlpTraceArgs& a) {
+  return run_trace(a, "mlp", a.op.world, [&] {
+    tb::MlpTraceOptions o;
+    o.op = mlp_options(a.op);
+    o.capacity = a.capacity;
+    tb::TraceResult r = tb::trace_mlp(o);
+    std::cout << "m " << o.op.m << ", hidden " << o.op.hidden << ", intermediate " << o.op.intermediate << ", "
+              << a.op.activation << ", " << r.config << "\n";
+    return r;
+  });
 }
 
 template <class Prediction>
@@ -1216,25 +1322,12 @@ int main(int argc, char** argv) {
 
   GemmRsArgs grs;
   CLI::App* gemm_rs = bench->add_subcommand("gemm_rs", "time tilelink::GemmRs against cuBLAS, non-overlapped and decomposed baselines");
-  gemm_rs->add_option("--world", grs.world, tb::kWorldOptionHelp)->capture_default_str()->check(CLI::Range(1, tilelink::kMaxWorldSize));
-  gemm_rs->add_option("--m", grs.m, "rows of the output over all ranks (each rank gets m / world)")->capture_default_str()->check(CLI::PositiveNumber);
-  gemm_rs->add_option("--n", grs.n, "columns of the output")->capture_default_str()->check(CLI::PositiveNumber);
-  gemm_rs->add_option("--k", grs.k, "inner dimension over all ranks (each rank holds k / world)")->capture_default_str()->check(CLI::PositiveNumber);
+  add_gemm_rs_options(gemm_rs, grs);
   CLI::Option* grs_shapes = gemm_rs->add_option("--shapes", grs.shapes, "paper: (8192, 8192, 28672), (8192, 4096, 14336), (8192, 12288, 49152) instead of --m/--n/--k")
       ->check(CLI::IsMember({"paper"}));
   gemm_rs->add_flag("--sweep", grs.sweep, "the model shapes of DESIGN.md section 8 (M = 8192), with a progress bar and an SVG chart of the speedups")->excludes(grs_shapes);
   gemm_rs->add_option("--svg", grs.svg, "sweep: the chart's file (default tilelink_gemm_rs_sweep.svg)");
-  gemm_rs->add_option("--granularity", grs.granularity, "signal per tile, row (of tiles) or rank (owner block)")
-      ->capture_default_str()->check(CLI::IsMember({"tile", "row", "rank"}));
-  gemm_rs->add_option("--scatter", grs.scatter, "how tiles reach their owner: pull (owners read the senders' partials), push (the GEMM epilogue stores into the owner), ce (copy engine, per signal group: needs --granularity row or rank)")
-      ->capture_default_str()->check(CLI::IsMember({"pull", "push", "ce"}));
-  gemm_rs->add_option("--reduce-blocks", grs.reduce_blocks, "reduction CTAs per rank, rounded up to whole GEMM clusters; 0 = budget / 32")->capture_default_str();
-  gemm_rs->add_option("--gemm-sms", grs.gemm_sms, "GEMM CTAs per rank; 0 = the rest of the budget")->capture_default_str();
-  gemm_rs->add_option("--swizzle", grs.swizzle, "tile rasterization swizzle: 1, 2, 4 or 8; 0 = automatic (a band inside one owner block)")->capture_default_str()->check(CLI::IsMember({0u, 1u, 2u, 4u, 8u}));
-  gemm_rs->add_option("--warmup", grs.warmup, "untimed calls before timing")->capture_default_str()->check(CLI::Range(0, 1000000));
-  gemm_rs->add_option("--iters", grs.iters, "timed calls (the median is reported)")->capture_default_str()->check(CLI::Range(1, 1000000));
   gemm_rs->add_option("--json", grs.json, "also write the results as JSON to FILE");
-  grs.seed_option = gemm_rs->add_option("--seed", grs.seed, "random seed of the inputs; default: a fresh one");
 
   MoeArgs moe_args;
   CLI::App* moe = bench->add_subcommand("moe_ag", "time tilelink::MoeAgGroupGemm (MoE part 1: all-gather + gather + grouped GEMM) against the per-expert cuBLAS chain");
@@ -1249,19 +1342,8 @@ int main(int argc, char** argv) {
 
   MlpArgs mlp_args;
   CLI::App* mlp = bench->add_subcommand("mlp", "time tilelink::Mlp (AG+GEMM -> activation -> GEMM+RS) against the non-overlapped chain");
-  mlp->add_option("--world", mlp_args.world, tb::kWorldOptionHelp)->capture_default_str()->check(CLI::Range(1, tilelink::kMaxWorldSize));
-  mlp->add_option("--m", mlp_args.m, "tokens over all ranks (each rank holds m / world)")->capture_default_str()->check(CLI::PositiveNumber);
-  CLI::Option* mlp_model = mlp->add_option("--model", mlp_args.model, "take hidden and intermediate from a model: llama3-8b, llama3-70b, llama3-405b")
-      ->check(CLI::IsMember({"llama3-8b", "llama3-70b", "llama3-405b"}));
-  mlp->add_option("--hidden", mlp_args.hidden, "hidden size H")->capture_default_str()->check(CLI::PositiveNumber)->excludes(mlp_model);
-  mlp->add_option("--intermediate", mlp_args.intermediate, "intermediate size over all ranks")->capture_default_str()->check(CLI::PositiveNumber)->excludes(mlp_model);
-  mlp->add_option("--activation", mlp_args.activation, "swiglu (fc1 gives gate and up halves) or gelu")->capture_default_str()->check(CLI::IsMember({"swiglu", "gelu"}));
-  mlp->add_option("--scatter", mlp_args.scatter, "fc2's scatter: pull, push or ce (ce needs --granularity row or rank)")->capture_default_str()->check(CLI::IsMember({"pull", "push", "ce"}));
-  mlp->add_option("--granularity", mlp_args.granularity, "fc2's signal per tile, row (of tiles) or rank")->capture_default_str()->check(CLI::IsMember({"tile", "row", "rank"}));
-  mlp->add_option("--warmup", mlp_args.warmup, "untimed calls before timing")->capture_default_str()->check(CLI::Range(0, 1000000));
-  mlp->add_option("--iters", mlp_args.iters, "timed calls (the median is reported)")->capture_default_str()->check(CLI::Range(1, 1000000));
+  add_mlp_options(mlp, mlp_args);
   mlp->add_option("--json", mlp_args.json, "also write the results as JSON to FILE");
-  mlp_args.seed_option = mlp->add_option("--seed", mlp_args.seed, "random seed of the inputs; default: a fresh one");
 
   TuneArgs tune_args;
   CLI::App* tune = app.add_subcommand("tune", "search an op's design space on the GPUs present and store the best config");
@@ -1293,18 +1375,24 @@ int main(int argc, char** argv) {
   trace_ag->add_option("--comm-rows", trace_args.op.comm_rows, "rows per communication tile (0 = automatic)")->capture_default_str();
   trace_ag->add_option("--blocks", trace_args.op.blocks, "all-gather CTAs with --resource sm (0 = automatic)")->capture_default_str();
   trace_ag->add_option("--kernel", trace_args.op.kernel, "GEMM configuration by name (default: the op's)");
-  trace_ag->add_option("--trace", trace_args.trace, "write the timeline as Chrome/Perfetto JSON");
-  trace_ag->add_option("--svg", trace_args.svg, "write the timeline as an SVG picture");
-  trace_ag->add_option("--capacity", trace_args.capacity, "records per rank")->capture_default_str()->check(CLI::PositiveNumber);
+  add_trace_outputs(trace_ag, trace_args);
   trace_ag->add_option("--warmup", trace_args.op.warmup, "untimed calls before timing the overhead")->capture_default_str()->check(CLI::Range(0, 1000000));
   trace_ag->add_option("--iters", trace_args.op.iters, "timed calls, traced and untraced each (the median counts)")->capture_default_str()->check(CLI::Range(1, 1000000));
   trace_args.op.seed_option = trace_ag->add_option("--seed", trace_args.op.seed, "random seed of the inputs; default: a fresh one");
   SpAttentionTraceArgs trace_attn_args;
   CLI::App* trace_attn = trace->add_subcommand("sp_attention", "SP attention: per work item each K/V chunk's wait and loads, and the store of O; the SM all-gather's waits, copies and notifies");
   add_sp_attention_options(trace_attn, trace_attn_args.op);
-  trace_attn->add_option("--trace", trace_attn_args.trace, "write the timeline as Chrome/Perfetto JSON");
-  trace_attn->add_option("--svg", trace_attn_args.svg, "write the timeline as an SVG picture");
-  trace_attn->add_option("--capacity", trace_attn_args.capacity, "records per rank")->capture_default_str()->check(CLI::PositiveNumber);
+  add_trace_outputs(trace_attn, trace_attn_args);
+  GemmRsTraceArgs trace_rs_args;
+  trace_rs_args.op.warmup = 3;
+  trace_rs_args.op.iters = 10;
+  CLI::App* trace_rs = trace->add_subcommand("gemm_rs", "GEMM+RS: each GEMM tile's epilogue and notify; the reduction blocks' waits and per-tile reductions");
+  add_gemm_rs_options(trace_rs, trace_rs_args.op);
+  add_trace_outputs(trace_rs, trace_rs_args);
+  MlpTraceArgs trace_mlp_args;
+  CLI::App* trace_mlp = trace->add_subcommand("mlp", "the MLP: fc1 (AG+GEMM) and fc2 (GEMM+RS) recorded as two parts of one timeline");
+  add_mlp_options(trace_mlp, trace_mlp_args.op);
+  add_trace_outputs(trace_mlp, trace_mlp_args, "records per rank and part");
 
   CLI::App* plan = app.add_subcommand("plan", "predict an op's timeline from a cost model (no GPU needed)");
   plan->require_subcommand(0, 1);
@@ -1470,6 +1558,14 @@ int main(int argc, char** argv) {
     if (*trace_attn) {
       if (trace_attn_args.op.seed_option->count() == 0) trace_attn_args.op.seed = fresh_seed();
       return cmd_trace_sp_attention(trace_attn_args);
+    }
+    if (*trace_mlp) {
+      if (trace_mlp_args.op.seed_option->count() == 0) trace_mlp_args.op.seed = fresh_seed();
+      return cmd_trace_mlp(trace_mlp_args);
+    }
+    if (*trace_rs) {
+      if (trace_rs_args.op.seed_option->count() == 0) trace_rs_args.op.seed = fresh_seed();
+      return cmd_trace_gemm_rs(trace_rs_args);
     }
     if (*trace_ag) {
       if (trace_args.op.seed_option->count() == 0) trace_args.op.seed = fresh_seed();

@@ -50,6 +50,18 @@ TEST(TraceTimeline, LanesByRankRoleAndCtaTimesFromTheFirstRecord) {
   EXPECT_EQ(t[5].name, "epilogue 7");
 }
 
+TEST(TraceTimeline, APartsLanesCarryItsNameAndKeepTheCommonClock) {
+  // trace mlp: fc2's records on the clock of the whole call (t0 = fc1's first record, 400 ns).
+  const std::vector<Interval> t = trace_intervals(sample(), "fc2 ", 400);
+  ASSERT_EQ(t.size(), 6u);
+  EXPECT_EQ(t[0].lane, "fc2 r0 c1 P");
+  EXPECT_DOUBLE_EQ(t[0].start, 500e-9);
+  EXPECT_EQ(t[5].lane, "fc2 r1 c3 C");
+  EXPECT_EQ(t[5].name, "epilogue 7");
+  EXPECT_DOUBLE_EQ(t[5].end, 5600e-9);
+  EXPECT_EQ(to_string(TraceKind::kReduce), std::string("reduce"));
+}
+
 TEST(TraceTimeline, ChromeJsonParsesWithOneCompleteEventPerIntervalAndNamedThreads) {
   const std::vector<Interval> t = trace_intervals(sample());
   const nlohmann::json j = nlohmann::json::parse(to_chrome_trace(t, "tilelink trace \"ag_gemm\""));

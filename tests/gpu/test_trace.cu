@@ -1,4 +1,4 @@
-// The device timeline (TraceBuffer, AgGemm::set_trace) on virtual ranks: every GEMM tile of every
+// The device timeline (TraceBuffer; AgGemm, SpAttention and GemmRs::set_trace) on virtual ranks: every GEMM tile of every
 // rank records one wait, one load and one epilogue span, the loads begin after the wait ends, the
 // SM all-gather records its copies and notifies, tracing does not change the result, off records
 // nothing, and a full buffer counts what it dropped.
@@ -14,6 +14,7 @@
 #include "gpu_test_util.hpp"
 #include "tilelink/ops/ag_gemm/ag_gemm.hpp"
 #include "tilelink/ops/attention/sp_attention.hpp"
+#include "tilelink/ops/gemm_rs/gemm_rs.hpp"
 #include "tilelink/runtime/trace_buffer.hpp"
 
 namespace tilelink::test::trace {
@@ -232,6 +233,120 @@ TEST_P(SpAttentionTraceTest, EveryChunkReadWaitsThenLoads) {
 
 INSTANTIATE_TEST_SUITE_P(SpAttention, SpAttentionTraceTest, ::testing::Values(1, 2, 4),
                          [](const ::testing::TestParamInfo<int>& info) { return "world" + std::to_string(info.param); });
+
+// GemmRs::set_trace: every rank records one epilogue and, inside it, one notify per GEMM tile; every
+// owner one reduction per tile of its block, which begins after each sender's notify of that tile
+// began (one GPU: one clock); the reduction blocks record their waits; results unchanged.
+class GemmRsTraceTest : public ::testing::TestWithParam<std::tuple<int, GemmRsScatter>> {};
+
+TEST_P(GemmRsTraceTest, EveryReductionFollowsEverySendersNotify) {
+  TL_SKIP_WITHOUT_GPU();
+  const auto [world_size, scatter] = GetParam();
+  constexpr uint32_t kRowsPerRank = 256, kCols = 264, kInner = 200;
+  const uint32_t m = kRowsPerRank * world_size;
+  const size_t partial_bytes = size_t(m) * kCols * 2, out_bytes = size_t(kRowsPerRank) * kCols * 2;
+  std::mt19937_64 rng(std::random_device{}());
+  TestWorld env(world_size, 2 * partial_bytes + (2 << 20), 4096);
+  SymmetricBuffer partial = env.heap.allocate(partial_bytes);
+  SymmetricBuffer recv = env.heap.allocate(partial_bytes);
+  std::vector<DeviceBuffer> a, b, out;
+  GemmRsArguments args;
+  args.partial = &partial;
+  args.recv = &recv;
+  args.m = m;
+  args.n = kCols;
+  args.k = kInner;
+  args.config.scatter = scatter;
+  args.config.granularity = scatter == GemmRsScatter::kCopyEngine ? SignalGranularity::kTileRow : SignalGranularity::kTile;
+  for (int r = 0; r < world_size; ++r) {
+    a.emplace_back(size_t(m) * kInner * 2, env.world.device(r));
+    b.emplace_back(size_t(kCols) * kInner * 2, env.world.device(r));
+    out.emplace_back(out_bytes, env.world.device(r));
+    upload(a[r].get(), random_bf16(size_t(m) * kInner, rng).data(), a[r].bytes());
+    upload(b[r].get(), random_bf16(size_t(kCols) * kInner, rng).data(), b[r].bytes());
+    args.a.push_back(a[r].get());
+    args.b.push_back(b[r].get());
+    args.out.push_back(out[r].get());
+  }
+  ASSERT_EQ(GemmRs::can_implement(env.world, env.heap, args), "");
+  GemmRs op(env.world, env.heap, env.signals, args, "trace_test.gemm_rs");
+  TraceBuffer buffer(env.world, 1 << 16);
+  op.run();
+  env.world.synchronize();
+  ASSERT_TRUE(buffer.records().empty()) << "an op without set_trace recorded";
+  std::vector<std::vector<uint8_t>> untraced;
+  for (int r = 0; r < world_size; ++r) untraced.push_back(download<uint8_t>(out[r].get(), out_bytes));
+
+  op.set_trace(&buffer);
+  for (int r = 0; r < world_size; ++r) poison(out[r].get(), out_bytes);
+  op.run();
+  env.world.synchronize();
+  op.set_trace(nullptr);
+  for (int r = 0; r < world_size; ++r) {
+    EXPECT_TRUE(bytes_equal(download<uint8_t>(out[r].get(), out_bytes), untraced[r])) << "rank " << r;
+  }
+
+  const GemmRsFusedPlan& plan = op.plan();
+  const uint32_t block_tiles = plan.tiles_per_block(), tiles = block_tiles * uint32_t(world_size);
+  std::map<std::tuple<uint32_t, uint32_t, uint32_t>, std::vector<TraceRecord>> by;  // (rank, kind, tile)
+  uint32_t waits = 0;
+  for (const TraceRecord& rec : buffer.records()) {
+    ASSERT_LT(rec.rank, uint32_t(world_size));
+    ASSERT_LE(rec.start_ns, rec.end_ns);
+    const bool comm = rec.role == uint16_t(TraceRole::kComm);
+    if (comm && rec.kind == uint32_t(TraceKind::kWait)) {
+      ++waits;
+      continue;
+    }
+    if (comm) ASSERT_EQ(rec.kind, uint32_t(TraceKind::kReduce)) << "a reduction block recorded " << rec.kind;
+    if (!comm) {
+      ASSERT_EQ(rec.role, uint16_t(TraceRole::kConsumer));
+      ASSERT_TRUE(rec.kind == uint32_t(TraceKind::kEpilogue) || rec.kind == uint32_t(TraceKind::kNotify)) << rec.kind;
+    }
+    ASSERT_LT(rec.tile, tiles);
+    by[{rec.rank, rec.kind, rec.tile}].push_back(rec);
+  }
+  for (uint32_t r = 0; r < uint32_t(world_size); ++r) {
+    for (uint32_t t = 0; t < tiles; ++t) {
+      const auto& epilogue = by[{r, uint32_t(TraceKind::kEpilogue), t}];
+      const auto& notify = by[{r, uint32_t(TraceKind::kNotify), t}];
+      ASSERT_EQ(epilogue.size(), 1u) << "rank " << r << " tile " << t;
+      ASSERT_EQ(notify.size(), 1u) << "rank " << r << " tile " << t;
+      EXPECT_LE(epilogue[0].start_ns, notify[0].start_ns) << "rank " << r << " tile " << t;
+      EXPECT_LE(notify[0].end_ns, epilogue[0].end_ns) << "rank " << r << " tile " << t;
+    }
+  }
+  for (uint32_t r = 0; r < uint32_t(world_size); ++r) {  // every notify is there (asserted above)
+    for (uint32_t t = r * block_tiles; t < (r + 1) * block_tiles; ++t) {
+      const auto& reduce = by[{r, uint32_t(TraceKind::kReduce), t}];
+      ASSERT_EQ(reduce.size(), 1u) << "owner " << r << " tile " << t;
+      for (uint32_t s = 0; s < uint32_t(world_size); ++s) {
+        const uint64_t notified = by[{s, uint32_t(TraceKind::kNotify), t}][0].start_ns;
+        EXPECT_LE(notified, reduce[0].start_ns) << "owner " << r << " tile " << t << " sender " << s;
+      }
+    }
+    for (uint32_t t = 0; t < tiles; ++t) {
+      const bool none = by[{r, uint32_t(TraceKind::kReduce), t}].empty();
+      if (t / block_tiles != r) EXPECT_TRUE(none) << "rank " << r << " reduced tile " << t << " of another owner";
+    }
+  }
+  EXPECT_GE(waits, tiles);  // at least one per reduced tile
+  EXPECT_EQ(buffer.dropped(), 0u);
+
+  buffer.clear();
+  op.run();
+  env.world.synchronize();
+  EXPECT_TRUE(buffer.records().empty()) << "set_trace(nullptr) did not turn recording off";
+}
+
+INSTANTIATE_TEST_SUITE_P(GemmRs, GemmRsTraceTest,
+                         ::testing::Combine(::testing::Values(2, 4),
+                                            ::testing::Values(GemmRsScatter::kPull, GemmRsScatter::kEpiloguePush,
+                                                              GemmRsScatter::kCopyEngine)),
+                         [](const ::testing::TestParamInfo<GemmRsTraceTest::ParamType>& info) {
+                           return "world" + std::to_string(std::get<0>(info.param)) + "_" +
+                                  to_string(std::get<1>(info.param));
+                         });
 
 }  // namespace
 }  // namespace tilelink::test::trace

@@ -19,6 +19,7 @@ enum class TraceKind : uint32_t {
   kEpilogue = 2,  // a GEMM tile's epilogue (accumulators to memory)
   kCopy = 3,      // a communication tile's copy (tile_pull_data / tile_push_data)
   kNotify = 4,    // a notify (producer_tile_notify / peer_tile_notify)
+  kReduce = 5,    // a reduction of one tile's parts from every rank (GEMM+RS's owner)
 };
 
 // Who recorded a span: a GEMM's (or the attention's) producer, its consumers, or a
@@ -36,6 +37,7 @@ inline const char* to_string(TraceKind k) {
     case TraceKind::kEpilogue: return "epilogue";
     case TraceKind::kCopy: return "copy";
     case TraceKind::kNotify: return "notify";
+    case TraceKind::kReduce: return "reduce";
   }
   return "?";
 }

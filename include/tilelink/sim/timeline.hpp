@@ -37,10 +37,12 @@ struct Interval {
   double end = 0;
 };
 
-// A measured device timeline (tilelink trace) as intervals: seconds from the earliest record;
-// one lane per rank, CTA and role ("r0 c5 P" GEMM producer, "r0 c5 C" GEMM consumer, "r0 b2 comm"
-// a communication block), lanes ordered by rank, role, CTA; names "<kind> <tile>".
-std::vector<Interval> trace_intervals(std::vector<TraceRecord> records);
+// A measured device timeline (tilelink trace) as intervals: seconds from `t0_ns` (0: the earliest
+// record); one lane per rank, CTA and role ("r0 c5 P" GEMM producer, "r0 c5 C" GEMM consumer,
+// "r0 b2 comm" a communication block), each after `lane_prefix` (an op's part, e.g. "fc1 "),
+// lanes ordered by rank, role, CTA; names "<kind> <tile>".
+std::vector<Interval> trace_intervals(std::vector<TraceRecord> records, const std::string& lane_prefix = "",
+                                      uint64_t t0_ns = 0);
 
 // Chrome / Perfetto trace JSON ("traceEvents", complete events in microseconds).
 std::string to_chrome_trace(const std::vector<Interval>& timeline, const std::string& process_name);

@@ -190,12 +190,19 @@ uint64_t GemmRs::run() {
     detail::launch_gemm_rs_reduce(plan_, slice_.device_view(r), heap_->device_view(r), args_.partial->data(r),
                                   args_.recv != nullptr ? args_.recv->data(r) : nullptr,
                                   args_.out[static_cast<size_t>(r)], reduce_blocks_, kernel_cluster_,
-                                  world.comm_stream(r));
+                                  world.comm_stream(r), trace_ != nullptr ? trace_->view(r) : TraceView{});
     // The copies read this call's partial.
     if (plan_.scatter == GemmRsScatter::kCopyEngine) scatter_.join_into(r, world.comm_stream(r));
     world.compute_after_comm(r);
   }
   return epoch;
+}
+
+void GemmRs::set_trace(const TraceBuffer* trace) {
+  trace_ = trace;
+  for (int r = 0; r < world_->size(); ++r) {
+    kernels_[static_cast<size_t>(r)]->set_trace(trace != nullptr ? trace->view(r) : TraceView{});
+  }
 }
 
 void GemmRs::run_gemm_only() {

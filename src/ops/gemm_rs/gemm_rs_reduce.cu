@@ -11,6 +11,7 @@
 #include "ops/common/cluster_launch.hpp"
 #include "ops/gemm_rs/sm90_gemm_rs_kernel.hpp"
 #include "tilelink/comm/device_ctx.cuh"
+#include "tilelink/primitives/trace.cuh"
 #include "tilelink/runtime/world.hpp"
 
 namespace tilelink::detail {
@@ -21,10 +22,12 @@ constexpr int kVectors = 4;  // 16-byte vectors in flight per thread and sender
 
 __global__ void __launch_bounds__(kThreads) gemm_rs_reduce_kernel(GemmRsFusedPlan plan, SignalView sig,
                                                                   SymmetricView heap, const __nv_bfloat16* buf,
-                                                                  const __nv_bfloat16* recv, __nv_bfloat16* out) {
-  DeviceBlockCtx<false> ctx{sig.rank, sig.world, nullptr};
+                                                                  const __nv_bfloat16* recv, __nv_bfloat16* out,
+                                                                  TraceView trace) {
+  DeviceBlockCtx<false> ctx{sig.rank, sig.world, nullptr, trace};
   const uint32_t rank = static_cast<uint32_t>(sig.rank);
-  gemm_rs_fused_reduce_block(ctx, plan, sig, [&](uint32_t, uint32_t row0, uint32_t col0, uint32_t cols) {
+  gemm_rs_fused_reduce_block(ctx, plan, sig, [&](uint32_t t, uint32_t row0, uint32_t col0, uint32_t cols) {
+    const uint64_t t0 = trace_start(trace);
     const uint32_t vectors_per_row = cols / 8;  // n and bn are multiples of 8
     const uint32_t total = plan.bm * vectors_per_row;
     for (uint32_t e0 = threadIdx.x; e0 < total; e0 += kVectors * kThreads) {
@@ -55,6 +58,13 @@ __global__ void __launch_bounds__(kThreads) gemm_rs_reduce_kernel(GemmRsFusedPla
         *reinterpret_cast<uint4*>(out + at[j]) = pack_bf16x8(acc[j]);
       }
     }
+    if (trace.on()) {  // the whole block's part of the tile (on is uniform over the block)
+      __syncthreads();
+      if (threadIdx.x == 0) {
+        trace_span(trace, TraceKind::kReduce, rank * plan.tiles_per_block() + t, TraceRole::kComm, t0,
+                   global_time_ns());
+      }
+    }
   });
 }
 
@@ -62,10 +72,10 @@ __global__ void __launch_bounds__(kThreads) gemm_rs_reduce_kernel(GemmRsFusedPla
 
 void launch_gemm_rs_reduce(const GemmRsFusedPlan& plan, const SignalView& sig, const SymmetricView& heap,
                            const void* buf, const void* recv, void* out, uint32_t blocks, uint32_t cluster,
-                           cudaStream_t stream) {
+                           cudaStream_t stream, const TraceView& trace) {
   launch_in_clusters(gemm_rs_reduce_kernel, blocks, kThreads, cluster, stream, plan, sig, heap,
                      static_cast<const __nv_bfloat16*>(buf), static_cast<const __nv_bfloat16*>(recv),
-                     static_cast<__nv_bfloat16*>(out));
+                     static_cast<__nv_bfloat16*>(out), trace);
 }
 
 void preload_gemm_rs_reduce() { preload_kernel(gemm_rs_reduce_kernel); }

@@ -26,14 +26,18 @@
 #include "ops/gemm_rs/sm90_gemm_rs_kernel.hpp"
 #include "tilelink/core/error.hpp"
 #include "tilelink/primitives/device.cuh"
+#include "tilelink/primitives/trace.cuh"
 
 namespace tilelink::detail {
 
-// What a finished tile notifies; the epilogue's hook (sm90_hooked_epilogue.cuh).
+// What a finished tile notifies; the epilogue's hook (sm90_hooked_epilogue.cuh). With a TraceView
+// on, consumer thread 0 records each tile's epilogue (store and notify) and, inside it, the
+// notify, both named by the GEMM tile (m_tile * n_tiles + n_tile over the whole M).
 struct GemmRsNotify {
   GemmRsFusedPlan plan;
   SignalView sig;
   bool enabled = true;  // false: the GEMM alone (benchmarks)
+  TraceView trace;
 
   TL_HOST_DEVICE uint32_t m_tiles() const { return plan.world * plan.m_tiles(); }  // tile rows of M
 
@@ -52,22 +56,31 @@ struct GemmRsNotify {
     return cute::make_coord(m - owner * mt, static_cast<int>(cute::get<1>(coord)),
                             static_cast<int>(cute::get<2>(coord)), owner);
   }
-  CUTLASS_DEVICE int before() const { return 0; }
+  CUTLASS_DEVICE uint64_t before() const { return trace_start(trace); }
 
   // One notify per finished tile (add mode), once its stores have landed; padding tiles (cluster
-  // rounding, m_tile >= m_tiles()) notify nothing.
+  // rounding, m_tile >= m_tiles()) notify nothing and record nothing.
   template <class TileCoord>
-  CUTLASS_DEVICE void after(TileCoord const& coord, int thread_idx, int) const {
+  CUTLASS_DEVICE void after(TileCoord const& coord, int thread_idx, uint64_t start) const {
     const uint32_t m_tile = static_cast<uint32_t>(cute::get<0>(coord));
-    if (!enabled || m_tile >= m_tiles()) return;
-    store_landed_then(thread_idx, [&] {
-      const uint32_t channel = plan.tile_channel(m_tile, static_cast<uint32_t>(cute::get<1>(coord)));
-      if (plan.scatter == GemmRsScatter::kEpiloguePush) {
-        tilelink::peer_tile_notify(sig, channel, static_cast<int>(plan.tile_owner(m_tile)), NotifyMode::kAdd);
-      } else {
-        tilelink::producer_tile_notify(sig, channel, NotifyMode::kAdd);
-      }
-    });
+    if (m_tile >= m_tiles()) return;
+    const uint32_t n_tile = static_cast<uint32_t>(cute::get<1>(coord));
+    const uint32_t traced_tile = m_tile * plan.n_tiles() + n_tile;
+    if (enabled) {
+      store_landed_then(thread_idx, [&] {
+        const uint32_t channel = plan.tile_channel(m_tile, n_tile);
+        const uint64_t t_notify = trace_start(trace);
+        if (plan.scatter == GemmRsScatter::kEpiloguePush) {
+          tilelink::peer_tile_notify(sig, channel, static_cast<int>(plan.tile_owner(m_tile)), NotifyMode::kAdd);
+        } else {
+          tilelink::producer_tile_notify(sig, channel, NotifyMode::kAdd);
+        }
+        trace_span(trace, TraceKind::kNotify, traced_tile, TraceRole::kConsumer, t_notify, global_time_ns());
+      });
+    }
+    if (trace.on() && thread_idx == 0) {
+      trace_span(trace, TraceKind::kEpilogue, traced_tile, TraceRole::kConsumer, start, global_time_ns());
+    }
   }
 };
 
@@ -106,7 +119,7 @@ class Sm90GemmRsKernelImpl final : public Sm90GemmRsKernel {
     Types::set_problem(args, p.m, p.n, p.k, p.a, p.k, p.b, p.d, p.m_order, p.swizzle);
     args.epilogue.dD = cute::make_stride(static_cast<int64_t>(p.n), cute::Int<1>{}, p.d_batch_stride);
     args.epilogue.dC = args.epilogue.dD;
-    args.epilogue.hook = {p.plan, p.sig, true};
+    args.epilogue.hook = {p.plan, p.sig, true, TraceView{}};
     launcher_.init(args, p.device, p.sm_count,
                    "gemm_rs kernel, (m, n, k) = (" + std::to_string(m) + ", " + std::to_string(n) + ", " +
                        std::to_string(k) + ")");
@@ -118,6 +131,7 @@ class Sm90GemmRsKernelImpl final : public Sm90GemmRsKernel {
     launcher_.launch(stream);
   }
   int ctas() const override { return launcher_.ctas(); }
+  void set_trace(const TraceView& trace) override { launcher_.params().epilogue.hook.trace = trace; }
 
   static Sm90GemmRsConfigInfo info(const char* name) {
     return {name, kTileM, kTileN, static_cast<uint32_t>(cute::size<2>(TileShape{})), kClusterM, kClusterN,

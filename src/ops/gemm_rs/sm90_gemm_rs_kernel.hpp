@@ -19,6 +19,7 @@
 #include "tilelink/ops/gemm_rs/gemm_rs_fused.hpp"
 #include "tilelink/primitives/signal.hpp"
 #include "tilelink/primitives/symmetric.hpp"
+#include "tilelink/primitives/trace.hpp"
 
 namespace tilelink::detail {
 
@@ -42,6 +43,8 @@ class Sm90GemmRsKernel {
   // notify = false: the GEMM alone, its epilogue notifies nothing (benchmarks).
   virtual void run(uint64_t epoch, cudaStream_t stream, bool notify = true) = 0;
   virtual int ctas() const = 0;
+  // Later runs record each tile's epilogue and notify into `trace` (a default view: off).
+  virtual void set_trace(const TraceView& trace) = 0;
 };
 
 struct Sm90GemmRsConfigInfo {
@@ -60,8 +63,10 @@ const std::vector<Sm90GemmRsConfigInfo>& sm90_gemm_rs_configs();
 // `blocks` CTAs (a multiple of `cluster`), in clusters of `cluster` CTAs (the GEMM's), on `stream`.
 // Loads the reduction kernel's module on the current device (lazy loading, see World).
 void preload_gemm_rs_reduce();
+// With `trace` on, thread 0 of each CTA records its waits (TraceRole::kComm, tile = the channel)
+// and each tile's reduction (TraceKind::kReduce, tile = the GEMM tile over the whole M).
 void launch_gemm_rs_reduce(const GemmRsFusedPlan& plan, const SignalView& sig, const SymmetricView& heap,
                            const void* buf, const void* recv, void* out, uint32_t blocks, uint32_t cluster,
-                           cudaStream_t stream);
+                           cudaStream_t stream, const TraceView& trace = {});
 
 }  // namespace tilelink::detail

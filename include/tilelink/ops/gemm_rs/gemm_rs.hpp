@@ -27,6 +27,7 @@
 #include "tilelink/runtime/side_streams.hpp"
 #include "tilelink/runtime/signal_set.hpp"
 #include "tilelink/runtime/symmetric_heap.hpp"
+#include "tilelink/runtime/trace_buffer.hpp"
 #include "tilelink/runtime/world.hpp"
 
 namespace tilelink {
@@ -70,6 +71,13 @@ class GemmRs {
   // time. Leaves the signals as they were.
   void run_gemm_only();
 
+  // Later calls record the device timeline into `trace` (nullptr: off): every GEMM tile's
+  // epilogue and notify (consumer thread 0; tile = m_tile * n_tiles + n_tile over the whole M),
+  // and the reduction blocks' waits (tile = the channel) and per-tile reductions (tile = the same
+  // GEMM tile numbering). The copy-engine scatter's copies are not recorded. tilelink trace
+  // gemm_rs renders it.
+  void set_trace(const TraceBuffer* trace);
+
   const GemmRsFusedPlan& plan() const { return plan_; }
   uint32_t reduce_blocks() const { return reduce_blocks_; }
   uint32_t swizzle() const { return swizzle_; }
@@ -91,6 +99,7 @@ class GemmRs {
   // reduction kernel on the comm stream) and the events that order it with the comm stream.
   SideStreams scatter_;  // copy-engine scatter only
   std::vector<std::unique_ptr<detail::Sm90GemmRsKernel>> kernels_;
+  const TraceBuffer* trace_ = nullptr;
 };
 
 }  // namespace tilelink

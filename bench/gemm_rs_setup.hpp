@@ -1,0 +1,80 @@
+// The world, buffers and random inputs of a GEMM+RS benchmark (bench gemm_rs, trace gemm_rs):
+// make_bench_world's ranks, a heap with every rank's partial (and, for the copy-engine scatter,
+// the op's receive slots), per rank A, B and the output block.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "bench/gemm_helpers.hpp"
+#include "bench/random.hpp"
+#include "bench/world_choice.hpp"
+#include "tilelink/core/error.hpp"
+#include "tilelink/ops/gemm_rs/gemm_rs.hpp"
+
+namespace tilelink::bench {
+
+struct GemmRsSetup {
+  int w;
+  uint32_t m, n, k_local, rows;
+  size_t partial_bytes, block_elems, block_bytes;
+  World world;
+  SymmetricHeap heap;
+  SignalSet signals;
+  SymmetricBuffer partial;
+  SymmetricBuffer recv;        // the baselines' slots: w x rows x n
+  SymmetricBuffer fused_recv;  // the op's, scatter ce only
+  std::vector<DeviceBuffer> a, b, out;
+  GemmRsArguments args;
+
+  // m: output rows over all ranks; k: the inner dimension over all ranks (each rank holds k / w).
+  GemmRsSetup(int world_size, uint32_t m_, uint32_t n_, uint32_t k, const GemmRsConfig& config, uint64_t seed,
+              const char* where)
+      : w(world_size),
+        m(m_),
+        n(n_),
+        k_local(checked_k_local(k, world_size, where)),
+        rows(m_ / static_cast<uint32_t>(world_size)),
+        partial_bytes(size_t(m_) * n_ * 2),
+        block_elems(size_t(rows) * n_),
+        block_bytes(block_elems * 2),
+        world(make_bench_world(world_size)),
+        heap(world, (ce(config) ? 3 : 2) * partial_bytes + (16u << 20)),
+        signals(heap, 1u << 16),
+        partial(heap.allocate(partial_bytes)),
+        recv(heap.allocate(partial_bytes)),
+        fused_recv(ce(config) ? heap.allocate(partial_bytes) : SymmetricBuffer()) {
+    args.partial = &partial;
+    args.recv = ce(config) ? &fused_recv : nullptr;
+    args.m = m;
+    args.n = n;
+    args.k = k_local;
+    args.config = config;
+    for (int r = 0; r < w; ++r) {
+      const int dev = world.device(r);
+      a.emplace_back(size_t(m) * k_local * 2, dev);
+      b.emplace_back(size_t(n) * k_local * 2, dev);
+      out.emplace_back(block_bytes, dev);
+      fill_bf16(a[r].get(), size_t(m) * k_local, rank_seed(seed, r), world.compute_stream(r));
+      fill_bf16(b[r].get(), size_t(n) * k_local, rank_seed(seed ^ 0xB0B0ull, r), world.compute_stream(r));
+      TL_CUDA_CHECK(cudaMemsetAsync(out[r].get(), 0xFF, block_bytes, world.compute_stream(r)));
+      args.a.push_back(a[r].get());
+      args.b.push_back(b[r].get());
+      args.out.push_back(out[r].get());
+    }
+    if (const std::string why = GemmRs::can_implement(world, heap, args); !why.empty()) {
+      throw InvalidArgument(std::string(where) + ": " + why);
+    }
+  }
+
+ private:
+  static uint32_t checked_k_local(uint32_t k, int world_size, const char* where) {
+    TL_REQUIRE(world_size >= 1, where, "world", world_size, ">= 1");
+    TL_REQUIRE(k % world_size == 0 && (k / world_size) % 8 == 0, where, "k", k,
+               "a multiple of 8 * world (" + std::to_string(8 * world_size) + "): K is split over the ranks");
+    return k / static_cast<uint32_t>(world_size);
+  }
+  static bool ce(const GemmRsConfig& config) { return config.scatter == GemmRsScatter::kCopyEngine; }
+};
+
+}  // namespace tilelink::bench
