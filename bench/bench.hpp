@@ -171,6 +171,16 @@ struct TuneOptions {
 // `tilelink tune ag_gemm`: the two-stage search (tune/ag_gemm_tune.hpp), one progress line per
 // configuration on `progress`; returns the tuned configuration against the automatic one. tune.cu.
 Table tune_ag_gemm(const TuneOptions& options, std::ostream& progress);
+struct GemmRsTuneOptions {
+  int world = 8;
+  uint32_t m = 8192, n = 8192, k = 28672;  // as GemmRsBenchOptions
+  size_t top = 6;                          // communication variants timed (best predicted)
+  TimingOptions timing{2, 5};
+  uint64_t seed = 1;
+  std::string cache;  // tune cache file to update ("" = none)
+};
+// `tilelink tune gemm_rs`: the two-stage search (tune/gemm_rs_tune.hpp), as tune_ag_gemm. tune.cu.
+Table tune_gemm_rs(const GemmRsTuneOptions& options, std::ostream& progress);
 
 struct TraceOptions {
   int world = 8;

@@ -142,9 +142,10 @@ Table bench_gemm_rs(const GemmRsBenchOptions& o) {
   result.row("tilelink fused", t_fused);
   result.row("fused GEMM alone (no scatter, no reduction)", t_alone);
   Table& table = result.table;
-  table.notes.push_back(std::string("config: scatter ") + to_string(o.config.scatter) + ", signal per " +
-                        granularity_name(o.config.granularity) + ", " + std::to_string(op.reduce_blocks()) +
+  table.notes.push_back(std::string("config: scatter ") + to_string(op.config().scatter) + ", signal per " +
+                        granularity_name(op.config().granularity) + ", " + std::to_string(op.reduce_blocks()) +
                         " reduction CTAs, swizzle " + std::to_string(op.swizzle()));
+  if (!op.tuned_from().empty()) table.notes.push_back("config from the tune cache " + op.tuned_from());
   table.notes.push_back("check: fused output of every rank equals cuBLAS + reduce-scatter within bf16 tolerance");
   result.common_notes(w, t_fused.samples, o.timing.warmup, gated);
   return table;

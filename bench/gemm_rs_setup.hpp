@@ -1,6 +1,7 @@
-// The world, buffers and random inputs of a GEMM+RS benchmark (bench gemm_rs, trace gemm_rs):
-// make_bench_world's ranks, a heap with every rank's partial (and, for the copy-engine scatter,
-// the op's receive slots), per rank A, B and the output block.
+// The world, buffers and random inputs of a GEMM+RS benchmark (bench, trace and tune gemm_rs):
+// make_bench_world's ranks, a heap with every rank's partial, the baselines' slots and the op's
+// receive slots (always passed, so that a copy-engine configuration from the tune cache applies
+// too), per rank A, B and the output block.
 #pragma once
 
 #include <string>
@@ -23,7 +24,7 @@ struct GemmRsSetup {
   SignalSet signals;
   SymmetricBuffer partial;
   SymmetricBuffer recv;        // the baselines' slots: w x rows x n
-  SymmetricBuffer fused_recv;  // the op's, scatter ce only
+  SymmetricBuffer fused_recv;  // the op's (used by the copy-engine scatter)
   std::vector<DeviceBuffer> a, b, out;
   GemmRsArguments args;
 
@@ -39,13 +40,13 @@ struct GemmRsSetup {
         block_elems(size_t(rows) * n_),
         block_bytes(block_elems * 2),
         world(make_bench_world(world_size)),
-        heap(world, (ce(config) ? 3 : 2) * partial_bytes + (16u << 20)),
+        heap(world, 3 * partial_bytes + (16u << 20)),
         signals(heap, 1u << 16),
         partial(heap.allocate(partial_bytes)),
         recv(heap.allocate(partial_bytes)),
-        fused_recv(ce(config) ? heap.allocate(partial_bytes) : SymmetricBuffer()) {
+        fused_recv(heap.allocate(partial_bytes)) {
     args.partial = &partial;
-    args.recv = ce(config) ? &fused_recv : nullptr;
+    args.recv = &fused_recv;
     args.m = m;
     args.n = n;
     args.k = k_local;
@@ -74,7 +75,6 @@ struct GemmRsSetup {
                "a multiple of 8 * world (" + std::to_string(8 * world_size) + "): K is split over the ranks");
     return k / static_cast<uint32_t>(world_size);
   }
-  static bool ce(const GemmRsConfig& config) { return config.scatter == GemmRsScatter::kCopyEngine; }
 };
 
 }  // namespace tilelink::bench

@@ -98,12 +98,16 @@ if [[ $mode == *swizzle* ]]; then
   grep -E "^(==|tilelink fused|tilelink grouped|cuBLAS per-expert|non-over|error)" "$out/swizzle.log" | cut -c1-100 | tail -60
 fi
 if [[ $mode == *tune* ]]; then
-  # tune AG+GEMM on the paper's shapes at world 8 into a fresh cache, then bench ag_gemm, which
-  # picks the tuned configurations up from it.
+  # tune AG+GEMM and GEMM+RS (tune_rs: GEMM+RS only) on the paper's shapes at world 8 into a fresh
+  # cache, then bench ag_gemm and gemm_rs, which pick the tuned configurations up from it.
   export TILELINK_TUNE_CACHE="$out/tune.json"
   rm -f "$TILELINK_TUNE_CACHE"
-  { timeout 300 "$build/tilelink" tune ag_gemm --world 8 --shapes paper &&
-      timeout 200 "$build/tilelink" bench ag_gemm --world 8 --shapes paper; } >"$out/tune.log" 2>&1 || status=1
+  { if [[ $mode != *tune_rs* ]]; then
+      timeout 300 "$build/tilelink" tune ag_gemm --world 8 --shapes paper &&
+        timeout 200 "$build/tilelink" bench ag_gemm --world 8 --shapes paper
+    fi &&
+      timeout 300 "$build/tilelink" tune gemm_rs --world 8 --shapes paper &&
+      timeout 200 "$build/tilelink" bench gemm_rs --world 8 --shapes paper; } >"$out/tune.log" 2>&1 || status=1
   grep -E "^(\[|==|automatic|tuned|tilelink fused|cuBLAS|non-over|note: config|note: stored|tilelink)" "$out/tune.log" | tail -120
   unset TILELINK_TUNE_CACHE
 fi

@@ -16,6 +16,7 @@
 //   tilelink bench sp_attention [--world N] [--seq S] [--q-heads --kv-heads --head-dim] [--non-causal]
 //       [--layout contiguous|zigzag] [--resource ce|sm] [--comm-rows R] [--blocks k] [--local-first] [--section-heads H] [--dump DIR]
 //   tilelink tune ag_gemm [--world N] [--m --n --k | --shapes paper] [--top K] [--cache FILE] [--dry-run]
+//   tilelink tune gemm_rs [--world N] [--m --n --k | --shapes paper] [--top K] [--cache FILE] [--dry-run]
 //   tilelink trace ag_gemm [--world N] [--m --n --k] [--resource ce|sm] [--comm-rows R] [--blocks k] [--kernel NAME]
 //       [--trace FILE] [--svg FILE] [--capacity N]
 //   tilelink trace sp_attention [the options of bench sp_attention, less --dump] [--trace FILE] [--svg FILE] [--capacity N]
@@ -67,6 +68,7 @@
 #include "tilelink/sim/sp_attention_sim.hpp"
 #include "tilelink/sim/timeline.hpp"
 #include "tilelink/tune/ag_gemm_tune.hpp"
+#include "tilelink/tune/gemm_rs_tune.hpp"
 #include "tilelink/tune/tune_cache.hpp"
 
 #ifndef TILELINK_VERSION
@@ -793,8 +795,9 @@ struct TuneArgs {
   CLI::Option* seed_option = nullptr;
 };
 
-std::vector<Mnk> tune_shapes(const TuneArgs& a) {
-  return choose_shapes(false, false, a.shapes, kAgGemmPaperShapes, {a.m, a.n, a.k}, "", "ag_gemm").shapes;
+std::vector<Mnk> tune_shapes(const TuneArgs& a, const std::vector<Mnk>& paper = kAgGemmPaperShapes,
+                             const char* op = "ag_gemm") {
+  return choose_shapes(false, false, a.shapes, paper, {a.m, a.n, a.k}, "", op).shapes;
 }
 
 // --dry-run: the candidates the search would time, with the plan model's predictions; no GPU.
@@ -828,6 +831,56 @@ int cmd_tune(const TuneArgs& a, const std::string& command) {
     return tb::tune_ag_gemm(o, std::cout);
   });
   return 0;
+}
+
+int cmd_tune_gemm_rs_dry_run(const TuneArgs& a) {
+  for (const Mnk& s : tune_shapes(a, kGemmRsPaperShapes, "gemm_rs")) {
+    const tilelink::GemmRsTuneShape shape{a.world, a.sms / a.world, s.m, s.n, s.k / static_cast<uint32_t>(a.world)};
+    std::cout << "== tune gemm_rs (dry run), world " << a.world << ", m=" << s.m << " n=" << s.n << " k=" << s.k
+              << ", " << shape.sm_budget << " SMs per rank ==\n";
+    const auto compute = tilelink::gemm_rs_compute_candidates();
+    for (const auto& c : compute) std::cout << "compute       " << tilelink::describe(c) << "\n";
+    for (const auto& c : tilelink::gemm_rs_comm_candidates(compute.front(), shape, a.top)) {
+      std::printf("communication %s  (predicted %.1f us)\n", tilelink::describe(c.config).c_str(), c.predicted_us);
+    }
+  }
+  return 0;
+}
+
+int cmd_tune_gemm_rs(const TuneArgs& a, const std::string& command) {
+  check_writable(a.json);
+  tb::GemmRsTuneOptions o;
+  o.world = a.world;
+  o.top = a.top;
+  o.cache = a.cache;
+  o.timing = {a.warmup, a.iters};
+  o.seed = a.seed;
+  run_shapes(a.world, "tune gemm_rs", tune_shapes(a, kGemmRsPaperShapes, "gemm_rs"), command, a.seed, a.json,
+             [&](const Mnk& s) {
+               o.m = s.m;
+               o.n = s.n;
+               o.k = s.k;
+               return tb::tune_gemm_rs(o, std::cout);
+             });
+  return 0;
+}
+
+// The options `tune ag_gemm` and `tune gemm_rs` share (the shape's help differs).
+void add_tune_options(CLI::App* app, TuneArgs& a, const char* m_help, const char* n_help, const char* k_help,
+                      const char* paper_help) {
+  app->add_option("--world", a.world, tb::kWorldOptionHelp)->capture_default_str()->check(CLI::Range(1, tilelink::kMaxWorldSize));
+  app->add_option("--m", a.m, m_help)->capture_default_str()->check(CLI::PositiveNumber);
+  app->add_option("--n", a.n, n_help)->capture_default_str()->check(CLI::PositiveNumber);
+  app->add_option("--k", a.k, k_help)->capture_default_str()->check(CLI::PositiveNumber);
+  app->add_option("--shapes", a.shapes, paper_help)->check(CLI::IsMember({"paper"}));
+  app->add_option("--top", a.top, "communication variants to time (the plan model's best)")->capture_default_str()->check(CLI::Range(1, 64));
+  app->add_option("--cache", a.cache, "tune cache file to update ('' = do not store); default: $TILELINK_TUNE_CACHE or ~/.cache/tilelink/tune.json")->capture_default_str();
+  app->add_flag("--dry-run", a.dry_run, "print the candidates and the model's predictions; no GPU needed");
+  app->add_option("--sms", a.sms, "dry run: SMs of the GPU planned for")->capture_default_str()->check(CLI::PositiveNumber);
+  app->add_option("--warmup", a.warmup, "untimed calls per configuration")->capture_default_str()->check(CLI::Range(0, 1000000));
+  app->add_option("--iters", a.iters, "timed calls per configuration (the median counts)")->capture_default_str()->check(CLI::Range(1, 1000000));
+  app->add_option("--json", a.json, "also write the results as JSON to FILE");
+  a.seed_option = app->add_option("--seed", a.seed, "random seed of the inputs; default: a fresh one");
 }
 
 // The table of a plan command (non-overlapped, decomposed, fused, ideal) and its timeline files.
@@ -1349,19 +1402,15 @@ int main(int argc, char** argv) {
   CLI::App* tune = app.add_subcommand("tune", "search an op's design space on the GPUs present and store the best config");
   tune->require_subcommand(0, 1);
   CLI::App* tune_ag = tune->add_subcommand("ag_gemm", "AG+GEMM: kernel x swizzle, then the communication variants the plan model ranks best");
-  tune_ag->add_option("--world", tune_args.world, tb::kWorldOptionHelp)->capture_default_str()->check(CLI::Range(1, tilelink::kMaxWorldSize));
-  tune_ag->add_option("--m", tune_args.m, "rows of A and C (all ranks)")->capture_default_str()->check(CLI::PositiveNumber);
-  tune_ag->add_option("--n", tune_args.n, "columns of C over all ranks")->capture_default_str()->check(CLI::PositiveNumber);
-  tune_ag->add_option("--k", tune_args.k, "inner dimension")->capture_default_str()->check(CLI::PositiveNumber);
-  tune_ag->add_option("--shapes", tune_args.shapes, "'paper': the three LLaMA shapes instead of --m/--n/--k")->check(CLI::IsMember({"paper"}));
-  tune_ag->add_option("--top", tune_args.top, "communication variants to time (the plan model's best)")->capture_default_str()->check(CLI::Range(1, 64));
-  tune_ag->add_option("--cache", tune_args.cache, "tune cache file to update ('' = do not store); default: $TILELINK_TUNE_CACHE or ~/.cache/tilelink/tune.json")->capture_default_str();
-  tune_ag->add_flag("--dry-run", tune_args.dry_run, "print the candidates and the model's predictions; no GPU needed");
-  tune_ag->add_option("--sms", tune_args.sms, "dry run: SMs of the GPU planned for")->capture_default_str()->check(CLI::PositiveNumber);
-  tune_ag->add_option("--warmup", tune_args.warmup, "untimed calls per configuration")->capture_default_str()->check(CLI::Range(0, 1000000));
-  tune_ag->add_option("--iters", tune_args.iters, "timed calls per configuration (the median counts)")->capture_default_str()->check(CLI::Range(1, 1000000));
-  tune_ag->add_option("--json", tune_args.json, "also write the results as JSON to FILE");
-  tune_args.seed_option = tune_ag->add_option("--seed", tune_args.seed, "random seed of the inputs; default: a fresh one");
+  add_tune_options(tune_ag, tune_args, "rows of A and C (all ranks)", "columns of C over all ranks", "inner dimension",
+                   "'paper': the three LLaMA shapes instead of --m/--n/--k");
+  TuneArgs tune_rs_args;
+  tune_rs_args.n = 8192;
+  tune_rs_args.k = 28672;
+  CLI::App* tune_rs = tune->add_subcommand("gemm_rs", "GEMM+RS: swizzle, then the scatter x signal granularity x reduction CTAs variants the plan model ranks best");
+  add_tune_options(tune_rs, tune_rs_args, "rows of the output over all ranks", "columns of the output",
+                   "inner dimension over all ranks (each rank holds k / world)",
+                   "'paper': (8192, 8192, 28672), (8192, 4096, 14336), (8192, 12288, 49152) instead of --m/--n/--k");
 
   TraceArgs trace_args;
   CLI::App* trace = app.add_subcommand("trace", "record an op's per-tile device timeline (%globaltimer) on every rank");
@@ -1507,9 +1556,11 @@ int main(int argc, char** argv) {
     return kExitUsage;
   }
 
-  if (*plan_ag || *plan_rs || *plan_moe || *plan_layer || *plan_attn || *plan_mlp || (*tune_ag && tune_args.dry_run)) {  // no GPU needed
+  if (*plan_ag || *plan_rs || *plan_moe || *plan_layer || *plan_attn || *plan_mlp || (*tune_ag && tune_args.dry_run) ||
+      (*tune_rs && tune_rs_args.dry_run)) {  // no GPU needed
     try {
       if (*tune_ag) return cmd_tune_dry_run(tune_args);
+      if (*tune_rs) return cmd_tune_gemm_rs_dry_run(tune_rs_args);
       if (*plan_mlp) return cmd_plan_mlp(plan_mlp_args);
       if (*plan_moe) return cmd_plan_moe_ag(plan_moe_args);
       if (*plan_layer) return cmd_plan_moe(plan_layer_args);
@@ -1570,6 +1621,10 @@ int main(int argc, char** argv) {
     if (*trace_ag) {
       if (trace_args.op.seed_option->count() == 0) trace_args.op.seed = fresh_seed();
       return cmd_trace_ag_gemm(trace_args);
+    }
+    if (*tune_rs) {
+      if (tune_rs_args.seed_option->count() == 0) tune_rs_args.seed = fresh_seed();
+      return cmd_tune_gemm_rs(tune_rs_args, command);
     }
     if (*tune_ag) {
       if (tune_args.seed_option->count() == 0) tune_args.seed = fresh_seed();

@@ -54,6 +54,36 @@ AgGemmConfig config_from_json(const json& j, const std::string& file) {
   return c;
 }
 
+template <class E>
+E parse_enum3(const json& j, const char* field, E a, E b, E c, const std::string& file) {
+  const std::string v = j.at(field).get<std::string>();
+  for (E e : {a, b, c}) {
+    if (v == to_string(e)) return e;
+  }
+  throw InvalidArgument("tune cache '" + file + "': field '" + field + "' = '" + v + "': expected '" + to_string(a) +
+                        "', '" + to_string(b) + "' or '" + to_string(c) + "'");
+}
+
+json to_json(const GemmRsConfig& c) {
+  return json{{"scatter", to_string(c.scatter)},
+              {"granularity", to_string(c.granularity)},
+              {"reduce_blocks", c.reduce_blocks},
+              {"gemm_sms", c.gemm_sms},
+              {"swizzle", c.swizzle}};
+}
+
+GemmRsConfig gemm_rs_config_from_json(const json& j, const std::string& file) {
+  GemmRsConfig c;
+  c.scatter = parse_enum3(j, "scatter", GemmRsScatter::kPull, GemmRsScatter::kEpiloguePush, GemmRsScatter::kCopyEngine,
+                          file);
+  c.granularity = parse_enum3(j, "granularity", SignalGranularity::kTile, SignalGranularity::kTileRow,
+                              SignalGranularity::kRank, file);
+  c.reduce_blocks = j.at("reduce_blocks").get<uint32_t>();
+  c.gemm_sms = j.at("gemm_sms").get<uint32_t>();
+  c.swizzle = j.at("swizzle").get<uint32_t>();
+  return c;
+}
+
 }  // namespace
 
 std::string TuneKey::str() const {
@@ -103,7 +133,15 @@ TuneCache TuneCache::load(const std::string& path) {
     }
     for (const auto& [key, e] : j.at("entries").items()) {
       TuneEntry entry;
-      entry.config = config_from_json(e.at("config"), path);
+      entry.op = e.value("op", std::string("ag_gemm"));  // files before GEMM+RS entries have no op
+      if (entry.op == "gemm_rs") {
+        entry.gemm_rs = gemm_rs_config_from_json(e.at("config"), path);
+      } else if (entry.op == "ag_gemm") {
+        entry.config = config_from_json(e.at("config"), path);
+      } else {
+        throw InvalidArgument("tune cache '" + path + "': entry '" + key + "': field 'op' = '" + entry.op +
+                              "': expected 'ag_gemm' or 'gemm_rs'");
+      }
       entry.time_us = e.at("time_us").get<double>();
       entry.default_us = e.at("default_us").get<double>();
       entry.date = e.at("date").get<std::string>();
@@ -129,7 +167,8 @@ void TuneCache::save() const {
   j["format"] = "tilelink-tune-1";
   j["entries"] = json::object();
   for (const auto& [key, e] : entries_) {
-    j["entries"][key] = {{"config", to_json(e.config)},
+    j["entries"][key] = {{"op", e.op},
+                         {"config", e.op == "gemm_rs" ? to_json(e.gemm_rs) : to_json(e.config)},
                          {"time_us", e.time_us},
                          {"default_us", e.default_us},
                          {"date", e.date}};
@@ -152,6 +191,20 @@ std::string describe(const AgGemmConfig& c) {
   s += ", comm rows " + (c.comm.comm_rows == 0 ? std::string("auto") : std::to_string(c.comm.comm_rows));
   if (c.gemm_sms != 0) s += ", GEMM SMs " + std::to_string(c.gemm_sms);
   return s;
+}
+
+std::string describe(const GemmRsConfig& c) {
+  auto num = [](uint32_t v) { return v == 0 ? std::string("auto") : std::to_string(v); };
+  std::string s = std::string("scatter ") + to_string(c.scatter) + ", signal per " + to_string(c.granularity) +
+                  ", reduction CTAs " + num(c.reduce_blocks) + ", swizzle " + num(c.swizzle);
+  if (c.gemm_sms != 0) s += ", GEMM SMs " + std::to_string(c.gemm_sms);
+  return s;
+}
+
+bool is_automatic(const GemmRsConfig& c) {
+  const GemmRsConfig d;
+  return c.scatter == d.scatter && c.granularity == d.granularity && c.reduce_blocks == d.reduce_blocks &&
+         c.gemm_sms == d.gemm_sms && c.swizzle == d.swizzle;
 }
 
 bool same_comm(const AllGatherConfig& a, const AllGatherConfig& b) {

@@ -1,6 +1,7 @@
-// The tune cache (file round trip, refusals naming the file and field) and the AG+GEMM search
-// space of `tilelink tune` (stage 1 covers every kernel and swizzle; stage 2 is ranked by the
-// plan model and always keeps the automatic communication).
+// The tune cache (file round trip of AG+GEMM and GEMM+RS entries, refusals naming the file and
+// field) and the AG+GEMM and GEMM+RS search spaces of `tilelink tune` (stage 1 covers every
+// compute variant once; stage 2 is ranked by the plan model and always keeps the automatic
+// communication).
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -12,6 +13,7 @@
 
 #include "tilelink/core/error.hpp"
 #include "tilelink/tune/ag_gemm_tune.hpp"
+#include "tilelink/tune/gemm_rs_tune.hpp"
 #include "tilelink/tune/tune_cache.hpp"
 
 namespace tilelink::test {
@@ -98,6 +100,81 @@ TEST(TuneCache, OnlyAllAutomaticConfigsTakeTheCache) {
   c = {};
   c.use_tune_cache = false;
   EXPECT_TRUE(is_automatic(c)) << "use_tune_cache is not a knob";
+}
+
+TEST(TuneCache, KeepsGemmRsEntriesApartFromAgGemmOnes) {
+  const std::string path = temp_path("tune_rs.json");
+  std::remove(path.c_str());
+  TuneCache cache = TuneCache::load(path);
+  TuneEntry e;
+  e.op = "gemm_rs";
+  e.gemm_rs.scatter = GemmRsScatter::kCopyEngine;
+  e.gemm_rs.granularity = SignalGranularity::kTileRow;
+  e.gemm_rs.reduce_blocks = 4;
+  e.gemm_rs.swizzle = 2;
+  e.time_us = 6500;
+  e.default_us = 6900;
+  TuneKey k = key(8192);
+  k.op = "gemm_rs";
+  cache.put(k, e);
+  cache.put(key(8192), {AgGemmConfig{}, 1.0, 2.0, "2026-12-03T00:00:00Z"});
+  cache.save();
+  const TuneCache back = TuneCache::load(path);
+  ASSERT_EQ(back.size(), 2u);
+  const auto rs = back.find(k);
+  ASSERT_TRUE(rs.has_value());
+  EXPECT_EQ(rs->op, "gemm_rs");
+  EXPECT_EQ(describe(rs->gemm_rs), describe(e.gemm_rs));
+  EXPECT_EQ(rs->gemm_rs.reduce_blocks, 4u);
+  EXPECT_EQ(back.find(key(8192))->op, "ag_gemm");
+  // An entry of an op the cache does not know is refused, naming the field.
+  std::ofstream(path) << R"({"format": "tilelink-tune-1", "entries": {"k": {"op": "moe", "config": {},
+      "time_us": 1, "default_us": 1, "date": ""}}})";
+  try {
+    TuneCache::load(path);
+    FAIL() << "an unknown op was accepted";
+  } catch (const InvalidArgument& ex) {
+    EXPECT_NE(std::string(ex.what()).find("'op' = 'moe'"), std::string::npos) << ex.what();
+  }
+  std::remove(path.c_str());
+  EXPECT_TRUE(is_automatic(GemmRsConfig{}));
+  GemmRsConfig c;
+  c.granularity = SignalGranularity::kRank;
+  EXPECT_FALSE(is_automatic(c));
+}
+
+TEST(GemmRsTuneSpace, ComputeThenCommunicationRankedByTheModel) {
+  const std::vector<GemmRsConfig> compute = gemm_rs_compute_candidates();
+  ASSERT_EQ(compute.size(), 5u);
+  EXPECT_TRUE(is_automatic(compute.front()));
+  std::set<std::string> seen;
+  for (const GemmRsConfig& x : compute) {
+    EXPECT_FALSE(x.use_tune_cache) << "a candidate must be timed as given";
+    EXPECT_TRUE(seen.insert(describe(x)).second) << "duplicate " << describe(x);
+  }
+  const GemmRsTuneShape world1{1, 132, 8192, 8192, 28672};
+  const auto one = gemm_rs_comm_candidates(compute[2], world1, 6);
+  ASSERT_EQ(one.size(), 1u) << "world 1 has no communication to tune";
+  EXPECT_EQ(one.front().config.swizzle, compute[2].swizzle) << "stage 2 keeps stage 1's winner";
+
+  const GemmRsTuneShape world8{8, 16, 8192, 8192, 3584};
+  const auto ranked = gemm_rs_comm_candidates(compute.front(), world8, 6);
+  ASSERT_GE(ranked.size(), 6u);
+  ASSERT_LE(ranked.size(), 7u);
+  bool has_auto = false;
+  seen.clear();
+  for (size_t i = 0; i < ranked.size(); ++i) {
+    const GemmRsConfig& c = ranked[i].config;
+    EXPECT_GT(ranked[i].predicted_us, 0.0);
+    EXPECT_FALSE(c.scatter == GemmRsScatter::kCopyEngine && c.granularity == SignalGranularity::kTile)
+        << "the op refuses the copy engine per tile";
+    EXPECT_LE(c.reduce_blocks, 8u);
+    EXPECT_TRUE(seen.insert(describe(c)).second) << "duplicate " << describe(c);
+    if (i + 1 < 6) EXPECT_LE(ranked[i].predicted_us, ranked[i + 1].predicted_us);
+    has_auto = has_auto || is_automatic(c);
+  }
+  EXPECT_TRUE(has_auto);
+  EXPECT_THROW(gemm_rs_comm_candidates(compute.front(), world8, 0), InvalidArgument);
 }
 
 TEST(AgGemmTuneSpace, ComputeStageCoversEveryKernelAndSwizzleOnce) {

@@ -7,6 +7,8 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <random>
 #include <string>
@@ -16,6 +18,7 @@
 #include "gpu_test_util.hpp"
 #include "tilelink/core/cublas_check.hpp"
 #include "tilelink/ops/gemm_rs/gemm_rs.hpp"
+#include "tilelink/tune/tune_cache.hpp"
 
 namespace tilelink::test::gemm_rs {
 
@@ -184,6 +187,82 @@ TEST(GemmRsArgumentsTest, RefusesWhatItCannotRun) {
   EXPECT_EQ(GemmRs::can_implement(env.world, env.heap, a), "");
   a.config.granularity = SignalGranularity::kTile;
   refused(a, "'config.granularity' = tile");
+  settle();
+}
+
+// With every knob on automatic, GemmRs takes the tune cache's configuration for its GPU, world
+// and shape (a copy-engine one here, which needs the receive slots the caller passed), and
+// computes the same bytes as the automatic configuration; a cached configuration the op refuses
+// (here: the copy engine without receive slots) is ignored; so is the cache with
+// use_tune_cache = false.
+TEST(GemmRsTuneCacheTest, AutomaticConfigTakesTheCachedOneAndComputesTheSame) {
+  TL_SKIP_WITHOUT_GPU();
+  constexpr int kWorld = 2;
+  constexpr uint32_t kM = 512, kN = 256, kK = 192;
+  std::mt19937_64 rng(std::random_device{}());
+  TestWorld env(kWorld, 3 * size_t(kM) * kN * 2 + (2 << 20), 1024);
+  SymmetricBuffer partial = env.heap.allocate(size_t(kM) * kN * 2);
+  SymmetricBuffer recv = env.heap.allocate(size_t(kM) * kN * 2);
+  std::vector<DeviceBuffer> a, b, out;
+  GemmRsArguments args;
+  args.partial = &partial;
+  args.recv = &recv;
+  args.m = kM;
+  args.n = kN;
+  args.k = kK;
+  for (int r = 0; r < kWorld; ++r) {
+    a.emplace_back(size_t(kM) * kK * 2, env.world.device(r));
+    b.emplace_back(size_t(kN) * kK * 2, env.world.device(r));
+    out.emplace_back(size_t(kM / kWorld) * kN * 2, env.world.device(r));
+    upload(a[r].get(), random_bf16(size_t(kM) * kK, rng).data(), a[r].bytes());
+    upload(b[r].get(), random_bf16(size_t(kN) * kK, rng).data(), b[r].bytes());
+    args.a.push_back(a[r].get());
+    args.b.push_back(b[r].get());
+    args.out.push_back(out[r].get());
+  }
+  const std::string path = std::string(::testing::TempDir()) + "tilelink_gemm_rs_tune_" + std::to_string(rng()) + ".json";
+  TuneCache cache = TuneCache::load(path);
+  TuneEntry entry;
+  entry.op = "gemm_rs";
+  entry.gemm_rs.scatter = GemmRsScatter::kCopyEngine;
+  entry.gemm_rs.granularity = SignalGranularity::kTileRow;
+  entry.gemm_rs.swizzle = 2;
+  cache.put(make_tune_key(env.world, "gemm_rs", kM, kN, kK), entry);
+  cache.save();
+  const char* saved = std::getenv("TILELINK_TUNE_CACHE");
+  const std::string keep = saved != nullptr ? saved : "";
+  setenv("TILELINK_TUNE_CACHE", path.c_str(), 1);
+
+  GemmRsArguments plain_args = args;
+  plain_args.config.use_tune_cache = false;
+  GemmRs plain(env.world, env.heap, env.signals, plain_args, "tune_cache_test.plain");
+  EXPECT_EQ(plain.tuned_from(), "");
+  GemmRs tuned(env.world, env.heap, env.signals, args, "tune_cache_test.tuned");
+  EXPECT_EQ(tuned.tuned_from(), path);
+  EXPECT_EQ(describe(tuned.config()), describe(entry.gemm_rs));
+  EXPECT_EQ(tuned.swizzle(), 2u);
+  GemmRsArguments no_slots = args;
+  no_slots.recv = nullptr;
+  GemmRs fallback(env.world, env.heap, env.signals, no_slots, "tune_cache_test.fallback");
+  EXPECT_EQ(fallback.tuned_from(), "") << "a cached configuration the op refuses was taken";
+  EXPECT_TRUE(is_automatic(fallback.config()));
+
+  std::vector<std::vector<uint8_t>> want;
+  plain.run();
+  env.world.synchronize();
+  for (int r = 0; r < kWorld; ++r) want.push_back(download<uint8_t>(out[r].get(), out[r].bytes()));
+  for (int r = 0; r < kWorld; ++r) poison(out[r].get(), out[r].bytes());
+  tuned.run();
+  env.world.synchronize();
+  for (int r = 0; r < kWorld; ++r) {
+    EXPECT_TRUE(bytes_equal(download<uint8_t>(out[r].get(), out[r].bytes()), want[r])) << "rank " << r;
+  }
+  if (saved != nullptr) {
+    setenv("TILELINK_TUNE_CACHE", keep.c_str(), 1);
+  } else {
+    unsetenv("TILELINK_TUNE_CACHE");
+  }
+  std::remove(path.c_str());
   settle();
 }
 

@@ -1,6 +1,6 @@
 // The tuning cache of `tilelink tune`: the best configuration found per GPU, world, op, shape and
-// dtype, in a JSON file. AgGemm applies a cached configuration when the caller leaves every knob
-// on automatic (AgGemmConfig{}); `tilelink bench` therefore uses it too.
+// dtype, in a JSON file. AgGemm and GemmRs apply a cached configuration when the caller leaves
+// every knob on automatic (AgGemmConfig{}, GemmRsConfig{}); `tilelink bench` therefore uses it too.
 //
 // File: $TILELINK_TUNE_CACHE if set ("off" disables the cache), else
 // $XDG_CACHE_HOME/tilelink/tune.json, else $HOME/.cache/tilelink/tune.json. A missing file is an
@@ -13,6 +13,7 @@
 #include <string>
 
 #include "tilelink/ops/ag_gemm/ag_gemm.hpp"
+#include "tilelink/ops/gemm_rs/gemm_rs.hpp"
 #include "tilelink/runtime/world.hpp"
 
 namespace tilelink {
@@ -23,7 +24,8 @@ struct TuneKey {
   int world = 0;
   bool virtual_ranks = false;
   std::string op;
-  uint32_t m = 0, n = 0, k = 0;  // the op's problem (AG+GEMM: rows of C, columns per rank, K)
+  uint32_t m = 0, n = 0, k = 0;  // the op's problem (AG+GEMM: rows of C, columns per rank, K;
+                                 // GEMM+RS: rows of the output over all ranks, N, K per rank)
   std::string dtype = "bf16";
   std::string str() const;
 };
@@ -32,10 +34,12 @@ struct TuneKey {
 TuneKey make_tune_key(const World& world, const std::string& op, uint32_t m, uint32_t n, uint32_t k);
 
 struct TuneEntry {
-  AgGemmConfig config;
+  AgGemmConfig config;    // op "ag_gemm"
   double time_us = 0;     // the tuned config, median per call
   double default_us = 0;  // the default config, same run
   std::string date;       // when tuned (UTC, ISO 8601)
+  std::string op = "ag_gemm";  // which configuration is the entry's: `config` or `gemm_rs`
+  GemmRsConfig gemm_rs;        // op "gemm_rs"
 };
 
 class TuneCache {
@@ -56,10 +60,12 @@ class TuneCache {
   std::map<std::string, TuneEntry> entries_;
 };
 
-// Text forms of an AgGemmConfig (also used by the tool's output).
+// Text forms of the configurations (also used by the tool's output).
 std::string describe(const AgGemmConfig& c);
-// True when every knob is on automatic (the configuration AgGemmConfig{} gives).
+std::string describe(const GemmRsConfig& c);
+// True when every knob is on automatic (the configuration AgGemmConfig{} / GemmRsConfig{} gives).
 bool is_automatic(const AgGemmConfig& c);
+bool is_automatic(const GemmRsConfig& c);
 // True when two all-gather configurations are the same, field by field.
 bool same_comm(const AllGatherConfig& a, const AllGatherConfig& b);
 

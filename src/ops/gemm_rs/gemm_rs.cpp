@@ -2,12 +2,14 @@
 #include "tilelink/ops/gemm_rs/gemm_rs.hpp"
 
 #include <algorithm>
+#include <optional>
 #include <string>
 
 #include "core/checks.hpp"
 #include "tilelink/comm/stream_ctx.hpp"
 #include "ops/gemm_rs/sm90_gemm_rs_kernel.hpp"
 #include "tilelink/core/error.hpp"
+#include "tilelink/tune/tune_cache.hpp"
 
 namespace tilelink {
 
@@ -27,6 +29,23 @@ namespace {
 // Reduction CTAs per rank: the configured count, else 1/32 of the rank's SMs (4 of the H200's
 // 132: enough to keep pace with the GEMM, few enough to keep its waves whole; docs/gemm_rs.md);
 // rounded up to whole clusters of the GEMM kernel (launched in clusters, see gemm_rs_reduce.cu).
+// With every knob on automatic, the tune cache's configuration for this GPU, world and shape
+// (tune/tune_cache.hpp), if any and if it still passes can_implement.
+GemmRsArguments with_tuned_config(const World& world, const SymmetricHeap& heap, const GemmRsArguments& a,
+                                  std::string* from) {
+  if (!a.config.use_tune_cache || !is_automatic(a.config)) return a;
+  const std::string path = TuneCache::default_path();
+  if (path.empty()) return a;
+  const std::optional<TuneEntry> entry = TuneCache::load(path).find(make_tune_key(world, "gemm_rs", a.m, a.n, a.k));
+  if (!entry || entry->op != "gemm_rs") return a;
+  GemmRsArguments tuned = a;
+  tuned.config = entry->gemm_rs;
+  tuned.config.use_tune_cache = false;
+  if (!GemmRs::can_implement(world, heap, tuned).empty()) return a;
+  *from = path;
+  return tuned;
+}
+
 uint32_t reduce_blocks_of(const World& world, const GemmRsArguments& a) {
   const auto& kernel = detail::sm90_gemm_rs_configs().front();
   const uint32_t cluster = kernel.cluster_m * kernel.cluster_n;
@@ -122,12 +141,14 @@ std::string GemmRs::can_implement(const World& world, const SymmetricHeap& heap,
          ": expected pull, push or ce";
 }
 
-GemmRs::GemmRs(const World& world, SymmetricHeap& heap, SignalSet& signals, const GemmRsArguments& args,
+GemmRs::GemmRs(const World& world, SymmetricHeap& heap, SignalSet& signals, const GemmRsArguments& args_in,
                const std::string& name)
-    : world_(&world), heap_(&heap), args_(args) {
-  if (std::string why = can_implement(world, heap, args); !why.empty()) {
+    : world_(&world), heap_(&heap), args_(args_in) {
+  if (std::string why = can_implement(world, heap, args_in); !why.empty()) {
     throw InvalidArgument("GemmRs '" + name + "': " + why);
   }
+  args_ = with_tuned_config(world, heap, args_in, &tuned_from_);
+  const GemmRsArguments& args = args_;
   const auto& kernel = detail::sm90_gemm_rs_configs().front();
   plan_ = make_plan(world, args, kernel);
   slice_ = signals.allocate(plan_.num_channels(), name);

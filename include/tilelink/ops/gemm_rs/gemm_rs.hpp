@@ -38,6 +38,9 @@ struct GemmRsConfig {
   uint32_t reduce_blocks = 0;  // reduction CTAs per rank (whole GEMM clusters); 0 = sm_budget / 32
   uint32_t gemm_sms = 0;       // GEMM CTAs per rank; 0 = budget - reduce_blocks
   uint32_t swizzle = 0;        // rasterization swizzle: 1, 2, 4 or 8; 0 = automatic (GemmRs::swizzle())
+  // With every knob above on automatic, use the configuration `tilelink tune gemm_rs` stored for
+  // this GPU, world and shape, if the tune cache has one (tune/tune_cache.hpp).
+  bool use_tune_cache = true;
 };
 
 struct GemmRsArguments {
@@ -79,6 +82,10 @@ class GemmRs {
   void set_trace(const TraceBuffer* trace);
 
   const GemmRsFusedPlan& plan() const { return plan_; }
+  // The configuration in use (the tune cache's, when it supplied one) and the cache file it
+  // came from ("" when none).
+  const GemmRsConfig& config() const { return args_.config; }
+  const std::string& tuned_from() const { return tuned_from_; }
   uint32_t reduce_blocks() const { return reduce_blocks_; }
   uint32_t swizzle() const { return swizzle_; }
 
@@ -100,6 +107,7 @@ class GemmRs {
   SideStreams scatter_;  // copy-engine scatter only
   std::vector<std::unique_ptr<detail::Sm90GemmRsKernel>> kernels_;
   const TraceBuffer* trace_ = nullptr;
+  std::string tuned_from_;
 };
 
 }  // namespace tilelink

@@ -39,6 +39,11 @@ enum class SignalGranularity : uint32_t { kTile = 0, kTileRow = 1, kRank = 2 };
 
 enum class GemmRsScatter : uint32_t { kPull = 0, kEpiloguePush = 1, kCopyEngine = 2 };
 
+// The tool's names: --granularity tile|row|rank.
+inline const char* to_string(SignalGranularity g) {
+  return g == SignalGranularity::kTile ? "tile" : g == SignalGranularity::kTileRow ? "row" : "rank";
+}
+
 inline const char* to_string(GemmRsScatter s) {
   return s == GemmRsScatter::kPull ? "pull" : s == GemmRsScatter::kEpiloguePush ? "push" : "ce";
 }
