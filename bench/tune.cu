@@ -98,7 +98,10 @@ void store_tuned(const std::string& path, const TuneKey& key, const std::string&
   entry.date = utc_now();
   cache.put(key, entry);
   cache.save();
-  table.notes.push_back("stored in " + path + " under '" + key.str() + "'");
+  table.notes.push_back(std::string("stored ") +
+                        (t[1].median <= t[0].median ? "the tuned configuration"
+                                                    : "the automatic configuration (the tuned one was slower re-timed)") +
+                        " in " + path + " under '" + key.str() + "'");
 }
 
 }  // namespace
