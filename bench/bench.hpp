@@ -232,5 +232,13 @@ struct MlpTraceOptions {
 // `tilelink trace mlp`: one traced call, fc1 (AG+GEMM) and fc2 (GEMM+RS) in two parts, with
 // both ops' checks (TraceResult::tiles and violations count both). trace.cu.
 TraceResult trace_mlp(const MlpTraceOptions& options);
+struct MoeTraceOptions {
+  MoeBenchOptions op;
+  uint32_t capacity = 1u << 20;  // records per rank and part
+};
+// `tilelink trace moe`: one traced MoeLayer call, part 1 (all-gather, gather, grouped GEMM) and
+// part 2 (grouped GEMM, top-k combine + reduce-scatter) in two parts, with the check that every
+// part-1 GEMM tile's loads began after its wait ended. trace.cu.
+TraceResult trace_moe(const MoeTraceOptions& options);
 
 }  // namespace tilelink::bench

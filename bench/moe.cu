@@ -35,6 +35,7 @@
 #include "bench/bench.hpp"
 #include "bench/gemm_helpers.hpp"
 #include "bench/harness.hpp"
+#include "bench/moe_setup.hpp"
 #include "bench/random.hpp"
 #include "bench/world_choice.hpp"
 #include "tilelink/core/error.hpp"
@@ -241,66 +242,18 @@ Table bench_moe_ag(const MoeBenchOptions& o) {
 }
 
 Table bench_moe_layer(const MoeBenchOptions& o) {
-  const char* where = "bench_moe_layer";
-  TL_REQUIRE(o.world >= 1, where, "world", o.world, ">= 1");
-  TL_REQUIRE(o.m % o.world == 0, where, "m", o.m, "a multiple of the world size (" + std::to_string(o.world) + ")");
-  TL_REQUIRE(o.intermediate % o.world == 0, where, "intermediate", o.intermediate,
-             "a multiple of the world size (" + std::to_string(o.world) + ")");
+  MoeLayerSetup s(o, "bench moe");
   const int w = o.world;
-  const uint32_t m = o.m, hidden = o.hidden, k = o.intermediate / w, rows_per_rank = m / w;
-  const uint32_t n1 = (o.activation == MlpActivation::kSwiGlu ? 2 : 1) * k;
-  const size_t x_bytes = size_t(m) * hidden * 2, shard_bytes = size_t(rows_per_rank) * hidden * 2;
-  const size_t block_elems = size_t(rows_per_rank) * hidden;
-
-  World world = make_bench_world(w);
-  SymmetricHeap heap(world, 3 * x_bytes + (16u << 20));
-  SignalSet signals(heap, 1u << 16);
-  SymmetricBuffer x = heap.allocate(x_bytes);
-  SymmetricBuffer recv = heap.allocate(x_bytes);   // the fused op's slots
-  SymmetricBuffer slots = heap.allocate(x_bytes);  // the baseline's reduce-scatter slots
-
-  std::mt19937_64 rng(o.seed);
-  const std::vector<int32_t> ids = synthetic_routing(rng, m, o.topk, o.experts, o.routing);
-  std::vector<float> weights(ids.size());
-  std::uniform_real_distribution<float> unit(0.0f, 1.0f);
-  for (float& v : weights) v = unit(rng);
-  MoeLayerArguments args;
-  args.x = &x;
-  args.tokens_per_rank = rows_per_rank;
-  args.hidden = hidden;
-  args.intermediate = o.intermediate;
-  args.experts = o.experts;
-  args.topk = o.topk;
-  args.recv = &recv;
-  args.config.activation = o.activation;
-  args.config.part1 = o.config;
-  args.config.part2 = o.part2;
-  std::vector<DeviceBuffer> ids_dev, weights_dev, w1, w2, out, out_base;
-  for (int r = 0; r < w; ++r) {
-    const int dev = world.device(r);
-    const cudaStream_t s = world.compute_stream(r);
-    ids_dev.emplace_back(ids.size() * 4, dev);
-    weights_dev.emplace_back(weights.size() * 4, dev);
-    TL_CUDA_CHECK(cudaMemcpy(ids_dev[r].get(), ids.data(), ids_dev[r].bytes(), cudaMemcpyHostToDevice));
-    TL_CUDA_CHECK(cudaMemcpy(weights_dev[r].get(), weights.data(), weights_dev[r].bytes(), cudaMemcpyHostToDevice));
-    w1.emplace_back(size_t(o.experts) * n1 * hidden * 2, dev);
-    w2.emplace_back(size_t(o.experts) * hidden * k * 2, dev);
-    out.emplace_back(block_elems * 2, dev);
-    out_base.emplace_back(block_elems * 2, dev);
-    // Weights uniform in [-1, 1) / 64, so that the activations stay O(1).
-    fill_bf16(w1[r].get(), size_t(o.experts) * n1 * hidden, rank_seed(o.seed ^ 0x11ull, r), s, 1.0f / 64);
-    fill_bf16(w2[r].get(), size_t(o.experts) * hidden * k, rank_seed(o.seed ^ 0x22ull, r), s, 1.0f / 64);
-    fill_bf16(x.as<char>(r) + r * shard_bytes, size_t(rows_per_rank) * hidden, rank_seed(o.seed ^ 0x33ull, r), s);
-    args.ids.push_back(ids_dev[r].get<int32_t>());
-    args.weights.push_back(weights_dev[r].get<float>());
-    args.w1.push_back(w1[r].get());
-    args.w2.push_back(w2[r].get());
-    args.out.push_back(out[r].get());
-  }
-  if (const std::string why = MoeLayer::can_implement(world, heap, args); !why.empty()) {
-    throw InvalidArgument("bench moe: " + why);
-  }
-  MoeLayer op(world, heap, signals, args, "bench.moe");
+  const uint32_t m = s.m, hidden = s.hidden, k = s.k, n1 = s.n1;
+  const size_t x_bytes = s.x_bytes, shard_bytes = s.shard_bytes, block_elems = s.block_elems;
+  World& world = s.world;
+  SymmetricBuffer &x = s.x, &slots = s.slots;
+  const std::vector<int32_t>& ids = s.ids;
+  const std::vector<float>& weights = s.weights;
+  std::vector<DeviceBuffer> &weights_dev = s.weights_dev, &w1 = s.w1, &w2 = s.w2, &out = s.out;
+  std::vector<DeviceBuffer> out_base;
+  for (int r = 0; r < w; ++r) out_base.emplace_back(block_elems * 2, world.device(r));
+  MoeLayer op(world, s.heap, s.signals, s.args, "bench.moe");
   const MoeMapping mapping = build_moe_mapping({m, o.topk, o.experts, ids.data(), weights.data()}, op.part1().tile_m());
   MoeChain chain(world, x, mapping, hidden, shard_bytes);
   const uint32_t rows = chain.rows();

@@ -1,4 +1,4 @@
-// tilelink trace ag_gemm|sp_attention|gemm_rs|mlp: the device timeline of one call of the op and the cost of
+// tilelink trace ag_gemm|sp_attention|gemm_rs|mlp|moe: the device timeline of one call of the op and the cost of
 // recording it.
 #include <algorithm>
 #include <map>
@@ -10,6 +10,7 @@
 #include "bench/gemm_rs_setup.hpp"
 #include "bench/harness.hpp"
 #include "bench/mlp_setup.hpp"
+#include "bench/moe_setup.hpp"
 #include "bench/sp_attention_setup.hpp"
 #include "tilelink/core/error.hpp"
 #include "tilelink/runtime/trace_buffer.hpp"
@@ -206,6 +207,27 @@ TraceResult trace_mlp(const MlpTraceOptions& o) {
   result.config = "fc1 kernel " + op.fc1().kernel_name() + ", " + to_string(op.fc1().config().comm.resource) +
                   " all-gather; fc2 scatter " + to_string(o.op.config.fc2.scatter) + ", " +
                   std::to_string(op.fc2().reduce_blocks()) + " reduction CTAs per rank" +
+                  (gated ? "" : " (timing not gated)");
+  return result;
+}
+
+TraceResult trace_moe(const MoeTraceOptions& o) {
+  MoeLayerSetup s(o.op, "trace moe");
+  MoeLayer op(s.world, s.heap, s.signals, s.args, "trace.moe");
+  TraceBuffer part1(s.world, o.capacity), part2(s.world, o.capacity);
+  TraceResult result;
+  const bool gated = record_traced_call(
+      s.world,
+      [&](bool on) {
+        op.part1().set_trace(on ? &part1 : nullptr);
+        op.part2().set_trace(on ? &part2 : nullptr);
+      },
+      [&] { op.run(); }, {{"part1", &part1}, {"part2", &part2}}, o.op.timing, result);
+  const auto split = result.records.cbegin() + static_cast<std::ptrdiff_t>(result.parts[0].second);
+  check_ag_gemm(result.records.cbegin(), split, result);
+  result.checked = "part 1 grouped GEMM tiles whose loads began after their wait (on the gather) ended";
+  result.config = "kernel " + op.part1().kernel_name() + ", " + std::to_string(op.part1().gather_blocks()) +
+                  " gather CTAs, " + std::to_string(op.part2().combine_blocks()) + " combine CTAs per rank" +
                   (gated ? "" : " (timing not gated)");
   return result;
 }

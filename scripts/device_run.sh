@@ -72,8 +72,8 @@ if [[ $mode == *layer* || $mode == all ]]; then
   grep -E "^(==|tilelink fused|non-over|  part|part 1 cuBLAS|part 2 cuBLAS|ideal|error)" "$out/bench_layer.log" | cut -c1-110 | tail -80
 fi
 if [[ $mode == *trace* ]]; then
-  # tilelink trace ag_gemm at world 8 (copy-engine and SM all-gather), gemm_rs (pull, push, ce)
-  # and mlp: timelines, recording overhead, the ordering checks; then bench ag_gemm at world 1
+  # tilelink trace ag_gemm at world 8 (copy-engine and SM all-gather), gemm_rs (pull, push, ce),
+  # mlp and moe: timelines, recording overhead, the ordering checks; then bench ag_gemm at world 1
   # (tracing compiled in, off).
   tl="$build/tilelink"
   { timeout 120 "$tl" trace ag_gemm --world 8 --trace "$out/trace_ag_gemm_w8.json" --svg "$out/trace_ag_gemm_w8.svg" &&
@@ -82,8 +82,9 @@ if [[ $mode == *trace* ]]; then
       timeout 120 "$tl" trace gemm_rs --world 8 --scatter push &&
       timeout 120 "$tl" trace gemm_rs --world 8 --scatter ce --granularity row &&
       timeout 120 "$tl" trace mlp --world 8 --model llama3-70b --trace "$out/trace_mlp_w8.json" &&
+      timeout 120 "$tl" trace moe --world 8 --model mixtral-8x7b --trace "$out/trace_moe_w8.json" &&
       timeout 120 "$tl" bench ag_gemm --world 1 --shapes paper; } >"$out/trace.log" 2>&1 || status=1
-  grep -E "^(tilelink|\(m, n|m [0-9]|records|call time|GEMM tiles|fc1|\(reduced|wrote|cuBLAS GEMM|tilelink fused|==|error)" "$out/trace.log" | cut -c1-150 | tail -60
+  grep -E "^(tilelink|\(m, n|m [0-9]|tokens|part 1|records|call time|GEMM tiles|fc1|\(reduced|wrote|cuBLAS GEMM|tilelink fused|==|error)" "$out/trace.log" | cut -c1-150 | tail -60
 fi
 if [[ $mode == *swizzle* ]]; then
   # The grouped GEMM's rasterization at world 8 virtual: swizzle 1 (default) against bands of tile

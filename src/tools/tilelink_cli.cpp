@@ -20,6 +20,7 @@
 //   tilelink trace ag_gemm [--world N] [--m --n --k] [--resource ce|sm] [--comm-rows R] [--blocks k] [--kernel NAME]
 //       [--trace FILE] [--svg FILE] [--capacity N]
 //   tilelink trace sp_attention [the options of bench sp_attention, less --dump] [--trace FILE] [--svg FILE] [--capacity N]
+//   tilelink trace moe [the options of bench moe, less --json] [--trace FILE] [--svg FILE] [--capacity N]
 //   tilelink trace mlp [the options of bench mlp, less --json] [--trace FILE] [--svg FILE] [--capacity N]
 //   tilelink trace gemm_rs [--world N] [--m --n --k] [--granularity tile|row|rank] [--scatter pull|push|ce] [--reduce-blocks R]
 //       [--gemm-sms G] [--swizzle S] [--trace FILE] [--svg FILE] [--capacity N]
@@ -759,8 +760,8 @@ int cmd_moe(const MoeArgs& a, const std::string& command) {
   return 0;
 }
 
-// The options `bench moe_ag` and `bench moe` share.
-void add_moe_options(CLI::App* cmd, MoeArgs& a) {
+// The options `bench moe_ag`, `bench moe` and `trace moe` share (trace: no --json).
+void add_moe_options(CLI::App* cmd, MoeArgs& a, bool json = true) {
   cmd->add_option("--world", a.world, tb::kWorldOptionHelp)->capture_default_str()->check(CLI::Range(1, tilelink::kMaxWorldSize));
   cmd->add_option("--m", a.m, "tokens over all ranks (each rank holds m / world)")->capture_default_str()->check(CLI::PositiveNumber);
   CLI::Option* model = cmd->add_option("--model", a.model, "take the shape from a model: mixtral-8x7b, mixtral-8x22b, qwen1.5-moe, deepseek-moe")
@@ -776,8 +777,16 @@ void add_moe_options(CLI::App* cmd, MoeArgs& a) {
   cmd->add_option("--kernel", a.kernel, "grouped GEMM configuration: 128x256x64_c1x2 (default) or 128x128x64_c1x2");
   cmd->add_option("--warmup", a.warmup, "untimed calls before timing")->capture_default_str()->check(CLI::Range(0, 1000000));
   cmd->add_option("--iters", a.iters, "timed calls (the median is reported)")->capture_default_str()->check(CLI::Range(1, 1000000));
-  cmd->add_option("--json", a.json, "also write the results as JSON to FILE");
+  if (json) cmd->add_option("--json", a.json, "also write the results as JSON to FILE");
   a.seed_option = cmd->add_option("--seed", a.seed, "random seed of the inputs and routing; default: a fresh one");
+}
+
+// The MoE layer's own options (bench moe, trace moe), after add_moe_options.
+void add_moe_layer_options(CLI::App* cmd, MoeArgs& a) {
+  cmd->add_option("--activation", a.activation, "swiglu (part 1 gives gate and up halves) or gelu")->capture_default_str()->check(CLI::IsMember({"swiglu", "gelu"}));
+  cmd->add_option("--comm-rows", a.comm_rows, "tokens per combine / reduction block (0 = automatic)")->capture_default_str();
+  cmd->add_option("--weight-sweeps", a.weight_sweeps, "part 2's GEMM order: weight sweeps over the combine's rounds (0 = automatic; at least the rounds = token order)")->capture_default_str();
+  cmd->add_option("--combine-blocks", a.combine_blocks, "part 2's combine + reduction CTAs per rank (0 = automatic)")->capture_default_str();
 }
 
 // `tilelink tune ag_gemm`: search the design space, store the best config in the tune cache.
@@ -1003,6 +1012,19 @@ int cmd_trace_gemm_rs(const GemmRsTraceArgs& a) {
     o.capacity = a.capacity;
     tb::TraceResult r = tb::trace_gemm_rs(o);
     std::cout << "(m, n, k) = (" << o.op.m << ", " << o.op.n << ", " << o.op.k << "), " << r.config << "\n";
+    return r;
+  });
+}
+
+using MoeTraceArgs = TraceCmdArgs<MoeArgs>;
+int cmd_trace_moe(const MoeTraceArgs& a) {
+  return run_trace(a, "moe", a.op.world, [&] {
+    tb::MoeTraceOptions o;
+    o.op = moe_bench_options(a.op);
+    o.capacity = a.capacity;
+    tb::TraceResult r = tb::trace_moe(o);
+    std::cout << "tokens " << o.op.m << ", hidden " << o.op.hidden << ", intermediate " << o.op.intermediate << ", "
+              << o.op.experts << " experts, top-" << o.op.topk << ", " << r.config << "\n";
     return r;
   });
 }
@@ -1388,10 +1410,7 @@ int main(int argc, char** argv) {
   MoeArgs layer_args;
   CLI::App* moe_layer = bench->add_subcommand("moe", "time tilelink::MoeLayer (part 1 -> activation -> grouped GEMM + top-k combine + reduce-scatter) against the per-expert cuBLAS chain with its collectives");
   add_moe_options(moe_layer, layer_args);
-  moe_layer->add_option("--activation", layer_args.activation, "swiglu (part 1 gives gate and up halves) or gelu")->capture_default_str()->check(CLI::IsMember({"swiglu", "gelu"}));
-  moe_layer->add_option("--comm-rows", layer_args.comm_rows, "tokens per combine / reduction block (0 = automatic)")->capture_default_str();
-  moe_layer->add_option("--weight-sweeps", layer_args.weight_sweeps, "part 2's GEMM order: weight sweeps over the combine's rounds (0 = automatic; at least the rounds = token order)")->capture_default_str();
-  moe_layer->add_option("--combine-blocks", layer_args.combine_blocks, "part 2's combine + reduction CTAs per rank (0 = automatic)")->capture_default_str();
+  add_moe_layer_options(moe_layer, layer_args);
 
   MlpArgs mlp_args;
   CLI::App* mlp = bench->add_subcommand("mlp", "time tilelink::Mlp (AG+GEMM -> activation -> GEMM+RS) against the non-overlapped chain");
@@ -1438,6 +1457,11 @@ int main(int argc, char** argv) {
   CLI::App* trace_rs = trace->add_subcommand("gemm_rs", "GEMM+RS: each GEMM tile's epilogue and notify; the reduction blocks' waits and per-tile reductions");
   add_gemm_rs_options(trace_rs, trace_rs_args.op);
   add_trace_outputs(trace_rs, trace_rs_args);
+  MoeTraceArgs trace_moe_args;
+  CLI::App* trace_moe = trace->add_subcommand("moe", "the MoE layer: part 1 (all-gather, gather, grouped GEMM) and part 2 (grouped GEMM, top-k combine + reduce-scatter) as two parts of one timeline");
+  add_moe_options(trace_moe, trace_moe_args.op, false);
+  add_moe_layer_options(trace_moe, trace_moe_args.op);
+  add_trace_outputs(trace_moe, trace_moe_args, "records per rank and part");
   MlpTraceArgs trace_mlp_args;
   CLI::App* trace_mlp = trace->add_subcommand("mlp", "the MLP: fc1 (AG+GEMM) and fc2 (GEMM+RS) recorded as two parts of one timeline");
   add_mlp_options(trace_mlp, trace_mlp_args.op);
@@ -1609,6 +1633,10 @@ int main(int argc, char** argv) {
     if (*trace_attn) {
       if (trace_attn_args.op.seed_option->count() == 0) trace_attn_args.op.seed = fresh_seed();
       return cmd_trace_sp_attention(trace_attn_args);
+    }
+    if (*trace_moe) {
+      if (trace_moe_args.op.seed_option->count() == 0) trace_moe_args.op.seed = fresh_seed();
+      return cmd_trace_moe(trace_moe_args);
     }
     if (*trace_mlp) {
       if (trace_mlp_args.op.seed_option->count() == 0) trace_mlp_args.op.seed = fresh_seed();

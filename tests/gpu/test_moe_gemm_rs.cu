@@ -14,6 +14,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
+#include <map>
 #include <memory>
 #include <random>
 #include <string>
@@ -25,6 +27,7 @@
 #include "moe_test_util.hpp"
 #include "tilelink/ops/moe/moe_layer.hpp"
 #include "tilelink/ops/moe/synthetic_routing.hpp"
+#include "tilelink/runtime/trace_buffer.hpp"
 
 namespace tilelink::test::moe_rs {
 namespace {
@@ -252,8 +255,62 @@ struct LayerShape {
 };
 constexpr LayerShape kLayer{150, 200, 72, 10};
 
+// Checks one traced layer call's records (MoeAgGroupGemm/MoeGemmRs::set_trace), per rank: part 1's
+// grouped GEMM records one wait, one load (beginning after the wait ended) and one epilogue for
+// each of its `tiles` x n-tiles tiles; part 2's one load and one epilogue, each with one notify,
+// for each of its tiles; with peers, the gather and the combine blocks record waits and notifies.
+// "" or the first mismatch.
+std::string check_layer_trace(const MoeLayer& layer, uint32_t tiles, uint32_t n1, uint32_t hidden, int world_size,
+                              const std::vector<TraceRecord>& part1, const std::vector<TraceRecord>& part2) {
+  auto tile_n = [](const std::string& kernel) {
+    unsigned bm = 0, bn = 0;
+    return std::sscanf(kernel.c_str(), "%ux%u", &bm, &bn) == 2 ? bn : 0u;
+  };
+  const uint32_t n_tiles1 = (n1 + tile_n(layer.part1().kernel_name()) - 1) / tile_n(layer.part1().kernel_name());
+  const uint32_t n_tiles2 = (hidden + tile_n(layer.part2().kernel_name()) - 1) / tile_n(layer.part2().kernel_name());
+  using Key = std::tuple<uint32_t, uint32_t, uint16_t, uint32_t>;  // (rank, kind, role, tile)
+  for (const auto* records : {&part1, &part2}) {
+    const bool first = records == &part1;
+    std::map<Key, std::vector<TraceRecord>> by;
+    std::map<std::pair<uint32_t, uint32_t>, uint32_t> comm;  // (rank, kind) -> count
+    for (const TraceRecord& r : *records) {
+      if (r.start_ns > r.end_ns) return "a span ends before it starts";
+      if (r.role == uint16_t(TraceRole::kComm)) {
+        ++comm[{r.rank, r.kind}];
+      } else {
+        by[{r.rank, r.kind, r.role, r.tile}].push_back(r);
+      }
+    }
+    const uint32_t n_tiles = first ? n_tiles1 : n_tiles2;
+    const std::string part = first ? "part 1" : "part 2";
+    for (uint32_t rank = 0; rank < uint32_t(world_size); ++rank) {
+      const std::string at = part + " rank " + std::to_string(rank);
+      for (uint32_t t = 0; t < tiles * n_tiles; ++t) {
+        const auto& wait = by[{rank, uint32_t(TraceKind::kWait), uint16_t(TraceRole::kProducer), t}];
+        const auto& load = by[{rank, uint32_t(TraceKind::kLoad), uint16_t(TraceRole::kProducer), t}];
+        const auto& epilogue = by[{rank, uint32_t(TraceKind::kEpilogue), uint16_t(TraceRole::kConsumer), t}];
+        const auto& notify = by[{rank, uint32_t(TraceKind::kNotify), uint16_t(TraceRole::kConsumer), t}];
+        const std::string tile = at + " tile " + std::to_string(t);
+        if (wait.size() != 1 || load.size() != 1 || epilogue.size() != 1) {
+          return tile + ": " + std::to_string(wait.size()) + " waits, " + std::to_string(load.size()) + " loads, " +
+                 std::to_string(epilogue.size()) + " epilogues; expected one each";
+        }
+        if (wait[0].end_ns > load[0].start_ns) return tile + ": loads began before the wait ended";
+        if (notify.size() != (first ? 0u : 1u)) return tile + ": " + std::to_string(notify.size()) + " notifies";
+      }
+      if (by.count({rank, uint32_t(TraceKind::kLoad), uint16_t(TraceRole::kProducer), tiles * n_tiles}) != 0) {
+        return at + ": a load of a tile past the mapping's " + std::to_string(tiles) + " tile rows";
+      }
+      if (world_size > 1 && (comm[{rank, uint32_t(TraceKind::kWait)}] == 0 || comm[{rank, uint32_t(TraceKind::kNotify)}] == 0)) {
+        return at + ": its " + (first ? "gather" : "combine") + " blocks recorded no waits or no notifies";
+      }
+    }
+  }
+  return "";
+}
+
 std::string run_layer(int world_size, uint32_t topk, SyntheticRouting routing, MlpActivation act,
-                      std::mt19937_64& rng) {
+                      std::mt19937_64& rng, bool traced = false) {
   const LayerShape s = kLayer;
   const uint32_t tokens = s.tokens_per_rank * static_cast<uint32_t>(world_size);
   const uint32_t k = s.intermediate_per_rank, n1 = (act == MlpActivation::kSwiGlu ? 2 : 1) * k;
@@ -307,8 +364,16 @@ std::string run_layer(int world_size, uint32_t topk, SyntheticRouting routing, M
       poison(recv.data(r), recv.bytes());
     }
     settle();
+    // With `traced`, the second call records its timeline; the result must not change.
+    TraceBuffer trace1(world, 1 << 16), trace2(world, 1 << 16);
+    if (traced && call == 2) {
+      layer.part1().set_trace(&trace1);
+      layer.part2().set_trace(&trace2);
+    }
     layer.run();
     world.synchronize();
+    layer.part1().set_trace(nullptr);
+    layer.part2().set_trace(nullptr);
 
     // The reference chain, rank by rank: gathered rows by the host mapping, cuBLAS per expert,
     // bf16, the activation in fp32 on the CPU, bf16, cuBLAS per expert.
@@ -344,6 +409,14 @@ std::string run_layer(int world_size, uint32_t topk, SyntheticRouting routing, M
         !e.empty()) {
       return e;
     }
+    if (traced && call == 2) {
+      if (trace1.dropped() + trace2.dropped() != 0) return "trace records dropped";
+      if (std::string e = check_layer_trace(layer, host.num_tiles(), n1, s.hidden, world_size, trace1.records(),
+                                            trace2.records());
+          !e.empty()) {
+        return where + ", traced: " + e;
+      }
+    }
   }
   return "";
 }
@@ -361,6 +434,17 @@ TEST_P(MoeLayerTest, MatchesTheCublasChain) {
 }
 
 INSTANTIATE_TEST_SUITE_P(World, MoeLayerTest, worlds_and_routings(), world_routing_name);
+
+// tilelink trace moe's recording: a traced call computes the same layer (checked against the
+// cuBLAS chain) and records every grouped GEMM tile of both parts (check_layer_trace).
+TEST(MoeLayerTrace, RecordsEveryTileOfBothPartsAndKeepsTheResult) {
+  TL_SKIP_WITHOUT_GPU();
+  for (int world : {1, 2, 4}) {
+    std::mt19937_64 rng(std::random_device{}());
+    EXPECT_EQ(run_layer(world, 2, SyntheticRouting::kUniform, MlpActivation::kSwiGlu, rng, true), "")
+        << "world " << world;
+  }
+}
 
 }  // namespace
 }  // namespace tilelink::test::moe_rs

@@ -172,13 +172,22 @@ uint64_t MoeAgGroupGemm::run() {
     detail::launch_moe_gather(ag_->plan(), ag_->signals().device_view(r), mapping.view(mapping.max_tiles()),
                               mapping.num_tiles_device(), order_[i].get<uint32_t>(), gather_slice_.device_view(r), 0,
                               static_cast<const char*>(args_.x->data(r)) + args_.x_offset, sorted_[i].get(),
-                              args_.hidden * kElementBytes, gather_blocks_, gather_streams_.stream(r));
+                              args_.hidden * kElementBytes, gather_blocks_, gather_streams_.stream(r),
+                              trace_ != nullptr ? trace_->view(r) : TraceView{});
     kernels_[i]->run(epoch, compute);
     ag_->enqueue(r);
     gather_streams_.join_into(r, compute);
     world.compute_after_comm(r);
   }
   return epoch;
+}
+
+void MoeAgGroupGemm::set_trace(const TraceBuffer* trace) {
+  trace_ = trace;
+  for (int r = 0; r < world_->size(); ++r) {
+    kernels_[static_cast<size_t>(r)]->set_trace(trace != nullptr ? trace->view(r) : TraceView{});
+  }
+  ag_->set_trace(trace);
 }
 
 void MoeAgGroupGemm::build_mapping(int rank) {

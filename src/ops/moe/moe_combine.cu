@@ -20,10 +20,10 @@ constexpr int kVec = 8;  // 16-byte vectors per thread and step: kVec * topk (or
 
 __global__ void __launch_bounds__(kThreads)
     moe_combine_kernel(MoeRsPlan plan, MoeMappingView m, SignalView sig, SymmetricView heap, const uint4* y,
-                       const float* weights, __nv_bfloat16* recv, uint4* out) {
+                       const float* weights, __nv_bfloat16* recv, uint4* out, TraceView trace) {
   __shared__ uint32_t pair_rows[kMoeCombineMaxPairs];
   __shared__ float pair_weights[kMoeCombineMaxPairs];
-  DeviceBlockCtx<false> ctx{sig.rank, sig.world, nullptr};
+  DeviceBlockCtx<false> ctx{sig.rank, sig.world, nullptr, trace};
   const uint32_t rank = static_cast<uint32_t>(sig.rank), topk = m.topk, vectors = plan.n / 8;
   auto combine = [&](uint32_t owner, RowRange rows) {
     // The previous item's reads of the staging arrays ended before its notify's barrier.
@@ -93,10 +93,10 @@ __global__ void __launch_bounds__(kThreads)
 
 void launch_moe_combine(const MoeRsPlan& plan, const MoeMappingView& m, const SignalView& sig,
                         const SymmetricView& heap, const void* y, const float* weights, void* recv, void* out,
-                        uint32_t blocks, uint32_t cluster, cudaStream_t stream) {
+                        uint32_t blocks, uint32_t cluster, cudaStream_t stream, const TraceView& trace) {
   launch_in_clusters(moe_combine_kernel, blocks, kThreads, cluster, stream, plan, m, sig, heap,
                      static_cast<const uint4*>(y), weights, static_cast<__nv_bfloat16*>(recv),
-                     static_cast<uint4*>(out));
+                     static_cast<uint4*>(out), trace);
 }
 
 void preload_moe_combine() { preload_kernel(moe_combine_kernel); }

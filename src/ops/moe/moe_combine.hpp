@@ -8,6 +8,7 @@
 #include <cstdint>
 
 #include "tilelink/ops/moe/moe_rs_protocol.hpp"
+#include "tilelink/primitives/trace.hpp"
 
 namespace tilelink::detail {
 
@@ -20,10 +21,11 @@ constexpr uint32_t kMoeCombineMaxPairs = 4096;
 // weights = tokens x topk fp32, recv = this rank's pointer to the symmetric slots (world x
 // tokens_per_rank x n bf16; unused with no peers), out = tokens_per_rank x n bf16. Each token's
 // weighted sum lands, rounded to bf16, in its owner's slot of this rank (the output with no
-// peers); the owner sums the slots in rank order in fp32. m.num_tiles is not read.
+// peers); the owner sums the slots in rank order in fp32. m.num_tiles is not read. With `trace`
+// on, thread 0 of each CTA records its waits and notifies.
 void launch_moe_combine(const MoeRsPlan& plan, const MoeMappingView& m, const SignalView& sig,
                         const SymmetricView& heap, const void* y, const float* weights, void* recv, void* out,
-                        uint32_t blocks, uint32_t cluster, cudaStream_t stream);
+                        uint32_t blocks, uint32_t cluster, cudaStream_t stream, const TraceView& trace = {});
 
 void preload_moe_combine();
 

@@ -43,8 +43,8 @@ TL_DEVICE void copy_tile(const AllGatherPlan& ag, const MoeMappingView& m, uint3
 __global__ void __launch_bounds__(kThreads)
     moe_gather_kernel(AllGatherPlan ag, SignalView ag_sig, MoeMappingView m, const uint32_t* num_tiles,
                       const uint32_t* order, SignalView gsig, uint32_t channel0, const char* x, char* sorted,
-                      uint32_t row_bytes) {
-  DeviceBlockCtx<false> ctx{gsig.rank, gsig.world, nullptr};
+                      uint32_t row_bytes, TraceView trace) {
+  DeviceBlockCtx<false> ctx{gsig.rank, gsig.world, nullptr, trace};
   m.num_tiles = *num_tiles;
   moe_gather_block(ctx, ag, ag_sig, m, order, gsig, channel0,
                    [&](uint32_t t) { copy_tile(ag, m, t, x, sorted, row_bytes); });
@@ -56,10 +56,11 @@ void preload_moe_gather() { preload_kernel(moe_gather_kernel); }
 
 void launch_moe_gather(const AllGatherPlan& ag, const SignalView& ag_sig, const MoeMappingView& m,
                        const uint32_t* num_tiles, const uint32_t* order, const SignalView& gsig, uint32_t channel0,
-                       const void* x, void* sorted, uint32_t row_bytes, uint32_t blocks, cudaStream_t stream) {
+                       const void* x, void* sorted, uint32_t row_bytes, uint32_t blocks, cudaStream_t stream,
+                       const TraceView& trace) {
   moe_gather_kernel<<<blocks, kThreads, 0, stream>>>(ag, ag_sig, m, num_tiles, order, gsig, channel0,
                                                      static_cast<const char*>(x), static_cast<char*>(sorted),
-                                                     row_bytes);
+                                                     row_bytes, trace);
   TL_CUDA_CHECK(cudaGetLastError());
 }
 

@@ -198,10 +198,18 @@ uint64_t MoeGemmRs::run() {
     kernels_[i]->run(epoch, compute);
     detail::launch_moe_combine(plan_, mapping.view(plan_.max_tiles), slice_.device_view(r), heap_->device_view(r),
                                y_[i].get(), args_.weights[i], world.size() > 1 ? args_.recv->data(r) : nullptr,
-                               args_.out[i], combine_blocks_, cluster_, combine_streams_->stream(r));
+                               args_.out[i], combine_blocks_, cluster_, combine_streams_->stream(r),
+                               trace_ != nullptr ? trace_->view(r) : TraceView{});
     combine_streams_->join_into(r, compute);
   }
   return epoch;
+}
+
+void MoeGemmRs::set_trace(const TraceBuffer* trace) {
+  trace_ = trace;
+  for (int r = 0; r < world_->size(); ++r) {
+    kernels_[static_cast<size_t>(r)]->set_trace(trace != nullptr ? trace->view(r) : TraceView{});
+  }
 }
 
 void MoeGemmRs::run_gemm_only() {

@@ -30,6 +30,7 @@
 #include "ops/moe/sm90_moe_gemm_kernel.hpp"
 #include "tilelink/core/error.hpp"
 #include "tilelink/primitives/device.cuh"
+#include "tilelink/primitives/trace.cuh"
 
 namespace tilelink::detail {
 
@@ -41,6 +42,7 @@ struct MoeGemmWait {
   uint32_t experts = 1;
   uint32_t n_tiles = 0;  // names a tile (t * n_tiles + n_tile) in a timeout report
   uint32_t enabled = 0;  // 0: no waits (rows already in place)
+  TraceView trace;       // on: the producer records each tile's wait and loads
 };
 
 // What a finished tile notifies (part 2); the epilogue's hook (sm90_hooked_epilogue.cuh).
@@ -49,15 +51,25 @@ struct MoeGemmNotify : PlainEpilogueView {
   uint32_t channel0 = 0;
   uint32_t n_tiles = 0;  // tiles along N; cluster rounding's extra tile (n_tile >= n_tiles) notifies nothing
   uint32_t enabled = 0;
+  TraceView trace;  // on: consumer thread 0 records each tile's epilogue and notify
 
+  CUTLASS_DEVICE uint64_t before() const { return trace_start(trace); }
   template <class TileCoord>
-  CUTLASS_DEVICE void after(TileCoord const& coord, int thread_idx, int) const {
-    if (!enabled) return;
+  CUTLASS_DEVICE void after(TileCoord const& coord, int thread_idx, uint64_t start) const {
     const uint32_t m_tile = static_cast<uint32_t>(cute::get<0>(coord));
     const uint32_t n_tile = static_cast<uint32_t>(cute::get<1>(coord));
     if (n_tile >= n_tiles) return;
-    store_landed_then(thread_idx,
-                      [&] { tilelink::producer_tile_notify(sig, channel0 + m_tile * n_tiles + n_tile); });
+    const uint32_t tile = m_tile * n_tiles + n_tile;
+    if (enabled) {
+      store_landed_then(thread_idx, [&] {
+        const uint64_t t_notify = trace_start(trace);
+        tilelink::producer_tile_notify(sig, channel0 + tile);
+        trace_span(trace, TraceKind::kNotify, tile, TraceRole::kConsumer, t_notify, global_time_ns());
+      });
+    }
+    if (trace.on() && thread_idx == 0) {
+      trace_span(trace, TraceKind::kEpilogue, tile, TraceRole::kConsumer, start, global_time_ns());
+    }
   }
 };
 
@@ -112,6 +124,8 @@ struct Sm90MoeGemmMainloop : Base {
                            KTileIterator k_tile_iter, int k_tile_count, int thread_idx,
                            uint32_t block_rank_in_cluster, typename Base::TensorStorage& shared_tensors) {
     const uint32_t tile = static_cast<uint32_t>(cute::get<0>(blk_coord));
+    const uint32_t traced_tile = tile * params.moe.n_tiles + static_cast<uint32_t>(cute::get<1>(blk_coord));
+    const uint64_t t_wait = trace_start(params.moe.trace);
     if (params.moe.enabled) {
       if (cute::elect_one_sync()) {
         const int32_t report = static_cast<int32_t>(tile * params.moe.n_tiles +
@@ -124,9 +138,14 @@ struct Sm90MoeGemmMainloop : Base {
       asm volatile("fence.proxy.async.global;" ::: "memory");
     }
     const int expert = static_cast<int>(__ldg(params.moe.tile_expert + tile));
+    const uint64_t t_load = trace_start(params.moe.trace);
     Base::load(params, pipeline, smem_pipe_write, load_inputs,
                cute::make_coord(cute::get<0>(blk_coord), cute::get<1>(blk_coord), cute::get<2>(blk_coord), expert),
                k_tile_iter, k_tile_count, thread_idx, block_rank_in_cluster, shared_tensors);
+    if (params.moe.trace.on() && cute::elect_one_sync()) {
+      trace_span(params.moe.trace, TraceKind::kWait, traced_tile, TraceRole::kProducer, t_wait, t_load);
+      trace_span(params.moe.trace, TraceKind::kLoad, traced_tile, TraceRole::kProducer, t_load, global_time_ns());
+    }
   }
 };
 
@@ -182,6 +201,10 @@ class Sm90MoeGemmKernelImpl final : public Sm90MoeGemmKernel {
   }
 
   int ctas() const override { return launcher_.ctas(); }
+  void set_trace(const TraceView& trace) override {
+    launcher_.params().mainloop.moe.trace = trace;
+    launcher_.params().epilogue.hook.trace = trace;
+  }
 
   static Sm90MoeGemmConfigInfo info(const char* name) {
     return {name,  kTileM, kTileN, static_cast<uint32_t>(cute::size<2>(TileShape{})), Types::kClusterM,

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "tilelink/primitives/signal.hpp"
+#include "tilelink/primitives/trace.hpp"
 
 namespace tilelink::detail {
 
@@ -47,6 +48,9 @@ class Sm90MoeGemmKernel {
   // `epoch`: of the signal slice the run waits on (part 1) or notifies (part 2).
   virtual void run(uint64_t epoch, cudaStream_t stream) = 0;
   virtual int ctas() const = 0;
+  // Later runs record into `trace` (a default view: off): per tile the producer's wait and loads
+  // and the consumer's epilogue (with part 2's notify), tile = tile_row * n_tiles + n_tile.
+  virtual void set_trace(const TraceView& trace) = 0;
 };
 
 struct Sm90MoeGemmConfigInfo {

@@ -39,6 +39,7 @@
 #include "tilelink/runtime/side_streams.hpp"
 #include "tilelink/runtime/signal_set.hpp"
 #include "tilelink/runtime/symmetric_heap.hpp"
+#include "tilelink/runtime/trace_buffer.hpp"
 #include "tilelink/runtime/world.hpp"
 
 namespace tilelink {
@@ -100,6 +101,10 @@ class MoeAgGroupGemm {
   // The grouped GEMM alone on the sorted rows and mapping of the last call (no waits): its
   // isolated compute time.
   void run_gemm_only();
+  // Later calls record the device timeline into `trace` (nullptr: off): the grouped GEMM's
+  // per-tile wait, loads and epilogue (tile = tile_row * n_tiles + n_tile), the gather blocks'
+  // waits, copies and notifies, and on the SM path the all-gather blocks'. tilelink trace moe.
+  void set_trace(const TraceBuffer* trace);
   // The device mapping alone (tables and every rank's tile order from the routing), as run()
   // builds it first on each compute stream: its share of the call.
   void run_mapping_only();
@@ -128,6 +133,7 @@ class MoeAgGroupGemm {
   std::vector<std::unique_ptr<MoeMappingBuffers>> mappings_;
   std::vector<DeviceBuffer> order_, sorted_;
   std::vector<std::unique_ptr<detail::Sm90MoeGemmKernel>> kernels_, plain_kernels_;
+  const TraceBuffer* trace_ = nullptr;
 };
 
 }  // namespace tilelink

@@ -37,6 +37,7 @@
 #include "tilelink/runtime/side_streams.hpp"
 #include "tilelink/runtime/signal_set.hpp"
 #include "tilelink/runtime/symmetric_heap.hpp"
+#include "tilelink/runtime/trace_buffer.hpp"
 #include "tilelink/runtime/world.hpp"
 
 namespace tilelink {
@@ -101,6 +102,10 @@ class MoeGemmRs {
   uint64_t run();
   // The grouped GEMM alone (no notifies) on the rows and mapping in place: its isolated time.
   void run_gemm_only();
+  // Later calls record the device timeline into `trace` (nullptr: off): the grouped GEMM's
+  // per-tile loads and epilogue with its notify (tile = tile_row * n_tiles + n_tile), and the
+  // combine blocks' waits and notifies. tilelink trace moe.
+  void set_trace(const TraceBuffer* trace);
 
   const MoeRsPlan& plan() const { return plan_; }
   // Rank r's grouped GEMM output (mapping max_rows() x n bf16, padding rows unspecified).
@@ -122,6 +127,7 @@ class MoeGemmRs {
   SideStreams* combine_streams_ = nullptr;  // own_streams_ or the caller's
   std::vector<DeviceBuffer> y_, order_;
   std::vector<std::unique_ptr<detail::Sm90MoeGemmKernel>> kernels_, plain_kernels_;
+  const TraceBuffer* trace_ = nullptr;
 };
 
 }  // namespace tilelink
