@@ -181,6 +181,19 @@ struct GemmRsTuneOptions {
 };
 // `tilelink tune gemm_rs`: the two-stage search (tune/gemm_rs_tune.hpp), as tune_ag_gemm. tune.cu.
 Table tune_gemm_rs(const GemmRsTuneOptions& options, std::ostream& progress);
+struct MlpTuneOptions {
+  int world = 8;
+  uint32_t m = 8192, hidden = 8192, intermediate = 28672;  // as MlpBenchOptions
+  MlpActivation activation = MlpActivation::kSwiGlu;
+  size_t top = 6;
+  TimingOptions timing{2, 5};
+  uint64_t seed = 1;
+  std::string cache;
+};
+// `tilelink tune mlp`: tune_ag_gemm on fc1's shape (M, 2I or I, H) and tune_gemm_rs on fc2's
+// (M, H, I), both into the cache, where an all-automatic Mlp's AgGemm and GemmRs find them; one
+// table with both ops' rows. tune.cu.
+Table tune_mlp(const MlpTuneOptions& options, std::ostream& progress);
 
 struct TraceOptions {
   int world = 8;

@@ -1,7 +1,7 @@
 // The world, buffers and random inputs of a tensor-parallel MLP benchmark (bench mlp, trace mlp):
 // make_bench_world's ranks, a heap with the gathered tokens (each rank's own shard filled), the
-// fc2 partials, the baseline's reduce-scatter slots and (copy-engine scatter) the op's receive
-// slots; per rank the weights (uniform in [-1, 1) / 64, so that the activations stay O(1)) and
+// fc2 partials, the baseline's reduce-scatter slots and the op's receive slots (always passed, so
+// that a copy-engine fc2 configuration from the tune cache applies too); per rank the weights (uniform in [-1, 1) / 64, so that the activations stay O(1)) and
 // the output block.
 #pragma once
 
@@ -25,7 +25,7 @@ struct MlpSetup {
   SignalSet signals;
   SymmetricBuffer x, partial;
   SymmetricBuffer slots;  // the baseline's reduce-scatter slots
-  SymmetricBuffer recv;   // the op's, scatter ce only
+  SymmetricBuffer recv;   // the op's (used by the copy-engine scatter)
   std::vector<DeviceBuffer> w1, w2, out;
   MlpArguments args;
 
@@ -43,15 +43,15 @@ struct MlpSetup {
         block_elems(size_t(rows) * hidden_),
         block_bytes(block_elems * 2),
         world(make_bench_world(world_size)),
-        heap(world, (ce(config) ? 4 : 3) * x_bytes + (16u << 20)),
+        heap(world, 4 * x_bytes + (16u << 20)),
         signals(heap, 1u << 16),
         x(heap.allocate(x_bytes)),
         partial(heap.allocate(x_bytes)),
         slots(heap.allocate(x_bytes)),
-        recv(ce(config) ? heap.allocate(x_bytes) : SymmetricBuffer()) {
+        recv(heap.allocate(x_bytes)) {
     args.x = &x;
     args.partial = &partial;
-    args.recv = ce(config) ? &recv : nullptr;
+    args.recv = &recv;
     args.m = m;
     args.hidden = hidden;
     args.intermediate = intermediate;
@@ -80,7 +80,6 @@ struct MlpSetup {
     TL_REQUIRE(world_size >= 1, where, "world", world_size, ">= 1");
     return world_size;
   }
-  static bool ce(const MlpConfig& config) { return config.fc2.scatter == GemmRsScatter::kCopyEngine; }
 };
 
 }  // namespace tilelink::bench

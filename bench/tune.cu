@@ -233,4 +233,45 @@ Table tune_gemm_rs(const GemmRsTuneOptions& o, std::ostream& progress) {
   return table;
 }
 
+Table tune_mlp(const MlpTuneOptions& o, std::ostream& progress) {
+  TL_REQUIRE(o.world >= 1, "tune_mlp", "world", o.world, ">= 1");
+  TuneOptions fc1;
+  fc1.world = o.world;
+  fc1.m = o.m;
+  fc1.n = (o.activation == MlpActivation::kSwiGlu ? 2 : 1) * o.intermediate;
+  fc1.k = o.hidden;
+  fc1.top = o.top;
+  fc1.timing = o.timing;
+  fc1.seed = o.seed;
+  fc1.cache = o.cache;
+  GemmRsTuneOptions fc2;
+  fc2.world = o.world;
+  fc2.m = o.m;
+  fc2.n = o.hidden;
+  fc2.k = o.intermediate;
+  fc2.top = o.top;
+  fc2.timing = o.timing;
+  fc2.seed = o.seed;
+  fc2.cache = o.cache;
+  progress << "fc1 (AG+GEMM):\n";
+  const Table t1 = tune_ag_gemm(fc1, progress);
+  progress << "fc2 (GEMM+RS):\n";
+  const Table t2 = tune_gemm_rs(fc2, progress);
+  Table table = t1;
+  table.name = "tune_mlp";
+  table.title = "tune MLP (" + std::string(to_string(o.activation)) + "), " + ranks_phrase(o.world) + ": m=" +
+                std::to_string(o.m) + " hidden=" + std::to_string(o.hidden) + " intermediate=" +
+                std::to_string(o.intermediate) + ", bf16";
+  table.rows.clear();
+  table.notes.clear();
+  for (const auto& [part, t] : {std::pair<const char*, const Table*>{"fc1 ", &t1}, {"fc2 ", &t2}}) {
+    for (std::vector<Value> row : t->rows) {
+      row[0] = part + std::get<std::string>(row[0]);
+      table.add_row(row);
+    }
+    for (const std::string& note : t->notes) table.notes.push_back(part + note);
+  }
+  return table;
+}
+
 }  // namespace tilelink::bench

@@ -99,8 +99,9 @@ if [[ $mode == *swizzle* ]]; then
   grep -E "^(==|tilelink fused|tilelink grouped|cuBLAS per-expert|non-over|error)" "$out/swizzle.log" | cut -c1-100 | tail -60
 fi
 if [[ $mode == *tune* ]]; then
-  # tune AG+GEMM and GEMM+RS (tune_rs: GEMM+RS only) on the paper's shapes at world 8 into a fresh
-  # cache, then bench ag_gemm and gemm_rs, which pick the tuned configurations up from it.
+  # tune AG+GEMM and GEMM+RS (tune_rs: GEMM+RS only) on the paper's shapes and the LLaMA-3-70B MLP
+  # at world 8 into a fresh cache, then bench ag_gemm, gemm_rs and mlp, which pick the tuned
+  # configurations up from it.
   export TILELINK_TUNE_CACHE="$out/tune.json"
   rm -f "$TILELINK_TUNE_CACHE"
   { if [[ $mode != *tune_rs* ]]; then
@@ -108,7 +109,9 @@ if [[ $mode == *tune* ]]; then
         timeout 200 "$build/tilelink" bench ag_gemm --world 8 --shapes paper
     fi &&
       timeout 300 "$build/tilelink" tune gemm_rs --world 8 --shapes paper &&
-      timeout 200 "$build/tilelink" bench gemm_rs --world 8 --shapes paper; } >"$out/tune.log" 2>&1 || status=1
+      timeout 200 "$build/tilelink" bench gemm_rs --world 8 --shapes paper &&
+      timeout 300 "$build/tilelink" tune mlp --world 8 --model llama3-70b &&
+      timeout 200 "$build/tilelink" bench mlp --world 8 --model llama3-70b; } >"$out/tune.log" 2>&1 || status=1
   grep -E "^(\[|==|automatic|tuned|tilelink fused|cuBLAS|non-over|note: config|note: stored|tilelink)" "$out/tune.log" | tail -120
   unset TILELINK_TUNE_CACHE
 fi

@@ -16,6 +16,7 @@
 //   tilelink bench sp_attention [--world N] [--seq S] [--q-heads --kv-heads --head-dim] [--non-causal]
 //       [--layout contiguous|zigzag] [--resource ce|sm] [--comm-rows R] [--blocks k] [--local-first] [--section-heads H] [--dump DIR]
 //   tilelink tune ag_gemm [--world N] [--m --n --k | --shapes paper] [--top K] [--cache FILE] [--dry-run]
+//   tilelink tune mlp [--world N] [--m M] [--model NAME | --hidden H --intermediate I] [--activation A] [--top K] [--dry-run]
 //   tilelink tune gemm_rs [--world N] [--m --n --k | --shapes paper] [--top K] [--cache FILE] [--dry-run]
 //   tilelink trace ag_gemm [--world N] [--m --n --k] [--resource ce|sm] [--comm-rows R] [--blocks k] [--kernel NAME]
 //       [--trace FILE] [--svg FILE] [--capacity N]
@@ -874,6 +875,40 @@ int cmd_tune_gemm_rs(const TuneArgs& a, const std::string& command) {
   return 0;
 }
 
+// `tilelink tune mlp`: fc1's AG+GEMM and fc2's GEMM+RS, each searched as tune ag_gemm|gemm_rs
+// on the MLP's shapes. --model sets hidden and intermediate; --n and --k are not used.
+int cmd_tune_mlp(const TuneArgs& a, const MlpArgs& mlp, const std::string& command) {
+  check_writable(a.json);
+  MlpArgs shape = mlp;
+  shape.world = a.world;
+  shape.m = a.m;
+  const tb::MlpBenchOptions m = mlp_options(shape);
+  tb::MlpTuneOptions o;
+  o.world = a.world;
+  o.m = m.m;
+  o.hidden = m.hidden;
+  o.intermediate = m.intermediate;
+  o.activation = m.config.activation;
+  o.top = a.top;
+  o.cache = a.cache;
+  o.timing = {a.warmup, a.iters};
+  o.seed = a.seed;
+  if (a.dry_run) {
+    TuneArgs fc1 = a, fc2 = a;
+    fc1.n = (o.activation == tilelink::MlpActivation::kSwiGlu ? 2 : 1) * o.intermediate;
+    fc1.k = o.hidden;
+    fc2.n = o.hidden;
+    fc2.k = o.intermediate;
+    fc1.shapes = fc2.shapes = "";
+    const int rc1 = cmd_tune_dry_run(fc1);
+    const int rc2 = cmd_tune_gemm_rs_dry_run(fc2);
+    return std::max(rc1, rc2);
+  }
+  run_shapes(a.world, "tune mlp", {{o.m, o.hidden, o.intermediate}}, command, a.seed, a.json,
+             [&](const Mnk&) { return tb::tune_mlp(o, std::cout); });
+  return 0;
+}
+
 // The options `tune ag_gemm` and `tune gemm_rs` share (the shape's help differs).
 void add_tune_options(CLI::App* app, TuneArgs& a, const char* m_help, const char* n_help, const char* k_help,
                       const char* paper_help) {
@@ -1426,6 +1461,24 @@ int main(int argc, char** argv) {
   TuneArgs tune_rs_args;
   tune_rs_args.n = 8192;
   tune_rs_args.k = 28672;
+  TuneArgs tune_mlp_args;
+  MlpArgs tune_mlp_shape;
+  CLI::App* tune_mlp = tune->add_subcommand("mlp", "the MLP: tune ag_gemm on fc1's shape and tune gemm_rs on fc2's, both into the cache");
+  tune_mlp->add_option("--world", tune_mlp_args.world, tb::kWorldOptionHelp)->capture_default_str()->check(CLI::Range(1, tilelink::kMaxWorldSize));
+  tune_mlp->add_option("--m", tune_mlp_args.m, "tokens over all ranks")->capture_default_str()->check(CLI::PositiveNumber);
+  CLI::Option* tune_mlp_model = tune_mlp->add_option("--model", tune_mlp_shape.model, "take hidden and intermediate from a model: llama3-8b, llama3-70b, llama3-405b")
+      ->check(CLI::IsMember({"llama3-8b", "llama3-70b", "llama3-405b"}));
+  tune_mlp->add_option("--hidden", tune_mlp_shape.hidden, "hidden size H")->capture_default_str()->check(CLI::PositiveNumber)->excludes(tune_mlp_model);
+  tune_mlp->add_option("--intermediate", tune_mlp_shape.intermediate, "intermediate size over all ranks")->capture_default_str()->check(CLI::PositiveNumber)->excludes(tune_mlp_model);
+  tune_mlp->add_option("--activation", tune_mlp_shape.activation, "swiglu or gelu (fc1's width)")->capture_default_str()->check(CLI::IsMember({"swiglu", "gelu"}));
+  tune_mlp->add_option("--top", tune_mlp_args.top, "communication variants to time per op (the plan model's best)")->capture_default_str()->check(CLI::Range(1, 64));
+  tune_mlp->add_option("--cache", tune_mlp_args.cache, "tune cache file to update ('' = do not store); default: $TILELINK_TUNE_CACHE or ~/.cache/tilelink/tune.json")->capture_default_str();
+  tune_mlp->add_flag("--dry-run", tune_mlp_args.dry_run, "print both ops' candidates and the model's predictions; no GPU needed");
+  tune_mlp->add_option("--sms", tune_mlp_args.sms, "dry run: SMs of the GPU planned for")->capture_default_str()->check(CLI::PositiveNumber);
+  tune_mlp->add_option("--warmup", tune_mlp_args.warmup, "untimed calls per configuration")->capture_default_str()->check(CLI::Range(0, 1000000));
+  tune_mlp->add_option("--iters", tune_mlp_args.iters, "timed calls per configuration (the median counts)")->capture_default_str()->check(CLI::Range(1, 1000000));
+  tune_mlp->add_option("--json", tune_mlp_args.json, "also write the results as JSON to FILE");
+  tune_mlp_args.seed_option = tune_mlp->add_option("--seed", tune_mlp_args.seed, "random seed of the inputs; default: a fresh one");
   CLI::App* tune_rs = tune->add_subcommand("gemm_rs", "GEMM+RS: swizzle, then the scatter x signal granularity x reduction CTAs variants the plan model ranks best");
   add_tune_options(tune_rs, tune_rs_args, "rows of the output over all ranks", "columns of the output",
                    "inner dimension over all ranks (each rank holds k / world)",
@@ -1581,10 +1634,12 @@ int main(int argc, char** argv) {
   }
 
   if (*plan_ag || *plan_rs || *plan_moe || *plan_layer || *plan_attn || *plan_mlp || (*tune_ag && tune_args.dry_run) ||
-      (*tune_rs && tune_rs_args.dry_run)) {  // no GPU needed
+      (*tune_rs && tune_rs_args.dry_run) ||
+      (*tune_mlp && tune_mlp_args.dry_run)) {  // no GPU needed
     try {
       if (*tune_ag) return cmd_tune_dry_run(tune_args);
       if (*tune_rs) return cmd_tune_gemm_rs_dry_run(tune_rs_args);
+      if (*tune_mlp) return cmd_tune_mlp(tune_mlp_args, tune_mlp_shape, "");
       if (*plan_mlp) return cmd_plan_mlp(plan_mlp_args);
       if (*plan_moe) return cmd_plan_moe_ag(plan_moe_args);
       if (*plan_layer) return cmd_plan_moe(plan_layer_args);
@@ -1649,6 +1704,10 @@ int main(int argc, char** argv) {
     if (*trace_ag) {
       if (trace_args.op.seed_option->count() == 0) trace_args.op.seed = fresh_seed();
       return cmd_trace_ag_gemm(trace_args);
+    }
+    if (*tune_mlp) {
+      if (tune_mlp_args.seed_option->count() == 0) tune_mlp_args.seed = fresh_seed();
+      return cmd_tune_mlp(tune_mlp_args, tune_mlp_shape, command);
     }
     if (*tune_rs) {
       if (tune_rs_args.seed_option->count() == 0) tune_rs_args.seed = fresh_seed();
