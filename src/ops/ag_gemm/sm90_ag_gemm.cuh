@@ -94,7 +94,10 @@ struct Sm90AgGemmMainloop : Base {
     const uint64_t t_load = trace_start(params.ag.trace);
     Base::load(params, pipeline, smem_pipe_write, load_inputs, blk_coord, k_tile_iter, k_tile_count,
                thread_idx, block_rank_in_cluster, shared_tensors);
-    if (params.ag.trace.on() && cute::elect_one_sync()) {
+    // A cluster's padding tile along N (n_tile >= n_tiles, kernels clustered along N) records
+    // nothing: its number would be the next tile row's first tile.
+    const bool real_tile = static_cast<uint32_t>(cute::get<1>(blk_coord)) < params.ag.n_tiles;
+    if (params.ag.trace.on() && real_tile && cute::elect_one_sync()) {
       trace_span(params.ag.trace, TraceKind::kWait, traced_tile, TraceRole::kProducer, t_wait, t_load);
       trace_span(params.ag.trace, TraceKind::kLoad, traced_tile, TraceRole::kProducer, t_load, global_time_ns());
     }

@@ -16,6 +16,7 @@ struct EpilogueTrace : PlainEpilogueView {
   template <class TileCoord>
   CUTLASS_DEVICE void after(TileCoord const& coord, int thread_idx, uint64_t start) const {
     if (!view.on() || thread_idx != 0) return;
+    if (static_cast<uint32_t>(cute::get<1>(coord)) >= n_tiles) return;  // a cluster's padding tile along N
     const uint32_t tile =
         static_cast<uint32_t>(cute::get<0>(coord)) * n_tiles + static_cast<uint32_t>(cute::get<1>(coord));
     trace_span(view, TraceKind::kEpilogue, tile, TraceRole::kConsumer, start, global_time_ns());

@@ -142,7 +142,10 @@ struct Sm90MoeGemmMainloop : Base {
     Base::load(params, pipeline, smem_pipe_write, load_inputs,
                cute::make_coord(cute::get<0>(blk_coord), cute::get<1>(blk_coord), cute::get<2>(blk_coord), expert),
                k_tile_iter, k_tile_count, thread_idx, block_rank_in_cluster, shared_tensors);
-    if (params.moe.trace.on() && cute::elect_one_sync()) {
+    // A cluster's padding tile along N (n_tile >= n_tiles: it stores nothing) records nothing:
+    // its number would be the next tile row's first tile.
+    const bool real_tile = static_cast<uint32_t>(cute::get<1>(blk_coord)) < params.moe.n_tiles;
+    if (params.moe.trace.on() && real_tile && cute::elect_one_sync()) {
       trace_span(params.moe.trace, TraceKind::kWait, traced_tile, TraceRole::kProducer, t_wait, t_load);
       trace_span(params.moe.trace, TraceKind::kLoad, traced_tile, TraceRole::kProducer, t_load, global_time_ns());
     }
