@@ -118,9 +118,16 @@ Table bench_mlp(const MlpBenchOptions& o) {
   result.row("tilelink fused (Mlp::run)", t_fused);
   Table& table = result.table;
   table.notes.push_back("config: fc1 kernel " + op.fc1().kernel_name() + ", swizzle " +
-                        std::to_string(op.fc1().swizzle()) + "; fc2 scatter " + to_string(o.config.fc2.scatter) + ", " +
+                        std::to_string(op.fc1().swizzle()) + "; fc2 scatter " + to_string(op.fc2().config().scatter) +
+                        ", signal per " + to_string(op.fc2().config().granularity) + ", " +
                         std::to_string(op.fc2().reduce_blocks()) + " reduction CTAs, swizzle " +
                         std::to_string(op.fc2().swizzle()));
+  for (const std::string* from : {&op.fc1().tuned_from(), &op.fc2().tuned_from()}) {
+    if (!from->empty()) {
+      table.notes.push_back(std::string(from == &op.fc1().tuned_from() ? "fc1" : "fc2") +
+                            " config from the tune cache " + *from);
+    }
+  }
   table.notes.push_back("check: fused output of every rank equals the non-overlapped chain's within bf16 tolerance");
   table.notes.push_back("TFLOP/s counts both GEMMs; vs cuBLAS = T_gemm (the chain without communication) / time");
   result.common_notes(w, t_fused.samples, o.timing.warmup, gated);

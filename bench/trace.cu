@@ -179,9 +179,12 @@ TraceResult trace_gemm_rs(const GemmRsTraceOptions& o) {
 
   check_gemm_rs(result.records.begin(), result.records.end(), s.w, s.world.mode() == WorldMode::kVirtual, result);
   result.checked = gemm_rs_checked(s.world.mode() == WorldMode::kVirtual);
-  result.config = std::string("scatter ") + to_string(o.op.config.scatter) + ", " +
+  result.config = std::string("scatter ") + to_string(op.config().scatter) + ", signal per " +
+                  to_string(op.config().granularity) + ", " +
                   std::to_string(op.reduce_blocks()) + " reduction CTAs per rank, swizzle " +
-                  std::to_string(op.swizzle()) + (gated ? "" : " (timing not gated)");
+                  std::to_string(op.swizzle()) +
+                  (op.tuned_from().empty() ? "" : " (from the tune cache " + op.tuned_from() + ")") +
+                  (gated ? "" : " (timing not gated)");
   return result;
 }
 
@@ -205,7 +208,8 @@ TraceResult trace_mlp(const MlpTraceOptions& o) {
   result.checked = std::string("fc1 ") + kAgGemmChecked + ": " + std::to_string(fc1_tiles - fc1_violations) + " of " +
                    std::to_string(fc1_tiles) + "; fc2 " + gemm_rs_checked(one_clock) + " (both)";
   result.config = "fc1 kernel " + op.fc1().kernel_name() + ", " + to_string(op.fc1().config().comm.resource) +
-                  " all-gather; fc2 scatter " + to_string(o.op.config.fc2.scatter) + ", " +
+                  " all-gather; fc2 scatter " + to_string(op.fc2().config().scatter) + ", signal per " +
+                  to_string(op.fc2().config().granularity) + ", " +
                   std::to_string(op.fc2().reduce_blocks()) + " reduction CTAs per rank" +
                   (gated ? "" : " (timing not gated)");
   return result;

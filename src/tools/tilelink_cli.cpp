@@ -419,6 +419,7 @@ struct AgGemmArgs {
   std::string resource = "ce", method = "pull", order = "mesh", path = "ldst";
   uint32_t comm_rows = 0, blocks = 0, gemm_sms = 0, swizzle = 0;
   std::string kernel;
+  bool explicit_config = false;  // a knob was given: the tune cache must not replace it
   int warmup = 5, iters = 20;
   std::string json;
   uint64_t seed = 0;
@@ -437,6 +438,8 @@ tilelink::AgGemmConfig ag_gemm_config(const AgGemmArgs& a) {
   config.gemm_sms = a.gemm_sms;
   config.swizzle = a.swizzle;
   config.kernel = a.kernel;
+  // An explicit choice that equals a default (--resource ce) still is one.
+  config.use_tune_cache = !a.explicit_config;
   return config;
 }
 
@@ -471,6 +474,7 @@ struct GemmRsArgs {
   std::string granularity = "tile";
   std::string scatter = "pull";
   uint32_t reduce_blocks = 0, gemm_sms = 0, swizzle = 0;
+  bool explicit_config = false;  // a knob was given: the tune cache must not replace it
   int warmup = 5, iters = 20;
   std::string json;
   uint64_t seed = 0;
@@ -501,6 +505,7 @@ tb::GemmRsBenchOptions gemm_rs_options(const GemmRsArgs& a) {
   o.config.reduce_blocks = a.reduce_blocks;
   o.config.gemm_sms = a.gemm_sms;
   o.config.swizzle = a.swizzle;
+  o.config.use_tune_cache = !a.explicit_config;
   o.timing = {a.warmup, a.iters};
   o.seed = a.seed;
   return o;
@@ -547,6 +552,7 @@ struct MlpArgs {
   uint32_t m = 8192, hidden = 8192, intermediate = 28672;
   std::string model;  // sets hidden and intermediate
   std::string activation = "swiglu", scatter = "pull", granularity = "tile";
+  bool explicit_fc2 = false;  // --scatter or --granularity given: the tune cache must not replace fc2's
   int warmup = 3, iters = 10;
   std::string json;
   uint64_t seed = 0;
@@ -578,6 +584,7 @@ tb::MlpBenchOptions mlp_options(MlpArgs a) {
   o.config.activation = a.activation == "gelu" ? tilelink::MlpActivation::kGelu : tilelink::MlpActivation::kSwiGlu;
   o.config.fc2.scatter = parse_scatter(a.scatter);
   o.config.fc2.granularity = parse_granularity(a.granularity);
+  o.config.fc2.use_tune_cache = !a.explicit_fc2;
   o.timing = {a.warmup, a.iters};
   o.seed = a.seed;
   return o;
@@ -1368,6 +1375,19 @@ int cmd_plan_gemm_rs(PlanRsArgs a) {
 
 }  // namespace
 
+// True when the command line set any of `names` on `cmd`: an explicit configuration, even one
+// equal to the defaults, which the tune cache must not replace.
+bool any_given(const CLI::App* cmd, const std::vector<const char*>& names) {
+  for (const char* name : names) {
+    if (cmd->count(name) > 0) return true;
+  }
+  return false;
+}
+const std::vector<const char*> kAgGemmKnobs = {"--resource", "--method", "--order", "--path", "--comm-rows",
+                                                            "--blocks", "--gemm-sms", "--swizzle", "--kernel"};
+const std::vector<const char*> kGemmRsKnobs = {"--scatter", "--granularity", "--reduce-blocks",
+                                                            "--gemm-sms", "--swizzle"};
+
 int main(int argc, char** argv) {
   tilelink::configure_cuda_environment();  // before any CUDA call
   CLI::App app{"TileLink: tile-centric compute/communication overlap. Device information and benchmarks "
@@ -1669,6 +1689,12 @@ int main(int argc, char** argv) {
       if (ag_args.seed_option->count() == 0) ag_args.seed = fresh_seed();
       return cmd_all_gather(ag_args, command);
     }
+    agg.explicit_config = any_given(ag_gemm, kAgGemmKnobs);
+    trace_args.op.explicit_config = any_given(trace_ag, kAgGemmKnobs);
+    grs.explicit_config = any_given(gemm_rs, kGemmRsKnobs);
+    trace_rs_args.op.explicit_config = any_given(trace_rs, kGemmRsKnobs);
+    mlp_args.explicit_fc2 = any_given(mlp, {"--scatter", "--granularity"});
+    trace_mlp_args.op.explicit_fc2 = any_given(trace_mlp, {"--scatter", "--granularity"});
     if (*ag_gemm) {
       if (agg.seed_option->count() == 0) agg.seed = fresh_seed();
       return cmd_ag_gemm(agg, command);

@@ -139,8 +139,10 @@ TuneCache TuneCache::load(const std::string& path) {
       } else if (entry.op == "ag_gemm") {
         entry.config = config_from_json(e.at("config"), path);
       } else {
-        throw InvalidArgument("tune cache '" + path + "': entry '" + key + "': field 'op' = '" + entry.op +
-                              "': expected 'ag_gemm' or 'gemm_rs'");
+        // An op a later build tunes: kept in the file (save() writes it back unchanged), never
+        // applied here.
+        cache.foreign_[key] = e.dump();
+        continue;
       }
       entry.time_us = e.at("time_us").get<double>();
       entry.default_us = e.at("default_us").get<double>();
@@ -166,6 +168,7 @@ void TuneCache::save() const {
   json j;
   j["format"] = "tilelink-tune-1";
   j["entries"] = json::object();
+  for (const auto& [key, e] : foreign_) j["entries"][key] = json::parse(e);
   for (const auto& [key, e] : entries_) {
     j["entries"][key] = {{"op", e.op},
                          {"config", e.op == "gemm_rs" ? to_json(e.gemm_rs) : to_json(e.config)},

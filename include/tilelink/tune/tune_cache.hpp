@@ -4,7 +4,9 @@
 //
 // File: $TILELINK_TUNE_CACHE if set ("off" disables the cache), else
 // $XDG_CACHE_HOME/tilelink/tune.json, else $HOME/.cache/tilelink/tune.json. A missing file is an
-// empty cache; a malformed one is an error naming the file.
+// empty cache; a malformed one is an error naming the file. Entries of ops this build does not
+// tune are kept in the file and not applied. (Builds before GEMM+RS entries read every entry as
+// AG+GEMM's and refuse a file holding GEMM+RS ones.)
 #pragma once
 
 #include <cstdint>
@@ -58,6 +60,7 @@ class TuneCache {
  private:
   std::string path_;
   std::map<std::string, TuneEntry> entries_;
+  std::map<std::string, std::string> foreign_;  // entries of ops this build does not tune, as JSON text
 };
 
 // Text forms of the configurations (also used by the tool's output).
