@@ -32,6 +32,18 @@ std::string utc_now() {
   return buf;
 }
 
+// One whole op over all ranks with `args`, timed as bench times the fused op (median per call);
+// infinity, with `why`, when the op refuses them.
+template <class Op, class Args>
+double time_whole_op(const World& world, SymmetricHeap& heap, SignalSet& signals, const Args& args,
+                     const TimingOptions& timing, std::string* why) {
+  *why = Op::can_implement(world, heap, args);
+  if (!why->empty()) return std::numeric_limits<double>::infinity();
+  Op op(world, heap, signals, args, "tune.candidate");
+  bool gated = true;
+  return repeat_interleaved(world, timing.warmup, timing.iters, {[&] { op.run(); }}, &gated)[0].median;
+}
+
 // The two stages of a search: every compute candidate, then `comm_candidates(best so far)` (the
 // plan model's ranked communication variants around it). `time_config(config, &why)` times one
 // whole op (infinity, with `why`, when it refuses the configuration); one progress line each.
@@ -117,12 +129,7 @@ Table tune_ag_gemm(const TuneOptions& o, std::ostream& progress) {
   world.synchronize();
 
   auto time_config = [&](const AgGemmConfig& config, std::string* why) {
-    const AgGemmArguments args = setup.args(config);
-    *why = AgGemm::can_implement(world, setup.heap, args);
-    if (!why->empty()) return std::numeric_limits<double>::infinity();
-    AgGemm op(world, setup.heap, setup.signals, args, "tune.ag_gemm");
-    bool gated = true;
-    return repeat_interleaved(world, o.timing.warmup, o.timing.iters, {[&] { op.run(); }}, &gated)[0].median;
+    return time_whole_op<AgGemm>(world, setup.heap, setup.signals, setup.args(config), o.timing, why);
   };
   const std::vector<AgGemmConfig> compute = ag_gemm_compute_candidates(AgGemm::kernel_names());
   const AgGemmTuneShape shape{o.world, world.sm_budget(0), setup.m_per_rank, setup.n_local, setup.k};
@@ -177,12 +184,7 @@ Table tune_gemm_rs(const GemmRsTuneOptions& o, std::ostream& progress) {
     return a;
   };
   auto time_config = [&](const GemmRsConfig& config, std::string* why) {
-    const GemmRsArguments args = args_of(config);
-    *why = GemmRs::can_implement(world, setup.heap, args);
-    if (!why->empty()) return std::numeric_limits<double>::infinity();
-    GemmRs op(world, setup.heap, setup.signals, args, "tune.gemm_rs");
-    bool gated = true;
-    return repeat_interleaved(world, o.timing.warmup, o.timing.iters, {[&] { op.run(); }}, &gated)[0].median;
+    return time_whole_op<GemmRs>(world, setup.heap, setup.signals, args_of(config), o.timing, why);
   };
   const std::vector<GemmRsConfig> compute = gemm_rs_compute_candidates();
   const GemmRsTuneShape shape{o.world, world.sm_budget(0), setup.m, setup.n, setup.k_local};

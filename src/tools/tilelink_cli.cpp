@@ -817,69 +817,75 @@ std::vector<Mnk> tune_shapes(const TuneArgs& a, const std::vector<Mnk>& paper = 
   return choose_shapes(false, false, a.shapes, paper, {a.m, a.n, a.k}, "", op).shapes;
 }
 
-// --dry-run: the candidates the search would time, with the plan model's predictions; no GPU.
+// --dry-run of `tune <op>`: the candidates the search would time, with the plan model's
+// predictions; no GPU. `comm(base)` ranks stage 2's candidates around `base`.
+template <class Config, class Comm>
+void print_tune_candidates(const std::string& header, const std::vector<Config>& compute, Comm&& comm) {
+  std::cout << header;
+  for (const auto& c : compute) std::cout << "compute       " << tilelink::describe(c) << "\n";
+  for (const auto& c : comm(compute.front())) {
+    std::printf("communication %s  (predicted %.1f us)\n", tilelink::describe(c.config).c_str(), c.predicted_us);
+  }
+}
+
+std::string tune_header(const char* op, const TuneArgs& a, const Mnk& s) {
+  return std::string("== tune ") + op + " (dry run), world " + std::to_string(a.world) + ", m=" + std::to_string(s.m) +
+         " n=" + std::to_string(s.n) + " k=" + std::to_string(s.k) + ", " + std::to_string(a.sms / a.world) +
+         " SMs per rank ==\n";
+}
+
 int cmd_tune_dry_run(const TuneArgs& a) {
   for (const Mnk& s : tune_shapes(a)) {
     const tilelink::AgGemmTuneShape shape{a.world, a.sms / a.world, s.m / static_cast<uint32_t>(a.world),
                                           s.n / static_cast<uint32_t>(a.world), s.k};
-    std::cout << "== tune ag_gemm (dry run), world " << a.world << ", m=" << s.m << " n=" << s.n << " k=" << s.k
-              << ", " << shape.sm_budget << " SMs per rank ==\n";
-    const auto compute = tilelink::ag_gemm_compute_candidates(tilelink::AgGemm::kernel_names());
-    for (const auto& c : compute) std::cout << "compute       " << tilelink::describe(c) << "\n";
-    for (const auto& c : tilelink::ag_gemm_comm_candidates(compute.front(), shape, a.top)) {
-      std::printf("communication %s  (predicted %.1f us)\n", tilelink::describe(c.config).c_str(), c.predicted_us);
-    }
+    print_tune_candidates(tune_header("ag_gemm", a, s),
+                          tilelink::ag_gemm_compute_candidates(tilelink::AgGemm::kernel_names()),
+                          [&](const tilelink::AgGemmConfig& base) {
+                            return tilelink::ag_gemm_comm_candidates(base, shape, a.top);
+                          });
   }
-  return 0;
-}
-
-int cmd_tune(const TuneArgs& a, const std::string& command) {
-  check_writable(a.json);
-  tb::TuneOptions o;
-  o.world = a.world;
-  o.top = a.top;
-  o.cache = a.cache;
-  o.timing = {a.warmup, a.iters};
-  o.seed = a.seed;
-  run_shapes(a.world, "tune ag_gemm", tune_shapes(a), command, a.seed, a.json, [&](const Mnk& s) {
-    o.m = s.m;
-    o.n = s.n;
-    o.k = s.k;
-    return tb::tune_ag_gemm(o, std::cout);
-  });
   return 0;
 }
 
 int cmd_tune_gemm_rs_dry_run(const TuneArgs& a) {
   for (const Mnk& s : tune_shapes(a, kGemmRsPaperShapes, "gemm_rs")) {
     const tilelink::GemmRsTuneShape shape{a.world, a.sms / a.world, s.m, s.n, s.k / static_cast<uint32_t>(a.world)};
-    std::cout << "== tune gemm_rs (dry run), world " << a.world << ", m=" << s.m << " n=" << s.n << " k=" << s.k
-              << ", " << shape.sm_budget << " SMs per rank ==\n";
-    const auto compute = tilelink::gemm_rs_compute_candidates();
-    for (const auto& c : compute) std::cout << "compute       " << tilelink::describe(c) << "\n";
-    for (const auto& c : tilelink::gemm_rs_comm_candidates(compute.front(), shape, a.top)) {
-      std::printf("communication %s  (predicted %.1f us)\n", tilelink::describe(c.config).c_str(), c.predicted_us);
-    }
+    print_tune_candidates(tune_header("gemm_rs", a, s), tilelink::gemm_rs_compute_candidates(),
+                          [&](const tilelink::GemmRsConfig& base) {
+                            return tilelink::gemm_rs_comm_candidates(base, shape, a.top);
+                          });
   }
   return 0;
 }
 
-int cmd_tune_gemm_rs(const TuneArgs& a, const std::string& command) {
+// `tune ag_gemm|gemm_rs` on the GPUs present: `tune(options, progress)` per shape, Options being
+// tb::TuneOptions or tb::GemmRsTuneOptions (the same fields).
+template <class Options, class Tune>
+int run_tune(const TuneArgs& a, const std::vector<Mnk>& shapes, const char* what, const std::string& command,
+             Tune&& tune) {
   check_writable(a.json);
-  tb::GemmRsTuneOptions o;
+  Options o;
   o.world = a.world;
   o.top = a.top;
   o.cache = a.cache;
   o.timing = {a.warmup, a.iters};
   o.seed = a.seed;
-  run_shapes(a.world, "tune gemm_rs", tune_shapes(a, kGemmRsPaperShapes, "gemm_rs"), command, a.seed, a.json,
-             [&](const Mnk& s) {
-               o.m = s.m;
-               o.n = s.n;
-               o.k = s.k;
-               return tb::tune_gemm_rs(o, std::cout);
-             });
+  run_shapes(a.world, what, shapes, command, a.seed, a.json, [&](const Mnk& s) {
+    o.m = s.m;
+    o.n = s.n;
+    o.k = s.k;
+    return tune(o, std::cout);
+  });
   return 0;
+}
+
+int cmd_tune(const TuneArgs& a, const std::string& command) {
+  return run_tune<tb::TuneOptions>(a, tune_shapes(a), "tune ag_gemm", command, tb::tune_ag_gemm);
+}
+
+int cmd_tune_gemm_rs(const TuneArgs& a, const std::string& command) {
+  return run_tune<tb::GemmRsTuneOptions>(a, tune_shapes(a, kGemmRsPaperShapes, "gemm_rs"), "tune gemm_rs", command,
+                                         tb::tune_gemm_rs);
 }
 
 // `tilelink tune mlp`: fc1's AG+GEMM and fc2's GEMM+RS, each searched as tune ag_gemm|gemm_rs

@@ -37,11 +37,7 @@ double predict_us(const AgGemmConfig& c, const AgGemmTuneShape& s, const sim::Co
                     ? (c.comm.num_blocks != 0 ? c.comm.num_blocks : ag_gemm_policy::auto_sm_blocks(s.sm_budget))
                     : 0;
   q.order = c.comm.order;
-  // One rank's share of the GPU: its SM budget and that share of the GPU's throughput.
-  sim::CostModel share = gpu;
-  share.flops = gpu.flops * s.sm_budget / gpu.sms;
-  share.sms = s.sm_budget;
-  return sim::predict_ag_gemm(p, q, share).fused * 1e6;
+  return sim::predict_ag_gemm(p, q, gpu.share(s.sm_budget)).fused * 1e6;
 }
 
 }  // namespace

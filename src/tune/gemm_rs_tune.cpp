@@ -29,11 +29,7 @@ double predict_us(const GemmRsConfig& c, const GemmRsTuneShape& s, const sim::Co
   q.reduce_ctas = reduction_ctas(c, s.sm_budget);
   q.granularity = c.granularity;
   q.scatter = c.scatter;
-  // One rank's share of the GPU: its SM budget and that share of the GPU's throughput.
-  sim::CostModel share = gpu;
-  share.flops = gpu.flops * s.sm_budget / gpu.sms;
-  share.sms = s.sm_budget;
-  return sim::predict_gemm_rs(p, q, share).fused * 1e6;
+  return sim::predict_gemm_rs(p, q, gpu.share(s.sm_budget)).fused * 1e6;
 }
 
 GemmRsConfig c_with(GemmRsConfig c, uint32_t reduce_blocks) {

@@ -22,6 +22,15 @@ struct CostModel {
   double ce_bandwidth = 2.0e12;             // copy engine, large chunks (docs/PERF.md: 2041 GB/s)
   double sm_copy_bandwidth_per_cta = 48e9;  // one CTA's ld/st or bulk copy (docs/PERF.md)
   double hbm_bandwidth = 4.3e12;            // bytes read + written per second (KINDS.md D2D copy)
+
+  // One rank's share of this GPU: `sms` of its SMs and that share of its throughput (tune's
+  // predictions for a rank's SM budget).
+  CostModel share(int sms_of_rank) const {
+    CostModel c = *this;
+    c.flops = flops * sms_of_rank / sms;
+    c.sms = sms_of_rank;
+    return c;
+  }
 };
 
 // Shared argument checks of the models: world and nodes, and a dimension split evenly over the
