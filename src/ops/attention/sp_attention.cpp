@@ -85,6 +85,12 @@ SpAttentionPlan make_plan(const World& world, const SpAttentionArguments& a, con
   return p;
 }
 
+// The baselines' plan (non-overlapped, ring): one pass over K/V already gathered.
+SpAttentionPlan one_pass(SpAttentionPlan plan) {
+  plan.local_first = false;
+  return plan;
+}
+
 detail::Sm90FlashAttentionProblem problem(const World& world, const SpAttentionArguments& a,
                                           const SpAttentionPlan& plan, const SymmetricBuffer* kv, int r) {
   detail::Sm90FlashAttentionProblem p;
@@ -199,8 +205,6 @@ SpAttention::SpAttention(const World& world, SymmetricHeap& heap, SignalSet& sig
   }
   const uint64_t o_elems = uint64_t(plan_.seq_per_rank()) * plan_.q_heads * plan_.head_dim;
   const uint64_t lse_elems = uint64_t(plan_.seq_per_rank()) * plan_.q_heads;
-  SpAttentionPlan one_pass = plan_;
-  one_pass.local_first = false;
   for (int r = 0; r < world.size(); ++r) {
     detail::Sm90FlashAttentionProblem p = problem(world, args_, plan_, args_.kv, r);
     p.chunk_order = chunk_order_[static_cast<size_t>(r)].get<uint32_t>();
@@ -215,7 +219,7 @@ SpAttention::SpAttention(const World& world, SymmetricHeap& heap, SignalSet& sig
     }
     kernels_.push_back(kernel.make(p));
     // The non-overlapped baseline: one pass over K/V already gathered, on the whole budget.
-    p.plan = one_pass;
+    p.plan = one_pass(plan_);
     p.sm_count = world.sm_budget(r);
     p.wait = false;
     plain_kernels_.push_back(kernel.make(p));
@@ -283,9 +287,7 @@ void SpAttention::run_ring() {
       ring_->lse_part.emplace_back(lse_elems * sizeof(float), world.device(r));
       ring_->o_acc.emplace_back(o_elems * sizeof(float), world.device(r));
       ring_->lse_acc.emplace_back(lse_elems * sizeof(float), world.device(r));
-      SpAttentionPlan one_pass = plan_;
-      one_pass.local_first = false;
-      detail::Sm90FlashAttentionProblem p = problem(world, args_, one_pass, args_.kv, r);
+      detail::Sm90FlashAttentionProblem p = problem(world, args_, one_pass(plan_), args_.kv, r);
       p.o = ring_->o_part.back().get();
       p.lse = ring_->lse_part.back().get<float>();
       p.chunk_order = chunk_order_[static_cast<size_t>(r)].get<uint32_t>();
