@@ -75,18 +75,19 @@ SpAttentionPrediction predict_sp_attention(const SpAttentionProblem& p, const Sp
   SpAttentionPrediction out;
   const uint32_t comm_ctas = c.resource == Resource::kSm ? c.comm_ctas : 0;
   TL_REQUIRE(c.comm_slowdown >= 1.0, kWhere, "comm_slowdown", c.comm_slowdown, ">= 1 (a rate under load)");
-  // The all-gather alone (T_comm) and, for the fused schedule's arrivals, under the attention.
-  std::vector<Interval> isolated_timeline;
-  const AllGatherModel alone =
-      model_all_gather(plan.ag, comm_ctas, static_cast<uint32_t>(p.world / p.nodes), cost, isolated_timeline);
+  // The all-gather under the attention (the fused schedule's arrivals) and, when that is slowed,
+  // alone (T_comm).
+  const uint32_t ranks_per_node = static_cast<uint32_t>(p.world / p.nodes);
   CostModel loaded = cost;
   loaded.ce_bandwidth /= c.comm_slowdown;
   loaded.nvlink_bandwidth /= c.comm_slowdown;
   loaded.network_bandwidth /= c.comm_slowdown;
   loaded.sm_copy_bandwidth_per_cta /= c.comm_slowdown;
-  const AllGatherModel comm =
-      model_all_gather(plan.ag, comm_ctas, static_cast<uint32_t>(p.world / p.nodes), loaded, out.timeline);
-  out.t_comm = alone.end;
+  const AllGatherModel comm = model_all_gather(plan.ag, comm_ctas, ranks_per_node, loaded, out.timeline);
+  std::vector<Interval> isolated_timeline;
+  out.t_comm = c.comm_slowdown == 1.0
+                   ? comm.end
+                   : model_all_gather(plan.ag, comm_ctas, ranks_per_node, cost, isolated_timeline).end;
   TL_REQUIRE(cost.sms > static_cast<int>(comm_ctas), kWhere, "comm_ctas", comm_ctas,
              "fewer than the " + std::to_string(cost.sms) + " SMs");
   out.ctas = static_cast<uint32_t>(cost.sms) - comm_ctas;
