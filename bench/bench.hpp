@@ -21,6 +21,8 @@
 #include "tilelink/ops/moe/moe_ag_gemm.hpp"
 #include "tilelink/ops/moe/moe_gemm_rs.hpp"
 #include "tilelink/ops/moe/synthetic_routing.hpp"
+#include "tilelink/tune/moe_tune.hpp"
+#include "tilelink/tune/sp_attention_tune.hpp"
 
 namespace tilelink::bench {
 
@@ -131,6 +133,7 @@ struct MoeBenchOptions {
   MoeAgGroupGemmConfig config;   // part 1 (and bench moe_ag)
   MoeGemmRsConfig part2;         // bench moe: part 2
   MlpActivation activation = MlpActivation::kSwiGlu;  // bench moe
+  bool use_tune_cache = true;  // bench moe: MoeLayerConfig::use_tune_cache
   TimingOptions timing;
   uint64_t seed = 1;
 };
@@ -194,6 +197,30 @@ struct MlpTuneOptions {
 // (M, H, I), both into the cache, where an all-automatic Mlp's AgGemm and GemmRs find them; one
 // table with both ops' rows. tune.cu.
 Table tune_mlp(const MlpTuneOptions& options, std::ostream& progress);
+
+struct MoeTuneOptions {
+  MoeBenchOptions op;  // the layer's shape, routing, activation and seed (its configs are not read)
+  size_t top = 6;      // communication variants timed (best predicted)
+  std::string cache;   // tune cache file to update ("" = none)
+};
+// `tilelink tune moe`: the three-stage search of tune/moe_tune.hpp over the MoE layer (kernels,
+// then orders, then the communication the plan model ranks best), timed as bench times the fused
+// layer; the winner against the automatic configuration, its output checked against the
+// automatic one's, stored in the cache. tune.cu.
+Table tune_moe(const MoeTuneOptions& options, std::ostream& progress);
+// The search's view of a bench MoE problem on ranks of `sm_budget` SMs, with the routing
+// MoeLayerSetup draws from the options' seed (pure: `tune moe --dry-run` needs no GPU). tune.cu.
+MoeTuneShape moe_tune_shape(const MoeBenchOptions& options, int sm_budget);
+struct SpAttentionTuneOptions {
+  SpAttentionBenchOptions op;  // shape, mask, layout, seed (the other config knobs are not read)
+  size_t top = 6;
+  std::string cache;
+};
+// `tilelink tune sp_attention`: the two-stage search of tune/sp_attention_tune.hpp (L2 sections,
+// then all-gather x local pass first ranked by the plan model), as tune_moe. tune.cu.
+Table tune_sp_attention(const SpAttentionTuneOptions& options, std::ostream& progress);
+// The search's view of a bench SP attention problem on ranks of `sm_budget` SMs. tune.cu.
+SpAttentionTuneShape sp_attention_tune_shape(const SpAttentionBenchOptions& options, int sm_budget);
 
 struct TraceOptions {
   int world = 8;

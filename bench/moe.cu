@@ -36,6 +36,7 @@
 #include "bench/gemm_helpers.hpp"
 #include "bench/harness.hpp"
 #include "bench/moe_setup.hpp"
+#include "tilelink/tune/tune_cache.hpp"
 #include "bench/random.hpp"
 #include "bench/world_choice.hpp"
 #include "tilelink/core/error.hpp"
@@ -344,6 +345,9 @@ Table bench_moe_layer(const MoeBenchOptions& o) {
                         std::to_string(op.part2().weight_sweeps()) + " weight sweeps (0: token order), " +
                         std::to_string(op.part2().gemm_ctas(0)) + " GEMM CTAs per rank; " +
                         std::to_string(mapping.num_tiles()) + " tiles of " + std::to_string(mapping.bm) + " rows");
+  if (!op.tuned_from().empty()) {
+    table.notes.push_back("config from the tune cache " + op.tuned_from() + ": " + describe(op.config()));
+  }
   table.notes.push_back("check: fused output of every rank equals the non-overlapped chain's within bf16 tolerance");
   table.notes.push_back("TFLOP/s counts both GEMMs' pair FLOPs (no padding); vs cuBLAS = T_gemm1 + T_act + T_gemm2 / time");
   result.common_notes(w, t_fused.samples, o.timing.warmup, gated);

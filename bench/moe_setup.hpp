@@ -65,6 +65,7 @@ struct MoeLayerSetup {
     args.config.activation = o.activation;
     args.config.part1 = o.config;
     args.config.part2 = o.part2;
+    args.config.use_tune_cache = o.use_tune_cache;
     for (int r = 0; r < w; ++r) {
       const int dev = world.device(r);
       const cudaStream_t s = world.compute_stream(r);

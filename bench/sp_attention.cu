@@ -22,6 +22,7 @@
 #include "bench/harness.hpp"
 #include "bench/random.hpp"
 #include "bench/sp_attention_setup.hpp"
+#include "tilelink/tune/tune_cache.hpp"
 #include "bench/world_choice.hpp"
 #include "tilelink/core/error.hpp"
 #include "tilelink/ops/attention/sp_attention.hpp"
@@ -108,11 +109,11 @@ Table bench_sp_attention(const SpAttentionBenchOptions& o) {
                          (o.config.layout == SeqLayout::kZigZag ? "zig-zag" : "contiguous") + "), q_heads=" +
                          std::to_string(o.q_heads) + " kv_heads=" + std::to_string(o.kv_heads) +
                          " head_dim=" + std::to_string(o.head_dim) + (o.causal ? ", causal" : ", non-causal") +
-                         (o.config.local_first ? ", local pass first" : "") + ", bf16",
+                         (op.config().local_first ? ", local pass first" : "") + ", bf16",
                      flop, t_attn, t_non, t_ag);
   result.table.columns[5] = {"vs_attention_alone", "vs kernel alone", 3};
   result.row("attention alone, K/V gathered (T_attn)", t_attn);
-  result.row(std::string("all-gather alone, ") + to_string(o.config.comm.resource) + " (T_ag)", t_ag);
+  result.row(std::string("all-gather alone, ") + to_string(op.config().comm.resource) + " (T_ag)", t_ag);
   result.ideal_row("ideal max(T_attn, T_ag)");
   result.row("non-overlapped (all-gather, then attention)", t_non);
   result.row("ring attention (copy-engine ring, LSE merge)", t_ring);
@@ -122,6 +123,9 @@ Table bench_sp_attention(const SpAttentionBenchOptions& o) {
                         std::to_string(op.attention_ctas(0)) + " attention CTAs on rank 0 (" +
                         std::to_string(world.sm_budget(0)) + " SMs in its budget), items in sections of " +
                         std::to_string(plan.section_kv_heads) + " kv heads");
+  if (!op.tuned_from().empty()) {
+    table.notes.push_back("config from the tune cache " + op.tuned_from() + ": " + describe(op.config()));
+  }
   table.notes.push_back("check: fused and ring outputs of every rank equal the non-overlapped one within bf16 tolerance");
   table.notes.push_back("time = slowest rank's CUDA-event time per call; median (min, max) of " +
                         std::to_string(t_fused.samples) + " calls after " + std::to_string(o.timing.warmup) +

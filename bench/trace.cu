@@ -164,9 +164,11 @@ TraceResult trace_sp_attention(const SpAttentionTraceOptions& o) {
     }
   }
   result.checked = "K/V chunk reads whose loads began after their wait ended";
-  result.config = std::string(to_string(o.op.config.comm.resource)) + " all-gather, K/V chunk " +
+  result.config = std::string(to_string(op.config().comm.resource)) + " all-gather, K/V chunk " +
                   std::to_string(op.plan().ag.map.comm_rows) + " tokens, " + std::to_string(op.attention_ctas(0)) +
-                  " attention CTAs per rank" + (gated ? "" : " (timing not gated)");
+                  " attention CTAs per rank" + (op.config().local_first ? ", local pass first" : "") +
+                  (op.tuned_from().empty() ? "" : " (from the tune cache " + op.tuned_from() + ")") +
+                  (gated ? "" : " (timing not gated)");
   return result;
 }
 
@@ -232,6 +234,7 @@ TraceResult trace_moe(const MoeTraceOptions& o) {
   result.checked = "part 1 grouped GEMM tiles whose loads began after their wait (on the gather) ended";
   result.config = "kernel " + op.part1().kernel_name() + ", " + std::to_string(op.part1().gather_blocks()) +
                   " gather CTAs, " + std::to_string(op.part2().combine_blocks()) + " combine CTAs per rank" +
+                  (op.tuned_from().empty() ? "" : " (from the tune cache " + op.tuned_from() + ")") +
                   (gated ? "" : " (timing not gated)");
   return result;
 }

@@ -1,5 +1,4 @@
-// `tilelink tune ag_gemm|gemm_rs`: the two-stage searches of tune/ag_gemm_tune.hpp and
-// tune/gemm_rs_tune.hpp, timed on the GPUs present (virtual ranks on one GPU, or one rank per GPU
+// `tilelink tune ag_gemm|gemm_rs|mlp|moe|sp_attention`: the staged searches of tune/*_tune.hpp, timed on the GPUs present (virtual ranks on one GPU, or one rank per GPU
 // with TILELINK_RANKS=gpus). Each candidate is the whole op over all ranks, timed as bench times
 // the fused op (slowest rank per call, median). The winner and the automatic configuration are
 // then re-timed interleaved, the winner's output is checked (AG+GEMM: against cuBLAS; GEMM+RS:
@@ -8,6 +7,8 @@
 #include <chrono>
 #include <cmath>
 #include <ctime>
+#include <functional>
+#include <random>
 #include <limits>
 #include <ostream>
 #include <string>
@@ -17,9 +18,13 @@
 #include "bench/bench.hpp"
 #include "bench/gemm_rs_setup.hpp"
 #include "bench/harness.hpp"
+#include "bench/moe_setup.hpp"
+#include "bench/sp_attention_setup.hpp"
 #include "bench/world_choice.hpp"
 #include "tilelink/tune/ag_gemm_tune.hpp"
 #include "tilelink/tune/gemm_rs_tune.hpp"
+#include "tilelink/tune/moe_tune.hpp"
+#include "tilelink/tune/sp_attention_tune.hpp"
 #include "tilelink/tune/tune_cache.hpp"
 
 namespace tilelink::bench {
@@ -44,34 +49,60 @@ double time_whole_op(const World& world, SymmetricHeap& heap, SignalSet& signals
   return repeat_interleaved(world, timing.warmup, timing.iters, {[&] { op.run(); }}, &gated)[0].median;
 }
 
-// The two stages of a search: every compute candidate, then `comm_candidates(best so far)` (the
-// plan model's ranked communication variants around it). `time_config(config, &why)` times one
-// whole op (infinity, with `why`, when it refuses the configuration); one progress line each.
-// Returns the fastest configuration; `steps` counts the configurations tried.
+// One stage of a search: `candidates(best so far)` gives the configurations to time; `expected`
+// is their count for the progress line before the stage runs (0: unknown until then).
+template <class Config>
+struct SearchStage {
+  const char* name;
+  std::function<std::vector<Config>(const Config&)> candidates;
+  size_t expected;
+};
+
+// The stages of a search in turn, each around the fastest configuration so far (the first
+// stage's first candidate is the start). `time_config(config, &why)` times one whole op
+// (infinity, with `why`, when it refuses the configuration); one progress line each. Returns the
+// fastest configuration; `steps` counts the configurations tried.
+template <class Config, class TimeConfig>
+Config staged_search(const std::vector<SearchStage<Config>>& stages, TimeConfig&& time_config,
+                     std::ostream& progress, size_t* steps) {
+  size_t total = 0;
+  for (const auto& stage : stages) total += stage.expected;
+  Config best{};
+  bool have_best = false;
+  double best_us = std::numeric_limits<double>::infinity();
+  for (const auto& stage : stages) {
+    const std::vector<Config> candidates = stage.candidates(best);
+    total = total - stage.expected + candidates.size();
+    for (const Config& c : candidates) {
+      std::string why;
+      const double us = time_config(c, &why);
+      progress << "[" << ++*steps << "/" << total << "] " << stage.name << ": " << describe(c) << ": "
+               << (why.empty() ? std::to_string(us) + " us" : "refused (" + why + ")") << "\n";
+      progress.flush();
+      if (!have_best || us < best_us) best_us = us, best = c, have_best = true;
+    }
+  }
+  return best;
+}
+
+// The configurations of a ranked candidate list (the plan model's order).
+template <class Ranked>
+auto configs_of(const std::vector<Ranked>& ranked) {
+  std::vector<decltype(Ranked{}.config)> out;
+  for (const Ranked& r : ranked) out.push_back(r.config);
+  return out;
+}
+
+// The two stages of the GEMM searches: every compute candidate, then `comm_candidates(best so
+// far)` (the plan model's ranked communication variants around it; `top` + 1 of them at most).
 template <class Config, class CommCandidates, class TimeConfig>
 Config two_stage_search(const std::vector<Config>& compute, size_t top, int world, CommCandidates&& comm_candidates,
                         TimeConfig&& time_config, std::ostream& progress, size_t* steps) {
-  // Stage 2's size is known once stage 1 has a winner; count it as `top` + 1 for the progress.
-  const size_t total = compute.size() + (world > 1 ? top + 1 : 1);
-  auto measure = [&](const Config& config, const char* stage) {
-    std::string why;
-    const double us = time_config(config, &why);
-    progress << "[" << ++*steps << "/" << total << "] " << stage << ": " << describe(config) << ": "
-             << (why.empty() ? std::to_string(us) + " us" : "refused (" + why + ")") << "\n";
-    progress.flush();
-    return us;
-  };
-  Config best = compute.front();
-  double best_us = std::numeric_limits<double>::infinity();
-  for (const Config& c : compute) {
-    const double us = measure(c, "compute");
-    if (us < best_us) best_us = us, best = c;
-  }
-  for (const auto& c : comm_candidates(best)) {
-    const double us = measure(c.config, "communication");
-    if (us < best_us) best_us = us, best = c.config;
-  }
-  return best;
+  return staged_search<Config>(
+      {{"compute", [&](const Config&) { return compute; }, compute.size()},
+       {"communication", [&](const Config& best) { return configs_of(comm_candidates(best)); },
+        world > 1 ? top + 1 : 1}},
+      time_config, progress, steps);
 }
 
 // The result table of a search: the automatic configuration against the tuned one, re-timed
@@ -114,6 +145,42 @@ void store_tuned(const std::string& path, const TuneKey& key, const std::string&
                         (t[1].median <= t[0].median ? "the tuned configuration"
                                                     : "the automatic configuration (the tuned one was slower re-timed)") +
                         " in " + path + " under '" + key.str() + "'");
+}
+
+// The winner (`best`) against the automatic configuration (`automatic`), re-timed interleaved
+// (t[0]: automatic, t[1]: tuned); then the winner's output -- every rank's `out`, `elems` bf16 --
+// against the automatic one's (the same math in another order or split: bf16 tolerance). Throws
+// Error naming `what` when they differ.
+template <class Op, class Args>
+std::vector<Stats> retime_and_check(World& world, SymmetricHeap& heap, SignalSet& signals, const Args& best,
+                                    const Args& automatic, const TimingOptions& timing,
+                                    const std::vector<DeviceBuffer>& out, size_t elems, const std::string& what,
+                                    bool* gated) {
+  Op tuned(world, heap, signals, best, "tune.best");
+  Op plain(world, heap, signals, automatic, "tune.default");
+  *gated = true;
+  const std::vector<Stats> t =
+      repeat_interleaved(world, timing.warmup, 2 * timing.iters, {[&] { plain.run(); }, [&] { tuned.run(); }}, gated);
+  std::vector<DeviceBuffer> ref;
+  for (int r = 0; r < world.size(); ++r) ref.emplace_back(elems * 2, world.device(r));
+  plain.run();
+  world.synchronize();
+  for (int r = 0; r < world.size(); ++r) {
+    TL_CUDA_CHECK(cudaMemcpy(ref[r].get(), out[r].get(), elems * 2, cudaMemcpyDeviceToDevice));
+    TL_CUDA_CHECK(cudaMemsetAsync(out[r].get(), 0xFF, elems * 2, world.compute_stream(r)));  // poison
+  }
+  tuned.run();
+  world.synchronize();
+  uint64_t far = 0;
+  for (int r = 0; r < world.size(); ++r) {
+    world.set_device(r);
+    far += count_far(out[r].get(), ref[r].get(), elems, world.compute_stream(r));
+  }
+  if (far != 0) {
+    throw Error(what + ": the best configuration's output differs from the automatic one's in " + std::to_string(far) +
+                " elements");
+  }
+  return t;
 }
 
 }  // namespace
@@ -193,32 +260,12 @@ Table tune_gemm_rs(const GemmRsTuneOptions& o, std::ostream& progress) {
       compute, o.top, o.world, [&](const GemmRsConfig& base) { return gemm_rs_comm_candidates(base, shape, o.top); },
       time_config, progress, &step);
 
-  // The winner against the automatic configuration, interleaved; then its output against the
-  // automatic one's (the same GEMM kernel and rank-order fp32 sums: bf16 tolerance).
   GemmRsConfig automatic;
   automatic.use_tune_cache = false;
-  GemmRs tuned(world, setup.heap, setup.signals, args_of(best), "tune.best");
-  GemmRs plain(world, setup.heap, setup.signals, args_of(automatic), "tune.default");
   bool gated = true;
-  const std::vector<Stats> t = repeat_interleaved(world, o.timing.warmup, 2 * o.timing.iters,
-                                                  {[&] { plain.run(); }, [&] { tuned.run(); }}, &gated);
-  std::vector<DeviceBuffer> ref;
-  for (int r = 0; r < setup.w; ++r) ref.emplace_back(setup.block_bytes, world.device(r));
-  plain.run();
-  world.synchronize();
-  for (int r = 0; r < setup.w; ++r) {
-    TL_CUDA_CHECK(cudaMemcpy(ref[r].get(), setup.out[r].get(), setup.block_bytes, cudaMemcpyDeviceToDevice));
-  }
-  tuned.run();
-  world.synchronize();
-  uint64_t far = 0;
-  for (int r = 0; r < setup.w; ++r) {
-    far += count_far(setup.out[r].get(), ref[r].get(), setup.block_elems, world.compute_stream(r));
-  }
-  if (far != 0) {
-    throw Error("tune gemm_rs: the best configuration's output differs from the automatic one's in " +
-                std::to_string(far) + " elements");
-  }
+  const std::vector<Stats> t = retime_and_check<GemmRs>(world, setup.heap, setup.signals, args_of(best),
+                                                        args_of(automatic), o.timing, setup.out, setup.block_elems,
+                                                        "tune gemm_rs", &gated);
 
   Table table = tune_table("gemm_rs",
                            "tune GEMM+RS, " + ranks_phrase(o.world) + ": m=" + std::to_string(o.m) +
@@ -273,6 +320,128 @@ Table tune_mlp(const MlpTuneOptions& o, std::ostream& progress) {
     }
     for (const std::string& note : t->notes) table.notes.push_back(part + note);
   }
+  return table;
+}
+
+MoeTuneShape moe_tune_shape(const MoeBenchOptions& o, int sm_budget) {
+  MoeTuneShape shape;
+  shape.world = o.world;
+  shape.sm_budget = sm_budget;
+  shape.m = o.m;
+  shape.hidden = o.hidden;
+  shape.intermediate = o.intermediate;
+  shape.experts = o.experts;
+  shape.topk = o.topk;
+  shape.activation = o.activation;
+  std::mt19937_64 rng(o.seed);  // MoeLayerSetup's first draw
+  shape.ids = synthetic_routing(rng, o.m, o.topk, o.experts, o.routing);
+  shape.kernels = MoeAgGroupGemm::kernel_names();
+  return shape;
+}
+
+SpAttentionTuneShape sp_attention_tune_shape(const SpAttentionBenchOptions& o, int sm_budget) {
+  SpAttentionTuneShape shape;
+  shape.world = o.world;
+  shape.sm_budget = sm_budget;
+  shape.seq = o.seq;
+  shape.q_heads = o.q_heads;
+  shape.kv_heads = o.kv_heads;
+  shape.head_dim = o.head_dim;
+  shape.causal = o.causal;
+  shape.layout = o.config.layout;
+  return shape;
+}
+
+Table tune_moe(const MoeTuneOptions& o, std::ostream& progress) {
+  MoeLayerSetup setup(o.op, "tune moe");
+  World& world = setup.world;
+  world.synchronize();
+  auto args_of = [&](MoeLayerConfig config) {
+    MoeLayerArguments a = setup.args;
+    config.activation = o.op.activation;
+    config.use_tune_cache = false;
+    a.config = config;
+    return a;
+  };
+  auto time_config = [&](const MoeLayerConfig& config, std::string* why) {
+    return time_whole_op<MoeLayer>(world, setup.heap, setup.signals, args_of(config), o.op.timing, why);
+  };
+  const MoeTuneShape shape = moe_tune_shape(o.op, world.sm_budget(0));
+  const std::vector<MoeLayerConfig> kernels = moe_kernel_candidates(shape.kernels);
+  size_t step = 0;
+  const MoeLayerConfig best = staged_search<MoeLayerConfig>(
+      {{"kernels", [&](const MoeLayerConfig&) { return kernels; }, kernels.size()},
+       {"order", [&](const MoeLayerConfig& base) { return moe_order_candidates(base); },
+        moe_order_candidates(MoeLayerConfig{}).size()},
+       {"communication",
+        [&](const MoeLayerConfig& base) { return configs_of(moe_comm_candidates(base, shape, o.top)); }, o.top + 1}},
+      time_config, progress, &step);
+
+  const MoeLayerConfig automatic = args_of(MoeLayerConfig{}).config;
+  bool gated = true;
+  const std::vector<Stats> t =
+      retime_and_check<MoeLayer>(world, setup.heap, setup.signals, args_of(best), args_of(automatic), o.op.timing,
+                                 setup.out, setup.block_elems, "tune moe", &gated);
+  Table table = tune_table(
+      "moe",
+      "tune MoE layer (" + std::string(to_string(o.op.activation)) + "), " + ranks_phrase(o.op.world) + ": " +
+          std::to_string(o.op.m) + " tokens, hidden=" + std::to_string(o.op.hidden) + " intermediate=" +
+          std::to_string(o.op.intermediate) + ", " + std::to_string(o.op.experts) + " experts, top-" +
+          std::to_string(o.op.topk) + ", " + to_string(o.op.routing) + " routing, bf16",
+      describe(automatic), describe(best), t, step,
+      std::to_string(kernels.size()) + " kernel pairs, then part 1 / part 2 orders, then the communication variants "
+                                       "the plan model ranked best",
+      o.op.timing, gated);
+  table.notes.push_back("check: the tuned configuration's output of every rank equals the automatic one's within "
+                        "bf16 tolerance");
+  table.notes.push_back("tuned on this routing; the cache entry applies to any routing of the same shape");
+  store_tuned(o.cache, moe_tune_key(world, args_of(best)), "moe", args_of(best).config, automatic, t,
+              &TuneEntry::moe, table);
+  return table;
+}
+
+Table tune_sp_attention(const SpAttentionTuneOptions& o, std::ostream& progress) {
+  SpAttentionSetup setup(o.op);
+  World& world = setup.world;
+  world.synchronize();
+  const SeqLayout layout = o.op.config.layout;
+  auto args_of = [&](SpAttentionConfig config) {
+    SpAttentionArguments a = setup.args;
+    config.layout = layout;
+    config.use_tune_cache = false;
+    a.config = config;
+    return a;
+  };
+  auto time_config = [&](const SpAttentionConfig& config, std::string* why) {
+    return time_whole_op<SpAttention>(world, setup.heap, setup.signals, args_of(config), o.op.timing, why);
+  };
+  const SpAttentionTuneShape shape = sp_attention_tune_shape(o.op, world.sm_budget(0));
+  const std::vector<SpAttentionConfig> compute = sp_attention_compute_candidates(o.op.kv_heads, layout);
+  size_t step = 0;
+  const SpAttentionConfig best = two_stage_search(
+      compute, o.top, o.op.world,
+      [&](const SpAttentionConfig& base) { return sp_attention_comm_candidates(base, shape, o.top); }, time_config,
+      progress, &step);
+
+  const SpAttentionConfig automatic = args_of(SpAttentionConfig{}).config;
+  bool gated = true;
+  const std::vector<Stats> t =
+      retime_and_check<SpAttention>(world, setup.heap, setup.signals, args_of(best), args_of(automatic),
+                                    o.op.timing, setup.out, setup.q_elems, "tune sp_attention", &gated);
+  Table table = tune_table(
+      "sp_attention",
+      "tune SP attention, " + ranks_phrase(o.op.world) + ": seq=" + std::to_string(o.op.seq) + ", q_heads=" +
+          std::to_string(o.op.q_heads) + " kv_heads=" + std::to_string(o.op.kv_heads) + " head_dim=" +
+          std::to_string(o.op.head_dim) + ", " + (o.op.causal ? "causal" : "non-causal") + ", " + to_string(layout) +
+          ", bf16",
+      describe(automatic), describe(best), t, step,
+      std::to_string(compute.size()) + " L2 sections, then the all-gather x local-pass-first variants the plan "
+                                       "model ranked best",
+      o.op.timing, gated);
+  table.notes.push_back("check: the tuned configuration's O of every rank equals the automatic one's within bf16 "
+                        "tolerance");
+  store_tuned(o.cache, sp_attention_tune_key(world, args_of(best)), "sp_attention", args_of(best).config, automatic,
+              t, &TuneEntry::sp_attention, table);
   return table;
 }
 

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # One call on the GPU machine: build, GPU + CPU tests, benchmarks. Logs go to $OUT (the device
-# tool brings back at most 8 files). Usage: scripts/device_run.sh [tests|bench|ops|ops_rs|moe|layer|attn|trace|swizzle|tune|models|sweep|sweep_rs|sanitize|all, or several joined by commas] [extra gtest args]
+# tool brings back at most 8 files). Usage: scripts/device_run.sh [tests|bench|ops|ops_rs|moe|layer|attn|trace|swizzle|tune|tune_layers|models|sweep|sweep_rs|sanitize|all, or several joined by commas] [extra gtest args]
 set -uo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 out=${OUT:-$root/device-out}
@@ -98,7 +98,23 @@ if [[ $mode == *swizzle* ]]; then
   } >"$out/swizzle.log" 2>&1 || status=1
   grep -E "^(==|tilelink fused|tilelink grouped|cuBLAS per-expert|non-over|error)" "$out/swizzle.log" | cut -c1-100 | tail -60
 fi
-if [[ $mode == *tune* ]]; then
+if [[ $mode == *tune_layers* ]]; then
+  # tune moe (Mixtral-8x7B, Qwen1.5-MoE) and tune sp_attention (32k tokens, zig-zag causal) at world
+  # 8 into a fresh cache, then bench moe and bench sp_attention, which pick the tuned
+  # configurations up from it. TUNE_MOE_MODELS narrows the models.
+  export TILELINK_TUNE_CACHE="$out/tune_layers.json"
+  rm -f "$TILELINK_TUNE_CACHE"
+  {
+    for model in ${TUNE_MOE_MODELS:-mixtral-8x7b qwen1.5-moe}; do
+      timeout 200 "$build/tilelink" tune moe --world 8 --model $model || exit 1
+      timeout 120 "$build/tilelink" bench moe --world 8 --model $model --warmup 2 --iters 5 || exit 1
+    done
+    timeout 200 "$build/tilelink" tune sp_attention --world 8 --seq 32768 --layout zigzag || exit 1
+    timeout 120 "$build/tilelink" bench sp_attention --world 8 --seq 32768 --layout zigzag --iters 5 || exit 1
+  } >"$out/tune_layers.log" 2>&1 || status=1
+  grep -E "^(\[|==|automatic|tuned|tilelink fused|non-over|note: config|note: stored|tilelink|error)" "$out/tune_layers.log" | cut -c1-260 | tail -120
+  unset TILELINK_TUNE_CACHE
+elif [[ $mode == *tune* ]]; then
   # tune AG+GEMM and GEMM+RS (tune_rs: GEMM+RS only) on the paper's shapes and the LLaMA-3-70B MLP
   # at world 8 into a fresh cache, then bench ag_gemm, gemm_rs and mlp, which pick the tuned
   # configurations up from it.

@@ -18,6 +18,8 @@
 //   tilelink tune ag_gemm [--world N] [--m --n --k | --shapes paper] [--top K] [--cache FILE] [--dry-run]
 //   tilelink tune mlp [--world N] [--m M] [--model NAME | --hidden H --intermediate I] [--activation A] [--top K] [--dry-run]
 //   tilelink tune gemm_rs [--world N] [--m --n --k | --shapes paper] [--top K] [--cache FILE] [--dry-run]
+//   tilelink tune moe [--world N] [--m M] [--model NAME | --hidden --intermediate --experts --topk] [--top K] [--dry-run]
+//   tilelink tune sp_attention [--world N] [--seq S] [--q-heads --kv-heads --head-dim] [--non-causal] [--layout L] [--top K] [--dry-run]
 //   tilelink trace ag_gemm [--world N] [--m --n --k] [--resource ce|sm] [--comm-rows R] [--blocks k] [--kernel NAME]
 //       [--trace FILE] [--svg FILE] [--capacity N]
 //   tilelink trace sp_attention [the options of bench sp_attention, less --dump] [--trace FILE] [--svg FILE] [--capacity N]
@@ -71,6 +73,8 @@
 #include "tilelink/sim/timeline.hpp"
 #include "tilelink/tune/ag_gemm_tune.hpp"
 #include "tilelink/tune/gemm_rs_tune.hpp"
+#include "tilelink/tune/moe_tune.hpp"
+#include "tilelink/tune/sp_attention_tune.hpp"
 #include "tilelink/tune/tune_cache.hpp"
 
 #ifndef TILELINK_VERSION
@@ -622,6 +626,7 @@ struct SpAttentionArgs {
   bool non_causal = false, local_first = false;
   std::string layout = "contiguous", resource = "ce";
   uint32_t comm_rows = 0, blocks = 0, attention_sms = 0, section_heads = 0;
+  bool explicit_config = false;  // a knob was given: the tune cache must not replace it
   std::string dump;
   int warmup = 3, iters = 10;
   std::string json;
@@ -644,6 +649,7 @@ tb::SpAttentionBenchOptions sp_attention_options(const SpAttentionArgs& a) {
   o.config.attention_sms = a.attention_sms;
   o.config.local_first = a.local_first;
   o.config.section_kv_heads = a.section_heads;
+  o.config.use_tune_cache = !a.explicit_config;
   o.dump = a.dump;
   o.timing = {a.warmup, a.iters};
   o.seed = a.seed;
@@ -651,7 +657,8 @@ tb::SpAttentionBenchOptions sp_attention_options(const SpAttentionArgs& a) {
 }
 
 // The options `bench sp_attention` and `trace sp_attention` share.
-void add_sp_attention_options(CLI::App* app, SpAttentionArgs& a) {
+// `knobs` false (tune sp_attention): the shape, mask, layout, timing and seed only.
+void add_sp_attention_options(CLI::App* app, SpAttentionArgs& a, bool knobs = true) {
   app->add_option("--world", a.world, tb::kWorldOptionHelp)->capture_default_str()->check(CLI::Range(1, tilelink::kMaxWorldSize));
   app->add_option("--seq", a.seq, "tokens over all ranks (a multiple of the world size)")->capture_default_str()->check(CLI::PositiveNumber);
   app->add_option("--q-heads", a.q_heads, "query heads")->capture_default_str()->check(CLI::PositiveNumber);
@@ -659,12 +666,14 @@ void add_sp_attention_options(CLI::App* app, SpAttentionArgs& a) {
   app->add_option("--head-dim", a.head_dim, "head dimension: 64 or 128")->capture_default_str()->check(CLI::IsMember({64, 128}));
   app->add_flag("--non-causal", a.non_causal, "no causal mask");
   app->add_option("--layout", a.layout, "sequence sharding: contiguous or zigzag")->capture_default_str()->check(CLI::IsMember({"contiguous", "zigzag"}));
-  app->add_option("--resource", a.resource, "K/V all-gather on ce (copy engine) or sm (SM pull)")->capture_default_str()->check(CLI::IsMember({"ce", "sm"}));
-  app->add_option("--comm-rows", a.comm_rows, "tokens per K/V chunk, a multiple of 128 (0: automatic)")->capture_default_str();
-  app->add_option("--blocks", a.blocks, "CTAs of the SM all-gather (0: automatic)")->capture_default_str();
-  app->add_option("--attention-sms", a.attention_sms, "CTAs of the attention kernel per rank (0: automatic)")->capture_default_str();
-  app->add_flag("--local-first", a.local_first, "the fused kernel folds every item's own shard before any remote chunk");
-  app->add_option("--section-heads", a.section_heads, "kv heads whose items run together, a divisor of --kv-heads (0: automatic, as many as fit in L2)")->capture_default_str();
+  if (knobs) {
+    app->add_option("--resource", a.resource, "K/V all-gather on ce (copy engine) or sm (SM pull)")->capture_default_str()->check(CLI::IsMember({"ce", "sm"}));
+    app->add_option("--comm-rows", a.comm_rows, "tokens per K/V chunk, a multiple of 128 (0: automatic)")->capture_default_str();
+    app->add_option("--blocks", a.blocks, "CTAs of the SM all-gather (0: automatic)")->capture_default_str();
+    app->add_option("--attention-sms", a.attention_sms, "CTAs of the attention kernel per rank (0: automatic)")->capture_default_str();
+    app->add_flag("--local-first", a.local_first, "the fused kernel folds every item's own shard before any remote chunk");
+    app->add_option("--section-heads", a.section_heads, "kv heads whose items run together, a divisor of --kv-heads (0: automatic, as many as fit in L2)")->capture_default_str();
+  }
   app->add_option("--warmup", a.warmup, "untimed calls before timing")->capture_default_str()->check(CLI::Range(0, 1000000));
   app->add_option("--iters", a.iters, "timed calls (the median is reported)")->capture_default_str()->check(CLI::Range(1, 1000000));
   a.seed_option = app->add_option("--seed", a.seed, "random seed of the inputs; default: a fresh one");
@@ -690,6 +699,7 @@ struct MoeArgs {
   // bench moe only: the activation and part 2's knobs.
   std::string activation = "swiglu";
   uint32_t comm_rows = 0, combine_blocks = 0, weight_sweeps = 0;
+  bool explicit_config = false;  // a knob was given: the tune cache must not replace the layer's
   int warmup = 3, iters = 10;
   std::string json;
   uint64_t seed = 0;
@@ -747,6 +757,7 @@ tb::MoeBenchOptions moe_bench_options(MoeArgs a) {
   o.part2.swizzle = a.swizzle;
   o.part2.kernel = a.kernel;
   o.activation = a.activation == "gelu" ? tilelink::MlpActivation::kGelu : tilelink::MlpActivation::kSwiGlu;
+  o.use_tune_cache = !a.explicit_config;
   o.timing = {a.warmup, a.iters};
   o.seed = a.seed;
   return o;
@@ -769,7 +780,8 @@ int cmd_moe(const MoeArgs& a, const std::string& command) {
 }
 
 // The options `bench moe_ag`, `bench moe` and `trace moe` share (trace: no --json).
-void add_moe_options(CLI::App* cmd, MoeArgs& a, bool json = true) {
+// `knobs` false (tune moe): the shape, timing and seed only, no configuration.
+void add_moe_options(CLI::App* cmd, MoeArgs& a, bool json = true, bool knobs = true) {
   cmd->add_option("--world", a.world, tb::kWorldOptionHelp)->capture_default_str()->check(CLI::Range(1, tilelink::kMaxWorldSize));
   cmd->add_option("--m", a.m, "tokens over all ranks (each rank holds m / world)")->capture_default_str()->check(CLI::PositiveNumber);
   CLI::Option* model = cmd->add_option("--model", a.model, "take the shape from a model: mixtral-8x7b, mixtral-8x22b, qwen1.5-moe, deepseek-moe")
@@ -779,19 +791,23 @@ void add_moe_options(CLI::App* cmd, MoeArgs& a, bool json = true) {
   cmd->add_option("--experts", a.experts, "experts")->capture_default_str()->check(CLI::Range(1, 1024))->excludes(model);
   cmd->add_option("--topk", a.topk, "experts per token")->capture_default_str()->check(CLI::Range(1, 1024))->excludes(model);
   cmd->add_option("--routing", a.routing, "synthetic routing: uniform, skewed (expert 0 hot) or few_experts")->capture_default_str()->check(CLI::IsMember({"uniform", "skewed", "few_experts"}));
-  cmd->add_option("--gather-blocks", a.gather_blocks, "gather CTAs per rank (0 = automatic)")->capture_default_str();
-  cmd->add_option("--gemm-sms", a.gemm_sms, "grouped GEMM CTAs per rank (0 = automatic)")->capture_default_str();
-  cmd->add_option("--swizzle", a.swizzle, "rasterization swizzle 1, 2, 4, 8 (0 = automatic)")->capture_default_str()->check(CLI::IsMember({0, 1, 2, 4, 8}));
-  cmd->add_option("--kernel", a.kernel, "grouped GEMM configuration: 128x256x64_c1x2 (default) or 128x128x64_c1x2");
+  if (knobs) {
+    cmd->add_option("--gather-blocks", a.gather_blocks, "gather CTAs per rank (0 = automatic)")->capture_default_str();
+    cmd->add_option("--gemm-sms", a.gemm_sms, "grouped GEMM CTAs per rank (0 = automatic)")->capture_default_str();
+    cmd->add_option("--swizzle", a.swizzle, "rasterization swizzle 1, 2, 4, 8 (0 = automatic)")->capture_default_str()->check(CLI::IsMember({0, 1, 2, 4, 8}));
+    cmd->add_option("--kernel", a.kernel, "grouped GEMM configuration: 128x256x64_c1x2 (default) or 128x128x64_c1x2");
+  }
   cmd->add_option("--warmup", a.warmup, "untimed calls before timing")->capture_default_str()->check(CLI::Range(0, 1000000));
   cmd->add_option("--iters", a.iters, "timed calls (the median is reported)")->capture_default_str()->check(CLI::Range(1, 1000000));
   if (json) cmd->add_option("--json", a.json, "also write the results as JSON to FILE");
   a.seed_option = cmd->add_option("--seed", a.seed, "random seed of the inputs and routing; default: a fresh one");
 }
 
-// The MoE layer's own options (bench moe, trace moe), after add_moe_options.
-void add_moe_layer_options(CLI::App* cmd, MoeArgs& a) {
+// The MoE layer's own options (bench moe, trace moe; tune moe: the activation only), after
+// add_moe_options.
+void add_moe_layer_options(CLI::App* cmd, MoeArgs& a, bool knobs = true) {
   cmd->add_option("--activation", a.activation, "swiglu (part 1 gives gate and up halves) or gelu")->capture_default_str()->check(CLI::IsMember({"swiglu", "gelu"}));
+  if (!knobs) return;
   cmd->add_option("--comm-rows", a.comm_rows, "tokens per combine / reduction block (0 = automatic)")->capture_default_str();
   cmd->add_option("--weight-sweeps", a.weight_sweeps, "part 2's GEMM order: weight sweeps over the combine's rounds (0 = automatic; at least the rounds = token order)")->capture_default_str();
   cmd->add_option("--combine-blocks", a.combine_blocks, "part 2's combine + reduction CTAs per rank (0 = automatic)")->capture_default_str();
@@ -818,14 +834,26 @@ std::vector<Mnk> tune_shapes(const TuneArgs& a, const std::vector<Mnk>& paper = 
 }
 
 // --dry-run of `tune <op>`: the candidates the search would time, with the plan model's
-// predictions; no GPU. `comm(base)` ranks stage 2's candidates around `base`.
+// predictions; no GPU. `stages`: the unranked stages' labels and candidates (each around the
+// all-automatic configuration, stages[0][0]); `comm(base)` ranks the last stage's around it.
 template <class Config, class Comm>
-void print_tune_candidates(const std::string& header, const std::vector<Config>& compute, Comm&& comm) {
+void print_tune_candidates(const std::string& header,
+                           const std::vector<std::pair<const char*, std::vector<Config>>>& stages, Comm&& comm) {
   std::cout << header;
-  for (const auto& c : compute) std::cout << "compute       " << tilelink::describe(c) << "\n";
-  for (const auto& c : comm(compute.front())) {
+  for (const auto& [label, configs] : stages) {
+    for (const auto& c : configs) std::printf("%-13s %s\n", label, tilelink::describe(c).c_str());
+  }
+  for (const auto& c : comm(stages.front().second.front())) {
     std::printf("communication %s  (predicted %.1f us)\n", tilelink::describe(c.config).c_str(), c.predicted_us);
   }
+}
+
+// The options of every `tune <op>` search (after the op's shape options).
+void add_tune_search_options(CLI::App* app, TuneArgs& a, const char* dry_run_help) {
+  app->add_option("--top", a.top, "communication variants to time (the plan model's best)")->capture_default_str()->check(CLI::Range(1, 64));
+  app->add_option("--cache", a.cache, "tune cache file to update ('' = do not store); default: $TILELINK_TUNE_CACHE or ~/.cache/tilelink/tune.json")->capture_default_str();
+  app->add_flag("--dry-run", a.dry_run, dry_run_help);
+  app->add_option("--sms", a.sms, "dry run: SMs of the GPU planned for")->capture_default_str()->check(CLI::PositiveNumber);
 }
 
 std::string tune_header(const char* op, const TuneArgs& a, const Mnk& s) {
@@ -838,8 +866,9 @@ int cmd_tune_dry_run(const TuneArgs& a) {
   for (const Mnk& s : tune_shapes(a)) {
     const tilelink::AgGemmTuneShape shape{a.world, a.sms / a.world, s.m / static_cast<uint32_t>(a.world),
                                           s.n / static_cast<uint32_t>(a.world), s.k};
-    print_tune_candidates(tune_header("ag_gemm", a, s),
-                          tilelink::ag_gemm_compute_candidates(tilelink::AgGemm::kernel_names()),
+    print_tune_candidates<tilelink::AgGemmConfig>(
+        tune_header("ag_gemm", a, s),
+        {{"compute", tilelink::ag_gemm_compute_candidates(tilelink::AgGemm::kernel_names())}},
                           [&](const tilelink::AgGemmConfig& base) {
                             return tilelink::ag_gemm_comm_candidates(base, shape, a.top);
                           });
@@ -850,7 +879,8 @@ int cmd_tune_dry_run(const TuneArgs& a) {
 int cmd_tune_gemm_rs_dry_run(const TuneArgs& a) {
   for (const Mnk& s : tune_shapes(a, kGemmRsPaperShapes, "gemm_rs")) {
     const tilelink::GemmRsTuneShape shape{a.world, a.sms / a.world, s.m, s.n, s.k / static_cast<uint32_t>(a.world)};
-    print_tune_candidates(tune_header("gemm_rs", a, s), tilelink::gemm_rs_compute_candidates(),
+    print_tune_candidates<tilelink::GemmRsConfig>(tune_header("gemm_rs", a, s),
+                                                  {{"compute", tilelink::gemm_rs_compute_candidates()}},
                           [&](const tilelink::GemmRsConfig& base) {
                             return tilelink::gemm_rs_comm_candidates(base, shape, a.top);
                           });
@@ -922,6 +952,56 @@ int cmd_tune_mlp(const TuneArgs& a, const MlpArgs& mlp, const std::string& comma
   return 0;
 }
 
+// `tilelink tune moe`: the MoE layer's three-stage search (tune/moe_tune.hpp) on the GPUs
+// present; --dry-run prints the candidates with the plan model's predictions.
+int cmd_tune_moe(const TuneArgs& t, const MoeArgs& a, const std::string& command) {
+  tb::MoeTuneOptions o;
+  o.op = moe_bench_options(a);
+  o.top = t.top;
+  o.cache = t.cache;
+  if (t.dry_run) {
+    const tilelink::MoeTuneShape shape = tb::moe_tune_shape(o.op, t.sms / o.op.world);
+    const std::vector<tilelink::MoeLayerConfig> kernels = tilelink::moe_kernel_candidates(shape.kernels);
+    print_tune_candidates<tilelink::MoeLayerConfig>(
+        "== tune moe (dry run), world " + std::to_string(o.op.world) + ", " + std::to_string(o.op.m) +
+            " tokens, hidden=" + std::to_string(o.op.hidden) + " intermediate=" + std::to_string(o.op.intermediate) +
+            ", " + std::to_string(o.op.experts) + " experts, top-" + std::to_string(o.op.topk) + ", " +
+            std::to_string(shape.sm_budget) + " SMs per rank ==\n",
+        {{"kernels", kernels}, {"order", tilelink::moe_order_candidates(kernels.front())}},
+        [&](const tilelink::MoeLayerConfig& base) { return tilelink::moe_comm_candidates(base, shape, t.top); });
+    return 0;
+  }
+  check_writable(a.json);
+  run_shapes(a.world, "tune moe", {{o.op.m, o.op.intermediate, o.op.hidden}}, command, a.seed, a.json,
+             [&](const Mnk&) { return tb::tune_moe(o, std::cout); });
+  return 0;
+}
+
+// `tilelink tune sp_attention`: SP attention's two-stage search (tune/sp_attention_tune.hpp).
+int cmd_tune_sp_attention(const TuneArgs& t, const SpAttentionArgs& a, const std::string& command) {
+  tb::SpAttentionTuneOptions o;
+  o.op = sp_attention_options(a);
+  o.top = t.top;
+  o.cache = t.cache;
+  if (t.dry_run) {
+    const tilelink::SpAttentionTuneShape shape = tb::sp_attention_tune_shape(o.op, t.sms / a.world);
+    print_tune_candidates<tilelink::SpAttentionConfig>(
+        "== tune sp_attention (dry run), world " + std::to_string(a.world) + ", seq=" + std::to_string(a.seq) +
+            ", heads " + std::to_string(a.q_heads) + "/" + std::to_string(a.kv_heads) + ", head dim " +
+            std::to_string(a.head_dim) + (o.op.causal ? ", causal, " : ", non-causal, ") + a.layout + ", " +
+            std::to_string(shape.sm_budget) + " SMs per rank ==\n",
+        {{"compute", tilelink::sp_attention_compute_candidates(a.kv_heads, shape.layout)}},
+        [&](const tilelink::SpAttentionConfig& base) {
+          return tilelink::sp_attention_comm_candidates(base, shape, t.top);
+        });
+    return 0;
+  }
+  check_writable(a.json);
+  run_shapes(a.world, "tune sp_attention", {{a.seq, a.q_heads, a.head_dim}}, command, a.seed, a.json,
+             [&](const Mnk&) { return tb::tune_sp_attention(o, std::cout); });
+  return 0;
+}
+
 // The options `tune ag_gemm` and `tune gemm_rs` share (the shape's help differs).
 void add_tune_options(CLI::App* app, TuneArgs& a, const char* m_help, const char* n_help, const char* k_help,
                       const char* paper_help) {
@@ -930,10 +1010,7 @@ void add_tune_options(CLI::App* app, TuneArgs& a, const char* m_help, const char
   app->add_option("--n", a.n, n_help)->capture_default_str()->check(CLI::PositiveNumber);
   app->add_option("--k", a.k, k_help)->capture_default_str()->check(CLI::PositiveNumber);
   app->add_option("--shapes", a.shapes, paper_help)->check(CLI::IsMember({"paper"}));
-  app->add_option("--top", a.top, "communication variants to time (the plan model's best)")->capture_default_str()->check(CLI::Range(1, 64));
-  app->add_option("--cache", a.cache, "tune cache file to update ('' = do not store); default: $TILELINK_TUNE_CACHE or ~/.cache/tilelink/tune.json")->capture_default_str();
-  app->add_flag("--dry-run", a.dry_run, "print the candidates and the model's predictions; no GPU needed");
-  app->add_option("--sms", a.sms, "dry run: SMs of the GPU planned for")->capture_default_str()->check(CLI::PositiveNumber);
+  add_tune_search_options(app, a, "print the candidates and the model's predictions; no GPU needed");
   app->add_option("--warmup", a.warmup, "untimed calls per configuration")->capture_default_str()->check(CLI::Range(0, 1000000));
   app->add_option("--iters", a.iters, "timed calls per configuration (the median counts)")->capture_default_str()->check(CLI::Range(1, 1000000));
   app->add_option("--json", a.json, "also write the results as JSON to FILE");
@@ -1393,6 +1470,10 @@ const std::vector<const char*> kAgGemmKnobs = {"--resource", "--method", "--orde
                                                             "--blocks", "--gemm-sms", "--swizzle", "--kernel"};
 const std::vector<const char*> kGemmRsKnobs = {"--scatter", "--granularity", "--reduce-blocks",
                                                             "--gemm-sms", "--swizzle"};
+const std::vector<const char*> kMoeKnobs = {"--gather-blocks", "--gemm-sms", "--swizzle", "--kernel",
+                                            "--comm-rows", "--weight-sweeps", "--combine-blocks"};
+const std::vector<const char*> kSpAttentionKnobs = {"--resource", "--comm-rows", "--blocks",
+                                                    "--attention-sms", "--local-first", "--section-heads"};
 
 int main(int argc, char** argv) {
   tilelink::configure_cuda_environment();  // before any CUDA call
@@ -1497,14 +1578,27 @@ int main(int argc, char** argv) {
   tune_mlp->add_option("--hidden", tune_mlp_shape.hidden, "hidden size H")->capture_default_str()->check(CLI::PositiveNumber)->excludes(tune_mlp_model);
   tune_mlp->add_option("--intermediate", tune_mlp_shape.intermediate, "intermediate size over all ranks")->capture_default_str()->check(CLI::PositiveNumber)->excludes(tune_mlp_model);
   tune_mlp->add_option("--activation", tune_mlp_shape.activation, "swiglu or gelu (fc1's width)")->capture_default_str()->check(CLI::IsMember({"swiglu", "gelu"}));
-  tune_mlp->add_option("--top", tune_mlp_args.top, "communication variants to time per op (the plan model's best)")->capture_default_str()->check(CLI::Range(1, 64));
-  tune_mlp->add_option("--cache", tune_mlp_args.cache, "tune cache file to update ('' = do not store); default: $TILELINK_TUNE_CACHE or ~/.cache/tilelink/tune.json")->capture_default_str();
-  tune_mlp->add_flag("--dry-run", tune_mlp_args.dry_run, "print both ops' candidates and the model's predictions; no GPU needed");
-  tune_mlp->add_option("--sms", tune_mlp_args.sms, "dry run: SMs of the GPU planned for")->capture_default_str()->check(CLI::PositiveNumber);
+  add_tune_search_options(tune_mlp, tune_mlp_args, "print both ops' candidates and the model's predictions; no GPU needed");
   tune_mlp->add_option("--warmup", tune_mlp_args.warmup, "untimed calls per configuration")->capture_default_str()->check(CLI::Range(0, 1000000));
   tune_mlp->add_option("--iters", tune_mlp_args.iters, "timed calls per configuration (the median counts)")->capture_default_str()->check(CLI::Range(1, 1000000));
   tune_mlp->add_option("--json", tune_mlp_args.json, "also write the results as JSON to FILE");
   tune_mlp_args.seed_option = tune_mlp->add_option("--seed", tune_mlp_args.seed, "random seed of the inputs; default: a fresh one");
+  TuneArgs tune_moe_args;
+  MoeArgs tune_moe_shape;
+  tune_moe_shape.warmup = 2;
+  tune_moe_shape.iters = 5;
+  CLI::App* tune_moe = tune->add_subcommand("moe", "the MoE layer: kernel pairs, then part 1 / part 2 orders, then the all-gather x gather x combine variants the plan model ranks best");
+  add_moe_options(tune_moe, tune_moe_shape, true, false);
+  add_moe_layer_options(tune_moe, tune_moe_shape, false);
+  add_tune_search_options(tune_moe, tune_moe_args, "print the candidates and the model's predictions; no GPU needed");
+  TuneArgs tune_attn_args;
+  SpAttentionArgs tune_attn_shape;
+  tune_attn_shape.warmup = 2;
+  tune_attn_shape.iters = 5;
+  CLI::App* tune_attn = tune->add_subcommand("sp_attention", "SP attention: the kernel's L2 sections, then the K/V all-gather x local-pass-first variants the plan model ranks best");
+  add_sp_attention_options(tune_attn, tune_attn_shape, false);
+  tune_attn->add_option("--json", tune_attn_shape.json, "also write the results as JSON to FILE");
+  add_tune_search_options(tune_attn, tune_attn_args, "print the candidates and the model's predictions; no GPU needed");
   CLI::App* tune_rs = tune->add_subcommand("gemm_rs", "GEMM+RS: swizzle, then the scatter x signal granularity x reduction CTAs variants the plan model ranks best");
   add_tune_options(tune_rs, tune_rs_args, "rows of the output over all ranks", "columns of the output",
                    "inner dimension over all ranks (each rank holds k / world)",
@@ -1661,8 +1755,11 @@ int main(int argc, char** argv) {
 
   if (*plan_ag || *plan_rs || *plan_moe || *plan_layer || *plan_attn || *plan_mlp || (*tune_ag && tune_args.dry_run) ||
       (*tune_rs && tune_rs_args.dry_run) ||
-      (*tune_mlp && tune_mlp_args.dry_run)) {  // no GPU needed
+      (*tune_mlp && tune_mlp_args.dry_run) || (*tune_moe && tune_moe_args.dry_run) ||
+      (*tune_attn && tune_attn_args.dry_run)) {  // no GPU needed
     try {
+      if (*tune_moe) return cmd_tune_moe(tune_moe_args, tune_moe_shape, "");
+      if (*tune_attn) return cmd_tune_sp_attention(tune_attn_args, tune_attn_shape, "");
       if (*tune_ag) return cmd_tune_dry_run(tune_args);
       if (*tune_rs) return cmd_tune_gemm_rs_dry_run(tune_rs_args);
       if (*tune_mlp) return cmd_tune_mlp(tune_mlp_args, tune_mlp_shape, "");
@@ -1701,6 +1798,10 @@ int main(int argc, char** argv) {
     trace_rs_args.op.explicit_config = any_given(trace_rs, kGemmRsKnobs);
     mlp_args.explicit_fc2 = any_given(mlp, {"--scatter", "--granularity"});
     trace_mlp_args.op.explicit_fc2 = any_given(trace_mlp, {"--scatter", "--granularity"});
+    layer_args.explicit_config = any_given(moe_layer, kMoeKnobs);
+    trace_moe_args.op.explicit_config = any_given(trace_moe, kMoeKnobs);
+    attn_args.explicit_config = any_given(attn, kSpAttentionKnobs);
+    trace_attn_args.op.explicit_config = any_given(trace_attn, kSpAttentionKnobs);
     if (*ag_gemm) {
       if (agg.seed_option->count() == 0) agg.seed = fresh_seed();
       return cmd_ag_gemm(agg, command);
@@ -1736,6 +1837,14 @@ int main(int argc, char** argv) {
     if (*trace_ag) {
       if (trace_args.op.seed_option->count() == 0) trace_args.op.seed = fresh_seed();
       return cmd_trace_ag_gemm(trace_args);
+    }
+    if (*tune_moe) {
+      if (tune_moe_shape.seed_option->count() == 0) tune_moe_shape.seed = fresh_seed();
+      return cmd_tune_moe(tune_moe_args, tune_moe_shape, command);
+    }
+    if (*tune_attn) {
+      if (tune_attn_shape.seed_option->count() == 0) tune_attn_shape.seed = fresh_seed();
+      return cmd_tune_sp_attention(tune_attn_args, tune_attn_shape, command);
     }
     if (*tune_mlp) {
       if (tune_mlp_args.seed_option->count() == 0) tune_mlp_args.seed = fresh_seed();

@@ -1,9 +1,9 @@
 #include "tilelink/tune/ag_gemm_tune.hpp"
 
 #include <algorithm>
-#include <cstdio>
 
 #include "tilelink/core/error.hpp"
+#include "tune/kernel_tile.hpp"
 #include "tilelink/ops/ag_gemm/ag_gemm_policy.hpp"
 #include "tilelink/sim/ag_gemm_sim.hpp"
 #include "tilelink/tune/tune_cache.hpp"
@@ -11,15 +11,9 @@
 namespace tilelink {
 namespace {
 
-// The CTA tile of a kernel name "<bm>x<bn>x<bk>_c<cm>x<cn>" (the default kernel: "").
+// The CTA tile of a kernel (the default kernel: "").
 void kernel_tile(const std::string& kernel, uint32_t* bm, uint32_t* bn) {
-  const std::string name = kernel.empty() ? AgGemm::kernel_names().front() : kernel;
-  unsigned m = 0, n = 0;
-  if (std::sscanf(name.c_str(), "%ux%u", &m, &n) != 2) {
-    throw InvalidArgument("ag_gemm tune: kernel name '" + name + "': expected '<bm>x<bn>x<bk>_c<cm>x<cn>'");
-  }
-  *bm = m;
-  *bn = n;
+  detail::kernel_tile(kernel.empty() ? AgGemm::kernel_names().front() : kernel, "ag_gemm tune", bm, bn);
 }
 
 double predict_us(const AgGemmConfig& c, const AgGemmTuneShape& s, const sim::CostModel& gpu) {

@@ -1,6 +1,6 @@
-// The tune cache (file round trip of AG+GEMM and GEMM+RS entries, refusals naming the file and
-// field) and the AG+GEMM and GEMM+RS search spaces of `tilelink tune` (stage 1 covers every
-// compute variant once; stage 2 is ranked by the plan model and always keeps the automatic
+// The tune cache (file round trip of AG+GEMM, GEMM+RS, MoE and SP attention entries, refusals
+// naming the file and field) and the search spaces of `tilelink tune` (the first stage covers
+// every compute variant once; the last is ranked by the plan model and always keeps the automatic
 // communication).
 #include <gtest/gtest.h>
 
@@ -15,6 +15,8 @@
 #include "tilelink/core/error.hpp"
 #include "tilelink/tune/ag_gemm_tune.hpp"
 #include "tilelink/tune/gemm_rs_tune.hpp"
+#include "tilelink/tune/moe_tune.hpp"
+#include "tilelink/tune/sp_attention_tune.hpp"
 #include "tilelink/tune/tune_cache.hpp"
 
 namespace tilelink::test {
@@ -130,7 +132,7 @@ TEST(TuneCache, KeepsGemmRsEntriesApartFromAgGemmOnes) {
   EXPECT_EQ(back.find(key(8192))->op, "ag_gemm");
   // An entry of an op this build does not tune (a later build's) is neither applied nor lost:
   // the file keeps it when this build saves.
-  std::ofstream(path) << R"({"format": "tilelink-tune-1", "entries": {"k": {"op": "moe", "config": {"x": 7},
+  std::ofstream(path) << R"({"format": "tilelink-tune-1", "entries": {"k": {"op": "expert_parallel", "config": {"x": 7},
       "time_us": 1, "default_us": 1, "date": ""}}})";
   TuneCache mixed = TuneCache::load(path);
   EXPECT_EQ(mixed.size(), 0u);
@@ -138,7 +140,7 @@ TEST(TuneCache, KeepsGemmRsEntriesApartFromAgGemmOnes) {
   mixed.save();
   std::ifstream in(path);
   const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  EXPECT_NE(text.find("\"moe\""), std::string::npos) << text;
+  EXPECT_NE(text.find("\"expert_parallel\""), std::string::npos) << text;
   EXPECT_EQ(TuneCache::load(path).size(), 1u);
   EXPECT_EQ(TuneCache::load(path).find(k)->op, "gemm_rs");
   std::remove(path.c_str());
@@ -221,6 +223,185 @@ TEST(AgGemmTuneSpace, CommunicationStageIsRankedByTheModelAndKeepsTheAutomaticOn
 
 namespace tilelink::test {
 namespace {
+
+TEST(TuneCache, RoundTripsMoeAndSpAttentionEntriesUnderTheirVariants) {
+  const std::string path = temp_path("tune_layers.json");
+  std::remove(path.c_str());
+  TuneCache cache = TuneCache::load(path);
+  TuneEntry moe;
+  moe.op = "moe";
+  moe.moe.part1.kernel = "128x128x64_c1x2";
+  moe.moe.part1.swizzle = 2;
+  moe.moe.part1.gather_blocks = 3;
+  moe.moe.part1.comm = {CommResource::kSm, AgMethod::kPush, DataPath::kBulk, CommOrder::kRing, 256, 4, 512};
+  moe.moe.part2.weight_sweeps = MoeGemmRsConfig::kTokenOrder;
+  moe.moe.part2.comm_rows = 32;
+  moe.moe.part2.combine_blocks = 6;
+  moe.time_us = 900;
+  moe.default_us = 1000;
+  TuneKey moe_key = key(8192);
+  moe_key.op = "moe";
+  moe_key.variant = "8 experts, top-2, swiglu";
+  cache.put(moe_key, moe);
+  TuneEntry attn;
+  attn.op = "sp_attention";
+  attn.sp_attention.comm.comm_rows = 1024;
+  attn.sp_attention.local_first = true;
+  attn.sp_attention.section_kv_heads = 2;
+  attn.sp_attention.attention_sms = 120;
+  TuneKey attn_key = key(32768);
+  attn_key.op = "sp_attention";
+  attn_key.variant = "head dim 128, causal, zigzag";
+  cache.put(attn_key, attn);
+  cache.save();
+
+  const TuneCache back = TuneCache::load(path);
+  ASSERT_EQ(back.size(), 2u);
+  const auto m = back.find(moe_key);
+  ASSERT_TRUE(m.has_value());
+  EXPECT_EQ(m->op, "moe");
+  EXPECT_EQ(describe(m->moe), describe(moe.moe));
+  EXPECT_EQ(m->moe.part1.comm.path, DataPath::kBulk);
+  EXPECT_EQ(m->moe.part2.weight_sweeps, MoeGemmRsConfig::kTokenOrder);
+  EXPECT_DOUBLE_EQ(m->time_us, 900);
+  const auto a = back.find(attn_key);
+  ASSERT_TRUE(a.has_value());
+  EXPECT_EQ(describe(a->sp_attention), describe(attn.sp_attention));
+  EXPECT_EQ(a->sp_attention.attention_sms, 120u);
+  TuneKey other = attn_key;
+  other.variant = "head dim 128, causal, contiguous";
+  EXPECT_FALSE(back.find(other).has_value()) << "the layout is part of the key";
+  EXPECT_NE(attn_key.str().find("zigzag"), std::string::npos) << attn_key.str();
+  EXPECT_EQ(key(8192).str().find(" / zigzag"), std::string::npos) << "the GEMMs' keys have no variant";
+  std::remove(path.c_str());
+}
+
+TEST(TuneCache, TheProblemsActivationAndLayoutAreNotKnobs) {
+  MoeLayerConfig m;
+  EXPECT_TRUE(is_automatic(m));
+  m.activation = MlpActivation::kGelu;
+  m.use_tune_cache = false;
+  EXPECT_TRUE(is_automatic(m));
+  m.part2.combine_blocks = 2;
+  EXPECT_FALSE(is_automatic(m));
+  m = {};
+  m.part1.comm.resource = CommResource::kSm;
+  EXPECT_FALSE(is_automatic(m));
+  SpAttentionConfig s;
+  s.layout = SeqLayout::kZigZag;
+  EXPECT_TRUE(is_automatic(s));
+  s.local_first = true;
+  EXPECT_FALSE(is_automatic(s));
+  s = {};
+  s.section_kv_heads = 1;
+  EXPECT_FALSE(is_automatic(s));
+}
+
+TEST(MoeTuneSpace, KernelPairsThenOrdersThenRankedCommunication) {
+  // Two compiled 128-row kernels and a hypothetical 64-row one: pairs only of one tile height.
+  const std::vector<std::string> kernels{"128x256x64_c1x2", "128x128x64_c1x2", "64x128x64_c1x2"};
+  const std::vector<MoeLayerConfig> stage1 = moe_kernel_candidates(kernels);
+  ASSERT_EQ(stage1.size(), 5u);  // 2 x 2 of 128 rows, 1 of 64 rows
+  EXPECT_TRUE(is_automatic(stage1.front()));
+  std::set<std::string> seen;
+  for (const MoeLayerConfig& c : stage1) {
+    EXPECT_FALSE(c.use_tune_cache) << "a candidate must be timed as given";
+    EXPECT_TRUE(seen.insert(describe(c)).second) << "duplicate " << describe(c);
+    EXPECT_EQ(c.part1.kernel.substr(0, 2) == "64", c.part2.kernel.substr(0, 2) == "64") << describe(c);
+  }
+  EXPECT_THROW(moe_kernel_candidates({}), InvalidArgument);
+
+  MoeLayerConfig base = stage1[2];
+  const std::vector<MoeLayerConfig> stage2 = moe_order_candidates(base);
+  EXPECT_EQ(stage2.size(), 19u);
+  seen.clear();
+  for (const MoeLayerConfig& c : stage2) {
+    EXPECT_TRUE(seen.insert(describe(c)).second) << "duplicate " << describe(c);
+    EXPECT_NE(describe(c), describe(base)) << "the base was timed already";
+    EXPECT_EQ(c.part1.kernel, base.part1.kernel);
+    EXPECT_EQ(c.part2.kernel, base.part2.kernel);
+  }
+
+  MoeTuneShape shape;  // Mixtral-8x7B at world 8, 16 SMs a rank
+  shape.kernels = {"128x256x64_c1x2", "128x128x64_c1x2"};
+  base = stage2[3];
+  const std::vector<RankedMoeConfig> ranked = moe_comm_candidates(base, shape, 6);
+  ASSERT_GE(ranked.size(), 6u);
+  ASSERT_LE(ranked.size(), 7u);
+  bool has_auto = false;
+  seen.clear();
+  for (size_t i = 0; i < ranked.size(); ++i) {
+    const MoeLayerConfig& c = ranked[i].config;
+    EXPECT_GT(ranked[i].predicted_us, 0.0);
+    if (i + 1 < 6) EXPECT_LE(ranked[i].predicted_us, ranked[i + 1].predicted_us);
+    EXPECT_TRUE(seen.insert(describe(c)).second) << "duplicate " << describe(c);
+    EXPECT_EQ(c.part2.weight_sweeps, base.part2.weight_sweeps) << "stage 3 keeps stage 2's winner";
+    EXPECT_EQ(c.part1.swizzle, base.part1.swizzle);
+    EXPECT_LE((c.part2.comm_rows == 0 ? 64 : c.part2.comm_rows) * shape.topk, 4096u);
+    EXPECT_LE(c.part1.gather_blocks, 4u) << "at most a quarter of the rank's SMs";
+    EXPECT_LE(c.part2.combine_blocks, 4u);
+    has_auto = has_auto || (c.part1.comm.resource == CommResource::kCopyEngine && c.part1.comm.comm_rows == 0 &&
+                            c.part1.gather_blocks == 0 && c.part2.comm_rows == 0 && c.part2.combine_blocks == 0);
+  }
+  EXPECT_TRUE(has_auto) << "the automatic communication is always timed";
+
+  shape.world = 1;  // no peers: the all-gather stays automatic
+  shape.sm_budget = 132;
+  for (const RankedMoeConfig& r : moe_comm_candidates(base, shape, 40)) {
+    EXPECT_EQ(r.config.part1.comm.comm_rows, 0u) << describe(r.config);
+    EXPECT_EQ(r.config.part1.comm.resource, CommResource::kCopyEngine);
+  }
+}
+
+TEST(SpAttentionTuneSpace, SectionsThenRankedAllGatherAndLocalPass) {
+  const std::vector<SpAttentionConfig> stage1 = sp_attention_compute_candidates(8, SeqLayout::kZigZag);
+  ASSERT_EQ(stage1.size(), 5u);  // automatic, 1, 2, 4, 8
+  EXPECT_TRUE(is_automatic(stage1.front()));
+  std::set<std::string> seen;
+  for (const SpAttentionConfig& c : stage1) {
+    EXPECT_FALSE(c.use_tune_cache);
+    EXPECT_EQ(c.layout, SeqLayout::kZigZag) << "the layout is the problem's";
+    EXPECT_TRUE(c.section_kv_heads == 0 || 8 % c.section_kv_heads == 0);
+    EXPECT_TRUE(seen.insert(describe(c)).second) << "duplicate " << describe(c);
+  }
+  EXPECT_EQ(sp_attention_compute_candidates(6, SeqLayout::kContiguous).size(), 5u);  // automatic, 1, 2, 3, 6
+
+  SpAttentionTuneShape shape;
+  shape.world = 1;
+  shape.sm_budget = 132;
+  const auto one = sp_attention_comm_candidates(stage1[2], shape, 6);
+  ASSERT_EQ(one.size(), 1u) << "world 1 has nothing to gather";
+  EXPECT_EQ(one.front().config.section_kv_heads, stage1[2].section_kv_heads);
+  EXPECT_FALSE(one.front().config.local_first);
+
+  shape.world = 8;
+  shape.sm_budget = 16;
+  shape.seq = 8192;  // 1024 tokens a rank: no chunk may be longer
+  shape.layout = SeqLayout::kZigZag;
+  const auto ranked = sp_attention_comm_candidates(stage1[2], shape, 40);
+  ASSERT_GT(ranked.size(), 6u);
+  bool has_auto = false, has_local = false, has_sm = false;
+  seen.clear();
+  for (size_t i = 0; i < ranked.size(); ++i) {
+    const SpAttentionConfig& c = ranked[i].config;
+    EXPECT_GT(ranked[i].predicted_us, 0.0);
+    EXPECT_TRUE(seen.insert(describe(c)).second) << "duplicate " << describe(c);
+    EXPECT_LE(c.comm.comm_rows, 1024u);
+    EXPECT_EQ(c.comm.comm_rows % 128, 0u);
+    EXPECT_EQ(c.section_kv_heads, stage1[2].section_kv_heads) << "stage 2 keeps stage 1's winner";
+    EXPECT_EQ(c.layout, SeqLayout::kZigZag);
+    has_auto = has_auto || (is_automatic(c) || (c.comm.comm_rows == 0 && !c.local_first &&
+                                                c.comm.resource == CommResource::kCopyEngine));
+    has_local = has_local || c.local_first;
+    has_sm = has_sm || c.comm.resource == CommResource::kSm;
+  }
+  EXPECT_TRUE(has_auto && has_local && has_sm);
+  for (size_t top : {1u, 3u}) {
+    const auto few = sp_attention_comm_candidates(stage1[0], shape, top);
+    EXPECT_LE(few.size(), top + 1);
+    for (size_t i = 0; i + 1 < std::min(few.size(), top); ++i) EXPECT_LE(few[i].predicted_us, few[i + 1].predicted_us);
+  }
+}
 
 TEST(TuneCache, DefaultPathFollowsTheEnvironment) {
   const char* saved = std::getenv("TILELINK_TUNE_CACHE");

@@ -11,6 +11,7 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <iostream>
@@ -22,6 +23,7 @@
 
 #include "tilelink/runtime/device_buffer.hpp"
 #include "tilelink/tilelink.hpp"
+#include "tilelink/tune/tune_cache.hpp"
 
 namespace tilelink::test {
 
@@ -238,6 +240,40 @@ inline ::testing::AssertionResult bytes_equal(const std::vector<uint8_t>& got,
 inline bool all_poison(const std::vector<uint8_t>& v) {
   return std::all_of(v.begin(), v.end(), [](uint8_t b) { return b == kPoison; });
 }
+
+// TILELINK_TUNE_CACHE pointed at a fresh file of this scope (the suite runs with the cache "off"),
+// restored and the file removed at its end: the ops' tune-cache tests.
+class ScopedTuneCache {
+ public:
+  explicit ScopedTuneCache(const std::string& name) {
+    std::mt19937_64 rng(std::random_device{}());
+    path_ = std::string(::testing::TempDir()) + "tilelink_" + name + "_" + std::to_string(rng()) + ".json";
+    if (const char* saved = std::getenv("TILELINK_TUNE_CACHE")) saved_ = saved, had_ = true;
+    setenv("TILELINK_TUNE_CACHE", path_.c_str(), 1);
+  }
+  ~ScopedTuneCache() {
+    if (had_) {
+      setenv("TILELINK_TUNE_CACHE", saved_.c_str(), 1);
+    } else {
+      unsetenv("TILELINK_TUNE_CACHE");
+    }
+    std::remove(path_.c_str());
+  }
+  ScopedTuneCache(const ScopedTuneCache&) = delete;
+  ScopedTuneCache& operator=(const ScopedTuneCache&) = delete;
+
+  const std::string& path() const { return path_; }
+  // Stores `entry` under `key` in the file.
+  void put(const TuneKey& key, const TuneEntry& entry) const {
+    TuneCache cache = TuneCache::load(path_);
+    cache.put(key, entry);
+    cache.save();
+  }
+
+ private:
+  std::string path_, saved_;
+  bool had_ = false;
+};
 
 inline std::string world_name(const ::testing::TestParamInfo<int>& info) {
   return "world" + std::to_string(info.param);

@@ -220,18 +220,14 @@ TEST(GemmRsTuneCacheTest, AutomaticConfigTakesTheCachedOneAndComputesTheSame) {
     args.b.push_back(b[r].get());
     args.out.push_back(out[r].get());
   }
-  const std::string path = std::string(::testing::TempDir()) + "tilelink_gemm_rs_tune_" + std::to_string(rng()) + ".json";
-  TuneCache cache = TuneCache::load(path);
+  const ScopedTuneCache cache("gemm_rs_tune");
+  const std::string& path = cache.path();
   TuneEntry entry;
   entry.op = "gemm_rs";
   entry.gemm_rs.scatter = GemmRsScatter::kCopyEngine;
   entry.gemm_rs.granularity = SignalGranularity::kTileRow;
   entry.gemm_rs.swizzle = 2;
   cache.put(make_tune_key(env.world, "gemm_rs", kM, kN, kK), entry);
-  cache.save();
-  const char* saved = std::getenv("TILELINK_TUNE_CACHE");
-  const std::string keep = saved != nullptr ? saved : "";
-  setenv("TILELINK_TUNE_CACHE", path.c_str(), 1);
 
   GemmRsArguments plain_args = args;
   plain_args.config.use_tune_cache = false;
@@ -257,12 +253,6 @@ TEST(GemmRsTuneCacheTest, AutomaticConfigTakesTheCachedOneAndComputesTheSame) {
   for (int r = 0; r < kWorld; ++r) {
     EXPECT_TRUE(bytes_equal(download<uint8_t>(out[r].get(), out[r].bytes()), want[r])) << "rank " << r;
   }
-  if (saved != nullptr) {
-    setenv("TILELINK_TUNE_CACHE", keep.c_str(), 1);
-  } else {
-    unsetenv("TILELINK_TUNE_CACHE");
-  }
-  std::remove(path.c_str());
   settle();
 }
 

@@ -17,6 +17,7 @@
 #include <cstdio>
 #include <map>
 #include <memory>
+#include <optional>
 #include <random>
 #include <string>
 #include <tuple>
@@ -309,8 +310,10 @@ std::string check_layer_trace(const MoeLayer& layer, uint32_t tiles, uint32_t n1
   return "";
 }
 
+// With `cached`, the layer is built on automatic with `cached` in a tune cache for its GPU, world
+// and problem, and must run that configuration (keeping its own activation).
 std::string run_layer(int world_size, uint32_t topk, SyntheticRouting routing, MlpActivation act,
-                      std::mt19937_64& rng, bool traced = false) {
+                      std::mt19937_64& rng, bool traced = false, const MoeLayerConfig* cached = nullptr) {
   const LayerShape s = kLayer;
   const uint32_t tokens = s.tokens_per_rank * static_cast<uint32_t>(world_size);
   const uint32_t k = s.intermediate_per_rank, n1 = (act == MlpActivation::kSwiGlu ? 2 : 1) * k;
@@ -343,7 +346,22 @@ std::string run_layer(int world_size, uint32_t topk, SyntheticRouting routing, M
     args.out.push_back(out[r].get());
   }
   if (std::string why = MoeLayer::can_implement(world, env.heap, args); !why.empty()) return why;
+  std::optional<ScopedTuneCache> cache;
+  if (cached != nullptr) {
+    cache.emplace("moe_layer_tune");
+    TuneEntry entry;
+    entry.op = "moe";
+    entry.moe = *cached;
+    cache->put(moe_tune_key(world, args), entry);
+  }
   MoeLayer layer(world, env.heap, env.signals, args, "moe_layer_test");
+  if (cached != nullptr) {
+    if (layer.tuned_from() != cache->path()) return "the layer did not take the tune cache's configuration";
+    if (describe(layer.config()) != describe(*cached) || layer.config().activation != act) {
+      return "the layer runs '" + describe(layer.config()) + "', expected the cached '" + describe(*cached) +
+             "' with its own activation";
+    }
+  }
   CublasHandle cublas;
   const uint32_t bm = layer.part1().tile_m();
   DeviceBuffer a_dev(size_t(layer.part1().mapping(0).max_rows()) * std::max(s.hidden, k) * 2, 0);
@@ -434,6 +452,28 @@ TEST_P(MoeLayerTest, MatchesTheCublasChain) {
 }
 
 INSTANTIATE_TEST_SUITE_P(World, MoeLayerTest, worlds_and_routings(), world_routing_name);
+
+// With every knob on automatic, the layer takes the tune cache's configuration for its GPU, world
+// and problem (another kernel for each part, swizzles, an SM all-gather, one gather CTA, two
+// weight sweeps, 32-token combine blocks) and still matches the cuBLAS chain.
+TEST(MoeLayerTuneCache, AutomaticLayerRunsTheCachedConfigurationCorrectly) {
+  TL_SKIP_WITHOUT_GPU();
+  MoeLayerConfig cached;
+  cached.part1.kernel = "128x128x64_c1x2";
+  cached.part1.swizzle = 2;
+  cached.part1.gather_blocks = 1;
+  cached.part1.comm = {CommResource::kSm, AgMethod::kPull, DataPath::kLdSt, CommOrder::kFullMesh, 64, 2, 512};
+  cached.part2.kernel = "128x128x64_c1x2";
+  cached.part2.weight_sweeps = 2;
+  cached.part2.comm_rows = 32;
+  cached.part2.combine_blocks = 2;
+  for (int world : {1, 2}) {
+    const uint64_t seed = std::random_device{}();
+    SCOPED_TRACE("world " + std::to_string(world) + ", seed " + std::to_string(seed));
+    std::mt19937_64 rng(seed);
+    EXPECT_EQ(run_layer(world, 2, SyntheticRouting::kUniform, MlpActivation::kGelu, rng, false, &cached), "");
+  }
+}
 
 // tilelink trace moe's recording: a traced call computes the same layer (checked against the
 // cuBLAS chain) and records every grouped GEMM tile of both parts (check_layer_trace).

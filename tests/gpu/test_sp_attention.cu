@@ -620,6 +620,51 @@ TEST_F(SpAttentionTest, DeterministicOnTheSameInputs) {
   }
 }
 
+// With every knob on automatic, SpAttention takes the tune cache's configuration for its GPU,
+// world, shape, mask and layout -- keeping its own layout -- and matches the reference; a cached
+// configuration it refuses is ignored, and so is the cache with use_tune_cache = false.
+TEST_F(SpAttentionTest, AutomaticConfigTakesTheCachedOne) {
+  TL_SKIP_WITHOUT_GPU();
+  const Case c = make_case("tuned", 2, 300, 4, 2, 128, true, kZig, kCe, {kF});
+  const uint64_t seed = std::random_device{}();
+  SCOPED_TRACE(describe(c) + ", seed " + std::to_string(seed));
+  std::mt19937_64 rng(seed);
+  Fixture f(c);  // built before the cache: automatic
+  EXPECT_EQ(f.op->tuned_from(), "");
+  const ScopedTuneCache cache("sp_attention_tune");
+  TuneEntry entry;
+  entry.op = "sp_attention";
+  entry.sp_attention.comm = {CommResource::kSm, AgMethod::kPull, DataPath::kLdSt, CommOrder::kFullMesh, 128, 2, 512};
+  entry.sp_attention.local_first = true;
+  entry.sp_attention.section_kv_heads = 1;  // layout: contiguous, not the caller's
+  cache.put(sp_attention_tune_key(f.env.world, f.args), entry);
+
+  SpAttentionArguments plain_args = f.args;
+  plain_args.config.use_tune_cache = false;
+  EXPECT_EQ(SpAttention(f.env.world, f.env.heap, f.env.signals, plain_args, "plain").tuned_from(), "");
+  f.op.reset();
+  f.op = std::make_unique<SpAttention>(f.env.world, f.env.heap, f.env.signals, f.args, "tuned");
+  EXPECT_EQ(f.op->tuned_from(), cache.path());
+  EXPECT_EQ(f.op->config().layout, SeqLayout::kZigZag) << "the layout is the caller's";
+  EXPECT_TRUE(f.op->config().local_first);
+  EXPECT_EQ(f.op->config().comm.resource, CommResource::kSm);
+  EXPECT_EQ(f.op->plan().section_kv_heads, 1u);
+  EXPECT_TRUE(f.op->plan().local_first);
+  for (uint64_t call = 0; call < 2; ++call) {
+    f.new_inputs(seed, call, call % 2 == 0 ? 1.0f : 4.0f);
+    f.prepare();
+    f.run(Mode::kFused);
+    check_outputs(f, rng, "tuned call " + std::to_string(call + 1));
+  }
+
+  entry.sp_attention.section_kv_heads = 3;  // not a divisor of the 2 kv heads: refused
+  cache.put(sp_attention_tune_key(f.env.world, f.args), entry);
+  const SpAttention refused(f.env.world, f.env.heap, f.env.signals, f.args, "refused");
+  EXPECT_EQ(refused.tuned_from(), "") << "a cached configuration the op refuses was taken";
+  EXPECT_TRUE(is_automatic(refused.config()));
+  settle();
+}
+
 // The plan's layout, the accessors: positions a permutation of the sequence that home() inverts,
 // flops() = 4 d q_heads x visible pairs, attention CTAs within the rank's SM budget.
 TEST_F(SpAttentionTest, PlanAndAccessors) {

@@ -52,24 +52,6 @@ uint32_t choose_swizzle(const AgGemmArguments& a, const detail::Sm90AgGemmConfig
                                       l2_share);
 }
 
-// With every knob on automatic, the tune cache's configuration for this GPU, world and shape
-// (tune/tune_cache.hpp), if any and if it still passes can_implement.
-AgGemmArguments with_tuned_config(const World& world, const SymmetricHeap& heap, const AgGemmArguments& a,
-                                  std::string* from) {
-  if (!a.config.use_tune_cache || !is_automatic(a.config)) return a;
-  const std::string path = TuneCache::default_path();
-  if (path.empty()) return a;
-  const std::optional<TuneEntry> entry = TuneCache::load(path).find(
-      make_tune_key(world, "ag_gemm", a.m_per_rank * static_cast<uint32_t>(world.size()), a.n, a.k));
-  if (!entry) return a;
-  AgGemmArguments tuned = a;
-  tuned.config = entry->config;
-  tuned.config.use_tune_cache = false;
-  if (!AgGemm::can_implement(world, heap, tuned).empty()) return a;
-  *from = path;
-  return tuned;
-}
-
 }  // namespace
 
 const char* to_string(BLayout v) { return v == BLayout::kNK ? "nk" : "kn"; }
@@ -126,7 +108,10 @@ AgGemm::AgGemm(const World& world, SymmetricHeap& heap, SignalSet& signals, cons
   if (std::string why = can_implement(world, heap, args); !why.empty()) {
     throw InvalidArgument("AgGemm '" + name + "': " + why);
   }
-  args_ = with_tuned_config(world, heap, args, &tuned_from_);
+  // With every knob on automatic, the tune cache's configuration for this GPU, world and shape.
+  args_ = with_tuned_config<AgGemm>(
+      world, heap, args, [&] { return make_tune_key(world, "ag_gemm", args.m_per_rank * static_cast<uint32_t>(world.size()), args.n, args.k); }, &TuneEntry::config,
+      [](auto&, const auto&) {}, &tuned_from_);
   const detail::Sm90AgGemmConfigInfo& kernel = *find_kernel(args_.config.kernel);
   kernel_name_ = kernel.name;
   swizzle_ = choose_swizzle(args_, kernel, world.l2_share(0));

@@ -8,6 +8,7 @@
 #include "core/checks.hpp"
 #include "ops/attention/sm90_flash_attention_kernel.hpp"
 #include "tilelink/core/error.hpp"
+#include "tilelink/tune/tune_cache.hpp"
 #include "tilelink/ops/ag_gemm/ag_gemm_policy.hpp"
 
 namespace tilelink {
@@ -189,6 +190,9 @@ SpAttention::SpAttention(const World& world, SymmetricHeap& heap, SignalSet& sig
   if (std::string why = can_implement(world, heap, args); !why.empty()) {
     throw InvalidArgument("SpAttention '" + name + "': " + why);
   }
+  args_ = with_tuned_config<SpAttention>(
+      world, heap, args, [&] { return sp_attention_tune_key(world, args); }, &TuneEntry::sp_attention,
+      [](auto& tuned, const auto& callers) { tuned.layout = callers.layout; }, &tuned_from_);
   ag_ = std::make_unique<AllGather>(world, heap, signals, all_gather_arguments(world, args_), name);
   plan_ = make_plan(world, args_, ag_->plan());
   if (std::string e = check_sp_attention_plan(plan_, kElementBytes); !e.empty()) {

@@ -29,23 +29,6 @@ namespace {
 // Reduction CTAs per rank: the configured count, else 1/32 of the rank's SMs (4 of the H200's
 // 132: enough to keep pace with the GEMM, few enough to keep its waves whole; docs/gemm_rs.md);
 // rounded up to whole clusters of the GEMM kernel (launched in clusters, see gemm_rs_reduce.cu).
-// With every knob on automatic, the tune cache's configuration for this GPU, world and shape
-// (tune/tune_cache.hpp), if any and if it still passes can_implement.
-GemmRsArguments with_tuned_config(const World& world, const SymmetricHeap& heap, const GemmRsArguments& a,
-                                  std::string* from) {
-  if (!a.config.use_tune_cache || !is_automatic(a.config)) return a;
-  const std::string path = TuneCache::default_path();
-  if (path.empty()) return a;
-  const std::optional<TuneEntry> entry = TuneCache::load(path).find(make_tune_key(world, "gemm_rs", a.m, a.n, a.k));
-  if (!entry || entry->op != "gemm_rs") return a;
-  GemmRsArguments tuned = a;
-  tuned.config = entry->gemm_rs;
-  tuned.config.use_tune_cache = false;
-  if (!GemmRs::can_implement(world, heap, tuned).empty()) return a;
-  *from = path;
-  return tuned;
-}
-
 uint32_t reduce_blocks_of(const World& world, const GemmRsArguments& a) {
   const auto& kernel = detail::sm90_gemm_rs_configs().front();
   const uint32_t cluster = kernel.cluster_m * kernel.cluster_n;
@@ -147,7 +130,10 @@ GemmRs::GemmRs(const World& world, SymmetricHeap& heap, SignalSet& signals, cons
   if (std::string why = can_implement(world, heap, args_in); !why.empty()) {
     throw InvalidArgument("GemmRs '" + name + "': " + why);
   }
-  args_ = with_tuned_config(world, heap, args_in, &tuned_from_);
+  // With every knob on automatic, the tune cache's configuration for this GPU, world and shape.
+  args_ = with_tuned_config<GemmRs>(
+      world, heap, args_in, [&] { return make_tune_key(world, "gemm_rs", args_in.m, args_in.n, args_in.k); }, &TuneEntry::gemm_rs,
+      [](auto&, const auto&) {}, &tuned_from_);
   const GemmRsArguments& args = args_;
   const auto& kernel = detail::sm90_gemm_rs_configs().front();
   plan_ = make_plan(world, args, kernel);

@@ -7,6 +7,7 @@
 
 #include <cstdint>
 
+#include "tilelink/ops/moe/moe_policy.hpp"
 #include "tilelink/ops/moe/moe_rs_protocol.hpp"
 #include "tilelink/primitives/trace.hpp"
 
@@ -14,7 +15,7 @@ namespace tilelink::detail {
 
 // Most (token, k) pairs of one combine block (plan.tokens.comm_rows * topk): its rows and
 // weights are staged in shared memory.
-constexpr uint32_t kMoeCombineMaxPairs = 4096;
+constexpr uint32_t kMoeCombineMaxPairs = moe_policy::kCombineMaxPairs;
 
 // moe_combine_reduce_block in `blocks` CTAs (launched in clusters of `cluster`): y = the rank's
 // sorted rows (m.rows() x plan.n bf16, the grouped GEMM's output, tiles notified on `sig`),

@@ -20,10 +20,7 @@ const detail::Sm90MoeGemmConfigInfo* find_kernel(const std::string& name) {
   return detail::find_config(detail::sm90_moe_gemm_configs(), name);
 }
 
-uint32_t comm_rows_of(const MoeGemmRsArguments& a) {
-  if (a.config.comm_rows != 0) return a.config.comm_rows;
-  return std::max(1u, std::min(64u, detail::kMoeCombineMaxPairs / std::max(a.topk, 1u)));
-}
+uint32_t comm_rows_of(const MoeGemmRsArguments& a) { return moe_policy::combine_rows(a.config.comm_rows, a.topk); }
 
 uint32_t round_to(uint32_t v, uint32_t multiple) { return (v + multiple - 1) / multiple * multiple; }
 

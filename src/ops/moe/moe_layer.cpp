@@ -5,6 +5,7 @@
 
 #include "core/checks.hpp"
 #include "tilelink/core/error.hpp"
+#include "tilelink/tune/tune_cache.hpp"
 
 namespace tilelink {
 
@@ -86,14 +87,17 @@ MoeLayer::MoeLayer(const World& world, SymmetricHeap& heap, SignalSet& signals, 
   if (std::string why = can_implement(world, heap, args); !why.empty()) {
     throw InvalidArgument("MoeLayer '" + name + "': " + why);
   }
+  args_ = with_tuned_config<MoeLayer>(
+      world, heap, args, [&] { return moe_tune_key(world, args); }, &TuneEntry::moe,
+      [](auto& tuned, const auto& callers) { tuned.activation = callers.activation; }, &tuned_from_);
   const uint32_t w = static_cast<uint32_t>(world.size());
   std::vector<void*> y;
   std::vector<const void*> h;
-  MoeAgGroupGemmArguments p1 = part1_arguments(world, args, {});
+  MoeAgGroupGemmArguments p1 = part1_arguments(world, args_, {});
   const uint64_t rows = MoeAgGroupGemm::out_rows(world, p1);
   for (int r = 0; r < world.size(); ++r) {
-    y_.emplace_back(size_t(rows) * part1_cols(args, w) * 2, world.device(r));
-    h_.emplace_back(size_t(rows) * (args.intermediate / w) * 2, world.device(r));
+    y_.emplace_back(size_t(rows) * part1_cols(args_, w) * 2, world.device(r));
+    h_.emplace_back(size_t(rows) * (args_.intermediate / w) * 2, world.device(r));
     y.push_back(y_.back().get());
     h.push_back(h_.back().get());
   }
@@ -103,7 +107,7 @@ MoeLayer::MoeLayer(const World& world, SymmetricHeap& heap, SignalSet& signals, 
   for (int r = 0; r < world.size(); ++r) mapping.push_back(&part1_->mapping(r));
   // Part 2's combine runs on part 1's gather streams: the two never overlap (part 2 starts after
   // part 1 on every compute stream), and a third stream per rank would cost a hardware queue.
-  MoeGemmRsArguments p2 = part2_arguments(world, args, mapping, h);
+  MoeGemmRsArguments p2 = part2_arguments(world, args_, mapping, h);
   p2.combine_streams = &part1_->side_streams();
   part2_ = std::make_unique<MoeGemmRs>(world, heap, signals, p2, name + ".part2");
 }

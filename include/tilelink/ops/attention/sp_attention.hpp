@@ -57,6 +57,10 @@ struct SpAttentionConfig {
   // L2. 0 = automatic: the most heads whose gathered K/V fit in 5/8 of the rank's share of L2, at
   // least 1.
   uint32_t section_kv_heads = 0;
+  // With every knob above (all but `layout`) on automatic, the op runs the configuration `tilelink
+  // tune sp_attention` stored for this GPU, world, shape, mask and layout, if the tune cache has
+  // one (tune/tune_cache.hpp).
+  bool use_tune_cache = true;
 };
 
 struct SpAttentionArguments {
@@ -111,6 +115,10 @@ class SpAttention {
   const AllGather& all_gather() const { return *ag_; }
   AllGather& all_gather() { return *ag_; }
   const SpAttentionPlan& plan() const { return plan_; }
+  // The configuration that runs (the tune cache's when it supplied one) and the cache file it
+  // came from ("" when none).
+  const SpAttentionConfig& config() const { return args_.config; }
+  const std::string& tuned_from() const { return tuned_from_; }
   int attention_ctas(int rank) const;
   // FLOPs of the attention on `rank` (4 * d per visible query-key pair and q head).
   double flops(int rank) const;
@@ -119,6 +127,7 @@ class SpAttention {
   struct Ring;
   const World* world_;
   SpAttentionArguments args_;
+  std::string tuned_from_;
   SpAttentionPlan plan_;
   std::unique_ptr<AllGather> ag_;
   std::vector<DeviceBuffer> chunk_order_;  // per rank: the K/V chunks in arrival order

@@ -52,6 +52,8 @@ enum class SeqLayout : uint32_t {
   kZigZag = 1,  // seq_per_rank must be even
 };
 
+inline const char* to_string(SeqLayout v) { return v == SeqLayout::kZigZag ? "zigzag" : "contiguous"; }
+
 // The most query rows per work item: sp_attention_block keeps each one's m and l in a local array
 // (a kernel keeps them in registers). Flash attention's query tiles are 64-192 rows.
 constexpr uint32_t kSpAttentionMaxBq = 256;

@@ -29,6 +29,10 @@ struct MoeLayerConfig {
   MlpActivation activation = MlpActivation::kSwiGlu;
   MoeAgGroupGemmConfig part1;  // part1.kernel and part2.kernel must have the same tile height
   MoeGemmRsConfig part2;
+  // With every knob of both parts on automatic, the layer runs the configuration `tilelink tune
+  // moe` stored for this GPU, world, shape, experts, top-k and activation, if the tune cache has
+  // one (tune/tune_cache.hpp). It was tuned on a synthetic routing (uniform unless told).
+  bool use_tune_cache = true;
 };
 
 struct MoeLayerArguments {
@@ -69,6 +73,10 @@ class MoeLayer {
   MoeGemmRs& part2() { return *part2_; }
   const MoeAgGroupGemm& part1() const { return *part1_; }
   const MoeGemmRs& part2() const { return *part2_; }
+  // The configuration that runs (the tune cache's when it supplied one) and the cache file it
+  // came from ("" when none).
+  const MoeLayerConfig& config() const { return args_.config; }
+  const std::string& tuned_from() const { return tuned_from_; }
   // Rank r's part-1 output and activation (sorted rows; tests and benchmarks).
   const void* part1_out(int rank) const { return y_[static_cast<size_t>(rank)].get(); }
   const void* activation_out(int rank) const { return h_[static_cast<size_t>(rank)].get(); }
@@ -76,6 +84,7 @@ class MoeLayer {
  private:
   const World* world_;
   MoeLayerArguments args_;
+  std::string tuned_from_;
   std::vector<DeviceBuffer> y_, h_;
   std::unique_ptr<MoeAgGroupGemm> part1_;
   std::unique_ptr<MoeGemmRs> part2_;

@@ -57,6 +57,17 @@ inline uint32_t combine_blocks(int sm_budget, uint32_t topk, uint32_t k, int wor
   return (blocks + cluster - 1) / cluster * cluster;
 }
 
+// Most (token, k) pairs of one part-2 combine block (comm_rows * topk): the combine stages their
+// rows and weights in shared memory.
+constexpr uint32_t kCombineMaxPairs = 4096;
+
+// Part 2's tokens per combine / reduction block (one signal each): the configured count, else
+// 64, fewer when top-k makes 64 tokens more pairs than a block holds.
+inline uint32_t combine_rows(uint32_t configured, uint32_t topk) {
+  if (configured != 0) return configured;
+  return std::max(1u, std::min(64u, kCombineMaxPairs / std::max(topk, 1u)));
+}
+
 // Part 2's GEMM order: weight sweeps over the combine's rounds (MoeMappingBuffers::
 // build_combine_order). Token order (0) interleaves every expert in each wave of tiles, which
 // costs nothing while the experts' weights stay in L2 but re-streams them per tile row when they

@@ -1,0 +1,56 @@
+// The MoE layer's search space for `tilelink tune moe` (DESIGN.md §3, decoupled), in three stages:
+//  1. compute: the grouped GEMM kernel of each part (pairs of the same tile height: the parts
+//     share the mapping), everything else automatic;
+//  2. order: part 1's and part 2's rasterization swizzle x part 2's GEMM order (token order or
+//     weight sweeps), around the best kernels;
+//  3. communication around the best of those: part 1's all-gather (copy engine with several tile
+//     sizes; SM blocks) x gather CTAs, part 2's combine rows x combine CTAs -- ranked by the plan
+//     model (sim/moe_sim.hpp: predict_moe_ag + predict_moe_gemm_rs, the activation between them
+//     the same for all), only the best predicted ones are timed.
+// Pure functions: the tool times the candidates (bench/tune.cu); the CPU suite checks the space.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "tilelink/ops/moe/moe_layer.hpp"
+#include "tilelink/ops/moe/synthetic_routing.hpp"
+#include "tilelink/sim/timeline.hpp"
+
+namespace tilelink {
+
+struct MoeTuneShape {
+  int world = 8;
+  int sm_budget = 16;  // SMs of one rank
+  uint32_t m = 8192;   // tokens over all ranks
+  uint32_t hidden = 4096, intermediate = 14336;  // intermediate: each expert's, over all ranks
+  uint32_t experts = 8, topk = 2;
+  MlpActivation activation = MlpActivation::kSwiGlu;
+  std::vector<int32_t> ids;  // the routing tuned on (m x topk); empty: a uniform synthetic one
+  std::vector<std::string> kernels;  // MoeAgGroupGemm::kernel_names(); the first is the default
+};
+
+struct RankedMoeConfig {
+  MoeLayerConfig config;
+  double predicted_us = 0;  // the plan model's fused layer
+};
+
+// Stage 1: the all-automatic configuration first, then every other (part 1, part 2) kernel pair
+// of one tile height.
+std::vector<MoeLayerConfig> moe_kernel_candidates(const std::vector<std::string>& kernels);
+
+// Stage 2: `base` with part 1's swizzle {auto, 2} x part 2's swizzle {auto, 2} x part 2's order
+// {auto, token order, 2, 4, 8 sweeps}, `base` itself left out.
+std::vector<MoeLayerConfig> moe_order_candidates(const MoeLayerConfig& base);
+
+// Stage 3: communication variants of `base` ranked by predicted time, at most `top`, with the
+// automatic communication always among them (appended if it did not rank).
+std::vector<RankedMoeConfig> moe_comm_candidates(const MoeLayerConfig& base, const MoeTuneShape& shape, size_t top,
+                                                 const sim::CostModel& gpu = {});
+
+// True when two configurations have the same stage-3 knobs.
+bool same_moe_comm(const MoeLayerConfig& a, const MoeLayerConfig& b);
+
+}  // namespace tilelink

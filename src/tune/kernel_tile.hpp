@@ -1,0 +1,23 @@
+// The CTA tile of a GEMM kernel configuration named "<bm>x<bn>x<bk>_c<cm>x<cn>" (the names of
+// AgGemm::kernel_names() and MoeAgGroupGemm::kernel_names()), for the tune searches' plan model.
+// Internal to src/tune.
+#pragma once
+
+#include <cstdint>
+#include <cstdio>
+#include <string>
+
+#include "tilelink/core/error.hpp"
+
+namespace tilelink::detail {
+
+inline void kernel_tile(const std::string& name, const char* where, uint32_t* bm, uint32_t* bn) {
+  unsigned m = 0, n = 0;
+  if (std::sscanf(name.c_str(), "%ux%u", &m, &n) != 2 || m == 0 || n == 0) {
+    throw InvalidArgument(std::string(where) + ": kernel name '" + name + "': expected '<bm>x<bn>x<bk>_c<cm>x<cn>'");
+  }
+  *bm = m;
+  *bn = n;
+}
+
+}  // namespace tilelink::detail

@@ -1,0 +1,105 @@
+#include "tilelink/tune/sp_attention_tune.hpp"
+
+#include <algorithm>
+
+#include "tilelink/core/error.hpp"
+#include "tilelink/ops/ag_gemm/ag_gemm_policy.hpp"
+#include "tilelink/sim/sp_attention_sim.hpp"
+#include "tilelink/tune/tune_cache.hpp"
+
+namespace tilelink {
+namespace {
+
+constexpr uint32_t kKeyTile = 128;  // the kernel's key tile: chunks are whole multiples of it
+
+bool same_schedule(const SpAttentionConfig& a, const SpAttentionConfig& b) {
+  return same_comm(a.comm, b.comm) && a.local_first == b.local_first;
+}
+
+double predict_us(const SpAttentionConfig& c, const SpAttentionTuneShape& s, const sim::CostModel& gpu) {
+  sim::SpAttentionProblem p;
+  p.seq = s.seq;
+  p.q_heads = s.q_heads;
+  p.kv_heads = s.kv_heads;
+  p.head_dim = s.head_dim;
+  p.causal = s.causal;
+  p.layout = s.layout;
+  p.world = s.world;
+  const uint32_t spr = s.seq / static_cast<uint32_t>(s.world);
+  sim::SpAttentionConfig q;
+  q.comm_rows = c.comm.comm_rows != 0 ? c.comm.comm_rows
+                                      : ag_gemm_policy::auto_comm_rows(c.comm.resource, spr, 2 * s.kv_heads * s.head_dim);
+  q.resource = c.comm.resource == CommResource::kSm ? sim::Resource::kSm : sim::Resource::kCopyEngine;
+  q.comm_ctas = c.comm.resource == CommResource::kSm
+                    ? (c.comm.num_blocks != 0 ? c.comm.num_blocks : ag_gemm_policy::auto_sm_blocks(s.sm_budget))
+                    : 0;
+  q.local_first = c.local_first;
+  q.comm_slowdown = s.comm_slowdown;
+  // The model runs the rank on its budget's SMs; its rate is the GPU's times that share.
+  q.attention_flops = s.attention_flops * s.sm_budget / gpu.sms;
+  return sim::predict_sp_attention(p, q, gpu.share(s.sm_budget)).fused * 1e6;
+}
+
+}  // namespace
+
+std::vector<SpAttentionConfig> sp_attention_compute_candidates(uint32_t kv_heads, SeqLayout layout) {
+  TL_REQUIRE(kv_heads >= 1, "sp_attention_compute_candidates", "kv_heads", kv_heads, ">= 1");
+  SpAttentionConfig automatic;
+  automatic.use_tune_cache = false;
+  automatic.layout = layout;
+  std::vector<SpAttentionConfig> out{automatic};
+  for (uint32_t h = 1; h <= kv_heads; ++h) {
+    if (kv_heads % h != 0) continue;
+    SpAttentionConfig c = automatic;
+    c.section_kv_heads = h;
+    out.push_back(c);
+  }
+  return out;
+}
+
+std::vector<RankedSpAttentionConfig> sp_attention_comm_candidates(const SpAttentionConfig& base,
+                                                                  const SpAttentionTuneShape& shape, size_t top,
+                                                                  const sim::CostModel& gpu) {
+  TL_REQUIRE(top >= 1, "sp_attention_comm_candidates", "top", top, ">= 1");
+  TL_REQUIRE(shape.world >= 1 && shape.seq % static_cast<uint32_t>(shape.world) == 0,
+             "sp_attention_comm_candidates", "seq", shape.seq, "a multiple of the world size");
+  SpAttentionConfig automatic = base;
+  automatic.comm = SpAttentionConfig{}.comm;
+  automatic.local_first = false;
+  if (shape.world == 1) return {{automatic, 0.0}};
+  const RankedSpAttentionConfig auto_ranked{automatic, predict_us(automatic, shape, gpu)};
+  const uint32_t spr = shape.seq / static_cast<uint32_t>(shape.world);
+
+  std::vector<RankedSpAttentionConfig> all;
+  auto add = [&](const AllGatherConfig& comm) {
+    // The op takes chunks of whole key tiles, or the whole shard.
+    if (comm.comm_rows > spr || (comm.comm_rows % kKeyTile != 0 && comm.comm_rows != spr)) return;
+    for (bool local_first : {false, true}) {
+      SpAttentionConfig c = base;
+      c.comm = comm;
+      c.local_first = local_first;
+      all.push_back({c, predict_us(c, shape, gpu)});
+    }
+  };
+  add(SpAttentionConfig{}.comm);
+  for (uint32_t rows : {512u, 1024u, 2048u, 4096u}) {
+    add({CommResource::kCopyEngine, AgMethod::kPull, DataPath::kLdSt, CommOrder::kFullMesh, rows, 0, 512});
+  }
+  const uint32_t more_blocks = static_cast<uint32_t>(std::max(2, shape.sm_budget / 4));
+  for (uint32_t rows : {128u, 256u, 512u}) {
+    for (uint32_t blocks : {0u, more_blocks}) {
+      add({CommResource::kSm, AgMethod::kPull, DataPath::kLdSt, CommOrder::kFullMesh, rows, blocks, 512});
+    }
+  }
+  std::stable_sort(all.begin(), all.end(), [](const RankedSpAttentionConfig& a, const RankedSpAttentionConfig& b) {
+    return a.predicted_us < b.predicted_us;
+  });
+  if (all.size() > top) all.resize(top);
+  const bool has_auto = std::any_of(all.begin(), all.end(), [&](const RankedSpAttentionConfig& r) {
+    return same_schedule(r.config, automatic);
+  });
+  if (!has_auto) all.push_back(auto_ranked);
+  return all;
+}
+
+}  // namespace tilelink
