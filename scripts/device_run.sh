@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # One call on the GPU machine: build, GPU + CPU tests, benchmarks. Logs go to $OUT (the device
-# tool brings back at most 8 files). Usage: scripts/device_run.sh [tests|bench|ops|ops_rs|moe|layer|attn|trace|swizzle|tune|tune_layers|models|sweep|sweep_rs|sanitize|all, or several joined by commas] [extra gtest args]
+# tool brings back at most 8 files). Usage: scripts/device_run.sh [tests|bench|ops|ops_rs|moe|layer|attn|trace|swizzle|tune|tune_more|models|sweep|sweep_rs|sanitize|all, or several joined by commas] [extra gtest args]
 set -uo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 out=${OUT:-$root/device-out}
@@ -21,6 +21,9 @@ if [[ $mode == *tests* || $mode == all ]]; then
   tail -3 "$out/cpu_tests.log"
   timeout 420 "$build/tests/tilelink_gpu_tests" "${@:2}" >"$out/gpu_tests.log" 2>&1 || { rc=$?; status=1; echo "gpu tests: exit $rc"; }
   grep -E "^\[  (FAILED|PASSED|SKIPPED) |tests? from .* ran|device (still busy|error)" "$out/gpu_tests.log" | tail -30
+  # Every tilelink command once, small problems (the command line itself; ops are the suite's).
+  "$root/tests/cli/gpu_smoke.sh" "$build/tilelink" "$out/cli_smoke.log" || status=1
+  echo "cli smoke: $(grep -c . "$out/cli_smoke.log") lines of output, status $status"
 fi
 if [[ $mode == *bench* || $mode == all ]]; then
   { timeout 120 "$build/tilelink" bench primitives --json "$out/bench_primitives.json" &&
@@ -98,11 +101,11 @@ if [[ $mode == *swizzle* ]]; then
   } >"$out/swizzle.log" 2>&1 || status=1
   grep -E "^(==|tilelink fused|tilelink grouped|cuBLAS per-expert|non-over|error)" "$out/swizzle.log" | cut -c1-100 | tail -60
 fi
-if [[ $mode == *tune_layers* ]]; then
+if [[ $mode == *tune_more* ]]; then
   # tune moe (Mixtral-8x7B, Qwen1.5-MoE) and tune sp_attention (32k tokens, zig-zag causal) at world
   # 8 into a fresh cache, then bench moe and bench sp_attention, which pick the tuned
   # configurations up from it. TUNE_MOE_MODELS narrows the models.
-  export TILELINK_TUNE_CACHE="$out/tune_layers.json"
+  export TILELINK_TUNE_CACHE="$out/tune_more.json"
   rm -f "$TILELINK_TUNE_CACHE"
   {
     for model in ${TUNE_MOE_MODELS:-mixtral-8x7b qwen1.5-moe}; do
@@ -111,8 +114,8 @@ if [[ $mode == *tune_layers* ]]; then
     done
     timeout 200 "$build/tilelink" tune sp_attention --world 8 --seq 32768 --layout zigzag || exit 1
     timeout 120 "$build/tilelink" bench sp_attention --world 8 --seq 32768 --layout zigzag --iters 5 || exit 1
-  } >"$out/tune_layers.log" 2>&1 || status=1
-  grep -E "^(\[|==|automatic|tuned|tilelink fused|non-over|note: config|note: stored|tilelink|error)" "$out/tune_layers.log" | cut -c1-260 | tail -120
+  } >"$out/tune_more.log" 2>&1 || status=1
+  grep -E "^(\[|==|automatic|tuned|tilelink fused|non-over|note: config|note: stored|tilelink|error)" "$out/tune_more.log" | cut -c1-260 | tail -120
   unset TILELINK_TUNE_CACHE
 elif [[ $mode == *tune* ]]; then
   # tune AG+GEMM and GEMM+RS (tune_rs: GEMM+RS only) on the paper's shapes and the LLaMA-3-70B MLP

@@ -1458,11 +1458,13 @@ int cmd_plan_gemm_rs(PlanRsArgs a) {
 
 }  // namespace
 
-// True when the command line set any of `names` on `cmd`: an explicit configuration, even one
-// equal to the defaults, which the tune cache must not replace.
+// True when the command line set any of `names` that `cmd` has (bench and trace of one op share a
+// list but not every option): an explicit configuration, even one equal to the defaults, which
+// the tune cache must not replace.
 bool any_given(const CLI::App* cmd, const std::vector<const char*>& names) {
   for (const char* name : names) {
-    if (cmd->count(name) > 0) return true;
+    const CLI::Option* option = cmd->get_option_no_throw(name);
+    if (option != nullptr && option->count() > 0) return true;
   }
   return false;
 }
@@ -1753,6 +1755,19 @@ int main(int argc, char** argv) {
     return kExitUsage;
   }
 
+  // Which knobs the command line set: before the GPU check, so that the command-line test
+  // (tests/cli/commands.sh, no GPU needed) runs this too.
+  agg.explicit_config = any_given(ag_gemm, kAgGemmKnobs);
+  trace_args.op.explicit_config = any_given(trace_ag, kAgGemmKnobs);
+  grs.explicit_config = any_given(gemm_rs, kGemmRsKnobs);
+  trace_rs_args.op.explicit_config = any_given(trace_rs, kGemmRsKnobs);
+  mlp_args.explicit_fc2 = any_given(mlp, {"--scatter", "--granularity"});
+  trace_mlp_args.op.explicit_fc2 = any_given(trace_mlp, {"--scatter", "--granularity"});
+  layer_args.explicit_config = any_given(moe_layer, kMoeKnobs);
+  trace_moe_args.op.explicit_config = any_given(trace_moe, kMoeKnobs);
+  attn_args.explicit_config = any_given(attn, kSpAttentionKnobs);
+  trace_attn_args.op.explicit_config = any_given(trace_attn, kSpAttentionKnobs);
+
   if (*plan_ag || *plan_rs || *plan_moe || *plan_layer || *plan_attn || *plan_mlp || (*tune_ag && tune_args.dry_run) ||
       (*tune_rs && tune_rs_args.dry_run) ||
       (*tune_mlp && tune_mlp_args.dry_run) || (*tune_moe && tune_moe_args.dry_run) ||
@@ -1792,16 +1807,6 @@ int main(int argc, char** argv) {
       if (ag_args.seed_option->count() == 0) ag_args.seed = fresh_seed();
       return cmd_all_gather(ag_args, command);
     }
-    agg.explicit_config = any_given(ag_gemm, kAgGemmKnobs);
-    trace_args.op.explicit_config = any_given(trace_ag, kAgGemmKnobs);
-    grs.explicit_config = any_given(gemm_rs, kGemmRsKnobs);
-    trace_rs_args.op.explicit_config = any_given(trace_rs, kGemmRsKnobs);
-    mlp_args.explicit_fc2 = any_given(mlp, {"--scatter", "--granularity"});
-    trace_mlp_args.op.explicit_fc2 = any_given(trace_mlp, {"--scatter", "--granularity"});
-    layer_args.explicit_config = any_given(moe_layer, kMoeKnobs);
-    trace_moe_args.op.explicit_config = any_given(trace_moe, kMoeKnobs);
-    attn_args.explicit_config = any_given(attn, kSpAttentionKnobs);
-    trace_attn_args.op.explicit_config = any_given(trace_attn, kSpAttentionKnobs);
     if (*ag_gemm) {
       if (agg.seed_option->count() == 0) agg.seed = fresh_seed();
       return cmd_ag_gemm(agg, command);

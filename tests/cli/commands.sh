@@ -1,0 +1,70 @@
+#!/usr/bin/env bash
+# The `tilelink` command line, no GPU needed (ctest cli_commands): every GPU command with its knobs
+# parses and reaches the GPU check, which (CUDA_VISIBLE_DEVICES hides the GPUs) exits 2 with a
+# plain message; the commands that need no GPU (plan, tune --dry-run) exit 0; bad input exits 64
+# naming it. Usage: tests/cli/commands.sh path/to/tilelink
+set -u
+tl=${1:?usage: commands.sh path/to/tilelink}
+failed=0
+expect() {  # expect RC "what the output must contain" args...
+  local want=$1 text=$2
+  shift 2
+  local out rc
+  out=$(CUDA_VISIBLE_DEVICES= "$tl" "$@" 2>&1)
+  rc=$?
+  if [[ $rc -ne $want || $out != *"$text"* ]]; then
+    echo "FAIL: tilelink $* -> exit $rc (expected $want, output containing '$text'):"
+    echo "$out" | tail -5
+    failed=1
+  fi
+}
+no_gpu() { expect 2 "no CUDA GPU" "$@"; }
+
+# Every GPU command, bare and with each knob the tune cache must respect.
+no_gpu info
+no_gpu bench primitives
+no_gpu bench all_gather --world 2
+no_gpu bench reduce_scatter --world 2
+no_gpu bench ag_gemm --world 2
+no_gpu bench ag_gemm --resource sm --method push --order ring --path bulk --comm-rows 256 --blocks 4 --gemm-sms 60 --swizzle 2 --kernel x
+no_gpu bench gemm_rs --world 2
+no_gpu bench gemm_rs --scatter ce --granularity row --reduce-blocks 4 --gemm-sms 60 --swizzle 2
+no_gpu bench mlp --world 2 --model llama3-8b
+no_gpu bench mlp --scatter push --granularity rank
+no_gpu bench moe_ag --world 2 --model qwen1.5-moe --gather-blocks 2 --swizzle 2 --kernel 128x128x64_c1x2
+no_gpu bench moe --world 2 --model deepseek-moe
+no_gpu bench moe --gather-blocks 2 --gemm-sms 60 --swizzle 2 --kernel k --comm-rows 32 --weight-sweeps 2 --combine-blocks 4
+no_gpu bench sp_attention --world 2
+no_gpu bench sp_attention --resource sm --comm-rows 256 --blocks 4 --attention-sms 60 --local-first --section-heads 2
+no_gpu tune ag_gemm --world 2
+no_gpu tune gemm_rs --shapes paper
+no_gpu tune mlp --model llama3-70b
+no_gpu tune moe --model mixtral-8x7b
+no_gpu tune sp_attention --layout zigzag
+no_gpu trace ag_gemm --resource sm --comm-rows 256 --blocks 4 --kernel x
+no_gpu trace gemm_rs --scatter push --granularity tile
+no_gpu trace mlp --scatter ce --granularity row
+no_gpu trace moe --combine-blocks 4 --weight-sweeps 2
+no_gpu trace sp_attention --local-first --section-heads 4
+
+# No GPU needed.
+expect 0 "predicted" plan ag_gemm --world 8
+expect 0 "predicted" plan gemm_rs --world 8
+expect 0 "predicted" plan mlp --world 8 --model llama3-70b
+expect 0 "predicted" plan moe_ag --world 8 --model mixtral-8x7b
+expect 0 "predicted" plan moe --world 8 --model qwen1.5-moe
+expect 0 "predicted" plan sp_attention --world 8 --layout zigzag
+expect 0 "communication" tune ag_gemm --dry-run --world 8
+expect 0 "communication" tune gemm_rs --dry-run --world 8
+expect 0 "communication" tune mlp --dry-run --world 8
+expect 0 "communication" tune moe --dry-run --world 8 --model deepseek-moe
+expect 0 "communication" tune sp_attention --dry-run --world 8 --seq 16384
+
+# Bad input: exit 64 naming the argument.
+expect 64 "--world" bench ag_gemm --world 0
+expect 64 "--model" tune moe --model gpt-5
+expect 64 "--layout" tune sp_attention --layout diagonal
+expect 64 "not expected" bench moe --dry-run
+expect 64 "a command is required" tune
+
+exit $failed
