@@ -107,14 +107,14 @@ if [[ $mode == *tune_more* ]]; then
   # configurations up from it. TUNE_MOE_MODELS narrows the models.
   export TILELINK_TUNE_CACHE="$out/tune_more.json"
   rm -f "$TILELINK_TUNE_CACHE"
-  {
+  (
     for model in ${TUNE_MOE_MODELS:-mixtral-8x7b qwen1.5-moe}; do
       timeout 200 "$build/tilelink" tune moe --world 8 --model $model || exit 1
       timeout 120 "$build/tilelink" bench moe --world 8 --model $model --warmup 2 --iters 5 || exit 1
     done
     timeout 200 "$build/tilelink" tune sp_attention --world 8 --seq 32768 --layout zigzag || exit 1
     timeout 120 "$build/tilelink" bench sp_attention --world 8 --seq 32768 --layout zigzag --iters 5 || exit 1
-  } >"$out/tune_more.log" 2>&1 || status=1
+  ) >"$out/tune_more.log" 2>&1 || status=1
   grep -E "^(\[|==|automatic|tuned|tilelink fused|non-over|note: config|note: stored|tilelink|error)" "$out/tune_more.log" | cut -c1-260 | tail -120
   unset TILELINK_TUNE_CACHE
 elif [[ $mode == *tune* ]]; then
