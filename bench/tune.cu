@@ -166,7 +166,11 @@ std::vector<Stats> retime_and_check(World& world, SymmetricHeap& heap, SignalSet
   plain.run();
   world.synchronize();
   for (int r = 0; r < world.size(); ++r) {
-    TL_CUDA_CHECK(cudaMemcpy(ref[r].get(), out[r].get(), elems * 2, cudaMemcpyDeviceToDevice));
+    // On the rank's stream: a device-to-device cudaMemcpy may return before it is done, and the
+    // poison must land after the copy.
+    world.set_device(r);
+    TL_CUDA_CHECK(cudaMemcpyAsync(ref[r].get(), out[r].get(), elems * 2, cudaMemcpyDeviceToDevice,
+                                  world.compute_stream(r)));
     TL_CUDA_CHECK(cudaMemsetAsync(out[r].get(), 0xFF, elems * 2, world.compute_stream(r)));  // poison
   }
   tuned.run();
