@@ -1570,6 +1570,10 @@ int main(int argc, char** argv) {
   TuneArgs tune_rs_args;
   tune_rs_args.n = 8192;
   tune_rs_args.k = 28672;
+  CLI::App* tune_rs = tune->add_subcommand("gemm_rs", "GEMM+RS: swizzle, then the scatter x signal granularity x reduction CTAs variants the plan model ranks best");
+  add_tune_options(tune_rs, tune_rs_args, "rows of the output over all ranks", "columns of the output",
+                   "inner dimension over all ranks (each rank holds k / world)",
+                   "'paper': (8192, 8192, 28672), (8192, 4096, 14336), (8192, 12288, 49152) instead of --m/--n/--k");
   TuneArgs tune_mlp_args;
   MlpArgs tune_mlp_shape;
   CLI::App* tune_mlp = tune->add_subcommand("mlp", "the MLP: tune ag_gemm on fc1's shape and tune gemm_rs on fc2's, both into the cache");
@@ -1601,10 +1605,6 @@ int main(int argc, char** argv) {
   add_sp_attention_options(tune_attn, tune_attn_shape, false);
   tune_attn->add_option("--json", tune_attn_shape.json, "also write the results as JSON to FILE");
   add_tune_search_options(tune_attn, tune_attn_args, "print the candidates and the model's predictions; no GPU needed");
-  CLI::App* tune_rs = tune->add_subcommand("gemm_rs", "GEMM+RS: swizzle, then the scatter x signal granularity x reduction CTAs variants the plan model ranks best");
-  add_tune_options(tune_rs, tune_rs_args, "rows of the output over all ranks", "columns of the output",
-                   "inner dimension over all ranks (each rank holds k / world)",
-                   "'paper': (8192, 8192, 28672), (8192, 4096, 14336), (8192, 12288, 49152) instead of --m/--n/--k");
 
   TraceArgs trace_args;
   CLI::App* trace = app.add_subcommand("trace", "record an op's per-tile device timeline (%globaltimer) on every rank");
