@@ -3,7 +3,7 @@
 #include <algorithm>
 
 #include "tilelink/core/error.hpp"
-#include "tune/kernel_tile.hpp"
+#include "tune/model_config.hpp"
 #include "tilelink/ops/ag_gemm/ag_gemm_policy.hpp"
 #include "tilelink/sim/ag_gemm_sim.hpp"
 #include "tilelink/tune/tune_cache.hpp"
@@ -24,12 +24,7 @@ double predict_us(const AgGemmConfig& c, const AgGemmTuneShape& s, const sim::Co
   p.k = s.k;
   sim::AgGemmConfig q;
   kernel_tile(c.kernel, &q.bm, &q.bn);
-  q.comm_rows = c.comm.comm_rows != 0 ? c.comm.comm_rows
-                                      : ag_gemm_policy::auto_comm_rows(c.comm.resource, s.m_per_rank, s.k);
-  q.resource = c.comm.resource == CommResource::kSm ? sim::Resource::kSm : sim::Resource::kCopyEngine;
-  q.comm_ctas = c.comm.resource == CommResource::kSm
-                    ? (c.comm.num_blocks != 0 ? c.comm.num_blocks : ag_gemm_policy::auto_sm_blocks(s.sm_budget))
-                    : 0;
+  detail::set_model_comm(q, c.comm, s.m_per_rank, s.k, s.sm_budget);
   q.order = c.comm.order;
   return sim::predict_ag_gemm(p, q, gpu.share(s.sm_budget)).fused * 1e6;
 }
@@ -81,14 +76,9 @@ std::vector<RankedAgGemmConfig> ag_gemm_comm_candidates(const AgGemmConfig& base
       }
     }
   }
-  std::stable_sort(all.begin(), all.end(),
-                   [](const RankedAgGemmConfig& a, const RankedAgGemmConfig& b) { return a.predicted_us < b.predicted_us; });
-  if (all.size() > top) all.resize(top);
-  const bool has_auto = std::any_of(all.begin(), all.end(), [&](const RankedAgGemmConfig& r) {
-    return same_comm(r.config.comm, automatic.comm);
+  return detail::keep_top(std::move(all), top, auto_ranked, [](const AgGemmConfig& a, const AgGemmConfig& b) {
+    return same_comm(a.comm, b.comm);
   });
-  if (!has_auto) all.push_back(auto_ranked);
-  return all;
 }
 
 }  // namespace tilelink

@@ -2,20 +2,12 @@
 
 #include <algorithm>
 
+#include "ops/gemm_rs/sm90_gemm_rs_kernel.hpp"
 #include "tilelink/core/error.hpp"
 #include "tilelink/sim/gemm_rs_sim.hpp"
 
 namespace tilelink {
 namespace {
-
-// The op's one compiled GEMM configuration (sm90_gemm_rs_128x256x64_c2x1.cu): its tile and the
-// cluster whose multiple the reduction CTAs are rounded up to (GemmRs's reduce_blocks rule).
-constexpr uint32_t kTileM = 128, kTileN = 256, kCluster = 2;
-
-uint32_t reduction_ctas(const GemmRsConfig& c, int sm_budget) {
-  const uint32_t wanted = c.reduce_blocks != 0 ? c.reduce_blocks : static_cast<uint32_t>(sm_budget / 32);
-  return std::max(kCluster, (wanted + kCluster - 1) / kCluster * kCluster);
-}
 
 double predict_us(const GemmRsConfig& c, const GemmRsTuneShape& s, const sim::CostModel& gpu) {
   sim::GemmRsProblem p;
@@ -24,17 +16,13 @@ double predict_us(const GemmRsConfig& c, const GemmRsTuneShape& s, const sim::Co
   p.k = s.k_local * static_cast<uint32_t>(s.world);
   p.world = s.world;
   sim::GemmRsConfig q;
-  q.bm = kTileM;
-  q.bn = kTileN;
-  q.reduce_ctas = reduction_ctas(c, s.sm_budget);
+  const auto& kernel = detail::sm90_gemm_rs_configs().front();  // the op's one compiled GEMM
+  q.bm = kernel.tile_m;
+  q.bn = kernel.tile_n;
+  q.reduce_ctas = detail::gemm_rs_reduce_blocks(c.reduce_blocks, s.sm_budget);
   q.granularity = c.granularity;
   q.scatter = c.scatter;
   return sim::predict_gemm_rs(p, q, gpu.share(s.sm_budget)).fused * 1e6;
-}
-
-GemmRsConfig c_with(GemmRsConfig c, uint32_t reduce_blocks) {
-  c.reduce_blocks = reduce_blocks;
-  return c;
 }
 
 bool same_comm(const GemmRsConfig& a, const GemmRsConfig& b) {
@@ -65,15 +53,14 @@ std::vector<RankedGemmRsConfig> gemm_rs_comm_candidates(const GemmRsConfig& base
   if (shape.world == 1) return {{automatic, 0.0}};
   const RankedGemmRsConfig auto_ranked{automatic, predict_us(automatic, shape, gpu)};
 
+  const uint32_t auto_blocks = detail::gemm_rs_reduce_blocks(0, shape.sm_budget);
   std::vector<RankedGemmRsConfig> all;
   for (GemmRsScatter scatter : {GemmRsScatter::kPull, GemmRsScatter::kEpiloguePush, GemmRsScatter::kCopyEngine}) {
     for (SignalGranularity g : {SignalGranularity::kTile, SignalGranularity::kTileRow, SignalGranularity::kRank}) {
       if (scatter == GemmRsScatter::kCopyEngine && g == SignalGranularity::kTile) continue;  // refused by the op
       for (uint32_t blocks : {0u, 2u, 4u, 8u}) {
         if (blocks != 0 && blocks > static_cast<uint32_t>(shape.sm_budget / 2)) continue;  // the GEMM keeps half
-        GemmRsConfig automatic_blocks;
-        if (blocks != 0 && reduction_ctas(c_with(base, blocks), shape.sm_budget) ==
-                               reduction_ctas(automatic_blocks, shape.sm_budget)) {
+        if (blocks != 0 && detail::gemm_rs_reduce_blocks(blocks, shape.sm_budget) == auto_blocks) {
           continue;  // the automatic count already
         }
         GemmRsConfig c = base;
@@ -84,14 +71,7 @@ std::vector<RankedGemmRsConfig> gemm_rs_comm_candidates(const GemmRsConfig& base
       }
     }
   }
-  std::stable_sort(all.begin(), all.end(), [](const RankedGemmRsConfig& a, const RankedGemmRsConfig& b) {
-    return a.predicted_us < b.predicted_us;
-  });
-  if (all.size() > top) all.resize(top);
-  const bool has_auto =
-      std::any_of(all.begin(), all.end(), [&](const RankedGemmRsConfig& r) { return same_comm(r.config, automatic); });
-  if (!has_auto) all.push_back(auto_ranked);
-  return all;
+  return detail::keep_top(std::move(all), top, auto_ranked, same_comm);
 }
 
 }  // namespace tilelink

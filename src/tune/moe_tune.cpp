@@ -3,11 +3,10 @@
 #include <algorithm>
 
 #include "tilelink/core/error.hpp"
-#include "tilelink/ops/ag_gemm/ag_gemm_policy.hpp"
 #include "tilelink/ops/moe/moe_policy.hpp"
 #include "tilelink/sim/moe_sim.hpp"
 #include "tilelink/tune/tune_cache.hpp"
-#include "tune/kernel_tile.hpp"
+#include "tune/model_config.hpp"
 
 namespace tilelink {
 namespace {
@@ -36,14 +35,7 @@ sim::MoeProblem problem_of(const MoeTuneShape& s) {
 sim::MoeConfig part1_of(const MoeLayerConfig& c, const MoeTuneShape& s) {
   sim::MoeConfig q;
   tile_of(c.part1.kernel, s.kernels, &q.bm, &q.bn);
-  const AllGatherConfig& ag = c.part1.comm;
-  q.comm_rows = ag.comm_rows != 0
-                    ? ag.comm_rows
-                    : ag_gemm_policy::auto_comm_rows(ag.resource, s.m / static_cast<uint32_t>(s.world), s.hidden);
-  q.resource = ag.resource == CommResource::kSm ? sim::Resource::kSm : sim::Resource::kCopyEngine;
-  q.comm_ctas = ag.resource == CommResource::kSm
-                    ? (ag.num_blocks != 0 ? ag.num_blocks : ag_gemm_policy::auto_sm_blocks(s.sm_budget))
-                    : 0;
+  detail::set_model_comm(q, c.part1.comm, s.m / static_cast<uint32_t>(s.world), s.hidden, s.sm_budget);
   q.gather_ctas = c.part1.gather_blocks;
   q.cluster = kCluster;
   return q;
@@ -58,12 +50,13 @@ sim::MoeRsConfig part2_of(const MoeLayerConfig& c, const MoeTuneShape& s) {
   return q;
 }
 
-}  // namespace
-
+// True when two configurations have the same stage-3 knobs.
 bool same_moe_comm(const MoeLayerConfig& a, const MoeLayerConfig& b) {
   return same_comm(a.part1.comm, b.part1.comm) && a.part1.gather_blocks == b.part1.gather_blocks &&
          a.part2.comm_rows == b.part2.comm_rows && a.part2.combine_blocks == b.part2.combine_blocks;
 }
+
+}  // namespace
 
 std::vector<MoeLayerConfig> moe_kernel_candidates(const std::vector<std::string>& kernels) {
   TL_REQUIRE(!kernels.empty(), "moe_kernel_candidates", "kernels", kernels.size(), "at least one kernel name");
@@ -184,9 +177,8 @@ std::vector<RankedMoeConfig> moe_comm_candidates(const MoeLayerConfig& base, con
   // The activation between the parts, once (the same for every candidate).
   const sim::MoePrediction whole =
       sim::predict_moe_layer(problem, swiglu, part1_of(automatic, shape), part2_of(automatic, shape), cost);
-  const double act_us = whole.fused * 1e6 -
-                        sim::predict_moe_ag(problem1, part1_of(automatic, shape), cost).fused * 1e6 -
-                        sim::predict_moe_gemm_rs(problem, part2_of(automatic, shape), cost).fused * 1e6;
+  // part1[0] and part2[0] are the automatic parts (the first of each list).
+  const double act_us = whole.fused * 1e6 - part1.front().us - part2.front().us;
 
   std::vector<RankedMoeConfig> all;
   for (const Part1& a : part1) {
@@ -199,13 +191,7 @@ std::vector<RankedMoeConfig> moe_comm_candidates(const MoeLayerConfig& base, con
       all.push_back({c, a.us + act_us + b.us});
     }
   }
-  std::stable_sort(all.begin(), all.end(),
-                   [](const RankedMoeConfig& a, const RankedMoeConfig& b) { return a.predicted_us < b.predicted_us; });
-  if (all.size() > top) all.resize(top);
-  const bool has_auto =
-      std::any_of(all.begin(), all.end(), [&](const RankedMoeConfig& r) { return same_moe_comm(r.config, automatic); });
-  if (!has_auto) all.push_back({automatic, whole.fused * 1e6});
-  return all;
+  return detail::keep_top(std::move(all), top, {automatic, whole.fused * 1e6}, same_moe_comm);
 }
 
 }  // namespace tilelink

@@ -3,9 +3,9 @@
 #include <algorithm>
 
 #include "tilelink/core/error.hpp"
-#include "tilelink/ops/ag_gemm/ag_gemm_policy.hpp"
 #include "tilelink/sim/sp_attention_sim.hpp"
 #include "tilelink/tune/tune_cache.hpp"
+#include "tune/model_config.hpp"
 
 namespace tilelink {
 namespace {
@@ -27,16 +27,10 @@ double predict_us(const SpAttentionConfig& c, const SpAttentionTuneShape& s, con
   p.world = s.world;
   const uint32_t spr = s.seq / static_cast<uint32_t>(s.world);
   sim::SpAttentionConfig q;
-  q.comm_rows = c.comm.comm_rows != 0 ? c.comm.comm_rows
-                                      : ag_gemm_policy::auto_comm_rows(c.comm.resource, spr, 2 * s.kv_heads * s.head_dim);
-  q.resource = c.comm.resource == CommResource::kSm ? sim::Resource::kSm : sim::Resource::kCopyEngine;
-  q.comm_ctas = c.comm.resource == CommResource::kSm
-                    ? (c.comm.num_blocks != 0 ? c.comm.num_blocks : ag_gemm_policy::auto_sm_blocks(s.sm_budget))
-                    : 0;
+  detail::set_model_comm(q, c.comm, spr, 2 * s.kv_heads * s.head_dim, s.sm_budget);
   q.local_first = c.local_first;
-  q.comm_slowdown = s.comm_slowdown;
   // The model runs the rank on its budget's SMs; its rate is the GPU's times that share.
-  q.attention_flops = s.attention_flops * s.sm_budget / gpu.sms;
+  q.attention_flops = q.attention_flops * s.sm_budget / gpu.sms;
   return sim::predict_sp_attention(p, q, gpu.share(s.sm_budget)).fused * 1e6;
 }
 
@@ -91,15 +85,7 @@ std::vector<RankedSpAttentionConfig> sp_attention_comm_candidates(const SpAttent
       add({CommResource::kSm, AgMethod::kPull, DataPath::kLdSt, CommOrder::kFullMesh, rows, blocks, 512});
     }
   }
-  std::stable_sort(all.begin(), all.end(), [](const RankedSpAttentionConfig& a, const RankedSpAttentionConfig& b) {
-    return a.predicted_us < b.predicted_us;
-  });
-  if (all.size() > top) all.resize(top);
-  const bool has_auto = std::any_of(all.begin(), all.end(), [&](const RankedSpAttentionConfig& r) {
-    return same_schedule(r.config, automatic);
-  });
-  if (!has_auto) all.push_back(auto_ranked);
-  return all;
+  return detail::keep_top(std::move(all), top, auto_ranked, same_schedule);
 }
 
 }  // namespace tilelink

@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <initializer_list>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
@@ -15,13 +16,17 @@ namespace {
 
 using nlohmann::json;
 
+// The enum `field` of `j` by its name (to_string), one of `values`; else InvalidArgument naming the
+// file, the field and what was expected.
 template <class E>
-E parse_enum(const json& j, const char* field, E a, E b, const std::string& file) {
+E parse_enum(const json& j, const char* field, std::initializer_list<E> values, const std::string& file) {
   const std::string v = j.at(field).get<std::string>();
-  if (v == to_string(a)) return a;
-  if (v == to_string(b)) return b;
-  throw InvalidArgument("tune cache '" + file + "': field '" + field + "' = '" + v + "': expected '" + to_string(a) +
-                        "' or '" + to_string(b) + "'");
+  std::string expected;
+  for (E e : values) {
+    if (v == to_string(e)) return e;
+    expected += (expected.empty() ? "'" : ", '") + std::string(to_string(e)) + "'";
+  }
+  throw InvalidArgument("tune cache '" + file + "': field '" + field + "' = '" + v + "': expected one of " + expected);
 }
 
 json to_json(const AllGatherConfig& c) {
@@ -33,10 +38,10 @@ json to_json(const AllGatherConfig& c) {
 
 AllGatherConfig comm_from_json(const json& m, const std::string& file) {
   AllGatherConfig c;
-  c.resource = parse_enum(m, "resource", CommResource::kCopyEngine, CommResource::kSm, file);
-  c.method = parse_enum(m, "method", AgMethod::kPull, AgMethod::kPush, file);
-  c.path = parse_enum(m, "path", DataPath::kLdSt, DataPath::kBulk, file);
-  c.order = parse_enum(m, "order", CommOrder::kFullMesh, CommOrder::kRing, file);
+  c.resource = parse_enum(m, "resource", {CommResource::kCopyEngine, CommResource::kSm}, file);
+  c.method = parse_enum(m, "method", {AgMethod::kPull, AgMethod::kPush}, file);
+  c.path = parse_enum(m, "path", {DataPath::kLdSt, DataPath::kBulk}, file);
+  c.order = parse_enum(m, "order", {CommOrder::kFullMesh, CommOrder::kRing}, file);
   c.comm_rows = m.at("comm_rows").get<uint32_t>();
   c.num_blocks = m.at("num_blocks").get<uint32_t>();
   c.threads = m.at("threads").get<uint32_t>();
@@ -108,16 +113,6 @@ SpAttentionConfig sp_attention_config_from_json(const json& j, const std::string
   return c;
 }
 
-template <class E>
-E parse_enum3(const json& j, const char* field, E a, E b, E c, const std::string& file) {
-  const std::string v = j.at(field).get<std::string>();
-  for (E e : {a, b, c}) {
-    if (v == to_string(e)) return e;
-  }
-  throw InvalidArgument("tune cache '" + file + "': field '" + field + "' = '" + v + "': expected '" + to_string(a) +
-                        "', '" + to_string(b) + "' or '" + to_string(c) + "'");
-}
-
 json to_json(const GemmRsConfig& c) {
   return json{{"scatter", to_string(c.scatter)},
               {"granularity", to_string(c.granularity)},
@@ -128,10 +123,10 @@ json to_json(const GemmRsConfig& c) {
 
 GemmRsConfig gemm_rs_config_from_json(const json& j, const std::string& file) {
   GemmRsConfig c;
-  c.scatter = parse_enum3(j, "scatter", GemmRsScatter::kPull, GemmRsScatter::kEpiloguePush, GemmRsScatter::kCopyEngine,
-                          file);
-  c.granularity = parse_enum3(j, "granularity", SignalGranularity::kTile, SignalGranularity::kTileRow,
-                              SignalGranularity::kRank, file);
+  c.scatter = parse_enum(j, "scatter", {GemmRsScatter::kPull, GemmRsScatter::kEpiloguePush, GemmRsScatter::kCopyEngine},
+                         file);
+  c.granularity = parse_enum(j, "granularity",
+                             {SignalGranularity::kTile, SignalGranularity::kTileRow, SignalGranularity::kRank}, file);
   c.reduce_blocks = j.at("reduce_blocks").get<uint32_t>();
   c.gemm_sms = j.at("gemm_sms").get<uint32_t>();
   c.swizzle = j.at("swizzle").get<uint32_t>();

@@ -4,6 +4,7 @@
 // communication).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -400,6 +401,10 @@ TEST(SpAttentionTuneSpace, SectionsThenRankedAllGatherAndLocalPass) {
     const auto few = sp_attention_comm_candidates(stage1[0], shape, top);
     EXPECT_LE(few.size(), top + 1);
     for (size_t i = 0; i + 1 < std::min(few.size(), top); ++i) EXPECT_LE(few[i].predicted_us, few[i + 1].predicted_us);
+    // Cut to `top`, the automatic schedule is still timed (appended when it did not rank).
+    EXPECT_TRUE(std::any_of(few.begin(), few.end(), [](const RankedSpAttentionConfig& r) {
+      return r.config.comm.resource == CommResource::kCopyEngine && r.config.comm.comm_rows == 0 && !r.config.local_first;
+    }));
   }
 }
 

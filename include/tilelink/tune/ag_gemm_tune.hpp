@@ -13,6 +13,7 @@
 
 #include "tilelink/ops/ag_gemm/ag_gemm.hpp"
 #include "tilelink/sim/timeline.hpp"
+#include "tilelink/tune/ranked.hpp"
 
 namespace tilelink {
 
@@ -22,10 +23,7 @@ struct AgGemmTuneShape {
   uint32_t m_per_rank = 1024, n = 3584, k = 8192;  // n: columns per rank
 };
 
-struct RankedAgGemmConfig {
-  AgGemmConfig config;
-  double predicted_us = 0;  // the plan model's fused time (0 for stage 1)
-};
+using RankedAgGemmConfig = RankedConfig<AgGemmConfig>;
 
 // Stage 1: kernels x swizzle {auto, 1, 2, 4, 8}; the all-automatic configuration first.
 std::vector<AgGemmConfig> ag_gemm_compute_candidates(const std::vector<std::string>& kernels);

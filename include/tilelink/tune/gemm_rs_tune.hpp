@@ -14,6 +14,7 @@
 
 #include "tilelink/ops/gemm_rs/gemm_rs.hpp"
 #include "tilelink/sim/timeline.hpp"
+#include "tilelink/tune/ranked.hpp"
 
 namespace tilelink {
 
@@ -23,10 +24,7 @@ struct GemmRsTuneShape {
   uint32_t m = 8192, n = 8192, k_local = 3584;  // output rows over all ranks, columns, K per rank
 };
 
-struct RankedGemmRsConfig {
-  GemmRsConfig config;
-  double predicted_us = 0;  // the plan model's fused time
-};
+using RankedGemmRsConfig = RankedConfig<GemmRsConfig>;
 
 // Stage 1: swizzle {auto, 1, 2, 4, 8}; the all-automatic configuration first.
 std::vector<GemmRsConfig> gemm_rs_compute_candidates();

@@ -18,6 +18,7 @@
 #include "tilelink/ops/moe/moe_layer.hpp"
 #include "tilelink/ops/moe/synthetic_routing.hpp"
 #include "tilelink/sim/timeline.hpp"
+#include "tilelink/tune/ranked.hpp"
 
 namespace tilelink {
 
@@ -32,10 +33,7 @@ struct MoeTuneShape {
   std::vector<std::string> kernels;  // MoeAgGroupGemm::kernel_names(); the first is the default
 };
 
-struct RankedMoeConfig {
-  MoeLayerConfig config;
-  double predicted_us = 0;  // the plan model's fused layer
-};
+using RankedMoeConfig = RankedConfig<MoeLayerConfig>;
 
 // Stage 1: the all-automatic configuration first, then every other (part 1, part 2) kernel pair
 // of one tile height.
@@ -49,8 +47,5 @@ std::vector<MoeLayerConfig> moe_order_candidates(const MoeLayerConfig& base);
 // automatic communication always among them (appended if it did not rank).
 std::vector<RankedMoeConfig> moe_comm_candidates(const MoeLayerConfig& base, const MoeTuneShape& shape, size_t top,
                                                  const sim::CostModel& gpu = {});
-
-// True when two configurations have the same stage-3 knobs.
-bool same_moe_comm(const MoeLayerConfig& a, const MoeLayerConfig& b);
 
 }  // namespace tilelink

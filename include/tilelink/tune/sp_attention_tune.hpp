@@ -4,8 +4,8 @@
 //     kv heads), communication on automatic;
 //  2. communication and schedule around the best section: the K/V all-gather (copy engine with
 //     several chunk sizes; SM blocks with several chunk sizes and block counts) x the local pass
-//     first or one pass -- ranked by the plan model (sim/sp_attention_sim.hpp), only the best
-//     predicted ones are timed.
+//     first or one pass -- ranked by the plan model (sim/sp_attention_sim.hpp, its default
+//     attention rate and no all-gather slowdown), only the best predicted ones are timed.
 // Pure functions: the tool times the candidates (bench/tune.cu); the CPU suite checks the space.
 #pragma once
 
@@ -15,6 +15,7 @@
 
 #include "tilelink/ops/attention/sp_attention.hpp"
 #include "tilelink/sim/timeline.hpp"
+#include "tilelink/tune/ranked.hpp"
 
 namespace tilelink {
 
@@ -25,16 +26,9 @@ struct SpAttentionTuneShape {
   uint32_t q_heads = 32, kv_heads = 8, head_dim = 128;
   bool causal = true;
   SeqLayout layout = SeqLayout::kContiguous;
-  // The model's attention rate of the whole GPU (sim::SpAttentionConfig::attention_flops) and how
-  // much slower the all-gather runs under the attention (comm_slowdown; 1 = not at all).
-  double attention_flops = 550e12;
-  double comm_slowdown = 1.0;
 };
 
-struct RankedSpAttentionConfig {
-  SpAttentionConfig config;
-  double predicted_us = 0;  // the plan model's fused time
-};
+using RankedSpAttentionConfig = RankedConfig<SpAttentionConfig>;
 
 // Stage 1: section_kv_heads {auto, every divisor of kv_heads}, the all-automatic configuration
 // first; `layout` is the problem's and kept.

@@ -22,19 +22,19 @@ const std::vector<Sm90GemmRsConfigInfo>& sm90_gemm_rs_configs() {
   return configs;
 }
 
+uint32_t gemm_rs_reduce_blocks(uint32_t configured, int sm_budget) {
+  const auto& kernel = sm90_gemm_rs_configs().front();
+  const uint32_t cluster = kernel.cluster_m * kernel.cluster_n;
+  const uint32_t wanted = configured != 0 ? configured : static_cast<uint32_t>(sm_budget / 32);
+  return std::max(cluster, (wanted + cluster - 1) / cluster * cluster);
+}
+
 }  // namespace detail
 
 namespace {
 
-// Reduction CTAs per rank: the configured count, else 1/32 of the rank's SMs (4 of the H200's
-// 132: enough to keep pace with the GEMM, few enough to keep its waves whole; docs/gemm_rs.md);
-// rounded up to whole clusters of the GEMM kernel (launched in clusters, see gemm_rs_reduce.cu).
 uint32_t reduce_blocks_of(const World& world, const GemmRsArguments& a) {
-  const auto& kernel = detail::sm90_gemm_rs_configs().front();
-  const uint32_t cluster = kernel.cluster_m * kernel.cluster_n;
-  const uint32_t wanted = a.config.reduce_blocks != 0 ? a.config.reduce_blocks
-                                                      : static_cast<uint32_t>(world.sm_budget(0) / 32);
-  return std::max(cluster, (wanted + cluster - 1) / cluster * cluster);
+  return detail::gemm_rs_reduce_blocks(a.config.reduce_blocks, world.sm_budget(0));
 }
 
 // GEMM CTAs: the configured count, else the rank's budget less the reduction CTAs. No slack

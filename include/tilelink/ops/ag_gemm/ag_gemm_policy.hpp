@@ -47,9 +47,17 @@ inline uint32_t auto_swizzle(uint32_t configured, uint32_t band_rows, uint32_t m
 // CTAs of an SM all-gather when the config says 0: an eighth of the rank's SM budget, at least 1.
 inline uint32_t auto_sm_blocks(int sm_budget) { return static_cast<uint32_t>(std::max(1, sm_budget / 8)); }
 
-// The all-gather of an op whose GEMM consumes gathered rows (AG+GEMM's A, MoE's tokens): rows
-// of k bf16, `config` with its automatic choices filled in (comm_rows; SM blocks =
-// max(1, sm_budget / 8)).
+// `config` with its automatic choices filled in for rows of k bf16 on ranks of `sm_budget` SMs:
+// comm_rows (auto_comm_rows) and, on SMs, the blocks (auto_sm_blocks). The ops run this; the tune
+// searches model it.
+inline AllGatherConfig resolved(AllGatherConfig config, uint32_t rows_per_rank, uint32_t k, int sm_budget) {
+  if (config.comm_rows == 0) config.comm_rows = auto_comm_rows(config.resource, rows_per_rank, k);
+  if (config.resource == CommResource::kSm && config.num_blocks == 0) config.num_blocks = auto_sm_blocks(sm_budget);
+  return config;
+}
+
+// The all-gather of an op whose GEMM consumes gathered rows (AG+GEMM's A, MoE's tokens, SP
+// attention's K/V): rows of k bf16, `config` resolved on rank 0's SM budget.
 inline AllGatherArguments all_gather_arguments(const World& world, const SymmetricBuffer* gathered, size_t offset,
                                                uint32_t rows_per_rank, uint32_t k, const AllGatherConfig& config) {
   AllGatherArguments ag;
@@ -57,11 +65,7 @@ inline AllGatherArguments all_gather_arguments(const World& world, const Symmetr
   ag.gathered_offset = offset;
   ag.rows_per_rank = rows_per_rank;
   ag.row_bytes = k * kElementBytes;
-  ag.config = config;
-  if (ag.config.comm_rows == 0) ag.config.comm_rows = auto_comm_rows(ag.config.resource, rows_per_rank, k);
-  if (ag.config.resource == CommResource::kSm && ag.config.num_blocks == 0) {
-    ag.config.num_blocks = auto_sm_blocks(world.sm_budget(0));
-  }
+  ag.config = resolved(config, rows_per_rank, k, world.sm_budget(0));
   return ag;
 }
 

@@ -1,0 +1,36 @@
+// A candidate configuration of a tune search with the plan model's predicted time, and the last
+// step every search's model-ranked stage shares: keep the best predicted, always with the
+// automatic configuration among them.
+#pragma once
+
+#include <algorithm>
+#include <cstddef>
+#include <vector>
+
+namespace tilelink {
+
+template <class Config>
+struct RankedConfig {
+  Config config;
+  double predicted_us = 0;  // the plan model's fused time (0 where nothing was predicted)
+};
+
+namespace detail {
+
+// `all` sorted by predicted time (stable: ties keep their order), cut to `top`, and `automatic`
+// appended unless a kept candidate is `same` as it.
+template <class Config, class Same>
+std::vector<RankedConfig<Config>> keep_top(std::vector<RankedConfig<Config>> all, size_t top,
+                                           const RankedConfig<Config>& automatic, Same&& same) {
+  std::stable_sort(all.begin(), all.end(), [](const RankedConfig<Config>& a, const RankedConfig<Config>& b) {
+    return a.predicted_us < b.predicted_us;
+  });
+  if (all.size() > top) all.resize(top);
+  const bool has_auto = std::any_of(all.begin(), all.end(),
+                                    [&](const RankedConfig<Config>& r) { return same(r.config, automatic.config); });
+  if (!has_auto) all.push_back(automatic);
+  return all;
+}
+
+}  // namespace detail
+}  // namespace tilelink
