@@ -156,8 +156,7 @@ Table bench_moe_ag(const MoeBenchOptions& o) {
   SignalSet signals(heap, 1u << 16);
   SymmetricBuffer x = heap.allocate(x_bytes);
 
-  std::mt19937_64 rng(o.seed);
-  const std::vector<int32_t> ids = synthetic_routing(rng, m, o.topk, o.experts, o.routing);
+  const std::vector<int32_t> ids = bench_routing(o);
   MoeAgGroupGemmArguments args;
   args.x = &x;
   args.tokens_per_rank = rows_per_rank;

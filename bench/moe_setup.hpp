@@ -19,6 +19,13 @@
 
 namespace tilelink::bench {
 
+// The synthetic routing of a bench MoE problem (m x topk expert ids), drawn from the options'
+// seed: one definition for bench moe_ag, the layer's setup and tune moe's plan model.
+inline std::vector<int32_t> bench_routing(const MoeBenchOptions& o) {
+  std::mt19937_64 rng(o.seed);
+  return synthetic_routing(rng, o.m, o.topk, o.experts, o.routing);
+}
+
 struct MoeLayerSetup {
   int w;
   uint32_t m, hidden, k, rows_per_rank, n1;  // k: each expert's intermediate per rank; n1: part 1's columns
@@ -50,8 +57,8 @@ struct MoeLayerSetup {
         x(heap.allocate(x_bytes)),
         recv(heap.allocate(x_bytes)),
         slots(heap.allocate(x_bytes)) {
-    std::mt19937_64 rng(o.seed);
-    ids = synthetic_routing(rng, m, o.topk, o.experts, o.routing);
+    ids = bench_routing(o);
+    std::mt19937_64 rng(o.seed ^ 0x44ull);  // the routing weights
     weights.resize(ids.size());
     std::uniform_real_distribution<float> unit(0.0f, 1.0f);
     for (float& v : weights) v = unit(rng);

@@ -110,6 +110,11 @@ std::string gemm_rs_checked(bool one_clock) {
          (one_clock ? "" : " (one rank per GPU: only that the notify was recorded; clocks differ)");
 }
 
+// " (from the tune cache FILE)" when an op ran a cached configuration, else "".
+std::string from_cache(const std::string& tuned_from) {
+  return tuned_from.empty() ? "" : " (from the tune cache " + tuned_from + ")";
+}
+
 }  // namespace
 
 TraceResult trace_ag_gemm(const TraceOptions& o) {
@@ -131,7 +136,8 @@ TraceResult trace_ag_gemm(const TraceOptions& o) {
   check_ag_gemm(result.records.begin(), result.records.end(), result);
   result.checked = kAgGemmChecked;
   result.config = "kernel " + op.kernel_name() + ", " + to_string(op.config().comm.resource) + " all-gather, " +
-                  std::to_string(op.gemm_ctas(0)) + " GEMM CTAs per rank" + (gated ? "" : " (timing not gated)");
+                  std::to_string(op.gemm_ctas(0)) + " GEMM CTAs per rank" + from_cache(op.tuned_from()) +
+                  (gated ? "" : " (timing not gated)");
   return result;
 }
 
@@ -167,7 +173,7 @@ TraceResult trace_sp_attention(const SpAttentionTraceOptions& o) {
   result.config = std::string(to_string(op.config().comm.resource)) + " all-gather, K/V chunk " +
                   std::to_string(op.plan().ag.map.comm_rows) + " tokens, " + std::to_string(op.attention_ctas(0)) +
                   " attention CTAs per rank" + (op.config().local_first ? ", local pass first" : "") +
-                  (op.tuned_from().empty() ? "" : " (from the tune cache " + op.tuned_from() + ")") +
+                  from_cache(op.tuned_from()) +
                   (gated ? "" : " (timing not gated)");
   return result;
 }
@@ -185,7 +191,7 @@ TraceResult trace_gemm_rs(const GemmRsTraceOptions& o) {
                   to_string(op.config().granularity) + ", " +
                   std::to_string(op.reduce_blocks()) + " reduction CTAs per rank, swizzle " +
                   std::to_string(op.swizzle()) +
-                  (op.tuned_from().empty() ? "" : " (from the tune cache " + op.tuned_from() + ")") +
+                  from_cache(op.tuned_from()) +
                   (gated ? "" : " (timing not gated)");
   return result;
 }
@@ -213,6 +219,8 @@ TraceResult trace_mlp(const MlpTraceOptions& o) {
                   " all-gather; fc2 scatter " + to_string(op.fc2().config().scatter) + ", signal per " +
                   to_string(op.fc2().config().granularity) + ", " +
                   std::to_string(op.fc2().reduce_blocks()) + " reduction CTAs per rank" +
+                  (op.fc1().tuned_from().empty() ? "" : "; fc1" + from_cache(op.fc1().tuned_from())) +
+                  (op.fc2().tuned_from().empty() ? "" : "; fc2" + from_cache(op.fc2().tuned_from())) +
                   (gated ? "" : " (timing not gated)");
   return result;
 }
@@ -234,7 +242,7 @@ TraceResult trace_moe(const MoeTraceOptions& o) {
   result.checked = "part 1 grouped GEMM tiles whose loads began after their wait (on the gather) ended";
   result.config = "kernel " + op.part1().kernel_name() + ", " + std::to_string(op.part1().gather_blocks()) +
                   " gather CTAs, " + std::to_string(op.part2().combine_blocks()) + " combine CTAs per rank" +
-                  (op.tuned_from().empty() ? "" : " (from the tune cache " + op.tuned_from() + ")") +
+                  from_cache(op.tuned_from()) +
                   (gated ? "" : " (timing not gated)");
   return result;
 }

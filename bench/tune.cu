@@ -8,7 +8,6 @@
 #include <cmath>
 #include <ctime>
 #include <functional>
-#include <random>
 #include <limits>
 #include <ostream>
 #include <string>
@@ -243,7 +242,7 @@ Table tune_ag_gemm(const TuneOptions& o, std::ostream& progress) {
                                " compute, then the communication variants the plan model ranked best",
                            o.timing, gated);
   table.notes.push_back("check: the tuned configuration's C of every rank equals cuBLAS within bf16 tolerance");
-  store_tuned(o.cache, make_tune_key(world, "ag_gemm", setup.m, setup.n_local, setup.k), "ag_gemm", best, automatic,
+  store_tuned(o.cache, ag_gemm_tune_key(world, setup.args(best)), "ag_gemm", best, automatic,
               t, &TuneEntry::config, table);
   return table;
 }
@@ -284,7 +283,7 @@ Table tune_gemm_rs(const GemmRsTuneOptions& o, std::ostream& progress) {
                            o.timing, gated);
   table.notes.push_back("check: the tuned configuration's output of every rank equals the automatic one's within "
                         "bf16 tolerance");
-  store_tuned(o.cache, make_tune_key(world, "gemm_rs", setup.m, setup.n, setup.k_local), "gemm_rs", best, automatic,
+  store_tuned(o.cache, gemm_rs_tune_key(world, args_of(best)), "gemm_rs", best, automatic,
               t, &TuneEntry::gemm_rs, table);
   return table;
 }
@@ -340,8 +339,7 @@ MoeTuneShape moe_tune_shape(const MoeBenchOptions& o, int sm_budget) {
   shape.experts = o.experts;
   shape.topk = o.topk;
   shape.activation = o.activation;
-  std::mt19937_64 rng(o.seed);  // MoeLayerSetup's first draw
-  shape.ids = synthetic_routing(rng, o.m, o.topk, o.experts, o.routing);
+  shape.ids = bench_routing(o);  // the routing MoeLayerSetup runs
   shape.kernels = MoeAgGroupGemm::kernel_names();
   return shape;
 }

@@ -160,6 +160,14 @@ TuneKey make_tune_key(const World& world, const std::string& op, uint32_t m, uin
   return key;
 }
 
+TuneKey ag_gemm_tune_key(const World& world, const AgGemmArguments& a) {
+  return make_tune_key(world, "ag_gemm", a.m_per_rank * static_cast<uint32_t>(world.size()), a.n, a.k);
+}
+
+TuneKey gemm_rs_tune_key(const World& world, const GemmRsArguments& a) {
+  return make_tune_key(world, "gemm_rs", a.m, a.n, a.k);
+}
+
 TuneKey moe_tune_key(const World& world, const MoeLayerArguments& a) {
   return make_tune_key(world, "moe", a.tokens_per_rank * static_cast<uint32_t>(world.size()), a.hidden,
                        a.intermediate,

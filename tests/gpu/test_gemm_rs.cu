@@ -227,7 +227,7 @@ TEST(GemmRsTuneCacheTest, AutomaticConfigTakesTheCachedOneAndComputesTheSame) {
   entry.gemm_rs.scatter = GemmRsScatter::kCopyEngine;
   entry.gemm_rs.granularity = SignalGranularity::kTileRow;
   entry.gemm_rs.swizzle = 2;
-  cache.put(make_tune_key(env.world, "gemm_rs", kM, kN, kK), entry);
+  cache.put(gemm_rs_tune_key(env.world, args), entry);
 
   GemmRsArguments plain_args = args;
   plain_args.config.use_tune_cache = false;

@@ -42,8 +42,11 @@ struct TuneKey {
 // The key of `op` on (m, n, k) for `world` (device of rank 0).
 TuneKey make_tune_key(const World& world, const std::string& op, uint32_t m, uint32_t n, uint32_t k,
                       const std::string& variant = "");
-// The keys of the MoE layer (variant: experts, top-k, activation) and of SP attention (variant:
-// head dim, mask, layout): one definition for the ops and the tool.
+// Each op's key, one definition for the op and the tool: AG+GEMM (m = rows of C, n = columns per
+// rank, k), GEMM+RS (m, n, k per rank), the MoE layer (variant: experts, top-k, activation) and SP
+// attention (variant: head dim, mask, layout).
+TuneKey ag_gemm_tune_key(const World& world, const AgGemmArguments& args);
+TuneKey gemm_rs_tune_key(const World& world, const GemmRsArguments& args);
 TuneKey moe_tune_key(const World& world, const MoeLayerArguments& args);
 TuneKey sp_attention_tune_key(const World& world, const SpAttentionArguments& args);
 

@@ -110,7 +110,7 @@ AgGemm::AgGemm(const World& world, SymmetricHeap& heap, SignalSet& signals, cons
   }
   // With every knob on automatic, the tune cache's configuration for this GPU, world and shape.
   args_ = with_tuned_config<AgGemm>(
-      world, heap, args, [&] { return make_tune_key(world, "ag_gemm", args.m_per_rank * static_cast<uint32_t>(world.size()), args.n, args.k); }, &TuneEntry::config,
+      world, heap, args, [&] { return ag_gemm_tune_key(world, args); }, &TuneEntry::config,
       [](auto&, const auto&) {}, &tuned_from_);
   const detail::Sm90AgGemmConfigInfo& kernel = *find_kernel(args_.config.kernel);
   kernel_name_ = kernel.name;

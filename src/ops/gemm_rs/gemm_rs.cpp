@@ -132,7 +132,7 @@ GemmRs::GemmRs(const World& world, SymmetricHeap& heap, SignalSet& signals, cons
   }
   // With every knob on automatic, the tune cache's configuration for this GPU, world and shape.
   args_ = with_tuned_config<GemmRs>(
-      world, heap, args_in, [&] { return make_tune_key(world, "gemm_rs", args_in.m, args_in.n, args_in.k); }, &TuneEntry::gemm_rs,
+      world, heap, args_in, [&] { return gemm_rs_tune_key(world, args_in); }, &TuneEntry::gemm_rs,
       [](auto&, const auto&) {}, &tuned_from_);
   const GemmRsArguments& args = args_;
   const auto& kernel = detail::sm90_gemm_rs_configs().front();
