@@ -412,6 +412,17 @@ ShapeChoice choose_shapes(bool sweep, bool row_parallel, const std::string& shap
   return c;
 }
 
+// An op's configuration options (knobs) live in an option group of its command, created on first
+// use. Any of them given -- even at its default value (--resource ce) -- is an explicit choice,
+// which the tune cache must not replace (any_knob).
+CLI::Option_group* knob_group(CLI::App* app, CLI::Option_group*& group) {
+  if (group == nullptr) {
+    group = app->add_option_group("Configuration", "any of these given turns the tune cache off for the op");
+  }
+  return group;
+}
+bool any_knob(const CLI::Option_group* group) { return group != nullptr && group->count_all() > 0; }
+
 // `tilelink bench ag_gemm`: the fused AG+GEMM against its baselines, on one shape or on the
 // paper's three (--shapes paper).
 struct AgGemmArgs {
@@ -423,7 +434,7 @@ struct AgGemmArgs {
   std::string resource = "ce", method = "pull", order = "mesh", path = "ldst";
   uint32_t comm_rows = 0, blocks = 0, gemm_sms = 0, swizzle = 0;
   std::string kernel;
-  bool explicit_config = false;  // a knob was given: the tune cache must not replace it
+  CLI::Option_group* knobs = nullptr;  // the configuration options (knob_group)
   int warmup = 5, iters = 20;
   std::string json;
   uint64_t seed = 0;
@@ -442,8 +453,7 @@ tilelink::AgGemmConfig ag_gemm_config(const AgGemmArgs& a) {
   config.gemm_sms = a.gemm_sms;
   config.swizzle = a.swizzle;
   config.kernel = a.kernel;
-  // An explicit choice that equals a default (--resource ce) still is one.
-  config.use_tune_cache = !a.explicit_config;
+  config.use_tune_cache = !any_knob(a.knobs);
   return config;
 }
 
@@ -478,7 +488,7 @@ struct GemmRsArgs {
   std::string granularity = "tile";
   std::string scatter = "pull";
   uint32_t reduce_blocks = 0, gemm_sms = 0, swizzle = 0;
-  bool explicit_config = false;  // a knob was given: the tune cache must not replace it
+  CLI::Option_group* knobs = nullptr;  // the configuration options (knob_group)
   int warmup = 5, iters = 20;
   std::string json;
   uint64_t seed = 0;
@@ -509,7 +519,7 @@ tb::GemmRsBenchOptions gemm_rs_options(const GemmRsArgs& a) {
   o.config.reduce_blocks = a.reduce_blocks;
   o.config.gemm_sms = a.gemm_sms;
   o.config.swizzle = a.swizzle;
-  o.config.use_tune_cache = !a.explicit_config;
+  o.config.use_tune_cache = !any_knob(a.knobs);
   o.timing = {a.warmup, a.iters};
   o.seed = a.seed;
   return o;
@@ -517,17 +527,18 @@ tb::GemmRsBenchOptions gemm_rs_options(const GemmRsArgs& a) {
 
 // The options `bench gemm_rs` and `trace gemm_rs` share.
 void add_gemm_rs_options(CLI::App* app, GemmRsArgs& a) {
+  CLI::Option_group* knobs = knob_group(app, a.knobs);
   app->add_option("--world", a.world, tb::kWorldOptionHelp)->capture_default_str()->check(CLI::Range(1, tilelink::kMaxWorldSize));
   app->add_option("--m", a.m, "rows of the output over all ranks (each rank gets m / world)")->capture_default_str()->check(CLI::PositiveNumber);
   app->add_option("--n", a.n, "columns of the output")->capture_default_str()->check(CLI::PositiveNumber);
   app->add_option("--k", a.k, "inner dimension over all ranks (each rank holds k / world)")->capture_default_str()->check(CLI::PositiveNumber);
-  app->add_option("--granularity", a.granularity, "signal per tile, row (of tiles) or rank (owner block)")
+  knobs->add_option("--granularity", a.granularity, "signal per tile, row (of tiles) or rank (owner block)")
       ->capture_default_str()->check(CLI::IsMember({"tile", "row", "rank"}));
-  app->add_option("--scatter", a.scatter, "how tiles reach their owner: pull (owners read the senders' partials), push (the GEMM epilogue stores into the owner), ce (copy engine, per signal group: needs --granularity row or rank)")
+  knobs->add_option("--scatter", a.scatter, "how tiles reach their owner: pull (owners read the senders' partials), push (the GEMM epilogue stores into the owner), ce (copy engine, per signal group: needs --granularity row or rank)")
       ->capture_default_str()->check(CLI::IsMember({"pull", "push", "ce"}));
-  app->add_option("--reduce-blocks", a.reduce_blocks, "reduction CTAs per rank, rounded up to whole GEMM clusters; 0 = budget / 32")->capture_default_str();
-  app->add_option("--gemm-sms", a.gemm_sms, "GEMM CTAs per rank; 0 = the rest of the budget")->capture_default_str();
-  app->add_option("--swizzle", a.swizzle, "tile rasterization swizzle: 1, 2, 4 or 8; 0 = automatic (a band inside one owner block)")->capture_default_str()->check(CLI::IsMember({0u, 1u, 2u, 4u, 8u}));
+  knobs->add_option("--reduce-blocks", a.reduce_blocks, "reduction CTAs per rank, rounded up to whole GEMM clusters; 0 = budget / 32")->capture_default_str();
+  knobs->add_option("--gemm-sms", a.gemm_sms, "GEMM CTAs per rank; 0 = the rest of the budget")->capture_default_str();
+  knobs->add_option("--swizzle", a.swizzle, "tile rasterization swizzle: 1, 2, 4 or 8; 0 = automatic (a band inside one owner block)")->capture_default_str()->check(CLI::IsMember({0u, 1u, 2u, 4u, 8u}));
   app->add_option("--warmup", a.warmup, "untimed calls before timing")->capture_default_str()->check(CLI::Range(0, 1000000));
   app->add_option("--iters", a.iters, "timed calls (the median is reported)")->capture_default_str()->check(CLI::Range(1, 1000000));
   a.seed_option = app->add_option("--seed", a.seed, "random seed of the inputs; default: a fresh one");
@@ -556,7 +567,7 @@ struct MlpArgs {
   uint32_t m = 8192, hidden = 8192, intermediate = 28672;
   std::string model;  // sets hidden and intermediate
   std::string activation = "swiglu", scatter = "pull", granularity = "tile";
-  bool explicit_fc2 = false;  // --scatter or --granularity given: the tune cache must not replace fc2's
+  CLI::Option_group* knobs = nullptr;  // fc2's configuration options (knob_group)
   int warmup = 3, iters = 10;
   std::string json;
   uint64_t seed = 0;
@@ -588,7 +599,7 @@ tb::MlpBenchOptions mlp_options(MlpArgs a) {
   o.config.activation = a.activation == "gelu" ? tilelink::MlpActivation::kGelu : tilelink::MlpActivation::kSwiGlu;
   o.config.fc2.scatter = parse_scatter(a.scatter);
   o.config.fc2.granularity = parse_granularity(a.granularity);
-  o.config.fc2.use_tune_cache = !a.explicit_fc2;
+  o.config.fc2.use_tune_cache = !any_knob(a.knobs);
   o.timing = {a.warmup, a.iters};
   o.seed = a.seed;
   return o;
@@ -603,8 +614,9 @@ void add_mlp_options(CLI::App* app, MlpArgs& a) {
   app->add_option("--hidden", a.hidden, "hidden size H")->capture_default_str()->check(CLI::PositiveNumber)->excludes(model);
   app->add_option("--intermediate", a.intermediate, "intermediate size over all ranks")->capture_default_str()->check(CLI::PositiveNumber)->excludes(model);
   app->add_option("--activation", a.activation, "swiglu (fc1 gives gate and up halves) or gelu")->capture_default_str()->check(CLI::IsMember({"swiglu", "gelu"}));
-  app->add_option("--scatter", a.scatter, "fc2's scatter: pull, push or ce (ce needs --granularity row or rank)")->capture_default_str()->check(CLI::IsMember({"pull", "push", "ce"}));
-  app->add_option("--granularity", a.granularity, "fc2's signal per tile, row (of tiles) or rank")->capture_default_str()->check(CLI::IsMember({"tile", "row", "rank"}));
+  CLI::Option_group* knobs = knob_group(app, a.knobs);
+  knobs->add_option("--scatter", a.scatter, "fc2's scatter: pull, push or ce (ce needs --granularity row or rank)")->capture_default_str()->check(CLI::IsMember({"pull", "push", "ce"}));
+  knobs->add_option("--granularity", a.granularity, "fc2's signal per tile, row (of tiles) or rank")->capture_default_str()->check(CLI::IsMember({"tile", "row", "rank"}));
   app->add_option("--warmup", a.warmup, "untimed calls before timing")->capture_default_str()->check(CLI::Range(0, 1000000));
   app->add_option("--iters", a.iters, "timed calls (the median is reported)")->capture_default_str()->check(CLI::Range(1, 1000000));
   a.seed_option = app->add_option("--seed", a.seed, "random seed of the inputs; default: a fresh one");
@@ -626,7 +638,7 @@ struct SpAttentionArgs {
   bool non_causal = false, local_first = false;
   std::string layout = "contiguous", resource = "ce";
   uint32_t comm_rows = 0, blocks = 0, attention_sms = 0, section_heads = 0;
-  bool explicit_config = false;  // a knob was given: the tune cache must not replace it
+  CLI::Option_group* knobs = nullptr;  // the configuration options (knob_group)
   std::string dump;
   int warmup = 3, iters = 10;
   std::string json;
@@ -649,7 +661,7 @@ tb::SpAttentionBenchOptions sp_attention_options(const SpAttentionArgs& a) {
   o.config.attention_sms = a.attention_sms;
   o.config.local_first = a.local_first;
   o.config.section_kv_heads = a.section_heads;
-  o.config.use_tune_cache = !a.explicit_config;
+  o.config.use_tune_cache = !any_knob(a.knobs);
   o.dump = a.dump;
   o.timing = {a.warmup, a.iters};
   o.seed = a.seed;
@@ -667,12 +679,13 @@ void add_sp_attention_options(CLI::App* app, SpAttentionArgs& a, bool knobs = tr
   app->add_flag("--non-causal", a.non_causal, "no causal mask");
   app->add_option("--layout", a.layout, "sequence sharding: contiguous or zigzag")->capture_default_str()->check(CLI::IsMember({"contiguous", "zigzag"}));
   if (knobs) {
-    app->add_option("--resource", a.resource, "K/V all-gather on ce (copy engine) or sm (SM pull)")->capture_default_str()->check(CLI::IsMember({"ce", "sm"}));
-    app->add_option("--comm-rows", a.comm_rows, "tokens per K/V chunk, a multiple of 128 (0: automatic)")->capture_default_str();
-    app->add_option("--blocks", a.blocks, "CTAs of the SM all-gather (0: automatic)")->capture_default_str();
-    app->add_option("--attention-sms", a.attention_sms, "CTAs of the attention kernel per rank (0: automatic)")->capture_default_str();
-    app->add_flag("--local-first", a.local_first, "the fused kernel folds every item's own shard before any remote chunk");
-    app->add_option("--section-heads", a.section_heads, "kv heads whose items run together, a divisor of --kv-heads (0: automatic, as many as fit in L2)")->capture_default_str();
+    CLI::Option_group* group = knob_group(app, a.knobs);
+    group->add_option("--resource", a.resource, "K/V all-gather on ce (copy engine) or sm (SM pull)")->capture_default_str()->check(CLI::IsMember({"ce", "sm"}));
+    group->add_option("--comm-rows", a.comm_rows, "tokens per K/V chunk, a multiple of 128 (0: automatic)")->capture_default_str();
+    group->add_option("--blocks", a.blocks, "CTAs of the SM all-gather (0: automatic)")->capture_default_str();
+    group->add_option("--attention-sms", a.attention_sms, "CTAs of the attention kernel per rank (0: automatic)")->capture_default_str();
+    group->add_flag("--local-first", a.local_first, "the fused kernel folds every item's own shard before any remote chunk");
+    group->add_option("--section-heads", a.section_heads, "kv heads whose items run together, a divisor of --kv-heads (0: automatic, as many as fit in L2)")->capture_default_str();
   }
   app->add_option("--warmup", a.warmup, "untimed calls before timing")->capture_default_str()->check(CLI::Range(0, 1000000));
   app->add_option("--iters", a.iters, "timed calls (the median is reported)")->capture_default_str()->check(CLI::Range(1, 1000000));
@@ -699,7 +712,7 @@ struct MoeArgs {
   // bench moe only: the activation and part 2's knobs.
   std::string activation = "swiglu";
   uint32_t comm_rows = 0, combine_blocks = 0, weight_sweeps = 0;
-  bool explicit_config = false;  // a knob was given: the tune cache must not replace the layer's
+  CLI::Option_group* knobs = nullptr;  // the configuration options of both parts (knob_group)
   int warmup = 3, iters = 10;
   std::string json;
   uint64_t seed = 0;
@@ -757,7 +770,7 @@ tb::MoeBenchOptions moe_bench_options(MoeArgs a) {
   o.part2.swizzle = a.swizzle;
   o.part2.kernel = a.kernel;
   o.activation = a.activation == "gelu" ? tilelink::MlpActivation::kGelu : tilelink::MlpActivation::kSwiGlu;
-  o.use_tune_cache = !a.explicit_config;
+  o.use_tune_cache = !any_knob(a.knobs);
   o.timing = {a.warmup, a.iters};
   o.seed = a.seed;
   return o;
@@ -792,10 +805,11 @@ void add_moe_options(CLI::App* cmd, MoeArgs& a, bool json = true, bool knobs = t
   cmd->add_option("--topk", a.topk, "experts per token")->capture_default_str()->check(CLI::Range(1, 1024))->excludes(model);
   cmd->add_option("--routing", a.routing, "synthetic routing: uniform, skewed (expert 0 hot) or few_experts")->capture_default_str()->check(CLI::IsMember({"uniform", "skewed", "few_experts"}));
   if (knobs) {
-    cmd->add_option("--gather-blocks", a.gather_blocks, "gather CTAs per rank (0 = automatic)")->capture_default_str();
-    cmd->add_option("--gemm-sms", a.gemm_sms, "grouped GEMM CTAs per rank (0 = automatic)")->capture_default_str();
-    cmd->add_option("--swizzle", a.swizzle, "rasterization swizzle 1, 2, 4, 8 (0 = automatic)")->capture_default_str()->check(CLI::IsMember({0, 1, 2, 4, 8}));
-    cmd->add_option("--kernel", a.kernel, "grouped GEMM configuration: 128x256x64_c1x2 (default) or 128x128x64_c1x2");
+    CLI::Option_group* group = knob_group(cmd, a.knobs);
+    group->add_option("--gather-blocks", a.gather_blocks, "gather CTAs per rank (0 = automatic)")->capture_default_str();
+    group->add_option("--gemm-sms", a.gemm_sms, "grouped GEMM CTAs per rank (0 = automatic)")->capture_default_str();
+    group->add_option("--swizzle", a.swizzle, "rasterization swizzle 1, 2, 4, 8 (0 = automatic)")->capture_default_str()->check(CLI::IsMember({0, 1, 2, 4, 8}));
+    group->add_option("--kernel", a.kernel, "grouped GEMM configuration: 128x256x64_c1x2 (default) or 128x128x64_c1x2");
   }
   cmd->add_option("--warmup", a.warmup, "untimed calls before timing")->capture_default_str()->check(CLI::Range(0, 1000000));
   cmd->add_option("--iters", a.iters, "timed calls (the median is reported)")->capture_default_str()->check(CLI::Range(1, 1000000));
@@ -808,9 +822,10 @@ void add_moe_options(CLI::App* cmd, MoeArgs& a, bool json = true, bool knobs = t
 void add_moe_layer_options(CLI::App* cmd, MoeArgs& a, bool knobs = true) {
   cmd->add_option("--activation", a.activation, "swiglu (part 1 gives gate and up halves) or gelu")->capture_default_str()->check(CLI::IsMember({"swiglu", "gelu"}));
   if (!knobs) return;
-  cmd->add_option("--comm-rows", a.comm_rows, "tokens per combine / reduction block (0 = automatic)")->capture_default_str();
-  cmd->add_option("--weight-sweeps", a.weight_sweeps, "part 2's GEMM order: weight sweeps over the combine's rounds (0 = automatic; at least the rounds = token order)")->capture_default_str();
-  cmd->add_option("--combine-blocks", a.combine_blocks, "part 2's combine + reduction CTAs per rank (0 = automatic)")->capture_default_str();
+  CLI::Option_group* group = knob_group(cmd, a.knobs);
+  group->add_option("--comm-rows", a.comm_rows, "tokens per combine / reduction block (0 = automatic)")->capture_default_str();
+  group->add_option("--weight-sweeps", a.weight_sweeps, "part 2's GEMM order: weight sweeps over the combine's rounds (0 = automatic; at least the rounds = token order)")->capture_default_str();
+  group->add_option("--combine-blocks", a.combine_blocks, "part 2's combine + reduction CTAs per rank (0 = automatic)")->capture_default_str();
 }
 
 // `tilelink tune ag_gemm`: search the design space, store the best config in the tune cache.
@@ -1458,24 +1473,7 @@ int cmd_plan_gemm_rs(PlanRsArgs a) {
 
 }  // namespace
 
-// True when the command line set any of `names` that `cmd` has (bench and trace of one op share a
-// list but not every option): an explicit configuration, even one equal to the defaults, which
-// the tune cache must not replace.
-bool any_given(const CLI::App* cmd, const std::vector<const char*>& names) {
-  for (const char* name : names) {
-    const CLI::Option* option = cmd->get_option_no_throw(name);
-    if (option != nullptr && option->count() > 0) return true;
-  }
-  return false;
-}
-const std::vector<const char*> kAgGemmKnobs = {"--resource", "--method", "--order", "--path", "--comm-rows",
-                                                            "--blocks", "--gemm-sms", "--swizzle", "--kernel"};
-const std::vector<const char*> kGemmRsKnobs = {"--scatter", "--granularity", "--reduce-blocks",
-                                                            "--gemm-sms", "--swizzle"};
-const std::vector<const char*> kMoeKnobs = {"--gather-blocks", "--gemm-sms", "--swizzle", "--kernel",
-                                            "--comm-rows", "--weight-sweeps", "--combine-blocks"};
-const std::vector<const char*> kSpAttentionKnobs = {"--resource", "--comm-rows", "--blocks",
-                                                    "--attention-sms", "--local-first", "--section-heads"};
+
 
 int main(int argc, char** argv) {
   tilelink::configure_cuda_environment();  // before any CUDA call
@@ -1525,15 +1523,16 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"paper"}));
   ag_gemm->add_flag("--sweep", agg.sweep, "the model shapes of DESIGN.md section 8 (M = 8192), with a progress bar and an SVG chart of the speedups")->excludes(agg_shapes);
   ag_gemm->add_option("--svg", agg.svg, "sweep: the chart's file (default tilelink_ag_gemm_sweep.svg)");
-  ag_gemm->add_option("--resource", agg.resource, "all-gather by ce (copy engine) or sm (CTAs)")->capture_default_str()->check(CLI::IsMember({"ce", "sm"}));
-  ag_gemm->add_option("--method", agg.method, "pull or push")->capture_default_str()->check(CLI::IsMember({"pull", "push"}));
-  ag_gemm->add_option("--order", agg.order, "mesh or ring")->capture_default_str()->check(CLI::IsMember({"mesh", "ring"}));
-  ag_gemm->add_option("--path", agg.path, "SM data path: ldst or bulk")->capture_default_str()->check(CLI::IsMember({"ldst", "bulk"}));
-  ag_gemm->add_option("--comm-rows", agg.comm_rows, "rows per communication tile; 0 = automatic (128 on SMs, >= 8 MiB tiles on the copy engine)")->capture_default_str()->check(CLI::Range(0u, 1u << 30));
-  ag_gemm->add_option("--blocks", agg.blocks, "all-gather CTAs per rank with --resource sm; 0 = budget / 8")->capture_default_str();
-  ag_gemm->add_option("--gemm-sms", agg.gemm_sms, "GEMM CTAs per rank; 0 = the rest of the budget less 2 SMs of slack (world > 1)")->capture_default_str();
-  ag_gemm->add_option("--swizzle", agg.swizzle, "tile rasterization swizzle: 1, 2, 4 or 8; 0 = the widest band inside one shard")->capture_default_str()->check(CLI::IsMember({0u, 1u, 2u, 4u, 8u}));
-  ag_gemm->add_option("--kernel", agg.kernel, "GEMM kernel configuration; default: the first compiled one");
+  CLI::Option_group* agg_knobs = knob_group(ag_gemm, agg.knobs);
+  agg_knobs->add_option("--resource", agg.resource, "all-gather by ce (copy engine) or sm (CTAs)")->capture_default_str()->check(CLI::IsMember({"ce", "sm"}));
+  agg_knobs->add_option("--method", agg.method, "pull or push")->capture_default_str()->check(CLI::IsMember({"pull", "push"}));
+  agg_knobs->add_option("--order", agg.order, "mesh or ring")->capture_default_str()->check(CLI::IsMember({"mesh", "ring"}));
+  agg_knobs->add_option("--path", agg.path, "SM data path: ldst or bulk")->capture_default_str()->check(CLI::IsMember({"ldst", "bulk"}));
+  agg_knobs->add_option("--comm-rows", agg.comm_rows, "rows per communication tile; 0 = automatic (128 on SMs, >= 8 MiB tiles on the copy engine)")->capture_default_str()->check(CLI::Range(0u, 1u << 30));
+  agg_knobs->add_option("--blocks", agg.blocks, "all-gather CTAs per rank with --resource sm; 0 = budget / 8")->capture_default_str();
+  agg_knobs->add_option("--gemm-sms", agg.gemm_sms, "GEMM CTAs per rank; 0 = the rest of the budget less 2 SMs of slack (world > 1)")->capture_default_str();
+  agg_knobs->add_option("--swizzle", agg.swizzle, "tile rasterization swizzle: 1, 2, 4 or 8; 0 = the widest band inside one shard")->capture_default_str()->check(CLI::IsMember({0u, 1u, 2u, 4u, 8u}));
+  agg_knobs->add_option("--kernel", agg.kernel, "GEMM kernel configuration; default: the first compiled one");
   ag_gemm->add_option("--warmup", agg.warmup, "untimed calls before timing")->capture_default_str()->check(CLI::Range(0, 1000000));
   ag_gemm->add_option("--iters", agg.iters, "timed calls (the median is reported)")->capture_default_str()->check(CLI::Range(1, 1000000));
   ag_gemm->add_option("--json", agg.json, "also write the results as JSON to FILE");
@@ -1614,10 +1613,11 @@ int main(int argc, char** argv) {
   trace_ag->add_option("--m", trace_args.op.m, "rows of A and C (all ranks)")->capture_default_str()->check(CLI::PositiveNumber);
   trace_ag->add_option("--n", trace_args.op.n, "columns of C over all ranks")->capture_default_str()->check(CLI::PositiveNumber);
   trace_ag->add_option("--k", trace_args.op.k, "inner dimension")->capture_default_str()->check(CLI::PositiveNumber);
-  trace_ag->add_option("--resource", trace_args.op.resource, "all-gather on ce (copy engine: its copies are not recorded) or sm")->capture_default_str()->check(CLI::IsMember({"ce", "sm"}));
-  trace_ag->add_option("--comm-rows", trace_args.op.comm_rows, "rows per communication tile (0 = automatic)")->capture_default_str();
-  trace_ag->add_option("--blocks", trace_args.op.blocks, "all-gather CTAs with --resource sm (0 = automatic)")->capture_default_str();
-  trace_ag->add_option("--kernel", trace_args.op.kernel, "GEMM configuration by name (default: the op's)");
+  CLI::Option_group* trace_ag_knobs = knob_group(trace_ag, trace_args.op.knobs);
+  trace_ag_knobs->add_option("--resource", trace_args.op.resource, "all-gather on ce (copy engine: its copies are not recorded) or sm")->capture_default_str()->check(CLI::IsMember({"ce", "sm"}));
+  trace_ag_knobs->add_option("--comm-rows", trace_args.op.comm_rows, "rows per communication tile (0 = automatic)")->capture_default_str();
+  trace_ag_knobs->add_option("--blocks", trace_args.op.blocks, "all-gather CTAs with --resource sm (0 = automatic)")->capture_default_str();
+  trace_ag_knobs->add_option("--kernel", trace_args.op.kernel, "GEMM configuration by name (default: the op's)");
   add_trace_outputs(trace_ag, trace_args);
   trace_ag->add_option("--warmup", trace_args.op.warmup, "untimed calls before timing the overhead")->capture_default_str()->check(CLI::Range(0, 1000000));
   trace_ag->add_option("--iters", trace_args.op.iters, "timed calls, traced and untraced each (the median counts)")->capture_default_str()->check(CLI::Range(1, 1000000));
@@ -1755,18 +1755,6 @@ int main(int argc, char** argv) {
     return kExitUsage;
   }
 
-  // Which knobs the command line set: before the GPU check, so that the command-line test
-  // (tests/cli/commands.sh, no GPU needed) runs this too.
-  agg.explicit_config = any_given(ag_gemm, kAgGemmKnobs);
-  trace_args.op.explicit_config = any_given(trace_ag, kAgGemmKnobs);
-  grs.explicit_config = any_given(gemm_rs, kGemmRsKnobs);
-  trace_rs_args.op.explicit_config = any_given(trace_rs, kGemmRsKnobs);
-  mlp_args.explicit_fc2 = any_given(mlp, {"--scatter", "--granularity"});
-  trace_mlp_args.op.explicit_fc2 = any_given(trace_mlp, {"--scatter", "--granularity"});
-  layer_args.explicit_config = any_given(moe_layer, kMoeKnobs);
-  trace_moe_args.op.explicit_config = any_given(trace_moe, kMoeKnobs);
-  attn_args.explicit_config = any_given(attn, kSpAttentionKnobs);
-  trace_attn_args.op.explicit_config = any_given(trace_attn, kSpAttentionKnobs);
 
   if (*plan_ag || *plan_rs || *plan_moe || *plan_layer || *plan_attn || *plan_mlp || (*tune_ag && tune_args.dry_run) ||
       (*tune_rs && tune_rs_args.dry_run) ||

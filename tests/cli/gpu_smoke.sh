@@ -38,5 +38,16 @@ run tune sp_attention --world 2 --seq 2048 --q-heads 4 --kv-heads 2 --top 2 "${q
 run bench moe --world 2 --m 512 --hidden 512 --intermediate 512 --experts 4 "${quick[@]}"
 run bench sp_attention --world 2 --seq 2048 --q-heads 4 --kv-heads 2 "${quick[@]}"
 grep -q "config from the tune cache" "$log" || { echo "FAIL: no op took the tuned configuration"; failed=1; }
+# A knob given at its default value is still an explicit choice: the cache must stay out.
+if timeout 120 "$tl" bench sp_attention --world 2 --seq 2048 --q-heads 4 --kv-heads 2 --section-heads 0 \
+    "${quick[@]}" >"$tmp/explicit.log" 2>&1; then
+  if grep -q "config from the tune cache" "$tmp/explicit.log"; then
+    echo "FAIL: bench sp_attention --section-heads 0 took the tune cache's configuration"
+    failed=1
+  fi
+else
+  echo "FAIL: tilelink bench sp_attention --section-heads 0"
+  failed=1
+fi
 rm -rf "$tmp"
 exit $failed
