@@ -131,12 +131,12 @@ Table tune_table(const std::string& op, const std::string& title, const std::str
 
 // Stores the winner under `key`, never something slower than the automatic configuration.
 template <class Config>
-void store_tuned(const std::string& path, const TuneKey& key, const std::string& op, const Config& best,
+void store_tuned(const std::string& path, const TuneKey& key, const Config& best,
                  const Config& automatic, const std::vector<Stats>& t, Config TuneEntry::*field, Table& table) {
   if (path.empty()) return;
   TuneCache cache = TuneCache::load(path);
   TuneEntry entry;
-  entry.op = op;
+  entry.op = key.op;
   entry.*field = t[1].median <= t[0].median ? best : automatic;
   entry.time_us = std::min(t[0].median, t[1].median);
   entry.default_us = t[0].median;
@@ -242,7 +242,7 @@ Table tune_ag_gemm(const TuneOptions& o, std::ostream& progress) {
                                " compute, then the communication variants the plan model ranked best",
                            o.timing, gated);
   table.notes.push_back("check: the tuned configuration's C of every rank equals cuBLAS within bf16 tolerance");
-  store_tuned(o.cache, ag_gemm_tune_key(world, setup.args(best)), "ag_gemm", best, automatic,
+  store_tuned(o.cache, ag_gemm_tune_key(world, setup.args(best)), best, automatic,
               t, &TuneEntry::config, table);
   return table;
 }
@@ -283,7 +283,7 @@ Table tune_gemm_rs(const GemmRsTuneOptions& o, std::ostream& progress) {
                            o.timing, gated);
   table.notes.push_back("check: the tuned configuration's output of every rank equals the automatic one's within "
                         "bf16 tolerance");
-  store_tuned(o.cache, gemm_rs_tune_key(world, args_of(best)), "gemm_rs", best, automatic,
+  store_tuned(o.cache, gemm_rs_tune_key(world, args_of(best)), best, automatic,
               t, &TuneEntry::gemm_rs, table);
   return table;
 }
@@ -400,7 +400,7 @@ Table tune_moe(const MoeTuneOptions& o, std::ostream& progress) {
   table.notes.push_back("check: the tuned configuration's output of every rank equals the automatic one's within "
                         "bf16 tolerance");
   table.notes.push_back("tuned on this routing; the cache entry applies to any routing of the same shape");
-  store_tuned(o.cache, moe_tune_key(world, args_of(best)), "moe", args_of(best).config, automatic, t,
+  store_tuned(o.cache, moe_tune_key(world, args_of(best)), args_of(best).config, automatic, t,
               &TuneEntry::moe, table);
   return table;
 }
@@ -445,7 +445,7 @@ Table tune_sp_attention(const SpAttentionTuneOptions& o, std::ostream& progress)
       o.op.timing, gated);
   table.notes.push_back("check: the tuned configuration's O of every rank equals the automatic one's within bf16 "
                         "tolerance");
-  store_tuned(o.cache, sp_attention_tune_key(world, args_of(best)), "sp_attention", args_of(best).config, automatic,
+  store_tuned(o.cache, sp_attention_tune_key(world, args_of(best)), args_of(best).config, automatic,
               t, &TuneEntry::sp_attention, table);
   return table;
 }
