@@ -121,18 +121,28 @@ uint64_t AllGather::run() {
   const uint64_t epoch = begin_call();
   for (int r = 0; r < world_->size(); ++r) {
     world_->comm_after_compute(r);
-    enqueue(r);
+    announce(r);
   }
+  for (int r = 0; r < world_->size(); ++r) transfer(r);
   return epoch;
 }
 
-void AllGather::enqueue(int r) {
+void AllGather::announce(int r) {
   const World& world = *world_;
-  world.check_rank(r, "AllGather::enqueue");
+  world.check_rank(r, "AllGather::announce");
+  if (args_.config.resource != CommResource::kCopyEngine) return;
+  world.set_device(r);
+  StreamCtx h{r, world.size(), world.comm_stream(r)};
+  all_gather_stream_announce(h, plan_, slice_.host_view(r));
+}
+
+void AllGather::transfer(int r) {
+  const World& world = *world_;
+  world.check_rank(r, "AllGather::transfer");
   if (args_.config.resource == CommResource::kCopyEngine) {
     world.set_device(r);
     StreamCtx h{r, world.size(), world.comm_stream(r)};
-    all_gather_stream(h, plan_, slice_.host_view(r), heap_->host_view(r), gathered_[r]);
+    all_gather_stream_transfer(h, plan_, slice_.host_view(r), heap_->host_view(r), gathered_[r]);
   } else if (args_.config.path == DataPath::kBulk) {
     launch(world, r, all_gather_kernel<true>, true, num_blocks_, args_.config.threads, plan_,
            slice_.device_view(r), heap_->device_view(r), gathered_[r], trace_view(r));

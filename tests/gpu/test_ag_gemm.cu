@@ -152,6 +152,30 @@ INSTANTIATE_TEST_SUITE_P(
              std::to_string(std::get<2>(info.param));
     });
 
+// Issue 24: the copy-engine all-gather with many communication tiles per rank at 7 and 8 ranks
+// killed the CUDA context (a device wait timed out and trapped). Rank r's stream waited at the
+// entry barrier for rank r + 1's arrival, which the host had not enqueued yet, and the host
+// blocked in rank r's copies once that stream's queue was full. The exact cases of the report:
+// `bench ag_gemm --world 8 --m 8192 --n 8192 --k 1024 --comm-rows 8` (128 tiles per rank),
+// M 4688 x N 9152 x K 728 (74), and `--world 7 --m 2100 --n 1792 --k 512 --comm-rows 1` (300).
+struct ManyTiles {
+  int world;
+  Shape shape;  // n per rank
+};
+constexpr ManyTiles kManyTiles[] = {{8, {"w8_128_tiles", 1024, 1024, 1024, 8}},
+                                    {8, {"w8_74_tiles", 586, 1144, 728, 8}},
+                                    {7, {"w7_300_tiles", 300, 256, 512, 1}}};
+
+class AgGemmManyTilesTest : public ::testing::TestWithParam<ManyTiles> {};
+
+TEST_P(AgGemmManyTilesTest, CopyEngineMatchesCublas) {
+  TL_SKIP_WITHOUT_GPU();
+  check_against_cublas(GetParam().world, kComms[0], GetParam().shape, "", 0);
+}
+
+INSTANTIATE_TEST_SUITE_P(AgGemm, AgGemmManyTilesTest, ::testing::ValuesIn(kManyTiles),
+                         [](const ::testing::TestParamInfo<ManyTiles>& info) { return std::string(info.param.shape.name); });
+
 // Bad arguments are refused with the argument's name, before anything is launched.
 TEST(AgGemmArgumentsTest, RefusesWhatItCannotRun) {
   TL_SKIP_WITHOUT_GPU();

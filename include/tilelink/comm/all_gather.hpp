@@ -115,19 +115,32 @@ TL_HOST_DEVICE void all_gather_block(Ctx& ctx, const AllGatherPlan& plan, const 
 
 // Copy-engine path, on one rank's communication stream: a full-mesh pull (`gathered`
 // contiguous). The stream memops replace the SM notifies: a consumer kernel waits on the same
-// channels.
+// channels. In two halves, because a stream's waits must never depend on work the host has not
+// enqueued yet: the transfer half of rank r waits for every peer's announcement, and a process
+// that drives several ranks would otherwise enqueue rank r's copies behind a wait on rank r + 1's
+// announcement -- once the stream's queue is full, the host blocks in the next copy and never
+// enqueues that announcement (a deadlock seen at 8 virtual ranks with ~70+ tiles per rank).
+// Such a process enqueues every rank's announcement first, then every rank's transfer.
+//
+// Announce: the rank's own rows are in place before the call, so its consumers may start on them
+// at once, and its arrival at the entry barrier.
 template <class HostCtx>
-void all_gather_stream(HostCtx& h, const AllGatherPlan& plan, const SignalView& sig,
-                       const SymmetricView& heap, void* gathered) {
-  // The rank's own rows are in place before the call: its consumers may start on them at once,
-  // before the entry barrier (which waits for the slowest peer to enter the call).
+void all_gather_stream_announce(HostCtx& h, const AllGatherPlan& plan, const SignalView& sig) {
   const uint32_t rank = static_cast<uint32_t>(h.rank());
   for (uint32_t c = 0; c < plan.map.chunks_per_rank(); ++c) {
     h.rank_notify(sig, plan.tile_channel(plan.map.channel(rank, c)), h.rank());
   }
-  // A stream cannot poll a peer's "own rows present" channel; the entry barrier stands for it
-  // (every peer has entered this call, so its rows for this call are in place).
-  rank_barrier_stream(h, sig, plan.barrier_channel());
+  rank_barrier_stream_arrive(h, sig, plan.barrier_channel());
+}
+
+// Transfer: a stream cannot poll a peer's "own rows present" channel; the entry barrier stands
+// for it (every peer has entered this call, so its rows for this call are in place). Then every
+// peer's tiles, each followed by its channel's notify, and the exit barrier.
+template <class HostCtx>
+void all_gather_stream_transfer(HostCtx& h, const AllGatherPlan& plan, const SignalView& sig,
+                                const SymmetricView& heap, void* gathered) {
+  const uint32_t rank = static_cast<uint32_t>(h.rank());
+  rank_barrier_stream_wait(h, sig, plan.barrier_channel());
   for (uint32_t i = 0; i < plan.num_items(); ++i) {
     const AllGatherPlan::Item it = plan.item(rank, i, AgMethod::kPull);
     const TileRef tile = plan.tile_ref(gathered, it.channel);
@@ -136,6 +149,15 @@ void all_gather_stream(HostCtx& h, const AllGatherPlan& plan, const SignalView& 
     h.rank_notify(sig, plan.tile_channel(it.channel), h.rank());
   }
   rank_exit_barrier_stream(h, sig, plan.exit_channel());
+}
+
+// Both halves, for a stream that is the only one its process enqueues (one rank per process, the
+// CPU executor's stream threads).
+template <class HostCtx>
+void all_gather_stream(HostCtx& h, const AllGatherPlan& plan, const SignalView& sig,
+                       const SymmetricView& heap, void* gathered) {
+  all_gather_stream_announce(h, plan, sig);
+  all_gather_stream_transfer(h, plan, sig, heap, gathered);
 }
 
 // A consumer's wait for rows [row0, row0 + rows) of the gathered tensor.

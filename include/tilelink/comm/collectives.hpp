@@ -69,24 +69,33 @@ class AllGather {
   // grid must fit in sm_budget(r) - num_blocks() so that every rank's blocks stay resident.
   uint64_t run();
 
-  // run() in two halves, for an op that launches its consumer first: begin_call() starts a call
-  // and returns its epoch; enqueue(rank) then enqueues the rank's part on its comm stream with no
-  // ordering of its own. The caller orders it after the previous call's consumers (run() does
-  // that with World::comm_after_compute before each rank's enqueue).
+  // run() in parts, for an op that launches its consumer first: begin_call() starts a call and
+  // returns its epoch; announce(rank) and transfer(rank) then enqueue the rank's part on its comm
+  // stream with no ordering of their own (the caller orders them after the previous call's
+  // consumers: run() does that with World::comm_after_compute first). A process that drives
+  // several ranks must announce every rank before it enqueues any rank's transfer: the copy
+  // engine's transfer waits on its peers' announcements on their streams, and a stream left
+  // waiting on work the host has not enqueued yet blocks the host once its queue is full (see
+  // all_gather_stream_announce). The SM path announces nothing; its transfer is the kernel.
   uint64_t begin_call() { return slice_.begin_call(); }
-  void enqueue(int rank);
+  void announce(int rank);
+  void transfer(int rank);
 
   // One call under a consumer that goes first: per rank, the comm stream is ordered after the
   // previous call's consumers, launch(rank, epoch) enqueues the consumer on the compute stream
-  // (it runs on what is already there while the host still enqueues the all-gather), then the
-  // rank's all-gather, and the compute stream is joined after it. Returns the epoch.
+  // (it runs on what is already there while the host still enqueues the all-gather) and the
+  // rank's announcement; then every rank's transfer, and the compute stream is joined after it.
+  // Returns the epoch.
   template <class Launch>
   uint64_t run_under(Launch&& launch) {
     const uint64_t epoch = begin_call();
     for (int r = 0; r < world_->size(); ++r) {
       world_->comm_after_compute(r);
       launch(r, epoch);
-      enqueue(r);
+      announce(r);
+    }
+    for (int r = 0; r < world_->size(); ++r) {
+      transfer(r);
       world_->compute_after_comm(r);
     }
     return epoch;

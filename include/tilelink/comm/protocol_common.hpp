@@ -67,16 +67,22 @@ TL_HOST_DEVICE float naive_dot(const float* a_row, const float* b, uint32_t k, u
 TL_HOST_DEVICE uint32_t entry_barrier_channels(uint32_t world) { return world; }
 TL_HOST_DEVICE uint32_t exit_barrier_channels(uint32_t world) { return world + 1; }
 
+// rank_barrier on a stream, in two halves (arrive, then wait) for callers that enqueue the
+// arrivals of several ranks before any rank's wait (see all_gather_stream_announce).
 template <class HostCtx>
-void rank_exit_barrier_stream(HostCtx& h, const SignalView& sig, uint32_t base) {
+void rank_barrier_stream_arrive(HostCtx& h, const SignalView& sig, uint32_t base) {
   for (int p = 0; p < h.world(); ++p) h.rank_notify(sig, base + h.rank(), p);
+}
+template <class HostCtx>
+void rank_barrier_stream_wait(HostCtx& h, const SignalView& sig, uint32_t base) {
   for (int q = 0; q < h.world(); ++q) h.rank_wait(sig, base + q);
 }
 
+// rank_exit_barrier on a stream: a stream is one block, so arriving is notifying every peer.
 template <class HostCtx>
-void rank_barrier_stream(HostCtx& h, const SignalView& sig, uint32_t base) {
-  for (int p = 0; p < h.world(); ++p) h.rank_notify(sig, base + h.rank(), p);
-  for (int q = 0; q < h.world(); ++q) h.rank_wait(sig, base + q);
+void rank_exit_barrier_stream(HostCtx& h, const SignalView& sig, uint32_t base) {
+  rank_barrier_stream_arrive(h, sig, base);
+  rank_barrier_stream_wait(h, sig, base);
 }
 
 }  // namespace tilelink

@@ -175,8 +175,12 @@ uint64_t MoeAgGroupGemm::run() {
                               args_.hidden * kElementBytes, gather_blocks_, gather_streams_.stream(r),
                               trace_ != nullptr ? trace_->view(r) : TraceView{});
     kernels_[i]->run(epoch, compute);
-    ag_->enqueue(r);
-    gather_streams_.join_into(r, compute);
+    ag_->announce(r);
+  }
+  // Every rank's announcement before any rank's transfer (AllGather::announce says why).
+  for (int r = 0; r < world.size(); ++r) {
+    ag_->transfer(r);
+    gather_streams_.join_into(r, world.compute_stream(r));
     world.compute_after_comm(r);
   }
   return epoch;
