@@ -62,6 +62,28 @@ void launch(const World& world, int rank, Kernel kernel, bool bulk, uint32_t blo
 
 // ---- AllGather -------------------------------------------------------------------------------------
 
+std::string describe_all_gather_channel(const AllGatherPlan& plan, uint32_t ch) {
+  const uint32_t world = plan.world();
+  const std::string all_gather = "the all-gather's ";
+  if (ch < plan.exit_channel()) {
+    return all_gather + "entry barrier: rank " + std::to_string(ch - plan.barrier_channel()) +
+           "'s arrival (that rank had not entered this call: it is behind, or stopped)";
+  }
+  if (ch < plan.exit_channel() + world) {
+    return all_gather + "exit barrier: rank " + std::to_string(ch - plan.exit_channel()) +
+           "'s arrival (that rank had not finished reading this rank's rows)";
+  }
+  if (ch < plan.tile_channel(0)) return all_gather + "exit barrier: this rank's own blocks to finish";
+  const uint32_t c = ch - plan.tile_channel(0);
+  if (c >= plan.map.num_channels()) return "";
+  const RowRange rows = plan.map.rows_of_channel(c);
+  const uint32_t origin = plan.map.rank_of_channel(c);
+  const uint32_t local0 = rows.row0 - origin * plan.map.rows_per_rank;
+  return "rows [" + std::to_string(rows.row0) + ", " + std::to_string(rows.row0 + rows.rows) +
+         ") of the gathered tensor: rank " + std::to_string(origin) + "'s shard, its rows [" + std::to_string(local0) +
+         ", " + std::to_string(local0 + rows.rows) + ") (all-gather tile " + std::to_string(c) + ")";
+}
+
 std::string AllGather::can_implement(const World& world, const SymmetricHeap& heap,
                                      const AllGatherArguments& a) {
   const AllGatherConfig& c = a.config;
@@ -115,6 +137,7 @@ AllGather::AllGather(const World& world, SymmetricHeap& heap, SignalSet& signals
     }
   }
   slice_ = signals.allocate(plan_.num_channels(), name);
+  slice_.set_describer([plan = plan_](uint32_t ch, int, int) { return describe_all_gather_channel(plan, ch); });
 }
 
 uint64_t AllGather::run() {

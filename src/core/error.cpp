@@ -1,5 +1,6 @@
 #include "tilelink/core/error.hpp"
 
+#include <atomic>
 #include <cstdio>
 
 namespace tilelink {
@@ -28,18 +29,54 @@ std::string describe_timeout(const ErrorRecord& r, const std::string& op_name) {
   return msg;
 }
 
+namespace {
+
+std::atomic<StickyErrorExplainer> g_explainer{nullptr};
+
+// Throws the error as the caller should see it: a sticky error with a device record becomes the
+// record's TimeoutError, one without a record says that a kernel faulted; others are plain.
+[[noreturn]] void throw_call_error(int status, const std::string& call) {
+  if (is_sticky_cuda_error(status)) {
+    RecordedDeviceError recorded;
+    const StickyErrorExplainer explain = g_explainer.load();
+    if (explain != nullptr && explain(&recorded)) {
+      throw TimeoutError(recorded.description + "; the waiter then trapped, which CUDA reported at a later call (" +
+                             call + "): this process's CUDA context is lost",
+                         recorded.record, recorded.op_name);
+    }
+    throw CudaError("a kernel trapped or faulted, and nothing recorded why (not one of TileLink's bounded waits: "
+                    "run the failing call under compute-sanitizer); CUDA reported it at a later call (" + call +
+                        "): this process's CUDA context is lost",
+                    status);
+  }
+  throw CudaError(call, status);
+}
+
+}  // namespace
+
+void set_sticky_error_explainer(StickyErrorExplainer explainer) { g_explainer.store(explainer); }
+
+bool is_sticky_cuda_error(int status) {
+  // cudaError_t and CUresult share these codes: 700 illegal address, 702 launch timeout, 710
+  // device assert, 714 hardware stack error, 715 illegal instruction, 716 misaligned address, 717
+  // invalid address space, 718 invalid pc, 719 launch failure (a trap).
+  return status == cudaErrorIllegalAddress || status == cudaErrorLaunchTimeout ||
+         status == cudaErrorHardwareStackError || status == cudaErrorIllegalInstruction ||
+         status == cudaErrorMisalignedAddress || status == cudaErrorInvalidAddressSpace ||
+         status == cudaErrorInvalidPc || status == cudaErrorLaunchFailure || status == cudaErrorAssert;
+}
+
 namespace detail {
 
 void throw_cuda_error(cudaError_t status, const char* expr, const char* file, int line) {
-  throw CudaError(std::string("CUDA call failed: ") + expr + " -> " + cudaGetErrorName(status) +
-                      " (" + cudaGetErrorString(status) + ") at " + file + ":" + std::to_string(line),
-                  static_cast<int>(status));
+  throw_call_error(static_cast<int>(status), std::string("CUDA call failed: ") + expr + " -> " +
+                                                 cudaGetErrorName(status) + " (" + cudaGetErrorString(status) +
+                                                 ") at " + file + ":" + std::to_string(line));
 }
 
 void throw_driver_error(int status, const char* expr, const char* file, int line) {
-  throw CudaError(std::string("CUDA driver call failed: ") + expr + " -> CUresult " +
-                      std::to_string(status) + " at " + file + ":" + std::to_string(line),
-                  status);
+  throw_call_error(status, std::string("CUDA driver call failed: ") + expr + " -> CUresult " +
+                               std::to_string(status) + " at " + file + ":" + std::to_string(line));
 }
 
 }  // namespace detail

@@ -2,16 +2,46 @@
 
 #include <cuda_runtime_api.h>
 
+#include <cstdio>
+#include <string>
 #include <utility>
 
 #include "tilelink/core/error.hpp"
 
 namespace tilelink {
 
+std::string format_bytes(uint64_t bytes) {
+  static const char* const kUnits[] = {"KiB", "MiB", "GiB", "TiB"};
+  if (bytes < 1024) return std::to_string(bytes) + " B";
+  double v = static_cast<double>(bytes) / 1024.0;
+  int unit = 0;
+  while (v >= 1024.0 && unit < 3) {
+    v /= 1024.0;
+    ++unit;
+  }
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%.1f %s", v, kUnits[unit]);
+  return buf;
+}
+
+void* device_malloc(size_t bytes, int device, const std::string& what) {
+  TL_CUDA_CHECK(cudaSetDevice(device));
+  void* p = nullptr;
+  const cudaError_t st = cudaMalloc(&p, bytes);
+  if (st == cudaErrorMemoryAllocation) {
+    (void)cudaGetLastError();  // not sticky: clear it so the caller's next CUDA call is unaffected
+    size_t free_bytes = 0, total_bytes = 0;
+    TL_CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total_bytes));
+    throw ResourceError(what + " needs " + format_bytes(bytes) + " on device " + std::to_string(device) + ": " +
+                        format_bytes(free_bytes) + " free of " + format_bytes(total_bytes));
+  }
+  TL_CUDA_CHECK(st);
+  return p;
+}
+
 DeviceBuffer::DeviceBuffer(size_t bytes, int device) : bytes_(bytes), device_(device) {
   TL_REQUIRE(bytes > 0, "DeviceBuffer", "bytes", bytes, "> 0");
-  TL_CUDA_CHECK(cudaSetDevice(device));
-  TL_CUDA_CHECK(cudaMalloc(&ptr_, bytes));
+  ptr_ = device_malloc(bytes, device, "DeviceBuffer");
 }
 
 DeviceBuffer::DeviceBuffer(DeviceBuffer&& other) noexcept

@@ -1,8 +1,30 @@
 #include "tilelink/runtime/error_channel.hpp"
 
 #include <algorithm>
+#include <mutex>
+#include <vector>
 
 namespace tilelink {
+namespace {
+
+// The live channels, for the sticky-error explainer.
+std::mutex g_live_mutex;
+std::vector<const ErrorChannel*> g_live;
+
+bool explain_sticky_error(RecordedDeviceError* out) {
+  std::lock_guard<std::mutex> lock(g_live_mutex);
+  for (const ErrorChannel* ch : g_live) {
+    if (ch->has_device_error()) {
+      out->record = ch->device_record();
+      out->op_name = ch->op_name(out->record.op_id);
+      out->description = ch->describe(out->record);
+      return true;
+    }
+  }
+  return false;
+}
+
+}  // namespace
 
 ErrorChannel::ErrorChannel(int device, uint64_t timeout_ns) : device_(device), timeout_ns_(timeout_ns) {
   TL_CUDA_CHECK(cudaSetDevice(device));
@@ -14,9 +36,17 @@ ErrorChannel::ErrorChannel(int device, uint64_t timeout_ns) : device_(device), t
   record_ = static_cast<ErrorRecord*>(record);
   *record_ = ErrorRecord{};
   op_names_.push_back("unnamed");
+  describers_.emplace_back();
+  std::lock_guard<std::mutex> lock(g_live_mutex);
+  g_live.push_back(this);
+  set_sticky_error_explainer(&explain_sticky_error);
 }
 
 ErrorChannel::~ErrorChannel() {
+  {
+    std::lock_guard<std::mutex> lock(g_live_mutex);
+    std::erase(g_live, this);
+  }
   // Errors are ignored here: after a trap the context is gone and frees report it again.
   cudaSetDevice(device_);
   cudaFree(claim_);
@@ -35,7 +65,14 @@ ErrorChannelView ErrorChannel::view() {
 uint32_t ErrorChannel::register_op(const std::string& name) {
   std::lock_guard<std::mutex> lock(mutex_);
   op_names_.push_back(name);
+  describers_.emplace_back();
   return static_cast<uint32_t>(op_names_.size() - 1);
+}
+
+void ErrorChannel::set_describer(uint32_t op_id, ChannelDescriber describer) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  TL_REQUIRE(op_id < describers_.size(), "ErrorChannel::set_describer", "op_id", op_id, "a registered op");
+  describers_[op_id] = std::move(describer);
 }
 
 std::string ErrorChannel::op_name(uint32_t op_id) const {
@@ -65,7 +102,17 @@ ErrorRecord ErrorChannel::device_record() const {
 }
 
 std::string ErrorChannel::describe(const ErrorRecord& record) const {
-  return describe_timeout(record, op_name(record.op_id));
+  std::string msg = describe_timeout(record, op_name(record.op_id));
+  ChannelDescriber describer;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (record.op_id < describers_.size()) describer = describers_[record.op_id];
+  }
+  if (describer) {
+    const std::string what = describer(record.channel, record.rank, record.peer);
+    if (!what.empty()) msg += "; it waited for " + what;
+  }
+  return msg;
 }
 
 void ErrorChannel::throw_timeout(const ErrorRecord& record) const {

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "tilelink/core/error.hpp"
+#include "tilelink/runtime/device_buffer.hpp"
 
 namespace tilelink {
 
@@ -28,6 +29,11 @@ SignalSlice& SignalSlice::operator=(SignalSlice&& o) noexcept {
 
 SignalSlice::~SignalSlice() {
   if (set_ != nullptr) set_->release(first_);
+}
+
+void SignalSlice::set_describer(ErrorChannel::ChannelDescriber describer) const {
+  TL_REQUIRE(set_ != nullptr, "SignalSlice::set_describer", "this", "empty slice", "a slice from SignalSet");
+  set_->heap_->world().errors().set_describer(op_id_, std::move(describer));
 }
 
 SignalView SignalSlice::device_view(int rank) const { return make_view(rank, true); }
@@ -64,8 +70,7 @@ SignalSet::SignalSet(SymmetricHeap& heap, uint32_t num_channels)
   for (int r = 0; r < n; ++r) {
     world.set_device(r);
     TL_CUDA_CHECK(cudaMemset(storage_.data(r), 0, sizeof(uint64_t) * num_channels));
-    void* t = nullptr;
-    TL_CUDA_CHECK(cudaMalloc(&t, sizeof(uint64_t*) * n));
+    void* t = device_malloc(sizeof(uint64_t*) * n, world.device(r), "SignalSet (rank " + std::to_string(r) + "'s peer table)");
     device_tables_[r] = static_cast<uint64_t**>(t);
     TL_CUDA_CHECK(cudaMemcpy(t, host_tables_.data(), sizeof(uint64_t*) * n, cudaMemcpyHostToDevice));
   }

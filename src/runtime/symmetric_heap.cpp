@@ -3,6 +3,7 @@
 #include <string>
 
 #include "tilelink/core/error.hpp"
+#include "tilelink/runtime/device_buffer.hpp"
 
 namespace tilelink {
 namespace {
@@ -55,23 +56,19 @@ SymmetricHeap::SymmetricHeap(const World& world, size_t capacity_per_rank)
   try {
     if (one_device) {
       // Virtual ranks: one allocation, segment r at base + r * capacity (an affine heap).
-      world.set_device(0);
-      void* p = nullptr;
-      TL_CUDA_CHECK(cudaMalloc(&p, capacity_ * static_cast<size_t>(n)));
+      void* p = device_malloc(capacity_ * static_cast<size_t>(n), world.device(0),
+                              "SymmetricHeap (" + std::to_string(n) + " virtual ranks x " + format_bytes(capacity_) +
+                                  " per rank, one allocation)");
       for (int r = 0; r < n; ++r) bases_[r] = static_cast<char*>(p) + capacity_ * static_cast<size_t>(r);
       single_allocation_ = true;
     } else {
       for (int r = 0; r < n; ++r) {
-        world.set_device(r);
-        void* p = nullptr;
-        TL_CUDA_CHECK(cudaMalloc(&p, capacity_));
-        bases_[r] = static_cast<char*>(p);
+        bases_[r] = static_cast<char*>(
+            device_malloc(capacity_, world.device(r), "SymmetricHeap (rank " + std::to_string(r) + "'s segment)"));
       }
     }
     for (int r = 0; r < n; ++r) {
-      world.set_device(r);
-      void* t = nullptr;
-      TL_CUDA_CHECK(cudaMalloc(&t, sizeof(char*) * n));
+      void* t = device_malloc(sizeof(char*) * n, world.device(r), "SymmetricHeap (rank " + std::to_string(r) + "'s peer table)");
       device_tables_[r] = static_cast<char**>(t);
       TL_CUDA_CHECK(cudaMemcpy(t, bases_.data(), sizeof(char*) * n, cudaMemcpyHostToDevice));
     }

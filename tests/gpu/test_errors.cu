@@ -127,6 +127,108 @@ TEST(ErrorsDeathTest, StreamWaitTimeoutNamesTheWaiter) {
               "stalled_stream.*rank 1.*channel 3");
 }
 
+// A trap that CUDA reports at a later, unrelated call (here a copy, as the host's next enqueue
+// would meet it) still names the waiter: the call's error becomes the record's TimeoutError.
+void trap_surfaces_at_a_later_call() {
+  unsetenv("TILELINK_WAIT_TIMEOUT_MS");
+  try {
+    TestWorld env(2, 1 << 20, 64, short_timeout());
+    SignalSlice slice = env.signals.allocate(4, "trapped_waiter");
+    while (slice.epoch() < kWaitEpoch) slice.begin_call();
+    env.world.set_device(kWaitRank);
+    wait_forever_kernel<<<kWaitBlock + 2, 32, 0, env.world.compute_stream(kWaitRank)>>>(
+        slice.device_view(kWaitRank));
+    TL_CHECK_LAUNCH();
+    DeviceBuffer scratch(256, env.world.device(kWaitRank));
+    std::vector<char> host(256);
+    try {
+      // Synchronous copies until the trap (after the 200 ms timeout) ends the context.
+      for (int i = 0; i < 100000; ++i) {
+        TL_CUDA_CHECK(cudaMemcpy(host.data(), scratch.get(), host.size(), cudaMemcpyDeviceToHost));
+        TL_CUDA_CHECK(cudaDeviceSynchronize());
+      }
+    } catch (const TimeoutError& e) {
+      std::fprintf(stderr, "%s\n", e.what());
+      const ErrorRecord& r = e.record();
+      const bool record_ok = r.rank == kWaitRank && r.block == int32_t(kWaitBlock) && r.tile == kWaitTile &&
+                             r.channel == kWaitChannel && e.op_name() == "trapped_waiter";
+      child_exit(record_ok ? 0 : 4);
+    }
+    std::fprintf(stderr, "no call failed after the trap\n");
+    child_exit(3);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "unexpected exception: %s\n", e.what());
+    child_exit(5);
+  }
+}
+
+TEST(ErrorsDeathTest, TrapReportedAtALaterCallNamesTheWaiter) {
+  TL_SKIP_WITHOUT_GPU();
+  EXPECT_EXIT(trap_surfaces_at_a_later_call(), ::testing::ExitedWithCode(0),
+              "trapped_waiter.*rank 1.*block 3.*tile 7.*channel 2.*later call \\(CUDA call failed: cuda");
+}
+
+// An all-gather whose peer never runs: rank 0 pulls alone, and its timeout names whose rows it
+// waited for (rank 1's shard), not only the channel number.
+void all_gather_peer_missing() {
+  unsetenv("TILELINK_WAIT_TIMEOUT_MS");
+  try {
+    TestWorld env(2, 4 << 20, 256, short_timeout());
+    constexpr uint32_t kRows = 64, kRowBytes = 256;
+    SymmetricBuffer gathered = env.heap.allocate(2 * kRows * kRowBytes);
+    AllGatherArguments args;
+    args.gathered = &gathered;
+    args.rows_per_rank = kRows;
+    args.row_bytes = kRowBytes;
+    args.config.comm_rows = 16;
+    args.config.num_blocks = 2;
+    AllGather ag(env.world, env.heap, env.signals, args, "lonely_all_gather");
+    ag.begin_call();
+    ag.announce(0);
+    ag.transfer(0);  // rank 1 never runs
+    try {
+      env.world.synchronize();
+    } catch (const TimeoutError& e) {
+      std::fprintf(stderr, "%s\n", e.what());
+      child_exit(e.record().rank == 0 && e.record().peer == 1 ? 0 : 4);
+    }
+    std::fprintf(stderr, "synchronize returned without TimeoutError\n");
+    child_exit(3);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "unexpected exception: %s\n", e.what());
+    child_exit(5);
+  }
+}
+
+TEST(ErrorsDeathTest, AllGatherTimeoutNamesTheSourceRows) {
+  TL_SKIP_WITHOUT_GPU();
+  EXPECT_EXIT(all_gather_peer_missing(), ::testing::ExitedWithCode(0),
+              "lonely_all_gather.*rank 0.*waited for rows \\[(64|80|96|112), [0-9]+\\) of the gathered tensor: rank 1's shard");
+}
+
+// ---- resources -------------------------------------------------------------------------------------
+
+// A heap larger than the device: ResourceError saying what was asked for where and what is free,
+// not a raw CUDA error; the process's CUDA context stays usable.
+TEST(ResourceErrorTest, HeapLargerThanTheDeviceSaysWhatDidNotFit) {
+  TL_SKIP_WITHOUT_GPU();
+  World world = make_test_world(2);
+  const size_t per_rank = size_t(1) << 46;  // 64 TiB
+  try {
+    SymmetricHeap heap(world, per_rank);
+    ADD_FAILURE() << "a 64 TiB heap was allocated";
+  } catch (const ResourceError& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("SymmetricHeap ("), std::string::npos) << what;
+    EXPECT_NE(what.find("64.0 TiB"), std::string::npos) << what;
+    EXPECT_NE(what.find("on device"), std::string::npos) << what;
+    EXPECT_NE(what.find("free of"), std::string::npos) << what;
+  }
+  SymmetricHeap small(world, 1 << 20);  // still usable
+  EXPECT_EQ(small.capacity(), size_t(1) << 20);
+  EXPECT_THROW(DeviceBuffer(size_t(1) << 46, world.device(0)), ResourceError);
+}
+
 // ---- bad arguments ---------------------------------------------------------------------------------
 
 // Runs `call`, which must throw InvalidArgument whose message contains `needle`.

@@ -11,6 +11,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 
 #include "tilelink/comm/protocol_common.hpp"
 #include "tilelink/mapping/mapping.hpp"
@@ -159,6 +160,10 @@ void all_gather_stream(HostCtx& h, const AllGatherPlan& plan, const SignalView& 
   all_gather_stream_announce(h, plan, sig);
   all_gather_stream_transfer(h, plan, sig, heap, gathered);
 }
+
+// What channel `ch` of the slice carries, in words, for timeout reports: whose rows, or which
+// rank's arrival at a barrier. Host only.
+std::string describe_all_gather_channel(const AllGatherPlan& plan, uint32_t ch);
 
 // A consumer's wait for rows [row0, row0 + rows) of the gathered tensor.
 TL_PROTOCOL

@@ -36,6 +36,13 @@ class CudaError : public Error {
   int code_;
 };
 
+// A resource did not fit: device memory, streams. The message says what was asked for, where
+// (rank, device), and what was available.
+class ResourceError : public Error {
+ public:
+  using Error::Error;
+};
+
 // A bounded wait expired. Carries the device-side (or executor-side) record of who waited for what.
 class TimeoutError : public Error {
  public:
@@ -52,6 +59,23 @@ class TimeoutError : public Error {
 // "timeout in op 'x': rank 2, block 5, tile 7 waited on channel 3 in rank 1's memory for value
 // >= 4, observed 3 after 5.000 s" -- the one wording for device, stream and executor waits.
 std::string describe_timeout(const ErrorRecord& record, const std::string& op_name);
+
+// A kernel trapped or faulted, and CUDA reported it at a later, unrelated call: the sticky error
+// ends the process's CUDA context. The runtime installs an explainer (runtime/error_channel.cpp)
+// that returns what the device recorded before its trap, if anything (a bounded wait's record).
+// A TL_*_CHECK that sees a sticky error then throws TimeoutError with that record -- op, rank,
+// block, tile, channel, whose data -- and the call where CUDA reported it, instead of the bare
+// error code; with nothing recorded, CudaError saying that a kernel faulted.
+struct RecordedDeviceError {
+  ErrorRecord record;
+  std::string op_name;
+  std::string description;
+};
+using StickyErrorExplainer = bool (*)(RecordedDeviceError* out);
+void set_sticky_error_explainer(StickyErrorExplainer explainer);
+
+// True for the errors that end a CUDA context (a kernel's trap, fault or illegal instruction).
+bool is_sticky_cuda_error(int status);
 
 namespace detail {
 

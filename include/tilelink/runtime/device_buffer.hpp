@@ -3,13 +3,24 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
+#include <string>
 
 namespace tilelink {
+
+// cudaMalloc of `bytes` on `device`, leaving `device` current. When the memory is not there it
+// throws ResourceError "<what> needs <bytes> on device <d>: <free> free of <total>" (`what` says
+// whose allocation it is, e.g. "SymmetricHeap (rank 3's segment)"), not the raw CUDA error.
+void* device_malloc(size_t bytes, int device, const std::string& what);
+
+// "1.5 GiB", "512.0 MiB", "4.0 KiB", "12 B".
+std::string format_bytes(uint64_t bytes);
 
 class DeviceBuffer {
  public:
   DeviceBuffer() = default;
-  // Allocates `bytes` (> 0) on `device`; leaves `device` current.
+  // Allocates `bytes` (> 0) on `device`; leaves `device` current. ResourceError when it does not
+  // fit (device_malloc).
   DeviceBuffer(size_t bytes, int device);
   DeviceBuffer(DeviceBuffer&& other) noexcept;
   DeviceBuffer& operator=(DeviceBuffer&& other) noexcept;

@@ -1,10 +1,13 @@
 // The host side of timeout reporting: owns the device claim word and the mapped record, names
-// ops, and watches stream-memop waits (which the device cannot bound).
+// ops and what their channels carry, and watches stream-memop waits (which the device cannot
+// bound). Every live channel answers the core's sticky-error explainer (core/error.hpp): a trap
+// that CUDA reports at a later call still names the waiter.
 #pragma once
 
 #include <cuda_runtime_api.h>
 
 #include <cstdint>
+#include <functional>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -39,6 +42,13 @@ class ErrorChannel {
   uint32_t register_op(const std::string& name);
   std::string op_name(uint32_t op_id) const;
 
+  // What a channel of op `op_id`'s slice carries, for timeout reports: given the channel (slice-
+  // relative), the waiting rank and the rank whose memory holds the channel, whose data the
+  // waiter needed ("rows [256, 384) of the gathered tensor: rank 2's shard, rows [0, 128) of
+  // it"). Set by the op that owns the slice (SignalSlice::set_describer).
+  using ChannelDescriber = std::function<std::string(uint32_t channel, int waiter, int peer)>;
+  void set_describer(uint32_t op_id, ChannelDescriber describer);
+
   // A device waiter timed out (the record is complete).
   bool has_device_error() const;
   ErrorRecord device_record() const;
@@ -57,6 +67,7 @@ class ErrorChannel {
   ErrorRecord* record_ = nullptr; // mapped pinned host memory
   mutable std::mutex mutex_;
   std::vector<std::string> op_names_;
+  std::vector<ChannelDescriber> describers_;  // by op id; empty: none
   std::vector<StreamWait> stream_waits_;
 };
 

@@ -30,6 +30,9 @@ class SignalSlice {
 
   // Starts the next call: advances the epoch (1, 2, ...) and returns it.
   uint64_t begin_call() { return ++epoch_; }
+  // Names what each channel carries in timeout reports (ErrorChannel::set_describer).
+  void set_describer(ErrorChannel::ChannelDescriber describer) const;
+
   // Views at the current epoch, for kernels of `rank` / for host code and host primitives.
   SignalView device_view(int rank) const;
   SignalView host_view(int rank) const;

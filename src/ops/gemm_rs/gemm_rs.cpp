@@ -69,6 +69,38 @@ uint32_t choose_swizzle(const World& world, const GemmRsArguments& a, const deta
   return s;
 }
 
+// What channel `ch` of the slice carries, for timeout reports (the layout of GemmRsFusedPlan).
+std::string describe_gemm_rs_channel(const GemmRsFusedPlan& plan, uint32_t ch, int waiter, int peer) {
+  const uint32_t world = plan.world;
+  if (ch < plan.group_channel(0, 0)) {
+    return ch < world ? "the reduction's exit barrier: rank " + std::to_string(ch) +
+                            "'s arrival (that rank had not finished reading this rank's partials)"
+                      : "the reduction's exit barrier: this rank's own reduction blocks to finish";
+  }
+  auto group_rows = [&](uint32_t g) {
+    if (plan.granularity == SignalGranularity::kTile) {
+      return "tile " + std::to_string(g) + " (tile row " + std::to_string(g / plan.n_tiles()) + ", column " +
+             std::to_string(g % plan.n_tiles()) + ")";
+    }
+    return "rows [" + std::to_string(plan.group_row0(g)) + ", " + std::to_string(plan.group_row0(g) + plan.group_rows()) +
+           ")";
+  };
+  if (ch < plan.group_channel(world, 0)) {
+    const uint32_t owner = (ch - plan.group_channel(0, 0)) / plan.groups();
+    const uint32_t g = (ch - plan.group_channel(0, 0)) % plan.groups();
+    const std::string from = plan.scatter == GemmRsScatter::kEpiloguePush
+                                 ? "every sender's GEMM epilogue (" + std::to_string(plan.arrivals_per_group() * world) +
+                                       " notifies per call)"
+                                 : "rank " + std::to_string(peer) + "'s GEMM";
+    return "owner " + std::to_string(owner) + "'s block, " + group_rows(g) + ", from " + from +
+           (waiter == peer && plan.scatter != GemmRsScatter::kEpiloguePush ? " (the copy engine waits on its own GEMM)" : "");
+  }
+  const uint32_t sender = (ch - plan.recv_channel(0, 0)) / plan.groups();
+  const uint32_t g = (ch - plan.recv_channel(0, 0)) % plan.groups();
+  return "sender " + std::to_string(sender) + "'s copy-engine copy of rank " + std::to_string(waiter) + "'s block, " +
+         group_rows(g);
+}
+
 }  // namespace
 
 std::string GemmRs::can_implement(const World& world, const SymmetricHeap& heap, const GemmRsArguments& a) {
@@ -138,6 +170,9 @@ GemmRs::GemmRs(const World& world, SymmetricHeap& heap, SignalSet& signals, cons
   const auto& kernel = detail::sm90_gemm_rs_configs().front();
   plan_ = make_plan(world, args, kernel);
   slice_ = signals.allocate(plan_.num_channels(), name);
+  slice_.set_describer([plan = plan_](uint32_t ch, int waiter, int peer) {
+    return describe_gemm_rs_channel(plan, ch, waiter, peer);
+  });
   reduce_blocks_ = reduce_blocks_of(world, args);
   swizzle_ = choose_swizzle(world, args, kernel);
   kernel_cluster_ = kernel.cluster_m * kernel.cluster_n;
