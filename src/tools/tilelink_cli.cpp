@@ -371,9 +371,9 @@ void write_speedup_chart(const std::string& path, const std::string& title, cons
 // One table per shape, printed as it is measured, then the JSON file if asked. A sweep (more
 // than one labeled shape) shows a progress bar and, with `svg`, charts the speedups.
 template <class Bench>
-void run_shapes(int world, const std::string& what, const std::vector<Mnk>& shapes, const std::string& command,
-                uint64_t seed, const std::string& json, Bench&& bench, const std::vector<LabeledMnk>& sweep = {},
-                const std::string& svg = "") {
+std::vector<tb::Table> run_shapes(int world, const std::string& what, const std::vector<Mnk>& shapes,
+                                  const std::string& command, uint64_t seed, const std::string& json, Bench&& bench,
+                                  const std::vector<LabeledMnk>& sweep = {}, const std::string& svg = "") {
   print_device_header(world, what);
   std::vector<tb::Table> tables;
   for (size_t i = 0; i < shapes.size(); ++i) {
@@ -385,6 +385,7 @@ void run_shapes(int world, const std::string& what, const std::vector<Mnk>& shap
   if (!sweep.empty()) std::cerr << "[" << std::string(24, '#') << "] " << shapes.size() << "/" << shapes.size() << " done\n";
   finish(tables, run_meta(command, seed), json);
   if (!svg.empty()) write_speedup_chart(svg, what + ", world " + std::to_string(world), sweep, tables);
+  return tables;
 }
 
 // The issues' three shapes of each dense op, (m, n, k) as its bench takes them.
@@ -439,7 +440,17 @@ struct AgGemmArgs {
   std::string json;
   uint64_t seed = 0;
   CLI::Option* seed_option = nullptr;
+  bool explain = false;  // the main job's reading aid (explain_ag_gemm)
 };
+
+// The median time of a GEMM op table's row whose variant starts with `prefix` (NaN if none).
+double row_time_us(const tb::Table& table, const std::string& prefix) {
+  for (const auto& row : table.rows) {
+    const auto* name = std::get_if<std::string>(&row.front());
+    if (name != nullptr && name->rfind(prefix, 0) == 0) return std::get<double>(row[1]);
+  }
+  return std::nan("");
+}
 
 tilelink::AgGemmConfig ag_gemm_config(const AgGemmArgs& a) {
   tilelink::AgGemmConfig config;
@@ -457,6 +468,70 @@ tilelink::AgGemmConfig ag_gemm_config(const AgGemmArgs& a) {
   return config;
 }
 
+// `bench ag_gemm --explain` (the main job, scripts/bench.sh): after the measured tables, what
+// they mean where they were measured. On virtual ranks: what the ranks share, the fused kernel
+// against cuBLAS at world 1 (measured now, same shapes), and the plan model's prediction for the
+// same world of real GPUs of this kind over NVLink -- labelled as a prediction. One rank per GPU:
+// the prediction next to the measurement. Ends with one quotable line per shape.
+void explain_ag_gemm(const AgGemmArgs& a, const std::vector<Mnk>& shapes, const std::vector<tb::Table>& measured) {
+  namespace sim = tilelink::sim;
+  const bool virtual_ranks = !tb::ranks_on_gpus() && a.world > 1;
+  std::vector<double> world1(shapes.size(), std::nan(""));
+  if (virtual_ranks) {
+    std::cout << "\n== what the table above means ==\n"
+              << a.world << " virtual ranks share ONE GPU: each rank gets " << tb::query_device(0).sms / a.world
+              << " SMs, and its \"links\" to the others are that GPU's own HBM, which the ranks' GEMMs also read.\n"
+              << "Overlap hides the all-gather's time, but the all-gather still takes HBM bandwidth and SMs from\n"
+              << "the GEMMs of the same GPU, so on virtual ranks the fused op can lose to the non-overlapped chain.\n"
+              << "They test correctness; the kernel's speed is the world-1 result; the gain on real GPUs is predicted.\n"
+              << "Measuring world 1 (one rank, the whole GPU, nothing to communicate) on the same shapes...\n";
+    for (size_t i = 0; i < shapes.size(); ++i) {
+      tb::AgGemmBenchOptions o;
+      o.world = 1;
+      o.m = shapes[i].m;
+      o.n = shapes[i].n;
+      o.k = shapes[i].k;
+      o.config = ag_gemm_config(a);
+      o.timing = {std::min(a.warmup, 3), std::min(a.iters, 10)};
+      o.seed = a.seed;
+      const tb::Table t = tb::bench_ag_gemm(o);
+      world1[i] = row_time_us(t, "cuBLAS GEMM") / row_time_us(t, "tilelink fused");
+    }
+  }
+  const sim::CostModel cost;  // an H200 with NVLink: the model's defaults, from this repository's measurements
+  std::cout << "\n== " << (virtual_ranks ? "predicted" : "predicted next to measured") << ": " << a.world
+            << " H200s over NVLink (tilelink plan ag_gemm; a model, not a measurement) ==\n";
+  std::vector<sim::AgGemmPrediction> predicted;
+  for (const Mnk& s : shapes) {
+    sim::AgGemmProblem p;
+    p.m = s.m;
+    p.n = s.n;
+    p.k = s.k;
+    p.world = a.world;
+    predicted.push_back(sim::predict_ag_gemm(p, sim::AgGemmConfig{}, cost));
+  }
+  std::printf("%-22s %12s %12s %12s %12s\n", "(m, n, k)", "non-overl. us", "decomposed", "fused", "ideal");
+  for (size_t i = 0; i < shapes.size(); ++i) {
+    const sim::AgGemmPrediction& r = predicted[i];
+    char shape[64];
+    std::snprintf(shape, sizeof(shape), "(%u, %u, %u)", shapes[i].m, shapes[i].n, shapes[i].k);
+    std::printf("%-22s %12.0f %12.0f %12.0f %12.0f\n", shape, r.non_overlapped * 1e6, r.decomposed * 1e6,
+                r.fused * 1e6, r.ideal * 1e6);
+  }
+  std::cout << "\n== summary ==\n";
+  for (size_t i = 0; i < shapes.size(); ++i) {
+    const double fused = row_time_us(measured[i], "tilelink fused");
+    const double non = row_time_us(measured[i], "non-overlapped");
+    const double ideal = row_time_us(measured[i], "ideal");
+    const sim::AgGemmPrediction& r = predicted[i];
+    std::printf("AG+GEMM (%u, %u, %u): %s: fused %.2fx non-overlapped, %.2fx ideal", shapes[i].m, shapes[i].n,
+                shapes[i].k, tb::ranks_phrase(a.world).c_str(), non / fused, ideal / fused);
+    if (virtual_ranks) std::printf(" | world 1: %.2fx cuBLAS", world1[i]);
+    std::printf(" | predicted %d x H200: %.2fx non-overlapped, %.2fx ideal\n", a.world,
+                r.non_overlapped / r.fused, r.ideal / r.fused);
+  }
+}
+
 int cmd_ag_gemm(const AgGemmArgs& a, const std::string& command) {
   check_writable(a.json);
   check_writable(a.svg);
@@ -466,7 +541,7 @@ int cmd_ag_gemm(const AgGemmArgs& a, const std::string& command) {
   o.timing = {a.warmup, a.iters};
   o.seed = a.seed;
   const ShapeChoice run = choose_shapes(a.sweep, false, a.shapes, kAgGemmPaperShapes, {a.m, a.n, a.k}, a.svg, "ag_gemm");
-  run_shapes(
+  const std::vector<tb::Table> tables = run_shapes(
       a.world, "bench ag_gemm", run.shapes, command, a.seed, a.json,
       [&](const Mnk& s) {
         o.m = s.m;
@@ -475,6 +550,7 @@ int cmd_ag_gemm(const AgGemmArgs& a, const std::string& command) {
         return tb::bench_ag_gemm(o);
       },
       run.sweep, run.svg);
+  if (a.explain) explain_ag_gemm(a, run.shapes, tables);
   return 0;
 }
 
@@ -1537,6 +1613,9 @@ int main(int argc, char** argv) {
   ag_gemm->add_option("--iters", agg.iters, "timed calls (the median is reported)")->capture_default_str()->check(CLI::Range(1, 1000000));
   ag_gemm->add_option("--json", agg.json, "also write the results as JSON to FILE");
   agg.seed_option = ag_gemm->add_option("--seed", agg.seed, "random seed of the inputs; default: a fresh one");
+  ag_gemm->add_flag("--explain", agg.explain,
+                    "after the tables: what they mean here (virtual ranks: the world-1 result against cuBLAS), the "
+                    "plan model's prediction for --world H200s over NVLink, and one summary line per shape");
 
   GemmRsArgs grs;
   CLI::App* gemm_rs = bench->add_subcommand("gemm_rs", "time tilelink::GemmRs against cuBLAS, non-overlapped and decomposed baselines");

@@ -26,6 +26,7 @@ no_gpu bench primitives
 no_gpu bench all_gather --world 2
 no_gpu bench reduce_scatter --world 2
 no_gpu bench ag_gemm --world 2
+no_gpu bench ag_gemm --shapes paper --explain
 no_gpu bench ag_gemm --resource sm --method push --order ring --path bulk --comm-rows 256 --blocks 4 --gemm-sms 60 --swizzle 2 --kernel x
 no_gpu bench gemm_rs --world 2
 no_gpu bench gemm_rs --scatter ce --granularity row --reduce-blocks 4 --gemm-sms 60 --swizzle 2
