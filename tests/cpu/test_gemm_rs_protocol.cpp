@@ -11,104 +11,11 @@
 #include <vector>
 
 #include "cpu_test_util.hpp"
+#include "protocol_runners.hpp"
 #include "tilelink/ops/gemm_rs/gemm_rs_fused.hpp"
 
 namespace tilelink::test {
 namespace {
-
-// The fused kernel's protocol, every scatter variant: compute blocks store each tile in the
-// kernel's owner order where the variant puts it and notify per tile; for the copy engine a
-// stream role moves finished groups to the owners; reduction blocks sum every sender's tiles as
-// they arrive. Bit-identical to per-rank partials summed in rank order.
-std::string run_gemm_rs_fused(GemmRsFusedPlan plan, uint32_t k, uint64_t seed, int calls) {
-  const int w = static_cast<int>(plan.world);
-  const uint32_t m = plan.world * plan.rows_per_rank;
-  constexpr uint32_t kComputeBlocks = 3, kReduceBlocks = 2;
-  cpu::Executor ex(w, 16 << 20, plan.num_channels(), stress_options(seed));
-  const uint32_t op = ex.register_op("gemm_rs_fused");
-  const size_t a_off = ex.allocate(size_t(m) * k * 4);
-  const size_t b_off = ex.allocate(size_t(plan.n) * k * 4);
-  const size_t partial_off = ex.allocate(size_t(m) * plan.n * 4);
-  const size_t recv_off = ex.allocate(size_t(m) * plan.n * 4);
-  const size_t out_off = ex.allocate(size_t(plan.rows_per_rank) * plan.n * 4);
-  std::vector<std::vector<uint32_t>> m_order(w, std::vector<uint32_t>(plan.world * plan.m_tiles()));
-  for (int r = 0; r < w; ++r) make_gemm_rs_m_order(plan, uint32_t(r), m_order[r].data());
-
-  std::mt19937_64 rng(seed);
-  for (int call = 1; call <= calls; ++call) {
-    std::vector<std::vector<float>> a(w), b(w);
-    for (int r = 0; r < w; ++r) {
-      a[r] = random_floats(rng, size_t(m) * k);
-      b[r] = random_floats(rng, size_t(plan.n) * k);
-      std::memcpy(ex.at<float>(r, a_off), a[r].data(), a[r].size() * 4);
-      std::memcpy(ex.at<float>(r, b_off), b[r].data(), b[r].size() * 4);
-      std::memset(ex.at<float>(r, out_off), kPoison, size_t(plan.rows_per_rank) * plan.n * 4);
-      std::memset(ex.at<float>(r, partial_off), kPoison, size_t(m) * plan.n * 4);
-      std::memset(ex.at<float>(r, recv_off), kPoison, size_t(m) * plan.n * 4);
-    }
-    const uint64_t epoch = uint64_t(call);
-    std::vector<cpu::Role> roles = {
-        {"compute", kComputeBlocks,
-         [&](cpu::BlockCtx& ctx) {
-           const int r = ctx.rank();
-           gemm_rs_fused_compute_block(ctx, plan, ex.signals(r, 0, plan.num_channels(), epoch, op), ex.heap(r),
-                                       m_order[r].data(), ex.at<float>(r, a_off), ex.at<float>(r, b_off), k,
-                                       ex.at<float>(r, partial_off));
-         }},
-        {"reduce", kReduceBlocks, [&](cpu::BlockCtx& ctx) {
-           const int r = ctx.rank();
-           const SymmetricView heap = ex.heap(r);
-           const float* buf = ex.at<float>(r, partial_off);
-           const float* recv = ex.at<float>(r, recv_off);
-           float* out = ex.at<float>(r, out_off);
-           gemm_rs_fused_reduce_block(ctx, plan, ex.signals(r, 0, plan.num_channels(), epoch, op),
-                                      [&](uint32_t, uint32_t row0, uint32_t col0, uint32_t cols) {
-                                        for (uint32_t e = 0; e < plan.bm * cols; ++e) {
-                                          const uint64_t at = uint64_t(row0 + e / cols) * plan.n + col0 + e % cols;
-                                          float acc = 0.f;
-                                          for (int s = 0; s < w; ++s) {
-                                            acc += gemm_rs_sender_rows(plan, heap, uint32_t(r), uint32_t(s), buf, recv)[at];
-                                          }
-                                          out[at] = acc;
-                                        }
-                                      });
-         }}};
-    if (plan.scatter == GemmRsScatter::kCopyEngine) {
-      roles.push_back({"scatter", 1, [&](cpu::BlockCtx& ctx) {
-                         const int r = ctx.rank();
-                         gemm_rs_copy_engine_scatter(ctx, plan, ex.signals(r, 0, plan.num_channels(), epoch, op),
-                                                     ex.heap(r), m_order[r].data(), ex.at<float>(r, partial_off),
-                                                     ex.at<float>(r, recv_off), 4);
-                       }});
-    }
-    ex.run(roles);
-
-    for (int o = 0; o < w; ++o) {
-      const float* got = ex.at<float>(o, out_off);
-      for (uint32_t row = 0; row < plan.rows_per_rank; ++row) {
-        for (uint32_t col = 0; col < plan.n; ++col) {
-          const uint32_t global_row = uint32_t(o) * plan.rows_per_rank + row;
-          float want = 0.f;
-          for (int q = 0; q < w; ++q) {
-            float partial = 0.f;
-            for (uint32_t kk = 0; kk < k; ++kk) {
-              partial += a[q][size_t(global_row) * k + kk] * b[q][size_t(col) * k + kk];
-            }
-            want += partial;
-          }
-          const float g = got[size_t(row) * plan.n + col];
-          if (std::memcmp(&g, &want, 4) != 0) {
-            return "world " + std::to_string(w) + " scatter " + to_string(plan.scatter) + " granularity " +
-                   std::to_string(int(plan.granularity)) +
-                   ": call " + std::to_string(call) + ", owner " + std::to_string(o) + " out[" + std::to_string(row) +
-                   "][" + std::to_string(col) + "] = " + std::to_string(g) + ", expected " + std::to_string(want);
-          }
-        }
-      }
-    }
-  }
-  return "";
-}
 
 class GemmRsFusedProtocolTest : public ::testing::TestWithParam<std::tuple<int, GemmRsScatter>> {};
 

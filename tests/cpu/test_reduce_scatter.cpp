@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "cpu_test_util.hpp"
+#include "protocol_runners.hpp"
 #include "tilelink/comm/reduce_scatter.hpp"
 #include "tilelink/core/error.hpp"
 #include "tilelink/executor/cpu_executor.hpp"
@@ -18,86 +19,10 @@ namespace {
 
 using cpu::BlockCtx;
 using cpu::Executor;
-
-struct RsCase {
-  int world = 4;
-  uint32_t rows_per_rank = 10;
-  uint32_t comm_rows = 4;
-  uint32_t cols = 8;  // a multiple of 4: rows are 16-byte aligned
-  RsMethod method = RsMethod::kPush;
-  uint32_t blocks = 3;
-
-  std::string name() const {
-    std::ostringstream os;
-    os << "world " << world << (method == RsMethod::kPush ? " push" : " pull") << " rows/rank "
-       << rows_per_rank << " comm_rows " << comm_rows << " cols " << cols << " blocks " << blocks;
-    return os.str();
-  }
-  ReduceScatterPlan plan() const {
-    ReduceScatterPlan p;
-    p.map = RowShardMapping{rows_per_rank, comm_rows, static_cast<uint32_t>(world)};
-    p.cols = cols;
-    p.method = method;
-    return p;
-  }
-};
-
-// reference[r][i] = sum over q = 0..P-1, in that order, of partial[q][r's block][i].
-std::vector<std::vector<float>> reference_sum(const RsCase& c, const std::vector<std::vector<float>>& partial) {
-  const size_t n = size_t(c.rows_per_rank) * c.cols;
-  std::vector<std::vector<float>> ref(c.world, std::vector<float>(n));
-  for (int r = 0; r < c.world; ++r) {
-    for (size_t i = 0; i < n; ++i) {
-      float acc = 0.f;
-      for (int q = 0; q < c.world; ++q) acc += partial[q][size_t(r) * n + i];
-      ref[r][i] = acc;
-    }
-  }
-  return ref;
-}
-
-std::string check_out(const RsCase& c, uint64_t call, const std::vector<std::vector<float>>& out,
-                      const std::vector<std::vector<float>>& ref) {
-  for (int r = 0; r < c.world; ++r) {
-    for (size_t i = 0; i < ref[r].size(); ++i) {
-      if (std::memcmp(&out[r][i], &ref[r][i], sizeof(float)) != 0) {
-        std::ostringstream os;
-        os << c.name() << ": call " << call << ", rank " << r << " row " << i / c.cols << " col "
-           << i % c.cols << ": got " << out[r][i] << ", expected " << ref[r][i];
-        return os.str();
-      }
-    }
-  }
-  return "";
-}
-
-// `calls` consecutive calls (epochs 1..calls) in one executor, one run() per call.
-std::string run_reduce_scatter(const RsCase& c, uint64_t seed, int calls) {
-  const ReduceScatterPlan plan = c.plan();
-  const size_t pbytes = plan.partial_elems() * sizeof(float);
-  Executor ex(c.world, 2 * pbytes + 4096, plan.num_channels(), test::stress_options(seed));
-  const uint32_t op = ex.register_op("reduce_scatter");
-  const size_t partial = ex.allocate(pbytes);
-  const size_t recv = ex.allocate(pbytes);
-  std::mt19937_64 rng(seed);
-  for (uint64_t e = 1; e <= static_cast<uint64_t>(calls); ++e) {
-    std::vector<std::vector<float>> in(c.world);
-    for (int r = 0; r < c.world; ++r) {
-      in[r] = test::random_floats(rng, plan.partial_elems());
-      std::memcpy(ex.at<float>(r, partial), in[r].data(), pbytes);
-    }
-    std::vector<std::vector<float>> out(c.world, std::vector<float>(plan.out_elems()));
-    for (auto& o : out) std::memset(o.data(), test::kPoison, o.size() * sizeof(float));
-    ex.run({{"rs", c.blocks, [&](BlockCtx& ctx) {
-               const int r = ctx.rank();
-               reduce_scatter_block(ctx, plan, ex.signals(r, 0, plan.num_channels(), e, op), ex.heap(r),
-                                    ex.at<float>(r, partial), ex.at<float>(r, recv), out[r].data());
-             }}});
-    const std::string err = check_out(c, e, out, reference_sum(c, in));
-    if (!err.empty()) return err;
-  }
-  return "";
-}
+using test::check_out;
+using test::reference_sum;
+using test::RsCase;
+using test::run_reduce_scatter;
 
 class ReduceScatterProtocol : public ::testing::TestWithParam<RsMethod> {};
 

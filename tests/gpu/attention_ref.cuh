@@ -29,12 +29,23 @@
 #include <vector>
 
 #include "tilelink/core/error.hpp"
+#include "tilelink/ops/attention/sp_attention_protocol.hpp"
 #include "tilelink/runtime/device_buffer.hpp"
 
 namespace tilelink::test::attention_ref {
 
 constexpr int kRefThreads = 128;
 constexpr uint32_t kRefMaxHeadDim = 128;  // thread e owns output column e in pass 2
+
+// Token position of local row `row` of `rank` in a sequence sharded by `layout` over `world` ranks
+// of `spr` tokens, written from the layout's definition (sp_attention_protocol.hpp), not from
+// SpAttentionPlan: the op's plan must agree with it.
+inline uint32_t token_position(SeqLayout layout, uint32_t world, uint32_t spr, uint32_t rank, uint32_t row) {
+  if (layout == SeqLayout::kContiguous) return rank * spr + row;
+  const uint32_t half = spr / 2;
+  const uint32_t piece = row < half ? rank : 2 * world - 1 - rank;
+  return piece * half + row % half;
+}
 
 struct Query {
   uint32_t token;     // row of q_tokens

@@ -1,4 +1,5 @@
-// cuBLAS references of the GPU suite: a handle owner and the bf16 "TN" GEMM with fp32 output.
+// cuBLAS references of the GPU suite: a handle owner and the bf16 "TN" GEMM with fp32 or bf16
+// output.
 #pragma once
 
 #include <cublas_v2.h>
@@ -6,6 +7,7 @@
 #include <cstdint>
 
 #include "tilelink/core/cublas_check.hpp"
+#include "tilelink/core/error.hpp"
 
 namespace tilelink::test {
 
@@ -30,6 +32,18 @@ inline void cublas_reference(cublasHandle_t h, const void* a, const void* b, flo
                                static_cast<int>(k), &alpha, b, CUDA_R_16BF, static_cast<int>(k), a, CUDA_R_16BF,
                                static_cast<int>(k), &beta, ref, CUDA_R_32F, static_cast<int>(n),
                                CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+}
+
+// c (M x N bf16, row-major) = A (M x K bf16, row-major) * B^T (B: N x K bf16, row-major), fp32
+// accumulation; waits for the device before returning.
+inline void cublas_reference_bf16(cublasHandle_t h, const void* a, const void* b, void* c, uint32_t m, uint32_t n,
+                                  uint32_t k) {
+  const float alpha = 1.0f, beta = 0.0f;
+  TL_CUBLAS_CHECK(cublasGemmEx(h, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(n), static_cast<int>(m),
+                               static_cast<int>(k), &alpha, b, CUDA_R_16BF, static_cast<int>(k), a, CUDA_R_16BF,
+                               static_cast<int>(k), &beta, c, CUDA_R_16BF, static_cast<int>(n), CUBLAS_COMPUTE_32F,
+                               CUBLAS_GEMM_DEFAULT));
+  TL_CUDA_CHECK(cudaDeviceSynchronize());
 }
 
 }  // namespace tilelink::test

@@ -1,14 +1,25 @@
-// What the MoE GPU tests share: the world x routing parameter grid and the top-k sweep of a case.
+// What the MoE GPU tests (and the fuzzer, tests/fuzz/) share: the world x routing parameter grid,
+// the top-k sweep of a case, and the references: rows placed by the host mapping, grouped GEMMs
+// by cuBLAS expert by expert, the layer's chain with the activation on the host, and the check of
+// the owners' combined rows.
 #pragma once
 
+#include <cuda_bf16.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <functional>
 #include <random>
 #include <string>
 #include <tuple>
+#include <vector>
 
+#include "cublas_ref.hpp"
+#include "gpu_test_util.hpp"
+#include "host_ref.hpp"
+#include "tilelink/ops/moe/moe_mapping.hpp"
 #include "tilelink/ops/moe/synthetic_routing.hpp"
 
 namespace tilelink::test {
@@ -33,6 +44,108 @@ inline void expect_every_topk(const std::function<std::string(uint32_t topk, std
   SCOPED_TRACE("seed " + std::to_string(seed));
   std::mt19937_64 rng(seed);
   for (uint32_t topk : {1u, 2u, 4u, 6u, 8u}) EXPECT_EQ(run(topk, rng), "") << "topk " << topk;
+}
+
+// v rounded to bf16 (to nearest even), as the ops store their outputs.
+inline float bf16_round(float v) { return __bfloat162float(__float2bfloat16(v)); }
+
+// Routing weights in [0.05, 1).
+inline std::vector<float> random_weights(size_t n, std::mt19937_64& rng) {
+  std::uniform_real_distribution<float> d(0.05f, 1.0f);
+  std::vector<float> v(n);
+  for (float& x : v) x = d(rng);
+  return v;
+}
+
+// rows x n fp32: each expert's block of `a` (sorted rows x k bf16 on the device) times its slice
+// of `w` (experts x n x k bf16), by cuBLAS; rows of no expert (past the mapping's) are not set.
+inline std::vector<float> grouped_reference(const CublasHandle& cublas, const MoeMapping& m, const void* a, const void* w,
+                                            uint32_t n, uint32_t k, int device) {
+  const uint32_t rows = m.num_tiles() * m.bm;
+  DeviceBuffer ref(size_t(rows) * n * sizeof(float) + 16, device);
+  for (uint32_t e = 0; e < m.experts; ++e) {
+    const uint32_t row0 = m.row_offset[e], rows_e = m.row_offset[e + 1] - row0;
+    if (rows_e == 0) continue;
+    cublas_reference(cublas.get(), static_cast<const char*>(a) + size_t(row0) * k * 2,
+                     static_cast<const char*>(w) + size_t(e) * n * k * 2, ref.get<float>() + size_t(row0) * n, rows_e,
+                     n, k);
+  }
+  settle();
+  return download<float>(ref.get(), size_t(rows) * n);
+}
+
+// Checks every owner's out (tokens_per_rank x n bf16 on the device) against the chain on the
+// rank's fp32 GEMM rows y[r]: bf16(y), weighted top-k sums rounded to bf16 per rank, the
+// rank-order fp32 sum rounded to bf16. Tolerance relative to the sum of the terms' magnitudes.
+inline std::string check_moe_outputs(const MoeMapping& m, const std::vector<float>& weights,
+                                     const std::vector<std::vector<float>>& y, const std::vector<void*>& out,
+                                     uint32_t tokens_per_rank, uint32_t n, const std::string& where) {
+  const uint32_t world = static_cast<uint32_t>(y.size()), topk = m.topk;
+  for (uint32_t q = 0; q < world; ++q) {
+    const auto got = download<__nv_bfloat16>(out[q], size_t(tokens_per_rank) * n);
+    for (uint32_t i = 0; i < tokens_per_rank; ++i) {
+      const uint32_t t = q * tokens_per_rank + i;
+      for (uint32_t col = 0; col < n; ++col) {
+        float want = 0.f, mag = 0.f;
+        for (uint32_t r = 0; r < world; ++r) {
+          float part = 0.f;
+          for (uint32_t j = 0; j < topk; ++j) {
+            const size_t pair = size_t(t) * topk + j;
+            const float term = weights[pair] * bf16_round(y[r][size_t(m.pair_row[pair]) * n + col]);
+            part += term;
+            mag += std::fabs(term);
+          }
+          want += bf16_round(part);
+        }
+        want = bf16_round(want);
+        const float g = __bfloat162float(got[size_t(i) * n + col]);
+        if (!(std::fabs(g - want) <= 1e-2f * mag + 1e-3f)) {
+          return where + ": owner " + std::to_string(q) + " token " + std::to_string(t) + " col " +
+                 std::to_string(col) + " = " + std::to_string(g) + ", reference " + std::to_string(want) +
+                 " (terms' magnitude " + std::to_string(mag) + ")";
+        }
+      }
+    }
+  }
+  return "";
+}
+
+// The expert-sorted rows mapping `m` places (m.num_tiles() * m.bm rows of `hidden` bf16): every
+// pair's token row of x (tokens x hidden), zeros for padding.
+inline std::vector<__nv_bfloat16> sorted_rows(const MoeMapping& m, const std::vector<__nv_bfloat16>& x,
+                                              uint32_t hidden) {
+  const uint32_t rows = m.num_tiles() * m.bm;
+  std::vector<__nv_bfloat16> a(size_t(rows) * hidden, __float2bfloat16(0.0f));
+  for (uint32_t row = 0; row < rows; ++row) {
+    if (m.row_pair[row] == kPadRow) continue;
+    std::copy_n(x.begin() + size_t(m.row_pair[row] / m.topk) * hidden, hidden, a.begin() + size_t(row) * hidden);
+  }
+  return a;
+}
+
+// One rank's MoE layer up to the combine, on the sorted rows `a` (sorted_rows): cuBLAS per expert
+// with w1 (experts x n1 x hidden, n1 = 2k for SwiGLU: gate rows then up rows, else k), bf16, the
+// activation in fp32 on the host, bf16, cuBLAS per expert with w2 (experts x hidden x k): the
+// rows' fp32 outputs (rows x hidden), for check_moe_outputs. `scratch`: device memory on device 0
+// of at least rows x max(hidden, k) bf16.
+inline std::vector<float> moe_layer_rank_reference(const CublasHandle& cublas, const MoeMapping& m,
+                                                   const std::vector<__nv_bfloat16>& a, const void* w1, const void* w2,
+                                                   uint32_t hidden, uint32_t k, MlpActivation act,
+                                                   DeviceBuffer& scratch) {
+  const size_t rows = size_t(m.num_tiles()) * m.bm;
+  const uint32_t n1 = (act == MlpActivation::kSwiGlu ? 2 : 1) * k;
+  upload(scratch.get(), a.data(), a.size() * 2);
+  const std::vector<float> y1 = grouped_reference(cublas, m, scratch.get(), w1, n1, hidden, 0);
+  std::vector<__nv_bfloat16> h(rows * k);
+  for (size_t row = 0; row < rows; ++row) {
+    for (uint32_t col = 0; col < k; ++col) {
+      const float g = bf16_round(y1[row * n1 + col]);
+      const float u = act == MlpActivation::kSwiGlu ? bf16_round(y1[row * n1 + k + col]) : 0.f;
+      h[row * k + col] = __float2bfloat16(host_activation(act, g, u));
+    }
+  }
+  upload(scratch.get(), h.data(), h.size() * 2);
+  return grouped_reference(cublas, m, scratch.get(), w2, hidden, k, 0);
 }
 
 }  // namespace tilelink::test

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "gpu_test_util.hpp"
+#include "host_ref.hpp"
 #include "tilelink/comm/device_ctx.cuh"
 
 namespace tilelink::test::collectives {
@@ -255,12 +256,7 @@ TEST_P(ReduceScatterTest, SumsInRankOrderBitwise) {
     std::vector<std::vector<float>> results(world_size);
     for (int r = 0; r < world_size; ++r) {
       // Reference: rows of rank r's shard, summed over ranks 0, 1, ..., P-1 in float.
-      std::vector<float> want(out_elems);
-      for (size_t e = 0; e < out_elems; ++e) {
-        float acc = 0.f;
-        for (int q = 0; q < world_size; ++q) acc += inputs[q][size_t(r) * out_elems + e];
-        want[e] = acc;
-      }
+      const std::vector<float> want = reduce_scatter_reference(inputs, size_t(r), out_elems);
       results[r] = download<float>(out[r].get(), out_elems);
       std::vector<uint8_t> got_bytes(out_elems * sizeof(float)), want_bytes(out_elems * sizeof(float));
       std::memcpy(got_bytes.data(), results[r].data(), got_bytes.size());

@@ -15,6 +15,7 @@
 #include <tuple>
 #include <vector>
 
+#include "cublas_ref.hpp"
 #include "gpu_test_util.hpp"
 #include "tilelink/core/cublas_check.hpp"
 #include "tilelink/ops/gemm_rs/gemm_rs.hpp"
@@ -93,12 +94,8 @@ TEST_P(GemmRsTest, MatchesCublasPartialsSummedInRankOrder) {
     }
     // Reference: every rank's bf16 partial by cuBLAS, summed over ranks in order in fp32.
     std::vector<std::vector<__nv_bfloat16>> partials(world_size);
-    const float alpha = 1.0f, beta = 0.0f;
     for (int r = 0; r < world_size; ++r) {
-      TL_CUBLAS_CHECK(cublasGemmEx(cublas, CUBLAS_OP_T, CUBLAS_OP_N, kN, static_cast<int>(m), kK, &alpha, b[r].get(),
-                                   CUDA_R_16BF, kK, a[r].get(), CUDA_R_16BF, kK, &beta, ref[r].get(), CUDA_R_16BF, kN,
-                                   CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
-      TL_CUDA_CHECK(cudaDeviceSynchronize());
+      cublas_reference_bf16(cublas, a[r].get(), b[r].get(), ref[r].get(), m, kN, kK);
       partials[r] = download<__nv_bfloat16>(ref[r].get(), size_t(m) * kN);
     }
     for (int q = 0; q < world_size; ++q) {

@@ -13,27 +13,13 @@
 #include <tuple>
 #include <vector>
 
+#include "cublas_ref.hpp"
 #include "gpu_test_util.hpp"
+#include "host_ref.hpp"
 #include "tilelink/core/cublas_check.hpp"
 #include "tilelink/ops/mlp/mlp.hpp"
 
 namespace tilelink::test::mlp {
-namespace {
-
-float host_activation(MlpActivation act, float g, float u) {
-  if (act == MlpActivation::kSwiGlu) return g / (1.0f + std::exp(-g)) * u;
-  return 0.5f * g * (1.0f + std::erf(g * 0.70710678118654752f));
-}
-
-// C (rows x n, bf16, row-major) = A (rows x k) * B^T, B given n x k; both row-major bf16.
-void cublas_nt(cublasHandle_t h, const void* a, const void* b, void* c, int rows, int n, int k) {
-  const float alpha = 1.0f, beta = 0.0f;
-  TL_CUBLAS_CHECK(cublasGemmEx(h, CUBLAS_OP_T, CUBLAS_OP_N, n, rows, k, &alpha, b, CUDA_R_16BF, k, a, CUDA_R_16BF, k,
-                               &beta, c, CUDA_R_16BF, n, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
-  TL_CUDA_CHECK(cudaDeviceSynchronize());
-}
-
-}  // namespace
 
 class MlpTest : public ::testing::TestWithParam<std::tuple<int, MlpActivation, GemmRsScatter>> {};
 
@@ -119,7 +105,7 @@ TEST_P(MlpTest, MatchesCublasChainWithHostActivation) {
       EXPECT_EQ(act_bad, 0u) << "rank " << r << ": activation differs from the host's";
 
       // The independent chain: cuBLAS fc1 on all tokens, host activation, cuBLAS fc2.
-      cublas_nt(cublas, x_full.get(), w1[r].get(), y_ref.get(), int(m), int(fc1_cols), int(kHidden));
+      cublas_reference_bf16(cublas, x_full.get(), w1[r].get(), y_ref.get(), m, fc1_cols, kHidden);
       const auto y = download<__nv_bfloat16>(y_ref.get(), size_t(m) * fc1_cols);
       std::vector<__nv_bfloat16> h(size_t(m) * kInterPerRank);
       for (size_t row = 0; row < m; ++row) {
@@ -130,7 +116,7 @@ TEST_P(MlpTest, MatchesCublasChainWithHostActivation) {
         }
       }
       upload(h_ref.get(), h.data(), h_ref.bytes());
-      cublas_nt(cublas, h_ref.get(), w2[r].get(), p_ref.get(), int(m), int(kHidden), int(kInterPerRank));
+      cublas_reference_bf16(cublas, h_ref.get(), w2[r].get(), p_ref.get(), m, kHidden, kInterPerRank);
       const auto p = download<__nv_bfloat16>(p_ref.get(), size_t(m) * kHidden);
       partials[r].resize(p.size());
       for (size_t i = 0; i < p.size(); ++i) partials[r][i] = __bfloat162float(p[i]);

@@ -83,12 +83,7 @@ std::string run_case(int world_size, uint32_t topk, SyntheticRouting routing, co
     // The reference: rows placed by the host mapping, each expert's block by cuBLAS.
     const MoeMapping host = build_moe_mapping({tokens, topk, s.experts, routing_ids.data(), nullptr}, op.tile_m());
     const uint32_t rows = host.num_tiles() * host.bm;
-    std::vector<__nv_bfloat16> a_host(size_t(rows) * s.hidden, __float2bfloat16(0.0f));
-    for (uint32_t row = 0; row < rows; ++row) {
-      if (host.row_pair[row] == kPadRow) continue;
-      const size_t token = host.row_pair[row] / topk;
-      std::copy_n(x_host.begin() + token * s.hidden, s.hidden, a_host.begin() + size_t(row) * s.hidden);
-    }
+    const std::vector<__nv_bfloat16> a_host = sorted_rows(host, x_host, s.hidden);
     upload(sorted.get(), a_host.data(), a_host.size() * 2);
     for (int r = 0; r < world_size; ++r) {
       const std::string at = where + ", rank " + std::to_string(r);

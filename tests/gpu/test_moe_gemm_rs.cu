@@ -33,68 +33,6 @@
 namespace tilelink::test::moe_rs {
 namespace {
 
-float bf16_round(float v) { return __bfloat162float(__float2bfloat16(v)); }
-
-std::vector<float> random_weights(size_t n, std::mt19937_64& rng) {
-  std::uniform_real_distribution<float> d(0.05f, 1.0f);
-  std::vector<float> v(n);
-  for (float& x : v) x = d(rng);
-  return v;
-}
-
-// rows x n fp32: each expert's block of `a` (sorted rows x k bf16 on the device) times its slice
-// of `w` (experts x n x k bf16), by cuBLAS; rows of no expert (past the mapping's) are not set.
-std::vector<float> grouped_reference(const CublasHandle& cublas, const MoeMapping& m, const void* a, const void* w,
-                                     uint32_t n, uint32_t k, int device) {
-  const uint32_t rows = m.num_tiles() * m.bm;
-  DeviceBuffer ref(size_t(rows) * n * sizeof(float) + 16, device);
-  for (uint32_t e = 0; e < m.experts; ++e) {
-    const uint32_t row0 = m.row_offset[e], rows_e = m.row_offset[e + 1] - row0;
-    if (rows_e == 0) continue;
-    cublas_reference(cublas.get(), static_cast<const char*>(a) + size_t(row0) * k * 2,
-                     static_cast<const char*>(w) + size_t(e) * n * k * 2, ref.get<float>() + size_t(row0) * n, rows_e,
-                     n, k);
-  }
-  settle();
-  return download<float>(ref.get(), size_t(rows) * n);
-}
-
-// Checks every owner's out (tokens_per_rank x n bf16 on the device) against the chain on the
-// rank's fp32 GEMM rows y[r]: bf16(y), weighted top-k sums rounded to bf16 per rank, the
-// rank-order fp32 sum rounded to bf16. Tolerance relative to the sum of the terms' magnitudes.
-std::string check_outputs(const MoeMapping& m, const std::vector<float>& weights,
-                          const std::vector<std::vector<float>>& y, const std::vector<void*>& out,
-                          uint32_t tokens_per_rank, uint32_t n, const std::string& where) {
-  const uint32_t world = static_cast<uint32_t>(y.size()), topk = m.topk;
-  for (uint32_t q = 0; q < world; ++q) {
-    const auto got = download<__nv_bfloat16>(out[q], size_t(tokens_per_rank) * n);
-    for (uint32_t i = 0; i < tokens_per_rank; ++i) {
-      const uint32_t t = q * tokens_per_rank + i;
-      for (uint32_t col = 0; col < n; ++col) {
-        float want = 0.f, mag = 0.f;
-        for (uint32_t r = 0; r < world; ++r) {
-          float part = 0.f;
-          for (uint32_t j = 0; j < topk; ++j) {
-            const size_t pair = size_t(t) * topk + j;
-            const float term = weights[pair] * bf16_round(y[r][size_t(m.pair_row[pair]) * n + col]);
-            part += term;
-            mag += std::fabs(term);
-          }
-          want += bf16_round(part);
-        }
-        want = bf16_round(want);
-        const float g = __bfloat162float(got[size_t(i) * n + col]);
-        if (!(std::fabs(g - want) <= 1e-2f * mag + 1e-3f)) {
-          return where + ": owner " + std::to_string(q) + " token " + std::to_string(t) + " col " +
-                 std::to_string(col) + " = " + std::to_string(g) + ", reference " + std::to_string(want) +
-                 " (terms' magnitude " + std::to_string(mag) + ")";
-        }
-      }
-    }
-  }
-  return "";
-}
-
 struct Part2Shape {
   uint32_t tokens_per_rank, n, k, experts;
 };
@@ -171,8 +109,8 @@ std::string run_part2(int world_size, uint32_t topk, SyntheticRouting routing, s
     for (int r = 0; r < world_size; ++r) {
       y.push_back(grouped_reference(cublas, host, c.h[r].get(), c.w[r].get(), kOdd2.n, kOdd2.k, 0));
     }
-    if (std::string e = check_outputs(host, weights, y, c.args.out, kOdd2.tokens_per_rank, kOdd2.n,
-                                      "call " + std::to_string(call));
+    if (std::string e = check_moe_outputs(host, weights, y, c.args.out, kOdd2.tokens_per_rank, kOdd2.n,
+                                          "call " + std::to_string(call));
         !e.empty()) {
       return e;
     }
@@ -393,37 +331,14 @@ std::string run_layer(int world_size, uint32_t topk, SyntheticRouting routing, M
     layer.part1().set_trace(nullptr);
     layer.part2().set_trace(nullptr);
 
-    // The reference chain, rank by rank: gathered rows by the host mapping, cuBLAS per expert,
-    // bf16, the activation in fp32 on the CPU, bf16, cuBLAS per expert.
+    // The reference chain, rank by rank (moe_layer_rank_reference).
     const MoeMapping host = build_moe_mapping({tokens, topk, s.experts, routing_ids.data(), nullptr}, bm);
-    const uint32_t rows = host.num_tiles() * bm;
-    std::vector<__nv_bfloat16> a_host(size_t(rows) * s.hidden, __float2bfloat16(0.0f));
-    for (uint32_t row = 0; row < rows; ++row) {
-      if (host.row_pair[row] == kPadRow) continue;
-      std::copy_n(x_host.begin() + size_t(host.row_pair[row] / topk) * s.hidden, s.hidden,
-                  a_host.begin() + size_t(row) * s.hidden);
-    }
+    const std::vector<__nv_bfloat16> a_host = sorted_rows(host, x_host, s.hidden);
     std::vector<std::vector<float>> y2;
     for (int r = 0; r < world_size; ++r) {
-      upload(a_dev.get(), a_host.data(), a_host.size() * 2);
-      const std::vector<float> y1 = grouped_reference(cublas, host, a_dev.get(), w1[r].get(), n1, s.hidden, 0);
-      std::vector<__nv_bfloat16> h(size_t(rows) * k);
-      for (size_t row = 0; row < rows; ++row) {
-        for (uint32_t col = 0; col < k; ++col) {
-          const float g = bf16_round(y1[row * n1 + col]);
-          float v;
-          if (act == MlpActivation::kSwiGlu) {
-            v = g / (1.0f + std::exp(-g)) * bf16_round(y1[row * n1 + k + col]);
-          } else {
-            v = 0.5f * g * (1.0f + std::erf(g * 0.70710678118654752f));
-          }
-          h[row * k + col] = __float2bfloat16(v);
-        }
-      }
-      upload(a_dev.get(), h.data(), h.size() * 2);
-      y2.push_back(grouped_reference(cublas, host, a_dev.get(), w2[r].get(), s.hidden, k, 0));
+      y2.push_back(moe_layer_rank_reference(cublas, host, a_host, w1[r].get(), w2[r].get(), s.hidden, k, act, a_dev));
     }
-    if (std::string e = check_outputs(host, weights_host, y2, args.out, s.tokens_per_rank, s.hidden, where);
+    if (std::string e = check_moe_outputs(host, weights_host, y2, args.out, s.tokens_per_rank, s.hidden, where);
         !e.empty()) {
       return e;
     }

@@ -76,15 +76,6 @@ std::string describe(const Case& c) {
 // gtest prints a case by its name and description.
 void PrintTo(const Case& c, std::ostream* os) { *os << c.name << " (" << describe(c) << ")"; }
 
-// Token position of local row `row` of `rank`, written from the layout's definition
-// (sp_attention_protocol.hpp), not from SpAttentionPlan: the op's plan must agree with it.
-uint32_t expected_position(SeqLayout layout, uint32_t world, uint32_t spr, uint32_t rank, uint32_t row) {
-  if (layout == SeqLayout::kContiguous) return rank * spr + row;
-  const uint32_t half = spr / 2;
-  const uint32_t piece = row < half ? rank : 2 * world - 1 - rank;
-  return piece * half + row % half;
-}
-
 // Uniform bf16 values in [-range, range).
 void fill_uniform(std::vector<__nv_bfloat16>& v, float range, uint64_t seed) {
   Rng rng(seed);
@@ -178,7 +169,7 @@ struct Fixture {
   }
 
   uint32_t position(uint32_t rank, uint32_t row) const {
-    return expected_position(c.layout, uint32_t(c.world), c.spr, rank, row);
+    return attention_ref::token_position(c.layout, uint32_t(c.world), c.spr, rank, row);
   }
 
   // Fresh random Q and K/V (host copies only). Q in [-q_range, q_range), K and V in [-1, 1).

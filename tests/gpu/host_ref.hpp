@@ -1,0 +1,37 @@
+// Host references of the GPU suite that need no device: the reduce-scatter's rank-order sum and
+// the feed-forward activations. Written from the ops' definitions, sharing nothing with them.
+#pragma once
+
+#include <cmath>
+#include <cstddef>
+#include <vector>
+
+#include "tilelink/ops/mlp/mlp.hpp"
+
+namespace tilelink::test {
+
+// Owner `owner`'s block of a reduce-scatter: element i is the fp32 sum over ranks q = 0, 1, ...,
+// P-1, in that order, of partials[q][owner * block + i] (each partial holds P blocks of `block`
+// floats). With `magnitude`, also the same sums of absolute values: the scale of a tolerance.
+inline std::vector<float> reduce_scatter_reference(const std::vector<std::vector<float>>& partials, size_t owner,
+                                                   size_t block, std::vector<float>* magnitude = nullptr) {
+  std::vector<float> sum(block, 0.f);
+  if (magnitude != nullptr) magnitude->assign(block, 0.f);
+  for (size_t q = 0; q < partials.size(); ++q) {
+    const float* p = partials[q].data() + owner * block;
+    for (size_t i = 0; i < block; ++i) {
+      sum[i] += p[i];
+      if (magnitude != nullptr) (*magnitude)[i] += std::fabs(p[i]);
+    }
+  }
+  return sum;
+}
+
+// The activation of a gate value g (and, for SwiGLU, its up value u) in fp32: silu(g) * u, or
+// gelu(g) with erf.
+inline float host_activation(MlpActivation act, float g, float u) {
+  if (act == MlpActivation::kSwiGlu) return g / (1.0f + std::exp(-g)) * u;
+  return 0.5f * g * (1.0f + std::erf(g * 0.70710678118654752f));
+}
+
+}  // namespace tilelink::test
