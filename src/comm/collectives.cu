@@ -84,9 +84,35 @@ std::string describe_all_gather_channel(const AllGatherPlan& plan, uint32_t ch) 
          ", " + std::to_string(local0 + rows.rows) + ") (all-gather tile " + std::to_string(c) + ")";
 }
 
+std::string AllGather::check_copy_engine_room(const World& world, const AllGatherConfig& config, int waiting) {
+  if (config.resource != CommResource::kCopyEngine || world.size() == 1 || world.mode() != WorldMode::kVirtual) {
+    return "";
+  }
+  const int sms = world.num_sms(0);
+  if (waiting <= sms - kCopyEngineFreeSms) return "";
+  return std::to_string(world.size()) + " virtual ranks would keep " + std::to_string(waiting) + " of the GPU's " +
+         std::to_string(sms) + " SMs waiting for the copy-engine all-gather; expected at most " +
+         std::to_string(sms - kCopyEngineFreeSms) + " in all (its device-local copies run on SMs: " +
+         std::to_string(kCopyEngineFreeSms) + " must stay free)";
+}
+
 std::string AllGather::can_implement(const World& world, const SymmetricHeap& heap,
                                      const AllGatherArguments& a) {
   const AllGatherConfig& c = a.config;
+  if (c.resource != CommResource::kSm && c.resource != CommResource::kCopyEngine) {
+    return "argument 'config.resource' = " + std::to_string(static_cast<uint32_t>(c.resource)) +
+           ": expected kSm or kCopyEngine";
+  }
+  if (c.method != AgMethod::kPull && c.method != AgMethod::kPush) {
+    return "argument 'config.method' = " + std::to_string(static_cast<uint32_t>(c.method)) + ": expected kPull or kPush";
+  }
+  if (c.path != DataPath::kLdSt && c.path != DataPath::kBulk) {
+    return "argument 'config.path' = " + std::to_string(static_cast<uint32_t>(c.path)) + ": expected kLdSt or kBulk";
+  }
+  if (c.order != CommOrder::kFullMesh && c.order != CommOrder::kRing) {
+    return "argument 'config.order' = " + std::to_string(static_cast<uint32_t>(c.order)) +
+           ": expected kFullMesh or kRing";
+  }
   if (a.rows_per_rank == 0) return "argument 'rows_per_rank' = 0: expected at least one row";
   if (a.row_bytes == 0 || a.row_bytes % kTileAlignment != 0) {
     return "argument 'row_bytes' = " + std::to_string(a.row_bytes) +

@@ -223,7 +223,15 @@ TEST(AgGemmArgumentsTest, RefusesWhatItCannotRun) {
   a = good;
   a.config.comm = {CommResource::kSm, AgMethod::kPull, DataPath::kLdSt, CommOrder::kFullMesh, 128,
                    static_cast<uint32_t>(world.sm_budget(0)), 512};
-  refused(a, "'config.gemm_sms'");
+  refused(a, "'config.comm.num_blocks' = " + std::to_string(world.sm_budget(0)));  // the knob that took the SMs
+  a = good;
+  a.config.comm.resource = CommResource::kCopyEngine;
+  a.config.comm.method = AgMethod::kPull;
+  a.config.gemm_sms = static_cast<uint32_t>(world.sm_budget(0));  // every SM of the GPU waiting: no copy runs
+  refused(a, "'config.gemm_sms' = " + std::to_string(world.sm_budget(0)) + ": 2 virtual ranks would keep");
+  a = good;
+  a.config.comm.method = static_cast<AgMethod>(7);
+  refused(a, "'config.method' = 7");
   a = good;
   a.m_per_rank = 512;  // the gathered buffer holds 2 x 256 rows
   refused(a, "'a' holds");

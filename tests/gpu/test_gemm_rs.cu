@@ -184,6 +184,13 @@ TEST(GemmRsArgumentsTest, RefusesWhatItCannotRun) {
   EXPECT_EQ(GemmRs::can_implement(env.world, env.heap, a), "");
   a.config.granularity = SignalGranularity::kTile;
   refused(a, "'config.granularity' = tile");
+  a = good;
+  a.config.granularity = static_cast<SignalGranularity>(3);
+  refused(a, "'config.granularity' = 3");
+  // The reduction in whole clusters, up to the budget, leaves the GEMM nothing: its knob is named.
+  a = good;
+  a.config.reduce_blocks = static_cast<uint32_t>(env.world.sm_budget(0));
+  refused(a, "'config.reduce_blocks' = " + std::to_string(env.world.sm_budget(0)) + ": the reduction takes");
   settle();
 }
 

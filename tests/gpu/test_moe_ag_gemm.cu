@@ -173,6 +173,17 @@ TEST(MoeAgGroupGemm, RefusesBadArgumentsByName) {
   bad = good;
   bad.ids.pop_back();
   expect_refused<MoeAgGroupGemm>(env, bad, "ids");
+  // The fuzzer's deadlocks (issue 24): the grouped GEMM's and the gather's CTAs of both ranks
+  // filled the GPU, and the copy engine's device-local copies never ran. Refused, by the knob.
+  const uint32_t budget = static_cast<uint32_t>(env.world.sm_budget(0));
+  bad = good;
+  bad.config.comm.resource = CommResource::kCopyEngine;
+  bad.config.gather_blocks = 1;
+  bad.config.gemm_sms = budget;
+  expect_refused<MoeAgGroupGemm>(env, bad, "'config.gemm_sms' = " + std::to_string(budget) + ": 2 virtual ranks would keep");
+  bad = good;
+  bad.config.gather_blocks = budget;  // nothing left for the grouped GEMM: the gather's knob is named
+  expect_refused<MoeAgGroupGemm>(env, bad, "'config.gather_blocks' = " + std::to_string(budget));
 }
 
 // The gather stage's stream per rank must still leave every stream a hardware queue of its own:

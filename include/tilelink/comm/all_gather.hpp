@@ -145,8 +145,15 @@ void all_gather_stream_transfer(HostCtx& h, const AllGatherPlan& plan, const Sig
   for (uint32_t i = 0; i < plan.num_items(); ++i) {
     const AllGatherPlan::Item it = plan.item(rank, i, AgMethod::kPull);
     const TileRef tile = plan.tile_ref(gathered, it.channel);
-    h.rank_copy_data(tile.ptr, heap.translate(static_cast<char*>(tile.ptr), it.peer),
-                     plan.tile_shape(it.channel).bytes());
+    const TileShape shape = plan.tile_shape(it.channel);
+    if (plan.pitch == plan.row_bytes) {  // the tile's rows are contiguous: one copy
+      h.rank_copy_data(tile.ptr, heap.translate(static_cast<char*>(tile.ptr), it.peer), shape.bytes());
+    } else {
+      for (uint32_t row = 0; row < shape.rows; ++row) {
+        char* dst = static_cast<char*>(tile.row(row));
+        h.rank_copy_data(dst, heap.translate(dst, it.peer), shape.row_bytes);
+      }
+    }
     h.rank_notify(sig, plan.tile_channel(it.channel), h.rank());
   }
   rank_exit_barrier_stream(h, sig, plan.exit_channel());

@@ -90,14 +90,21 @@ std::string AgGemm::can_implement(const World& world, const SymmetricHeap& heap,
 
   const uint32_t comm_blocks = ag.config.resource == CommResource::kSm ? ag.config.num_blocks : 0;
   const int cluster = p.sm_count;
+  // The knob that set the GEMM's share: its own count, else the SM all-gather's blocks.
+  const std::string knob = a.config.gemm_sms != 0 ? "argument 'config.gemm_sms' = " + std::to_string(a.config.gemm_sms)
+                                                  : "argument 'config.comm.num_blocks' = " + std::to_string(comm_blocks);
+  int waiting = 0;
   for (int r = 0; r < world.size(); ++r) {
     const int sms = gemm_sm_count(world, r, a, comm_blocks);
     if (sms < cluster) {
-      return "argument 'config.gemm_sms' = " + std::to_string(a.config.gemm_sms) + ": rank " + std::to_string(r) +
-             " has " + std::to_string(world.sm_budget(r)) + " SMs, " + std::to_string(comm_blocks) +
-             " taken by the all-gather, leaving " + std::to_string(std::max(sms, 0)) + "; expected at least one " +
-             std::to_string(cluster) + "-CTA cluster for the GEMM";
+      return knob + ": rank " + std::to_string(r) + " has " + std::to_string(world.sm_budget(r)) + " SMs, " +
+             std::to_string(comm_blocks) + " taken by the all-gather, leaving " + std::to_string(std::max(sms, 0)) +
+             "; expected at least one " + std::to_string(cluster) + "-CTA cluster for the GEMM";
     }
+    waiting += sms;
+  }
+  if (std::string e = AllGather::check_copy_engine_room(world, ag.config, waiting); !e.empty()) {
+    return knob + ": " + e;
   }
   return "";
 }

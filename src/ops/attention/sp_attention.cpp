@@ -53,7 +53,7 @@ int attention_sm_count(const World& world, int rank, const SpAttentionArguments&
   if (a.config.attention_sms != 0) return std::min(left, static_cast<int>(a.config.attention_sms));
   if (world.size() == 1) return left;
   if (a.config.comm.resource == CommResource::kCopyEngine && world.mode() == WorldMode::kVirtual) {
-    return std::min(left, (world.num_sms(rank) - ag_gemm_policy::kSlackSms) / world.size());
+    return std::min(left, (world.num_sms(rank) - AllGather::kCopyEngineFreeSms) / world.size());
   }
   return left - ag_gemm_policy::kSlackSms;
 }
@@ -144,6 +144,7 @@ std::string SpAttention::can_implement(const World& world, const SymmetricHeap& 
   }
   if (std::string e = AllGather::can_implement(world, heap, ag); !e.empty()) return e;
   const uint32_t comm_blocks = ag.config.resource == CommResource::kSm ? ag.config.num_blocks : 0;
+  int waiting = 0;
   for (int r = 0; r < world.size(); ++r) {
     const int sms = attention_sm_count(world, r, a, comm_blocks);
     if (sms < 1) {
@@ -151,21 +152,11 @@ std::string SpAttention::can_implement(const World& world, const SymmetricHeap& 
              std::to_string(r) + " has " + std::to_string(world.sm_budget(r)) + " SMs, " +
              std::to_string(comm_blocks) + " taken by the all-gather, leaving none for the attention";
     }
+    waiting += sms;
   }
-  // A configured grid on virtual ranks with the copy engine: the ranks' waiting CTAs together must
-  // leave the device-local copies their SMs, or the call never finishes.
-  if (a.config.attention_sms != 0 && world.size() > 1 && world.mode() == WorldMode::kVirtual &&
-      ag.config.resource == CommResource::kCopyEngine) {
-    int total = 0;
-    for (int r = 0; r < world.size(); ++r) total += attention_sm_count(world, r, a, comm_blocks);
-    const int most = (world.num_sms(0) - ag_gemm_policy::kSlackSms) / world.size();
-    if (total > world.num_sms(0) - ag_gemm_policy::kSlackSms) {
-      return "argument 'config.attention_sms' = " + std::to_string(a.config.attention_sms) + ": " +
-             std::to_string(world.size()) + " virtual ranks would take " + std::to_string(total) + " of the GPU's " +
-             std::to_string(world.num_sms(0)) + " SMs; expected at most " + std::to_string(most) +
-             " per rank (the copy engine's device-local copies need " +
-             std::to_string(ag_gemm_policy::kSlackSms) + " free SMs)";
-    }
+  // The automatic grid leaves the copy engine its SMs (attention_sm_count); a configured one must.
+  if (std::string e = AllGather::check_copy_engine_room(world, ag.config, waiting); !e.empty()) {
+    return "argument 'config.attention_sms' = " + std::to_string(a.config.attention_sms) + ": " + e;
   }
   return "";
 }

@@ -113,9 +113,25 @@ std::string GemmRs::can_implement(const World& world, const SymmetricHeap& heap,
   if (std::string e = check_rank_pointers(world, a.a, "a"); !e.empty()) return e;
   if (std::string e = check_rank_pointers(world, a.b, "b"); !e.empty()) return e;
   if (std::string e = check_rank_pointers(world, a.out, "out"); !e.empty()) return e;
+  if (a.config.granularity != SignalGranularity::kTile && a.config.granularity != SignalGranularity::kTileRow &&
+      a.config.granularity != SignalGranularity::kRank) {
+    return "argument 'config.granularity' = " + std::to_string(static_cast<uint32_t>(a.config.granularity)) +
+           ": expected kTile, kTileRow or kRank";
+  }
   if (a.config.reduce_blocks > static_cast<uint32_t>(world.sm_budget(0))) {
     return "argument 'config.reduce_blocks' = " + std::to_string(a.config.reduce_blocks) +
            ": expected at most the rank's SM budget of " + std::to_string(world.sm_budget(0));
+  }
+  // The reduction runs in whole clusters: what it leaves must hold one cluster of the GEMM.
+  const int cluster = static_cast<int>(kernel.cluster_m * kernel.cluster_n);
+  if (gemm_sm_count(world, 0, a) < cluster) {
+    const std::string knob = a.config.gemm_sms != 0
+                                 ? "argument 'config.gemm_sms' = " + std::to_string(a.config.gemm_sms)
+                                 : "argument 'config.reduce_blocks' = " + std::to_string(a.config.reduce_blocks);
+    return knob + ": the reduction takes " + std::to_string(reduce_blocks_of(world, a)) + " of the rank's " +
+           std::to_string(world.sm_budget(0)) + " SMs (whole " + std::to_string(cluster) + "-CTA clusters), leaving " +
+           std::to_string(std::max(gemm_sm_count(world, 0, a), 0)) + " for the GEMM; expected at least one " +
+           std::to_string(cluster) + "-CTA cluster for it";
   }
   // Extents, alignment, swizzle and SMs before the partial buffer, whose size depends on them.
   detail::Sm90GemmRsProblem p;

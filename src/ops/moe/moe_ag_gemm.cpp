@@ -85,16 +85,27 @@ std::string MoeAgGroupGemm::can_implement(const World& world, const SymmetricHea
   const AllGatherArguments ag = all_gather_arguments(world, a);
   if (std::string e = AllGather::can_implement(world, heap, ag); !e.empty()) return e;
   const uint32_t comm_blocks = ag.config.resource == CommResource::kSm ? ag.config.num_blocks : 0;
+  const uint32_t gather = gather_block_count(world, a);
   const int cluster = p.sm_count;
+  // The knob that set the grouped GEMM's share: its own count, else the gather's or the SM
+  // all-gather's blocks.
+  const std::string knob =
+      a.config.gemm_sms != 0        ? "argument 'config.gemm_sms' = " + std::to_string(a.config.gemm_sms)
+      : a.config.gather_blocks != 0 ? "argument 'config.gather_blocks' = " + std::to_string(a.config.gather_blocks)
+                                    : "argument 'config.comm.num_blocks' = " + std::to_string(comm_blocks);
+  int waiting = 0;  // the grouped GEMM's and the gather's CTAs wait for the all-gather
   for (int r = 0; r < world.size(); ++r) {
     const int sms = gemm_sm_count(world, r, a, comm_blocks);
     if (sms < cluster) {
-      return "argument 'config.gemm_sms' = " + std::to_string(a.config.gemm_sms) + ": rank " + std::to_string(r) +
-             " has " + std::to_string(world.sm_budget(r)) + " SMs, " + std::to_string(comm_blocks) +
-             " taken by the all-gather and " + std::to_string(gather_block_count(world, a)) +
+      return knob + ": rank " + std::to_string(r) + " has " + std::to_string(world.sm_budget(r)) + " SMs, " +
+             std::to_string(comm_blocks) + " taken by the all-gather and " + std::to_string(gather) +
              " by the gather, leaving " + std::to_string(std::max(sms, 0)) + "; expected at least one " +
              std::to_string(cluster) + "-CTA cluster for the grouped GEMM";
     }
+    waiting += sms + static_cast<int>(gather);
+  }
+  if (std::string e = AllGather::check_copy_engine_room(world, ag.config, waiting); !e.empty()) {
+    return knob + ": " + e;
   }
   return "";
 }
