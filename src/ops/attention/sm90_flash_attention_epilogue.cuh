@@ -49,7 +49,7 @@ struct Sm90FlashAttentionEpilogue {
     }
   }
 
-  // Parks the unnormalized state for the next pass (l reduced over the quad).
+  // Parks the unnormalized state for the next pass (softmax.l already summed over the quad).
   template <class FrgO, class OAt, class RowAt>
   CUTE_DEVICE void park(FrgO const& tOrO, const FlashSoftmax& softmax, OAt&& o_at, RowAt&& row_at) const {
     using namespace cute;
@@ -67,8 +67,8 @@ struct Sm90FlashAttentionEpilogue {
     }
   }
 
-  // O / l and LSE (l reduced over the quad). A row that saw no key (a ring step) gets O = 0 and
-  // LSE = -inf.
+  // O / l and LSE (softmax.l already summed over the quad). A row that saw no key (a ring step)
+  // gets O = 0 and LSE = -inf.
   template <class FrgO, class OAt, class RowAt>
   CUTE_DEVICE void store(FrgO const& tOrO, const FlashSoftmax& softmax, OAt&& o_at, RowAt&& row_at) const {
     using namespace cute;

@@ -48,7 +48,8 @@ TL_HOST_DEVICE uint32_t flash_passes(const SpAttentionPlan& plan) {
 // The persistent grid's deal of the work items (FA3's tile scheduler): CTA `cta` of `ctas` takes
 // items cta, cta + ctas, ... (round-robin) in every pass, so the state an item parks at the end of
 // pass 0 is resumed by the same consumer threads. for_each calls f(pass, i, n), n counting the
-// CTA's items over all passes (the phase of the Q barriers).
+// CTA's items over all passes (the phase of the Q barriers). The kernel's producer runs for_each;
+// its consumers write the same two loops out (sm90_flash_attention_kernel.cuh says why).
 struct FlashItemScheduler {
   const SpAttentionPlan* plan;
   uint32_t num_items;
