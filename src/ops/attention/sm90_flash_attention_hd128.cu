@@ -1,5 +1,5 @@
-// The SP attention kernel for head dim 128 (see sm90_flash_attention.cuh).
-#include "ops/attention/sm90_flash_attention.cuh"
+// The SP attention kernel for head dim 128 (see sm90_flash_attention_kernel.cuh).
+#include "ops/attention/sm90_flash_attention_kernel.cuh"
 
 namespace tilelink::detail {
 

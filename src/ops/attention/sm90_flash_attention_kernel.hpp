@@ -2,11 +2,12 @@
 // never sees a CuTe type. One compiled instantiation per head dim
 // (sm90_flash_attention_hd<D>.cu), listed in sm90_flash_attention_configs().
 //
-// The kernel (sm90_flash_attention.cuh) is persistent and warp-specialized on CuTe sm_90a: one
-// producer thread issues the TMA loads of Q and of K and V key tiles, and before the first key
-// tile of each K/V chunk it waits on the chunk's all-gather channel (consumer_tile_wait) in the
-// rank's arrival order, own shard first; two consumer warpgroups each own 64 query rows of a
-// 128-row work item and run S = Q K^T and O += P V on WGMMA with the online softmax in registers.
+// The kernel (sm90_flash_attention_kernel.cuh, its parts by role beside it) is persistent and
+// warp-specialized on CuTe sm_90a: one producer thread issues the TMA loads of Q and of K and V
+// key tiles, and before the first key tile of each K/V chunk it waits on the chunk's all-gather
+// channel (consumer_tile_wait) in the rank's arrival order, own shard first; two consumer
+// warpgroups each own 64 query rows of a 128-row work item and run S = Q K^T and O += P V on WGMMA
+// with the online softmax in registers.
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -16,15 +17,12 @@
 #include <string>
 #include <vector>
 
+#include "ops/attention/sm90_flash_attention_tile_walk.hpp"
 #include "tilelink/ops/attention/sp_attention_protocol.hpp"
 #include "tilelink/primitives/signal.hpp"
 #include "tilelink/primitives/trace.hpp"
 
 namespace tilelink::detail {
-
-// Key rows per key tile and query rows per work item of every compiled kernel.
-constexpr uint32_t kFlashBlockN = 128;
-constexpr uint32_t kFlashBlockM = 128;
 
 // Everything one rank's kernel needs; pointers are on the rank's device, bf16 unless said.
 struct Sm90FlashAttentionProblem {
