@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "tilelink/core/error.hpp"
-#include "tilelink/primitives/error_record.hpp"
+#include "tilelink/primitives/error_channel_view.hpp"
 
 namespace tilelink {
 
