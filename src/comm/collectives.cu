@@ -5,7 +5,7 @@
 #include <algorithm>
 #include <string>
 
-#include "core/checks.hpp"
+#include "runtime/checks.hpp"
 
 namespace tilelink {
 

@@ -4,7 +4,7 @@
 #include <algorithm>
 #include <string>
 
-#include "core/checks.hpp"
+#include "runtime/checks.hpp"
 #include "ops/common/kernel_configs.hpp"
 #include "ops/ag_gemm/sm90_ag_gemm_kernel.hpp"
 #include "tilelink/core/error.hpp"

@@ -5,7 +5,7 @@
 #include <algorithm>
 #include <string>
 
-#include "core/checks.hpp"
+#include "runtime/checks.hpp"
 #include "ops/attention/sm90_flash_attention_kernel.hpp"
 #include "tilelink/core/error.hpp"
 #include "tilelink/tune/tune_cache.hpp"

@@ -5,7 +5,7 @@
 #include <optional>
 #include <string>
 
-#include "core/checks.hpp"
+#include "runtime/checks.hpp"
 #include "tilelink/comm/stream_ctx.hpp"
 #include "ops/gemm_rs/sm90_gemm_rs_kernel.hpp"
 #include "tilelink/core/error.hpp"
