@@ -6,10 +6,10 @@
 #include <string>
 
 #include "runtime/checks.hpp"
+#include "tilelink/comm/all_gather_policy.hpp"
 #include "ops/attention/sm90_flash_attention_kernel.hpp"
 #include "tilelink/core/error.hpp"
 #include "tilelink/tune/tune_cache.hpp"
-#include "tilelink/ops/ag_gemm/ag_gemm_policy.hpp"
 
 namespace tilelink {
 
@@ -40,12 +40,12 @@ const detail::Sm90FlashAttentionConfigInfo* find_kernel(uint32_t head_dim) {
 uint32_t kv_row_elems(const SpAttentionArguments& a) { return 2 * a.kv_heads * a.head_dim; }
 
 AllGatherArguments all_gather_arguments(const World& world, const SpAttentionArguments& a) {
-  return ag_gemm_policy::all_gather_arguments(world, a.kv, a.kv_offset, a.seq_per_rank, kv_row_elems(a),
-                                              a.config.comm);
+  return all_gather_policy::all_gather_arguments(world, a.kv, a.kv_offset, a.seq_per_rank, kv_row_elems(a),
+                                                 a.config.comm);
 }
 
 // CTAs of the persistent kernel. Its CTAs spin while they wait for K/V, so SMs must stay free for
-// whatever moves the K/V: the SM all-gather's blocks and AG+GEMM's slack next to them; with the
+// whatever moves the K/V: the SM all-gather's blocks and the all-gather's slack next to them; with the
 // copy engine, on virtual ranks, the device-local copies run on SMs as well, so the ranks sharing
 // a GPU leave the slack free between them (not each); one rank per GPU leaves it on its own GPU.
 int attention_sm_count(const World& world, int rank, const SpAttentionArguments& a, uint32_t comm_blocks) {
@@ -53,9 +53,9 @@ int attention_sm_count(const World& world, int rank, const SpAttentionArguments&
   if (a.config.attention_sms != 0) return std::min(left, static_cast<int>(a.config.attention_sms));
   if (world.size() == 1) return left;
   if (a.config.comm.resource == CommResource::kCopyEngine && world.mode() == WorldMode::kVirtual) {
-    return std::min(left, (world.num_sms(rank) - ag_gemm_policy::kSlackSms) / world.size());
+    return std::min(left, (world.num_sms(rank) - all_gather_policy::kSlackSms) / world.size());
   }
-  return left - ag_gemm_policy::kSlackSms;
+  return left - all_gather_policy::kSlackSms;
 }
 
 // SpAttentionConfig::section_kv_heads, resolved: the most kv heads (a divisor of kv_heads) whose
@@ -158,13 +158,13 @@ std::string SpAttention::can_implement(const World& world, const SymmetricHeap& 
       ag.config.resource == CommResource::kCopyEngine) {
     int total = 0;
     for (int r = 0; r < world.size(); ++r) total += attention_sm_count(world, r, a, comm_blocks);
-    const int most = (world.num_sms(0) - ag_gemm_policy::kSlackSms) / world.size();
-    if (total > world.num_sms(0) - ag_gemm_policy::kSlackSms) {
+    const int most = (world.num_sms(0) - all_gather_policy::kSlackSms) / world.size();
+    if (total > world.num_sms(0) - all_gather_policy::kSlackSms) {
       return "argument 'config.attention_sms' = " + std::to_string(a.config.attention_sms) + ": " +
              std::to_string(world.size()) + " virtual ranks would take " + std::to_string(total) + " of the GPU's " +
              std::to_string(world.num_sms(0)) + " SMs; expected at most " + std::to_string(most) +
              " per rank (the copy engine's device-local copies need " +
-             std::to_string(ag_gemm_policy::kSlackSms) + " free SMs)";
+             std::to_string(all_gather_policy::kSlackSms) + " free SMs)";
     }
   }
   return "";

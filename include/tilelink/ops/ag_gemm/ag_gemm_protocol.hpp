@@ -22,8 +22,9 @@ struct TileCoord {
 };
 
 // Arrival-ordered tile schedule. `m_order[j]` is the j-th tile row to compute: tile rows sorted by
-// the all-gather step at which their last row arrives on this rank (its own shard first), ties by
-// index. Built on the host (make_m_order) -- one small table per rank -- and read by kernels.
+// the all-gather step at which their last row arrives on this rank (arrival_step; its own shard
+// first), ties by index. Built on the host (make_m_order) -- one small table per rank -- and read
+// by kernels.
 struct AgGemmSchedule {
   uint32_t m = 0;           // rows of C (= world * rows_per_rank)
   uint32_t n = 0;           // columns of C on this rank
@@ -41,23 +42,6 @@ struct AgGemmSchedule {
     return {row0, m - row0 < bm ? m - row0 : bm};
   }
 };
-
-// The all-gather step (0 = own shard) at which rank `rank` holds all rows of [row0, row0 + rows).
-TL_HOST_DEVICE uint32_t arrival_step(const AllGatherPlan& ag, uint32_t rank, uint32_t row0, uint32_t rows) {
-  const uint32_t w = ag.world();
-  const uint32_t first = ag.map.rank_of_row(row0);
-  const uint32_t last = ag.map.rank_of_row(row0 + rows - 1);
-  uint32_t step = 0;
-  for (uint32_t owner = first; owner <= last; ++owner) {
-    // A full-mesh pull (SMs or copy engine) fetches owner's shard at step owner - rank; a
-    // full-mesh push receives it at step rank - owner (owner writes rank at its step
-    // rank - owner); a ring, pull or push, delivers it at step rank - owner.
-    const bool mesh_pull = ag.order == CommOrder::kFullMesh && ag.method == AgMethod::kPull;
-    const uint32_t s = mesh_pull ? (owner + w - rank) % w : (rank + w - owner) % w;
-    step = s > step ? s : step;
-  }
-  return step;
-}
 
 // Fills m_order (m_tiles entries) for `rank`: a stable sort of tile rows by arrival step.
 inline void make_m_order(const AllGatherPlan& ag, uint32_t rank, uint32_t bm, uint32_t* m_order) {

@@ -43,7 +43,6 @@
 #include <string>
 
 #include "tilelink/comm/all_gather.hpp"
-#include "tilelink/ops/ag_gemm/ag_gemm_protocol.hpp"
 
 namespace tilelink {
 

@@ -23,7 +23,7 @@
 #include <string>
 #include <vector>
 
-#include "tilelink/ops/ag_gemm/ag_gemm_protocol.hpp"
+#include "tilelink/comm/all_gather.hpp"
 
 namespace tilelink {
 
