@@ -15,8 +15,9 @@
 #include <vector>
 
 #include "cpu_test_util.hpp"
-#include "tilelink/ops/attention/attention_reference.hpp"
 #include "tilelink/ops/attention/sp_attention_protocol.hpp"
+#include "tilelink/testing/attention_reference.hpp"
+#include "tilelink/testing/sp_attention_naive_blocks.hpp"
 
 namespace tilelink::test {
 namespace {

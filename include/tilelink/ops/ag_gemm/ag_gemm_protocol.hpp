@@ -6,8 +6,8 @@
 // communication tiles (comm_rows) are sized independently.
 //
 // The fused CUTLASS kernel's producer warp uses AgGemmSchedule and all_gather_wait_rows as they
-// are; ag_gemm_tiles_block below is the same schedule with a naive GEMM, which the CPU protocol
-// executor runs in CI.
+// are; the CPU protocol executor runs the same schedule with a naive GEMM in CI
+// (ag_gemm_tiles_block, testing/include/tilelink/testing/ag_gemm_naive_blocks.hpp).
 #pragma once
 
 #include <cstdint>
@@ -53,29 +53,6 @@ inline void make_m_order(const AllGatherPlan& ag, uint32_t rank, uint32_t bm, ui
       const uint32_t row0 = t * bm;
       const uint32_t rows = m - row0 < bm ? m - row0 : bm;
       if (arrival_step(ag, rank, row0, rows) == step) m_order[j++] = t;
-    }
-  }
-}
-
-// Compute blocks of one rank: C tiles in schedule order, each after the wait on its A rows.
-// A: gathered, M x K floats (row pitch ag.pitch bytes); B: K x N floats; C: M x N floats.
-TL_PROTOCOL
-template <class Ctx>
-TL_HOST_DEVICE void ag_gemm_tiles_block(Ctx& ctx, const AllGatherPlan& ag, const AgGemmSchedule& s,
-                                        const SignalView& sig, const void* a, uint32_t k,
-                                        const float* b, float* c) {
-  const Lanes lanes = ctx.lanes();
-  for (uint32_t i = ctx.block(); i < s.num_tiles(); i += ctx.num_blocks()) {
-    const TileCoord t = s.tile(i);
-    const RowRange rows = s.rows(t.m);
-    all_gather_wait_rows(ctx, ag, sig, rows.row0, rows.rows, static_cast<int32_t>(i));
-    const uint32_t col0 = t.n * s.bn;
-    const uint32_t cols = s.n - col0 < s.bn ? s.n - col0 : s.bn;
-    for (uint32_t e = lanes.id; e < rows.rows * cols; e += lanes.count) {
-      const uint32_t row = rows.row0 + e / cols;
-      const uint32_t col = col0 + e % cols;
-      const float* a_row = reinterpret_cast<const float*>(static_cast<const char*>(a) + uint64_t(row) * ag.pitch);
-      c[uint64_t(row) * s.n + col] = naive_dot(a_row, b, k, s.n, col);
     }
   }
 }
