@@ -9,7 +9,7 @@
 #include <string>
 #include <tuple>
 
-#include "tilelink/ops/moe/synthetic_routing.hpp"
+#include "tilelink/sim/synthetic_routing.hpp"
 
 namespace tilelink::test {
 
