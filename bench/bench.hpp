@@ -20,7 +20,7 @@
 #include "tilelink/ops/mlp/mlp.hpp"
 #include "tilelink/ops/moe/moe_ag_gemm.hpp"
 #include "tilelink/ops/moe/moe_gemm_rs.hpp"
-#include "tilelink/ops/moe/synthetic_routing.hpp"
+#include "tilelink/sim/synthetic_routing.hpp"
 #include "tilelink/tune/moe_tune.hpp"
 #include "tilelink/tune/sp_attention_tune.hpp"
 

@@ -42,7 +42,7 @@
 #include "tilelink/core/error.hpp"
 #include "tilelink/ops/moe/moe_ag_gemm.hpp"
 #include "tilelink/ops/moe/moe_layer.hpp"
-#include "tilelink/ops/moe/synthetic_routing.hpp"
+#include "tilelink/sim/synthetic_routing.hpp"
 
 namespace tilelink::bench {
 namespace {

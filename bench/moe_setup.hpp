@@ -15,7 +15,7 @@
 #include "bench/world_choice.hpp"
 #include "tilelink/core/error.hpp"
 #include "tilelink/ops/moe/moe_layer.hpp"
-#include "tilelink/ops/moe/synthetic_routing.hpp"
+#include "tilelink/sim/synthetic_routing.hpp"
 
 namespace tilelink::bench {
 

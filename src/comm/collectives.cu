@@ -5,7 +5,7 @@
 #include <algorithm>
 #include <string>
 
-#include "core/checks.hpp"
+#include "runtime/checks.hpp"
 
 namespace tilelink {
 
@@ -82,18 +82,6 @@ std::string describe_all_gather_channel(const AllGatherPlan& plan, uint32_t ch) 
   return "rows [" + std::to_string(rows.row0) + ", " + std::to_string(rows.row0 + rows.rows) +
          ") of the gathered tensor: rank " + std::to_string(origin) + "'s shard, its rows [" + std::to_string(local0) +
          ", " + std::to_string(local0 + rows.rows) + ") (all-gather tile " + std::to_string(c) + ")";
-}
-
-std::string AllGather::check_copy_engine_room(const World& world, const AllGatherConfig& config, int waiting) {
-  if (config.resource != CommResource::kCopyEngine || world.size() == 1 || world.mode() != WorldMode::kVirtual) {
-    return "";
-  }
-  const int sms = world.num_sms(0);
-  if (waiting <= sms - kCopyEngineFreeSms) return "";
-  return std::to_string(world.size()) + " virtual ranks would keep " + std::to_string(waiting) + " of the GPU's " +
-         std::to_string(sms) + " SMs waiting for the copy-engine all-gather; expected at most " +
-         std::to_string(sms - kCopyEngineFreeSms) + " in all (its device-local copies run on SMs: " +
-         std::to_string(kCopyEngineFreeSms) + " must stay free)";
 }
 
 std::string AllGather::can_implement(const World& world, const SymmetricHeap& heap,

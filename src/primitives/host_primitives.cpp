@@ -2,7 +2,6 @@
 #include "core/driver.hpp"
 #include "tilelink/core/error.hpp"
 #include "tilelink/primitives/host.hpp"
-#include "tilelink/runtime/error_channel.hpp"
 
 namespace tilelink {
 namespace {
@@ -43,8 +42,8 @@ void rank_wait(cudaStream_t stream, const SignalView& sig, uint32_t channel, uin
   const uint64_t expected = sig.expected(arrivals);
   TL_CU_CHECK(wait_value64()(stream, reinterpret_cast<CUdeviceptr>(addr), expected,
                              CU_STREAM_WAIT_VALUE_GEQ));
-  if (auto* errors = static_cast<ErrorChannel*>(sig.errors.host_owner)) {
-    errors->note_stream_wait({stream, addr, expected, sig.op_id, sig.rank, channel});
+  if (sig.errors.stream_waits != nullptr) {
+    sig.errors.stream_waits->note_stream_wait({stream, addr, expected, sig.op_id, sig.rank, channel});
   }
 }
 

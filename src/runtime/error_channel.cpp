@@ -58,7 +58,7 @@ ErrorChannelView ErrorChannel::view() {
   v.claim = claim_;
   v.record = record_;
   v.timeout_ns = timeout_ns_;
-  v.host_owner = this;
+  v.stream_waits = this;
   return v;
 }
 
@@ -119,29 +119,29 @@ void ErrorChannel::throw_timeout(const ErrorRecord& record) const {
   throw TimeoutError(describe(record), record, op_name(record.op_id));
 }
 
-void ErrorChannel::note_stream_wait(const StreamWait& wait) {
+void ErrorChannel::note_stream_wait(const StreamWaitRecord& wait) {
   std::lock_guard<std::mutex> lock(mutex_);
   // Keep the log bounded between synchronizations: waits on streams that have drained are done.
   constexpr size_t kPruneAt = 4096;
   if (stream_waits_.size() >= kPruneAt) {
     std::vector<cudaStream_t> idle;
-    for (const StreamWait& w : stream_waits_) {
+    for (const StreamWaitRecord& w : stream_waits_) {
       if (std::find(idle.begin(), idle.end(), w.stream) == idle.end() && cudaStreamQuery(w.stream) == cudaSuccess) {
         idle.push_back(w.stream);
       }
     }
-    std::erase_if(stream_waits_, [&](const StreamWait& w) {
+    std::erase_if(stream_waits_, [&](const StreamWaitRecord& w) {
       return std::find(idle.begin(), idle.end(), w.stream) != idle.end();
     });
   }
   stream_waits_.push_back(wait);
 }
 
-std::vector<StreamWait> ErrorChannel::stream_waits(cudaStream_t stream) const {
+std::vector<StreamWaitRecord> ErrorChannel::stream_waits(cudaStream_t stream) const {
   std::lock_guard<std::mutex> lock(mutex_);
-  std::vector<StreamWait> out;
+  std::vector<StreamWaitRecord> out;
   std::copy_if(stream_waits_.begin(), stream_waits_.end(), std::back_inserter(out),
-               [&](const StreamWait& w) { return w.stream == stream; });
+               [&](const StreamWaitRecord& w) { return w.stream == stream; });
   return out;
 }
 

@@ -315,10 +315,10 @@ void write_u64(const World& world, int rank, uint64_t* address, uint64_t value) 
 // The first registered rank_wait on `stream` whose channel has not reached its value: the
 // stream's waits complete in order, so that is where the stream stands if it is held by one.
 // Each channel is read once.
-std::optional<std::pair<StreamWait, uint64_t>> first_unsatisfied(const World& world, int rank,
+std::optional<std::pair<StreamWaitRecord, uint64_t>> first_unsatisfied(const World& world, int rank,
                                                                  cudaStream_t stream) {
   std::vector<std::pair<const uint64_t*, uint64_t>> observed;
-  for (const StreamWait& w : world.errors().stream_waits(stream)) {
+  for (const StreamWaitRecord& w : world.errors().stream_waits(stream)) {
     auto it = std::find_if(observed.begin(), observed.end(), [&](auto& o) { return o.first == w.address; });
     if (it == observed.end()) {
       observed.emplace_back(w.address, read_u64(world, rank, w.address));
@@ -331,7 +331,7 @@ std::optional<std::pair<StreamWait, uint64_t>> first_unsatisfied(const World& wo
 
 // Reports a stalled rank_wait: the stream is released first (the channel is set to the expected
 // value) so that the process can tear down, then TimeoutError is thrown.
-[[noreturn]] void report_stall(const World& world, int rank, const StreamWait& w, uint64_t observed,
+[[noreturn]] void report_stall(const World& world, int rank, const StreamWaitRecord& w, uint64_t observed,
                                uint64_t elapsed_ns) {
   write_u64(world, rank, const_cast<uint64_t*>(w.address), w.expected);
   world.errors().clear_stream_waits();

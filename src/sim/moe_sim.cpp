@@ -9,7 +9,7 @@
 #include "tilelink/ops/moe/moe_mapping.hpp"
 #include "tilelink/ops/moe/moe_policy.hpp"
 #include "tilelink/ops/moe/moe_rs_protocol.hpp"
-#include "tilelink/ops/moe/synthetic_routing.hpp"
+#include "tilelink/sim/synthetic_routing.hpp"
 
 namespace tilelink::sim {
 namespace {

@@ -4,6 +4,7 @@
 
 #include "ops/gemm_rs/sm90_gemm_rs_kernel.hpp"
 #include "tilelink/core/error.hpp"
+#include "tilelink/ops/gemm_rs/gemm_rs_policy.hpp"
 #include "tilelink/sim/gemm_rs_sim.hpp"
 
 namespace tilelink {
@@ -19,7 +20,7 @@ double predict_us(const GemmRsConfig& c, const GemmRsTuneShape& s, const sim::Co
   const auto& kernel = detail::sm90_gemm_rs_configs().front();  // the op's one compiled GEMM
   q.bm = kernel.tile_m;
   q.bn = kernel.tile_n;
-  q.reduce_ctas = detail::gemm_rs_reduce_blocks(c.reduce_blocks, s.sm_budget);
+  q.reduce_ctas = gemm_rs_policy::reduce_blocks(c.reduce_blocks, s.sm_budget);
   q.granularity = c.granularity;
   q.scatter = c.scatter;
   return sim::predict_gemm_rs(p, q, gpu.share(s.sm_budget)).fused * 1e6;
@@ -53,14 +54,14 @@ std::vector<RankedGemmRsConfig> gemm_rs_comm_candidates(const GemmRsConfig& base
   if (shape.world == 1) return {{automatic, 0.0}};
   const RankedGemmRsConfig auto_ranked{automatic, predict_us(automatic, shape, gpu)};
 
-  const uint32_t auto_blocks = detail::gemm_rs_reduce_blocks(0, shape.sm_budget);
+  const uint32_t auto_blocks = gemm_rs_policy::reduce_blocks(0, shape.sm_budget);
   std::vector<RankedGemmRsConfig> all;
   for (GemmRsScatter scatter : {GemmRsScatter::kPull, GemmRsScatter::kEpiloguePush, GemmRsScatter::kCopyEngine}) {
     for (SignalGranularity g : {SignalGranularity::kTile, SignalGranularity::kTileRow, SignalGranularity::kRank}) {
       if (scatter == GemmRsScatter::kCopyEngine && g == SignalGranularity::kTile) continue;  // refused by the op
       for (uint32_t blocks : {0u, 2u, 4u, 8u}) {
         if (blocks != 0 && blocks > static_cast<uint32_t>(shape.sm_budget / 2)) continue;  // the GEMM keeps half
-        if (blocks != 0 && detail::gemm_rs_reduce_blocks(blocks, shape.sm_budget) == auto_blocks) {
+        if (blocks != 0 && gemm_rs_policy::reduce_blocks(blocks, shape.sm_budget) == auto_blocks) {
           continue;  // the automatic count already
         }
         GemmRsConfig c = base;

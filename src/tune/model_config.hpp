@@ -6,9 +6,9 @@
 #include <cstdio>
 #include <string>
 
+#include "tilelink/comm/all_gather_policy.hpp"
 #include "tilelink/comm/collectives.hpp"
 #include "tilelink/core/error.hpp"
-#include "tilelink/ops/ag_gemm/ag_gemm_policy.hpp"
 #include "tilelink/sim/ag_gemm_sim.hpp"
 
 namespace tilelink::detail {
@@ -26,11 +26,11 @@ inline void kernel_tile(const std::string& name, const char* where, uint32_t* bm
 
 // A model configuration's all-gather fields (comm_rows, resource, comm_ctas: sim::AgGemmConfig,
 // sim::MoeConfig, sim::SpAttentionConfig) from the op's all-gather `config`, its automatic choices
-// resolved as the op resolves them (ag_gemm_policy::resolved) for rows of k bf16.
+// resolved as the op resolves them (all_gather_policy::resolved) for rows of k bf16.
 template <class ModelConfig>
 void set_model_comm(ModelConfig& q, const AllGatherConfig& config, uint32_t rows_per_rank, uint32_t k,
                     int sm_budget) {
-  const AllGatherConfig c = ag_gemm_policy::resolved(config, rows_per_rank, k, sm_budget);
+  const AllGatherConfig c = all_gather_policy::resolved(config, rows_per_rank, k, sm_budget);
   q.comm_rows = c.comm_rows;
   q.resource = c.resource == CommResource::kSm ? sim::Resource::kSm : sim::Resource::kCopyEngine;
   q.comm_ctas = c.resource == CommResource::kSm ? c.num_blocks : 0;

@@ -1,13 +1,15 @@
-// AG+GEMM's automatic choices (ag_gemm_policy.hpp) on hand-checked cases, including the ones the
+// AG+GEMM's automatic choices (ag_gemm_policy.hpp, all_gather_policy.hpp) on hand-checked cases, including the ones the
 // H200 runs in docs/PERF.md used.
 #include <gtest/gtest.h>
 
+#include "tilelink/comm/all_gather_policy.hpp"
 #include "tilelink/ops/ag_gemm/ag_gemm_policy.hpp"
 
 namespace tilelink::test {
 namespace {
 
 using namespace ag_gemm_policy;
+using namespace all_gather_policy;
 
 TEST(AgGemmPolicy, CopyEngineTilesAreAtLeast8MiBAndSmTiles128Rows) {
   EXPECT_EQ(auto_comm_rows(CommResource::kCopyEngine, 1024, 8192), 512u);   // 16 KiB rows

@@ -12,6 +12,7 @@
 #include "cpu_test_util.hpp"
 #include "protocol_runners.hpp"
 #include "tilelink/ops/ag_gemm/ag_gemm_protocol.hpp"
+#include "tilelink/testing/ag_gemm_naive_blocks.hpp"
 
 namespace tilelink::test {
 namespace {

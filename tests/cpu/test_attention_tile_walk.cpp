@@ -22,7 +22,7 @@
 #include <vector>
 
 // The walk is src/ code of the attention op (not a public header); it has no CUDA dependency.
-#include "../../src/ops/attention/sm90_flash_attention_tile_walk.hpp"
+#include "ops/attention/sm90_flash_attention_tile_walk.hpp"
 
 namespace tilelink::test {
 namespace {

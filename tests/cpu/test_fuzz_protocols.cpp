@@ -33,7 +33,7 @@
 
 #include "../fuzz/fuzz_space.hpp"
 #include "protocol_runners.hpp"
-#include "tilelink/ops/ag_gemm/ag_gemm_policy.hpp"
+#include "tilelink/comm/all_gather_policy.hpp"
 #include "tilelink/ops/moe/moe_policy.hpp"
 
 namespace tilelink::test {
@@ -147,7 +147,7 @@ Reduced<RsCase> reduce(const fuzz::ReduceScatterDraw& d, Rng&) {
 
 Reduced<AgGemmCase> reduce(const fuzz::AgGemmDraw& d, Rng& extra) {
   if (d.n == 0 || d.k == 0) return refuse<AgGemmCase>("a zero extent: n = " + std::to_string(d.n) + ", k = " + std::to_string(d.k));
-  const AllGatherConfig comm = ag_gemm_policy::resolved(d.config.comm, d.m_per_rank, d.k, cpu_budget(d.world));
+  const AllGatherConfig comm = all_gather_policy::resolved(d.config.comm, d.m_per_rank, d.k, cpu_budget(d.world));
   if (std::string e = all_gather_refusal(comm, d.m_per_rank, 2 * d.k); !e.empty()) return refuse<AgGemmCase>(e);
   AgGemmCase c{d.world, d.m_per_rank, float_width(d.k), d.n, comm.comm_rows, 0, 0, comm.method, comm.order,
                comm.resource == CommResource::kCopyEngine};
@@ -199,7 +199,7 @@ Reduced<MoeCase> reduce(const fuzz::MoeAgDraw& d, Rng& extra) {
   if (d.n == 0 || d.hidden == 0) {
     return refuse<MoeCase>("a zero extent: n = " + std::to_string(d.n) + ", hidden = " + std::to_string(d.hidden));
   }
-  const AllGatherConfig comm = ag_gemm_policy::resolved(d.config.comm, d.tokens_per_rank, d.hidden, cpu_budget(d.world));
+  const AllGatherConfig comm = all_gather_policy::resolved(d.config.comm, d.tokens_per_rank, d.hidden, cpu_budget(d.world));
   if (std::string e = all_gather_refusal(comm, d.tokens_per_rank, 2 * d.hidden); !e.empty()) return refuse<MoeCase>(e);
   MoeCase c{d.world, d.tokens_per_rank, float_width(d.hidden), float_width(d.n), d.experts, d.topk, 0, comm.comm_rows,
             d.routing};
@@ -228,7 +228,7 @@ Reduced<MoeCase> reduce(const fuzz::MoeRsDraw& d, Rng& extra) {
 
 Reduced<SpCase> reduce(const fuzz::SpAttentionDraw& d, Rng& extra) {
   const uint32_t row_elems = 2 * d.kv_heads * d.head_dim;
-  const AllGatherConfig comm = ag_gemm_policy::resolved(d.config.comm, d.seq_per_rank, row_elems, cpu_budget(d.world));
+  const AllGatherConfig comm = all_gather_policy::resolved(d.config.comm, d.seq_per_rank, row_elems, cpu_budget(d.world));
   // Head dims scale as the widths do: 64 -> 4, 128 -> 8 floats (an unknown one to its share).
   SpCase c{d.world, d.seq_per_rank, comm.comm_rows, 0, d.q_heads, d.kv_heads, d.head_dim / 16, d.causal,
            d.config.layout, comm.method, comm.order, comm.resource == CommResource::kCopyEngine};

@@ -13,6 +13,7 @@
 #include "cpu_test_util.hpp"
 #include "protocol_runners.hpp"
 #include "tilelink/ops/gemm_rs/gemm_rs_fused.hpp"
+#include "tilelink/testing/gemm_rs_naive_blocks.hpp"
 
 namespace tilelink::test {
 namespace {

@@ -18,7 +18,8 @@
 #include "protocol_runners.hpp"
 #include "tilelink/ops/moe/moe_mapping.hpp"
 #include "tilelink/ops/moe/moe_rs_protocol.hpp"
-#include "tilelink/ops/moe/synthetic_routing.hpp"
+#include "tilelink/sim/synthetic_routing.hpp"
+#include "tilelink/testing/moe_naive_blocks.hpp"
 
 namespace tilelink::test {
 namespace {

@@ -16,8 +16,9 @@
 
 #include "cpu_test_util.hpp"
 #include "protocol_runners.hpp"
-#include "tilelink/ops/attention/attention_reference.hpp"
 #include "tilelink/ops/attention/sp_attention_protocol.hpp"
+#include "tilelink/testing/attention_reference.hpp"
+#include "tilelink/testing/sp_attention_naive_blocks.hpp"
 
 namespace tilelink::test {
 namespace {

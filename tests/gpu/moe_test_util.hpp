@@ -20,7 +20,7 @@
 #include "gpu_test_util.hpp"
 #include "host_ref.hpp"
 #include "tilelink/ops/moe/moe_mapping.hpp"
-#include "tilelink/ops/moe/synthetic_routing.hpp"
+#include "tilelink/sim/synthetic_routing.hpp"
 
 namespace tilelink::test {
 

@@ -20,7 +20,7 @@
 #include "cublas_ref.hpp"
 #include "gpu_test_util.hpp"
 #include "moe_test_util.hpp"
-#include "tilelink/ops/moe/synthetic_routing.hpp"
+#include "tilelink/sim/synthetic_routing.hpp"
 
 namespace tilelink::test::moe_ag {
 namespace {

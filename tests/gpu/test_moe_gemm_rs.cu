@@ -27,7 +27,7 @@
 #include "gpu_test_util.hpp"
 #include "moe_test_util.hpp"
 #include "tilelink/ops/moe/moe_layer.hpp"
-#include "tilelink/ops/moe/synthetic_routing.hpp"
+#include "tilelink/sim/synthetic_routing.hpp"
 #include "tilelink/runtime/trace_buffer.hpp"
 
 namespace tilelink::test::moe_rs {

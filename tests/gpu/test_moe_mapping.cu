@@ -12,7 +12,7 @@
 
 #include "gpu_test_util.hpp"
 #include "tilelink/ops/moe/moe_mapping_device.hpp"
-#include "tilelink/ops/moe/synthetic_routing.hpp"
+#include "tilelink/sim/synthetic_routing.hpp"
 
 namespace tilelink::test::moe {
 namespace {

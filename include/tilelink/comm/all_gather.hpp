@@ -80,6 +80,25 @@ struct AllGatherPlan {
   }
 };
 
+// The all-gather step (0 = own shard) at which rank `rank` holds all rows of [row0, row0 + rows):
+// the order in which consumers take their tiles (AG+GEMM's schedule, MoE's tile order, SP
+// attention's K/V chunks), so that each starts on what it has.
+TL_HOST_DEVICE uint32_t arrival_step(const AllGatherPlan& ag, uint32_t rank, uint32_t row0, uint32_t rows) {
+  const uint32_t w = ag.world();
+  const uint32_t first = ag.map.rank_of_row(row0);
+  const uint32_t last = ag.map.rank_of_row(row0 + rows - 1);
+  uint32_t step = 0;
+  for (uint32_t owner = first; owner <= last; ++owner) {
+    // A full-mesh pull (SMs or copy engine) fetches owner's shard at step owner - rank; a
+    // full-mesh push receives it at step rank - owner (owner writes rank at its step
+    // rank - owner); a ring, pull or push, delivers it at step rank - owner.
+    const bool mesh_pull = ag.order == CommOrder::kFullMesh && ag.method == AgMethod::kPull;
+    const uint32_t s = mesh_pull ? (owner + w - rank) % w : (rank + w - owner) % w;
+    step = s > step ? s : step;
+  }
+  return step;
+}
+
 // One communication block of one rank (SM path). Blocks split the items round-robin; each item
 // only depends on items of earlier steps (on this or another rank), so any number of resident
 // blocks makes progress.

@@ -62,14 +62,6 @@ class AllGather {
   static std::string can_implement(const World& world, const SymmetricHeap& heap,
                                    const AllGatherArguments& args);
 
-  // The copy engine on virtual ranks copies device-local memory, and such copies run on SMs: the
-  // CTAs that spin waiting for the all-gather's tiles -- of all ranks of the GPU together -- must
-  // leave kCopyEngineFreeSms SMs free, or the copies never start and the waits expire. "" when
-  // `waiting` CTAs in all (summed over the ranks) leave them, or the rule does not apply (SM
-  // all-gather, one rank, ranks on separate GPUs); else the reason, for the caller to prefix
-  // with the argument that set the count.
-  static constexpr int kCopyEngineFreeSms = 2;
-  static std::string check_copy_engine_room(const World& world, const AllGatherConfig& config, int waiting);
 
   // Enqueues one call on every rank's comm stream, ordered after all work enqueued so far on the
   // rank's compute stream (consumers of the previous call finish before this call overwrites

@@ -54,15 +54,6 @@ TL_HOST_DEVICE void rank_exit_barrier(Ctx& ctx, const SignalView& sig, uint32_t 
   }
 }
 
-// The protocols' stand-in for a GEMM mainloop: the dot product of a row of A (k floats) with
-// column `col` of B (k rows of pitch ldb floats), summed in k order (references match it bit for
-// bit).
-TL_HOST_DEVICE float naive_dot(const float* a_row, const float* b, uint32_t k, uint64_t ldb, uint32_t col) {
-  float acc = 0.f;
-  for (uint32_t kk = 0; kk < k; ++kk) acc += a_row[kk] * b[uint64_t(kk) * ldb + col];
-  return acc;
-}
-
 // Channels used by rank_barrier (world) and rank_exit_barrier (world + 1).
 TL_HOST_DEVICE uint32_t entry_barrier_channels(uint32_t world) { return world; }
 TL_HOST_DEVICE uint32_t exit_barrier_channels(uint32_t world) { return world + 1; }

@@ -10,7 +10,7 @@
 #include <stdexcept>
 #include <string>
 
-#include "tilelink/primitives/error_record.hpp"
+#include "tilelink/core/error_record.hpp"
 
 namespace tilelink {
 

@@ -16,6 +16,28 @@
 
 namespace tilelink {
 
+// A rank_wait the host must watch: the stream stalls on `address` until it reaches `expected`.
+struct StreamWaitRecord {
+  cudaStream_t stream;
+  const uint64_t* address;
+  uint64_t expected;
+  uint32_t op_id;
+  int32_t rank;
+  uint32_t channel;
+};
+
+// The host's watcher of stream waits. A stream memop wait cannot bound itself, so rank_wait tells
+// the observer of its view's error channel (ErrorChannelView::stream_waits) of every wait it
+// enqueues; the runtime's ErrorChannel implements it. Called on the host by whichever thread
+// enqueues, before rank_wait returns.
+class StreamWaitObserver {
+ public:
+  virtual void note_stream_wait(const StreamWaitRecord& wait) = 0;
+
+ protected:
+  ~StreamWaitObserver() = default;
+};
+
 // Store the call's epoch into `channel` in `peer`'s memory once all earlier work on `stream`
 // has completed (cuStreamWriteValue64, default flags: a release of that work). kSet only: stream
 // memops cannot add.
@@ -23,8 +45,8 @@ void rank_notify(cudaStream_t stream, const SignalView& sig, uint32_t channel, i
 
 // Make later work on `stream` wait until `channel` in this rank's memory reaches
 // sig.expected(arrivals) (cuStreamWaitValue64 with GEQ: a wrap-safe signed comparison). The
-// wait is registered with the World's error channel: World::synchronize reports it by name if it
-// never completes.
+// wait is registered with the observer of sig's error channel (StreamWaitObserver; the World's
+// error channel), so that World::synchronize reports it by name if it never completes.
 void rank_wait(cudaStream_t stream, const SignalView& sig, uint32_t channel, uint32_t arrivals = 1);
 
 // Copy-engine transfer of `bytes` from `src` to `dst` (device or peer pointers, unified

@@ -15,7 +15,7 @@
 #include <cstdint>
 
 #include "tilelink/core/macros.hpp"
-#include "tilelink/primitives/error_record.hpp"
+#include "tilelink/primitives/error_channel_view.hpp"
 
 namespace tilelink {
 

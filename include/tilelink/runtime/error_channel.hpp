@@ -13,21 +13,12 @@
 #include <vector>
 
 #include "tilelink/core/error.hpp"
-#include "tilelink/primitives/error_record.hpp"
+#include "tilelink/primitives/error_channel_view.hpp"
+#include "tilelink/primitives/host.hpp"
 
 namespace tilelink {
 
-// A rank_wait the host must watch: the stream stalls on `address` until it reaches `expected`.
-struct StreamWait {
-  cudaStream_t stream;
-  const uint64_t* address;
-  uint64_t expected;
-  uint32_t op_id;
-  int32_t rank;
-  uint32_t channel;
-};
-
-class ErrorChannel {
+class ErrorChannel final : public StreamWaitObserver {
  public:
   // `device`: where the claim word lives. `timeout_ns`: bound of every wait (0 = unbounded).
   ErrorChannel(int device, uint64_t timeout_ns);
@@ -55,9 +46,10 @@ class ErrorChannel {
   std::string describe(const ErrorRecord& record) const;
   [[noreturn]] void throw_timeout(const ErrorRecord& record) const;
 
-  void note_stream_wait(const StreamWait& wait);
-  // Waits still pending on `stream` (observed value read from the device), oldest first.
-  std::vector<StreamWait> stream_waits(cudaStream_t stream) const;
+  // Keeps every rank_wait of views of this channel, for World::synchronize.
+  void note_stream_wait(const StreamWaitRecord& wait) override;
+  // The waits noted on `stream` since the last clear, oldest first.
+  std::vector<StreamWaitRecord> stream_waits(cudaStream_t stream) const;
   void clear_stream_waits();
 
  private:
@@ -68,7 +60,7 @@ class ErrorChannel {
   mutable std::mutex mutex_;
   std::vector<std::string> op_names_;
   std::vector<ChannelDescriber> describers_;  // by op id; empty: none
-  std::vector<StreamWait> stream_waits_;
+  std::vector<StreamWaitRecord> stream_waits_;
 };
 
 }  // namespace tilelink

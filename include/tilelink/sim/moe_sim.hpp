@@ -19,8 +19,8 @@
 #include <cstdint>
 #include <vector>
 
-#include "tilelink/ops/moe/synthetic_routing.hpp"
 #include "tilelink/sim/ag_gemm_sim.hpp"
+#include "tilelink/sim/synthetic_routing.hpp"
 #include "tilelink/sim/timeline.hpp"
 
 namespace tilelink::sim {

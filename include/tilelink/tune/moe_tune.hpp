@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "tilelink/ops/moe/moe_layer.hpp"
-#include "tilelink/ops/moe/synthetic_routing.hpp"
+#include "tilelink/sim/synthetic_routing.hpp"
 #include "tilelink/sim/timeline.hpp"
 #include "tilelink/tune/ranked.hpp"
 

@@ -4,10 +4,11 @@
 #include <algorithm>
 #include <string>
 
-#include "core/checks.hpp"
+#include "runtime/checks.hpp"
 #include "ops/common/kernel_configs.hpp"
 #include "ops/ag_gemm/sm90_ag_gemm_kernel.hpp"
 #include "tilelink/core/error.hpp"
+#include "tilelink/comm/all_gather_policy.hpp"
 #include "tilelink/ops/ag_gemm/ag_gemm_policy.hpp"
 #include "tilelink/ops/ag_gemm/ag_gemm_protocol.hpp"
 #include "tilelink/tune/tune_cache.hpp"
@@ -33,18 +34,18 @@ const std::vector<Sm90AgGemmConfigInfo>& sm90_ag_gemm_configs() {
 
 namespace {
 
-using ag_gemm_policy::kElementBytes;
+using all_gather_policy::kElementBytes;
 
 const detail::Sm90AgGemmConfigInfo* find_kernel(const std::string& name) {
   return detail::find_config(detail::sm90_ag_gemm_configs(), name);
 }
 
 AllGatherArguments all_gather_arguments(const World& world, const AgGemmArguments& a) {
-  return ag_gemm_policy::all_gather_arguments(world, a.a, a.a_offset, a.m_per_rank, a.k, a.config.comm);
+  return all_gather_policy::all_gather_arguments(world, a.a, a.a_offset, a.m_per_rank, a.k, a.config.comm);
 }
 
 int gemm_sm_count(const World& world, int rank, const AgGemmArguments& a, uint32_t comm_blocks) {
-  return ag_gemm_policy::gemm_sm_count(world.sm_budget(rank), world.size(), comm_blocks, a.config.gemm_sms);
+  return all_gather_policy::gemm_sm_count(world.sm_budget(rank), world.size(), comm_blocks, a.config.gemm_sms);
 }
 
 uint32_t choose_swizzle(const AgGemmArguments& a, const detail::Sm90AgGemmConfigInfo& kernel, uint64_t l2_share) {
@@ -103,7 +104,7 @@ std::string AgGemm::can_implement(const World& world, const SymmetricHeap& heap,
     }
     waiting += sms;
   }
-  if (std::string e = AllGather::check_copy_engine_room(world, ag.config, waiting); !e.empty()) {
+  if (std::string e = all_gather_policy::check_copy_engine_room(world, ag.config, waiting); !e.empty()) {
     return knob + ": " + e;
   }
   return "";

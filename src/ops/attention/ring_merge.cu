@@ -4,7 +4,6 @@
 
 #include <cmath>
 
-#include "core/checks.hpp"
 #include "ops/attention/sm90_flash_attention_kernel.hpp"
 #include "tilelink/core/error.hpp"
 

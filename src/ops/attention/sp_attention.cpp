@@ -5,11 +5,11 @@
 #include <algorithm>
 #include <string>
 
-#include "core/checks.hpp"
+#include "runtime/checks.hpp"
+#include "tilelink/comm/all_gather_policy.hpp"
 #include "ops/attention/sm90_flash_attention_kernel.hpp"
 #include "tilelink/core/error.hpp"
 #include "tilelink/tune/tune_cache.hpp"
-#include "tilelink/ops/ag_gemm/ag_gemm_policy.hpp"
 
 namespace tilelink {
 
@@ -40,12 +40,12 @@ const detail::Sm90FlashAttentionConfigInfo* find_kernel(uint32_t head_dim) {
 uint32_t kv_row_elems(const SpAttentionArguments& a) { return 2 * a.kv_heads * a.head_dim; }
 
 AllGatherArguments all_gather_arguments(const World& world, const SpAttentionArguments& a) {
-  return ag_gemm_policy::all_gather_arguments(world, a.kv, a.kv_offset, a.seq_per_rank, kv_row_elems(a),
-                                              a.config.comm);
+  return all_gather_policy::all_gather_arguments(world, a.kv, a.kv_offset, a.seq_per_rank, kv_row_elems(a),
+                                                 a.config.comm);
 }
 
 // CTAs of the persistent kernel. Its CTAs spin while they wait for K/V, so SMs must stay free for
-// whatever moves the K/V: the SM all-gather's blocks and AG+GEMM's slack next to them; with the
+// whatever moves the K/V: the SM all-gather's blocks and the all-gather's slack next to them; with the
 // copy engine, on virtual ranks, the device-local copies run on SMs as well, so the ranks sharing
 // a GPU leave the slack free between them (not each); one rank per GPU leaves it on its own GPU.
 int attention_sm_count(const World& world, int rank, const SpAttentionArguments& a, uint32_t comm_blocks) {
@@ -53,9 +53,9 @@ int attention_sm_count(const World& world, int rank, const SpAttentionArguments&
   if (a.config.attention_sms != 0) return std::min(left, static_cast<int>(a.config.attention_sms));
   if (world.size() == 1) return left;
   if (a.config.comm.resource == CommResource::kCopyEngine && world.mode() == WorldMode::kVirtual) {
-    return std::min(left, (world.num_sms(rank) - AllGather::kCopyEngineFreeSms) / world.size());
+    return std::min(left, (world.num_sms(rank) - all_gather_policy::kCopyEngineFreeSms) / world.size());
   }
-  return left - ag_gemm_policy::kSlackSms;
+  return left - all_gather_policy::kSlackSms;
 }
 
 // SpAttentionConfig::section_kv_heads, resolved: the most kv heads (a divisor of kv_heads) whose
@@ -155,7 +155,7 @@ std::string SpAttention::can_implement(const World& world, const SymmetricHeap& 
     waiting += sms;
   }
   // The automatic grid leaves the copy engine its SMs (attention_sm_count); a configured one must.
-  if (std::string e = AllGather::check_copy_engine_room(world, ag.config, waiting); !e.empty()) {
+  if (std::string e = all_gather_policy::check_copy_engine_room(world, ag.config, waiting); !e.empty()) {
     return "argument 'config.attention_sms' = " + std::to_string(a.config.attention_sms) + ": " + e;
   }
   return "";

@@ -5,10 +5,11 @@
 #include <optional>
 #include <string>
 
-#include "core/checks.hpp"
+#include "runtime/checks.hpp"
 #include "tilelink/comm/stream_ctx.hpp"
 #include "ops/gemm_rs/sm90_gemm_rs_kernel.hpp"
 #include "tilelink/core/error.hpp"
+#include "tilelink/ops/gemm_rs/gemm_rs_policy.hpp"
 #include "tilelink/tune/tune_cache.hpp"
 
 namespace tilelink {
@@ -22,27 +23,23 @@ const std::vector<Sm90GemmRsConfigInfo>& sm90_gemm_rs_configs() {
   return configs;
 }
 
-uint32_t gemm_rs_reduce_blocks(uint32_t configured, int sm_budget) {
-  const auto& kernel = sm90_gemm_rs_configs().front();
+}  // namespace detail
+
+uint32_t gemm_rs_policy::reduce_blocks(uint32_t configured, int sm_budget) {
+  const auto& kernel = detail::sm90_gemm_rs_configs().front();
   const uint32_t cluster = kernel.cluster_m * kernel.cluster_n;
   const uint32_t wanted = configured != 0 ? configured : static_cast<uint32_t>(sm_budget / 32);
   return std::max(cluster, (wanted + cluster - 1) / cluster * cluster);
 }
 
-}  // namespace detail
-
 namespace {
 
 uint32_t reduce_blocks_of(const World& world, const GemmRsArguments& a) {
-  return detail::gemm_rs_reduce_blocks(a.config.reduce_blocks, world.sm_budget(0));
+  return gemm_rs_policy::reduce_blocks(a.config.reduce_blocks, world.sm_budget(0));
 }
 
-// GEMM CTAs: the configured count, else the rank's budget less the reduction CTAs. No slack
-// SMs (unlike AG+GEMM): the reduction runs in whole clusters next to the GEMM and neither waits
-// for SMs the other holds (measured, docs/gemm_rs.md).
 int gemm_sm_count(const World& world, int rank, const GemmRsArguments& a) {
-  const int left = world.sm_budget(rank) - static_cast<int>(reduce_blocks_of(world, a));
-  return a.config.gemm_sms != 0 ? std::min(left, static_cast<int>(a.config.gemm_sms)) : left;
+  return gemm_rs_policy::gemm_sm_count(world.sm_budget(rank), reduce_blocks_of(world, a), a.config.gemm_sms);
 }
 
 GemmRsFusedPlan make_plan(const World& world, const GemmRsArguments& a, const detail::Sm90GemmRsConfigInfo& kernel) {
@@ -57,16 +54,9 @@ GemmRsFusedPlan make_plan(const World& world, const GemmRsArguments& a, const de
   return plan;
 }
 
-// The configured swizzle, else the widest band (up to 8 cluster rows of tiles) that leaves at
-// least 4 bands per owner block: rows of a band share B's k-slices in L2, and the compute order
-// interleaves the owners band by band, so the reductions run under the GEMM (docs/gemm_rs.md).
 uint32_t choose_swizzle(const World& world, const GemmRsArguments& a, const detail::Sm90GemmRsConfigInfo& kernel) {
-  if (a.config.swizzle != 0) return a.config.swizzle;
-  const uint32_t cluster_rows = kernel.tile_m * kernel.cluster_m;
-  const uint32_t rows_per_rank = a.m / static_cast<uint32_t>(world.size());
-  uint32_t s = 1;
-  while (s < 8 && 4 * 2 * s * cluster_rows <= rows_per_rank) s *= 2;
-  return s;
+  return gemm_rs_policy::auto_swizzle(a.config.swizzle, kernel.tile_m * kernel.cluster_m,
+                                      a.m / static_cast<uint32_t>(world.size()));
 }
 
 // What channel `ch` of the slice carries, for timeout reports (the layout of GemmRsFusedPlan).

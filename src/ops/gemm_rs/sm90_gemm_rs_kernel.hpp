@@ -57,12 +57,6 @@ struct Sm90GemmRsConfigInfo {
 
 const std::vector<Sm90GemmRsConfigInfo>& sm90_gemm_rs_configs();
 
-// Reduction CTAs per rank: `configured`, else 1/32 of the rank's `sm_budget` SMs (4 of the H200's
-// 132: enough to keep pace with the GEMM, few enough to keep its waves whole; docs/gemm_rs.md);
-// rounded up to whole clusters of the GEMM kernel (launched in clusters, see gemm_rs_reduce.cu).
-// GemmRs runs it; tune gemm_rs models it.
-uint32_t gemm_rs_reduce_blocks(uint32_t configured, int sm_budget);
-
 // The reduction of owner `rank`: for each tile of its block, wait for every sender's part, sum
 // the senders' partial tiles in rank order in fp32 into `out` (rows_per_rank x n bf16), then the
 // exit barrier. `buf`, `recv`: this rank's M x n bf16 buffers (recv: copy-engine scatter only).

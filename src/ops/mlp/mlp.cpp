@@ -3,12 +3,10 @@
 
 #include <string>
 
-#include "core/checks.hpp"
+#include "runtime/checks.hpp"
 #include "tilelink/core/error.hpp"
 
 namespace tilelink {
-
-const char* to_string(MlpActivation a) { return a == MlpActivation::kSwiGlu ? "swiglu" : "gelu"; }
 
 namespace {
 
@@ -45,19 +43,6 @@ GemmRsArguments fc2_arguments(const World& world, const MlpArguments& a, const s
 }
 
 }  // namespace
-
-std::string detail::check_ffn(int world, uint32_t intermediate, MlpActivation activation, const char* second_gemm) {
-  const uint32_t w = static_cast<uint32_t>(world);
-  if (intermediate == 0 || intermediate % (8 * w) != 0) {
-    return "argument 'intermediate' = " + std::to_string(intermediate) + ": expected a positive multiple of 8 * " +
-           "world size (" + std::to_string(8 * w) + "): each rank's slice is " + second_gemm + "'s K, 16-byte rows";
-  }
-  if (activation != MlpActivation::kSwiGlu && activation != MlpActivation::kGelu) {
-    return "argument 'config.activation' = " + std::to_string(static_cast<uint32_t>(activation)) +
-           ": expected swiglu or gelu";
-  }
-  return "";
-}
 
 std::string Mlp::can_implement(const World& world, const SymmetricHeap& heap, const MlpArguments& a) {
   const uint32_t w = static_cast<uint32_t>(world.size());

@@ -5,19 +5,19 @@
 #include <algorithm>
 #include <string>
 
-#include "core/checks.hpp"
+#include "runtime/checks.hpp"
+#include "tilelink/comm/all_gather_policy.hpp"
 #include "ops/common/kernel_configs.hpp"
 #include "ops/moe/moe_gather.hpp"
 #include "ops/moe/sm90_moe_gemm_kernel.hpp"
 #include "tilelink/core/error.hpp"
-#include "tilelink/ops/ag_gemm/ag_gemm_policy.hpp"
 #include "tilelink/ops/moe/moe_policy.hpp"
 
 namespace tilelink {
 
 namespace {
 
-using ag_gemm_policy::kElementBytes;
+using all_gather_policy::kElementBytes;
 
 const detail::Sm90MoeGemmConfigInfo* find_kernel(const std::string& name) {
   return detail::find_config(detail::sm90_moe_gemm_configs(), name);
@@ -28,7 +28,7 @@ uint32_t max_tiles(const World& world, const MoeAgGroupGemmArguments& a, uint32_
 }
 
 AllGatherArguments all_gather_arguments(const World& world, const MoeAgGroupGemmArguments& a) {
-  return ag_gemm_policy::all_gather_arguments(world, a.x, a.x_offset, a.tokens_per_rank, a.hidden, a.config.comm);
+  return all_gather_policy::all_gather_arguments(world, a.x, a.x_offset, a.tokens_per_rank, a.hidden, a.config.comm);
 }
 
 uint32_t gather_block_count(const World& world, const MoeAgGroupGemmArguments& a) {
@@ -37,8 +37,8 @@ uint32_t gather_block_count(const World& world, const MoeAgGroupGemmArguments& a
 }
 
 int gemm_sm_count(const World& world, int rank, const MoeAgGroupGemmArguments& a, uint32_t comm_blocks) {
-  return ag_gemm_policy::gemm_sm_count(world.sm_budget(rank) - static_cast<int>(gather_block_count(world, a)),
-                                       world.size(), comm_blocks, a.config.gemm_sms);
+  return all_gather_policy::gemm_sm_count(world.sm_budget(rank) - static_cast<int>(gather_block_count(world, a)),
+                                          world.size(), comm_blocks, a.config.gemm_sms);
 }
 
 
@@ -104,7 +104,7 @@ std::string MoeAgGroupGemm::can_implement(const World& world, const SymmetricHea
     }
     waiting += sms + static_cast<int>(gather);
   }
-  if (std::string e = AllGather::check_copy_engine_room(world, ag.config, waiting); !e.empty()) {
+  if (std::string e = all_gather_policy::check_copy_engine_room(world, ag.config, waiting); !e.empty()) {
     return knob + ": " + e;
   }
   return "";

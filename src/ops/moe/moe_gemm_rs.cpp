@@ -5,7 +5,7 @@
 #include <algorithm>
 #include <string>
 
-#include "core/checks.hpp"
+#include "runtime/checks.hpp"
 #include "ops/common/kernel_configs.hpp"
 #include "ops/moe/moe_combine.hpp"
 #include "ops/moe/sm90_moe_gemm_kernel.hpp"

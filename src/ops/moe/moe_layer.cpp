@@ -3,7 +3,7 @@
 
 #include <string>
 
-#include "core/checks.hpp"
+#include "runtime/checks.hpp"
 #include "tilelink/core/error.hpp"
 #include "tilelink/tune/tune_cache.hpp"
 

@@ -1,72 +1,23 @@
-// AG+GEMM's automatic choices, as pure functions (AgGemm applies them; the CPU suite checks them).
-// The measurements behind each rule are in docs/ag_gemm.md.
+// AG+GEMM's own automatic choices, as pure functions (AgGemm applies them; the CPU suite checks
+// them). Its all-gather, and the GEMM's SMs next to it, follow comm/all_gather_policy.hpp. The
+// measurements behind each rule are in docs/ag_gemm.md.
 #pragma once
 
-#include <algorithm>
 #include <cstdint>
 
-#include "tilelink/comm/collectives.hpp"
-#include "tilelink/runtime/world.hpp"
+#include "tilelink/comm/all_gather_policy.hpp"
 
 namespace tilelink::ag_gemm_policy {
-
-constexpr uint32_t kElementBytes = 2;                 // bf16
-constexpr uint64_t kCopyEngineTileBytes = 8u << 20;  // a copy-engine tile costs ~5 µs fixed
-constexpr int kSlackSms = 2;                          // SMs left free per rank when world > 1
-
-// Rows per communication tile when the config says 0: 128 on SMs; on the copy engine the fewest
-// rows (a multiple of 128) making a tile of at least 8 MiB; never more than a shard.
-inline uint32_t auto_comm_rows(CommResource resource, uint32_t m_per_rank, uint32_t k) {
-  uint32_t rows = 128;
-  if (resource == CommResource::kCopyEngine) {
-    const uint64_t row_bytes = uint64_t(k) * kElementBytes;
-    while (rows < m_per_rank && rows * row_bytes < kCopyEngineTileBytes) rows += 128;
-  }
-  return std::min(rows, std::max(m_per_rank, 1u));
-}
-
-// CTAs for the GEMM of a rank with `sm_budget` SMs: the budget minus the SM all-gather's blocks,
-// capped by the config (`configured` != 0), else less the slack when world > 1. May be < 1.
-inline int gemm_sm_count(int sm_budget, int world_size, uint32_t comm_blocks, uint32_t configured) {
-  const int left = sm_budget - static_cast<int>(comm_blocks);
-  if (configured != 0) return std::min(left, static_cast<int>(configured));
-  return world_size > 1 ? left - kSlackSms : left;
-}
 
 // The configured swizzle, or the widest band (2^s bands of `band_rows` rows, up to 8) that stays
 // inside one shard and whose rows of A fit in the rank's share of L2.
 inline uint32_t auto_swizzle(uint32_t configured, uint32_t band_rows, uint32_t m_per_rank, uint32_t k,
                              uint64_t l2_share) {
   if (configured != 0) return configured;
-  const uint64_t row_bytes = uint64_t(k) * kElementBytes;
+  const uint64_t row_bytes = uint64_t(k) * all_gather_policy::kElementBytes;
   uint32_t s = 1;
   while (s < 8 && 2 * s * band_rows <= m_per_rank && 2ull * s * band_rows * row_bytes <= l2_share) s *= 2;
   return s;
-}
-
-// CTAs of an SM all-gather when the config says 0: an eighth of the rank's SM budget, at least 1.
-inline uint32_t auto_sm_blocks(int sm_budget) { return static_cast<uint32_t>(std::max(1, sm_budget / 8)); }
-
-// `config` with its automatic choices filled in for rows of k bf16 on ranks of `sm_budget` SMs:
-// comm_rows (auto_comm_rows) and, on SMs, the blocks (auto_sm_blocks). The ops run this; the tune
-// searches model it.
-inline AllGatherConfig resolved(AllGatherConfig config, uint32_t rows_per_rank, uint32_t k, int sm_budget) {
-  if (config.comm_rows == 0) config.comm_rows = auto_comm_rows(config.resource, rows_per_rank, k);
-  if (config.resource == CommResource::kSm && config.num_blocks == 0) config.num_blocks = auto_sm_blocks(sm_budget);
-  return config;
-}
-
-// The all-gather of an op whose GEMM consumes gathered rows (AG+GEMM's A, MoE's tokens, SP
-// attention's K/V): rows of k bf16, `config` resolved on rank 0's SM budget.
-inline AllGatherArguments all_gather_arguments(const World& world, const SymmetricBuffer* gathered, size_t offset,
-                                               uint32_t rows_per_rank, uint32_t k, const AllGatherConfig& config) {
-  AllGatherArguments ag;
-  ag.gathered = gathered;
-  ag.gathered_offset = offset;
-  ag.rows_per_rank = rows_per_rank;
-  ag.row_bytes = k * kElementBytes;
-  ag.config = resolved(config, rows_per_rank, k, world.sm_budget(0));
-  return ag;
 }
 
 }  // namespace tilelink::ag_gemm_policy

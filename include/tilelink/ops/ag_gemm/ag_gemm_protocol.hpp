@@ -6,8 +6,8 @@
 // communication tiles (comm_rows) are sized independently.
 //
 // The fused CUTLASS kernel's producer warp uses AgGemmSchedule and all_gather_wait_rows as they
-// are; ag_gemm_tiles_block below is the same schedule with a naive GEMM, which the CPU protocol
-// executor runs in CI.
+// are; the CPU protocol executor runs the same schedule with a naive GEMM in CI
+// (ag_gemm_tiles_block, testing/include/tilelink/testing/ag_gemm_naive_blocks.hpp).
 #pragma once
 
 #include <cstdint>
@@ -22,8 +22,9 @@ struct TileCoord {
 };
 
 // Arrival-ordered tile schedule. `m_order[j]` is the j-th tile row to compute: tile rows sorted by
-// the all-gather step at which their last row arrives on this rank (its own shard first), ties by
-// index. Built on the host (make_m_order) -- one small table per rank -- and read by kernels.
+// the all-gather step at which their last row arrives on this rank (arrival_step; its own shard
+// first), ties by index. Built on the host (make_m_order) -- one small table per rank -- and read
+// by kernels.
 struct AgGemmSchedule {
   uint32_t m = 0;           // rows of C (= world * rows_per_rank)
   uint32_t n = 0;           // columns of C on this rank
@@ -42,23 +43,6 @@ struct AgGemmSchedule {
   }
 };
 
-// The all-gather step (0 = own shard) at which rank `rank` holds all rows of [row0, row0 + rows).
-TL_HOST_DEVICE uint32_t arrival_step(const AllGatherPlan& ag, uint32_t rank, uint32_t row0, uint32_t rows) {
-  const uint32_t w = ag.world();
-  const uint32_t first = ag.map.rank_of_row(row0);
-  const uint32_t last = ag.map.rank_of_row(row0 + rows - 1);
-  uint32_t step = 0;
-  for (uint32_t owner = first; owner <= last; ++owner) {
-    // A full-mesh pull (SMs or copy engine) fetches owner's shard at step owner - rank; a
-    // full-mesh push receives it at step rank - owner (owner writes rank at its step
-    // rank - owner); a ring, pull or push, delivers it at step rank - owner.
-    const bool mesh_pull = ag.order == CommOrder::kFullMesh && ag.method == AgMethod::kPull;
-    const uint32_t s = mesh_pull ? (owner + w - rank) % w : (rank + w - owner) % w;
-    step = s > step ? s : step;
-  }
-  return step;
-}
-
 // Fills m_order (m_tiles entries) for `rank`: a stable sort of tile rows by arrival step.
 inline void make_m_order(const AllGatherPlan& ag, uint32_t rank, uint32_t bm, uint32_t* m_order) {
   const uint32_t m = ag.map.total_rows();
@@ -69,29 +53,6 @@ inline void make_m_order(const AllGatherPlan& ag, uint32_t rank, uint32_t bm, ui
       const uint32_t row0 = t * bm;
       const uint32_t rows = m - row0 < bm ? m - row0 : bm;
       if (arrival_step(ag, rank, row0, rows) == step) m_order[j++] = t;
-    }
-  }
-}
-
-// Compute blocks of one rank: C tiles in schedule order, each after the wait on its A rows.
-// A: gathered, M x K floats (row pitch ag.pitch bytes); B: K x N floats; C: M x N floats.
-TL_PROTOCOL
-template <class Ctx>
-TL_HOST_DEVICE void ag_gemm_tiles_block(Ctx& ctx, const AllGatherPlan& ag, const AgGemmSchedule& s,
-                                        const SignalView& sig, const void* a, uint32_t k,
-                                        const float* b, float* c) {
-  const Lanes lanes = ctx.lanes();
-  for (uint32_t i = ctx.block(); i < s.num_tiles(); i += ctx.num_blocks()) {
-    const TileCoord t = s.tile(i);
-    const RowRange rows = s.rows(t.m);
-    all_gather_wait_rows(ctx, ag, sig, rows.row0, rows.rows, static_cast<int32_t>(i));
-    const uint32_t col0 = t.n * s.bn;
-    const uint32_t cols = s.n - col0 < s.bn ? s.n - col0 : s.bn;
-    for (uint32_t e = lanes.id; e < rows.rows * cols; e += lanes.count) {
-      const uint32_t row = rows.row0 + e / cols;
-      const uint32_t col = col0 + e % cols;
-      const float* a_row = reinterpret_cast<const float*>(static_cast<const char*>(a) + uint64_t(row) * ag.pitch);
-      c[uint64_t(row) * s.n + col] = naive_dot(a_row, b, k, s.n, col);
     }
   }
 }

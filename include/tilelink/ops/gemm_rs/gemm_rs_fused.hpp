@@ -135,40 +135,6 @@ inline void make_gemm_rs_m_order(const GemmRsFusedPlan& plan, uint32_t rank, uin
   }
 }
 
-// Compute blocks of one rank: the fused kernel's tile order (rows of m_order, all N tiles of a
-// row before the next) with a naive GEMM standing in for the CUTLASS mainloop, each tile stored
-// where plan.scatter puts it and then notified, as the kernel's epilogue does. The CPU executor
-// runs it in CI. a: M x k, b: n x k (k contiguous), buf: symmetric M x n, all floats.
-TL_PROTOCOL
-template <class Ctx>
-TL_HOST_DEVICE void gemm_rs_fused_compute_block(Ctx& ctx, const GemmRsFusedPlan& plan, const SignalView& sig,
-                                                const SymmetricView& heap, const uint32_t* m_order, const float* a,
-                                                const float* b, uint32_t k, float* buf) {
-  const Lanes lanes = ctx.lanes();
-  const uint32_t rank = static_cast<uint32_t>(ctx.rank());
-  const bool push = plan.scatter == GemmRsScatter::kEpiloguePush;
-  const uint32_t tiles = plan.world * plan.m_tiles() * plan.n_tiles();
-  for (uint32_t i = ctx.block(); i < tiles; i += ctx.num_blocks()) {
-    const uint32_t m_tile = m_order[i / plan.n_tiles()];
-    const uint32_t n_tile = i % plan.n_tiles();
-    const uint32_t owner = plan.tile_owner(m_tile);
-    float* dst = push ? heap.translate(buf, static_cast<int>(owner)) : buf;
-    const uint32_t col0 = n_tile * plan.bn;
-    const uint32_t cols = plan.n - col0 < plan.bn ? plan.n - col0 : plan.bn;
-    for (uint32_t e = lanes.id; e < plan.bm * cols; e += lanes.count) {
-      const uint32_t row = m_tile * plan.bm + e / cols, col = col0 + e % cols;
-      const float acc = naive_dot(a + uint64_t(row) * k, b + uint64_t(col) * k, k, 1, 0);  // b is n x k
-      dst[uint64_t(plan.landing_row(rank, row)) * plan.n + col] = acc;
-    }
-    if (push) {
-      ctx.sync();  // the block's stores, then one notify for the tile
-      ctx.peer_tile_notify(sig, plan.tile_channel(m_tile, n_tile), static_cast<int>(owner), NotifyMode::kAdd);
-    } else {
-      ctx.producer_tile_notify(sig, plan.tile_channel(m_tile, n_tile), NotifyMode::kAdd);
-    }
-  }
-}
-
 // kCopyEngine, one rank's comm stream: for each group of another owner, in the order the GEMM
 // completes them (the last of its tile rows in m_order), wait for the group's tiles, copy its
 // rows into the owner's recv slot of this rank, set the owner's channel. `buf` and `recv`: this

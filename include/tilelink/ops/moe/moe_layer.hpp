@@ -19,7 +19,7 @@
 #include <string>
 #include <vector>
 
-#include "tilelink/ops/mlp/mlp.hpp"
+#include "tilelink/ops/common/mlp_activation.hpp"
 #include "tilelink/ops/moe/moe_ag_gemm.hpp"
 #include "tilelink/ops/moe/moe_gemm_rs.hpp"
 

@@ -3,9 +3,9 @@
 // Tokens X (M x H) are sharded by rank in row blocks (rank r holds rows [r M/P, (r+1) M/P)) and
 // all-gathered with the all-gather protocol (comm/all_gather.hpp); gather blocks copy each
 // tile's token rows into expert-sorted order as they arrive (moe_gather_block) and the grouped
-// GEMM waits per tile on the gather (moe_group_gemm_block). Routing gives each token its
-// top-k experts. The grouped GEMM computes, for every (token, k) pair, the row x_token * W_e of
-// the pair's expert e, in expert-sorted order:
+// GEMM waits per tile on the gather (on the CPU executor: moe_group_gemm_block, testing/).
+// Routing gives each token its top-k experts. The grouped GEMM computes, for every (token, k)
+// pair, the row x_token * W_e of the pair's expert e, in expert-sorted order:
 //
 //   rows [row_offset[e], row_offset[e + 1]) belong to expert e: its pairs sorted by token (so by
 //   source rank), then padding up to a multiple of the tile height bm (row_pair = kPadRow).
@@ -23,7 +23,7 @@
 #include <string>
 #include <vector>
 
-#include "tilelink/ops/ag_gemm/ag_gemm_protocol.hpp"
+#include "tilelink/comm/all_gather.hpp"
 
 namespace tilelink {
 
@@ -154,8 +154,9 @@ inline void make_moe_tile_order(const AllGatherPlan& ag, uint32_t rank, const Mo
 // Gather blocks of one rank: part 1's stage between the all-gather and the grouped GEMM (whose
 // TMA loads cannot gather rows). For each tile in `order`: wait for its token rows (the
 // all-gather's channels), copy_tile(t) -- every pair's token row of the gathered x into the tile's
-// rows of the expert-sorted A, zeros for padding rows (moe_gather_rows) -- then notify channel
-// `channel0 + t` of `gsig`, on which the grouped GEMM's producer waits before it loads the tile.
+// rows of the expert-sorted A, zeros for padding rows (on the CPU executor: moe_gather_rows,
+// testing/) -- then notify channel `channel0 + t` of `gsig`, on which the grouped GEMM's producer
+// waits before it loads the tile.
 TL_PROTOCOL
 template <class Ctx, class CopyTile>
 TL_HOST_DEVICE void moe_gather_block(Ctx& ctx, const AllGatherPlan& ag, const SignalView& ag_sig,
@@ -166,46 +167,6 @@ TL_HOST_DEVICE void moe_gather_block(Ctx& ctx, const AllGatherPlan& ag, const Si
     if (m.tile_span[t] != 0) all_gather_wait_rows(ctx, ag, ag_sig, m.tile_token0[t], m.tile_span[t], int32_t(t));
     copy_tile(t);
     ctx.producer_tile_notify(gsig, channel0 + t);
-  }
-}
-
-// copy_tile of moe_gather_block, lane by lane in elements of type V: tile t's rows of `sorted`
-// (row pitch row_bytes, a multiple of sizeof(V)) from the rows of x (pitch ag.pitch).
-template <class V>
-TL_HOST_DEVICE void moe_gather_rows(Lanes lanes, const AllGatherPlan& ag, const MoeMappingView& m, uint32_t t,
-                                    const void* x, void* sorted, uint32_t row_bytes) {
-  const uint32_t per_row = row_bytes / sizeof(V);
-  for (uint32_t e = lanes.id; e < m.bm * per_row; e += lanes.count) {
-    const uint32_t row = t * m.bm + e / per_row;
-    const uint32_t pair = m.row_pair[row];
-    V* dst = reinterpret_cast<V*>(static_cast<char*>(sorted) + uint64_t(row) * row_bytes) + e % per_row;
-    if (pair == kPadRow) {
-      *dst = V{};
-    } else {
-      *dst = reinterpret_cast<const V*>(static_cast<const char*>(x) + uint64_t(pair / m.topk) * ag.pitch)[e % per_row];
-    }
-  }
-}
-
-// Compute blocks of one rank (the grouped GEMM with a naive inner product standing in for the
-// CUTLASS mainloop, whose producer does the same waits): for each tile in `order`, wait on its
-// gather channel, then out[row] = sorted[row] * W_e for each of its rows (padding rows are zero
-// in `sorted`, so they come out zero). sorted: m.rows() x k floats; w: experts x k x n floats
-// (expert e's k x n slice of this rank); out: m.rows() x n floats.
-TL_PROTOCOL
-template <class Ctx>
-TL_HOST_DEVICE void moe_group_gemm_block(Ctx& ctx, const MoeMappingView& m, const uint32_t* order,
-                                         const SignalView& gsig, uint32_t channel0, const float* sorted, uint32_t k,
-                                         const float* w, uint32_t n, float* out) {
-  const Lanes lanes = ctx.lanes();
-  for (uint32_t i = ctx.block(); i < m.num_tiles; i += ctx.num_blocks()) {
-    const uint32_t t = order[i];
-    ctx.consumer_tile_wait(gsig, channel0 + t, 1, 1, int32_t(t));
-    const float* w_e = w + uint64_t(m.tile_expert[t]) * k * n;
-    for (uint32_t e = lanes.id; e < m.bm * n; e += lanes.count) {
-      const uint32_t row = t * m.bm + e / n, col = e % n;
-      out[uint64_t(row) * n + col] = naive_dot(sorted + uint64_t(row) * k, w_e, k, n, col);
-    }
   }
 }
 

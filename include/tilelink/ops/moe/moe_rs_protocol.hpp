@@ -72,28 +72,6 @@ struct MoeRsPlan {
   TL_HOST_DEVICE uint32_t combine_keys() const { return tokens.chunks_per_rank() * world(); }
 };
 
-// Compute blocks of one rank: the grouped GEMM, tiles in index order (any order is correct: the
-// combine waits per tile). h: m.rows() x k floats (sorted rows), w2: experts x k x n floats,
-// y: m.rows() x n floats; padding rows are left unwritten (no token reads them).
-TL_PROTOCOL
-template <class Ctx>
-TL_HOST_DEVICE void moe_group_gemm_rs_compute_block(Ctx& ctx, const MoeRsPlan& plan, const MoeMappingView& m,
-                                                    const SignalView& sig, const float* h, uint32_t k,
-                                                    const float* w2, float* y) {
-  const Lanes lanes = ctx.lanes();
-  for (uint32_t i = ctx.block(); i < m.num_tiles * plan.n_tiles(); i += ctx.num_blocks()) {
-    const uint32_t t = i / plan.n_tiles(), c = i % plan.n_tiles();
-    const uint32_t col0 = c * plan.bn, cols = plan.n - col0 < plan.bn ? plan.n - col0 : plan.bn;
-    const float* w_e = w2 + uint64_t(m.tile_expert[t]) * k * plan.n;
-    for (uint32_t e = lanes.id; e < m.bm * cols; e += lanes.count) {
-      const uint32_t row = t * m.bm + e / cols, col = col0 + e % cols;
-      if (m.row_pair[row] == kPadRow) continue;
-      y[uint64_t(row) * plan.n + col] = naive_dot(h + uint64_t(row) * k, w_e, k, plan.n, col);
-    }
-    ctx.producer_tile_notify(sig, plan.tile_channel(t, c));
-  }
-}
-
 // Combine blocks of one rank (see the top): round by round, combine(owner, rows) stores the
 // weighted top-k sums of the token rows `rows` (global numbering) into the owner's slot of this
 // rank (plan.slot(recv, rank) on the owner, through the heap; with no peers, the output) once the

@@ -1,5 +1,6 @@
-// Synthetic top-k routings for tests and benchmarks: the three shapes of load a router produces
-// that stress the MoE mapping differently.
+// Synthetic top-k routings: the three shapes of load a router produces that stress the MoE mapping
+// differently. The plan model and the tune use one when given no routing (sim::MoeProblem,
+// MoeTuneShape); tests and benchmarks draw theirs from the same generator.
 #pragma once
 
 #include <algorithm>

@@ -1,5 +1,5 @@
 // Argument checks shared by the collectives and the ops.
-#include "core/checks.hpp"
+#include "runtime/checks.hpp"
 
 #include "tilelink/core/error.hpp"
 #include "tilelink/primitives/symmetric.hpp"

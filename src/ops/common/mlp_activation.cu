@@ -1,11 +1,30 @@
-// The MLP's activation between fc1 and fc2: SwiGLU (silu(gate) * up over the two column halves
-// of fc1's output) or GELU (erf form), bf16 in and out, fp32 math, 8 elements per thread.
+// The activation between a feed-forward block's GEMMs: SwiGLU (silu(gate) * up over the two
+// column halves of the first GEMM's output) or GELU (erf form), bf16 in and out, fp32 math, 8
+// elements per thread; and its checks.
+#include "tilelink/ops/common/mlp_activation.hpp"
+
 #include <cuda_bf16.h>
 
 #include "tilelink/core/error.hpp"
-#include "tilelink/ops/mlp/mlp.hpp"
 
-namespace tilelink::detail {
+namespace tilelink {
+
+const char* to_string(MlpActivation a) { return a == MlpActivation::kSwiGlu ? "swiglu" : "gelu"; }
+
+std::string detail::check_ffn(int world, uint32_t intermediate, MlpActivation activation, const char* second_gemm) {
+  const uint32_t w = static_cast<uint32_t>(world);
+  if (intermediate == 0 || intermediate % (8 * w) != 0) {
+    return "argument 'intermediate' = " + std::to_string(intermediate) + ": expected a positive multiple of 8 * " +
+           "world size (" + std::to_string(8 * w) + "): each rank's slice is " + second_gemm + "'s K, 16-byte rows";
+  }
+  if (activation != MlpActivation::kSwiGlu && activation != MlpActivation::kGelu) {
+    return "argument 'config.activation' = " + std::to_string(static_cast<uint32_t>(activation)) +
+           ": expected swiglu or gelu";
+  }
+  return "";
+}
+
+namespace detail {
 namespace {
 
 __device__ __forceinline__ float silu(float g) { return g / (1.0f + expf(-g)); }
@@ -60,4 +79,5 @@ void launch_mlp_activation(MlpActivation act, const void* y, void* h, uint32_t m
   TL_CUDA_CHECK(cudaGetLastError());
 }
 
-}  // namespace tilelink::detail
+}  // namespace detail
+}  // namespace tilelink

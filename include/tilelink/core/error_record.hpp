@@ -1,5 +1,5 @@
 // The record a bounded wait leaves behind when it expires. It lives in host-visible memory
-// (pinned, mapped) so the host can read it after the kernel trapped.
+// (pinned, mapped) so the host can read it after the kernel trapped; TimeoutError carries it.
 #pragma once
 
 #include <cstdint>
@@ -33,16 +33,6 @@ struct ErrorRecord {
   static constexpr uint32_t kEmpty = 0;
   static constexpr uint32_t kWriting = 1;
   static constexpr uint32_t kValid = 2;
-};
-
-// What a waiter needs to report a timeout: where to write, and after how long.
-// `claim` is a word in device memory (atomics on it are cheap and always supported); `record` is
-// in mapped pinned host memory so that it survives the trap that follows.
-struct ErrorChannelView {
-  uint32_t* claim = nullptr;      // 0 = no error claimed yet
-  ErrorRecord* record = nullptr;  // may be null: a timeout then only traps
-  uint64_t timeout_ns = 0;        // 0 = wait forever (never the default)
-  void* host_owner = nullptr;     // the host ErrorChannel; read on the host only (stream waits)
 };
 
 }  // namespace tilelink

@@ -1,6 +1,6 @@
 // Reference attention forward (host): plain two-pass softmax attention in double, over a whole
 // sequence in position order, independent of any sharding, chunking or online rescaling. The CPU
-// protocol tests and the GPU tests (after converting their inputs to float) compare against it.
+// protocol tests compare against it (the GPU tests use its GPU twin, tests/gpu/attention_ref.cuh).
 //
 //   q, o     seq x q_heads x head_dim floats
 //   k, v     seq x kv_heads x head_dim floats (GQA: q head h reads kv head h / (q_heads / kv_heads))

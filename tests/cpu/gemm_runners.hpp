@@ -1,0 +1,215 @@
+// AG+GEMM and GEMM+RS protocols on the CPU executor, with naive GEMM blocks (protocol_runners.hpp).
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <functional>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "cpu_test_util.hpp"
+#include "tilelink/core/error.hpp"
+#include "tilelink/executor/cpu_executor.hpp"
+#include "collective_runners.hpp"
+#include "tilelink/ops/ag_gemm/ag_gemm_protocol.hpp"
+#include "tilelink/ops/gemm_rs/gemm_rs_fused.hpp"
+#include "tilelink/testing/ag_gemm_naive_blocks.hpp"
+#include "tilelink/testing/gemm_rs_naive_blocks.hpp"
+#include "tilelink/testing/naive_dot.hpp"
+
+namespace tilelink::test {
+
+// ---- AG+GEMM (ops/ag_gemm/ag_gemm_protocol.hpp) ------------------------------------------------------
+
+struct AgGemmCase {
+  int world;
+  uint32_t rows_per_rank, k, n, comm_rows, bm, bn;
+  AgMethod method;
+  CommOrder order;
+  bool copy_engine;
+  uint32_t comm_blocks = 3;  // SM all-gather blocks per rank
+};
+
+inline std::string describe(const AgGemmCase& c) {
+  return "world " + std::to_string(c.world) + (c.copy_engine ? " ce" : "") +
+         (c.method == AgMethod::kPull ? " pull" : " push") + (c.order == CommOrder::kRing ? " ring" : " mesh") +
+         " rows/rank " + std::to_string(c.rows_per_rank) + " k " + std::to_string(c.k) + " n " +
+         std::to_string(c.n) + " comm_rows " + std::to_string(c.comm_rows) + " bm " + std::to_string(c.bm) +
+         " bn " + std::to_string(c.bn);
+}
+
+// Runs `calls` consecutive calls with fresh A and B each; returns "" or the first mismatch.
+inline std::string run_ag_gemm(const AgGemmCase& c, uint64_t seed, int calls) {
+  const uint32_t w = static_cast<uint32_t>(c.world);
+  AllGatherPlan ag;
+  ag.map = RowShardMapping{c.rows_per_rank, c.comm_rows, w};
+  ag.row_bytes = c.k * 4;
+  ag.pitch = ag.row_bytes;
+  ag.method = c.method;
+  ag.order = c.order;
+  const uint32_t m = ag.map.total_rows();
+
+  cpu::Executor ex(c.world, 64 << 20, ag.num_channels(), stress_options(seed));
+  const uint32_t op = ex.register_op("ag_gemm");
+  const size_t a_off = ex.allocate(size_t(m) * ag.pitch);
+  const size_t b_off = ex.allocate(size_t(c.k) * c.n * 4);
+  const size_t c_off = ex.allocate(size_t(m) * c.n * 4);
+  std::vector<std::vector<uint32_t>> m_order(w);
+  std::vector<AgGemmSchedule> schedule(w);
+  for (uint32_t r = 0; r < w; ++r) {
+    m_order[r].resize((m + c.bm - 1) / c.bm);
+    make_m_order(ag, r, c.bm, m_order[r].data());
+    schedule[r] = AgGemmSchedule{m, c.n, c.bm, c.bn, m_order[r].data()};
+  }
+
+  std::mt19937_64 rng(seed);
+  for (int call = 1; call <= calls; ++call) {
+    // Fresh inputs: each rank's own A rows in place, its own B; C poisoned.
+    std::vector<float> a_full = random_floats(rng, size_t(m) * c.k);
+    std::vector<std::vector<float>> b(w);
+    for (uint32_t r = 0; r < w; ++r) {
+      b[r] = random_floats(rng, size_t(c.k) * c.n);
+      std::memcpy(ex.at<float>(r, b_off), b[r].data(), b[r].size() * 4);
+      std::memcpy(ex.at<char>(r, a_off) + size_t(r) * c.rows_per_rank * ag.pitch,
+                  a_full.data() + size_t(r) * c.rows_per_rank * c.k, size_t(c.rows_per_rank) * ag.pitch);
+      std::memset(ex.at<float>(r, c_off), kPoison, size_t(m) * c.n * 4);
+    }
+    const uint64_t epoch = static_cast<uint64_t>(call);
+    std::vector<cpu::Role> roles;
+    if (c.copy_engine) {
+      roles.push_back({"copy_engine", 1, [&](cpu::BlockCtx& ctx) {
+                         all_gather_stream(ctx, ag, ex.signals(ctx.rank(), 0, ag.num_channels(), epoch, op),
+                                           ex.heap(ctx.rank()), ex.at<char>(ctx.rank(), a_off));
+                       }});
+    } else {
+      roles.push_back({"comm", c.comm_blocks, [&](cpu::BlockCtx& ctx) {
+                         all_gather_block(ctx, ag, ex.signals(ctx.rank(), 0, ag.num_channels(), epoch, op),
+                                          ex.heap(ctx.rank()), ex.at<char>(ctx.rank(), a_off));
+                       }});
+    }
+    roles.push_back({"gemm", 4, [&](cpu::BlockCtx& ctx) {
+                       const int r = ctx.rank();
+                       ag_gemm_tiles_block(ctx, ag, schedule[r], ex.signals(r, 0, ag.num_channels(), epoch, op),
+                                           ex.at<char>(r, a_off), c.k, ex.at<float>(r, b_off), ex.at<float>(r, c_off));
+                     }});
+    ex.run(roles);
+
+    for (uint32_t r = 0; r < w; ++r) {
+      const float* got = ex.at<float>(r, c_off);
+      for (uint32_t row = 0; row < m; ++row) {
+        for (uint32_t col = 0; col < c.n; ++col) {
+          float want = 0.f;
+          for (uint32_t kk = 0; kk < c.k; ++kk) want += a_full[size_t(row) * c.k + kk] * b[r][size_t(kk) * c.n + col];
+          const float g = got[size_t(row) * c.n + col];
+          if (std::memcmp(&g, &want, 4) != 0) {
+            return describe(c) + ": call " + std::to_string(call) + ", rank " + std::to_string(r) + " C[" +
+                   std::to_string(row) + "][" + std::to_string(col) + "] = " + std::to_string(g) +
+                   ", expected " + std::to_string(want);
+          }
+        }
+      }
+    }
+  }
+  return "";
+}
+
+// ---- GEMM+RS (ops/gemm_rs/gemm_rs_fused.hpp) ---------------------------------------------------------
+
+// The fused kernel's protocol, every scatter variant: compute blocks store each tile in the
+// kernel's owner order where the variant puts it and notify per tile; for the copy engine a
+// stream role moves finished groups to the owners; reduction blocks sum every sender's tiles as
+// they arrive. Bit-identical to per-rank partials summed in rank order.
+inline std::string run_gemm_rs_fused(GemmRsFusedPlan plan, uint32_t k, uint64_t seed, int calls,
+                                     uint32_t reduce_blocks = 2) {
+  const int w = static_cast<int>(plan.world);
+  const uint32_t m = plan.world * plan.rows_per_rank;
+  constexpr uint32_t kComputeBlocks = 3;
+  cpu::Executor ex(w, 16 << 20, plan.num_channels(), stress_options(seed));
+  const uint32_t op = ex.register_op("gemm_rs_fused");
+  const size_t a_off = ex.allocate(size_t(m) * k * 4);
+  const size_t b_off = ex.allocate(size_t(plan.n) * k * 4);
+  const size_t partial_off = ex.allocate(size_t(m) * plan.n * 4);
+  const size_t recv_off = ex.allocate(size_t(m) * plan.n * 4);
+  const size_t out_off = ex.allocate(size_t(plan.rows_per_rank) * plan.n * 4);
+  std::vector<std::vector<uint32_t>> m_order(w, std::vector<uint32_t>(plan.world * plan.m_tiles()));
+  for (int r = 0; r < w; ++r) make_gemm_rs_m_order(plan, uint32_t(r), m_order[r].data());
+
+  std::mt19937_64 rng(seed);
+  for (int call = 1; call <= calls; ++call) {
+    std::vector<std::vector<float>> a(w), b(w);
+    for (int r = 0; r < w; ++r) {
+      a[r] = random_floats(rng, size_t(m) * k);
+      b[r] = random_floats(rng, size_t(plan.n) * k);
+      std::memcpy(ex.at<float>(r, a_off), a[r].data(), a[r].size() * 4);
+      std::memcpy(ex.at<float>(r, b_off), b[r].data(), b[r].size() * 4);
+      std::memset(ex.at<float>(r, out_off), kPoison, size_t(plan.rows_per_rank) * plan.n * 4);
+      std::memset(ex.at<float>(r, partial_off), kPoison, size_t(m) * plan.n * 4);
+      std::memset(ex.at<float>(r, recv_off), kPoison, size_t(m) * plan.n * 4);
+    }
+    const uint64_t epoch = uint64_t(call);
+    std::vector<cpu::Role> roles = {
+        {"compute", kComputeBlocks,
+         [&](cpu::BlockCtx& ctx) {
+           const int r = ctx.rank();
+           gemm_rs_fused_compute_block(ctx, plan, ex.signals(r, 0, plan.num_channels(), epoch, op), ex.heap(r),
+                                       m_order[r].data(), ex.at<float>(r, a_off), ex.at<float>(r, b_off), k,
+                                       ex.at<float>(r, partial_off));
+         }},
+        {"reduce", reduce_blocks, [&](cpu::BlockCtx& ctx) {
+           const int r = ctx.rank();
+           const SymmetricView heap = ex.heap(r);
+           const float* buf = ex.at<float>(r, partial_off);
+           const float* recv = ex.at<float>(r, recv_off);
+           float* out = ex.at<float>(r, out_off);
+           gemm_rs_fused_reduce_block(ctx, plan, ex.signals(r, 0, plan.num_channels(), epoch, op),
+                                      [&](uint32_t, uint32_t row0, uint32_t col0, uint32_t cols) {
+                                        for (uint32_t e = 0; e < plan.bm * cols; ++e) {
+                                          const uint64_t at = uint64_t(row0 + e / cols) * plan.n + col0 + e % cols;
+                                          float acc = 0.f;
+                                          for (int s = 0; s < w; ++s) {
+                                            acc += gemm_rs_sender_rows(plan, heap, uint32_t(r), uint32_t(s), buf, recv)[at];
+                                          }
+                                          out[at] = acc;
+                                        }
+                                      });
+         }}};
+    if (plan.scatter == GemmRsScatter::kCopyEngine) {
+      roles.push_back({"scatter", 1, [&](cpu::BlockCtx& ctx) {
+                         const int r = ctx.rank();
+                         gemm_rs_copy_engine_scatter(ctx, plan, ex.signals(r, 0, plan.num_channels(), epoch, op),
+                                                     ex.heap(r), m_order[r].data(), ex.at<float>(r, partial_off),
+                                                     ex.at<float>(r, recv_off), 4);
+                       }});
+    }
+    ex.run(roles);
+
+    for (int o = 0; o < w; ++o) {
+      const float* got = ex.at<float>(o, out_off);
+      for (uint32_t row = 0; row < plan.rows_per_rank; ++row) {
+        for (uint32_t col = 0; col < plan.n; ++col) {
+          const uint32_t global_row = uint32_t(o) * plan.rows_per_rank + row;
+          float want = 0.f;
+          for (int q = 0; q < w; ++q) {
+            float partial = 0.f;
+            for (uint32_t kk = 0; kk < k; ++kk) {
+              partial += a[q][size_t(global_row) * k + kk] * b[q][size_t(col) * k + kk];
+            }
+            want += partial;
+          }
+          const float g = got[size_t(row) * plan.n + col];
+          if (std::memcmp(&g, &want, 4) != 0) {
+            return "world " + std::to_string(w) + " scatter " + to_string(plan.scatter) + " granularity " +
+                   std::to_string(int(plan.granularity)) +
+                   ": call " + std::to_string(call) + ", owner " + std::to_string(o) + " out[" + std::to_string(row) +
+                   "][" + std::to_string(col) + "] = " + std::to_string(g) + ", expected " + std::to_string(want);
+          }
+        }
+      }
+    }
+  }
+  return "";
+}
+
+}  // namespace tilelink::test
