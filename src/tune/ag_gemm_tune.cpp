@@ -3,10 +3,10 @@
 #include <algorithm>
 
 #include "tilelink/core/error.hpp"
-#include "tune/model_config.hpp"
 #include "tilelink/ops/ag_gemm/ag_gemm_policy.hpp"
+#include "tilelink/ops/common/all_gather_config.hpp"
 #include "tilelink/sim/ag_gemm_sim.hpp"
-#include "tilelink/tune/tune_cache.hpp"
+#include "tune/model_config.hpp"
 
 namespace tilelink {
 namespace {

@@ -3,9 +3,9 @@
 #include <algorithm>
 
 #include "tilelink/core/error.hpp"
+#include "tilelink/ops/common/all_gather_config.hpp"
 #include "tilelink/ops/moe/moe_policy.hpp"
 #include "tilelink/sim/moe_sim.hpp"
-#include "tilelink/tune/tune_cache.hpp"
 #include "tune/model_config.hpp"
 
 namespace tilelink {

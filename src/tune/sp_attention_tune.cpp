@@ -3,8 +3,8 @@
 #include <algorithm>
 
 #include "tilelink/core/error.hpp"
+#include "tilelink/ops/common/all_gather_config.hpp"
 #include "tilelink/sim/sp_attention_sim.hpp"
-#include "tilelink/tune/tune_cache.hpp"
 #include "tune/model_config.hpp"
 
 namespace tilelink {

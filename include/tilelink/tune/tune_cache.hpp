@@ -18,6 +18,7 @@
 
 #include "tilelink/ops/ag_gemm/ag_gemm.hpp"
 #include "tilelink/ops/attention/sp_attention.hpp"
+#include "tilelink/ops/common/all_gather_config.hpp"
 #include "tilelink/ops/gemm_rs/gemm_rs.hpp"
 #include "tilelink/ops/moe/moe_layer.hpp"
 #include "tilelink/runtime/world.hpp"
@@ -85,21 +86,6 @@ class TuneCache {
 // every knob is on automatic, and run the entry's configuration if it passes can_implement.
 std::optional<TuneEntry> find_tuned(const TuneKey& key, std::string* path);
 
-
-// Text forms of the configurations (also used by the tool's output).
-std::string describe(const AgGemmConfig& c);
-std::string describe(const GemmRsConfig& c);
-std::string describe(const MoeLayerConfig& c);
-std::string describe(const SpAttentionConfig& c);
-// True when every knob is on automatic (the configuration AgGemmConfig{} / GemmRsConfig{} /
-// MoeLayerConfig{} / SpAttentionConfig{} gives; the MoE activation and the attention's layout are
-// the problem's, not knobs).
-bool is_automatic(const AgGemmConfig& c);
-bool is_automatic(const GemmRsConfig& c);
-bool is_automatic(const MoeLayerConfig& c);
-bool is_automatic(const SpAttentionConfig& c);
-// True when two all-gather configurations are the same, field by field.
-bool same_comm(const AllGatherConfig& a, const AllGatherConfig& b);
 
 // An op's arguments with the cache's configuration (the entry's `field`) in place of an
 // all-automatic one, when the cache holds one for `key_of()` and Op::can_implement accepts it;

@@ -22,6 +22,7 @@
 #include <string>
 #include <vector>
 
+#include "tilelink/ops/gemm_rs/gemm_rs_config.hpp"
 #include "tilelink/ops/gemm_rs/gemm_rs_fused.hpp"
 #include "tilelink/runtime/device_buffer.hpp"
 #include "tilelink/runtime/side_streams.hpp"
@@ -31,17 +32,6 @@
 #include "tilelink/runtime/world.hpp"
 
 namespace tilelink {
-
-struct GemmRsConfig {
-  GemmRsScatter scatter = GemmRsScatter::kPull;
-  SignalGranularity granularity = SignalGranularity::kTile;  // per tile, per tile row, per owner block
-  uint32_t reduce_blocks = 0;  // reduction CTAs per rank (whole GEMM clusters); 0 = sm_budget / 32
-  uint32_t gemm_sms = 0;       // GEMM CTAs per rank; 0 = budget - reduce_blocks
-  uint32_t swizzle = 0;        // rasterization swizzle: 1, 2, 4 or 8; 0 = automatic (GemmRs::swizzle())
-  // With every knob above on automatic, use the configuration `tilelink tune gemm_rs` stored for
-  // this GPU, world and shape, if the tune cache has one (tune/tune_cache.hpp).
-  bool use_tune_cache = true;
-};
 
 struct GemmRsArguments {
   std::vector<const void*> a;              // per rank: M x K bf16
