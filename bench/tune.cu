@@ -20,11 +20,11 @@
 #include "bench/moe_setup.hpp"
 #include "bench/sp_attention_setup.hpp"
 #include "bench/world_choice.hpp"
+#include "tilelink/runtime/tune_cache.hpp"
 #include "tilelink/tune/ag_gemm_tune.hpp"
 #include "tilelink/tune/gemm_rs_tune.hpp"
 #include "tilelink/tune/moe_tune.hpp"
 #include "tilelink/tune/sp_attention_tune.hpp"
-#include "tilelink/tune/tune_cache.hpp"
 
 namespace tilelink::bench {
 namespace {
@@ -132,12 +132,12 @@ Table tune_table(const std::string& op, const std::string& title, const std::str
 // Stores the winner under `key`, never something slower than the automatic configuration.
 template <class Config>
 void store_tuned(const std::string& path, const TuneKey& key, const Config& best,
-                 const Config& automatic, const std::vector<Stats>& t, Config TuneEntry::*field, Table& table) {
+                 const Config& automatic, const std::vector<Stats>& t, Table& table) {
   if (path.empty()) return;
   TuneCache cache = TuneCache::load(path);
-  TuneEntry entry;
+  TuneCache::Entry entry;
   entry.op = key.op;
-  entry.*field = t[1].median <= t[0].median ? best : automatic;
+  entry.config = to_config_json(t[1].median <= t[0].median ? best : automatic);
   entry.time_us = std::min(t[0].median, t[1].median);
   entry.default_us = t[0].median;
   entry.date = utc_now();
@@ -242,8 +242,7 @@ Table tune_ag_gemm(const TuneOptions& o, std::ostream& progress) {
                                " compute, then the communication variants the plan model ranked best",
                            o.timing, gated);
   table.notes.push_back("check: the tuned configuration's C of every rank equals cuBLAS within bf16 tolerance");
-  store_tuned(o.cache, ag_gemm_tune_key(world, setup.args(best)), best, automatic,
-              t, &TuneEntry::config, table);
+  store_tuned(o.cache, ag_gemm_tune_key(world, setup.args(best)), best, automatic, t, table);
   return table;
 }
 
@@ -283,8 +282,7 @@ Table tune_gemm_rs(const GemmRsTuneOptions& o, std::ostream& progress) {
                            o.timing, gated);
   table.notes.push_back("check: the tuned configuration's output of every rank equals the automatic one's within "
                         "bf16 tolerance");
-  store_tuned(o.cache, gemm_rs_tune_key(world, args_of(best)), best, automatic,
-              t, &TuneEntry::gemm_rs, table);
+  store_tuned(o.cache, gemm_rs_tune_key(world, args_of(best)), best, automatic, t, table);
   return table;
 }
 
@@ -400,8 +398,7 @@ Table tune_moe(const MoeTuneOptions& o, std::ostream& progress) {
   table.notes.push_back("check: the tuned configuration's output of every rank equals the automatic one's within "
                         "bf16 tolerance");
   table.notes.push_back("tuned on this routing; the cache entry applies to any routing of the same shape");
-  store_tuned(o.cache, moe_tune_key(world, args_of(best)), args_of(best).config, automatic, t,
-              &TuneEntry::moe, table);
+  store_tuned(o.cache, moe_tune_key(world, args_of(best)), args_of(best).config, automatic, t, table);
   return table;
 }
 
@@ -445,8 +442,8 @@ Table tune_sp_attention(const SpAttentionTuneOptions& o, std::ostream& progress)
       o.op.timing, gated);
   table.notes.push_back("check: the tuned configuration's O of every rank equals the automatic one's within bf16 "
                         "tolerance");
-  store_tuned(o.cache, sp_attention_tune_key(world, args_of(best)), args_of(best).config, automatic,
-              t, &TuneEntry::sp_attention, table);
+  store_tuned(o.cache, sp_attention_tune_key(world, args_of(best)), args_of(best).config, automatic, t,
+              table);
   return table;
 }
 

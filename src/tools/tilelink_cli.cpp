@@ -64,6 +64,7 @@
 #include "bench/world_choice.hpp"
 #include "tilelink/comm/collectives.hpp"
 #include "tilelink/core/error.hpp"
+#include "tilelink/runtime/tune_cache.hpp"
 #include "tilelink/runtime/world.hpp"
 #include "tilelink/sim/ag_gemm_sim.hpp"
 #include "tilelink/sim/gemm_rs_sim.hpp"
@@ -75,7 +76,6 @@
 #include "tilelink/tune/gemm_rs_tune.hpp"
 #include "tilelink/tune/moe_tune.hpp"
 #include "tilelink/tune/sp_attention_tune.hpp"
-#include "tilelink/tune/tune_cache.hpp"
 
 #ifndef TILELINK_VERSION
 #define TILELINK_VERSION "unknown"

@@ -30,6 +30,7 @@
 #include "tilelink/runtime/device_buffer.hpp"
 #include "tilelink/runtime/signal_set.hpp"
 #include "tilelink/runtime/symmetric_heap.hpp"
+#include "tilelink/runtime/tune_cache.hpp"
 #include "tilelink/runtime/world.hpp"
 
 namespace tilelink {
@@ -51,6 +52,9 @@ struct AgGemmArguments {
   BLayout b_layout = BLayout::kNK;
   AgGemmConfig config;
 };
+
+// The tune cache's key of `args` on `world`: m = rows of C (all ranks), n = columns per rank, k.
+TuneKey ag_gemm_tune_key(const World& world, const AgGemmArguments& args);
 
 namespace detail {
 class Sm90AgGemmKernel;

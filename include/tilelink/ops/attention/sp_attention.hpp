@@ -31,6 +31,7 @@
 #include "tilelink/runtime/trace_buffer.hpp"
 #include "tilelink/runtime/signal_set.hpp"
 #include "tilelink/runtime/symmetric_heap.hpp"
+#include "tilelink/runtime/tune_cache.hpp"
 #include "tilelink/runtime/world.hpp"
 
 namespace tilelink {
@@ -48,6 +49,10 @@ struct SpAttentionArguments {
   bool causal = false;
   SpAttentionConfig config;
 };
+
+// The tune cache's key of `args` on `world`: m = tokens over all ranks, n = q heads, k = kv heads;
+// variant: head dim, mask and layout.
+TuneKey sp_attention_tune_key(const World& world, const SpAttentionArguments& args);
 
 namespace detail {
 class Sm90FlashAttentionKernel;

@@ -29,6 +29,7 @@
 #include "tilelink/runtime/signal_set.hpp"
 #include "tilelink/runtime/symmetric_heap.hpp"
 #include "tilelink/runtime/trace_buffer.hpp"
+#include "tilelink/runtime/tune_cache.hpp"
 #include "tilelink/runtime/world.hpp"
 
 namespace tilelink {
@@ -42,6 +43,9 @@ struct GemmRsArguments {
   uint32_t m = 0, n = 0, k = 0;            // k: each rank's slice of the inner dimension
   GemmRsConfig config;
 };
+
+// The tune cache's key of `args` on `world`: m = rows of the output over all ranks, n, k per rank.
+TuneKey gemm_rs_tune_key(const World& world, const GemmRsArguments& args);
 
 namespace detail {
 class Sm90GemmRsKernel;

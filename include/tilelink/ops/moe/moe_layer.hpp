@@ -23,6 +23,7 @@
 #include "tilelink/ops/moe/moe_config.hpp"
 #include "tilelink/ops/moe/moe_ag_gemm.hpp"
 #include "tilelink/ops/moe/moe_gemm_rs.hpp"
+#include "tilelink/runtime/tune_cache.hpp"
 
 namespace tilelink {
 
@@ -42,6 +43,10 @@ struct MoeLayerArguments {
   const SymmetricBuffer* recv = nullptr;  // world * tokens_per_rank x H bf16 (part 2's slots)
   MoeLayerConfig config;
 };
+
+// The tune cache's key of `args` on `world`: m = tokens over all ranks, n = hidden, k = intermediate
+// over all ranks; variant: experts, top-k and activation.
+TuneKey moe_tune_key(const World& world, const MoeLayerArguments& args);
 
 class MoeLayer {
  public:

@@ -1,4 +1,4 @@
-#include "tilelink/tune/tune_cache.hpp"
+#include "tilelink/runtime/tune_cache.hpp"
 
 #include <cuda_runtime_api.h>
 
@@ -39,32 +39,10 @@ TuneKey make_tune_key(const World& world, const std::string& op, uint32_t m, uin
   return key;
 }
 
-TuneKey ag_gemm_tune_key(const World& world, const AgGemmArguments& a) {
-  return make_tune_key(world, "ag_gemm", a.m_per_rank * static_cast<uint32_t>(world.size()), a.n, a.k);
-}
-
-TuneKey gemm_rs_tune_key(const World& world, const GemmRsArguments& a) {
-  return make_tune_key(world, "gemm_rs", a.m, a.n, a.k);
-}
-
-TuneKey moe_tune_key(const World& world, const MoeLayerArguments& a) {
-  return make_tune_key(world, "moe", a.tokens_per_rank * static_cast<uint32_t>(world.size()), a.hidden,
-                       a.intermediate,
-                       std::to_string(a.experts) + " experts, top-" + std::to_string(a.topk) + ", " +
-                           to_string(a.config.activation));
-}
-
-TuneKey sp_attention_tune_key(const World& world, const SpAttentionArguments& a) {
-  return make_tune_key(world, "sp_attention", a.seq_per_rank * static_cast<uint32_t>(world.size()), a.q_heads,
-                       a.kv_heads,
-                       "head dim " + std::to_string(a.head_dim) + ", " + (a.causal ? "causal" : "non-causal") + ", " +
-                           to_string(a.config.layout));
-}
-
-std::optional<TuneEntry> find_tuned(const TuneKey& key, std::string* path) {
+std::optional<TuneCache::Entry> find_tuned(const TuneKey& key, std::string* path) {
   *path = TuneCache::default_path();
   if (path->empty()) return std::nullopt;
-  std::optional<TuneEntry> entry = TuneCache::load(*path).find(key);
+  std::optional<TuneCache::Entry> entry = TuneCache::load(*path).find(key);
   if (!entry || entry->op != key.op) return std::nullopt;
   return entry;
 }
@@ -93,24 +71,13 @@ TuneCache TuneCache::load(const std::string& path) {
                             "': expected 'tilelink-tune-1'");
     }
     for (const auto& [key, e] : j.at("entries").items()) {
-      TuneEntry entry;
+      Entry entry;
       entry.op = e.value("op", std::string("ag_gemm"));  // files before GEMM+RS entries have no op
-      const std::string config = e.at("config").dump();
-      const std::string source = "tune cache '" + path + "'";
-      if (entry.op == "gemm_rs") {
-        from_config_json(config, source, entry.gemm_rs);
-      } else if (entry.op == "moe") {
-        from_config_json(config, source, entry.moe);
-      } else if (entry.op == "sp_attention") {
-        from_config_json(config, source, entry.sp_attention);
-      } else if (entry.op == "ag_gemm") {
-        from_config_json(config, source, entry.config);
-      } else {
-        // An op a later build tunes: kept in the file (save() writes it back unchanged), never
-        // applied here.
-        cache.foreign_[key] = e.dump();
-        continue;
+      const json& config = e.at("config");
+      if (!config.is_object()) {
+        throw InvalidArgument("tune cache '" + path + "': entry '" + key + "': field 'config' is not an object");
       }
+      entry.config = config.dump();
       entry.time_us = e.at("time_us").get<double>();
       entry.default_us = e.at("default_us").get<double>();
       entry.date = e.at("date").get<std::string>();
@@ -122,27 +89,29 @@ TuneCache TuneCache::load(const std::string& path) {
   return cache;
 }
 
-std::optional<TuneEntry> TuneCache::find(const TuneKey& key) const {
+std::optional<TuneCache::Entry> TuneCache::find(const TuneKey& key) const {
   const auto it = entries_.find(key.str());
   if (it == entries_.end()) return std::nullopt;
   return it->second;
 }
 
-void TuneCache::put(const TuneKey& key, const TuneEntry& entry) { entries_[key.str()] = entry; }
+void TuneCache::put(const TuneKey& key, const Entry& entry) {
+  const json config = json::parse(entry.config, nullptr, /*allow_exceptions=*/false);
+  if (!config.is_object()) {
+    throw InvalidArgument("TuneCache::put: entry '" + key.str() + "': argument 'config' = '" + entry.config +
+                          "': expected a JSON object (the op's to_config_json)");
+  }
+  entries_[key.str()] = entry;
+}
 
 void TuneCache::save() const {
   if (path_.empty()) throw Error("tune cache: no file to write (TILELINK_TUNE_CACHE=off, or no HOME)");
   json j;
   j["format"] = "tilelink-tune-1";
   j["entries"] = json::object();
-  for (const auto& [key, e] : foreign_) j["entries"][key] = json::parse(e);
   for (const auto& [key, e] : entries_) {
-    const json config = json::parse(e.op == "gemm_rs"        ? to_config_json(e.gemm_rs)
-                                    : e.op == "moe"          ? to_config_json(e.moe)
-                                    : e.op == "sp_attention" ? to_config_json(e.sp_attention)
-                                                             : to_config_json(e.config));
     j["entries"][key] = {{"op", e.op},
-                         {"config", config},
+                         {"config", json::parse(e.config)},
                          {"time_us", e.time_us},
                          {"default_us", e.default_us},
                          {"date", e.date}};
