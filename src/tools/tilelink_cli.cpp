@@ -508,7 +508,7 @@ void explain_ag_gemm(const AgGemmArgs& a, const std::vector<Mnk>& shapes, const 
     p.n = s.n;
     p.k = s.k;
     p.world = a.world;
-    predicted.push_back(sim::predict_ag_gemm(p, sim::AgGemmConfig{}, cost));
+    predicted.push_back(sim::predict_ag_gemm(p, sim::AgGemmPlanConfig{}, cost));
   }
   std::printf("%-22s %12s %12s %12s %12s\n", "(m, n, k)", "non-overl. us", "decomposed", "fused", "ideal");
   for (size_t i = 0; i < shapes.size(); ++i) {
@@ -1313,7 +1313,7 @@ struct CostArgs {
 struct PlanArgs {
   CostArgs cost;
   tilelink::sim::AgGemmProblem problem;
-  tilelink::sim::AgGemmConfig config;
+  tilelink::sim::AgGemmPlanConfig config;
   std::string resource = "ce";
   std::string order = "mesh";
   std::string trace;
@@ -1324,8 +1324,8 @@ struct PlanArgs {
 struct PlanMoeArgs {
   CostArgs cost;
   tilelink::sim::MoeProblem problem;
-  tilelink::sim::MoeConfig config;
-  tilelink::sim::MoeRsConfig part2;  // plan moe
+  tilelink::sim::MoeAgPlanConfig config;
+  tilelink::sim::MoeRsPlanConfig part2;  // plan moe
   std::string activation = "swiglu";  // plan moe
   std::string model;
   std::string routing = "uniform";
@@ -1350,10 +1350,10 @@ void add_plan_moe_options(CLI::App* cmd, PlanMoeArgs& a) {
   cmd->add_option("--seed", a.problem.seed, "seed of the synthetic routing")->capture_default_str();
   cmd->add_option("--bm", a.config.bm, "tile rows (experts are padded to them)")->capture_default_str();
   cmd->add_option("--bn", a.config.bn, "tile columns")->capture_default_str();
-  cmd->add_option("--comm-rows", a.config.comm_rows, "rows per communication tile")->capture_default_str();
+  cmd->add_option("--comm-rows", a.config.op.comm.comm_rows, "rows per communication tile")->capture_default_str();
   cmd->add_option("--resource", a.resource, "ce (copy engine) or sm")->capture_default_str()->check(CLI::IsMember({"ce", "sm"}));
-  cmd->add_option("--blocks", a.config.comm_ctas, "CTAs that copy with --resource sm (default 2)");
-  cmd->add_option("--gather-ctas", a.config.gather_ctas, "CTAs of the gather stage (0 = the op's automatic count)")->capture_default_str();
+  cmd->add_option("--blocks", a.config.op.comm.num_blocks, "CTAs that copy with --resource sm (default 2)");
+  cmd->add_option("--gather-ctas", a.config.op.gather_blocks, "CTAs of the gather stage (0 = the op's automatic count)")->capture_default_str();
   cmd->add_option("--mapping-us", a.mapping_us, "µs of the device mapping before gather and GEMM start (bench moe_ag measures it)")->capture_default_str();
   a.cost.add_options(cmd);
   cmd->add_option("--trace", a.trace, "write the predicted timeline of rank 0 as Chrome/Perfetto JSON");
@@ -1365,8 +1365,9 @@ void add_plan_moe_options(CLI::App* cmd, PlanMoeArgs& a) {
 void resolve_plan_moe(PlanMoeArgs& a) {
   namespace sim = tilelink::sim;
   apply_moe_model(a.model, a.problem.hidden, a.problem.intermediate, a.problem.experts, a.problem.topk);
-  a.config.resource = a.resource == "sm" ? sim::Resource::kSm : sim::Resource::kCopyEngine;
-  if (a.config.resource == sim::Resource::kSm && a.config.comm_ctas == 0) a.config.comm_ctas = 2;
+  tilelink::AllGatherConfig& comm = a.config.op.comm;
+  comm.resource = a.resource == "sm" ? tilelink::CommResource::kSm : tilelink::CommResource::kCopyEngine;
+  if (comm.resource == tilelink::CommResource::kSm && comm.num_blocks == 0) comm.num_blocks = 2;
   a.config.mapping_time = a.mapping_us * 1e-6;
   a.problem.routing = parse_routing(a.routing);
   check_writable(a.trace);
@@ -1399,8 +1400,9 @@ int cmd_plan_moe(PlanMoeArgs a) {
   a.part2.bm = a.config.bm;
   a.part2.bn = a.config.bn;
   const sim::CostModel cost = a.cost.model();
-  const bool swiglu = a.activation == "swiglu";
-  const sim::MoePrediction r = sim::predict_moe_layer(a.problem, swiglu, a.config, a.part2, cost);
+  const tilelink::MlpActivation activation =
+      a.activation == "swiglu" ? tilelink::MlpActivation::kSwiGlu : tilelink::MlpActivation::kGelu;
+  const sim::MoePrediction r = sim::predict_moe_layer(a.problem, activation, a.config, a.part2, cost);
   const auto& p = a.problem;
   std::cout << "tilelink plan moe: predicted, not measured (cost model: " << cost.flops / 1e12 << " TFLOP/s, "
             << cost.sms << " SMs, one CTA copies " << cost.sm_copy_bandwidth_per_cta / 1e9 << " GB/s)\n"
@@ -1417,7 +1419,7 @@ int cmd_plan_moe(PlanMoeArgs a) {
 struct PlanAttentionArgs {
   CostArgs cost;
   tilelink::sim::SpAttentionProblem problem;
-  tilelink::sim::SpAttentionConfig config;
+  tilelink::sim::SpAttentionPlanConfig config;
   std::string layout = "contiguous";
   std::string resource = "ce";
   bool non_causal = false;
@@ -1431,9 +1433,10 @@ int cmd_plan_sp_attention(PlanAttentionArgs a) {
   check_writable(a.trace);
   check_writable(a.svg);
   a.problem.causal = !a.non_causal;
-  a.problem.layout = a.layout == "zigzag" ? tilelink::SeqLayout::kZigZag : tilelink::SeqLayout::kContiguous;
-  a.config.resource = a.resource == "sm" ? sim::Resource::kSm : sim::Resource::kCopyEngine;
-  if (a.config.resource == sim::Resource::kSm && a.config.comm_ctas == 0) a.config.comm_ctas = 8;
+  a.config.op.layout = a.layout == "zigzag" ? tilelink::SeqLayout::kZigZag : tilelink::SeqLayout::kContiguous;
+  tilelink::AllGatherConfig& comm = a.config.op.comm;
+  comm.resource = a.resource == "sm" ? tilelink::CommResource::kSm : tilelink::CommResource::kCopyEngine;
+  if (comm.resource == tilelink::CommResource::kSm && comm.num_blocks == 0) comm.num_blocks = 8;
   if (a.attention_tflops > 0) a.config.attention_flops = a.attention_tflops * 1e12;
   const sim::CostModel cost = a.cost.model();
   const sim::SpAttentionPrediction r = sim::predict_sp_attention(a.problem, a.config, cost);
@@ -1442,7 +1445,7 @@ int cmd_plan_sp_attention(PlanAttentionArgs a) {
             << a.config.attention_flops / 1e12 << " TFLOP/s per GPU, a planning figure)\n"
             << "world=" << p.world << "  nodes=" << p.nodes << "  seq=" << p.seq << "  heads=" << p.q_heads << "/"
             << p.kv_heads << "  head_dim=" << p.head_dim << "  " << (p.causal ? "causal" : "non-causal") << "  layout="
-            << a.layout << "  bq=" << a.config.bq << "  K/V chunk=" << a.config.comm_rows << " tokens  items="
+            << a.layout << "  bq=" << a.config.bq << "  K/V chunk=" << a.config.op.comm.comm_rows << " tokens  items="
             << r.items << "  CTAs=" << r.ctas << "  resource=" << a.resource << "\n\n";
   print_plan("plan_sp_attention", "sequence-parallel attention, predicted per rank", r, a.trace, a.svg,
              "tilelink plan sp_attention, rank 0 (predicted)");
@@ -1453,7 +1456,7 @@ int cmd_plan_sp_attention(PlanAttentionArgs a) {
 struct PlanMlpArgs {
   CostArgs cost;
   tilelink::sim::MlpProblem problem;
-  tilelink::sim::MlpConfig config;
+  tilelink::sim::MlpPlanConfig config;
   std::string model;
   std::string activation = "swiglu";
   std::string resource = "ce";
@@ -1470,10 +1473,12 @@ int cmd_plan_mlp(PlanMlpArgs a) {
       a.problem.intermediate = model.intermediate;
     }
   }
-  a.problem.swiglu = a.activation == "swiglu";
-  a.config.fc1.resource = a.resource == "sm" ? sim::Resource::kSm : sim::Resource::kCopyEngine;
-  if (a.config.fc1.resource == sim::Resource::kSm && a.config.fc1.comm_ctas == 0) a.config.fc1.comm_ctas = 16;
-  a.config.fc2.scatter = parse_scatter(a.scatter);
+  a.problem.activation =
+      a.activation == "swiglu" ? tilelink::MlpActivation::kSwiGlu : tilelink::MlpActivation::kGelu;
+  tilelink::AllGatherConfig& comm = a.config.fc1.op.comm;
+  comm.resource = a.resource == "sm" ? tilelink::CommResource::kSm : tilelink::CommResource::kCopyEngine;
+  if (comm.resource == tilelink::CommResource::kSm && comm.num_blocks == 0) comm.num_blocks = 16;
+  a.config.fc2.op.scatter = parse_scatter(a.scatter);
   check_writable(a.trace);
   check_writable(a.svg);
   const sim::CostModel cost = a.cost.model();
@@ -1483,8 +1488,8 @@ int cmd_plan_mlp(PlanMlpArgs a) {
             << cost.sms << " SMs, NVLink " << cost.nvlink_bandwidth / 1e9 << " GB/s per rank)\n"
             << "world=" << p.world << "  nodes=" << p.nodes << "  tokens=" << p.m << "  hidden=" << p.hidden
             << "  intermediate=" << p.intermediate << "  activation=" << a.activation << "  fc1 all-gather "
-            << a.resource << ", " << a.config.fc1.comm_rows << "-row tiles  fc2 scatter " << a.scatter << ", "
-            << a.config.fc2.reduce_ctas << " reduction CTAs\n\n";
+            << a.resource << ", " << a.config.fc1.op.comm.comm_rows << "-row tiles  fc2 scatter " << a.scatter << ", "
+            << a.config.fc2.op.reduce_blocks << " reduction CTAs\n\n";
   print_plan("plan_mlp", "MLP, predicted per rank", r, a.trace, a.svg, "tilelink plan mlp, rank 0 (predicted)");
   std::printf("activation %.1f us (its bytes at the HBM bandwidth)\n", r.t_act * 1e6);
   return 0;
@@ -1493,9 +1498,10 @@ int cmd_plan_mlp(PlanMlpArgs a) {
 // `tilelink plan ag_gemm`: the predicted timeline of AG+GEMM under the cost model. No GPU needed.
 int cmd_plan_ag_gemm(PlanArgs a) {
   namespace sim = tilelink::sim;
-  a.config.resource = a.resource == "sm" ? sim::Resource::kSm : sim::Resource::kCopyEngine;
-  a.config.order = a.order == "ring" ? tilelink::CommOrder::kRing : tilelink::CommOrder::kFullMesh;
-  if (a.config.resource == sim::Resource::kSm && a.config.comm_ctas == 0) a.config.comm_ctas = 16;
+  tilelink::AllGatherConfig& comm = a.config.op.comm;
+  comm.resource = a.resource == "sm" ? tilelink::CommResource::kSm : tilelink::CommResource::kCopyEngine;
+  comm.order = a.order == "ring" ? tilelink::CommOrder::kRing : tilelink::CommOrder::kFullMesh;
+  if (comm.resource == tilelink::CommResource::kSm && comm.num_blocks == 0) comm.num_blocks = 16;
   if (!a.trace.empty()) check_writable(a.trace);
   if (!a.svg.empty()) check_writable(a.svg);
   const sim::CostModel cost = a.cost.model();
@@ -1505,9 +1511,9 @@ int cmd_plan_ag_gemm(PlanArgs a) {
             << " TFLOP/s, " << cost.sms << " SMs, NVLink " << cost.nvlink_bandwidth / 1e9 << " GB/s, network "
             << cost.network_bandwidth / 1e9 << " GB/s per GPU)\n"
             << "world=" << p.world << "  nodes=" << p.nodes << "  m=" << p.m << "  n=" << p.n << "  k=" << p.k
-            << "  bm=" << a.config.bm << "  bn=" << a.config.bn << "  comm_rows=" << a.config.comm_rows
+            << "  bm=" << a.config.bm << "  bn=" << a.config.bn << "  comm_rows=" << comm.comm_rows
             << "  resource=" << a.resource
-            << (a.config.resource == sim::Resource::kSm ? " (" + std::to_string(a.config.comm_ctas) + " CTAs)" : "")
+            << (comm.resource == tilelink::CommResource::kSm ? " (" + std::to_string(comm.num_blocks) + " CTAs)" : "")
             << "  order=" << a.order << "\n\n";
   print_plan("plan_ag_gemm", "AG+GEMM, predicted per rank", r, a.trace, a.svg,
              "ag_gemm rank 0, predicted: " + std::to_string(p.world) + " ranks, m=" + std::to_string(p.m) +
@@ -1518,7 +1524,7 @@ int cmd_plan_ag_gemm(PlanArgs a) {
 struct PlanRsArgs {
   CostArgs cost;
   tilelink::sim::GemmRsProblem problem;
-  tilelink::sim::GemmRsConfig config;
+  tilelink::sim::GemmRsPlanConfig config;
   std::string granularity = "tile";
   std::string scatter = "pull";
   std::string trace;
@@ -1528,8 +1534,8 @@ struct PlanRsArgs {
 // `tilelink plan gemm_rs`: the predicted timeline of GEMM+RS under the cost model. No GPU needed.
 int cmd_plan_gemm_rs(PlanRsArgs a) {
   namespace sim = tilelink::sim;
-  a.config.granularity = parse_granularity(a.granularity);
-  a.config.scatter = parse_scatter(a.scatter);
+  a.config.op.granularity = parse_granularity(a.granularity);
+  a.config.op.scatter = parse_scatter(a.scatter);
   if (!a.trace.empty()) check_writable(a.trace);
   if (!a.svg.empty()) check_writable(a.svg);
   const sim::CostModel cost = a.cost.model();
@@ -1538,7 +1544,7 @@ int cmd_plan_gemm_rs(PlanRsArgs a) {
   std::cout << "tilelink plan gemm_rs: predicted, not measured (cost model: " << cost.flops / 1e12
             << " TFLOP/s, " << cost.sms << " SMs, NVLink " << cost.nvlink_bandwidth / 1e9 << " GB/s per rank)\n"
             << "world=" << p.world << "  nodes=" << p.nodes << "  m=" << p.m << "  n=" << p.n << "  k=" << p.k
-            << "  bm=" << a.config.bm << "  bn=" << a.config.bn << "  reduce_ctas=" << a.config.reduce_ctas
+            << "  bm=" << a.config.bm << "  bn=" << a.config.bn << "  reduce_ctas=" << a.config.op.reduce_blocks
             << "  granularity=" << a.granularity << "  scatter=" << a.scatter
             << "  band=" << (a.config.band == 0 ? std::string("auto") : std::to_string(a.config.band)) << "\n\n";
   print_plan("plan_gemm_rs", "GEMM+RS, predicted per rank", r, a.trace, a.svg,
@@ -1733,10 +1739,10 @@ int main(int argc, char** argv) {
   plan_mlp->add_option("--hidden", plan_mlp_args.problem.hidden, "hidden size")->capture_default_str()->excludes(plan_mlp_model);
   plan_mlp->add_option("--intermediate", plan_mlp_args.problem.intermediate, "intermediate size over all ranks")->capture_default_str()->excludes(plan_mlp_model);
   plan_mlp->add_option("--activation", plan_mlp_args.activation, "swiglu (fc1 gives gate and up halves) or gelu")->capture_default_str()->check(CLI::IsMember({"swiglu", "gelu"}));
-  plan_mlp->add_option("--comm-rows", plan_mlp_args.config.fc1.comm_rows, "fc1: rows per communication tile")->capture_default_str();
+  plan_mlp->add_option("--comm-rows", plan_mlp_args.config.fc1.op.comm.comm_rows, "fc1: rows per communication tile")->capture_default_str();
   plan_mlp->add_option("--resource", plan_mlp_args.resource, "fc1's all-gather: ce (copy engine) or sm")->capture_default_str()->check(CLI::IsMember({"ce", "sm"}));
-  plan_mlp->add_option("--blocks", plan_mlp_args.config.fc1.comm_ctas, "fc1: CTAs that copy with --resource sm (default 16)");
-  plan_mlp->add_option("--reduce-ctas", plan_mlp_args.config.fc2.reduce_ctas, "fc2: reduction CTAs")->capture_default_str();
+  plan_mlp->add_option("--blocks", plan_mlp_args.config.fc1.op.comm.num_blocks, "fc1: CTAs that copy with --resource sm (default 16)");
+  plan_mlp->add_option("--reduce-ctas", plan_mlp_args.config.fc2.op.reduce_blocks, "fc2: reduction CTAs")->capture_default_str();
   plan_mlp->add_option("--scatter", plan_mlp_args.scatter, "fc2: pull, push or ce")->capture_default_str()->check(CLI::IsMember({"pull", "push", "ce"}));
   plan_mlp_args.cost.add_options(plan_mlp);
   plan_mlp->add_option("--trace", plan_mlp_args.trace, "write the predicted timeline of rank 0 as Chrome/Perfetto JSON");
@@ -1749,8 +1755,8 @@ int main(int argc, char** argv) {
   CLI::App* plan_layer = plan->add_subcommand("moe", "the MoE layer: part 1 -> activation -> grouped GEMM + top-k combine + reduce-scatter");
   add_plan_moe_options(plan_layer, plan_layer_args);
   plan_layer->add_option("--activation", plan_layer_args.activation, "swiglu (part 1 gives gate and up halves) or gelu")->capture_default_str()->check(CLI::IsMember({"swiglu", "gelu"}));
-  plan_layer->add_option("--combine-ctas", plan_layer_args.part2.combine_ctas, "part 2: CTAs of the combine and reduction (0 = the op's automatic count)")->capture_default_str();
-  plan_layer->add_option("--combine-rows", plan_layer_args.part2.comm_rows, "part 2: tokens per combine block")->capture_default_str();
+  plan_layer->add_option("--combine-ctas", plan_layer_args.part2.op.combine_blocks, "part 2: CTAs of the combine and reduction (0 = the op's automatic count)")->capture_default_str();
+  plan_layer->add_option("--combine-rows", plan_layer_args.part2.op.comm_rows, "part 2: tokens per combine block")->capture_default_str();
 
   PlanArgs plan_args;
   CLI::App* plan_ag = plan->add_subcommand("ag_gemm", "AG+GEMM: C = allgather(A) * B, column-parallel");
@@ -1761,10 +1767,10 @@ int main(int argc, char** argv) {
   plan_ag->add_option("--k", plan_args.problem.k, "inner dimension")->capture_default_str();
   plan_ag->add_option("--bm", plan_args.config.bm, "compute tile rows")->capture_default_str();
   plan_ag->add_option("--bn", plan_args.config.bn, "compute tile columns")->capture_default_str();
-  plan_ag->add_option("--comm-rows", plan_args.config.comm_rows, "rows per communication tile")->capture_default_str();
+  plan_ag->add_option("--comm-rows", plan_args.config.op.comm.comm_rows, "rows per communication tile")->capture_default_str();
   plan_ag->add_option("--resource", plan_args.resource, "ce (copy engine) or sm")
       ->capture_default_str()->check(CLI::IsMember({"ce", "sm"}));
-  plan_ag->add_option("--blocks", plan_args.config.comm_ctas, "CTAs that copy with --resource sm (default 16)");
+  plan_ag->add_option("--blocks", plan_args.config.op.comm.num_blocks, "CTAs that copy with --resource sm (default 16)");
   plan_ag->add_option("--order", plan_args.order, "mesh or ring")->capture_default_str()->check(CLI::IsMember({"mesh", "ring"}));
   plan_args.cost.add_options(plan_ag);
   plan_ag->add_option("--trace", plan_args.trace, "write the predicted timeline of rank 0 as Chrome/Perfetto JSON");
@@ -1787,11 +1793,11 @@ int main(int argc, char** argv) {
   plan_attn->add_flag("--non-causal", plan_attn_args.non_causal, "no causal mask");
   plan_attn->add_option("--layout", plan_attn_args.layout, "sequence sharding: contiguous or zigzag")->capture_default_str()->check(CLI::IsMember({"contiguous", "zigzag"}));
   plan_attn->add_option("--bq", plan_attn_args.config.bq, "query rows per work item")->capture_default_str();
-  plan_attn->add_option("--comm-rows", plan_attn_args.config.comm_rows, "tokens per K/V chunk")->capture_default_str();
+  plan_attn->add_option("--comm-rows", plan_attn_args.config.op.comm.comm_rows, "tokens per K/V chunk")->capture_default_str();
   plan_attn->add_option("--resource", plan_attn_args.resource, "K/V all-gather on ce (copy engine) or sm")->capture_default_str()->check(CLI::IsMember({"ce", "sm"}));
-  plan_attn->add_option("--blocks", plan_attn_args.config.comm_ctas, "CTAs that copy with --resource sm (default 8)");
+  plan_attn->add_option("--blocks", plan_attn_args.config.op.comm.num_blocks, "CTAs that copy with --resource sm (default 8)");
   plan_attn->add_option("--comm-slowdown", plan_attn_args.config.comm_slowdown, "the all-gather's slowdown under the attention (virtual ranks: measured 2.4 at world 8 by trace sp_attention)")->capture_default_str();
-  plan_attn->add_flag("--local-first", plan_attn_args.config.local_first, "every CTA folds its items' own shard before any remote chunk (SpAttentionConfig::local_first)");
+  plan_attn->add_flag("--local-first", plan_attn_args.config.op.local_first, "every CTA folds its items' own shard before any remote chunk (SpAttentionConfig::local_first)");
   plan_attn->add_option("--attention-tflops", plan_attn_args.attention_tflops, "flash-attention forward TFLOP/s of one GPU (default 550)");
   plan_attn_args.cost.add_options(plan_attn);
   plan_attn->add_option("--trace", plan_attn_args.trace, "write the predicted timeline of rank 0 as Chrome/Perfetto JSON");
@@ -1806,7 +1812,7 @@ int main(int argc, char** argv) {
   plan_rs->add_option("--k", plan_rs_args.problem.k, "inner dimension over all ranks")->capture_default_str();
   plan_rs->add_option("--bm", plan_rs_args.config.bm, "compute tile rows")->capture_default_str();
   plan_rs->add_option("--bn", plan_rs_args.config.bn, "compute tile columns")->capture_default_str();
-  plan_rs->add_option("--reduce-ctas", plan_rs_args.config.reduce_ctas, "CTAs of the reduction")->capture_default_str();
+  plan_rs->add_option("--reduce-ctas", plan_rs_args.config.op.reduce_blocks, "CTAs of the reduction")->capture_default_str();
   plan_rs->add_option("--scatter", plan_rs_args.scatter, "pull, push or ce (ce needs --granularity row or rank)")
       ->capture_default_str()->check(CLI::IsMember({"pull", "push", "ce"}));
   plan_rs->add_option("--band", plan_rs_args.config.band, "tile rows per band of the compute order; 0 = the op's rule")->capture_default_str();

@@ -22,10 +22,10 @@ double predict_us(const AgGemmConfig& c, const AgGemmTuneShape& s, const sim::Co
   p.m = s.m_per_rank * static_cast<uint32_t>(s.world);
   p.n = s.n * static_cast<uint32_t>(s.world);
   p.k = s.k;
-  sim::AgGemmConfig q;
+  sim::AgGemmPlanConfig q;
   kernel_tile(c.kernel, &q.bm, &q.bn);
-  detail::set_model_comm(q, c.comm, s.m_per_rank, s.k, s.sm_budget);
-  q.order = c.comm.order;
+  q.op = c;
+  q.op.comm = ag_gemm_policy::resolved(c.comm, s.m_per_rank, s.k, s.sm_budget);
   return sim::predict_ag_gemm(p, q, gpu.share(s.sm_budget)).fused * 1e6;
 }
 

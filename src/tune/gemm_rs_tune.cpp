@@ -15,13 +15,12 @@ double predict_us(const GemmRsConfig& c, const GemmRsTuneShape& s, const sim::Co
   p.n = s.n;
   p.k = s.k_local * static_cast<uint32_t>(s.world);
   p.world = s.world;
-  sim::GemmRsConfig q;
+  sim::GemmRsPlanConfig q;
   const auto& kernel = detail::sm90_gemm_rs_configs().front();  // the op's one compiled GEMM
   q.bm = kernel.tile_m;
   q.bn = kernel.tile_n;
-  q.reduce_ctas = detail::gemm_rs_reduce_blocks(c.reduce_blocks, s.sm_budget);
-  q.granularity = c.granularity;
-  q.scatter = c.scatter;
+  q.op = c;
+  q.op.reduce_blocks = detail::gemm_rs_reduce_blocks(c.reduce_blocks, s.sm_budget);
   return sim::predict_gemm_rs(p, q, gpu.share(s.sm_budget)).fused * 1e6;
 }
 

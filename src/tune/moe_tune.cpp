@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "tilelink/core/error.hpp"
+#include "tilelink/ops/ag_gemm/ag_gemm_policy.hpp"
 #include "tilelink/ops/common/all_gather_config.hpp"
 #include "tilelink/ops/moe/moe_policy.hpp"
 #include "tilelink/sim/moe_sim.hpp"
@@ -32,20 +33,22 @@ sim::MoeProblem problem_of(const MoeTuneShape& s) {
 }
 
 // Part 1's model configuration: the op's automatic choices resolved as the op resolves them.
-sim::MoeConfig part1_of(const MoeLayerConfig& c, const MoeTuneShape& s) {
-  sim::MoeConfig q;
+sim::MoeAgPlanConfig part1_of(const MoeLayerConfig& c, const MoeTuneShape& s) {
+  sim::MoeAgPlanConfig q;
   tile_of(c.part1.kernel, s.kernels, &q.bm, &q.bn);
-  detail::set_model_comm(q, c.part1.comm, s.m / static_cast<uint32_t>(s.world), s.hidden, s.sm_budget);
-  q.gather_ctas = c.part1.gather_blocks;
+  q.op = c.part1;
+  q.op.comm = ag_gemm_policy::resolved(c.part1.comm, s.m / static_cast<uint32_t>(s.world), s.hidden, s.sm_budget);
   q.cluster = kCluster;
   return q;
 }
 
-sim::MoeRsConfig part2_of(const MoeLayerConfig& c, const MoeTuneShape& s) {
-  sim::MoeRsConfig q;
+sim::MoeRsPlanConfig part2_of(const MoeLayerConfig& c, const MoeTuneShape& s) {
+  sim::MoeRsPlanConfig q;
   tile_of(c.part2.kernel, s.kernels, &q.bm, &q.bn);
-  q.comm_rows = moe_policy::combine_rows(c.part2.comm_rows, s.topk);
-  q.combine_ctas = c.part2.combine_blocks == 0 ? 0 : (c.part2.combine_blocks + kCluster - 1) / kCluster * kCluster;
+  q.op = c.part2;
+  q.op.comm_rows = moe_policy::combine_rows(c.part2.comm_rows, s.topk);
+  q.op.combine_blocks =
+      c.part2.combine_blocks == 0 ? 0 : (c.part2.combine_blocks + kCluster - 1) / kCluster * kCluster;
   q.cluster = kCluster;
   return q;
 }
@@ -176,7 +179,7 @@ std::vector<RankedMoeConfig> moe_comm_candidates(const MoeLayerConfig& base, con
   }
   // The activation between the parts, once (the same for every candidate).
   const sim::MoePrediction whole =
-      sim::predict_moe_layer(problem, swiglu, part1_of(automatic, shape), part2_of(automatic, shape), cost);
+      sim::predict_moe_layer(problem, shape.activation, part1_of(automatic, shape), part2_of(automatic, shape), cost);
   // part1[0] and part2[0] are the automatic parts (the first of each list).
   const double act_us = whole.fused * 1e6 - part1.front().us - part2.front().us;
 

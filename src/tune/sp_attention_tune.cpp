@@ -3,9 +3,9 @@
 #include <algorithm>
 
 #include "tilelink/core/error.hpp"
+#include "tilelink/ops/ag_gemm/ag_gemm_policy.hpp"
 #include "tilelink/ops/common/all_gather_config.hpp"
 #include "tilelink/sim/sp_attention_sim.hpp"
-#include "tune/model_config.hpp"
 
 namespace tilelink {
 namespace {
@@ -23,12 +23,12 @@ double predict_us(const SpAttentionConfig& c, const SpAttentionTuneShape& s, con
   p.kv_heads = s.kv_heads;
   p.head_dim = s.head_dim;
   p.causal = s.causal;
-  p.layout = s.layout;
   p.world = s.world;
   const uint32_t spr = s.seq / static_cast<uint32_t>(s.world);
-  sim::SpAttentionConfig q;
-  detail::set_model_comm(q, c.comm, spr, 2 * s.kv_heads * s.head_dim, s.sm_budget);
-  q.local_first = c.local_first;
+  sim::SpAttentionPlanConfig q;
+  q.op = c;
+  q.op.comm = ag_gemm_policy::resolved(c.comm, spr, 2 * s.kv_heads * s.head_dim, s.sm_budget);
+  q.op.layout = s.layout;
   // The model runs the rank on its budget's SMs; its rate is the GPU's times that share.
   q.attention_flops = q.attention_flops * s.sm_budget / gpu.sms;
   return sim::predict_sp_attention(p, q, gpu.share(s.sm_budget)).fused * 1e6;
