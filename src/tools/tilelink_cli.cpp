@@ -12,7 +12,7 @@
 //       [--activation swiglu|gelu] [--scatter pull|push|ce] [--granularity tile|row|rank]
 //   tilelink bench moe_ag [--world N] [--model mixtral-8x7b | --hidden --intermediate --experts --topk]
 //       [--m TOKENS] [--routing uniform|skewed|few_experts] [--gather-blocks G]
-//   tilelink bench moe [same as moe_ag] [--activation swiglu|gelu] [--comm-rows R] [--combine-blocks C]
+//   tilelink bench moe [same as moe_ag] [--activation swiglu|gelu] [--combine-rows R] [--combine-blocks C]
 //   tilelink bench sp_attention [--world N] [--seq S] [--q-heads --kv-heads --head-dim] [--non-causal]
 //       [--layout contiguous|zigzag] [--resource ce|sm] [--comm-rows R] [--blocks k] [--local-first] [--section-heads H] [--dump DIR]
 //   tilelink tune ag_gemm [--world N] [--m --n --k | --shapes paper] [--top K] [--cache FILE] [--dry-run]
@@ -31,12 +31,12 @@
 //       [--resource ce|sm] [--blocks k] [--order mesh|ring] [--trace FILE] [--svg FILE]
 //   tilelink plan mlp [--world N] [--model llama3-70b | --hidden H --intermediate I] [--activation swiglu|gelu]
 //       [--scatter pull|push|ce] [--trace FILE] [--svg FILE]
-//   tilelink plan moe_ag [--world N] [--model M | --hidden --intermediate --experts --topk] [--gather-ctas G]
+//   tilelink plan moe_ag [--world N] [--model M | --hidden --intermediate --experts --topk] [--gather-blocks G]
 //       [--trace FILE] [--svg FILE]
-//   tilelink plan moe [as plan moe_ag] [--activation swiglu|gelu] [--combine-ctas C] [--combine-rows R]
+//   tilelink plan moe [as plan moe_ag] [--activation swiglu|gelu] [--combine-blocks C] [--combine-rows R]
 //   tilelink plan sp_attention [--world N] [--seq S] [--q-heads --kv-heads --head-dim] [--non-causal]
 //       [--layout contiguous|zigzag] [--bq B] [--comm-rows R] [--resource ce|sm] [--local-first] [--attention-tflops T] [...]
-//   tilelink plan gemm_rs [--world N] [--nodes K] [--m --n --k] [--bm --bn] [--reduce-ctas R]
+//   tilelink plan gemm_rs [--world N] [--nodes K] [--m --n --k] [--bm --bn] [--reduce-blocks R]
 //       [--granularity tile|row|rank] [--scatter pull|push|ce] [--band B] [--trace FILE] [--svg FILE]
 //
 // Exit status: 0 success; 1 a benchmark, check or CUDA failure (message on stderr); 2 no CUDA GPU;
@@ -899,7 +899,7 @@ void add_moe_layer_options(CLI::App* cmd, MoeArgs& a, bool knobs = true) {
   cmd->add_option("--activation", a.activation, "swiglu (part 1 gives gate and up halves) or gelu")->capture_default_str()->check(CLI::IsMember({"swiglu", "gelu"}));
   if (!knobs) return;
   CLI::Option_group* group = knob_group(cmd, a.knobs);
-  group->add_option("--comm-rows", a.comm_rows, "tokens per combine / reduction block (0 = automatic)")->capture_default_str();
+  group->add_option("--combine-rows", a.comm_rows, "tokens per combine / reduction block (0 = automatic)")->capture_default_str();
   group->add_option("--weight-sweeps", a.weight_sweeps, "part 2's GEMM order: weight sweeps over the combine's rounds (0 = automatic; at least the rounds = token order)")->capture_default_str();
   group->add_option("--combine-blocks", a.combine_blocks, "part 2's combine + reduction CTAs per rank (0 = automatic)")->capture_default_str();
 }
@@ -1353,7 +1353,7 @@ void add_plan_moe_options(CLI::App* cmd, PlanMoeArgs& a) {
   cmd->add_option("--comm-rows", a.config.op.comm.comm_rows, "rows per communication tile")->capture_default_str();
   cmd->add_option("--resource", a.resource, "ce (copy engine) or sm")->capture_default_str()->check(CLI::IsMember({"ce", "sm"}));
   cmd->add_option("--blocks", a.config.op.comm.num_blocks, "CTAs that copy with --resource sm (default 2)");
-  cmd->add_option("--gather-ctas", a.config.op.gather_blocks, "CTAs of the gather stage (0 = the op's automatic count)")->capture_default_str();
+  cmd->add_option("--gather-blocks", a.config.op.gather_blocks, "CTAs of the gather stage (0 = the op's automatic count)")->capture_default_str();
   cmd->add_option("--mapping-us", a.mapping_us, "µs of the device mapping before gather and GEMM start (bench moe_ag measures it)")->capture_default_str();
   a.cost.add_options(cmd);
   cmd->add_option("--trace", a.trace, "write the predicted timeline of rank 0 as Chrome/Perfetto JSON");
@@ -1742,7 +1742,7 @@ int main(int argc, char** argv) {
   plan_mlp->add_option("--comm-rows", plan_mlp_args.config.fc1.op.comm.comm_rows, "fc1: rows per communication tile")->capture_default_str();
   plan_mlp->add_option("--resource", plan_mlp_args.resource, "fc1's all-gather: ce (copy engine) or sm")->capture_default_str()->check(CLI::IsMember({"ce", "sm"}));
   plan_mlp->add_option("--blocks", plan_mlp_args.config.fc1.op.comm.num_blocks, "fc1: CTAs that copy with --resource sm (default 16)");
-  plan_mlp->add_option("--reduce-ctas", plan_mlp_args.config.fc2.op.reduce_blocks, "fc2: reduction CTAs")->capture_default_str();
+  plan_mlp->add_option("--reduce-blocks", plan_mlp_args.config.fc2.op.reduce_blocks, "fc2: reduction CTAs")->capture_default_str();
   plan_mlp->add_option("--scatter", plan_mlp_args.scatter, "fc2: pull, push or ce")->capture_default_str()->check(CLI::IsMember({"pull", "push", "ce"}));
   plan_mlp_args.cost.add_options(plan_mlp);
   plan_mlp->add_option("--trace", plan_mlp_args.trace, "write the predicted timeline of rank 0 as Chrome/Perfetto JSON");
@@ -1755,7 +1755,7 @@ int main(int argc, char** argv) {
   CLI::App* plan_layer = plan->add_subcommand("moe", "the MoE layer: part 1 -> activation -> grouped GEMM + top-k combine + reduce-scatter");
   add_plan_moe_options(plan_layer, plan_layer_args);
   plan_layer->add_option("--activation", plan_layer_args.activation, "swiglu (part 1 gives gate and up halves) or gelu")->capture_default_str()->check(CLI::IsMember({"swiglu", "gelu"}));
-  plan_layer->add_option("--combine-ctas", plan_layer_args.part2.op.combine_blocks, "part 2: CTAs of the combine and reduction (0 = the op's automatic count)")->capture_default_str();
+  plan_layer->add_option("--combine-blocks", plan_layer_args.part2.op.combine_blocks, "part 2: CTAs of the combine and reduction (0 = the op's automatic count)")->capture_default_str();
   plan_layer->add_option("--combine-rows", plan_layer_args.part2.op.comm_rows, "part 2: tokens per combine block")->capture_default_str();
 
   PlanArgs plan_args;
@@ -1812,7 +1812,7 @@ int main(int argc, char** argv) {
   plan_rs->add_option("--k", plan_rs_args.problem.k, "inner dimension over all ranks")->capture_default_str();
   plan_rs->add_option("--bm", plan_rs_args.config.bm, "compute tile rows")->capture_default_str();
   plan_rs->add_option("--bn", plan_rs_args.config.bn, "compute tile columns")->capture_default_str();
-  plan_rs->add_option("--reduce-ctas", plan_rs_args.config.op.reduce_blocks, "CTAs of the reduction")->capture_default_str();
+  plan_rs->add_option("--reduce-blocks", plan_rs_args.config.op.reduce_blocks, "CTAs of the reduction")->capture_default_str();
   plan_rs->add_option("--scatter", plan_rs_args.scatter, "pull, push or ce (ce needs --granularity row or rank)")
       ->capture_default_str()->check(CLI::IsMember({"pull", "push", "ce"}));
   plan_rs->add_option("--band", plan_rs_args.config.band, "tile rows per band of the compute order; 0 = the op's rule")->capture_default_str();
