@@ -76,6 +76,8 @@
 #include "tilelink/tune/gemm_rs_tune.hpp"
 #include "tilelink/tune/moe_tune.hpp"
 #include "tilelink/tune/sp_attention_tune.hpp"
+#include "tools/trace_runner.hpp"
+#include "tools/tune_runner.hpp"
 
 #ifndef TILELINK_VERSION
 #define TILELINK_VERSION "unknown"
@@ -980,7 +982,7 @@ int cmd_tune_gemm_rs_dry_run(const TuneArgs& a) {
 }
 
 // `tune ag_gemm|gemm_rs` on the GPUs present: `tune(options, progress)` per shape, Options being
-// tb::TuneOptions or tb::GemmRsTuneOptions (the same fields).
+// tilelink::tool::TuneOptions or tilelink::tool::GemmRsTuneOptions (the same fields).
 template <class Options, class Tune>
 int run_tune(const TuneArgs& a, const std::vector<Mnk>& shapes, const char* what, const std::string& command,
              Tune&& tune) {
@@ -1001,12 +1003,12 @@ int run_tune(const TuneArgs& a, const std::vector<Mnk>& shapes, const char* what
 }
 
 int cmd_tune(const TuneArgs& a, const std::string& command) {
-  return run_tune<tb::TuneOptions>(a, tune_shapes(a), "tune ag_gemm", command, tb::tune_ag_gemm);
+  return run_tune<tilelink::tool::TuneOptions>(a, tune_shapes(a), "tune ag_gemm", command, tilelink::tool::tune_ag_gemm);
 }
 
 int cmd_tune_gemm_rs(const TuneArgs& a, const std::string& command) {
-  return run_tune<tb::GemmRsTuneOptions>(a, tune_shapes(a, kGemmRsPaperShapes, "gemm_rs"), "tune gemm_rs", command,
-                                         tb::tune_gemm_rs);
+  return run_tune<tilelink::tool::GemmRsTuneOptions>(a, tune_shapes(a, kGemmRsPaperShapes, "gemm_rs"), "tune gemm_rs", command,
+                                         tilelink::tool::tune_gemm_rs);
 }
 
 // `tilelink tune mlp`: fc1's AG+GEMM and fc2's GEMM+RS, each searched as tune ag_gemm|gemm_rs
@@ -1017,7 +1019,7 @@ int cmd_tune_mlp(const TuneArgs& a, const MlpArgs& mlp, const std::string& comma
   shape.world = a.world;
   shape.m = a.m;
   const tb::MlpBenchOptions m = mlp_options(shape);
-  tb::MlpTuneOptions o;
+  tilelink::tool::MlpTuneOptions o;
   o.world = a.world;
   o.m = m.m;
   o.hidden = m.hidden;
@@ -1039,19 +1041,19 @@ int cmd_tune_mlp(const TuneArgs& a, const MlpArgs& mlp, const std::string& comma
     return std::max(rc1, rc2);
   }
   run_shapes(a.world, "tune mlp", {{o.m, o.hidden, o.intermediate}}, command, a.seed, a.json,
-             [&](const Mnk&) { return tb::tune_mlp(o, std::cout); });
+             [&](const Mnk&) { return tilelink::tool::tune_mlp(o, std::cout); });
   return 0;
 }
 
 // `tilelink tune moe`: the MoE layer's three-stage search (tune/moe_tune.hpp) on the GPUs
 // present; --dry-run prints the candidates with the plan model's predictions.
 int cmd_tune_moe(const TuneArgs& t, const MoeArgs& a, const std::string& command) {
-  tb::MoeTuneOptions o;
+  tilelink::tool::MoeTuneOptions o;
   o.op = moe_bench_options(a);
   o.top = t.top;
   o.cache = t.cache;
   if (t.dry_run) {
-    const tilelink::MoeTuneShape shape = tb::moe_tune_shape(o.op, t.sms / o.op.world);
+    const tilelink::MoeTuneShape shape = tilelink::tool::moe_tune_shape(o.op, t.sms / o.op.world);
     const std::vector<tilelink::MoeLayerConfig> kernels = tilelink::moe_kernel_candidates(shape.kernels);
     print_tune_candidates<tilelink::MoeLayerConfig>(
         "== tune moe (dry run), world " + std::to_string(o.op.world) + ", " + std::to_string(o.op.m) +
@@ -1064,18 +1066,18 @@ int cmd_tune_moe(const TuneArgs& t, const MoeArgs& a, const std::string& command
   }
   check_writable(a.json);
   run_shapes(a.world, "tune moe", {{o.op.m, o.op.intermediate, o.op.hidden}}, command, a.seed, a.json,
-             [&](const Mnk&) { return tb::tune_moe(o, std::cout); });
+             [&](const Mnk&) { return tilelink::tool::tune_moe(o, std::cout); });
   return 0;
 }
 
 // `tilelink tune sp_attention`: SP attention's two-stage search (tune/sp_attention_tune.hpp).
 int cmd_tune_sp_attention(const TuneArgs& t, const SpAttentionArgs& a, const std::string& command) {
-  tb::SpAttentionTuneOptions o;
+  tilelink::tool::SpAttentionTuneOptions o;
   o.op = sp_attention_options(a);
   o.top = t.top;
   o.cache = t.cache;
   if (t.dry_run) {
-    const tilelink::SpAttentionTuneShape shape = tb::sp_attention_tune_shape(o.op, t.sms / a.world);
+    const tilelink::SpAttentionTuneShape shape = tilelink::tool::sp_attention_tune_shape(o.op, t.sms / a.world);
     print_tune_candidates<tilelink::SpAttentionConfig>(
         "== tune sp_attention (dry run), world " + std::to_string(a.world) + ", seq=" + std::to_string(a.seq) +
             ", heads " + std::to_string(a.q_heads) + "/" + std::to_string(a.kv_heads) + ", head dim " +
@@ -1089,7 +1091,7 @@ int cmd_tune_sp_attention(const TuneArgs& t, const SpAttentionArgs& a, const std
   }
   check_writable(a.json);
   run_shapes(a.world, "tune sp_attention", {{a.seq, a.q_heads, a.head_dim}}, command, a.seed, a.json,
-             [&](const Mnk&) { return tb::tune_sp_attention(o, std::cout); });
+             [&](const Mnk&) { return tilelink::tool::tune_sp_attention(o, std::cout); });
   return 0;
 }
 
@@ -1143,7 +1145,7 @@ void add_trace_outputs(CLI::App* app, TraceCmdArgs<OpArgs>& a, const char* capac
 // What `tilelink trace <op>` prints and writes for one traced call: records by kind, the
 // recording overhead, the op's ordering check (TraceResult::checked), the timeline files. Exit
 // status 1 if the check failed or records were dropped.
-int report_trace(const tb::TraceResult& r, const std::string& op, int world, const std::string& trace,
+int report_trace(const tilelink::tool::TraceResult& r, const std::string& op, int world, const std::string& trace,
                  const std::string& svg) {
   std::map<std::string, uint64_t> kinds;
   for (const tilelink::TraceRecord& rec : r.records) ++kinds[tilelink::to_string(static_cast<tilelink::TraceKind>(rec.kind))];
@@ -1183,7 +1185,7 @@ int run_trace(const TraceCmdArgs<OpArgs>& a, const std::string& op, int world, R
   check_writable(a.trace);
   check_writable(a.svg);
   print_device_header(world, "trace " + op);
-  const tb::TraceResult r = record();
+  const tilelink::tool::TraceResult r = record();
   return report_trace(r, op, world, a.trace, a.svg);
 }
 
@@ -1191,7 +1193,7 @@ int run_trace(const TraceCmdArgs<OpArgs>& a, const std::string& op, int world, R
 // (mlp: fc1 and fc2 as two parts).
 int cmd_trace_ag_gemm(const TraceArgs& a) {
   return run_trace(a, "ag_gemm", a.op.world, [&] {
-    tb::TraceOptions o;
+    tilelink::tool::TraceOptions o;
     o.world = a.op.world;
     o.m = a.op.m;
     o.n = a.op.n;
@@ -1200,7 +1202,7 @@ int cmd_trace_ag_gemm(const TraceArgs& a) {
     o.capacity = a.capacity;
     o.timing = {a.op.warmup, a.op.iters};
     o.seed = a.op.seed;
-    tb::TraceResult r = tb::trace_ag_gemm(o);
+    tilelink::tool::TraceResult r = tilelink::tool::trace_ag_gemm(o);
     std::cout << "(m, n, k) = (" << o.m << ", " << o.n << ", " << o.k << "), " << r.config << "\n";
     return r;
   });
@@ -1209,10 +1211,10 @@ int cmd_trace_ag_gemm(const TraceArgs& a) {
 using SpAttentionTraceArgs = TraceCmdArgs<SpAttentionArgs>;
 int cmd_trace_sp_attention(const SpAttentionTraceArgs& a) {
   return run_trace(a, "sp_attention", a.op.world, [&] {
-    tb::SpAttentionTraceOptions o;
+    tilelink::tool::SpAttentionTraceOptions o;
     o.op = sp_attention_options(a.op);
     o.capacity = a.capacity;
-    tb::TraceResult r = tb::trace_sp_attention(o);
+    tilelink::tool::TraceResult r = tilelink::tool::trace_sp_attention(o);
     std::cout << "seq " << a.op.seq << ", " << a.op.q_heads << "/" << a.op.kv_heads << " heads, head dim "
               << a.op.head_dim << (a.op.non_causal ? ", non-causal, " : ", causal, ") << a.op.layout << ", "
               << r.config << "\n";
@@ -1223,10 +1225,10 @@ int cmd_trace_sp_attention(const SpAttentionTraceArgs& a) {
 using GemmRsTraceArgs = TraceCmdArgs<GemmRsArgs>;
 int cmd_trace_gemm_rs(const GemmRsTraceArgs& a) {
   return run_trace(a, "gemm_rs", a.op.world, [&] {
-    tb::GemmRsTraceOptions o;
+    tilelink::tool::GemmRsTraceOptions o;
     o.op = gemm_rs_options(a.op);
     o.capacity = a.capacity;
-    tb::TraceResult r = tb::trace_gemm_rs(o);
+    tilelink::tool::TraceResult r = tilelink::tool::trace_gemm_rs(o);
     std::cout << "(m, n, k) = (" << o.op.m << ", " << o.op.n << ", " << o.op.k << "), " << r.config << "\n";
     return r;
   });
@@ -1235,10 +1237,10 @@ int cmd_trace_gemm_rs(const GemmRsTraceArgs& a) {
 using MoeTraceArgs = TraceCmdArgs<MoeArgs>;
 int cmd_trace_moe(const MoeTraceArgs& a) {
   return run_trace(a, "moe", a.op.world, [&] {
-    tb::MoeTraceOptions o;
+    tilelink::tool::MoeTraceOptions o;
     o.op = moe_bench_options(a.op);
     o.capacity = a.capacity;
-    tb::TraceResult r = tb::trace_moe(o);
+    tilelink::tool::TraceResult r = tilelink::tool::trace_moe(o);
     std::cout << "tokens " << o.op.m << ", hidden " << o.op.hidden << ", intermediate " << o.op.intermediate << ", "
               << o.op.experts << " experts, top-" << o.op.topk << ", " << r.config << "\n";
     return r;
@@ -1248,10 +1250,10 @@ int cmd_trace_moe(const MoeTraceArgs& a) {
 using MlpTraceArgs = TraceCmdArgs<MlpArgs>;
 int cmd_trace_mlp(const MlpTraceArgs& a) {
   return run_trace(a, "mlp", a.op.world, [&] {
-    tb::MlpTraceOptions o;
+    tilelink::tool::MlpTraceOptions o;
     o.op = mlp_options(a.op);
     o.capacity = a.capacity;
-    tb::TraceResult r = tb::trace_mlp(o);
+    tilelink::tool::TraceResult r = tilelink::tool::trace_mlp(o);
     std::cout << "m " << o.op.m << ", hidden " << o.op.hidden << ", intermediate " << o.op.intermediate << ", "
               << a.op.activation << ", " << r.config << "\n";
     return r;

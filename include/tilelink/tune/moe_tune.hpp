@@ -7,7 +7,7 @@
 //     sizes; SM blocks) x gather CTAs, part 2's combine rows x combine CTAs -- ranked by the plan
 //     model (sim/moe_sim.hpp: predict_moe_ag + predict_moe_gemm_rs, the activation between them
 //     the same for all), only the best predicted ones are timed.
-// Pure functions: the tool times the candidates (bench/tune.cu); the CPU suite checks the space.
+// Pure functions: the tool times the candidates (src/tools/tune_runner.cpp); the CPU suite checks the space.
 #pragma once
 
 #include <cstddef>

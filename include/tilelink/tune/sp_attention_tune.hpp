@@ -6,7 +6,7 @@
 //     several chunk sizes; SM blocks with several chunk sizes and block counts) x the local pass
 //     first or one pass -- ranked by the plan model (sim/sp_attention_sim.hpp, its default
 //     attention rate and no all-gather slowdown), only the best predicted ones are timed.
-// Pure functions: the tool times the candidates (bench/tune.cu); the CPU suite checks the space.
+// Pure functions: the tool times the candidates (src/tools/tune_runner.cpp); the CPU suite checks the space.
 #pragma once
 
 #include <cstddef>

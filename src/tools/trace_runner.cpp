@@ -1,5 +1,7 @@
-// tilelink trace ag_gemm|sp_attention|gemm_rs|mlp|moe: the device timeline of one call of the op and the cost of
-// recording it.
+// `tilelink trace ag_gemm|sp_attention|gemm_rs|mlp|moe`: the device timeline of one call of the op
+// and the cost of recording it.
+#include "tools/trace_runner.hpp"
+
 #include <algorithm>
 #include <map>
 #include <string>
@@ -15,7 +17,9 @@
 #include "tilelink/core/error.hpp"
 #include "tilelink/runtime/trace_buffer.hpp"
 
-namespace tilelink::bench {
+namespace tilelink::tool {
+
+using namespace tilelink::bench;
 
 namespace {
 
@@ -247,4 +251,4 @@ TraceResult trace_moe(const MoeTraceOptions& o) {
   return result;
 }
 
-}  // namespace tilelink::bench
+}  // namespace tilelink::tool

@@ -1,8 +1,10 @@
-// `tilelink tune ag_gemm|gemm_rs|mlp|moe|sp_attention`: the staged searches of tune/*_tune.hpp, timed on the GPUs present (virtual ranks on one GPU, or one rank per GPU
-// with TILELINK_RANKS=gpus). Each candidate is the whole op over all ranks, timed as bench times
+// `tilelink tune ag_gemm|gemm_rs|mlp|moe|sp_attention`: the staged searches of tune/*_tune.hpp,
+// timed on the GPUs present (virtual ranks on one GPU, or one rank per GPU with TILELINK_RANKS=gpus). Each candidate is the whole op over all ranks, timed as bench times
 // the fused op (slowest rank per call, median). The winner and the automatic configuration are
 // then re-timed interleaved, the winner's output is checked (AG+GEMM: against cuBLAS; GEMM+RS:
 // against the automatic configuration's), and the winner goes into the tune cache.
+#include "tools/tune_runner.hpp"
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -26,7 +28,9 @@
 #include "tilelink/tune/moe_tune.hpp"
 #include "tilelink/tune/sp_attention_tune.hpp"
 
-namespace tilelink::bench {
+namespace tilelink::tool {
+
+using namespace tilelink::bench;
 namespace {
 
 std::string utc_now() {
@@ -447,4 +451,4 @@ Table tune_sp_attention(const SpAttentionTuneOptions& o, std::ostream& progress)
   return table;
 }
 
-}  // namespace tilelink::bench
+}  // namespace tilelink::tool
