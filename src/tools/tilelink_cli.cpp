@@ -982,32 +982,32 @@ int cmd_tune_gemm_rs_dry_run(const TuneArgs& a) {
 }
 
 // `tune ag_gemm|gemm_rs` on the GPUs present: `tune(options, progress)` per shape, Options being
-// tilelink::tool::TuneOptions or tilelink::tool::GemmRsTuneOptions (the same fields).
+// tilelink::tool::TuneOptions of tb::AgGemmBenchOptions or tb::GemmRsBenchOptions.
 template <class Options, class Tune>
 int run_tune(const TuneArgs& a, const std::vector<Mnk>& shapes, const char* what, const std::string& command,
              Tune&& tune) {
   check_writable(a.json);
   Options o;
-  o.world = a.world;
+  o.op.world = a.world;
   o.top = a.top;
   o.cache = a.cache;
-  o.timing = {a.warmup, a.iters};
-  o.seed = a.seed;
+  o.op.timing = {a.warmup, a.iters};
+  o.op.seed = a.seed;
   run_shapes(a.world, what, shapes, command, a.seed, a.json, [&](const Mnk& s) {
-    o.m = s.m;
-    o.n = s.n;
-    o.k = s.k;
+    o.op.m = s.m;
+    o.op.n = s.n;
+    o.op.k = s.k;
     return tune(o, std::cout);
   });
   return 0;
 }
 
 int cmd_tune(const TuneArgs& a, const std::string& command) {
-  return run_tune<tilelink::tool::TuneOptions>(a, tune_shapes(a), "tune ag_gemm", command, tilelink::tool::tune_ag_gemm);
+  return run_tune<tilelink::tool::TuneOptions<tb::AgGemmBenchOptions>>(a, tune_shapes(a), "tune ag_gemm", command, tilelink::tool::tune_ag_gemm);
 }
 
 int cmd_tune_gemm_rs(const TuneArgs& a, const std::string& command) {
-  return run_tune<tilelink::tool::GemmRsTuneOptions>(a, tune_shapes(a, kGemmRsPaperShapes, "gemm_rs"), "tune gemm_rs", command,
+  return run_tune<tilelink::tool::TuneOptions<tb::GemmRsBenchOptions>>(a, tune_shapes(a, kGemmRsPaperShapes, "gemm_rs"), "tune gemm_rs", command,
                                          tilelink::tool::tune_gemm_rs);
 }
 
@@ -1019,28 +1019,24 @@ int cmd_tune_mlp(const TuneArgs& a, const MlpArgs& mlp, const std::string& comma
   shape.world = a.world;
   shape.m = a.m;
   const tb::MlpBenchOptions m = mlp_options(shape);
-  tilelink::tool::MlpTuneOptions o;
-  o.world = a.world;
-  o.m = m.m;
-  o.hidden = m.hidden;
-  o.intermediate = m.intermediate;
-  o.activation = m.config.activation;
+  tilelink::tool::TuneOptions<tb::MlpBenchOptions> o;
+  o.op = m;
   o.top = a.top;
   o.cache = a.cache;
-  o.timing = {a.warmup, a.iters};
-  o.seed = a.seed;
+  o.op.timing = {a.warmup, a.iters};
+  o.op.seed = a.seed;
   if (a.dry_run) {
     TuneArgs fc1 = a, fc2 = a;
-    fc1.n = (o.activation == tilelink::MlpActivation::kSwiGlu ? 2 : 1) * o.intermediate;
-    fc1.k = o.hidden;
-    fc2.n = o.hidden;
-    fc2.k = o.intermediate;
+    fc1.n = (m.config.activation == tilelink::MlpActivation::kSwiGlu ? 2 : 1) * m.intermediate;
+    fc1.k = m.hidden;
+    fc2.n = m.hidden;
+    fc2.k = m.intermediate;
     fc1.shapes = fc2.shapes = "";
     const int rc1 = cmd_tune_dry_run(fc1);
     const int rc2 = cmd_tune_gemm_rs_dry_run(fc2);
     return std::max(rc1, rc2);
   }
-  run_shapes(a.world, "tune mlp", {{o.m, o.hidden, o.intermediate}}, command, a.seed, a.json,
+  run_shapes(a.world, "tune mlp", {{m.m, m.hidden, m.intermediate}}, command, a.seed, a.json,
              [&](const Mnk&) { return tilelink::tool::tune_mlp(o, std::cout); });
   return 0;
 }
@@ -1048,7 +1044,7 @@ int cmd_tune_mlp(const TuneArgs& a, const MlpArgs& mlp, const std::string& comma
 // `tilelink tune moe`: the MoE layer's three-stage search (tune/moe_tune.hpp) on the GPUs
 // present; --dry-run prints the candidates with the plan model's predictions.
 int cmd_tune_moe(const TuneArgs& t, const MoeArgs& a, const std::string& command) {
-  tilelink::tool::MoeTuneOptions o;
+  tilelink::tool::TuneOptions<tb::MoeBenchOptions> o;
   o.op = moe_bench_options(a);
   o.top = t.top;
   o.cache = t.cache;
@@ -1072,7 +1068,7 @@ int cmd_tune_moe(const TuneArgs& t, const MoeArgs& a, const std::string& command
 
 // `tilelink tune sp_attention`: SP attention's two-stage search (tune/sp_attention_tune.hpp).
 int cmd_tune_sp_attention(const TuneArgs& t, const SpAttentionArgs& a, const std::string& command) {
-  tilelink::tool::SpAttentionTuneOptions o;
+  tilelink::tool::TuneOptions<tb::SpAttentionBenchOptions> o;
   o.op = sp_attention_options(a);
   o.top = t.top;
   o.cache = t.cache;
@@ -1193,17 +1189,17 @@ int run_trace(const TraceCmdArgs<OpArgs>& a, const std::string& op, int world, R
 // (mlp: fc1 and fc2 as two parts).
 int cmd_trace_ag_gemm(const TraceArgs& a) {
   return run_trace(a, "ag_gemm", a.op.world, [&] {
-    tilelink::tool::TraceOptions o;
-    o.world = a.op.world;
-    o.m = a.op.m;
-    o.n = a.op.n;
-    o.k = a.op.k;
-    o.config = ag_gemm_config(a.op);
+    tilelink::tool::TraceOptions<tb::AgGemmBenchOptions> o;
+    o.op.world = a.op.world;
+    o.op.m = a.op.m;
+    o.op.n = a.op.n;
+    o.op.k = a.op.k;
+    o.op.config = ag_gemm_config(a.op);
     o.capacity = a.capacity;
-    o.timing = {a.op.warmup, a.op.iters};
-    o.seed = a.op.seed;
+    o.op.timing = {a.op.warmup, a.op.iters};
+    o.op.seed = a.op.seed;
     tilelink::tool::TraceResult r = tilelink::tool::trace_ag_gemm(o);
-    std::cout << "(m, n, k) = (" << o.m << ", " << o.n << ", " << o.k << "), " << r.config << "\n";
+    std::cout << "(m, n, k) = (" << o.op.m << ", " << o.op.n << ", " << o.op.k << "), " << r.config << "\n";
     return r;
   });
 }
@@ -1211,7 +1207,7 @@ int cmd_trace_ag_gemm(const TraceArgs& a) {
 using SpAttentionTraceArgs = TraceCmdArgs<SpAttentionArgs>;
 int cmd_trace_sp_attention(const SpAttentionTraceArgs& a) {
   return run_trace(a, "sp_attention", a.op.world, [&] {
-    tilelink::tool::SpAttentionTraceOptions o;
+    tilelink::tool::TraceOptions<tb::SpAttentionBenchOptions> o;
     o.op = sp_attention_options(a.op);
     o.capacity = a.capacity;
     tilelink::tool::TraceResult r = tilelink::tool::trace_sp_attention(o);
@@ -1225,7 +1221,7 @@ int cmd_trace_sp_attention(const SpAttentionTraceArgs& a) {
 using GemmRsTraceArgs = TraceCmdArgs<GemmRsArgs>;
 int cmd_trace_gemm_rs(const GemmRsTraceArgs& a) {
   return run_trace(a, "gemm_rs", a.op.world, [&] {
-    tilelink::tool::GemmRsTraceOptions o;
+    tilelink::tool::TraceOptions<tb::GemmRsBenchOptions> o;
     o.op = gemm_rs_options(a.op);
     o.capacity = a.capacity;
     tilelink::tool::TraceResult r = tilelink::tool::trace_gemm_rs(o);
@@ -1237,7 +1233,7 @@ int cmd_trace_gemm_rs(const GemmRsTraceArgs& a) {
 using MoeTraceArgs = TraceCmdArgs<MoeArgs>;
 int cmd_trace_moe(const MoeTraceArgs& a) {
   return run_trace(a, "moe", a.op.world, [&] {
-    tilelink::tool::MoeTraceOptions o;
+    tilelink::tool::TraceOptions<tb::MoeBenchOptions> o;
     o.op = moe_bench_options(a.op);
     o.capacity = a.capacity;
     tilelink::tool::TraceResult r = tilelink::tool::trace_moe(o);
@@ -1250,7 +1246,7 @@ int cmd_trace_moe(const MoeTraceArgs& a) {
 using MlpTraceArgs = TraceCmdArgs<MlpArgs>;
 int cmd_trace_mlp(const MlpTraceArgs& a) {
   return run_trace(a, "mlp", a.op.world, [&] {
-    tilelink::tool::MlpTraceOptions o;
+    tilelink::tool::TraceOptions<tb::MlpBenchOptions> o;
     o.op = mlp_options(a.op);
     o.capacity = a.capacity;
     tilelink::tool::TraceResult r = tilelink::tool::trace_mlp(o);

@@ -69,9 +69,33 @@ bool record_traced_call(const World& world, Op& op, TraceBuffer& buffer, const T
       result);
 }
 
+using RecordIt = std::vector<TraceRecord>::const_iterator;
+
+// An op of two parts that one call runs in turn (Mlp: fc1, fc2; MoeLayer: part 1, part 2), each
+// recording into a buffer of its own (`capacity` records per rank): `first(op)` and `second(op)`
+// are the parts, `names` their lanes' prefixes. Returns whether the timing was gated and where
+// the second part's records begin.
+struct TwoParts {
+  bool gated;
+  RecordIt second;
+};
+template <class Op, class First, class Second>
+TwoParts record_two_parts(const World& world, Op& op, First&& first, Second&& second,
+                          const std::pair<std::string, std::string>& names, uint32_t capacity,
+                          const TimingOptions& timing, TraceResult& result) {
+  TraceBuffer a(world, capacity), b(world, capacity);
+  const bool gated = record_traced_call(
+      world,
+      [&](bool on) {
+        first(op).set_trace(on ? &a : nullptr);
+        second(op).set_trace(on ? &b : nullptr);
+      },
+      [&] { op.run(); }, {{names.first, &a}, {names.second, &b}}, timing, result);
+  return {gated, result.records.cbegin() + static_cast<std::ptrdiff_t>(result.parts[0].second)};
+}
+
 // AG+GEMM's records: every GEMM tile's loads began after its wait ended (the producer's program
 // order, checked on the clock).
-using RecordIt = std::vector<TraceRecord>::const_iterator;
 void check_ag_gemm(RecordIt begin, RecordIt end, TraceResult& result) {
   std::map<std::pair<uint32_t, uint32_t>, std::pair<const TraceRecord*, const TraceRecord*>> tiles;
   for (RecordIt r = begin; r != end; ++r) {
@@ -121,8 +145,9 @@ std::string from_cache(const std::string& tuned_from) {
 
 }  // namespace
 
-TraceResult trace_ag_gemm(const TraceOptions& o) {
+TraceResult trace_ag_gemm(const TraceOptions<AgGemmBenchOptions>& options) {
   const char* where = "trace_ag_gemm";
+  const AgGemmBenchOptions& o = options.op;
   TL_REQUIRE(o.world >= 1, where, "world", o.world, ">= 1");
   TL_REQUIRE(o.m % o.world == 0, where, "m", o.m, "a multiple of the world size (" + std::to_string(o.world) + ")");
   TL_REQUIRE(o.n % o.world == 0, where, "n", o.n, "a multiple of the world size (" + std::to_string(o.world) + ")");
@@ -132,7 +157,7 @@ TraceResult trace_ag_gemm(const TraceOptions& o) {
     throw InvalidArgument("trace ag_gemm: " + why);
   }
   AgGemm op(s.world, s.heap, s.signals, args, "trace.ag_gemm");
-  TraceBuffer buffer(s.world, o.capacity);
+  TraceBuffer buffer(s.world, options.capacity);
 
   TraceResult result;
   const bool gated = record_traced_call(s.world, op, buffer, o.timing, result);
@@ -145,7 +170,7 @@ TraceResult trace_ag_gemm(const TraceOptions& o) {
   return result;
 }
 
-TraceResult trace_sp_attention(const SpAttentionTraceOptions& o) {
+TraceResult trace_sp_attention(const TraceOptions<SpAttentionBenchOptions>& o) {
   TL_REQUIRE(o.op.world >= 1, "trace_sp_attention", "world", o.op.world, ">= 1");
   TL_REQUIRE(o.op.seq % o.op.world == 0, "trace_sp_attention", "seq", o.op.seq, "a multiple of the world size");
   SpAttentionSetup s(o.op);
@@ -182,7 +207,7 @@ TraceResult trace_sp_attention(const SpAttentionTraceOptions& o) {
   return result;
 }
 
-TraceResult trace_gemm_rs(const GemmRsTraceOptions& o) {
+TraceResult trace_gemm_rs(const TraceOptions<GemmRsBenchOptions>& o) {
   GemmRsSetup s(o.op.world, o.op.m, o.op.n, o.op.k, o.op.config, o.op.seed, "trace gemm_rs");
   GemmRs op(s.world, s.heap, s.signals, s.args, "trace.gemm_rs");
   TraceBuffer buffer(s.world, o.capacity);
@@ -200,19 +225,13 @@ TraceResult trace_gemm_rs(const GemmRsTraceOptions& o) {
   return result;
 }
 
-TraceResult trace_mlp(const MlpTraceOptions& o) {
+TraceResult trace_mlp(const TraceOptions<MlpBenchOptions>& o) {
   MlpSetup s(o.op.world, o.op.m, o.op.hidden, o.op.intermediate, o.op.config, o.op.seed, "trace mlp");
   Mlp op(s.world, s.heap, s.signals, s.args, "trace.mlp");
-  TraceBuffer fc1(s.world, o.capacity), fc2(s.world, o.capacity);
   TraceResult result;
-  const bool gated = record_traced_call(
-      s.world,
-      [&](bool on) {
-        op.fc1().set_trace(on ? &fc1 : nullptr);
-        op.fc2().set_trace(on ? &fc2 : nullptr);
-      },
-      [&] { op.run(); }, {{"fc1", &fc1}, {"fc2", &fc2}}, o.op.timing, result);
-  const auto split = result.records.cbegin() + static_cast<std::ptrdiff_t>(result.parts[0].second);
+  const auto [gated, split] = record_two_parts(
+      s.world, op, [](Mlp& m) -> AgGemm& { return m.fc1(); }, [](Mlp& m) -> GemmRs& { return m.fc2(); },
+      {"fc1", "fc2"}, o.capacity, o.op.timing, result);
   const bool one_clock = s.world.mode() == WorldMode::kVirtual;
   check_ag_gemm(result.records.cbegin(), split, result);
   const uint64_t fc1_tiles = result.tiles, fc1_violations = result.violations;
@@ -229,19 +248,13 @@ TraceResult trace_mlp(const MlpTraceOptions& o) {
   return result;
 }
 
-TraceResult trace_moe(const MoeTraceOptions& o) {
+TraceResult trace_moe(const TraceOptions<MoeBenchOptions>& o) {
   MoeLayerSetup s(o.op, "trace moe");
   MoeLayer op(s.world, s.heap, s.signals, s.args, "trace.moe");
-  TraceBuffer part1(s.world, o.capacity), part2(s.world, o.capacity);
   TraceResult result;
-  const bool gated = record_traced_call(
-      s.world,
-      [&](bool on) {
-        op.part1().set_trace(on ? &part1 : nullptr);
-        op.part2().set_trace(on ? &part2 : nullptr);
-      },
-      [&] { op.run(); }, {{"part1", &part1}, {"part2", &part2}}, o.op.timing, result);
-  const auto split = result.records.cbegin() + static_cast<std::ptrdiff_t>(result.parts[0].second);
+  const auto [gated, split] = record_two_parts(
+      s.world, op, [](MoeLayer& m) -> MoeAgGroupGemm& { return m.part1(); },
+      [](MoeLayer& m) -> MoeGemmRs& { return m.part2(); }, {"part1", "part2"}, o.capacity, o.op.timing, result);
   check_ag_gemm(result.records.cbegin(), split, result);
   result.checked = "part 1 grouped GEMM tiles whose loads began after their wait (on the gather) ended";
   result.config = "kernel " + op.part1().kernel_name() + ", " + std::to_string(op.part1().gather_blocks()) +

@@ -14,18 +14,16 @@ namespace tilelink::tool {
 
 namespace tb = tilelink::bench;
 
+// A traced call of an op on the GPUs present: the op's bench options (its problem, configuration,
+// timing and seed) and the records each rank's buffer holds (per part, for an op of several).
+template <class BenchOptions>
 struct TraceOptions {
-  int world = 8;
-  uint32_t m = 8192, n = 28672, k = 8192;  // as AgGemmBenchOptions
-  AgGemmConfig config;
-  uint32_t capacity = 1u << 20;  // records per rank
-  tb::TimingOptions timing{3, 10};   // for the overhead: traced and untraced calls, interleaved
-  uint64_t seed = 1;
+  BenchOptions op;
+  uint32_t capacity = 1u << 20;
 };
 
-// `tilelink trace ag_gemm`: one traced call's device timeline (every rank's records), the
-// untraced and traced times of the op (the recording overhead), and the check that every GEMM
-// tile's wait ended before its loads began. trace_runner.cpp.
+// One traced call's device timeline (every rank's records), the untraced and traced times of the
+// op (the recording overhead), and the op's ordering check.
 struct TraceResult {
   std::vector<TraceRecord> records;  // every part's, in part order
   // An op of several parts (trace mlp: fc1, fc2): each part's name and how many of `records` are
@@ -38,39 +36,25 @@ struct TraceResult {
   std::string checked;      // the check in words, completed by "<tiles - violations> of <tiles>"
   std::string config;       // the op's configuration, in words
 };
-TraceResult trace_ag_gemm(const TraceOptions& options);
-struct SpAttentionTraceOptions {
-  tb::SpAttentionBenchOptions op;
-  uint32_t capacity = 1u << 20;  // records per rank
-};
+
+// `tilelink trace ag_gemm`: every GEMM tile's wait, loads and epilogue, and the SM all-gather's
+// waits, copies and notifies; the check that every GEMM tile's loads began after its wait ended.
+TraceResult trace_ag_gemm(const TraceOptions<tb::AgGemmBenchOptions>& options);
 // `tilelink trace sp_attention`: one traced fused call (per work item, each K/V chunk's wait and
-// loads, and the store of O), the recording overhead, and the check that every chunk's loads
-// began after its wait ended (TraceResult::tiles counts the chunk reads). trace_runner.cpp.
-TraceResult trace_sp_attention(const SpAttentionTraceOptions& options);
-struct GemmRsTraceOptions {
-  tb::GemmRsBenchOptions op;
-  uint32_t capacity = 1u << 20;  // records per rank
-};
+// loads, and the store of O), and the check that every chunk's loads began after its wait ended
+// (TraceResult::tiles counts the chunk reads).
+TraceResult trace_sp_attention(const TraceOptions<tb::SpAttentionBenchOptions>& options);
 // `tilelink trace gemm_rs`: one traced call (every GEMM tile's epilogue and notify; the
-// reduction blocks' waits and per-tile reductions), the recording overhead, and the check that
-// every owner's reduction of a tile began after each sender's notify of it had begun
-// (TraceResult::tiles counts the (tile, sender) pairs; the times are compared only on one GPU,
-// whose ranks share a clock). trace_runner.cpp.
-TraceResult trace_gemm_rs(const GemmRsTraceOptions& options);
-struct MlpTraceOptions {
-  tb::MlpBenchOptions op;
-  uint32_t capacity = 1u << 20;  // records per rank and part
-};
+// reduction blocks' waits and per-tile reductions), and the check that every owner's reduction
+// of a tile began after each sender's notify of it had begun (TraceResult::tiles counts the
+// (tile, sender) pairs; the times are compared only on one GPU, whose ranks share a clock).
+TraceResult trace_gemm_rs(const TraceOptions<tb::GemmRsBenchOptions>& options);
 // `tilelink trace mlp`: one traced call, fc1 (AG+GEMM) and fc2 (GEMM+RS) in two parts, with
-// both ops' checks (TraceResult::tiles and violations count both). trace_runner.cpp.
-TraceResult trace_mlp(const MlpTraceOptions& options);
-struct MoeTraceOptions {
-  tb::MoeBenchOptions op;
-  uint32_t capacity = 1u << 20;  // records per rank and part
-};
+// both ops' checks (TraceResult::tiles and violations count both).
+TraceResult trace_mlp(const TraceOptions<tb::MlpBenchOptions>& options);
 // `tilelink trace moe`: one traced MoeLayer call, part 1 (all-gather, gather, grouped GEMM) and
 // part 2 (grouped GEMM, top-k combine + reduce-scatter) in two parts, with the check that every
-// part-1 GEMM tile's loads began after its wait ended. trace_runner.cpp.
-TraceResult trace_moe(const MoeTraceOptions& options);
+// part-1 GEMM tile's loads began after its wait ended.
+TraceResult trace_moe(const TraceOptions<tb::MoeBenchOptions>& options);
 
 }  // namespace tilelink::tool

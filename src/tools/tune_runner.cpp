@@ -195,8 +195,9 @@ std::vector<Stats> retime_and_check(World& world, SymmetricHeap& heap, SignalSet
 
 }  // namespace
 
-Table tune_ag_gemm(const TuneOptions& o, std::ostream& progress) {
+Table tune_ag_gemm(const TuneOptions<AgGemmBenchOptions>& options, std::ostream& progress) {
   const char* where = "tune_ag_gemm";
+  const AgGemmBenchOptions& o = options.op;
   TL_REQUIRE(o.world >= 1, where, "world", o.world, ">= 1");
   TL_REQUIRE(o.m % o.world == 0, where, "m", o.m, "a multiple of the world size " + std::to_string(o.world));
   TL_REQUIRE(o.n % o.world == 0 && (o.n / o.world) % 8 == 0, where, "n", o.n,
@@ -212,7 +213,8 @@ Table tune_ag_gemm(const TuneOptions& o, std::ostream& progress) {
   const AgGemmTuneShape shape{o.world, world.sm_budget(0), setup.m_per_rank, setup.n_local, setup.k};
   size_t step = 0;
   const AgGemmConfig best = two_stage_search(
-      compute, o.top, o.world, [&](const AgGemmConfig& base) { return ag_gemm_comm_candidates(base, shape, o.top); },
+      compute, options.top, o.world,
+      [&](const AgGemmConfig& base) { return ag_gemm_comm_candidates(base, shape, options.top); },
       time_config, progress, &step);
 
   // The winner against the automatic configuration, interleaved; then its result against cuBLAS.
@@ -246,11 +248,12 @@ Table tune_ag_gemm(const TuneOptions& o, std::ostream& progress) {
                                " compute, then the communication variants the plan model ranked best",
                            o.timing, gated);
   table.notes.push_back("check: the tuned configuration's C of every rank equals cuBLAS within bf16 tolerance");
-  store_tuned(o.cache, ag_gemm_tune_key(world, setup.args(best)), best, automatic, t, table);
+  store_tuned(options.cache, ag_gemm_tune_key(world, setup.args(best)), best, automatic, t, table);
   return table;
 }
 
-Table tune_gemm_rs(const GemmRsTuneOptions& o, std::ostream& progress) {
+Table tune_gemm_rs(const TuneOptions<GemmRsBenchOptions>& options, std::ostream& progress) {
+  const GemmRsBenchOptions& o = options.op;
   GemmRsSetup setup(o.world, o.m, o.n, o.k, GemmRsConfig{}, o.seed, "tune gemm_rs");
   World& world = setup.world;
   world.synchronize();
@@ -266,7 +269,8 @@ Table tune_gemm_rs(const GemmRsTuneOptions& o, std::ostream& progress) {
   const GemmRsTuneShape shape{o.world, world.sm_budget(0), setup.m, setup.n, setup.k_local};
   size_t step = 0;
   const GemmRsConfig best = two_stage_search(
-      compute, o.top, o.world, [&](const GemmRsConfig& base) { return gemm_rs_comm_candidates(base, shape, o.top); },
+      compute, options.top, o.world,
+      [&](const GemmRsConfig& base) { return gemm_rs_comm_candidates(base, shape, options.top); },
       time_config, progress, &step);
 
   GemmRsConfig automatic;
@@ -286,37 +290,35 @@ Table tune_gemm_rs(const GemmRsTuneOptions& o, std::ostream& progress) {
                            o.timing, gated);
   table.notes.push_back("check: the tuned configuration's output of every rank equals the automatic one's within "
                         "bf16 tolerance");
-  store_tuned(o.cache, gemm_rs_tune_key(world, args_of(best)), best, automatic, t, table);
+  store_tuned(options.cache, gemm_rs_tune_key(world, args_of(best)), best, automatic, t, table);
   return table;
 }
 
-Table tune_mlp(const MlpTuneOptions& o, std::ostream& progress) {
+Table tune_mlp(const TuneOptions<MlpBenchOptions>& options, std::ostream& progress) {
+  const MlpBenchOptions& o = options.op;
   TL_REQUIRE(o.world >= 1, "tune_mlp", "world", o.world, ">= 1");
-  TuneOptions fc1;
-  fc1.world = o.world;
-  fc1.m = o.m;
-  fc1.n = (o.activation == MlpActivation::kSwiGlu ? 2 : 1) * o.intermediate;
-  fc1.k = o.hidden;
-  fc1.top = o.top;
-  fc1.timing = o.timing;
-  fc1.seed = o.seed;
-  fc1.cache = o.cache;
-  GemmRsTuneOptions fc2;
-  fc2.world = o.world;
-  fc2.m = o.m;
-  fc2.n = o.hidden;
-  fc2.k = o.intermediate;
-  fc2.top = o.top;
-  fc2.timing = o.timing;
-  fc2.seed = o.seed;
-  fc2.cache = o.cache;
+  const MlpActivation activation = o.config.activation;
+  auto gemm = [&](auto& t, uint32_t n, uint32_t k) {  // one of the MLP's GEMMs, searched as the MLP asks
+    t.op.world = o.world;
+    t.op.m = o.m;
+    t.op.n = n;
+    t.op.k = k;
+    t.op.timing = o.timing;
+    t.op.seed = o.seed;
+    t.top = options.top;
+    t.cache = options.cache;
+  };
+  TuneOptions<AgGemmBenchOptions> fc1;
+  gemm(fc1, (activation == MlpActivation::kSwiGlu ? 2 : 1) * o.intermediate, o.hidden);
+  TuneOptions<GemmRsBenchOptions> fc2;
+  gemm(fc2, o.hidden, o.intermediate);
   progress << "fc1 (AG+GEMM):\n";
   const Table t1 = tune_ag_gemm(fc1, progress);
   progress << "fc2 (GEMM+RS):\n";
   const Table t2 = tune_gemm_rs(fc2, progress);
   Table table = t1;
   table.name = "tune_mlp";
-  table.title = "tune MLP (" + std::string(to_string(o.activation)) + "), " + ranks_phrase(o.world) + ": m=" +
+  table.title = "tune MLP (" + std::string(to_string(activation)) + "), " + ranks_phrase(o.world) + ": m=" +
                 std::to_string(o.m) + " hidden=" + std::to_string(o.hidden) + " intermediate=" +
                 std::to_string(o.intermediate) + ", bf16";
   table.rows.clear();
@@ -359,7 +361,7 @@ SpAttentionTuneShape sp_attention_tune_shape(const SpAttentionBenchOptions& o, i
   return shape;
 }
 
-Table tune_moe(const MoeTuneOptions& o, std::ostream& progress) {
+Table tune_moe(const TuneOptions<MoeBenchOptions>& o, std::ostream& progress) {
   MoeLayerSetup setup(o.op, "tune moe");
   World& world = setup.world;
   world.synchronize();
@@ -406,7 +408,7 @@ Table tune_moe(const MoeTuneOptions& o, std::ostream& progress) {
   return table;
 }
 
-Table tune_sp_attention(const SpAttentionTuneOptions& o, std::ostream& progress) {
+Table tune_sp_attention(const TuneOptions<SpAttentionBenchOptions>& o, std::ostream& progress) {
   SpAttentionSetup setup(o.op);
   World& world = setup.world;
   world.synchronize();
