@@ -8,7 +8,6 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
-#include <ctime>
 #include <functional>
 #include <limits>
 #include <ostream>
@@ -22,6 +21,7 @@
 #include "bench/moe_setup.hpp"
 #include "bench/sp_attention_setup.hpp"
 #include "bench/world_choice.hpp"
+#include "tools/output.hpp"
 #include "tilelink/runtime/tune_cache.hpp"
 #include "tilelink/tune/ag_gemm_tune.hpp"
 #include "tilelink/tune/gemm_rs_tune.hpp"
@@ -32,13 +32,6 @@ namespace tilelink::tool {
 
 using namespace tilelink::bench;
 namespace {
-
-std::string utc_now() {
-  const std::time_t t = std::time(nullptr);
-  char buf[32];
-  std::strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&t));
-  return buf;
-}
 
 // One whole op over all ranks with `args`, timed as bench times the fused op (median per call);
 // infinity, with `why`, when the op refuses them.

@@ -1,0 +1,238 @@
+// `tilelink bench|tune|trace|plan gemm_rs`: GEMM+RS (tilelink::GemmRs), the row-parallel linear
+// layer with its reduce-scatter hidden under the GEMM.
+#include <iostream>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "bench/bench.hpp"
+#include "tilelink/ops/gemm_rs/gemm_rs.hpp"
+#include "tilelink/sim/gemm_rs_sim.hpp"
+#include "tilelink/tune/gemm_rs_tune.hpp"
+#include "tools/command.hpp"
+#include "tools/models.hpp"
+#include "tools/output.hpp"
+#include "tools/trace_runner.hpp"
+#include "tools/tune_runner.hpp"
+
+namespace tilelink::tool {
+namespace {
+
+constexpr const char* kM = "rows of the output over all ranks (each rank gets m / world)";
+constexpr const char* kN = "columns of the output";
+constexpr const char* kK = "inner dimension over all ranks (each rank holds k / world)";
+
+constexpr const char* kScatterHelp =
+    "how tiles reach their owner: pull (owners read the senders' partials), push (the GEMM epilogue stores into "
+    "the owner), ce (copy engine, per signal group: needs --granularity row or rank)";
+
+void add_scatter(CLI::App* app, GemmRsScatter& scatter, const std::string& help) {
+  add_enum_option(app, "--scatter", scatter,
+                  {GemmRsScatter::kPull, GemmRsScatter::kEpiloguePush, GemmRsScatter::kCopyEngine}, help);
+}
+
+void add_granularity(CLI::App* app, SignalGranularity& granularity, const std::string& help) {
+  add_enum_option(app, "--granularity", granularity,
+                  {SignalGranularity::kTile, SignalGranularity::kTileRow, SignalGranularity::kRank}, help);
+}
+
+// The op's knobs (bench and trace): any of them given turns the tune cache off.
+void add_knobs(CLI::App* app, GemmRsConfig& c, CLI::Option_group*& knobs) {
+  CLI::Option_group* g = knob_group(app, knobs);
+  add_granularity(g, c.granularity, "signal per tile, row (of tiles) or rank (owner block)");
+  add_scatter(g, c.scatter, kScatterHelp);
+  g->add_option("--reduce-blocks", c.reduce_blocks,
+                "reduction CTAs per rank, rounded up to whole GEMM clusters; 0 = budget / 32")
+      ->capture_default_str();
+  g->add_option("--gemm-sms", c.gemm_sms, "GEMM CTAs per rank; 0 = the rest of the budget")->capture_default_str();
+  g->add_option("--swizzle", c.swizzle,
+                "tile rasterization swizzle: 1, 2, 4 or 8; 0 = automatic (a band inside one owner block)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({0u, 1u, 2u, 4u, 8u}));
+}
+
+// ---- bench ---------------------------------------------------------------------------------------
+
+struct BenchArgs {
+  tb::GemmRsBenchOptions o;
+  ShapeChoice shapes;
+  CLI::Option_group* knobs = nullptr;
+  std::string json;
+};
+
+int bench(const BenchArgs& a, const std::string& line) {
+  check_writable(a.json);
+  check_writable(a.shapes.svg);
+  tb::GemmRsBenchOptions o = a.o;
+  o.config.use_tune_cache = !any_knob(a.knobs);
+  const Shapes run = choose_shapes(a.shapes, gemm_rs_paper_shapes(), true, "gemm_rs");
+  run_shapes(
+      o.world, "bench gemm_rs", run.shapes, line, o.seed, a.json,
+      [&](const Mnk& s) {
+        o.m = s.m;
+        o.n = s.n;
+        o.k = s.k;
+        return tb::bench_gemm_rs(o);
+      },
+      run.sweep, run.svg);
+  return 0;
+}
+
+void add_bench(Tool& tool) {
+  auto a = std::make_shared<BenchArgs>();
+  a->shapes.one = {a->o.m, a->o.n, a->o.k};
+  Command& c =
+      tool.add("bench", "gemm_rs", "time tilelink::GemmRs against cuBLAS, non-overlapped and decomposed baselines");
+  add_world(c.app, a->o.world);
+  add_shape_options(c.app, a->shapes, gemm_rs_paper_shapes(), kM, kN, kK, "gemm_rs", true);
+  add_knobs(c.app, a->o.config, a->knobs);
+  add_timing(c.app, a->o.timing);
+  add_json(c.app, a->json);
+  c.seed = add_seed(c.app, a->o.seed);
+  c.run = [a](const std::string& line) { return bench(*a, line); };
+}
+
+// ---- tune ----------------------------------------------------------------------------------------
+
+struct TuneArgs {
+  TuneOptions<tb::GemmRsBenchOptions> o;
+  ShapeChoice shapes;
+  TuneSearch search;
+  std::string json;
+};
+
+void add_tune(Tool& tool) {
+  auto a = std::make_shared<TuneArgs>();
+  a->o.op.timing = {2, 5};
+  a->shapes.one = {a->o.op.m, a->o.op.n, a->o.op.k};
+  Command& c = tool.add("tune", "gemm_rs",
+                        "GEMM+RS: swizzle, then the scatter x signal granularity x reduction CTAs variants the plan "
+                        "model ranks best");
+  add_world(c.app, a->o.op.world);
+  add_shape_options(c.app, a->shapes, gemm_rs_paper_shapes(), kM, kN, kK, "gemm_rs", false);
+  a->search.add_to(c.app, "print the candidates and the model's predictions; no GPU needed");
+  add_timing(c.app, a->o.op.timing, Timed::kTune);
+  add_json(c.app, a->json);
+  c.seed = add_seed(c.app, a->o.op.seed);
+  c.needs_gpu = [a] { return !a->search.dry_run; };
+  c.run = [a](const std::string& line) {
+    const std::vector<Mnk> shapes = choose_shapes(a->shapes, gemm_rs_paper_shapes(), true, "gemm_rs").shapes;
+    const int world = a->o.op.world;
+    if (a->search.dry_run) return dry_run_gemm_rs(a->search, world, shapes);
+    check_writable(a->json);
+    TuneOptions<tb::GemmRsBenchOptions> o = a->o;
+    o.top = a->search.top;
+    o.cache = a->search.cache;
+    run_shapes(world, "tune gemm_rs", shapes, line, o.op.seed, a->json, [&](const Mnk& s) {
+      o.op.m = s.m;
+      o.op.n = s.n;
+      o.op.k = s.k;
+      return tune_gemm_rs(o, std::cout);
+    });
+    return 0;
+  };
+}
+
+// ---- trace ---------------------------------------------------------------------------------------
+
+struct TraceArgs {
+  TraceOptions<tb::GemmRsBenchOptions> o;
+  CLI::Option_group* knobs = nullptr;
+  TraceOutputs out;
+};
+
+void add_trace(Tool& tool) {
+  auto a = std::make_shared<TraceArgs>();
+  a->o.op.timing = {3, 10};
+  Command& c = tool.add("trace", "gemm_rs",
+                        "GEMM+RS: each GEMM tile's epilogue and notify; the reduction blocks' waits and per-tile "
+                        "reductions");
+  add_world(c.app, a->o.op.world);
+  c.app->add_option("--m", a->o.op.m, kM)->capture_default_str()->check(CLI::PositiveNumber);
+  c.app->add_option("--n", a->o.op.n, kN)->capture_default_str()->check(CLI::PositiveNumber);
+  c.app->add_option("--k", a->o.op.k, kK)->capture_default_str()->check(CLI::PositiveNumber);
+  add_knobs(c.app, a->o.op.config, a->knobs);
+  a->out.add_to(c.app);
+  add_timing(c.app, a->o.op.timing, Timed::kTrace);
+  c.seed = add_seed(c.app, a->o.op.seed);
+  c.run = [a](const std::string&) {
+    TraceOptions<tb::GemmRsBenchOptions> o = a->o;
+    o.op.config.use_tune_cache = !any_knob(a->knobs);
+    return run_trace(a->out, "gemm_rs", o.op.world, [&] {
+      TraceResult r = trace_gemm_rs(o);
+      std::cout << "(m, n, k) = (" << o.op.m << ", " << o.op.n << ", " << o.op.k << "), " << r.config << "\n";
+      return r;
+    });
+  };
+}
+
+// ---- plan ----------------------------------------------------------------------------------------
+
+struct PlanArgs {
+  sim::GemmRsProblem problem;
+  sim::GemmRsPlanConfig config;
+  CostOptions cost;
+  PlanOutputs out;
+};
+
+int plan(const PlanArgs& a) {
+  check_writable(a.out.trace);
+  check_writable(a.out.svg);
+  const sim::CostModel cost = a.cost.model();
+  const sim::GemmRsPrediction r = sim::predict_gemm_rs(a.problem, a.config, cost);
+  const auto& p = a.problem;
+  const GemmRsConfig& op = a.config.op;
+  std::cout << "tilelink plan gemm_rs: predicted, not measured (cost model: " << cost.flops / 1e12 << " TFLOP/s, "
+            << cost.sms << " SMs, NVLink " << cost.nvlink_bandwidth / 1e9 << " GB/s per rank)\n"
+            << "world=" << p.world << "  nodes=" << p.nodes << "  m=" << p.m << "  n=" << p.n << "  k=" << p.k
+            << "  bm=" << a.config.bm << "  bn=" << a.config.bn << "  reduce_ctas=" << op.reduce_blocks
+            << "  granularity=" << to_string(op.granularity) << "  scatter=" << to_string(op.scatter)
+            << "  band=" << (a.config.band == 0 ? std::string("auto") : std::to_string(a.config.band)) << "\n\n";
+  print_plan("plan_gemm_rs", "GEMM+RS, predicted per rank", r, a.out,
+             "gemm_rs rank 0, predicted: " + std::to_string(p.world) + " ranks, m=" + std::to_string(p.m) +
+                 " n=" + std::to_string(p.n) + " k=" + std::to_string(p.k));
+  return 0;
+}
+
+void add_plan(Tool& tool) {
+  auto a = std::make_shared<PlanArgs>();
+  Command& c = tool.add("plan", "gemm_rs", "GEMM+RS: rank r gets its row block of sum_q A_q * B_q");
+  add_plan_world(c.app, a->problem.world, a->problem.nodes);
+  c.app->add_option("--m", a->problem.m, "rows of C")->capture_default_str();
+  c.app->add_option("--n", a->problem.n, "columns of C")->capture_default_str();
+  c.app->add_option("--k", a->problem.k, "inner dimension over all ranks")->capture_default_str();
+  c.app->add_option("--bm", a->config.bm, "compute tile rows")->capture_default_str();
+  c.app->add_option("--bn", a->config.bn, "compute tile columns")->capture_default_str();
+  c.app->add_option("--reduce-blocks", a->config.op.reduce_blocks, "CTAs of the reduction")->capture_default_str();
+  add_scatter(c.app, a->config.op.scatter, "pull, push or ce (ce needs --granularity row or rank)");
+  c.app->add_option("--band", a->config.band, "tile rows per band of the compute order; 0 = the op's rule")
+      ->capture_default_str();
+  add_granularity(c.app, a->config.op.granularity, "signal per tile, row (of tiles) or rank");
+  a->cost.add_to(c.app);
+  a->out.add_to(c.app);
+  c.needs_gpu = [] { return false; };
+  c.run = [a](const std::string&) { return plan(*a); };
+}
+
+}  // namespace
+
+// ---- tune --dry-run (also tune mlp's fc2) -------------------------------------------------------
+
+int dry_run_gemm_rs(const TuneSearch& search, int world, const std::vector<Mnk>& shapes) {
+  for (const Mnk& s : shapes) {
+    const GemmRsTuneShape shape{world, search.sms / world, s.m, s.n, s.k / static_cast<uint32_t>(world)};
+    print_tune_candidates<GemmRsConfig>(
+        tune_header("gemm_rs", world, search.sms, s), {{"compute", gemm_rs_compute_candidates()}},
+        [&](const GemmRsConfig& base) { return gemm_rs_comm_candidates(base, shape, search.top); });
+  }
+  return 0;
+}
+
+void register_gemm_rs(Tool& tool) {
+  add_bench(tool);
+  add_tune(tool);
+  add_trace(tool);
+  add_plan(tool);
+}
+
+}  // namespace tilelink::tool

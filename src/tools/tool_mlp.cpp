@@ -1,0 +1,202 @@
+// `tilelink bench|tune|trace|plan mlp`: the tensor-parallel MLP (tilelink::Mlp), AG+GEMM (fc1)
+// -> activation -> GEMM+RS (fc2).
+#include <algorithm>
+#include <cstdio>
+#include <iostream>
+#include <memory>
+#include <string>
+
+#include "bench/bench.hpp"
+#include "tilelink/ops/mlp/mlp.hpp"
+#include "tilelink/sim/mlp_sim.hpp"
+#include "tools/command.hpp"
+#include "tools/models.hpp"
+#include "tools/output.hpp"
+#include "tools/trace_runner.hpp"
+#include "tools/tune_runner.hpp"
+
+namespace tilelink::tool {
+namespace {
+
+// The MLP's problem as every verb takes it: --m, --model (sets hidden and intermediate: apply it
+// with apply_dense_model), --hidden, --intermediate, --activation.
+void add_shape(CLI::App* app, uint32_t& m, std::string& model, uint32_t& hidden, uint32_t& intermediate,
+               MlpActivation& activation) {
+  app->add_option("--m", m, "tokens over all ranks (each rank holds m / world)")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  CLI::Option* by_model = add_dense_model(app, model);
+  app->add_option("--hidden", hidden, "hidden size H")->capture_default_str()->check(CLI::PositiveNumber)->excludes(by_model);
+  app->add_option("--intermediate", intermediate, "intermediate size over all ranks")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber)
+      ->excludes(by_model);
+  add_enum_option(app, "--activation", activation, {MlpActivation::kSwiGlu, MlpActivation::kGelu},
+                  "swiglu (fc1 gives gate and up halves) or gelu");
+}
+
+void add_shape(CLI::App* app, tb::MlpBenchOptions& o, std::string& model) {
+  add_shape(app, o.m, model, o.hidden, o.intermediate, o.config.activation);
+}
+
+// bench mlp and trace mlp: the problem, fc2's knobs, timing and seed.
+struct RunArgs {
+  tb::MlpBenchOptions o;
+  std::string model;
+  CLI::Option_group* knobs = nullptr;
+
+  RunArgs() { o.timing = {3, 10}; }
+  void add_to(Command& c, Timed timed) {
+    add_world(c.app, o.world);
+    add_shape(c.app, o, model);
+    CLI::Option_group* g = knob_group(c.app, knobs);
+    add_enum_option(g, "--scatter", o.config.fc2.scatter,
+                    {GemmRsScatter::kPull, GemmRsScatter::kEpiloguePush, GemmRsScatter::kCopyEngine},
+                    "fc2's scatter: pull, push or ce (ce needs --granularity row or rank)");
+    add_enum_option(g, "--granularity", o.config.fc2.granularity,
+                    {SignalGranularity::kTile, SignalGranularity::kTileRow, SignalGranularity::kRank},
+                    "fc2's signal per tile, row (of tiles) or rank");
+    add_timing(c.app, o.timing, timed);
+    c.seed = add_seed(c.app, o.seed);
+  }
+  // The options as run: the model's shape, the tune cache off when a knob was given.
+  tb::MlpBenchOptions resolved() const {
+    tb::MlpBenchOptions r = o;
+    apply_dense_model(model, r.hidden, r.intermediate);
+    r.config.fc2.use_tune_cache = !any_knob(knobs);
+    return r;
+  }
+};
+
+void add_bench(Tool& tool) {
+  struct Args : RunArgs {
+    std::string json;
+  };
+  auto a = std::make_shared<Args>();
+  Command& c = tool.add("bench", "mlp",
+                        "time tilelink::Mlp (AG+GEMM -> activation -> GEMM+RS) against the non-overlapped chain");
+  a->add_to(c, Timed::kBench);
+  add_json(c.app, a->json);
+  c.run = [a](const std::string& line) {
+    const tb::MlpBenchOptions o = a->resolved();
+    return run_once(o.world, "bench mlp", line, o.seed, a->json, [&] { return tb::bench_mlp(o); });
+  };
+}
+
+void add_trace(Tool& tool) {
+  struct Args : RunArgs {
+    TraceOutputs out;
+  };
+  auto a = std::make_shared<Args>();
+  Command& c = tool.add("trace", "mlp",
+                        "the MLP: fc1 (AG+GEMM) and fc2 (GEMM+RS) recorded as two parts of one timeline");
+  a->add_to(c, Timed::kTrace);
+  a->out.add_to(c.app, "records per rank and part");
+  c.run = [a](const std::string&) {
+    TraceOptions<tb::MlpBenchOptions> o{a->resolved(), a->out.capacity};
+    return run_trace(a->out, "mlp", o.op.world, [&] {
+      TraceResult r = trace_mlp(o);
+      std::cout << "m " << o.op.m << ", hidden " << o.op.hidden << ", intermediate " << o.op.intermediate << ", "
+                << to_string(o.op.config.activation) << ", " << r.config << "\n";
+      return r;
+    });
+  };
+}
+
+// ---- tune: fc1's AG+GEMM and fc2's GEMM+RS, each searched as tune ag_gemm|gemm_rs --------------
+
+void add_tune(Tool& tool) {
+  struct Args {
+    TuneOptions<tb::MlpBenchOptions> o;
+    std::string model;
+    TuneSearch search;
+    std::string json;
+  };
+  auto a = std::make_shared<Args>();
+  a->o.op.timing = {2, 5};
+  Command& c = tool.add("tune", "mlp",
+                        "the MLP: tune ag_gemm on fc1's shape and tune gemm_rs on fc2's, both into the cache");
+  add_world(c.app, a->o.op.world);
+  add_shape(c.app, a->o.op, a->model);
+  a->search.add_to(c.app, "print both ops' candidates and the model's predictions; no GPU needed");
+  add_timing(c.app, a->o.op.timing, Timed::kTune);
+  add_json(c.app, a->json);
+  c.seed = add_seed(c.app, a->o.op.seed);
+  c.needs_gpu = [a] { return !a->search.dry_run; };
+  c.run = [a](const std::string& line) {
+    TuneOptions<tb::MlpBenchOptions> o = a->o;
+    apply_dense_model(a->model, o.op.hidden, o.op.intermediate);
+    o.top = a->search.top;
+    o.cache = a->search.cache;
+    const tb::MlpBenchOptions& m = o.op;
+    if (a->search.dry_run) {
+      const uint32_t fc1_n = (m.config.activation == MlpActivation::kSwiGlu ? 2 : 1) * m.intermediate;
+      const int rc1 = dry_run_ag_gemm(a->search, m.world, {{m.m, fc1_n, m.hidden}});
+      const int rc2 = dry_run_gemm_rs(a->search, m.world, {{m.m, m.hidden, m.intermediate}});
+      return std::max(rc1, rc2);
+    }
+    return run_once(m.world, "tune mlp", line, m.seed, a->json, [&] { return tune_mlp(o, std::cout); });
+  };
+}
+
+// ---- plan ----------------------------------------------------------------------------------------
+
+struct PlanArgs {
+  sim::MlpProblem problem;
+  sim::MlpPlanConfig config;
+  std::string model;
+  CostOptions cost;
+  PlanOutputs out;
+};
+
+int plan(PlanArgs a) {
+  apply_dense_model(a.model, a.problem.hidden, a.problem.intermediate);
+  AllGatherConfig& comm = a.config.fc1.op.comm;
+  if (comm.resource == CommResource::kSm && comm.num_blocks == 0) comm.num_blocks = 16;
+  check_writable(a.out.trace);
+  check_writable(a.out.svg);
+  const sim::CostModel cost = a.cost.model();
+  const sim::MlpPrediction r = sim::predict_mlp(a.problem, a.config, cost);
+  const auto& p = a.problem;
+  std::cout << "tilelink plan mlp: predicted, not measured (cost model: " << cost.flops / 1e12 << " TFLOP/s, "
+            << cost.sms << " SMs, NVLink " << cost.nvlink_bandwidth / 1e9 << " GB/s per rank)\n"
+            << "world=" << p.world << "  nodes=" << p.nodes << "  tokens=" << p.m << "  hidden=" << p.hidden
+            << "  intermediate=" << p.intermediate << "  activation=" << to_string(p.activation)
+            << "  fc1 all-gather " << to_string(comm.resource) << ", " << comm.comm_rows << "-row tiles  fc2 scatter "
+            << to_string(a.config.fc2.op.scatter) << ", " << a.config.fc2.op.reduce_blocks << " reduction CTAs\n\n";
+  print_plan("plan_mlp", "MLP, predicted per rank", r, a.out, "tilelink plan mlp, rank 0 (predicted)");
+  std::printf("activation %.1f us (its bytes at the HBM bandwidth)\n", r.t_act * 1e6);
+  return 0;
+}
+
+void add_plan(Tool& tool) {
+  auto a = std::make_shared<PlanArgs>();
+  Command& c =
+      tool.add("plan", "mlp", "the tensor-parallel MLP: AG+GEMM (fc1) -> activation -> GEMM+RS (fc2)");
+  add_plan_world(c.app, a->problem.world, a->problem.nodes);
+  add_shape(c.app, a->problem.m, a->model, a->problem.hidden, a->problem.intermediate, a->problem.activation);
+  AllGatherConfig& comm = a->config.fc1.op.comm;
+  c.app->add_option("--comm-rows", comm.comm_rows, "fc1: rows per communication tile")->capture_default_str();
+  add_enum_option(c.app, "--resource", comm.resource, {CommResource::kCopyEngine, CommResource::kSm},
+                  "fc1's all-gather: ce (copy engine) or sm");
+  c.app->add_option("--blocks", comm.num_blocks, "fc1: CTAs that copy with --resource sm (default 16)");
+  c.app->add_option("--reduce-blocks", a->config.fc2.op.reduce_blocks, "fc2: reduction CTAs")->capture_default_str();
+  add_enum_option(c.app, "--scatter", a->config.fc2.op.scatter,
+                  {GemmRsScatter::kPull, GemmRsScatter::kEpiloguePush, GemmRsScatter::kCopyEngine},
+                  "fc2: pull, push or ce");
+  a->cost.add_to(c.app);
+  a->out.add_to(c.app);
+  c.needs_gpu = [] { return false; };
+  c.run = [a](const std::string&) { return plan(*a); };
+}
+
+}  // namespace
+
+void register_mlp(Tool& tool) {
+  add_bench(tool);
+  add_tune(tool);
+  add_trace(tool);
+  add_plan(tool);
+}
+
+}  // namespace tilelink::tool

@@ -1,0 +1,304 @@
+// `tilelink bench|tune|trace|plan moe` and `bench|plan moe_ag`: the MoE layer (tilelink::MoeLayer:
+// part 1 -> activation -> part 2) and its part 1 (tilelink::MoeAgGroupGemm: all-gather + gather +
+// grouped GEMM), on a synthetic routing.
+#include <cstdio>
+#include <iostream>
+#include <memory>
+#include <sstream>
+#include <string>
+
+#include "bench/bench.hpp"
+#include "tilelink/ops/moe/moe_layer.hpp"
+#include "tilelink/sim/moe_sim.hpp"
+#include "tilelink/tune/moe_tune.hpp"
+#include "tools/command.hpp"
+#include "tools/models.hpp"
+#include "tools/output.hpp"
+#include "tools/trace_runner.hpp"
+#include "tools/tune_runner.hpp"
+
+namespace tilelink::tool {
+namespace {
+
+// The MoE problem as every verb takes it: --m, --model (sets hidden, intermediate, experts and
+// top-k: apply it with apply_moe_model), --hidden, --intermediate, --experts, --topk, --routing.
+struct Shape {
+  uint32_t& m;
+  uint32_t& hidden;
+  uint32_t& intermediate;
+  uint32_t& experts;
+  uint32_t& topk;
+  SyntheticRouting& routing;
+};
+
+void add_shape(CLI::App* app, const Shape& s, std::string& model) {
+  app->add_option("--m", s.m, "tokens over all ranks (each rank holds m / world)")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  CLI::Option* by_model = add_moe_model(app, model);
+  app->add_option("--hidden", s.hidden, "hidden size H")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber)
+      ->excludes(by_model);
+  app->add_option("--intermediate", s.intermediate,
+                  "each expert's intermediate size over all ranks (intermediate / world per rank)")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber)
+      ->excludes(by_model);
+  app->add_option("--experts", s.experts, "experts")->capture_default_str()->check(CLI::Range(1, 1024))->excludes(by_model);
+  app->add_option("--topk", s.topk, "experts per token")->capture_default_str()->check(CLI::Range(1, 1024))->excludes(by_model);
+  add_enum_option(app, "--routing", s.routing,
+                  {SyntheticRouting::kUniform, SyntheticRouting::kSkewed, SyntheticRouting::kFewExperts},
+                  "synthetic routing: uniform, skewed (expert 0 hot) or few_experts");
+}
+
+void add_activation(CLI::App* app, MlpActivation& activation) {
+  add_enum_option(app, "--activation", activation, {MlpActivation::kSwiGlu, MlpActivation::kGelu},
+                  "swiglu (part 1 gives gate and up halves) or gelu");
+}
+
+// bench moe_ag, bench moe, trace moe and tune moe: the problem, the knobs of both parts (not tune),
+// timing and seed.
+struct RunArgs {
+  tb::MoeBenchOptions o;
+  std::string model;
+  CLI::Option_group* knobs = nullptr;
+
+  RunArgs() { o.timing = {3, 10}; }
+  Shape shape() { return {o.m, o.hidden, o.intermediate, o.experts, o.topk, o.routing}; }
+  // `layer`: the layer's activation (and with `knobs` part 2's knobs) too.
+  void add_to(Command& c, Timed timed, bool layer, bool with_knobs) {
+    add_world(c.app, o.world);
+    add_shape(c.app, shape(), model);
+    if (with_knobs) {
+      CLI::Option_group* g = knob_group(c.app, knobs);
+      g->add_option("--gather-blocks", o.config.gather_blocks, "gather CTAs per rank (0 = automatic)")
+          ->capture_default_str();
+      g->add_option("--gemm-sms", o.config.gemm_sms, "grouped GEMM CTAs per rank (0 = automatic)")
+          ->capture_default_str();
+      g->add_option("--swizzle", o.config.swizzle, "rasterization swizzle 1, 2, 4, 8 (0 = automatic)")
+          ->capture_default_str()
+          ->check(CLI::IsMember({0, 1, 2, 4, 8}));
+      g->add_option("--kernel", o.config.kernel,
+                    "grouped GEMM configuration: 128x256x64_c1x2 (default) or 128x128x64_c1x2");
+    }
+    add_timing(c.app, o.timing, timed);
+    c.seed = add_seed(c.app, o.seed, "random seed of the inputs and routing; default: a fresh one");
+    if (!layer) return;
+    add_activation(c.app, o.activation);
+    if (!with_knobs) return;
+    CLI::Option_group* g = knob_group(c.app, knobs);
+    g->add_option("--combine-rows", o.part2.comm_rows, "tokens per combine / reduction block (0 = automatic)")
+        ->capture_default_str();
+    g->add_option("--weight-sweeps", o.part2.weight_sweeps,
+                  "part 2's GEMM order: weight sweeps over the combine's rounds (0 = automatic; at least the rounds "
+                  "= token order)")
+        ->capture_default_str();
+    g->add_option("--combine-blocks", o.part2.combine_blocks,
+                  "part 2's combine + reduction CTAs per rank (0 = automatic)")
+        ->capture_default_str();
+  }
+  // The options as run: the model's shape; --gemm-sms, --swizzle and --kernel for both parts; the
+  // tune cache off when a knob was given.
+  tb::MoeBenchOptions resolved() const {
+    tb::MoeBenchOptions r = o;
+    apply_moe_model(model, r.hidden, r.intermediate, r.experts, r.topk);
+    r.part2.gemm_sms = r.config.gemm_sms;
+    r.part2.swizzle = r.config.swizzle;
+    r.part2.kernel = r.config.kernel;
+    r.use_tune_cache = !any_knob(knobs);
+    return r;
+  }
+};
+
+template <class Bench>
+void add_bench(Tool& tool, const char* name, const char* help, bool layer, Bench bench) {
+  struct Args : RunArgs {
+    std::string json;
+  };
+  auto a = std::make_shared<Args>();
+  Command& c = tool.add("bench", name, help);
+  a->add_to(c, Timed::kBench, layer, true);
+  add_json(c.app, a->json);
+  c.run = [a, name, bench](const std::string& line) {
+    const tb::MoeBenchOptions o = a->resolved();
+    return run_once(o.world, std::string("bench ") + name, line, o.seed, a->json, [&] { return bench(o); });
+  };
+}
+
+void add_trace(Tool& tool) {
+  struct Args : RunArgs {
+    TraceOutputs out;
+  };
+  auto a = std::make_shared<Args>();
+  Command& c = tool.add("trace", "moe",
+                        "the MoE layer: part 1 (all-gather, gather, grouped GEMM) and part 2 (grouped GEMM, top-k "
+                        "combine + reduce-scatter) as two parts of one timeline");
+  a->add_to(c, Timed::kTrace, true, true);
+  a->out.add_to(c.app, "records per rank and part");
+  c.run = [a](const std::string&) {
+    TraceOptions<tb::MoeBenchOptions> o{a->resolved(), a->out.capacity};
+    return run_trace(a->out, "moe", o.op.world, [&] {
+      TraceResult r = trace_moe(o);
+      std::cout << "tokens " << o.op.m << ", hidden " << o.op.hidden << ", intermediate " << o.op.intermediate
+                << ", " << o.op.experts << " experts, top-" << o.op.topk << ", " << r.config << "\n";
+      return r;
+    });
+  };
+}
+
+// ---- tune: the layer's three-stage search (tune/moe_tune.hpp) -----------------------------------
+
+int dry_run(const tb::MoeBenchOptions& o, const TuneSearch& search) {
+  const MoeTuneShape shape = moe_tune_shape(o, search.sms / o.world);
+  const std::vector<MoeLayerConfig> kernels = moe_kernel_candidates(shape.kernels);
+  print_tune_candidates<MoeLayerConfig>(
+      "== tune moe (dry run), world " + std::to_string(o.world) + ", " + std::to_string(o.m) +
+          " tokens, hidden=" + std::to_string(o.hidden) + " intermediate=" + std::to_string(o.intermediate) + ", " +
+          std::to_string(o.experts) + " experts, top-" + std::to_string(o.topk) + ", " +
+          std::to_string(shape.sm_budget) + " SMs per rank ==\n",
+      {{"kernels", kernels}, {"order", moe_order_candidates(kernels.front())}},
+      [&](const MoeLayerConfig& base) { return moe_comm_candidates(base, shape, search.top); });
+  return 0;
+}
+
+void add_tune(Tool& tool) {
+  struct Args : RunArgs {
+    TuneSearch search;
+    std::string json;
+  };
+  auto a = std::make_shared<Args>();
+  a->o.timing = {2, 5};
+  a->o.seed = 0;  // the dry run's routing, drawn from the seed as MoeLayerSetup draws it (seed 0 when not given)
+  Command& c = tool.add("tune", "moe",
+                        "the MoE layer: kernel pairs, then part 1 / part 2 orders, then the all-gather x gather x "
+                        "combine variants the plan model ranks best");
+  a->add_to(c, Timed::kTune, true, false);
+  add_json(c.app, a->json);
+  a->search.add_to(c.app, "print the candidates and the model's predictions; no GPU needed");
+  c.needs_gpu = [a] { return !a->search.dry_run; };
+  c.run = [a](const std::string& line) {
+    TuneOptions<tb::MoeBenchOptions> o{a->resolved(), a->search.top, a->search.cache};
+    if (a->search.dry_run) return dry_run(o.op, a->search);
+    return run_once(o.op.world, "tune moe", line, o.op.seed, a->json, [&] { return tune_moe(o, std::cout); });
+  };
+}
+
+// ---- plan moe_ag and plan moe -------------------------------------------------------------------
+
+struct PlanArgs {
+  sim::MoeProblem problem;
+  sim::MoeAgPlanConfig config;
+  sim::MoeRsPlanConfig part2;                         // plan moe
+  MlpActivation activation = MlpActivation::kSwiGlu;  // plan moe
+  std::string model;
+  double mapping_us = 0;
+  CostOptions cost;
+  PlanOutputs out;
+
+  void add_to(CLI::App* app) {
+    add_plan_world(app, problem.world, problem.nodes);
+    add_shape(app, {problem.m, problem.hidden, problem.intermediate, problem.experts, problem.topk, problem.routing},
+              model);
+    app->add_option("--seed", problem.seed, "seed of the synthetic routing")->capture_default_str();
+    app->add_option("--bm", config.bm, "tile rows (experts are padded to them)")->capture_default_str();
+    app->add_option("--bn", config.bn, "tile columns")->capture_default_str();
+    AllGatherConfig& comm = config.op.comm;
+    app->add_option("--comm-rows", comm.comm_rows, "rows per communication tile")->capture_default_str();
+    add_enum_option(app, "--resource", comm.resource, {CommResource::kCopyEngine, CommResource::kSm},
+                    "ce (copy engine) or sm");
+    app->add_option("--blocks", comm.num_blocks, "CTAs that copy with --resource sm (default 2)");
+    app->add_option("--gather-blocks", config.op.gather_blocks,
+                    "CTAs of the gather stage (0 = the op's automatic count)")
+        ->capture_default_str();
+    app->add_option("--mapping-us", mapping_us,
+                    "µs of the device mapping before gather and GEMM start (bench moe_ag measures it)")
+        ->capture_default_str();
+    cost.add_to(app);
+    out.add_to(app);
+  }
+  // The model's shape and the SM all-gather's default CTAs; the output files checked before any work.
+  void resolve() {
+    apply_moe_model(model, problem.hidden, problem.intermediate, problem.experts, problem.topk);
+    AllGatherConfig& comm = config.op.comm;
+    if (comm.resource == CommResource::kSm && comm.num_blocks == 0) comm.num_blocks = 2;
+    config.mapping_time = mapping_us * 1e-6;
+    check_writable(out.trace);
+    check_writable(out.svg);
+  }
+  // "tilelink plan <op>: predicted, not measured (cost model: ...)\nworld=...  nodes=...  tokens=...
+  // hidden=...  intermediate=..." with `intermediate_suffix` after the intermediate size.
+  std::string header(const char* op, const sim::CostModel& cost, const std::string& intermediate_suffix) const {
+    const auto& p = problem;
+    std::ostringstream s;
+    s << "tilelink plan " << op << ": predicted, not measured (cost model: " << cost.flops / 1e12 << " TFLOP/s, "
+      << cost.sms << " SMs, one CTA copies " << cost.sm_copy_bandwidth_per_cta / 1e9 << " GB/s)\n"
+      << "world=" << p.world << "  nodes=" << p.nodes << "  tokens=" << p.m << "  hidden=" << p.hidden
+      << "  intermediate=" << p.intermediate << intermediate_suffix << "  experts=" << p.experts << "  top-" << p.topk
+      << " (" << to_string(p.routing) << " routing, seed " << p.seed << ")";
+    return s.str();
+  }
+};
+
+int plan_moe_ag(PlanArgs a) {
+  a.resolve();
+  const sim::CostModel cost = a.cost.model();
+  const sim::MoePrediction r = sim::predict_moe_ag(a.problem, a.config, cost);
+  std::cout << a.header("moe_ag", cost, "") << "  bm=" << a.config.bm << "  bn=" << a.config.bn
+            << "  gather CTAs=" << r.gather_ctas << "  GEMM CTAs=" << r.gemm_ctas << "  tiles=" << r.tiles
+            << "  resource=" << to_string(a.config.op.comm.resource) << "\n\n";
+  print_plan("plan_moe_ag", "MoE part 1, predicted per rank", r, a.out, "tilelink plan moe_ag, rank 0 (predicted)");
+  std::printf("gather alone on the op's CTAs: %.1f us\n", r.t_gather * 1e6);
+  return 0;
+}
+
+int plan_moe(PlanArgs a) {
+  a.resolve();
+  a.part2.bm = a.config.bm;
+  a.part2.bn = a.config.bn;
+  const sim::CostModel cost = a.cost.model();
+  const sim::MoePrediction r = sim::predict_moe_layer(a.problem, a.activation, a.config, a.part2, cost);
+  std::cout << a.header("moe", cost, std::string(" (") + to_string(a.activation) + ")") << "  tiles=" << r.tiles
+            << "  gather CTAs=" << r.gather_ctas << "  combine CTAs=" << r.combine_ctas << "\n\n";
+  print_plan("plan_moe", "MoE layer, predicted per rank", r, a.out, "tilelink plan moe, rank 0 (predicted)");
+  return 0;
+}
+
+void add_plans(Tool& tool) {
+  auto part1 = std::make_shared<PlanArgs>();
+  Command& c1 = tool.add("plan", "moe_ag", "MoE part 1: all-gather + gather + grouped GEMM, for a synthetic routing");
+  part1->add_to(c1.app);
+  c1.needs_gpu = [] { return false; };
+  c1.run = [part1](const std::string&) { return plan_moe_ag(*part1); };
+
+  auto layer = std::make_shared<PlanArgs>();
+  Command& c2 = tool.add("plan", "moe",
+                         "the MoE layer: part 1 -> activation -> grouped GEMM + top-k combine + reduce-scatter");
+  layer->add_to(c2.app);
+  add_activation(c2.app, layer->activation);
+  c2.app->add_option("--combine-blocks", layer->part2.op.combine_blocks,
+                     "part 2: CTAs of the combine and reduction (0 = the op's automatic count)")
+      ->capture_default_str();
+  c2.app->add_option("--combine-rows", layer->part2.op.comm_rows, "part 2: tokens per combine block")
+      ->capture_default_str();
+  c2.needs_gpu = [] { return false; };
+  c2.run = [layer](const std::string&) { return plan_moe(*layer); };
+}
+
+}  // namespace
+
+void register_moe(Tool& tool) {
+  add_bench(tool, "moe_ag",
+            "time tilelink::MoeAgGroupGemm (MoE part 1: all-gather + gather + grouped GEMM) against the per-expert "
+            "cuBLAS chain",
+            false, tb::bench_moe_ag);
+  add_bench(tool, "moe",
+            "time tilelink::MoeLayer (part 1 -> activation -> grouped GEMM + top-k combine + reduce-scatter) against "
+            "the per-expert cuBLAS chain with its collectives",
+            true, tb::bench_moe_layer);
+  add_tune(tool);
+  add_trace(tool);
+  add_plans(tool);
+}
+
+}  // namespace tilelink::tool

@@ -1,0 +1,227 @@
+// `tilelink bench|tune|trace|plan sp_attention`: sequence-parallel attention
+// (tilelink::SpAttention), the K/V all-gather overlapped with flash attention.
+#include <iostream>
+#include <memory>
+#include <string>
+
+#include "bench/bench.hpp"
+#include "tilelink/ops/attention/sp_attention.hpp"
+#include "tilelink/sim/sp_attention_sim.hpp"
+#include "tilelink/tune/sp_attention_tune.hpp"
+#include "tools/command.hpp"
+#include "tools/output.hpp"
+#include "tools/trace_runner.hpp"
+#include "tools/tune_runner.hpp"
+
+namespace tilelink::tool {
+namespace {
+
+// The problem as every verb takes it: --seq, --q-heads, --kv-heads, --head-dim (`head_dims`: the
+// values allowed), --non-causal and --layout.
+struct Shape {
+  uint32_t& seq;
+  uint32_t& q_heads;
+  uint32_t& kv_heads;
+  uint32_t& head_dim;
+  bool& causal;
+  SeqLayout& layout;
+};
+
+void add_shape(CLI::App* app, const Shape& s, const CLI::Validator& head_dims, const char* head_dim_help) {
+  app->add_option("--seq", s.seq, "tokens over all ranks (a multiple of the world size)")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  app->add_option("--q-heads", s.q_heads, "query heads")->capture_default_str()->check(CLI::PositiveNumber);
+  app->add_option("--kv-heads", s.kv_heads, "K/V heads (GQA: q-heads a multiple of it)")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  app->add_option("--head-dim", s.head_dim, head_dim_help)->capture_default_str()->check(head_dims);
+  bool& causal = s.causal;
+  app->add_flag_callback("--non-causal", [&causal] { causal = false; }, "no causal mask");
+  add_enum_option(app, "--layout", s.layout, {SeqLayout::kContiguous, SeqLayout::kZigZag},
+                  "sequence sharding: contiguous or zigzag");
+}
+
+// bench, trace and tune sp_attention: the problem, the knobs (not tune), timing and seed.
+struct RunArgs {
+  tb::SpAttentionBenchOptions o;
+  CLI::Option_group* knobs = nullptr;
+
+  RunArgs() { o.timing = {3, 10}; }
+  void add_to(Command& c, Timed timed, bool with_knobs) {
+    add_world(c.app, o.world);
+    add_shape(c.app, {o.seq, o.q_heads, o.kv_heads, o.head_dim, o.causal, o.config.layout}, CLI::IsMember({64, 128}),
+              "head dimension: 64 or 128");
+    if (with_knobs) {
+      CLI::Option_group* g = knob_group(c.app, knobs);
+      SpAttentionConfig& k = o.config;
+      add_enum_option(g, "--resource", k.comm.resource, {CommResource::kCopyEngine, CommResource::kSm},
+                      "K/V all-gather on ce (copy engine) or sm (SM pull)");
+      g->add_option("--comm-rows", k.comm.comm_rows, "tokens per K/V chunk, a multiple of 128 (0: automatic)")
+          ->capture_default_str();
+      g->add_option("--blocks", k.comm.num_blocks, "CTAs of the SM all-gather (0: automatic)")->capture_default_str();
+      g->add_option("--attention-sms", k.attention_sms, "CTAs of the attention kernel per rank (0: automatic)")
+          ->capture_default_str();
+      g->add_flag("--local-first", k.local_first,
+                  "the fused kernel folds every item's own shard before any remote chunk");
+      g->add_option("--section-heads", k.section_kv_heads,
+                    "kv heads whose items run together, a divisor of --kv-heads (0: automatic, as many as fit in L2)")
+          ->capture_default_str();
+    }
+    add_timing(c.app, o.timing, timed);
+    c.seed = add_seed(c.app, o.seed);
+  }
+  tb::SpAttentionBenchOptions resolved() const {
+    tb::SpAttentionBenchOptions r = o;
+    r.config.use_tune_cache = !any_knob(knobs);
+    return r;
+  }
+};
+
+std::string mask_of(bool causal) { return causal ? "causal" : "non-causal"; }
+
+void add_bench(Tool& tool) {
+  struct Args : RunArgs {
+    std::string json;
+  };
+  auto a = std::make_shared<Args>();
+  Command& c = tool.add("bench", "sp_attention",
+                        "time tilelink::SpAttention (K/V all-gather + flash attention) against the non-overlapped "
+                        "and ring schedules");
+  a->add_to(c, Timed::kBench, true);
+  c.app->add_option("--dump", a->o.dump,
+                    "write inputs and fused outputs to an existing directory for bench/sdpa_check.py");
+  add_json(c.app, a->json);
+  c.run = [a](const std::string& line) {
+    const tb::SpAttentionBenchOptions o = a->resolved();
+    return run_once(o.world, "bench sp_attention", line, o.seed, a->json, [&] { return tb::bench_sp_attention(o); });
+  };
+}
+
+void add_trace(Tool& tool) {
+  struct Args : RunArgs {
+    TraceOutputs out;
+  };
+  auto a = std::make_shared<Args>();
+  Command& c = tool.add("trace", "sp_attention",
+                        "SP attention: per work item each K/V chunk's wait and loads, and the store of O; the SM "
+                        "all-gather's waits, copies and notifies");
+  a->add_to(c, Timed::kTrace, true);
+  a->out.add_to(c.app);
+  c.run = [a](const std::string&) {
+    TraceOptions<tb::SpAttentionBenchOptions> o{a->resolved(), a->out.capacity};
+    return run_trace(a->out, "sp_attention", o.op.world, [&] {
+      TraceResult r = trace_sp_attention(o);
+      std::cout << "seq " << o.op.seq << ", " << o.op.q_heads << "/" << o.op.kv_heads << " heads, head dim "
+                << o.op.head_dim << ", " << mask_of(o.op.causal) << ", " << to_string(o.op.config.layout) << ", "
+                << r.config << "\n";
+      return r;
+    });
+  };
+}
+
+// ---- tune: the two-stage search of tune/sp_attention_tune.hpp ----------------------------------
+
+int dry_run(const tb::SpAttentionBenchOptions& o, const TuneSearch& search) {
+  const SpAttentionTuneShape shape = sp_attention_tune_shape(o, search.sms / o.world);
+  print_tune_candidates<SpAttentionConfig>(
+      "== tune sp_attention (dry run), world " + std::to_string(o.world) + ", seq=" + std::to_string(o.seq) +
+          ", heads " + std::to_string(o.q_heads) + "/" + std::to_string(o.kv_heads) + ", head dim " +
+          std::to_string(o.head_dim) + ", " + mask_of(o.causal) + ", " + to_string(o.config.layout) + ", " +
+          std::to_string(shape.sm_budget) + " SMs per rank ==\n",
+      {{"compute", sp_attention_compute_candidates(o.kv_heads, shape.layout)}},
+      [&](const SpAttentionConfig& base) { return sp_attention_comm_candidates(base, shape, search.top); });
+  return 0;
+}
+
+void add_tune(Tool& tool) {
+  struct Args : RunArgs {
+    TuneSearch search;
+    std::string json;
+  };
+  auto a = std::make_shared<Args>();
+  a->o.timing = {2, 5};
+  Command& c = tool.add("tune", "sp_attention",
+                        "SP attention: the kernel's L2 sections, then the K/V all-gather x local-pass-first variants "
+                        "the plan model ranks best");
+  a->add_to(c, Timed::kTune, false);
+  add_json(c.app, a->json);
+  a->search.add_to(c.app, "print the candidates and the model's predictions; no GPU needed");
+  c.needs_gpu = [a] { return !a->search.dry_run; };
+  c.run = [a](const std::string& line) {
+    TuneOptions<tb::SpAttentionBenchOptions> o{a->resolved(), a->search.top, a->search.cache};
+    if (a->search.dry_run) return dry_run(o.op, a->search);
+    return run_once(o.op.world, "tune sp_attention", line, o.op.seed, a->json,
+                    [&] { return tune_sp_attention(o, std::cout); });
+  };
+}
+
+// ---- plan ----------------------------------------------------------------------------------------
+
+struct PlanArgs {
+  sim::SpAttentionProblem problem;
+  sim::SpAttentionPlanConfig config;
+  double attention_tflops = 0;
+  CostOptions cost;
+  PlanOutputs out;
+};
+
+int plan(PlanArgs a) {
+  AllGatherConfig& comm = a.config.op.comm;
+  if (comm.resource == CommResource::kSm && comm.num_blocks == 0) comm.num_blocks = 8;
+  if (a.attention_tflops > 0) a.config.attention_flops = a.attention_tflops * 1e12;
+  check_writable(a.out.trace);
+  check_writable(a.out.svg);
+  const sim::CostModel cost = a.cost.model();
+  const sim::SpAttentionPrediction r = sim::predict_sp_attention(a.problem, a.config, cost);
+  const auto& p = a.problem;
+  std::cout << "tilelink plan sp_attention: predicted, not measured (attention at " << a.config.attention_flops / 1e12
+            << " TFLOP/s per GPU, a planning figure)\n"
+            << "world=" << p.world << "  nodes=" << p.nodes << "  seq=" << p.seq << "  heads=" << p.q_heads << "/"
+            << p.kv_heads << "  head_dim=" << p.head_dim << "  " << mask_of(p.causal)
+            << "  layout=" << to_string(a.config.op.layout) << "  bq=" << a.config.bq << "  K/V chunk=" << comm.comm_rows
+            << " tokens  items=" << r.items << "  CTAs=" << r.ctas << "  resource=" << to_string(comm.resource)
+            << "\n\n";
+  print_plan("plan_sp_attention", "sequence-parallel attention, predicted per rank", r, a.out,
+             "tilelink plan sp_attention, rank 0 (predicted)");
+  return 0;
+}
+
+void add_plan(Tool& tool) {
+  auto a = std::make_shared<PlanArgs>();
+  Command& c = tool.add("plan", "sp_attention",
+                        "sequence-parallel attention: K/V all-gather under the flash-attention work items");
+  add_plan_world(c.app, a->problem.world, a->problem.nodes);
+  sim::SpAttentionProblem& p = a->problem;
+  add_shape(c.app, {p.seq, p.q_heads, p.kv_heads, p.head_dim, p.causal, a->config.op.layout}, CLI::PositiveNumber,
+            "head dimension");
+  c.app->add_option("--bq", a->config.bq, "query rows per work item")->capture_default_str();
+  AllGatherConfig& comm = a->config.op.comm;
+  c.app->add_option("--comm-rows", comm.comm_rows, "tokens per K/V chunk")->capture_default_str();
+  add_enum_option(c.app, "--resource", comm.resource, {CommResource::kCopyEngine, CommResource::kSm},
+                  "K/V all-gather on ce (copy engine) or sm");
+  c.app->add_option("--blocks", comm.num_blocks, "CTAs that copy with --resource sm (default 8)");
+  c.app->add_option("--comm-slowdown", a->config.comm_slowdown,
+                    "the all-gather's slowdown under the attention (virtual ranks: measured 2.4 at world 8 by trace "
+                    "sp_attention)")
+      ->capture_default_str();
+  c.app->add_flag("--local-first", a->config.op.local_first,
+                  "every CTA folds its items' own shard before any remote chunk (SpAttentionConfig::local_first)");
+  c.app->add_option("--attention-tflops", a->attention_tflops,
+                    "flash-attention forward TFLOP/s of one GPU (default 550)");
+  a->cost.add_to(c.app);
+  a->out.add_to(c.app);
+  c.needs_gpu = [] { return false; };
+  c.run = [a](const std::string&) { return plan(*a); };
+}
+
+}  // namespace
+
+void register_sp_attention(Tool& tool) {
+  add_bench(tool);
+  add_tune(tool);
+  add_trace(tool);
+  add_plan(tool);
+}
+
+}  // namespace tilelink::tool
