@@ -15,6 +15,7 @@
 #include "tilelink/tune/ag_gemm_tune.hpp"
 #include "tools/command.hpp"
 #include "tools/models.hpp"
+#include "tools/op_commands.hpp"
 #include "tools/output.hpp"
 #include "tools/trace_runner.hpp"
 #include "tools/tune_runner.hpp"
@@ -50,15 +51,7 @@ void add_knobs(CLI::App* app, AgGemmConfig& c, CLI::Option_group*& knobs) {
   g->add_option("--kernel", c.kernel, "GEMM kernel configuration; default: the first compiled one");
 }
 
-// ---- bench ---------------------------------------------------------------------------------------
-
-struct BenchArgs {
-  tb::AgGemmBenchOptions o;
-  ShapeChoice shapes;
-  CLI::Option_group* knobs = nullptr;
-  std::string json;
-  bool explain = false;  // the main job's reading aid (explain)
-};
+// ---- bench ----------------------------------------------------------------------------------------
 
 // The median time of a GEMM op table's row whose variant starts with `prefix` (NaN if none).
 double row_time_us(const tb::Table& table, const std::string& prefix) {
@@ -74,7 +67,8 @@ double row_time_us(const tb::Table& table, const std::string& prefix) {
 // against cuBLAS at world 1 (measured now, same shapes), and the plan model's prediction for the
 // same world of real GPUs of this kind over NVLink -- labelled as a prediction. One rank per GPU:
 // the prediction next to the measurement. Ends with one quotable line per shape.
-void explain(const tb::AgGemmBenchOptions& o, const std::vector<Mnk>& shapes, const std::vector<tb::Table>& measured) {
+void explain(const tb::AgGemmBenchOptions& o, const std::vector<Mnk>& shapes,
+             const std::vector<tb::Table>& measured) {
   const bool virtual_ranks = !tb::ranks_on_gpus() && o.world > 1;
   std::vector<double> world1(shapes.size(), std::nan(""));
   if (virtual_ranks) {
@@ -130,114 +124,6 @@ void explain(const tb::AgGemmBenchOptions& o, const std::vector<Mnk>& shapes, co
   }
 }
 
-int bench(const BenchArgs& a, const std::string& line) {
-  check_writable(a.json);
-  check_writable(a.shapes.svg);
-  tb::AgGemmBenchOptions o = a.o;
-  o.config.use_tune_cache = !any_knob(a.knobs);
-  const Shapes run = choose_shapes(a.shapes, ag_gemm_paper_shapes(), false, "ag_gemm");
-  const std::vector<tb::Table> tables = run_shapes(
-      o.world, "bench ag_gemm", run.shapes, line, o.seed, a.json,
-      [&](const Mnk& s) {
-        o.m = s.m;
-        o.n = s.n;
-        o.k = s.k;
-        return tb::bench_ag_gemm(o);
-      },
-      run.sweep, run.svg);
-  if (a.explain) explain(o, run.shapes, tables);
-  return 0;
-}
-
-void add_bench(Tool& tool) {
-  auto a = std::make_shared<BenchArgs>();
-  a->shapes.one = {a->o.m, a->o.n, a->o.k};
-  Command& c = tool.add("bench", "ag_gemm", "time tilelink::AgGemm against cuBLAS, non-overlapped and decomposed baselines");
-  add_world(c.app, a->o.world);
-  add_shape_options(c.app, a->shapes, ag_gemm_paper_shapes(), kM, kN, kK, "ag_gemm", true);
-  add_knobs(c.app, a->o.config, a->knobs);
-  add_timing(c.app, a->o.timing);
-  add_json(c.app, a->json);
-  c.seed = add_seed(c.app, a->o.seed);
-  c.app->add_flag("--explain", a->explain,
-                  "after the tables: what they mean here (virtual ranks: the world-1 result against cuBLAS), the "
-                  "plan model's prediction for --world H200s over NVLink, and one summary line per shape");
-  c.run = [a](const std::string& line) { return bench(*a, line); };
-}
-
-// ---- tune ----------------------------------------------------------------------------------------
-
-struct TuneArgs {
-  TuneOptions<tb::AgGemmBenchOptions> o;
-  ShapeChoice shapes;
-  TuneSearch search;
-  std::string json;
-};
-
-void add_tune(Tool& tool) {
-  auto a = std::make_shared<TuneArgs>();
-  a->o.op.timing = {2, 5};
-  a->shapes.one = {a->o.op.m, a->o.op.n, a->o.op.k};
-  Command& c = tool.add("tune", "ag_gemm",
-                        "AG+GEMM: kernel x swizzle, then the communication variants the plan model ranks best");
-  add_world(c.app, a->o.op.world);
-  add_shape_options(c.app, a->shapes, ag_gemm_paper_shapes(), kM, kN, kK, "ag_gemm", false);
-  a->search.add_to(c.app, "print the candidates and the model's predictions; no GPU needed");
-  add_timing(c.app, a->o.op.timing, Timed::kTune);
-  add_json(c.app, a->json);
-  c.seed = add_seed(c.app, a->o.op.seed);
-  c.needs_gpu = [a] { return !a->search.dry_run; };
-  c.run = [a](const std::string& line) {
-    const std::vector<Mnk> shapes = choose_shapes(a->shapes, ag_gemm_paper_shapes(), false, "ag_gemm").shapes;
-    const int world = a->o.op.world;
-    if (a->search.dry_run) return dry_run_ag_gemm(a->search, world, shapes);
-    check_writable(a->json);
-    TuneOptions<tb::AgGemmBenchOptions> o = a->o;
-    o.top = a->search.top;
-    o.cache = a->search.cache;
-    run_shapes(world, "tune ag_gemm", shapes, line, o.op.seed, a->json, [&](const Mnk& s) {
-      o.op.m = s.m;
-      o.op.n = s.n;
-      o.op.k = s.k;
-      return tune_ag_gemm(o, std::cout);
-    });
-    return 0;
-  };
-}
-
-// ---- trace ---------------------------------------------------------------------------------------
-
-struct TraceArgs {
-  TraceOptions<tb::AgGemmBenchOptions> o;
-  CLI::Option_group* knobs = nullptr;
-  TraceOutputs out;
-};
-
-void add_trace(Tool& tool) {
-  auto a = std::make_shared<TraceArgs>();
-  a->o.op.timing = {3, 10};
-  Command& c = tool.add("trace", "ag_gemm",
-                        "AG+GEMM: each GEMM tile's wait, loads and epilogue; the SM all-gather's waits, copies and "
-                        "notifies");
-  add_world(c.app, a->o.op.world);
-  c.app->add_option("--m", a->o.op.m, kM)->capture_default_str()->check(CLI::PositiveNumber);
-  c.app->add_option("--n", a->o.op.n, kN)->capture_default_str()->check(CLI::PositiveNumber);
-  c.app->add_option("--k", a->o.op.k, kK)->capture_default_str()->check(CLI::PositiveNumber);
-  add_knobs(c.app, a->o.op.config, a->knobs);
-  a->out.add_to(c.app);
-  add_timing(c.app, a->o.op.timing, Timed::kTrace);
-  c.seed = add_seed(c.app, a->o.op.seed);
-  c.run = [a](const std::string&) {
-    TraceOptions<tb::AgGemmBenchOptions> o = a->o;
-    o.op.config.use_tune_cache = !any_knob(a->knobs);
-    return run_trace(a->out, "ag_gemm", o.op.world, [&] {
-      TraceResult r = trace_ag_gemm(o);
-      std::cout << "(m, n, k) = (" << o.op.m << ", " << o.op.n << ", " << o.op.k << "), " << r.config << "\n";
-      return r;
-    });
-  };
-}
-
 // ---- plan ----------------------------------------------------------------------------------------
 
 struct PlanArgs {
@@ -290,6 +176,23 @@ void add_plan(Tool& tool) {
   c.run = [a](const std::string&) { return plan(*a); };
 }
 
+const GemmOp<tb::AgGemmBenchOptions> kOp{"ag_gemm", false, ag_gemm_paper_shapes, kM, kN, kK, add_knobs};
+
+void add_bench(Tool& tool) {
+  auto explained = std::make_shared<bool>(false);  // --explain: the main job's reading aid
+  add_gemm_bench(
+      tool, kOp, "time tilelink::AgGemm against cuBLAS, non-overlapped and decomposed baselines", tb::bench_ag_gemm,
+      [explained](Command& c) {
+        c.app->add_flag("--explain", *explained,
+                        "after the tables: what they mean here (virtual ranks: the world-1 result against cuBLAS), "
+                        "the plan model's prediction for --world H200s over NVLink, and one summary line per shape");
+      },
+      [explained](const tb::AgGemmBenchOptions& o, const std::vector<Mnk>& shapes,
+                  const std::vector<tb::Table>& tables) {
+        if (*explained) explain(o, shapes, tables);
+      });
+}
+
 }  // namespace
 
 // ---- tune --dry-run (also tune mlp's fc1) -------------------------------------------------------
@@ -308,8 +211,11 @@ int dry_run_ag_gemm(const TuneSearch& search, int world, const std::vector<Mnk>&
 
 void register_ag_gemm(Tool& tool) {
   add_bench(tool);
-  add_tune(tool);
-  add_trace(tool);
+  add_gemm_tune(tool, kOp, "AG+GEMM: kernel x swizzle, then the communication variants the plan model ranks best",
+                dry_run_ag_gemm, tune_ag_gemm);
+  add_gemm_trace(tool, kOp,
+                 "AG+GEMM: each GEMM tile's wait, loads and epilogue; the SM all-gather's waits, copies and notifies",
+                 trace_ag_gemm);
   add_plan(tool);
 }
 

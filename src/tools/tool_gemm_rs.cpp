@@ -11,6 +11,7 @@
 #include "tilelink/tune/gemm_rs_tune.hpp"
 #include "tools/command.hpp"
 #include "tools/models.hpp"
+#include "tools/op_commands.hpp"
 #include "tools/output.hpp"
 #include "tools/trace_runner.hpp"
 #include "tools/tune_runner.hpp"
@@ -49,121 +50,6 @@ void add_knobs(CLI::App* app, GemmRsConfig& c, CLI::Option_group*& knobs) {
                 "tile rasterization swizzle: 1, 2, 4 or 8; 0 = automatic (a band inside one owner block)")
       ->capture_default_str()
       ->check(CLI::IsMember({0u, 1u, 2u, 4u, 8u}));
-}
-
-// ---- bench ---------------------------------------------------------------------------------------
-
-struct BenchArgs {
-  tb::GemmRsBenchOptions o;
-  ShapeChoice shapes;
-  CLI::Option_group* knobs = nullptr;
-  std::string json;
-};
-
-int bench(const BenchArgs& a, const std::string& line) {
-  check_writable(a.json);
-  check_writable(a.shapes.svg);
-  tb::GemmRsBenchOptions o = a.o;
-  o.config.use_tune_cache = !any_knob(a.knobs);
-  const Shapes run = choose_shapes(a.shapes, gemm_rs_paper_shapes(), true, "gemm_rs");
-  run_shapes(
-      o.world, "bench gemm_rs", run.shapes, line, o.seed, a.json,
-      [&](const Mnk& s) {
-        o.m = s.m;
-        o.n = s.n;
-        o.k = s.k;
-        return tb::bench_gemm_rs(o);
-      },
-      run.sweep, run.svg);
-  return 0;
-}
-
-void add_bench(Tool& tool) {
-  auto a = std::make_shared<BenchArgs>();
-  a->shapes.one = {a->o.m, a->o.n, a->o.k};
-  Command& c =
-      tool.add("bench", "gemm_rs", "time tilelink::GemmRs against cuBLAS, non-overlapped and decomposed baselines");
-  add_world(c.app, a->o.world);
-  add_shape_options(c.app, a->shapes, gemm_rs_paper_shapes(), kM, kN, kK, "gemm_rs", true);
-  add_knobs(c.app, a->o.config, a->knobs);
-  add_timing(c.app, a->o.timing);
-  add_json(c.app, a->json);
-  c.seed = add_seed(c.app, a->o.seed);
-  c.run = [a](const std::string& line) { return bench(*a, line); };
-}
-
-// ---- tune ----------------------------------------------------------------------------------------
-
-struct TuneArgs {
-  TuneOptions<tb::GemmRsBenchOptions> o;
-  ShapeChoice shapes;
-  TuneSearch search;
-  std::string json;
-};
-
-void add_tune(Tool& tool) {
-  auto a = std::make_shared<TuneArgs>();
-  a->o.op.timing = {2, 5};
-  a->shapes.one = {a->o.op.m, a->o.op.n, a->o.op.k};
-  Command& c = tool.add("tune", "gemm_rs",
-                        "GEMM+RS: swizzle, then the scatter x signal granularity x reduction CTAs variants the plan "
-                        "model ranks best");
-  add_world(c.app, a->o.op.world);
-  add_shape_options(c.app, a->shapes, gemm_rs_paper_shapes(), kM, kN, kK, "gemm_rs", false);
-  a->search.add_to(c.app, "print the candidates and the model's predictions; no GPU needed");
-  add_timing(c.app, a->o.op.timing, Timed::kTune);
-  add_json(c.app, a->json);
-  c.seed = add_seed(c.app, a->o.op.seed);
-  c.needs_gpu = [a] { return !a->search.dry_run; };
-  c.run = [a](const std::string& line) {
-    const std::vector<Mnk> shapes = choose_shapes(a->shapes, gemm_rs_paper_shapes(), true, "gemm_rs").shapes;
-    const int world = a->o.op.world;
-    if (a->search.dry_run) return dry_run_gemm_rs(a->search, world, shapes);
-    check_writable(a->json);
-    TuneOptions<tb::GemmRsBenchOptions> o = a->o;
-    o.top = a->search.top;
-    o.cache = a->search.cache;
-    run_shapes(world, "tune gemm_rs", shapes, line, o.op.seed, a->json, [&](const Mnk& s) {
-      o.op.m = s.m;
-      o.op.n = s.n;
-      o.op.k = s.k;
-      return tune_gemm_rs(o, std::cout);
-    });
-    return 0;
-  };
-}
-
-// ---- trace ---------------------------------------------------------------------------------------
-
-struct TraceArgs {
-  TraceOptions<tb::GemmRsBenchOptions> o;
-  CLI::Option_group* knobs = nullptr;
-  TraceOutputs out;
-};
-
-void add_trace(Tool& tool) {
-  auto a = std::make_shared<TraceArgs>();
-  a->o.op.timing = {3, 10};
-  Command& c = tool.add("trace", "gemm_rs",
-                        "GEMM+RS: each GEMM tile's epilogue and notify; the reduction blocks' waits and per-tile "
-                        "reductions");
-  add_world(c.app, a->o.op.world);
-  c.app->add_option("--m", a->o.op.m, kM)->capture_default_str()->check(CLI::PositiveNumber);
-  c.app->add_option("--n", a->o.op.n, kN)->capture_default_str()->check(CLI::PositiveNumber);
-  c.app->add_option("--k", a->o.op.k, kK)->capture_default_str()->check(CLI::PositiveNumber);
-  add_knobs(c.app, a->o.op.config, a->knobs);
-  a->out.add_to(c.app);
-  add_timing(c.app, a->o.op.timing, Timed::kTrace);
-  c.seed = add_seed(c.app, a->o.op.seed);
-  c.run = [a](const std::string&) {
-    TraceOptions<tb::GemmRsBenchOptions> o = a->o;
-    o.op.config.use_tune_cache = !any_knob(a->knobs);
-    return run_trace(a->out, "gemm_rs", o.op.world, [&] {
-      TraceResult r = trace_gemm_rs(o);
-      std::cout << "(m, n, k) = (" << o.op.m << ", " << o.op.n << ", " << o.op.k << "), " << r.config << "\n";
-      return r;
-    });
-  };
 }
 
 // ---- plan ----------------------------------------------------------------------------------------
@@ -214,6 +100,8 @@ void add_plan(Tool& tool) {
   c.run = [a](const std::string&) { return plan(*a); };
 }
 
+const GemmOp<tb::GemmRsBenchOptions> kOp{"gemm_rs", true, gemm_rs_paper_shapes, kM, kN, kK, add_knobs};
+
 }  // namespace
 
 // ---- tune --dry-run (also tune mlp's fc2) -------------------------------------------------------
@@ -229,9 +117,16 @@ int dry_run_gemm_rs(const TuneSearch& search, int world, const std::vector<Mnk>&
 }
 
 void register_gemm_rs(Tool& tool) {
-  add_bench(tool);
-  add_tune(tool);
-  add_trace(tool);
+  add_gemm_bench(
+      tool, kOp, "time tilelink::GemmRs against cuBLAS, non-overlapped and decomposed baselines", tb::bench_gemm_rs,
+      [](Command&) {}, [](const tb::GemmRsBenchOptions&, const std::vector<Mnk>&, const std::vector<tb::Table>&) {});
+  add_gemm_tune(tool, kOp,
+                "GEMM+RS: swizzle, then the scatter x signal granularity x reduction CTAs variants the plan model "
+                "ranks best",
+                dry_run_gemm_rs, tune_gemm_rs);
+  add_gemm_trace(tool, kOp,
+                 "GEMM+RS: each GEMM tile's epilogue and notify; the reduction blocks' waits and per-tile reductions",
+                 trace_gemm_rs);
   add_plan(tool);
 }
 

@@ -11,6 +11,7 @@
 #include "tilelink/sim/mlp_sim.hpp"
 #include "tools/command.hpp"
 #include "tools/models.hpp"
+#include "tools/op_commands.hpp"
 #include "tools/output.hpp"
 #include "tools/trace_runner.hpp"
 #include "tools/tune_runner.hpp"
@@ -39,23 +40,26 @@ void add_shape(CLI::App* app, tb::MlpBenchOptions& o, std::string& model) {
   add_shape(app, o.m, model, o.hidden, o.intermediate, o.config.activation);
 }
 
-// bench mlp and trace mlp: the problem, fc2's knobs, timing and seed.
+// bench, trace and tune mlp: the problem, fc2's knobs (not tune), timing and seed.
 struct RunArgs {
   tb::MlpBenchOptions o;
   std::string model;
+  bool with_knobs = true;
   CLI::Option_group* knobs = nullptr;
 
   RunArgs() { o.timing = {3, 10}; }
   void add_to(Command& c, Timed timed) {
     add_world(c.app, o.world);
     add_shape(c.app, o, model);
-    CLI::Option_group* g = knob_group(c.app, knobs);
-    add_enum_option(g, "--scatter", o.config.fc2.scatter,
-                    {GemmRsScatter::kPull, GemmRsScatter::kEpiloguePush, GemmRsScatter::kCopyEngine},
-                    "fc2's scatter: pull, push or ce (ce needs --granularity row or rank)");
-    add_enum_option(g, "--granularity", o.config.fc2.granularity,
-                    {SignalGranularity::kTile, SignalGranularity::kTileRow, SignalGranularity::kRank},
-                    "fc2's signal per tile, row (of tiles) or rank");
+    if (with_knobs) {
+      CLI::Option_group* g = knob_group(c.app, knobs);
+      add_enum_option(g, "--scatter", o.config.fc2.scatter,
+                      {GemmRsScatter::kPull, GemmRsScatter::kEpiloguePush, GemmRsScatter::kCopyEngine},
+                      "fc2's scatter: pull, push or ce (ce needs --granularity row or rank)");
+      add_enum_option(g, "--granularity", o.config.fc2.granularity,
+                      {SignalGranularity::kTile, SignalGranularity::kTileRow, SignalGranularity::kRank},
+                      "fc2's signal per tile, row (of tiles) or rank");
+    }
     add_timing(c.app, o.timing, timed);
     c.seed = add_seed(c.app, o.seed);
   }
@@ -68,75 +72,17 @@ struct RunArgs {
   }
 };
 
-void add_bench(Tool& tool) {
-  struct Args : RunArgs {
-    std::string json;
-  };
-  auto a = std::make_shared<Args>();
-  Command& c = tool.add("bench", "mlp",
-                        "time tilelink::Mlp (AG+GEMM -> activation -> GEMM+RS) against the non-overlapped chain");
-  a->add_to(c, Timed::kBench);
-  add_json(c.app, a->json);
-  c.run = [a](const std::string& line) {
-    const tb::MlpBenchOptions o = a->resolved();
-    return run_once(o.world, "bench mlp", line, o.seed, a->json, [&] { return tb::bench_mlp(o); });
-  };
+// tune mlp --dry-run: tune ag_gemm's on fc1's shape and tune gemm_rs's on fc2's.
+int dry_run(const tb::MlpBenchOptions& m, const TuneSearch& search) {
+  const uint32_t fc1_n = (m.config.activation == MlpActivation::kSwiGlu ? 2 : 1) * m.intermediate;
+  const int rc1 = dry_run_ag_gemm(search, m.world, {{m.m, fc1_n, m.hidden}});
+  const int rc2 = dry_run_gemm_rs(search, m.world, {{m.m, m.hidden, m.intermediate}});
+  return std::max(rc1, rc2);
 }
 
-void add_trace(Tool& tool) {
-  struct Args : RunArgs {
-    TraceOutputs out;
-  };
-  auto a = std::make_shared<Args>();
-  Command& c = tool.add("trace", "mlp",
-                        "the MLP: fc1 (AG+GEMM) and fc2 (GEMM+RS) recorded as two parts of one timeline");
-  a->add_to(c, Timed::kTrace);
-  a->out.add_to(c.app, "records per rank and part");
-  c.run = [a](const std::string&) {
-    TraceOptions<tb::MlpBenchOptions> o{a->resolved(), a->out.capacity};
-    return run_trace(a->out, "mlp", o.op.world, [&] {
-      TraceResult r = trace_mlp(o);
-      std::cout << "m " << o.op.m << ", hidden " << o.op.hidden << ", intermediate " << o.op.intermediate << ", "
-                << to_string(o.op.config.activation) << ", " << r.config << "\n";
-      return r;
-    });
-  };
-}
-
-// ---- tune: fc1's AG+GEMM and fc2's GEMM+RS, each searched as tune ag_gemm|gemm_rs --------------
-
-void add_tune(Tool& tool) {
-  struct Args {
-    TuneOptions<tb::MlpBenchOptions> o;
-    std::string model;
-    TuneSearch search;
-    std::string json;
-  };
-  auto a = std::make_shared<Args>();
-  a->o.op.timing = {2, 5};
-  Command& c = tool.add("tune", "mlp",
-                        "the MLP: tune ag_gemm on fc1's shape and tune gemm_rs on fc2's, both into the cache");
-  add_world(c.app, a->o.op.world);
-  add_shape(c.app, a->o.op, a->model);
-  a->search.add_to(c.app, "print both ops' candidates and the model's predictions; no GPU needed");
-  add_timing(c.app, a->o.op.timing, Timed::kTune);
-  add_json(c.app, a->json);
-  c.seed = add_seed(c.app, a->o.op.seed);
-  c.needs_gpu = [a] { return !a->search.dry_run; };
-  c.run = [a](const std::string& line) {
-    TuneOptions<tb::MlpBenchOptions> o = a->o;
-    apply_dense_model(a->model, o.op.hidden, o.op.intermediate);
-    o.top = a->search.top;
-    o.cache = a->search.cache;
-    const tb::MlpBenchOptions& m = o.op;
-    if (a->search.dry_run) {
-      const uint32_t fc1_n = (m.config.activation == MlpActivation::kSwiGlu ? 2 : 1) * m.intermediate;
-      const int rc1 = dry_run_ag_gemm(a->search, m.world, {{m.m, fc1_n, m.hidden}});
-      const int rc2 = dry_run_gemm_rs(a->search, m.world, {{m.m, m.hidden, m.intermediate}});
-      return std::max(rc1, rc2);
-    }
-    return run_once(m.world, "tune mlp", line, m.seed, a->json, [&] { return tune_mlp(o, std::cout); });
-  };
+std::string describe_problem(const tb::MlpBenchOptions& o) {
+  return "m " + std::to_string(o.m) + ", hidden " + std::to_string(o.hidden) + ", intermediate " +
+         std::to_string(o.intermediate) + ", " + to_string(o.config.activation);
 }
 
 // ---- plan ----------------------------------------------------------------------------------------
@@ -193,9 +139,15 @@ void add_plan(Tool& tool) {
 }  // namespace
 
 void register_mlp(Tool& tool) {
-  add_bench(tool);
-  add_tune(tool);
-  add_trace(tool);
+  add_bench_command(tool, RunArgs{}, "mlp",
+                    "time tilelink::Mlp (AG+GEMM -> activation -> GEMM+RS) against the non-overlapped chain",
+                    tb::bench_mlp);
+  add_tune_command(tool, RunArgs{}, "mlp",
+                   "the MLP: tune ag_gemm on fc1's shape and tune gemm_rs on fc2's, both into the cache",
+                   "print both ops' candidates and the model's predictions; no GPU needed", dry_run, tune_mlp);
+  add_trace_command(tool, RunArgs{}, "mlp",
+                    "the MLP: fc1 (AG+GEMM) and fc2 (GEMM+RS) recorded as two parts of one timeline",
+                    "records per rank and part", trace_mlp, describe_problem);
   add_plan(tool);
 }
 

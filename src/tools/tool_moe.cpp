@@ -13,6 +13,7 @@
 #include "tilelink/tune/moe_tune.hpp"
 #include "tools/command.hpp"
 #include "tools/models.hpp"
+#include "tools/op_commands.hpp"
 #include "tools/output.hpp"
 #include "tools/trace_runner.hpp"
 #include "tools/tune_runner.hpp"
@@ -62,12 +63,13 @@ void add_activation(CLI::App* app, MlpActivation& activation) {
 struct RunArgs {
   tb::MoeBenchOptions o;
   std::string model;
+  bool layer = true;  // the layer's activation (and with knobs part 2's knobs) too; false: part 1 only
+  bool with_knobs = true;
   CLI::Option_group* knobs = nullptr;
 
-  RunArgs() { o.timing = {3, 10}; }
+  explicit RunArgs(bool layer_ = true) : layer(layer_) { o.timing = {3, 10}; }
   Shape shape() { return {o.m, o.hidden, o.intermediate, o.experts, o.topk, o.routing}; }
-  // `layer`: the layer's activation (and with `knobs` part 2's knobs) too.
-  void add_to(Command& c, Timed timed, bool layer, bool with_knobs) {
+  void add_to(Command& c, Timed timed) {
     add_world(c.app, o.world);
     add_shape(c.app, shape(), model);
     if (with_knobs) {
@@ -111,40 +113,9 @@ struct RunArgs {
   }
 };
 
-template <class Bench>
-void add_bench(Tool& tool, const char* name, const char* help, bool layer, Bench bench) {
-  struct Args : RunArgs {
-    std::string json;
-  };
-  auto a = std::make_shared<Args>();
-  Command& c = tool.add("bench", name, help);
-  a->add_to(c, Timed::kBench, layer, true);
-  add_json(c.app, a->json);
-  c.run = [a, name, bench](const std::string& line) {
-    const tb::MoeBenchOptions o = a->resolved();
-    return run_once(o.world, std::string("bench ") + name, line, o.seed, a->json, [&] { return bench(o); });
-  };
-}
-
-void add_trace(Tool& tool) {
-  struct Args : RunArgs {
-    TraceOutputs out;
-  };
-  auto a = std::make_shared<Args>();
-  Command& c = tool.add("trace", "moe",
-                        "the MoE layer: part 1 (all-gather, gather, grouped GEMM) and part 2 (grouped GEMM, top-k "
-                        "combine + reduce-scatter) as two parts of one timeline");
-  a->add_to(c, Timed::kTrace, true, true);
-  a->out.add_to(c.app, "records per rank and part");
-  c.run = [a](const std::string&) {
-    TraceOptions<tb::MoeBenchOptions> o{a->resolved(), a->out.capacity};
-    return run_trace(a->out, "moe", o.op.world, [&] {
-      TraceResult r = trace_moe(o);
-      std::cout << "tokens " << o.op.m << ", hidden " << o.op.hidden << ", intermediate " << o.op.intermediate
-                << ", " << o.op.experts << " experts, top-" << o.op.topk << ", " << r.config << "\n";
-      return r;
-    });
-  };
+std::string describe_problem(const tb::MoeBenchOptions& o) {
+  return "tokens " + std::to_string(o.m) + ", hidden " + std::to_string(o.hidden) + ", intermediate " +
+         std::to_string(o.intermediate) + ", " + std::to_string(o.experts) + " experts, top-" + std::to_string(o.topk);
 }
 
 // ---- tune: the layer's three-stage search (tune/moe_tune.hpp) -----------------------------------
@@ -160,28 +131,6 @@ int dry_run(const tb::MoeBenchOptions& o, const TuneSearch& search) {
       {{"kernels", kernels}, {"order", moe_order_candidates(kernels.front())}},
       [&](const MoeLayerConfig& base) { return moe_comm_candidates(base, shape, search.top); });
   return 0;
-}
-
-void add_tune(Tool& tool) {
-  struct Args : RunArgs {
-    TuneSearch search;
-    std::string json;
-  };
-  auto a = std::make_shared<Args>();
-  a->o.timing = {2, 5};
-  a->o.seed = 0;  // the dry run's routing, drawn from the seed as MoeLayerSetup draws it (seed 0 when not given)
-  Command& c = tool.add("tune", "moe",
-                        "the MoE layer: kernel pairs, then part 1 / part 2 orders, then the all-gather x gather x "
-                        "combine variants the plan model ranks best");
-  a->add_to(c, Timed::kTune, true, false);
-  add_json(c.app, a->json);
-  a->search.add_to(c.app, "print the candidates and the model's predictions; no GPU needed");
-  c.needs_gpu = [a] { return !a->search.dry_run; };
-  c.run = [a](const std::string& line) {
-    TuneOptions<tb::MoeBenchOptions> o{a->resolved(), a->search.top, a->search.cache};
-    if (a->search.dry_run) return dry_run(o.op, a->search);
-    return run_once(o.op.world, "tune moe", line, o.op.seed, a->json, [&] { return tune_moe(o, std::cout); });
-  };
 }
 
 // ---- plan moe_ag and plan moe -------------------------------------------------------------------
@@ -288,16 +237,22 @@ void add_plans(Tool& tool) {
 }  // namespace
 
 void register_moe(Tool& tool) {
-  add_bench(tool, "moe_ag",
-            "time tilelink::MoeAgGroupGemm (MoE part 1: all-gather + gather + grouped GEMM) against the per-expert "
-            "cuBLAS chain",
-            false, tb::bench_moe_ag);
-  add_bench(tool, "moe",
-            "time tilelink::MoeLayer (part 1 -> activation -> grouped GEMM + top-k combine + reduce-scatter) against "
-            "the per-expert cuBLAS chain with its collectives",
-            true, tb::bench_moe_layer);
-  add_tune(tool);
-  add_trace(tool);
+  add_bench_command(tool, RunArgs(false), "moe_ag",
+                    "time tilelink::MoeAgGroupGemm (MoE part 1: all-gather + gather + grouped GEMM) against the "
+                    "per-expert cuBLAS chain",
+                    tb::bench_moe_ag);
+  add_bench_command(tool, RunArgs(), "moe",
+                    "time tilelink::MoeLayer (part 1 -> activation -> grouped GEMM + top-k combine + reduce-scatter) "
+                    "against the per-expert cuBLAS chain with its collectives",
+                    tb::bench_moe_layer);
+  add_tune_command(tool, RunArgs(), "moe",
+                   "the MoE layer: kernel pairs, then part 1 / part 2 orders, then the all-gather x gather x combine "
+                   "variants the plan model ranks best",
+                   "print the candidates and the model's predictions; no GPU needed", dry_run, tune_moe);
+  add_trace_command(tool, RunArgs(), "moe",
+                    "the MoE layer: part 1 (all-gather, gather, grouped GEMM) and part 2 (grouped GEMM, top-k combine "
+                    "+ reduce-scatter) as two parts of one timeline",
+                    "records per rank and part", trace_moe, describe_problem);
   add_plans(tool);
 }
 

@@ -9,6 +9,7 @@
 #include "tilelink/sim/sp_attention_sim.hpp"
 #include "tilelink/tune/sp_attention_tune.hpp"
 #include "tools/command.hpp"
+#include "tools/op_commands.hpp"
 #include "tools/output.hpp"
 #include "tools/trace_runner.hpp"
 #include "tools/tune_runner.hpp"
@@ -45,10 +46,11 @@ void add_shape(CLI::App* app, const Shape& s, const CLI::Validator& head_dims, c
 // bench, trace and tune sp_attention: the problem, the knobs (not tune), timing and seed.
 struct RunArgs {
   tb::SpAttentionBenchOptions o;
+  bool with_knobs = true;
   CLI::Option_group* knobs = nullptr;
 
   RunArgs() { o.timing = {3, 10}; }
-  void add_to(Command& c, Timed timed, bool with_knobs) {
+  void add_to(Command& c, Timed timed) {
     add_world(c.app, o.world);
     add_shape(c.app, {o.seq, o.q_heads, o.kv_heads, o.head_dim, o.causal, o.config.layout}, CLI::IsMember({64, 128}),
               "head dimension: 64 or 128");
@@ -80,44 +82,10 @@ struct RunArgs {
 
 std::string mask_of(bool causal) { return causal ? "causal" : "non-causal"; }
 
-void add_bench(Tool& tool) {
-  struct Args : RunArgs {
-    std::string json;
-  };
-  auto a = std::make_shared<Args>();
-  Command& c = tool.add("bench", "sp_attention",
-                        "time tilelink::SpAttention (K/V all-gather + flash attention) against the non-overlapped "
-                        "and ring schedules");
-  a->add_to(c, Timed::kBench, true);
-  c.app->add_option("--dump", a->o.dump,
-                    "write inputs and fused outputs to an existing directory for bench/sdpa_check.py");
-  add_json(c.app, a->json);
-  c.run = [a](const std::string& line) {
-    const tb::SpAttentionBenchOptions o = a->resolved();
-    return run_once(o.world, "bench sp_attention", line, o.seed, a->json, [&] { return tb::bench_sp_attention(o); });
-  };
-}
-
-void add_trace(Tool& tool) {
-  struct Args : RunArgs {
-    TraceOutputs out;
-  };
-  auto a = std::make_shared<Args>();
-  Command& c = tool.add("trace", "sp_attention",
-                        "SP attention: per work item each K/V chunk's wait and loads, and the store of O; the SM "
-                        "all-gather's waits, copies and notifies");
-  a->add_to(c, Timed::kTrace, true);
-  a->out.add_to(c.app);
-  c.run = [a](const std::string&) {
-    TraceOptions<tb::SpAttentionBenchOptions> o{a->resolved(), a->out.capacity};
-    return run_trace(a->out, "sp_attention", o.op.world, [&] {
-      TraceResult r = trace_sp_attention(o);
-      std::cout << "seq " << o.op.seq << ", " << o.op.q_heads << "/" << o.op.kv_heads << " heads, head dim "
-                << o.op.head_dim << ", " << mask_of(o.op.causal) << ", " << to_string(o.op.config.layout) << ", "
-                << r.config << "\n";
-      return r;
-    });
-  };
+std::string describe_problem(const tb::SpAttentionBenchOptions& o) {
+  return "seq " + std::to_string(o.seq) + ", " + std::to_string(o.q_heads) + "/" + std::to_string(o.kv_heads) +
+         " heads, head dim " + std::to_string(o.head_dim) + ", " + mask_of(o.causal) + ", " +
+         to_string(o.config.layout);
 }
 
 // ---- tune: the two-stage search of tune/sp_attention_tune.hpp ----------------------------------
@@ -132,28 +100,6 @@ int dry_run(const tb::SpAttentionBenchOptions& o, const TuneSearch& search) {
       {{"compute", sp_attention_compute_candidates(o.kv_heads, shape.layout)}},
       [&](const SpAttentionConfig& base) { return sp_attention_comm_candidates(base, shape, search.top); });
   return 0;
-}
-
-void add_tune(Tool& tool) {
-  struct Args : RunArgs {
-    TuneSearch search;
-    std::string json;
-  };
-  auto a = std::make_shared<Args>();
-  a->o.timing = {2, 5};
-  Command& c = tool.add("tune", "sp_attention",
-                        "SP attention: the kernel's L2 sections, then the K/V all-gather x local-pass-first variants "
-                        "the plan model ranks best");
-  a->add_to(c, Timed::kTune, false);
-  add_json(c.app, a->json);
-  a->search.add_to(c.app, "print the candidates and the model's predictions; no GPU needed");
-  c.needs_gpu = [a] { return !a->search.dry_run; };
-  c.run = [a](const std::string& line) {
-    TuneOptions<tb::SpAttentionBenchOptions> o{a->resolved(), a->search.top, a->search.cache};
-    if (a->search.dry_run) return dry_run(o.op, a->search);
-    return run_once(o.op.world, "tune sp_attention", line, o.op.seed, a->json,
-                    [&] { return tune_sp_attention(o, std::cout); });
-  };
 }
 
 // ---- plan ----------------------------------------------------------------------------------------
@@ -218,9 +164,21 @@ void add_plan(Tool& tool) {
 }  // namespace
 
 void register_sp_attention(Tool& tool) {
-  add_bench(tool);
-  add_tune(tool);
-  add_trace(tool);
+  add_bench_command(
+      tool, RunArgs{}, "sp_attention",
+      "time tilelink::SpAttention (K/V all-gather + flash attention) against the non-overlapped and ring schedules",
+      tb::bench_sp_attention, [](Command& c, RunArgs& a) {
+        c.app->add_option("--dump", a.o.dump,
+                          "write inputs and fused outputs to an existing directory for bench/sdpa_check.py");
+      });
+  add_tune_command(tool, RunArgs{}, "sp_attention",
+                   "SP attention: the kernel's L2 sections, then the K/V all-gather x local-pass-first variants the "
+                   "plan model ranks best",
+                   "print the candidates and the model's predictions; no GPU needed", dry_run, tune_sp_attention);
+  add_trace_command(tool, RunArgs{}, "sp_attention",
+                    "SP attention: per work item each K/V chunk's wait and loads, and the store of O; the SM "
+                    "all-gather's waits, copies and notifies",
+                    "records per rank", trace_sp_attention, describe_problem);
   add_plan(tool);
 }
 
