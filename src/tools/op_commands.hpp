@@ -25,16 +25,35 @@
 
 namespace tilelink::tool {
 
+// What every RunArgs holds: the op's bench options (3 warm-up and 10 timed calls unless a command
+// says), whether its command takes the knobs, and their group once added.
+template <class Options>
+struct RunArgsBase {
+  Options o;
+  bool with_knobs = true;
+  CLI::Option_group* knobs = nullptr;
+  RunArgsBase() { o.timing = {3, 10}; }
+};
+
+// A command's arguments: the op's run options and the command's own options beside them.
+template <class RunArgs, class Own>
+struct ArgsWith : RunArgs, Own {
+  explicit ArgsWith(const RunArgs& r) : RunArgs(r) {}
+};
+struct JsonOption {
+  std::string json;
+};
+struct TuneOwn {
+  TuneSearch search;
+  std::string json;
+};
+
 // `bench <name>`: the op's options, `more(command, args)` (the command's own), --json; runs
 // `bench(options)` once.
 template <class RunArgs, class Bench, class More>
 void add_bench_command(Tool& tool, const RunArgs& prototype, const char* name, const char* help, Bench bench,
                        More more) {
-  struct Args : RunArgs {
-    explicit Args(const RunArgs& r) : RunArgs(r) {}
-    std::string json;
-  };
-  auto a = std::make_shared<Args>(prototype);
+  auto a = std::make_shared<ArgsWith<RunArgs, JsonOption>>(prototype);
   Command& c = tool.add("bench", name, help);
   a->add_to(c, Timed::kBench);
   more(c, static_cast<RunArgs&>(*a));
@@ -55,17 +74,14 @@ void add_bench_command(Tool& tool, const RunArgs& prototype, const char* name, c
 template <class RunArgs, class Trace, class Describe>
 void add_trace_command(Tool& tool, const RunArgs& prototype, const char* name, const char* help,
                        const char* capacity_help, Trace trace, Describe describe) {
-  struct Args : RunArgs {
-    explicit Args(const RunArgs& r) : RunArgs(r) {}
-    TraceOutputs out;
-  };
-  auto a = std::make_shared<Args>(prototype);
+  auto a = std::make_shared<ArgsWith<RunArgs, TraceOutputs>>(prototype);
   Command& c = tool.add("trace", name, help);
-  a->add_to(c, Timed::kTrace);
-  a->out.add_to(c.app, capacity_help);
+  a->RunArgs::add_to(c, Timed::kTrace);
+  a->TraceOutputs::add_to(c.app, capacity_help);
   c.run = [a, name, trace, describe](const std::string&) {
-    const TraceOptions<decltype(a->resolved())> o{a->resolved(), a->out.capacity};
-    return run_trace(a->out, name, o.op.world, [&] {
+    const TraceOutputs& out = *a;
+    const TraceOptions<decltype(a->resolved())> o{a->resolved(), out.capacity};
+    return run_trace(out, name, o.op.world, [&] {
       TraceResult r = trace(o);
       std::cout << describe(o.op) << ", " << r.config << "\n";
       return r;
@@ -79,12 +95,7 @@ void add_trace_command(Tool& tool, const RunArgs& prototype, const char* name, c
 template <class RunArgs, class DryRun, class Tune>
 void add_tune_command(Tool& tool, const RunArgs& prototype, const char* name, const char* help,
                       const char* dry_run_help, DryRun dry_run, Tune tune) {
-  struct Args : RunArgs {
-    explicit Args(const RunArgs& r) : RunArgs(r) {}
-    TuneSearch search;
-    std::string json;
-  };
-  auto a = std::make_shared<Args>(prototype);
+  auto a = std::make_shared<ArgsWith<RunArgs, TuneOwn>>(prototype);
   a->with_knobs = false;
   a->o.timing = {2, 5};
   a->o.seed = 0;  // a dry run's (MoE: its routing's); a search on the GPU draws a fresh one unless given
@@ -119,11 +130,12 @@ struct GemmOp {
 
 // The run options of a GEMM op's trace (one shape, the knobs).
 template <class Options>
-struct GemmRunArgs {
-  const GemmOp<Options>* op;
-  Options o{};
-  bool with_knobs = true;
-  CLI::Option_group* knobs = nullptr;
+struct GemmRunArgs : RunArgsBase<Options> {
+  using RunArgsBase<Options>::o;
+  using RunArgsBase<Options>::with_knobs;
+  using RunArgsBase<Options>::knobs;
+  const GemmOp<Options>* op = nullptr;
+  explicit GemmRunArgs(const GemmOp<Options>* op_) : op(op_) {}
 
   void add_to(Command& c, Timed timed) {
     add_world(c.app, o.world);
@@ -223,11 +235,49 @@ void add_gemm_tune(Tool& tool, const GemmOp<Options>& op, const char* help, DryR
 // `trace <op>` of one shape: "(m, n, k) = (...)" before the configuration.
 template <class Options, class Trace>
 void add_gemm_trace(Tool& tool, const GemmOp<Options>& op, const char* help, Trace trace) {
-  GemmRunArgs<Options> prototype{&op};
-  prototype.o.timing = {3, 10};
-  add_trace_command(tool, prototype, op.name, help, "records per rank", trace, [](const Options& o) {
+  add_trace_command(tool, GemmRunArgs<Options>(&op), op.name, help, "records per rank", trace, [](const Options& o) {
     return "(m, n, k) = (" + std::to_string(o.m) + ", " + std::to_string(o.n) + ", " + std::to_string(o.k) + ")";
   });
+}
+
+// ---- plan -----------------------------------------------------------------------------------------
+
+// A plan's arguments: the model's problem and configuration, the cost model, the output files.
+template <class Problem, class PlanConfig>
+struct PlanArgs {
+  Problem problem;
+  PlanConfig config;
+  CostOptions cost;
+  PlanOutputs out;
+};
+
+// `plan <name>`: no GPU. Its options: --world and --nodes, `add_options(app, args)` (the op's), the
+// cost model's and the output files; `plan(args, cost)` runs on a copy of the parsed arguments,
+// once the files are known to be writable.
+template <class Args, class AddOptions, class Plan>
+void add_plan_command(Tool& tool, const char* name, const char* help, AddOptions add_options, Plan plan) {
+  auto a = std::make_shared<Args>();
+  Command& c = tool.add("plan", name, help);
+  add_plan_world(c.app, a->problem.world, a->problem.nodes);
+  add_options(c.app, *a);
+  a->cost.add_to(c.app);
+  a->out.add_to(c.app);
+  c.needs_gpu = [] { return false; };
+  c.run = [a, plan](const std::string&) {
+    a->out.check_writable();
+    return plan(*a, a->cost.model());
+  };
+}
+
+// --m, --n, --k, --bm and --bn of a GEMM's plan.
+template <class Problem, class PlanConfig>
+void add_plan_gemm_shape(CLI::App* app, Problem& p, PlanConfig& c, const char* m_help, const char* n_help,
+                         const char* k_help) {
+  app->add_option("--m", p.m, m_help)->capture_default_str();
+  app->add_option("--n", p.n, n_help)->capture_default_str();
+  app->add_option("--k", p.k, k_help)->capture_default_str();
+  app->add_option("--bm", c.bm, "compute tile rows")->capture_default_str();
+  app->add_option("--bn", c.bn, "compute tile columns")->capture_default_str();
 }
 
 }  // namespace tilelink::tool

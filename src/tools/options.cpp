@@ -36,7 +36,9 @@ void Seed::resolve() const {
   *value = (uint64_t(rd()) << 32) | rd();
 }
 
-Seed add_seed(CLI::App* app, uint64_t& value, const char* help) { return {&value, app->add_option("--seed", value, help)}; }
+Seed add_seed(CLI::App* app, uint64_t& value, const char* help) {
+  return {&value, app->add_option("--seed", value, help)};
+}
 
 void add_json(CLI::App* app, std::string& file) {
   app->add_option("--json", file, "also write the results as JSON to FILE");
@@ -77,6 +79,23 @@ void PlanOutputs::add_to(CLI::App* app) {
   app->add_option("--svg", svg, "write the predicted timeline of rank 0 as an SVG picture");
 }
 
+void PlanOutputs::check_writable() const {
+  tool::check_writable(trace);
+  tool::check_writable(svg);
+}
+
+void add_plan_all_gather(CLI::App* app, AllGatherConfig& comm, uint32_t sm_blocks, const std::string& what) {
+  app->add_option("--comm-rows", comm.comm_rows, what + "rows per communication tile")->capture_default_str();
+  add_enum_option(app, "--resource", comm.resource, {CommResource::kCopyEngine, CommResource::kSm},
+                  what + "ce (copy engine) or sm");
+  app->add_option("--blocks", comm.num_blocks,
+                  what + "CTAs that copy with --resource sm (default " + std::to_string(sm_blocks) + ")");
+}
+
+void resolve_plan_blocks(AllGatherConfig& comm, uint32_t sm_blocks) {
+  if (comm.resource == CommResource::kSm && comm.num_blocks == 0) comm.num_blocks = sm_blocks;
+}
+
 void TraceOutputs::add_to(CLI::App* app, const char* capacity_help) {
   app->add_option("--trace", trace, "write the timeline as Chrome/Perfetto JSON");
   app->add_option("--svg", svg, "write the timeline as an SVG picture");
@@ -93,7 +112,9 @@ void TuneSearch::add_to(CLI::App* app, const char* dry_run_help) {
                   "~/.cache/tilelink/tune.json")
       ->capture_default_str();
   app->add_flag("--dry-run", dry_run, dry_run_help);
-  app->add_option("--sms", sms, "dry run: SMs of the GPU planned for")->capture_default_str()->check(CLI::PositiveNumber);
+  app->add_option("--sms", sms, "dry run: SMs of the GPU planned for")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
 }
 
 void check_writable(const std::string& path) {

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "bench/bench.hpp"
+#include "tilelink/comm/collectives.hpp"
 #include "tilelink/ops/common/parse_enum.hpp"
 #include "tilelink/sim/timeline.hpp"
 
@@ -84,7 +85,14 @@ struct CostOptions {
 struct PlanOutputs {
   std::string trace, svg;
   void add_to(CLI::App* app);
+  void check_writable() const;
 };
+
+// The all-gather options of a plan (--comm-rows, --resource, --blocks), as the model takes them:
+// no automatic comm rows; on SMs `sm_blocks` copying CTAs unless --blocks says
+// (resolve_plan_blocks). `what` prefixes the helps ("fc1: "; "" for the op's only all-gather).
+void add_plan_all_gather(CLI::App* app, AllGatherConfig& comm, uint32_t sm_blocks, const std::string& what = "");
+void resolve_plan_blocks(AllGatherConfig& comm, uint32_t sm_blocks);
 
 // --trace, --svg and --capacity of a trace command: the measured timeline.
 struct TraceOutputs {

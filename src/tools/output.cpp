@@ -110,7 +110,8 @@ int report_trace(const TraceResult& r, const std::string& op, int world, const T
   }
   std::cout << ")" << (r.dropped > 0 ? ", " + std::to_string(r.dropped) + " dropped (raise --capacity)" : "") << "\n";
   std::printf("call time: %.1f µs untraced, %.1f µs traced (median of %zu): recording costs %+.1f %%\n",
-              r.untraced.median, r.traced.median, r.traced.samples, 100.0 * (r.traced.median / r.untraced.median - 1.0));
+              r.untraced.median, r.traced.median, r.traced.samples,
+              100.0 * (r.traced.median / r.untraced.median - 1.0));
   std::cout << r.checked << ": " << r.tiles - r.violations << " of " << r.tiles << "\n";
   std::vector<sim::Interval> timeline;
   if (r.parts.empty()) {

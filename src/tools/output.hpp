@@ -52,7 +52,9 @@ std::vector<tb::Table> run_shapes(int world, const std::string& what, const std:
     tb::print_table(std::cout, tables.back());
     std::cout.flush();
   }
-  if (!sweep.empty()) std::cerr << "[" << std::string(24, '#') << "] " << shapes.size() << "/" << shapes.size() << " done\n";
+  if (!sweep.empty()) {
+    std::cerr << "[" << std::string(24, '#') << "] " << shapes.size() << "/" << shapes.size() << " done\n";
+  }
   finish(tables, run_meta(line, seed), json);
   if (!svg.empty()) write_speedup_chart(svg, what + ", world " + std::to_string(world), sweep, tables);
   return tables;

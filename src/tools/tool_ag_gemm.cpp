@@ -126,19 +126,13 @@ void explain(const tb::AgGemmBenchOptions& o, const std::vector<Mnk>& shapes,
 
 // ---- plan ----------------------------------------------------------------------------------------
 
-struct PlanArgs {
-  sim::AgGemmProblem problem;
-  sim::AgGemmPlanConfig config;
-  CostOptions cost;
-  PlanOutputs out;
-};
+using PlanAgGemm = PlanArgs<sim::AgGemmProblem, sim::AgGemmPlanConfig>;
 
-int plan(PlanArgs a) {
+constexpr uint32_t kPlanSmBlocks = 16;  // the plan's SM all-gather, unless --blocks says
+
+int plan(PlanAgGemm a, const sim::CostModel& cost) {
   AllGatherConfig& comm = a.config.op.comm;
-  if (comm.resource == CommResource::kSm && comm.num_blocks == 0) comm.num_blocks = 16;
-  check_writable(a.out.trace);
-  check_writable(a.out.svg);
-  const sim::CostModel cost = a.cost.model();
+  resolve_plan_blocks(comm, kPlanSmBlocks);
   const sim::AgGemmPrediction r = sim::predict_ag_gemm(a.problem, a.config, cost);
   const auto& p = a.problem;
   std::cout << "tilelink plan ag_gemm: predicted, not measured (cost model: " << cost.flops / 1e12 << " TFLOP/s, "
@@ -155,25 +149,10 @@ int plan(PlanArgs a) {
   return 0;
 }
 
-void add_plan(Tool& tool) {
-  auto a = std::make_shared<PlanArgs>();
-  Command& c = tool.add("plan", "ag_gemm", "AG+GEMM: C = allgather(A) * B, column-parallel");
-  add_plan_world(c.app, a->problem.world, a->problem.nodes);
-  c.app->add_option("--m", a->problem.m, "rows of A and C")->capture_default_str();
-  c.app->add_option("--n", a->problem.n, "columns of C over all ranks")->capture_default_str();
-  c.app->add_option("--k", a->problem.k, kK)->capture_default_str();
-  c.app->add_option("--bm", a->config.bm, "compute tile rows")->capture_default_str();
-  c.app->add_option("--bn", a->config.bn, "compute tile columns")->capture_default_str();
-  AllGatherConfig& comm = a->config.op.comm;
-  c.app->add_option("--comm-rows", comm.comm_rows, "rows per communication tile")->capture_default_str();
-  add_enum_option(c.app, "--resource", comm.resource, {CommResource::kCopyEngine, CommResource::kSm},
-                  "ce (copy engine) or sm");
-  c.app->add_option("--blocks", comm.num_blocks, "CTAs that copy with --resource sm (default 16)");
-  add_enum_option(c.app, "--order", comm.order, {CommOrder::kFullMesh, CommOrder::kRing}, "mesh or ring");
-  a->cost.add_to(c.app);
-  a->out.add_to(c.app);
-  c.needs_gpu = [] { return false; };
-  c.run = [a](const std::string&) { return plan(*a); };
+void add_plan_options(CLI::App* app, PlanAgGemm& a) {
+  add_plan_gemm_shape(app, a.problem, a.config, "rows of A and C", "columns of C over all ranks", kK);
+  add_plan_all_gather(app, a.config.op.comm, kPlanSmBlocks);
+  add_enum_option(app, "--order", a.config.op.comm.order, {CommOrder::kFullMesh, CommOrder::kRing}, "mesh or ring");
 }
 
 const GemmOp<tb::AgGemmBenchOptions> kOp{"ag_gemm", false, ag_gemm_paper_shapes, kM, kN, kK, add_knobs};
@@ -216,7 +195,8 @@ void register_ag_gemm(Tool& tool) {
   add_gemm_trace(tool, kOp,
                  "AG+GEMM: each GEMM tile's wait, loads and epilogue; the SM all-gather's waits, copies and notifies",
                  trace_ag_gemm);
-  add_plan(tool);
+  add_plan_command<PlanAgGemm>(tool, "ag_gemm", "AG+GEMM: C = allgather(A) * B, column-parallel", add_plan_options,
+                               plan);
 }
 
 }  // namespace tilelink::tool

@@ -54,17 +54,9 @@ void add_knobs(CLI::App* app, GemmRsConfig& c, CLI::Option_group*& knobs) {
 
 // ---- plan ----------------------------------------------------------------------------------------
 
-struct PlanArgs {
-  sim::GemmRsProblem problem;
-  sim::GemmRsPlanConfig config;
-  CostOptions cost;
-  PlanOutputs out;
-};
+using PlanGemmRs = PlanArgs<sim::GemmRsProblem, sim::GemmRsPlanConfig>;
 
-int plan(const PlanArgs& a) {
-  check_writable(a.out.trace);
-  check_writable(a.out.svg);
-  const sim::CostModel cost = a.cost.model();
+int plan(const PlanGemmRs& a, const sim::CostModel& cost) {
   const sim::GemmRsPrediction r = sim::predict_gemm_rs(a.problem, a.config, cost);
   const auto& p = a.problem;
   const GemmRsConfig& op = a.config.op;
@@ -80,24 +72,13 @@ int plan(const PlanArgs& a) {
   return 0;
 }
 
-void add_plan(Tool& tool) {
-  auto a = std::make_shared<PlanArgs>();
-  Command& c = tool.add("plan", "gemm_rs", "GEMM+RS: rank r gets its row block of sum_q A_q * B_q");
-  add_plan_world(c.app, a->problem.world, a->problem.nodes);
-  c.app->add_option("--m", a->problem.m, "rows of C")->capture_default_str();
-  c.app->add_option("--n", a->problem.n, "columns of C")->capture_default_str();
-  c.app->add_option("--k", a->problem.k, "inner dimension over all ranks")->capture_default_str();
-  c.app->add_option("--bm", a->config.bm, "compute tile rows")->capture_default_str();
-  c.app->add_option("--bn", a->config.bn, "compute tile columns")->capture_default_str();
-  c.app->add_option("--reduce-blocks", a->config.op.reduce_blocks, "CTAs of the reduction")->capture_default_str();
-  add_scatter(c.app, a->config.op.scatter, "pull, push or ce (ce needs --granularity row or rank)");
-  c.app->add_option("--band", a->config.band, "tile rows per band of the compute order; 0 = the op's rule")
+void add_plan_options(CLI::App* app, PlanGemmRs& a) {
+  add_plan_gemm_shape(app, a.problem, a.config, "rows of C", "columns of C", "inner dimension over all ranks");
+  app->add_option("--reduce-blocks", a.config.op.reduce_blocks, "CTAs of the reduction")->capture_default_str();
+  add_scatter(app, a.config.op.scatter, "pull, push or ce (ce needs --granularity row or rank)");
+  app->add_option("--band", a.config.band, "tile rows per band of the compute order; 0 = the op's rule")
       ->capture_default_str();
-  add_granularity(c.app, a->config.op.granularity, "signal per tile, row (of tiles) or rank");
-  a->cost.add_to(c.app);
-  a->out.add_to(c.app);
-  c.needs_gpu = [] { return false; };
-  c.run = [a](const std::string&) { return plan(*a); };
+  add_granularity(app, a.config.op.granularity, "signal per tile, row (of tiles) or rank");
 }
 
 const GemmOp<tb::GemmRsBenchOptions> kOp{"gemm_rs", true, gemm_rs_paper_shapes, kM, kN, kK, add_knobs};
@@ -127,7 +108,8 @@ void register_gemm_rs(Tool& tool) {
   add_gemm_trace(tool, kOp,
                  "GEMM+RS: each GEMM tile's epilogue and notify; the reduction blocks' waits and per-tile reductions",
                  trace_gemm_rs);
-  add_plan(tool);
+  add_plan_command<PlanGemmRs>(tool, "gemm_rs", "GEMM+RS: rank r gets its row block of sum_q A_q * B_q",
+                               add_plan_options, plan);
 }
 
 }  // namespace tilelink::tool

@@ -27,7 +27,10 @@ void add_shape(CLI::App* app, uint32_t& m, std::string& model, uint32_t& hidden,
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
   CLI::Option* by_model = add_dense_model(app, model);
-  app->add_option("--hidden", hidden, "hidden size H")->capture_default_str()->check(CLI::PositiveNumber)->excludes(by_model);
+  app->add_option("--hidden", hidden, "hidden size H")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber)
+      ->excludes(by_model);
   app->add_option("--intermediate", intermediate, "intermediate size over all ranks")
       ->capture_default_str()
       ->check(CLI::PositiveNumber)
@@ -41,13 +44,9 @@ void add_shape(CLI::App* app, tb::MlpBenchOptions& o, std::string& model) {
 }
 
 // bench, trace and tune mlp: the problem, fc2's knobs (not tune), timing and seed.
-struct RunArgs {
-  tb::MlpBenchOptions o;
+struct RunArgs : RunArgsBase<tb::MlpBenchOptions> {
   std::string model;
-  bool with_knobs = true;
-  CLI::Option_group* knobs = nullptr;
 
-  RunArgs() { o.timing = {3, 10}; }
   void add_to(Command& c, Timed timed) {
     add_world(c.app, o.world);
     add_shape(c.app, o, model);
@@ -87,21 +86,16 @@ std::string describe_problem(const tb::MlpBenchOptions& o) {
 
 // ---- plan ----------------------------------------------------------------------------------------
 
-struct PlanArgs {
-  sim::MlpProblem problem;
-  sim::MlpPlanConfig config;
+struct PlanMlp : PlanArgs<sim::MlpProblem, sim::MlpPlanConfig> {
   std::string model;
-  CostOptions cost;
-  PlanOutputs out;
 };
 
-int plan(PlanArgs a) {
+constexpr uint32_t kPlanSmBlocks = 16;  // fc1's SM all-gather in the plan, unless --blocks says
+
+int plan(PlanMlp a, const sim::CostModel& cost) {
   apply_dense_model(a.model, a.problem.hidden, a.problem.intermediate);
   AllGatherConfig& comm = a.config.fc1.op.comm;
-  if (comm.resource == CommResource::kSm && comm.num_blocks == 0) comm.num_blocks = 16;
-  check_writable(a.out.trace);
-  check_writable(a.out.svg);
-  const sim::CostModel cost = a.cost.model();
+  resolve_plan_blocks(comm, kPlanSmBlocks);
   const sim::MlpPrediction r = sim::predict_mlp(a.problem, a.config, cost);
   const auto& p = a.problem;
   std::cout << "tilelink plan mlp: predicted, not measured (cost model: " << cost.flops / 1e12 << " TFLOP/s, "
@@ -115,25 +109,13 @@ int plan(PlanArgs a) {
   return 0;
 }
 
-void add_plan(Tool& tool) {
-  auto a = std::make_shared<PlanArgs>();
-  Command& c =
-      tool.add("plan", "mlp", "the tensor-parallel MLP: AG+GEMM (fc1) -> activation -> GEMM+RS (fc2)");
-  add_plan_world(c.app, a->problem.world, a->problem.nodes);
-  add_shape(c.app, a->problem.m, a->model, a->problem.hidden, a->problem.intermediate, a->problem.activation);
-  AllGatherConfig& comm = a->config.fc1.op.comm;
-  c.app->add_option("--comm-rows", comm.comm_rows, "fc1: rows per communication tile")->capture_default_str();
-  add_enum_option(c.app, "--resource", comm.resource, {CommResource::kCopyEngine, CommResource::kSm},
-                  "fc1's all-gather: ce (copy engine) or sm");
-  c.app->add_option("--blocks", comm.num_blocks, "fc1: CTAs that copy with --resource sm (default 16)");
-  c.app->add_option("--reduce-blocks", a->config.fc2.op.reduce_blocks, "fc2: reduction CTAs")->capture_default_str();
-  add_enum_option(c.app, "--scatter", a->config.fc2.op.scatter,
+void add_plan_options(CLI::App* app, PlanMlp& a) {
+  add_shape(app, a.problem.m, a.model, a.problem.hidden, a.problem.intermediate, a.problem.activation);
+  add_plan_all_gather(app, a.config.fc1.op.comm, kPlanSmBlocks, "fc1: ");
+  app->add_option("--reduce-blocks", a.config.fc2.op.reduce_blocks, "fc2: reduction CTAs")->capture_default_str();
+  add_enum_option(app, "--scatter", a.config.fc2.op.scatter,
                   {GemmRsScatter::kPull, GemmRsScatter::kEpiloguePush, GemmRsScatter::kCopyEngine},
                   "fc2: pull, push or ce");
-  a->cost.add_to(c.app);
-  a->out.add_to(c.app);
-  c.needs_gpu = [] { return false; };
-  c.run = [a](const std::string&) { return plan(*a); };
 }
 
 }  // namespace
@@ -148,7 +130,8 @@ void register_mlp(Tool& tool) {
   add_trace_command(tool, RunArgs{}, "mlp",
                     "the MLP: fc1 (AG+GEMM) and fc2 (GEMM+RS) recorded as two parts of one timeline",
                     "records per rank and part", trace_mlp, describe_problem);
-  add_plan(tool);
+  add_plan_command<PlanMlp>(tool, "mlp", "the tensor-parallel MLP: AG+GEMM (fc1) -> activation -> GEMM+RS (fc2)",
+                            add_plan_options, plan);
 }
 
 }  // namespace tilelink::tool

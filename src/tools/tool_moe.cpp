@@ -46,8 +46,14 @@ void add_shape(CLI::App* app, const Shape& s, std::string& model) {
       ->capture_default_str()
       ->check(CLI::PositiveNumber)
       ->excludes(by_model);
-  app->add_option("--experts", s.experts, "experts")->capture_default_str()->check(CLI::Range(1, 1024))->excludes(by_model);
-  app->add_option("--topk", s.topk, "experts per token")->capture_default_str()->check(CLI::Range(1, 1024))->excludes(by_model);
+  app->add_option("--experts", s.experts, "experts")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1024))
+      ->excludes(by_model);
+  app->add_option("--topk", s.topk, "experts per token")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1024))
+      ->excludes(by_model);
   add_enum_option(app, "--routing", s.routing,
                   {SyntheticRouting::kUniform, SyntheticRouting::kSkewed, SyntheticRouting::kFewExperts},
                   "synthetic routing: uniform, skewed (expert 0 hot) or few_experts");
@@ -60,14 +66,11 @@ void add_activation(CLI::App* app, MlpActivation& activation) {
 
 // bench moe_ag, bench moe, trace moe and tune moe: the problem, the knobs of both parts (not tune),
 // timing and seed.
-struct RunArgs {
-  tb::MoeBenchOptions o;
+struct RunArgs : RunArgsBase<tb::MoeBenchOptions> {
   std::string model;
   bool layer = true;  // the layer's activation (and with knobs part 2's knobs) too; false: part 1 only
-  bool with_knobs = true;
-  CLI::Option_group* knobs = nullptr;
 
-  explicit RunArgs(bool layer_ = true) : layer(layer_) { o.timing = {3, 10}; }
+  explicit RunArgs(bool layer_ = true) : layer(layer_) {}
   Shape shape() { return {o.m, o.hidden, o.intermediate, o.experts, o.topk, o.routing}; }
   void add_to(Command& c, Timed timed) {
     add_world(c.app, o.world);
@@ -135,45 +138,40 @@ int dry_run(const tb::MoeBenchOptions& o, const TuneSearch& search) {
 
 // ---- plan moe_ag and plan moe -------------------------------------------------------------------
 
-struct PlanArgs {
-  sim::MoeProblem problem;
-  sim::MoeAgPlanConfig config;
+constexpr uint32_t kPlanSmBlocks = 2;  // part 1's SM all-gather in the plan, unless --blocks says
+
+struct PlanMoe : PlanArgs<sim::MoeProblem, sim::MoeAgPlanConfig> {
   sim::MoeRsPlanConfig part2;                         // plan moe
   MlpActivation activation = MlpActivation::kSwiGlu;  // plan moe
   std::string model;
   double mapping_us = 0;
-  CostOptions cost;
-  PlanOutputs out;
 
-  void add_to(CLI::App* app) {
-    add_plan_world(app, problem.world, problem.nodes);
+  // Part 1's options (plan moe_ag and plan moe); `layer`: the activation and part 2's too.
+  void add_to(CLI::App* app, bool layer) {
     add_shape(app, {problem.m, problem.hidden, problem.intermediate, problem.experts, problem.topk, problem.routing},
               model);
     app->add_option("--seed", problem.seed, "seed of the synthetic routing")->capture_default_str();
     app->add_option("--bm", config.bm, "tile rows (experts are padded to them)")->capture_default_str();
     app->add_option("--bn", config.bn, "tile columns")->capture_default_str();
-    AllGatherConfig& comm = config.op.comm;
-    app->add_option("--comm-rows", comm.comm_rows, "rows per communication tile")->capture_default_str();
-    add_enum_option(app, "--resource", comm.resource, {CommResource::kCopyEngine, CommResource::kSm},
-                    "ce (copy engine) or sm");
-    app->add_option("--blocks", comm.num_blocks, "CTAs that copy with --resource sm (default 2)");
+    add_plan_all_gather(app, config.op.comm, kPlanSmBlocks);
     app->add_option("--gather-blocks", config.op.gather_blocks,
                     "CTAs of the gather stage (0 = the op's automatic count)")
         ->capture_default_str();
     app->add_option("--mapping-us", mapping_us,
                     "µs of the device mapping before gather and GEMM start (bench moe_ag measures it)")
         ->capture_default_str();
-    cost.add_to(app);
-    out.add_to(app);
+    if (!layer) return;
+    add_activation(app, activation);
+    app->add_option("--combine-blocks", part2.op.combine_blocks,
+                    "part 2: CTAs of the combine and reduction (0 = the op's automatic count)")
+        ->capture_default_str();
+    app->add_option("--combine-rows", part2.op.comm_rows, "part 2: tokens per combine block")->capture_default_str();
   }
-  // The model's shape and the SM all-gather's default CTAs; the output files checked before any work.
+  // The model's shape, the SM all-gather's default CTAs, the mapping's time.
   void resolve() {
     apply_moe_model(model, problem.hidden, problem.intermediate, problem.experts, problem.topk);
-    AllGatherConfig& comm = config.op.comm;
-    if (comm.resource == CommResource::kSm && comm.num_blocks == 0) comm.num_blocks = 2;
+    resolve_plan_blocks(config.op.comm, kPlanSmBlocks);
     config.mapping_time = mapping_us * 1e-6;
-    check_writable(out.trace);
-    check_writable(out.svg);
   }
   // "tilelink plan <op>: predicted, not measured (cost model: ...)\nworld=...  nodes=...  tokens=...
   // hidden=...  intermediate=..." with `intermediate_suffix` after the intermediate size.
@@ -189,9 +187,8 @@ struct PlanArgs {
   }
 };
 
-int plan_moe_ag(PlanArgs a) {
+int plan_moe_ag(PlanMoe a, const sim::CostModel& cost) {
   a.resolve();
-  const sim::CostModel cost = a.cost.model();
   const sim::MoePrediction r = sim::predict_moe_ag(a.problem, a.config, cost);
   std::cout << a.header("moe_ag", cost, "") << "  bm=" << a.config.bm << "  bn=" << a.config.bn
             << "  gather CTAs=" << r.gather_ctas << "  GEMM CTAs=" << r.gemm_ctas << "  tiles=" << r.tiles
@@ -201,37 +198,15 @@ int plan_moe_ag(PlanArgs a) {
   return 0;
 }
 
-int plan_moe(PlanArgs a) {
+int plan_moe(PlanMoe a, const sim::CostModel& cost) {
   a.resolve();
   a.part2.bm = a.config.bm;
   a.part2.bn = a.config.bn;
-  const sim::CostModel cost = a.cost.model();
   const sim::MoePrediction r = sim::predict_moe_layer(a.problem, a.activation, a.config, a.part2, cost);
   std::cout << a.header("moe", cost, std::string(" (") + to_string(a.activation) + ")") << "  tiles=" << r.tiles
             << "  gather CTAs=" << r.gather_ctas << "  combine CTAs=" << r.combine_ctas << "\n\n";
   print_plan("plan_moe", "MoE layer, predicted per rank", r, a.out, "tilelink plan moe, rank 0 (predicted)");
   return 0;
-}
-
-void add_plans(Tool& tool) {
-  auto part1 = std::make_shared<PlanArgs>();
-  Command& c1 = tool.add("plan", "moe_ag", "MoE part 1: all-gather + gather + grouped GEMM, for a synthetic routing");
-  part1->add_to(c1.app);
-  c1.needs_gpu = [] { return false; };
-  c1.run = [part1](const std::string&) { return plan_moe_ag(*part1); };
-
-  auto layer = std::make_shared<PlanArgs>();
-  Command& c2 = tool.add("plan", "moe",
-                         "the MoE layer: part 1 -> activation -> grouped GEMM + top-k combine + reduce-scatter");
-  layer->add_to(c2.app);
-  add_activation(c2.app, layer->activation);
-  c2.app->add_option("--combine-blocks", layer->part2.op.combine_blocks,
-                     "part 2: CTAs of the combine and reduction (0 = the op's automatic count)")
-      ->capture_default_str();
-  c2.app->add_option("--combine-rows", layer->part2.op.comm_rows, "part 2: tokens per combine block")
-      ->capture_default_str();
-  c2.needs_gpu = [] { return false; };
-  c2.run = [layer](const std::string&) { return plan_moe(*layer); };
 }
 
 }  // namespace
@@ -253,7 +228,12 @@ void register_moe(Tool& tool) {
                     "the MoE layer: part 1 (all-gather, gather, grouped GEMM) and part 2 (grouped GEMM, top-k combine "
                     "+ reduce-scatter) as two parts of one timeline",
                     "records per rank and part", trace_moe, describe_problem);
-  add_plans(tool);
+  add_plan_command<PlanMoe>(
+      tool, "moe_ag", "MoE part 1: all-gather + gather + grouped GEMM, for a synthetic routing",
+      [](CLI::App* app, PlanMoe& a) { a.add_to(app, false); }, plan_moe_ag);
+  add_plan_command<PlanMoe>(
+      tool, "moe", "the MoE layer: part 1 -> activation -> grouped GEMM + top-k combine + reduce-scatter",
+      [](CLI::App* app, PlanMoe& a) { a.add_to(app, true); }, plan_moe);
 }
 
 }  // namespace tilelink::tool

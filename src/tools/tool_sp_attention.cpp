@@ -44,12 +44,7 @@ void add_shape(CLI::App* app, const Shape& s, const CLI::Validator& head_dims, c
 }
 
 // bench, trace and tune sp_attention: the problem, the knobs (not tune), timing and seed.
-struct RunArgs {
-  tb::SpAttentionBenchOptions o;
-  bool with_knobs = true;
-  CLI::Option_group* knobs = nullptr;
-
-  RunArgs() { o.timing = {3, 10}; }
+struct RunArgs : RunArgsBase<tb::SpAttentionBenchOptions> {
   void add_to(Command& c, Timed timed) {
     add_world(c.app, o.world);
     add_shape(c.app, {o.seq, o.q_heads, o.kv_heads, o.head_dim, o.causal, o.config.layout}, CLI::IsMember({64, 128}),
@@ -104,61 +99,43 @@ int dry_run(const tb::SpAttentionBenchOptions& o, const TuneSearch& search) {
 
 // ---- plan ----------------------------------------------------------------------------------------
 
-struct PlanArgs {
-  sim::SpAttentionProblem problem;
-  sim::SpAttentionPlanConfig config;
+struct PlanSpAttention : PlanArgs<sim::SpAttentionProblem, sim::SpAttentionPlanConfig> {
   double attention_tflops = 0;
-  CostOptions cost;
-  PlanOutputs out;
 };
 
-int plan(PlanArgs a) {
+constexpr uint32_t kPlanSmBlocks = 8;  // the plan's SM all-gather, unless --blocks says
+
+int plan(PlanSpAttention a, const sim::CostModel& cost) {
   AllGatherConfig& comm = a.config.op.comm;
-  if (comm.resource == CommResource::kSm && comm.num_blocks == 0) comm.num_blocks = 8;
+  resolve_plan_blocks(comm, kPlanSmBlocks);
   if (a.attention_tflops > 0) a.config.attention_flops = a.attention_tflops * 1e12;
-  check_writable(a.out.trace);
-  check_writable(a.out.svg);
-  const sim::CostModel cost = a.cost.model();
   const sim::SpAttentionPrediction r = sim::predict_sp_attention(a.problem, a.config, cost);
   const auto& p = a.problem;
   std::cout << "tilelink plan sp_attention: predicted, not measured (attention at " << a.config.attention_flops / 1e12
             << " TFLOP/s per GPU, a planning figure)\n"
             << "world=" << p.world << "  nodes=" << p.nodes << "  seq=" << p.seq << "  heads=" << p.q_heads << "/"
             << p.kv_heads << "  head_dim=" << p.head_dim << "  " << mask_of(p.causal)
-            << "  layout=" << to_string(a.config.op.layout) << "  bq=" << a.config.bq << "  K/V chunk=" << comm.comm_rows
-            << " tokens  items=" << r.items << "  CTAs=" << r.ctas << "  resource=" << to_string(comm.resource)
+            << "  layout=" << to_string(a.config.op.layout) << "  bq=" << a.config.bq
+            << "  K/V chunk=" << comm.comm_rows << " tokens  items=" << r.items << "  CTAs=" << r.ctas << "  resource=" << to_string(comm.resource)
             << "\n\n";
   print_plan("plan_sp_attention", "sequence-parallel attention, predicted per rank", r, a.out,
              "tilelink plan sp_attention, rank 0 (predicted)");
   return 0;
 }
 
-void add_plan(Tool& tool) {
-  auto a = std::make_shared<PlanArgs>();
-  Command& c = tool.add("plan", "sp_attention",
-                        "sequence-parallel attention: K/V all-gather under the flash-attention work items");
-  add_plan_world(c.app, a->problem.world, a->problem.nodes);
-  sim::SpAttentionProblem& p = a->problem;
-  add_shape(c.app, {p.seq, p.q_heads, p.kv_heads, p.head_dim, p.causal, a->config.op.layout}, CLI::PositiveNumber,
+void add_plan_options(CLI::App* app, PlanSpAttention& a) {
+  sim::SpAttentionProblem& p = a.problem;
+  add_shape(app, {p.seq, p.q_heads, p.kv_heads, p.head_dim, p.causal, a.config.op.layout}, CLI::PositiveNumber,
             "head dimension");
-  c.app->add_option("--bq", a->config.bq, "query rows per work item")->capture_default_str();
-  AllGatherConfig& comm = a->config.op.comm;
-  c.app->add_option("--comm-rows", comm.comm_rows, "tokens per K/V chunk")->capture_default_str();
-  add_enum_option(c.app, "--resource", comm.resource, {CommResource::kCopyEngine, CommResource::kSm},
-                  "K/V all-gather on ce (copy engine) or sm");
-  c.app->add_option("--blocks", comm.num_blocks, "CTAs that copy with --resource sm (default 8)");
-  c.app->add_option("--comm-slowdown", a->config.comm_slowdown,
-                    "the all-gather's slowdown under the attention (virtual ranks: measured 2.4 at world 8 by trace "
-                    "sp_attention)")
+  app->add_option("--bq", a.config.bq, "query rows per work item")->capture_default_str();
+  add_plan_all_gather(app, a.config.op.comm, kPlanSmBlocks, "K/V all-gather: ");
+  app->add_option("--comm-slowdown", a.config.comm_slowdown,
+                  "the all-gather's slowdown under the attention (virtual ranks: measured 2.4 at world 8 by trace "
+                  "sp_attention)")
       ->capture_default_str();
-  c.app->add_flag("--local-first", a->config.op.local_first,
-                  "every CTA folds its items' own shard before any remote chunk (SpAttentionConfig::local_first)");
-  c.app->add_option("--attention-tflops", a->attention_tflops,
-                    "flash-attention forward TFLOP/s of one GPU (default 550)");
-  a->cost.add_to(c.app);
-  a->out.add_to(c.app);
-  c.needs_gpu = [] { return false; };
-  c.run = [a](const std::string&) { return plan(*a); };
+  app->add_flag("--local-first", a.config.op.local_first,
+                "every CTA folds its items' own shard before any remote chunk (SpAttentionConfig::local_first)");
+  app->add_option("--attention-tflops", a.attention_tflops, "flash-attention forward TFLOP/s of one GPU (default 550)");
 }
 
 }  // namespace
@@ -179,7 +156,9 @@ void register_sp_attention(Tool& tool) {
                     "SP attention: per work item each K/V chunk's wait and loads, and the store of O; the SM "
                     "all-gather's waits, copies and notifies",
                     "records per rank", trace_sp_attention, describe_problem);
-  add_plan(tool);
+  add_plan_command<PlanSpAttention>(
+      tool, "sp_attention", "sequence-parallel attention: K/V all-gather under the flash-attention work items",
+      add_plan_options, plan);
 }
 
 }  // namespace tilelink::tool

@@ -1,7 +1,8 @@
 // `tilelink tune ag_gemm|gemm_rs|mlp|moe|sp_attention`: the staged searches of tune/*_tune.hpp,
-// timed on the GPUs present (virtual ranks on one GPU, or one rank per GPU with TILELINK_RANKS=gpus). Each candidate is the whole op over all ranks, timed as bench times
-// the fused op (slowest rank per call, median). The winner and the automatic configuration are
-// then re-timed interleaved, the winner's output is checked (AG+GEMM: against cuBLAS; GEMM+RS:
+// timed on the GPUs present (virtual ranks on one GPU, or one rank per GPU with
+// TILELINK_RANKS=gpus). Each candidate is the whole op over all ranks, timed as bench times the
+// fused op (slowest rank per call, median). The winner and the automatic configuration are then
+// re-timed interleaved, the winner's output is checked (AG+GEMM: against cuBLAS; the others:
 // against the automatic configuration's), and the winner goes into the tune cache.
 #include "tools/tune_runner.hpp"
 
@@ -33,16 +34,19 @@ namespace tilelink::tool {
 using namespace tilelink::bench;
 namespace {
 
-// One whole op over all ranks with `args`, timed as bench times the fused op (median per call);
-// infinity, with `why`, when the op refuses them.
-template <class Op, class Args>
-double time_whole_op(const World& world, SymmetricHeap& heap, SignalSet& signals, const Args& args,
-                     const TimingOptions& timing, std::string* why) {
-  *why = Op::can_implement(world, heap, args);
-  if (!why->empty()) return std::numeric_limits<double>::infinity();
-  Op op(world, heap, signals, args, "tune.candidate");
-  bool gated = true;
-  return repeat_interleaved(world, timing.warmup, timing.iters, {[&] { op.run(); }}, &gated)[0].median;
+// The timer of a search on `setup`'s world (staged_search's time_config): one whole op over all
+// ranks with `args_of(config)`, timed as bench times the fused op (median per call); infinity,
+// with `why`, when the op refuses them.
+template <class Op, class Setup, class ArgsOf>
+auto whole_op_timer(Setup& setup, ArgsOf args_of, const TimingOptions& timing) {
+  return [&setup, args_of, &timing](const auto& config, std::string* why) {
+    const auto args = args_of(config);
+    *why = Op::can_implement(setup.world, setup.heap, args);
+    if (!why->empty()) return std::numeric_limits<double>::infinity();
+    Op op(setup.world, setup.heap, setup.signals, args, "tune.candidate");
+    bool gated = true;
+    return repeat_interleaved(setup.world, timing.warmup, timing.iters, {[&] { op.run(); }}, &gated)[0].median;
+  };
 }
 
 // One stage of a search: `candidates(best so far)` gives the configurations to time; `expected`
@@ -104,11 +108,16 @@ Config two_stage_search(const std::vector<Config>& compute, size_t top, int worl
       time_config, progress, steps);
 }
 
+// The check of the searches that compare the winner's output with the automatic configuration's.
+constexpr const char* kSameAsAutomatic =
+    "the tuned configuration's output of every rank equals the automatic one's within bf16 tolerance";
+
 // The result table of a search: the automatic configuration against the tuned one, re-timed
-// interleaved (t[0], t[1]).
-Table tune_table(const std::string& op, const std::string& title, const std::string& automatic,
-                 const std::string& tuned, const std::vector<Stats>& t, size_t searched, const std::string& stages,
-                 const TimingOptions& timing, bool gated) {
+// interleaved (t[0], t[1]), and the check the tuned one passed.
+template <class Config>
+Table tune_table(const std::string& op, const std::string& title, const Config& automatic, const Config& tuned,
+                 const std::vector<Stats>& t, size_t searched, const std::string& stages, const TimingOptions& timing,
+                 bool gated, const std::string& check) {
   Table table;
   table.name = "tune_" + op;
   table.title = title;
@@ -117,12 +126,13 @@ Table tune_table(const std::string& op, const std::string& title, const std::str
                    {"min_us", "min µs", 1},
                    {"max_us", "max µs", 1},
                    {"speedup", "speedup vs automatic", 3}};
-  table.add_row({"automatic: " + automatic, t[0].median, t[0].min, t[0].max, 1.0});
-  table.add_row({"tuned: " + tuned, t[1].median, t[1].min, t[1].max, t[0].median / t[1].median});
+  table.add_row({"automatic: " + describe(automatic), t[0].median, t[0].min, t[0].max, 1.0});
+  table.add_row({"tuned: " + describe(tuned), t[1].median, t[1].min, t[1].max, t[0].median / t[1].median});
   table.notes.push_back("searched " + std::to_string(searched) + " configurations (" + stages + "), " +
                         std::to_string(timing.iters) + " timed calls each; final rows: " +
                         std::to_string(2 * timing.iters) + " interleaved calls");
   if (!gated) table.notes.push_back("timing included host enqueue time (a step blocked the host; see bench notes)");
+  table.notes.push_back("check: " + check);
   return table;
 }
 
@@ -199,16 +209,14 @@ Table tune_ag_gemm(const TuneOptions<AgGemmBenchOptions>& options, std::ostream&
   World& world = setup.world;
   world.synchronize();
 
-  auto time_config = [&](const AgGemmConfig& config, std::string* why) {
-    return time_whole_op<AgGemm>(world, setup.heap, setup.signals, setup.args(config), o.timing, why);
-  };
   const std::vector<AgGemmConfig> compute = ag_gemm_compute_candidates(AgGemm::kernel_names());
   const AgGemmTuneShape shape{o.world, world.sm_budget(0), setup.m_per_rank, setup.n_local, setup.k};
   size_t step = 0;
   const AgGemmConfig best = two_stage_search(
       compute, options.top, o.world,
       [&](const AgGemmConfig& base) { return ag_gemm_comm_candidates(base, shape, options.top); },
-      time_config, progress, &step);
+      whole_op_timer<AgGemm>(setup, [&](const AgGemmConfig& c) { return setup.args(c); }, o.timing), progress,
+      &step);
 
   // The winner against the automatic configuration, interleaved; then its result against cuBLAS.
   AgGemmConfig automatic;
@@ -230,17 +238,20 @@ Table tune_ag_gemm(const TuneOptions<AgGemmBenchOptions>& options, std::ostream&
                 setup.k);
     far += count_far(setup.c[r].get(), ref.back().get(), setup.c_elems, world.compute_stream(r));
   }
-  if (far != 0) throw Error("tune ag_gemm: the best configuration's C differs from cuBLAS in " + std::to_string(far) + " elements");
+  if (far != 0) {
+    throw Error("tune ag_gemm: the best configuration's C differs from cuBLAS in " + std::to_string(far) +
+                " elements");
+  }
 
   Table table = tune_table("ag_gemm",
                            "tune AG+GEMM, " + ranks_phrase(o.world) + ": m=" + std::to_string(o.m) +
                                " n=" + std::to_string(o.n) + " (" + std::to_string(setup.n_local) +
                                " per rank) k=" + std::to_string(o.k) + ", bf16",
-                           describe(automatic), describe(best), t, step,
+                           automatic, best, t, step,
                            std::to_string(compute.size()) +
                                " compute, then the communication variants the plan model ranked best",
-                           o.timing, gated);
-  table.notes.push_back("check: the tuned configuration's C of every rank equals cuBLAS within bf16 tolerance");
+                           o.timing, gated,
+                           "the tuned configuration's C of every rank equals cuBLAS within bf16 tolerance");
   store_tuned(options.cache, ag_gemm_tune_key(world, setup.args(best)), best, automatic, t, table);
   return table;
 }
@@ -255,16 +266,13 @@ Table tune_gemm_rs(const TuneOptions<GemmRsBenchOptions>& options, std::ostream&
     a.config = config;
     return a;
   };
-  auto time_config = [&](const GemmRsConfig& config, std::string* why) {
-    return time_whole_op<GemmRs>(world, setup.heap, setup.signals, args_of(config), o.timing, why);
-  };
   const std::vector<GemmRsConfig> compute = gemm_rs_compute_candidates();
   const GemmRsTuneShape shape{o.world, world.sm_budget(0), setup.m, setup.n, setup.k_local};
   size_t step = 0;
   const GemmRsConfig best = two_stage_search(
       compute, options.top, o.world,
       [&](const GemmRsConfig& base) { return gemm_rs_comm_candidates(base, shape, options.top); },
-      time_config, progress, &step);
+      whole_op_timer<GemmRs>(setup, args_of, o.timing), progress, &step);
 
   GemmRsConfig automatic;
   automatic.use_tune_cache = false;
@@ -277,12 +285,10 @@ Table tune_gemm_rs(const TuneOptions<GemmRsBenchOptions>& options, std::ostream&
                            "tune GEMM+RS, " + ranks_phrase(o.world) + ": m=" + std::to_string(o.m) +
                                " n=" + std::to_string(o.n) + " k=" + std::to_string(o.k) + " (" +
                                std::to_string(setup.k_local) + " per rank), bf16",
-                           describe(automatic), describe(best), t, step,
+                           automatic, best, t, step,
                            std::to_string(compute.size()) +
                                " compute, then the communication variants the plan model ranked best",
-                           o.timing, gated);
-  table.notes.push_back("check: the tuned configuration's output of every rank equals the automatic one's within "
-                        "bf16 tolerance");
+                           o.timing, gated, kSameAsAutomatic);
   store_tuned(options.cache, gemm_rs_tune_key(world, args_of(best)), best, automatic, t, table);
   return table;
 }
@@ -327,31 +333,13 @@ Table tune_mlp(const TuneOptions<MlpBenchOptions>& options, std::ostream& progre
 }
 
 MoeTuneShape moe_tune_shape(const MoeBenchOptions& o, int sm_budget) {
-  MoeTuneShape shape;
-  shape.world = o.world;
-  shape.sm_budget = sm_budget;
-  shape.m = o.m;
-  shape.hidden = o.hidden;
-  shape.intermediate = o.intermediate;
-  shape.experts = o.experts;
-  shape.topk = o.topk;
-  shape.activation = o.activation;
-  shape.ids = bench_routing(o);  // the routing MoeLayerSetup runs
-  shape.kernels = MoeAgGroupGemm::kernel_names();
-  return shape;
+  return {o.world, sm_budget, o.m, o.hidden, o.intermediate, o.experts, o.topk, o.activation,
+          bench_routing(o),  // the routing MoeLayerSetup runs
+          MoeAgGroupGemm::kernel_names()};
 }
 
 SpAttentionTuneShape sp_attention_tune_shape(const SpAttentionBenchOptions& o, int sm_budget) {
-  SpAttentionTuneShape shape;
-  shape.world = o.world;
-  shape.sm_budget = sm_budget;
-  shape.seq = o.seq;
-  shape.q_heads = o.q_heads;
-  shape.kv_heads = o.kv_heads;
-  shape.head_dim = o.head_dim;
-  shape.causal = o.causal;
-  shape.layout = o.config.layout;
-  return shape;
+  return {o.world, sm_budget, o.seq, o.q_heads, o.kv_heads, o.head_dim, o.causal, o.config.layout};
 }
 
 Table tune_moe(const TuneOptions<MoeBenchOptions>& o, std::ostream& progress) {
@@ -365,9 +353,6 @@ Table tune_moe(const TuneOptions<MoeBenchOptions>& o, std::ostream& progress) {
     a.config = config;
     return a;
   };
-  auto time_config = [&](const MoeLayerConfig& config, std::string* why) {
-    return time_whole_op<MoeLayer>(world, setup.heap, setup.signals, args_of(config), o.op.timing, why);
-  };
   const MoeTuneShape shape = moe_tune_shape(o.op, world.sm_budget(0));
   const std::vector<MoeLayerConfig> kernels = moe_kernel_candidates(shape.kernels);
   size_t step = 0;
@@ -377,7 +362,7 @@ Table tune_moe(const TuneOptions<MoeBenchOptions>& o, std::ostream& progress) {
         moe_order_candidates(MoeLayerConfig{}).size()},
        {"communication",
         [&](const MoeLayerConfig& base) { return configs_of(moe_comm_candidates(base, shape, o.top)); }, o.top + 1}},
-      time_config, progress, &step);
+      whole_op_timer<MoeLayer>(setup, args_of, o.op.timing), progress, &step);
 
   const MoeLayerConfig automatic = args_of(MoeLayerConfig{}).config;
   bool gated = true;
@@ -390,12 +375,10 @@ Table tune_moe(const TuneOptions<MoeBenchOptions>& o, std::ostream& progress) {
           std::to_string(o.op.m) + " tokens, hidden=" + std::to_string(o.op.hidden) + " intermediate=" +
           std::to_string(o.op.intermediate) + ", " + std::to_string(o.op.experts) + " experts, top-" +
           std::to_string(o.op.topk) + ", " + to_string(o.op.routing) + " routing, bf16",
-      describe(automatic), describe(best), t, step,
+      automatic, best, t, step,
       std::to_string(kernels.size()) + " kernel pairs, then part 1 / part 2 orders, then the communication variants "
                                        "the plan model ranked best",
-      o.op.timing, gated);
-  table.notes.push_back("check: the tuned configuration's output of every rank equals the automatic one's within "
-                        "bf16 tolerance");
+      o.op.timing, gated, kSameAsAutomatic);
   table.notes.push_back("tuned on this routing; the cache entry applies to any routing of the same shape");
   store_tuned(o.cache, moe_tune_key(world, args_of(best)), args_of(best).config, automatic, t, table);
   return table;
@@ -413,16 +396,13 @@ Table tune_sp_attention(const TuneOptions<SpAttentionBenchOptions>& o, std::ostr
     a.config = config;
     return a;
   };
-  auto time_config = [&](const SpAttentionConfig& config, std::string* why) {
-    return time_whole_op<SpAttention>(world, setup.heap, setup.signals, args_of(config), o.op.timing, why);
-  };
   const SpAttentionTuneShape shape = sp_attention_tune_shape(o.op, world.sm_budget(0));
   const std::vector<SpAttentionConfig> compute = sp_attention_compute_candidates(o.op.kv_heads, layout);
   size_t step = 0;
   const SpAttentionConfig best = two_stage_search(
       compute, o.top, o.op.world,
-      [&](const SpAttentionConfig& base) { return sp_attention_comm_candidates(base, shape, o.top); }, time_config,
-      progress, &step);
+      [&](const SpAttentionConfig& base) { return sp_attention_comm_candidates(base, shape, o.top); },
+      whole_op_timer<SpAttention>(setup, args_of, o.op.timing), progress, &step);
 
   const SpAttentionConfig automatic = args_of(SpAttentionConfig{}).config;
   bool gated = true;
@@ -435,12 +415,11 @@ Table tune_sp_attention(const TuneOptions<SpAttentionBenchOptions>& o, std::ostr
           std::to_string(o.op.q_heads) + " kv_heads=" + std::to_string(o.op.kv_heads) + " head_dim=" +
           std::to_string(o.op.head_dim) + ", " + (o.op.causal ? "causal" : "non-causal") + ", " + to_string(layout) +
           ", bf16",
-      describe(automatic), describe(best), t, step,
+      automatic, best, t, step,
       std::to_string(compute.size()) + " L2 sections, then the all-gather x local-pass-first variants the plan "
                                        "model ranked best",
-      o.op.timing, gated);
-  table.notes.push_back("check: the tuned configuration's O of every rank equals the automatic one's within bf16 "
-                        "tolerance");
+      o.op.timing, gated,
+      "the tuned configuration's O of every rank equals the automatic one's within bf16 tolerance");
   store_tuned(o.cache, sp_attention_tune_key(world, args_of(best)), args_of(best).config, automatic, t,
               table);
   return table;

@@ -150,7 +150,8 @@ TEST(TuneCache, ReadsTheFilesOfEarlierBuilds) {
   const std::optional<TuneCache::Entry> ag = cache.find(key(4096));
   ASSERT_TRUE(ag.has_value());
   EXPECT_EQ(ag->op, "ag_gemm");
-  EXPECT_EQ(describe(config_of<AgGemmConfig>(*ag)), "kernel 256x128x64_c1x2, swizzle 4, sm push ring bulk 6 CTAs, comm rows 512");
+  EXPECT_EQ(describe(config_of<AgGemmConfig>(*ag)),
+            "kernel 256x128x64_c1x2, swizzle 4, sm push ring bulk 6 CTAs, comm rows 512");
   const std::optional<TuneCache::Entry> rs = cache.find(rs_key);
   ASSERT_TRUE(rs.has_value());
   EXPECT_EQ(describe(config_of<GemmRsConfig>(*rs)), "scatter ce, signal per row, reduction CTAs 4, swizzle 2");
