@@ -51,22 +51,26 @@ struct TimingOptions {
   int iters = 20;
 };
 
-struct AllGatherBenchOptions {
-  int world = 2;
-  uint32_t rows_per_rank = 1024;
-  uint32_t row_bytes = 16384;
-  AllGatherConfig config;
+// What every benchmark's options hold besides its problem and configuration: the ranks (as
+// make_bench_world places them), the timing, and the seed of the random inputs.
+struct RunOptions {
+  int world = 8;
   TimingOptions timing;
   uint64_t seed = 1;
 };
 
-struct ReduceScatterBenchOptions {
-  int world = 2;
+struct AllGatherBenchOptions : RunOptions {
+  AllGatherBenchOptions() { world = 2; }
+  uint32_t rows_per_rank = 1024;
+  uint32_t row_bytes = 16384;
+  AllGatherConfig config;
+};
+
+struct ReduceScatterBenchOptions : RunOptions {
+  ReduceScatterBenchOptions() { world = 2; }
   uint32_t rows_per_rank = 1024;
   uint32_t cols = 8192;  // fp32 columns
   ReduceScatterConfig config;
-  TimingOptions timing;
-  uint64_t seed = 1;
 };
 
 // Times AllGather::run / ReduceScatter::run across all ranks (slowest rank per call) and the
@@ -76,42 +80,33 @@ Table bench_reduce_scatter(const ReduceScatterBenchOptions& options);
 
 // ---- overlapped ops (`tilelink bench ag_gemm`) ------------------------------------------------------
 
-struct AgGemmBenchOptions {
-  int world = 8;
+struct AgGemmBenchOptions : RunOptions {
   uint32_t m = 8192;   // rows of A and C (all ranks)
   uint32_t n = 28672;  // columns of C over all ranks: each rank computes n / world
   uint32_t k = 8192;
   AgGemmConfig config;
-  TimingOptions timing;
-  uint64_t seed = 1;
 };
 
 // AgGemm::run against cuBLAS, the all-gather alone, their ideal overlap, the non-overlapped and
 // decomposed baselines, and the fused kernel without waits. ag_gemm.cu.
 Table bench_ag_gemm(const AgGemmBenchOptions& options);
 
-struct GemmRsBenchOptions {
-  int world = 8;
+struct GemmRsBenchOptions : RunOptions {
   uint32_t m = 8192;   // rows of the output over all ranks: each rank gets m / world
   uint32_t n = 8192;
   uint32_t k = 28672;  // inner dimension over all ranks: each rank holds k / world
   GemmRsConfig config;
-  TimingOptions timing;
-  uint64_t seed = 1;
 };
 
 // GemmRs::run against cuBLAS, the copy-engine reduce-scatter alone, their ideal overlap, the
 // non-overlapped and decomposed baselines. gemm_rs.cu.
 Table bench_gemm_rs(const GemmRsBenchOptions& options);
 
-struct MlpBenchOptions {
-  int world = 8;
+struct MlpBenchOptions : RunOptions {
   uint32_t m = 8192;              // tokens over all ranks
   uint32_t hidden = 8192;         // LLaMA-3.1-70B
   uint32_t intermediate = 28672;  // over all ranks
   MlpConfig config;
-  TimingOptions timing;
-  uint64_t seed = 1;
 };
 
 // Mlp::run (AG+GEMM -> activation -> GEMM+RS) against the non-overlapped chain (copy-engine
@@ -119,8 +114,7 @@ struct MlpBenchOptions {
 // ideal max(T_fc1, T_ag) + T_act + max(T_fc2, T_rs). mlp.cu.
 Table bench_mlp(const MlpBenchOptions& options);
 
-struct MoeBenchOptions {
-  int world = 8;
+struct MoeBenchOptions : RunOptions {
   uint32_t m = 8192;              // tokens over all ranks
   uint32_t hidden = 4096;         // Mixtral-8x7B
   uint32_t intermediate = 14336;  // each expert's, over all ranks
@@ -131,8 +125,6 @@ struct MoeBenchOptions {
   MoeGemmRsConfig part2;         // bench moe: part 2
   MlpActivation activation = MlpActivation::kSwiGlu;  // bench moe
   bool use_tune_cache = true;  // bench moe: MoeLayerConfig::use_tune_cache
-  TimingOptions timing;
-  uint64_t seed = 1;
 };
 
 // MoeAgGroupGemm::run (all-gather + gather + grouped GEMM) against the non-overlapped chain
@@ -146,14 +138,11 @@ Table bench_moe_ag(const MoeBenchOptions& options);
 // T_rs). moe_layer.cu.
 Table bench_moe_layer(const MoeBenchOptions& options);
 
-struct SpAttentionBenchOptions {
-  int world = 8;
+struct SpAttentionBenchOptions : RunOptions {
   uint32_t seq = 32768;  // tokens over all ranks
   uint32_t q_heads = 32, kv_heads = 8, head_dim = 128;
   bool causal = true;
   SpAttentionConfig config;
-  TimingOptions timing;
-  uint64_t seed = 1;
   std::string dump;  // a directory: write inputs and fused outputs for bench/sdpa_check.py
 };
 // SpAttention::run against the kernel alone, the all-gather alone, their ideal overlap, the

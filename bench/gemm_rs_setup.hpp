@@ -63,9 +63,7 @@ struct GemmRsSetup {
       args.b.push_back(b[r].get());
       args.out.push_back(out[r].get());
     }
-    if (const std::string why = GemmRs::can_implement(world, heap, args); !why.empty()) {
-      throw InvalidArgument(std::string(where) + ": " + why);
-    }
+    check_implementable<GemmRs>(world, heap, args, where);
   }
 
  private:

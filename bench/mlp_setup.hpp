@@ -70,9 +70,7 @@ struct MlpSetup {
       args.w2.push_back(w2[r].get());
       args.out.push_back(out[r].get());
     }
-    if (const std::string why = Mlp::can_implement(world, heap, args); !why.empty()) {
-      throw InvalidArgument(std::string(where) + ": " + why);
-    }
+    check_implementable<Mlp>(world, heap, args, where);
   }
 
  private:

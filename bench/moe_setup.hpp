@@ -92,9 +92,7 @@ struct MoeLayerSetup {
       args.w2.push_back(w2[r].get());
       args.out.push_back(out[r].get());
     }
-    if (const std::string why = MoeLayer::can_implement(world, heap, args); !why.empty()) {
-      throw InvalidArgument(std::string(where) + ": " + why);
-    }
+    check_implementable<MoeLayer>(world, heap, args, where);
   }
 
  private:

@@ -58,9 +58,7 @@ struct SpAttentionSetup {
       args.o.push_back(out[r].get());
       args.lse.push_back(lse[r].get<float>());
     }
-    if (const std::string why = SpAttention::can_implement(world, heap, args); !why.empty()) {
-      throw InvalidArgument("sp_attention: " + why);
-    }
+    check_implementable<SpAttention>(world, heap, args, "sp_attention");
   }
 };
 
