@@ -13,6 +13,7 @@
 #include <limits>
 #include <ostream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "bench/ag_gemm_setup.hpp"
@@ -333,13 +334,16 @@ Table tune_mlp(const TuneOptions<MlpBenchOptions>& options, std::ostream& progre
 }
 
 MoeTuneShape moe_tune_shape(const MoeBenchOptions& o, int sm_budget) {
-  return {o.world, sm_budget, o.m, o.hidden, o.intermediate, o.experts, o.topk, o.activation,
-          bench_routing(o),  // the routing MoeLayerSetup runs
-          MoeAgGroupGemm::kernel_names()};
+  // The ids: the routing MoeLayerSetup runs.
+  sim::MoeProblem problem{.m = o.m, .hidden = o.hidden, .intermediate = o.intermediate, .experts = o.experts,
+                          .topk = o.topk, .ids = bench_routing(o), .world = o.world};
+  return {std::move(problem), sm_budget, o.activation, MoeAgGroupGemm::kernel_names()};
 }
 
 SpAttentionTuneShape sp_attention_tune_shape(const SpAttentionBenchOptions& o, int sm_budget) {
-  return {o.world, sm_budget, o.seq, o.q_heads, o.kv_heads, o.head_dim, o.causal, o.config.layout};
+  const sim::SpAttentionProblem problem{.seq = o.seq, .q_heads = o.q_heads, .kv_heads = o.kv_heads,
+                                        .head_dim = o.head_dim, .causal = o.causal, .world = o.world};
+  return {problem, sm_budget, o.config.layout};
 }
 
 Table tune_moe(const TuneOptions<MoeBenchOptions>& o, std::ostream& progress) {

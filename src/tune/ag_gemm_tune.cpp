@@ -37,13 +37,9 @@ std::vector<AgGemmConfig> ag_gemm_compute_candidates(const std::vector<std::stri
   automatic.use_tune_cache = false;
   out.push_back(automatic);
   for (size_t i = 0; i < kernels.size(); ++i) {
-    for (uint32_t swizzle : {0u, 1u, 2u, 4u, 8u}) {
-      if (i == 0 && swizzle == 0) continue;  // the automatic configuration, already first
-      AgGemmConfig c = automatic;
-      c.kernel = i == 0 ? "" : kernels[i];
-      c.swizzle = swizzle;
-      out.push_back(c);
-    }
+    AgGemmConfig c = automatic;
+    c.kernel = i == 0 ? "" : kernels[i];
+    detail::append_swizzles(out, c, i != 0);  // the first kernel's automatic swizzle: `automatic`, already first
   }
   return out;
 }

@@ -34,11 +34,7 @@ std::vector<GemmRsConfig> gemm_rs_compute_candidates() {
   GemmRsConfig automatic;
   automatic.use_tune_cache = false;
   std::vector<GemmRsConfig> out{automatic};
-  for (uint32_t swizzle : {1u, 2u, 4u, 8u}) {
-    GemmRsConfig c = automatic;
-    c.swizzle = swizzle;
-    out.push_back(c);
-  }
+  detail::append_swizzles(out, automatic, false);
   return out;
 }
 

@@ -400,7 +400,7 @@ TEST(MoeTuneSpace, KernelPairsThenOrdersThenRankedCommunication) {
     EXPECT_TRUE(seen.insert(describe(c)).second) << "duplicate " << describe(c);
     EXPECT_EQ(c.part2.weight_sweeps, base.part2.weight_sweeps) << "stage 3 keeps stage 2's winner";
     EXPECT_EQ(c.part1.swizzle, base.part1.swizzle);
-    EXPECT_LE((c.part2.comm_rows == 0 ? 64 : c.part2.comm_rows) * shape.topk, 4096u);
+    EXPECT_LE((c.part2.comm_rows == 0 ? 64 : c.part2.comm_rows) * shape.problem.topk, 4096u);
     EXPECT_LE(c.part1.gather_blocks, 4u) << "at most a quarter of the rank's SMs";
     EXPECT_LE(c.part2.combine_blocks, 4u);
     has_auto = has_auto || (c.part1.comm.resource == CommResource::kCopyEngine && c.part1.comm.comm_rows == 0 &&
@@ -408,7 +408,7 @@ TEST(MoeTuneSpace, KernelPairsThenOrdersThenRankedCommunication) {
   }
   EXPECT_TRUE(has_auto) << "the automatic communication is always timed";
 
-  shape.world = 1;  // no peers: the all-gather stays automatic
+  shape.problem.world = 1;  // no peers: the all-gather stays automatic
   shape.sm_budget = 132;
   for (const RankedMoeConfig& r : moe_comm_candidates(base, shape, 40)) {
     EXPECT_EQ(r.config.part1.comm.comm_rows, 0u) << describe(r.config);
@@ -430,16 +430,16 @@ TEST(SpAttentionTuneSpace, SectionsThenRankedAllGatherAndLocalPass) {
   EXPECT_EQ(sp_attention_compute_candidates(6, SeqLayout::kContiguous).size(), 5u);  // automatic, 1, 2, 3, 6
 
   SpAttentionTuneShape shape;
-  shape.world = 1;
+  shape.problem.world = 1;
   shape.sm_budget = 132;
   const auto one = sp_attention_comm_candidates(stage1[2], shape, 6);
   ASSERT_EQ(one.size(), 1u) << "world 1 has nothing to gather";
   EXPECT_EQ(one.front().config.section_kv_heads, stage1[2].section_kv_heads);
   EXPECT_FALSE(one.front().config.local_first);
 
-  shape.world = 8;
+  shape.problem.world = 8;
   shape.sm_budget = 16;
-  shape.seq = 8192;  // 1024 tokens a rank: no chunk may be longer
+  shape.problem.seq = 8192;  // 1024 tokens a rank: no chunk may be longer
   shape.layout = SeqLayout::kZigZag;
   const auto ranked = sp_attention_comm_candidates(stage1[2], shape, 40);
   ASSERT_GT(ranked.size(), 6u);

@@ -17,19 +17,18 @@
 
 #include "tilelink/ops/moe/moe_layer.hpp"
 #include "tilelink/ops/moe/synthetic_routing.hpp"
-#include "tilelink/sim/timeline.hpp"
+#include "tilelink/sim/moe_sim.hpp"
 #include "tilelink/tune/ranked.hpp"
 
 namespace tilelink {
 
+// The problem the searches model: the plan model's (tokens, hidden, each expert's intermediate
+// over all ranks, experts, top-k, the routing tuned on -- its ids, or empty for a synthetic one --
+// and the world) on ranks of `sm_budget` SMs.
 struct MoeTuneShape {
-  int world = 8;
+  sim::MoeProblem problem;
   int sm_budget = 16;  // SMs of one rank
-  uint32_t m = 8192;   // tokens over all ranks
-  uint32_t hidden = 4096, intermediate = 14336;  // intermediate: each expert's, over all ranks
-  uint32_t experts = 8, topk = 2;
   MlpActivation activation = MlpActivation::kSwiGlu;
-  std::vector<int32_t> ids;  // the routing tuned on (m x topk); empty: a uniform synthetic one
   std::vector<std::string> kernels;  // MoeAgGroupGemm::kernel_names(); the first is the default
 };
 

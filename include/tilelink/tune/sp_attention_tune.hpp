@@ -14,17 +14,16 @@
 #include <vector>
 
 #include "tilelink/ops/attention/sp_attention.hpp"
-#include "tilelink/sim/timeline.hpp"
+#include "tilelink/sim/sp_attention_sim.hpp"
 #include "tilelink/tune/ranked.hpp"
 
 namespace tilelink {
 
+// The problem the searches model: the plan model's (tokens over all ranks, heads, head dim, mask,
+// world) on ranks of `sm_budget` SMs, and the sequence's layout.
 struct SpAttentionTuneShape {
-  int world = 8;
-  int sm_budget = 16;     // SMs of one rank
-  uint32_t seq = 32768;   // tokens over all ranks
-  uint32_t q_heads = 32, kv_heads = 8, head_dim = 128;
-  bool causal = true;
+  sim::SpAttentionProblem problem;
+  int sm_budget = 16;  // SMs of one rank
   SeqLayout layout = SeqLayout::kContiguous;
 };
 
