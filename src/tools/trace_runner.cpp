@@ -60,10 +60,12 @@ bool record_traced_call(const World& world, SetTrace&& set_trace, Run&& run,
   return gated;
 }
 
-// The common case: an op with set_trace(const TraceBuffer*) and run(), one buffer.
+// The common case: an op with set_trace(const TraceBuffer*) and run(), one buffer of `capacity`
+// records per rank.
 template <class Op>
-bool record_traced_call(const World& world, Op& op, TraceBuffer& buffer, const TimingOptions& timing,
+bool record_traced_call(const World& world, Op& op, uint32_t capacity, const TimingOptions& timing,
                         TraceResult& result) {
+  TraceBuffer buffer(world, capacity);
   return record_traced_call(
       world, [&](bool on) { op.set_trace(on ? &buffer : nullptr); }, [&] { op.run(); }, {{"", &buffer}}, timing,
       result);
@@ -143,6 +145,12 @@ std::string from_cache(const std::string& tuned_from) {
   return tuned_from.empty() ? "" : " (from the tune cache " + tuned_from + ")";
 }
 
+// The end of a traced op's configuration in words: where it came from, and whether the timing
+// was gated.
+std::string provenance(const std::string& tuned_from, bool gated) {
+  return from_cache(tuned_from) + (gated ? "" : " (timing not gated)");
+}
+
 }  // namespace
 
 TraceResult trace_ag_gemm(const TraceOptions<AgGemmBenchOptions>& options) {
@@ -157,16 +165,13 @@ TraceResult trace_ag_gemm(const TraceOptions<AgGemmBenchOptions>& options) {
     throw InvalidArgument("trace ag_gemm: " + why);
   }
   AgGemm op(s.world, s.heap, s.signals, args, "trace.ag_gemm");
-  TraceBuffer buffer(s.world, options.capacity);
-
   TraceResult result;
-  const bool gated = record_traced_call(s.world, op, buffer, o.timing, result);
+  const bool gated = record_traced_call(s.world, op, options.capacity, o.timing, result);
 
   check_ag_gemm(result.records.begin(), result.records.end(), result);
   result.checked = kAgGemmChecked;
   result.config = "kernel " + op.kernel_name() + ", " + to_string(op.config().comm.resource) + " all-gather, " +
-                  std::to_string(op.gemm_ctas(0)) + " GEMM CTAs per rank" + from_cache(op.tuned_from()) +
-                  (gated ? "" : " (timing not gated)");
+                  std::to_string(op.gemm_ctas(0)) + " GEMM CTAs per rank" + provenance(op.tuned_from(), gated);
   return result;
 }
 
@@ -175,9 +180,8 @@ TraceResult trace_sp_attention(const TraceOptions<SpAttentionBenchOptions>& o) {
   TL_REQUIRE(o.op.seq % o.op.world == 0, "trace_sp_attention", "seq", o.op.seq, "a multiple of the world size");
   SpAttentionSetup s(o.op);
   SpAttention op(s.world, s.heap, s.signals, s.args, "trace.sp_attention");
-  TraceBuffer buffer(s.world, o.capacity);
   TraceResult result;
-  const bool gated = record_traced_call(s.world, op, buffer, o.op.timing, result);
+  const bool gated = record_traced_call(s.world, op, o.capacity, o.op.timing, result);
 
   // Every chunk an item reads: its loads begin after its wait ends. A producer (one thread per
   // CTA) records wait, loads, wait, loads ... in program order; pair them on the clock.
@@ -202,26 +206,22 @@ TraceResult trace_sp_attention(const TraceOptions<SpAttentionBenchOptions>& o) {
   result.config = std::string(to_string(op.config().comm.resource)) + " all-gather, K/V chunk " +
                   std::to_string(op.plan().ag.map.comm_rows) + " tokens, " + std::to_string(op.attention_ctas(0)) +
                   " attention CTAs per rank" + (op.config().local_first ? ", local pass first" : "") +
-                  from_cache(op.tuned_from()) +
-                  (gated ? "" : " (timing not gated)");
+                  provenance(op.tuned_from(), gated);
   return result;
 }
 
 TraceResult trace_gemm_rs(const TraceOptions<GemmRsBenchOptions>& o) {
   GemmRsSetup s(o.op.world, o.op.m, o.op.n, o.op.k, o.op.config, o.op.seed, "trace gemm_rs");
   GemmRs op(s.world, s.heap, s.signals, s.args, "trace.gemm_rs");
-  TraceBuffer buffer(s.world, o.capacity);
   TraceResult result;
-  const bool gated = record_traced_call(s.world, op, buffer, o.op.timing, result);
+  const bool gated = record_traced_call(s.world, op, o.capacity, o.op.timing, result);
 
   check_gemm_rs(result.records.begin(), result.records.end(), s.w, s.world.mode() == WorldMode::kVirtual, result);
   result.checked = gemm_rs_checked(s.world.mode() == WorldMode::kVirtual);
   result.config = std::string("scatter ") + to_string(op.config().scatter) + ", signal per " +
                   to_string(op.config().granularity) + ", " +
                   std::to_string(op.reduce_blocks()) + " reduction CTAs per rank, swizzle " +
-                  std::to_string(op.swizzle()) +
-                  from_cache(op.tuned_from()) +
-                  (gated ? "" : " (timing not gated)");
+                  std::to_string(op.swizzle()) + provenance(op.tuned_from(), gated);
   return result;
 }
 
@@ -259,8 +259,7 @@ TraceResult trace_moe(const TraceOptions<MoeBenchOptions>& o) {
   result.checked = "part 1 grouped GEMM tiles whose loads began after their wait (on the gather) ended";
   result.config = "kernel " + op.part1().kernel_name() + ", " + std::to_string(op.part1().gather_blocks()) +
                   " gather CTAs, " + std::to_string(op.part2().combine_blocks()) + " combine CTAs per rank" +
-                  from_cache(op.tuned_from()) +
-                  (gated ? "" : " (timing not gated)");
+                  provenance(op.tuned_from(), gated);
   return result;
 }
 
