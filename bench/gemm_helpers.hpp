@@ -14,7 +14,6 @@
 #include "bench/harness.hpp"
 #include "bench/report.hpp"
 #include "bench/world_choice.hpp"
-#include "tilelink/core/error.hpp"
 #include "tilelink/runtime/device_buffer.hpp"
 #include "tilelink/runtime/symmetric_heap.hpp"
 #include "tilelink/runtime/world.hpp"
@@ -58,15 +57,6 @@ void baseline_all_gather(const World& world, const SymmetricBuffer& src, const s
                          size_t shard_bytes);
 
 struct Events;
-
-// A benchmark setup's last step: InvalidArgument "<where>: <why>" when `Op` refuses the arguments
-// the setup built.
-template <class Op, class Args>
-void check_implementable(const World& world, const SymmetricHeap& heap, const Args& args, const std::string& where) {
-  if (const std::string why = Op::can_implement(world, heap, args); !why.empty()) {
-    throw InvalidArgument(where + ": " + why);
-  }
-}
 
 // The baselines' reduce-scatter: out[q] = the sum over s of block q (block_elems bf16 at q *
 // block_elems) of partials[s], joined back into q's compute stream.
