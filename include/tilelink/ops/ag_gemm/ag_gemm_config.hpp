@@ -6,6 +6,7 @@
 #include <string>
 
 #include "tilelink/comm/collectives.hpp"
+#include "tilelink/ops/common/all_gather_config.hpp"
 
 namespace tilelink {
 
@@ -15,8 +16,7 @@ struct AgGemmConfig {
   // (a multiple of 128) that make a tile of at least 8 MiB -- each copy-engine tile costs a copy
   // and a memop of host enqueue and ~5 µs of fixed time. With CommResource::kSm and
   // num_blocks = 0 the op takes max(1, sm_budget / 8) blocks per rank.
-  AllGatherConfig comm{CommResource::kCopyEngine, AgMethod::kPull, DataPath::kLdSt, CommOrder::kFullMesh,
-                       0, 0, 512};
+  AllGatherConfig comm = kAutomaticAllGather;
   // CTAs of the persistent GEMM per rank; 0 = automatic: the rank's SM budget, minus the SM
   // all-gather's blocks, minus 2 SMs of slack when world > 1 (measured on the H200: with every SM
   // of the budget taken, the all-gather's CTAs and copies wait for SMs behind the spinning GEMM

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "tilelink/comm/collectives.hpp"
+#include "tilelink/ops/common/all_gather_config.hpp"
 #include "tilelink/ops/attention/sp_attention_protocol.hpp"
 
 namespace tilelink {
@@ -14,7 +15,7 @@ struct SpAttentionConfig {
   // The K/V all-gather. comm_rows (tokens per chunk and signal) must be a multiple of 128, the
   // kernel's key tile; 0 = automatic: 128 on SMs, and on the copy engine the fewest multiple of
   // 128 that makes a chunk of at least 8 MiB of one rank's rows, capped at seq_per_rank.
-  AllGatherConfig comm{CommResource::kCopyEngine, AgMethod::kPull, DataPath::kLdSt, CommOrder::kFullMesh, 0, 0, 512};
+  AllGatherConfig comm = kAutomaticAllGather;
   SeqLayout layout = SeqLayout::kContiguous;
   // The local pass first (SpAttentionPlan::local_first): every CTA folds its items' own shard
   // before any remote chunk, so that the first wave does not wait for the all-gather; each item's

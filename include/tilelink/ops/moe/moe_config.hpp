@@ -6,6 +6,7 @@
 #include <string>
 
 #include "tilelink/comm/collectives.hpp"
+#include "tilelink/ops/common/all_gather_config.hpp"
 #include "tilelink/ops/mlp/mlp_config.hpp"
 
 namespace tilelink {
@@ -13,8 +14,7 @@ namespace tilelink {
 // MoE part 1 (MoeAgGroupGemm, moe_ag_gemm.hpp).
 struct MoeAgGroupGemmConfig {
   // The all-gather of the tokens (as AgGemmConfig::comm; comm_rows 0 = automatic).
-  AllGatherConfig comm{CommResource::kCopyEngine, AgMethod::kPull, DataPath::kLdSt, CommOrder::kFullMesh,
-                       0, 0, 512};
+  AllGatherConfig comm = kAutomaticAllGather;
   // CTAs of the gather stage per rank; 0 = automatic: about sm_budget * 300 / n (enough to keep
   // ahead of the GEMM), at most sm_budget / 4.
   uint32_t gather_blocks = 0;
