@@ -27,7 +27,7 @@ void validate(const AgGemmProblem& p, const AgGemmPlanConfig& config, const Cost
     TL_REQUIRE(c.num_blocks >= 1 && c.num_blocks < uint32_t(cost.sms), kWhere, "num_blocks", c.num_blocks,
                "1 to " + std::to_string(cost.sms - 1) + " CTAs with the SM resource");
   } else {
-    TL_REQUIRE(c.order == CommOrder::kFullMesh, kWhere, "order", to_string(c.order),
+    TL_REQUIRE(c.order == CommOrder::kFullMesh, kWhere, "order", std::string(to_string(c.order)),
                "'mesh' with the copy engine");
   }
 }

@@ -21,7 +21,7 @@ void validate(const GemmRsProblem& p, const GemmRsPlanConfig& c, const CostModel
              c.op.reduce_blocks,
              "1 to " + std::to_string(cost.sms - 1));
   TL_REQUIRE(c.op.scatter != GemmRsScatter::kCopyEngine || c.op.granularity != SignalGranularity::kTile, kWhere,
-             "granularity", "tile", "tile_row or rank with the copy-engine scatter (it moves whole groups of rows)");
+             "granularity", std::string("tile"), "tile_row or rank with the copy-engine scatter (it moves whole groups of rows)");
 }
 
 // The op's automatic band: up to 8 two-row cluster bands (16 tile rows), at least 4 per block.
