@@ -1,14 +1,13 @@
 // The commands every op's file instantiates (the CUTLASS profiler's OperationProfiler, as
-// templates): bench, trace and tune of an op's run options, and the two GEMM ops' commands over
-// (m, n, k) shapes. An op's file supplies its RunArgs (each command starts from a copy of
-// `prototype`, before any option is added):
+// templates): bench, trace and tune of an op's run options, the two GEMM ops' commands over
+// (m, n, k) shapes, and the plans. An op's file supplies its RunArgs, derived from
+// RunArgsBase<Options> (Options: the op's tb::<Op>BenchOptions), with
 //
-//   struct RunArgs {
-//     Options o;                               // the op's bench options (tb::<Op>BenchOptions)
-//     bool with_knobs = true;                  // false in tune: the search sets the configuration
-//     void add_to(Command&, Timed);            // --world, the problem, the knobs, timing, --seed
-//     Options resolved() const;                // the options as run (models applied, tune cache
-//   };                                         //   off when a knob was given)
+//   void add_to(Command&, Timed);  // --world, the problem, the knobs (unless !with_knobs), timing, --seed
+//   Options resolved() const;      // the options as run: models applied, the tune cache off when a
+//                                  // knob was given
+//
+// and each command starts from a copy of `prototype`, before any option is added.
 #pragma once
 
 #include <iostream>
