@@ -8,26 +8,27 @@
 
 #include "bench/gemm_helpers.hpp"
 #include "bench/random.hpp"
+#include "bench/setup.hpp"
 #include "bench/world_choice.hpp"
 #include "tilelink/core/error.hpp"
 #include "tilelink/ops/ag_gemm/ag_gemm.hpp"
 
 namespace tilelink::bench {
 
-struct AgGemmSetup {
+struct AgGemmSetup : BenchMemory {
   int w;
   uint32_t m, n_local, k, m_per_rank;
   size_t a_bytes, shard_bytes, c_elems;
-  World world;
-  SymmetricHeap heap;
-  SignalSet signals;
   SymmetricBuffer gathered;
   std::vector<DeviceBuffer> b, c;
 
   // n: columns over all ranks. `min_comm_rows`: the finest communication tile to make signal
   // channels for (1 when unknown).
   AgGemmSetup(int world_size, uint32_t m_, uint32_t n, uint32_t k_, uint64_t seed, uint32_t min_comm_rows)
-      : w(world_size),
+      : BenchMemory(world_size,
+                    size_t(m_) * k_ * 2 + size_t(channels(m_, world_size, min_comm_rows)) * 8 + (8u << 20),
+                    channels(m_, world_size, min_comm_rows)),
+        w(world_size),
         m(m_),
         n_local(n / static_cast<uint32_t>(world_size)),
         k(k_),
@@ -35,9 +36,6 @@ struct AgGemmSetup {
         a_bytes(size_t(m_) * k_ * 2),
         shard_bytes(size_t(m_per_rank) * k_ * 2),
         c_elems(size_t(m_) * n_local),
-        world(make_bench_world(world_size)),
-        heap(world, a_bytes + size_t(channels(min_comm_rows)) * 8 + (8u << 20)),
-        signals(heap, channels(min_comm_rows)),
         gathered(heap.allocate(a_bytes)) {
     for (int r = 0; r < w; ++r) {
       const int dev = world.device(r);
@@ -66,9 +64,11 @@ struct AgGemmSetup {
   }
 
  private:
-  uint32_t channels(uint32_t min_comm_rows) const {
+  // The all-gather's channels for tiles of `min_comm_rows` rows of m rows over the world, and spares.
+  static uint32_t channels(uint32_t m, int world_size, uint32_t min_comm_rows) {
     AllGatherPlan plan;
-    plan.map = RowShardMapping{m_per_rank, std::max(1u, min_comm_rows), static_cast<uint32_t>(w)};
+    plan.map = RowShardMapping{m / static_cast<uint32_t>(world_size), std::max(1u, min_comm_rows),
+                               static_cast<uint32_t>(world_size)};
     return plan.num_channels() + 64;
   }
 };

@@ -9,19 +9,17 @@
 
 #include "bench/gemm_helpers.hpp"
 #include "bench/random.hpp"
+#include "bench/setup.hpp"
 #include "bench/world_choice.hpp"
 #include "tilelink/core/error.hpp"
 #include "tilelink/ops/gemm_rs/gemm_rs.hpp"
 
 namespace tilelink::bench {
 
-struct GemmRsSetup {
+struct GemmRsSetup : BenchMemory {
   int w;
   uint32_t m, n, k_local, rows;
   size_t partial_bytes, block_elems, block_bytes;
-  World world;
-  SymmetricHeap heap;
-  SignalSet signals;
   SymmetricBuffer partial;
   SymmetricBuffer recv;        // the baselines' slots: w x rows x n
   SymmetricBuffer fused_recv;  // the op's (used by the copy-engine scatter)
@@ -31,17 +29,15 @@ struct GemmRsSetup {
   // m: output rows over all ranks; k: the inner dimension over all ranks (each rank holds k / w).
   GemmRsSetup(int world_size, uint32_t m_, uint32_t n_, uint32_t k, const GemmRsConfig& config, uint64_t seed,
               const char* where)
-      : w(world_size),
+      : BenchMemory(checked_world(world_size, k, where), 3 * size_t(m_) * n_ * 2 + (16u << 20), 1u << 16),
+        w(world_size),
         m(m_),
         n(n_),
-        k_local(checked_k_local(k, world_size, where)),
+        k_local(k / static_cast<uint32_t>(world_size)),
         rows(m_ / static_cast<uint32_t>(world_size)),
         partial_bytes(size_t(m_) * n_ * 2),
         block_elems(size_t(rows) * n_),
         block_bytes(block_elems * 2),
-        world(make_bench_world(world_size)),
-        heap(world, 3 * partial_bytes + (16u << 20)),
-        signals(heap, 1u << 16),
         partial(heap.allocate(partial_bytes)),
         recv(heap.allocate(partial_bytes)),
         fused_recv(heap.allocate(partial_bytes)) {
@@ -63,17 +59,16 @@ struct GemmRsSetup {
       args.b.push_back(b[r].get());
       args.out.push_back(out[r].get());
     }
-    if (const std::string why = GemmRs::can_implement(world, heap, args); !why.empty()) {
-      throw InvalidArgument(std::string(where) + ": " + why);
-    }
+    check_implementable<GemmRs>(world, heap, args, where);
   }
 
  private:
-  static uint32_t checked_k_local(uint32_t k, int world_size, const char* where) {
+  // `world_size` once it and k are checked, before any rank is made.
+  static int checked_world(int world_size, uint32_t k, const char* where) {
     TL_REQUIRE(world_size >= 1, where, "world", world_size, ">= 1");
     TL_REQUIRE(k % world_size == 0 && (k / world_size) % 8 == 0, where, "k", k,
                "a multiple of 8 * world (" + std::to_string(8 * world_size) + "): K is split over the ranks");
-    return k / static_cast<uint32_t>(world_size);
+    return world_size;
   }
 };
 

@@ -10,19 +10,17 @@
 
 #include "bench/gemm_helpers.hpp"
 #include "bench/random.hpp"
+#include "bench/setup.hpp"
 #include "bench/world_choice.hpp"
 #include "tilelink/core/error.hpp"
 #include "tilelink/ops/mlp/mlp.hpp"
 
 namespace tilelink::bench {
 
-struct MlpSetup {
+struct MlpSetup : BenchMemory {
   int w;
   uint32_t m, hidden, rows, i_local, fc1_cols;
   size_t x_bytes, shard_bytes, block_elems, block_bytes;
-  World world;
-  SymmetricHeap heap;
-  SignalSet signals;
   SymmetricBuffer x, partial;
   SymmetricBuffer slots;  // the baseline's reduce-scatter slots
   SymmetricBuffer recv;   // the op's (used by the copy-engine scatter)
@@ -32,7 +30,8 @@ struct MlpSetup {
   // m: tokens over all ranks; intermediate: over all ranks (each rank holds intermediate / w).
   MlpSetup(int world_size, uint32_t m_, uint32_t hidden_, uint32_t intermediate, const MlpConfig& config,
            uint64_t seed, const char* where)
-      : w(checked_world(world_size, where)),
+      : BenchMemory(checked_world(world_size, where), 4 * size_t(m_) * hidden_ * 2 + (16u << 20), 1u << 16),
+        w(world_size),
         m(m_),
         hidden(hidden_),
         rows(m_ / static_cast<uint32_t>(world_size)),
@@ -42,9 +41,6 @@ struct MlpSetup {
         shard_bytes(size_t(rows) * hidden_ * 2),
         block_elems(size_t(rows) * hidden_),
         block_bytes(block_elems * 2),
-        world(make_bench_world(world_size)),
-        heap(world, 4 * x_bytes + (16u << 20)),
-        signals(heap, 1u << 16),
         x(heap.allocate(x_bytes)),
         partial(heap.allocate(x_bytes)),
         slots(heap.allocate(x_bytes)),
@@ -70,9 +66,7 @@ struct MlpSetup {
       args.w2.push_back(w2[r].get());
       args.out.push_back(out[r].get());
     }
-    if (const std::string why = Mlp::can_implement(world, heap, args); !why.empty()) {
-      throw InvalidArgument(std::string(where) + ": " + why);
-    }
+    check_implementable<Mlp>(world, heap, args, where);
   }
 
  private:

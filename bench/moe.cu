@@ -36,7 +36,6 @@
 #include "bench/gemm_helpers.hpp"
 #include "bench/harness.hpp"
 #include "bench/moe_setup.hpp"
-#include "tilelink/tune/tune_cache.hpp"
 #include "bench/random.hpp"
 #include "bench/world_choice.hpp"
 #include "tilelink/core/error.hpp"

@@ -12,6 +12,7 @@
 #include "bench/bench.hpp"
 #include "bench/gemm_helpers.hpp"
 #include "bench/random.hpp"
+#include "bench/setup.hpp"
 #include "bench/world_choice.hpp"
 #include "tilelink/core/error.hpp"
 #include "tilelink/ops/moe/moe_layer.hpp"
@@ -26,13 +27,10 @@ inline std::vector<int32_t> bench_routing(const MoeBenchOptions& o) {
   return synthetic_routing(rng, o.m, o.topk, o.experts, o.routing);
 }
 
-struct MoeLayerSetup {
+struct MoeLayerSetup : BenchMemory {
   int w;
   uint32_t m, hidden, k, rows_per_rank, n1;  // k: each expert's intermediate per rank; n1: part 1's columns
   size_t x_bytes, shard_bytes, block_elems;
-  World world;
-  SymmetricHeap heap;
-  SignalSet signals;
   SymmetricBuffer x;
   SymmetricBuffer recv;   // the fused op's slots
   SymmetricBuffer slots;  // the baseline's reduce-scatter slots
@@ -42,7 +40,8 @@ struct MoeLayerSetup {
   MoeLayerArguments args;
 
   MoeLayerSetup(const MoeBenchOptions& o, const char* where)
-      : w(checked_world(o, where)),
+      : BenchMemory(checked_world(o, where), 3 * size_t(o.m) * o.hidden * 2 + (16u << 20), 1u << 16),
+        w(o.world),
         m(o.m),
         hidden(o.hidden),
         k(o.intermediate / static_cast<uint32_t>(o.world)),
@@ -51,9 +50,6 @@ struct MoeLayerSetup {
         x_bytes(size_t(o.m) * o.hidden * 2),
         shard_bytes(size_t(rows_per_rank) * o.hidden * 2),
         block_elems(size_t(rows_per_rank) * o.hidden),
-        world(make_bench_world(o.world)),
-        heap(world, 3 * x_bytes + (16u << 20)),
-        signals(heap, 1u << 16),
         x(heap.allocate(x_bytes)),
         recv(heap.allocate(x_bytes)),
         slots(heap.allocate(x_bytes)) {
@@ -92,9 +88,7 @@ struct MoeLayerSetup {
       args.w2.push_back(w2[r].get());
       args.out.push_back(out[r].get());
     }
-    if (const std::string why = MoeLayer::can_implement(world, heap, args); !why.empty()) {
-      throw InvalidArgument(std::string(where) + ": " + why);
-    }
+    check_implementable<MoeLayer>(world, heap, args, where);
   }
 
  private:

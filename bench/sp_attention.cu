@@ -22,7 +22,6 @@
 #include "bench/harness.hpp"
 #include "bench/random.hpp"
 #include "bench/sp_attention_setup.hpp"
-#include "tilelink/tune/tune_cache.hpp"
 #include "bench/world_choice.hpp"
 #include "tilelink/core/error.hpp"
 #include "tilelink/ops/attention/sp_attention.hpp"

@@ -9,33 +9,29 @@
 #include "bench/bench.hpp"
 #include "bench/gemm_helpers.hpp"
 #include "bench/random.hpp"
+#include "bench/setup.hpp"
 #include "bench/world_choice.hpp"
 #include "tilelink/core/error.hpp"
 #include "tilelink/ops/attention/sp_attention.hpp"
 
 namespace tilelink::bench {
 
-struct SpAttentionSetup {
+struct SpAttentionSetup : BenchMemory {
   int w;
   uint32_t spr;
   size_t kv_row_bytes, kv_bytes, q_elems, lse_elems;
-  World world;
-  SymmetricHeap heap;
-  SignalSet signals;
   SymmetricBuffer kv;
   std::vector<DeviceBuffer> q, out, lse;
   SpAttentionArguments args;
 
   explicit SpAttentionSetup(const SpAttentionBenchOptions& o)
-      : w(o.world),
+      : BenchMemory(o.world, size_t(o.seq) * 2 * o.kv_heads * o.head_dim * 2 + (16u << 20), 1u << 16),
+        w(o.world),
         spr(o.seq / static_cast<uint32_t>(o.world)),
         kv_row_bytes(size_t(2) * o.kv_heads * o.head_dim * 2),
         kv_bytes(size_t(o.seq) * kv_row_bytes),
         q_elems(size_t(spr) * o.q_heads * o.head_dim),
         lse_elems(size_t(spr) * o.q_heads),
-        world(make_bench_world(o.world)),
-        heap(world, kv_bytes + (16u << 20)),
-        signals(heap, 1u << 16),
         kv(heap.allocate(kv_bytes)) {
     args.kv = &kv;
     args.seq_per_rank = spr;
@@ -58,9 +54,7 @@ struct SpAttentionSetup {
       args.o.push_back(out[r].get());
       args.lse.push_back(lse[r].get<float>());
     }
-    if (const std::string why = SpAttention::can_implement(world, heap, args); !why.empty()) {
-      throw InvalidArgument("sp_attention: " + why);
-    }
+    check_implementable<SpAttention>(world, heap, args, "sp_attention");
   }
 };
 

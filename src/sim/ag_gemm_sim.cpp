@@ -13,20 +13,21 @@ namespace {
 
 constexpr const char* kWhere = "predict_ag_gemm";
 
-void validate(const AgGemmProblem& p, const AgGemmConfig& c, const CostModel& cost) {
+void validate(const AgGemmProblem& p, const AgGemmPlanConfig& config, const CostModel& cost) {
+  const AllGatherConfig& c = config.op.comm;
   check_world(kWhere, p.world, p.nodes);
   check_split(kWhere, "m", p.m, p.world, "rows are sharded evenly");
   check_split(kWhere, "n", p.n, p.world, "columns are split evenly");
   TL_REQUIRE(p.k > 0, kWhere, "k", p.k, "a positive size");
   TL_REQUIRE(p.element_bytes > 0, kWhere, "element_bytes", p.element_bytes, "a positive size");
-  TL_REQUIRE(c.bm > 0 && c.bn > 0, kWhere, "bm", c.bm, "positive tile sizes (bm, bn)");
+  TL_REQUIRE(config.bm > 0 && config.bn > 0, kWhere, "bm", config.bm, "positive tile sizes (bm, bn)");
   TL_REQUIRE(c.comm_rows > 0, kWhere, "comm_rows", c.comm_rows, "at least one row per communication tile");
   TL_REQUIRE(cost.sms >= 2 && cost.flops > 0, kWhere, "cost.sms", cost.sms, "at least 2 SMs and flops > 0");
-  if (c.resource == Resource::kSm) {
-    TL_REQUIRE(c.comm_ctas >= 1 && c.comm_ctas < uint32_t(cost.sms), kWhere, "comm_ctas", c.comm_ctas,
+  if (c.resource == CommResource::kSm) {
+    TL_REQUIRE(c.num_blocks >= 1 && c.num_blocks < uint32_t(cost.sms), kWhere, "num_blocks", c.num_blocks,
                "1 to " + std::to_string(cost.sms - 1) + " CTAs with the SM resource");
   } else {
-    TL_REQUIRE(c.order == CommOrder::kFullMesh, kWhere, "order", to_string(c.order),
+    TL_REQUIRE(c.order == CommOrder::kFullMesh, kWhere, "order", std::string(to_string(c.order)),
                "'mesh' with the copy engine");
   }
 }
@@ -38,33 +39,35 @@ double makespan(uint64_t tiles, uint32_t ctas, double tile_time) {
 
 }  // namespace
 
-AgGemmPrediction predict_ag_gemm(const AgGemmProblem& p, const AgGemmConfig& c, const CostModel& cost) {
-  validate(p, c, cost);
+AgGemmPrediction predict_ag_gemm(const AgGemmProblem& p, const AgGemmPlanConfig& config, const CostModel& cost) {
+  validate(p, config, cost);
+  const AllGatherConfig& comm_config = config.op.comm;
+  const uint32_t bm = config.bm, bn = config.bn;
+  const uint32_t copy_ctas = comm_config.resource == CommResource::kSm ? comm_config.num_blocks : 0;
   const uint32_t w = static_cast<uint32_t>(p.world);
   const uint32_t n_local = p.n / w;
   const uint32_t ranks_per_node = w / static_cast<uint32_t>(p.nodes);
 
   AllGatherPlan ag;
-  ag.map = RowShardMapping{p.m / w, c.comm_rows, w};
+  ag.map = RowShardMapping{p.m / w, comm_config.comm_rows, w};
   ag.row_bytes = p.k * p.element_bytes;
   ag.pitch = ag.row_bytes;
   ag.method = AgMethod::kPull;
-  ag.order = c.order;
+  ag.order = comm_config.order;
 
   AgGemmPrediction out;
-  const double tile_time = 2.0 * c.bm * c.bn * p.k / (cost.flops / cost.sms);
+  const double tile_time = 2.0 * bm * bn * p.k / (cost.flops / cost.sms);
   out.flop = 2.0 * p.m * double(n_local) * p.k;
 
-  const AllGatherModel comm =
-      model_all_gather(ag, c.resource == Resource::kSm ? c.comm_ctas : 0, ranks_per_node, cost, out.timeline);
+  const AllGatherModel comm = model_all_gather(ag, copy_ctas, ranks_per_node, cost, out.timeline);
   const std::vector<double>& arrival = comm.arrival;
   out.t_comm = comm.end;
 
   // Compute of rank 0: persistent CTAs take tiles round-robin in schedule order.
-  std::vector<uint32_t> m_order((p.m + c.bm - 1) / c.bm);
-  make_m_order(ag, 0, c.bm, m_order.data());
-  const AgGemmSchedule schedule{p.m, n_local, c.bm, c.bn, m_order.data()};
-  const uint32_t ctas = uint32_t(cost.sms) - (c.resource == Resource::kSm ? c.comm_ctas : 0);
+  std::vector<uint32_t> m_order((p.m + bm - 1) / bm);
+  make_m_order(ag, 0, bm, m_order.data());
+  const AgGemmSchedule schedule{p.m, n_local, bm, bn, m_order.data()};
+  const uint32_t ctas = uint32_t(cost.sms) - copy_ctas;
   std::vector<double> free_at(ctas, 0.0);
   for (uint32_t i = 0; i < schedule.num_tiles(); ++i) {
     const TileCoord t = schedule.tile(i);
@@ -85,7 +88,7 @@ AgGemmPrediction predict_ag_gemm(const AgGemmProblem& p, const AgGemmConfig& c, 
   out.ideal = std::max(out.t_comp, out.t_comm);
 
   // Decomposed (PyTorch async-TP): the GEMM of shard s overlaps the copy of shard s + 1.
-  const uint64_t shard_tiles = uint64_t((ag.map.rows_per_rank + c.bm - 1) / c.bm) * schedule.n_tiles();
+  const uint64_t shard_tiles = uint64_t((ag.map.rows_per_rank + bm - 1) / bm) * schedule.n_tiles();
   const double shard_gemm = makespan(shard_tiles, uint32_t(cost.sms), tile_time);
   const uint64_t shard_bytes = uint64_t(ag.map.rows_per_rank) * ag.row_bytes;
   double decomposed = 0;

@@ -9,7 +9,7 @@ namespace {
 
 constexpr const char* kWhere = "predict_gemm_rs";
 
-void validate(const GemmRsProblem& p, const GemmRsConfig& c, const CostModel& cost) {
+void validate(const GemmRsProblem& p, const GemmRsPlanConfig& c, const CostModel& cost) {
   check_world(kWhere, p.world, p.nodes);
   check_split(kWhere, "m", p.m, p.world, "each rank owns m / world rows");
   check_split(kWhere, "k", p.k, p.world, "K is split evenly");
@@ -17,10 +17,11 @@ void validate(const GemmRsProblem& p, const GemmRsConfig& c, const CostModel& co
   TL_REQUIRE(c.bm > 0 && c.bn > 0 && c.bn % 4 == 0, kWhere, "bn", c.bn, "bm > 0 and bn a positive multiple of 4");
   TL_REQUIRE((p.m / uint32_t(p.world)) % c.bm == 0, kWhere, "m", p.m,
              "m / world a multiple of bm = " + std::to_string(c.bm) + " (owner blocks are whole tile rows)");
-  TL_REQUIRE(c.reduce_ctas >= 1 && c.reduce_ctas < uint32_t(cost.sms), kWhere, "reduce_ctas", c.reduce_ctas,
+  TL_REQUIRE(c.op.reduce_blocks >= 1 && c.op.reduce_blocks < uint32_t(cost.sms), kWhere, "reduce_blocks",
+             c.op.reduce_blocks,
              "1 to " + std::to_string(cost.sms - 1));
-  TL_REQUIRE(c.scatter != GemmRsScatter::kCopyEngine || c.granularity != SignalGranularity::kTile, kWhere,
-             "granularity", "tile", "tile_row or rank with the copy-engine scatter (it moves whole groups of rows)");
+  TL_REQUIRE(c.op.scatter != GemmRsScatter::kCopyEngine || c.op.granularity != SignalGranularity::kTile, kWhere,
+             "granularity", std::string("tile"), "tile_row or rank with the copy-engine scatter (it moves whole groups of rows)");
 }
 
 // The op's automatic band: up to 8 two-row cluster bands (16 tile rows), at least 4 per block.
@@ -32,7 +33,7 @@ uint32_t auto_band(uint32_t m_tiles) {
 
 }  // namespace
 
-GemmRsPrediction predict_gemm_rs(const GemmRsProblem& p, const GemmRsConfig& c, const CostModel& cost) {
+GemmRsPrediction predict_gemm_rs(const GemmRsProblem& p, const GemmRsPlanConfig& c, const CostModel& cost) {
   validate(p, c, cost);
   const uint32_t w = static_cast<uint32_t>(p.world);
   const uint32_t ranks_per_node = w / static_cast<uint32_t>(p.nodes);
@@ -42,8 +43,8 @@ GemmRsPrediction predict_gemm_rs(const GemmRsProblem& p, const GemmRsConfig& c, 
   plan.n = p.n;
   plan.bm = c.bm;
   plan.bn = c.bn;
-  plan.granularity = c.granularity;
-  plan.scatter = c.scatter;
+  plan.granularity = c.op.granularity;
+  plan.scatter = c.op.scatter;
   plan.band = c.band != 0 ? c.band : auto_band(plan.m_tiles());
   const uint32_t k_local = p.k / w;
 
@@ -61,7 +62,8 @@ GemmRsPrediction predict_gemm_rs(const GemmRsProblem& p, const GemmRsConfig& c, 
   // Rank 0's compute in the kernel's order; finish[owner][tile of the block].
   const uint32_t tpb = plan.tiles_per_block();
   const bool one_rank = w == 1;
-  const uint32_t ctas = one_rank ? uint32_t(cost.sms) : uint32_t(cost.sms) - c.reduce_ctas;
+  const uint32_t reduce_ctas = c.op.reduce_blocks;
+  const uint32_t ctas = one_rank ? uint32_t(cost.sms) : uint32_t(cost.sms) - reduce_ctas;
   std::vector<uint32_t> m_order(size_t(w) * plan.m_tiles());
   make_gemm_rs_m_order(plan, 0, m_order.data());
   std::vector<double> free_at(ctas, 0.0);
@@ -121,15 +123,15 @@ GemmRsPrediction predict_gemm_rs(const GemmRsProblem& p, const GemmRsConfig& c, 
       }
     }
     // Owner 0's reduction: sender q's part of tile t is rank 0's part of owner (P - q) mod P's.
-    std::vector<double> reducer(c.reduce_ctas, 0.0);
+    std::vector<double> reducer(reduce_ctas, 0.0);
     for (uint32_t i = 0; i < tpb; ++i) {
       const uint32_t t = plan.reduce_tile(i);
       double ready = 0.0;
       for (uint32_t q = 0; q < w; ++q) ready = std::max(ready, arrival[size_t((w - q) % w) * tpb + t]);
-      double& r = reducer[i % c.reduce_ctas];
+      double& r = reducer[i % reduce_ctas];
       const double start = std::max(r, ready);
       r = start + tile_bytes(t) * (w + 1) / cost.sm_copy_bandwidth_per_cta;  // world tiles read, one written
-      out.timeline.push_back({"reduce " + std::to_string(i % c.reduce_ctas), "tile " + std::to_string(t), start, r});
+      out.timeline.push_back({"reduce " + std::to_string(i % reduce_ctas), "tile " + std::to_string(t), start, r});
     }
     out.fused = std::max(compute_end, *std::max_element(reducer.begin(), reducer.end()));
   }

@@ -6,16 +6,17 @@
 
 namespace tilelink::sim {
 
-MlpPrediction predict_mlp(const MlpProblem& p, const MlpConfig& c, const CostModel& cost) {
+MlpPrediction predict_mlp(const MlpProblem& p, const MlpPlanConfig& c, const CostModel& cost) {
+  const bool swiglu = p.activation == MlpActivation::kSwiGlu;
   check_world("predict_mlp", p.world, p.nodes);
   check_split("predict_mlp", "intermediate", p.intermediate, p.world, "the intermediate size is split evenly");
-  const uint32_t fc1_cols = (p.swiglu ? 2 : 1) * p.intermediate;
+  const uint32_t fc1_cols = (swiglu ? 2 : 1) * p.intermediate;
   const AgGemmPrediction fc1 = predict_ag_gemm({p.m, fc1_cols, p.hidden, 2, p.world, p.nodes}, c.fc1, cost);
   const GemmRsPrediction fc2 = predict_gemm_rs({p.m, p.hidden, p.intermediate, 2, 2, p.world, p.nodes}, c.fc2, cost);
 
   MlpPrediction out;
   const double i_local = double(p.intermediate) / p.world;
-  out.t_act = double(p.m) * ((p.swiglu ? 2 : 1) * i_local + i_local) * 2 / cost.hbm_bandwidth;
+  out.t_act = double(p.m) * ((swiglu ? 2 : 1) * i_local + i_local) * 2 / cost.hbm_bandwidth;
   out.fused = fc1.fused + out.t_act + fc2.fused;
   out.non_overlapped = fc1.non_overlapped + out.t_act + fc2.non_overlapped;
   out.decomposed = fc1.decomposed + out.t_act + fc2.decomposed;
@@ -24,7 +25,7 @@ MlpPrediction predict_mlp(const MlpProblem& p, const MlpConfig& c, const CostMod
   out.t_comm = fc1.t_comm + fc2.t_comm;
   out.flop = fc1.flop + fc2.flop;
   for (const Interval& e : fc1.timeline) out.timeline.push_back({"fc1 " + e.lane, e.name, e.start, e.end});
-  out.timeline.push_back({"activation", p.swiglu ? "SwiGLU" : "GELU", fc1.fused, fc1.fused + out.t_act});
+  out.timeline.push_back({"activation", swiglu ? "SwiGLU" : "GELU", fc1.fused, fc1.fused + out.t_act});
   const double shift = fc1.fused + out.t_act;
   for (const Interval& e : fc2.timeline) out.timeline.push_back({"fc2 " + e.lane, e.name, shift + e.start, shift + e.end});
   return out;

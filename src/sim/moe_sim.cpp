@@ -16,7 +16,7 @@ namespace {
 
 constexpr const char* kWhere = "predict_moe_ag";
 
-void validate(const MoeProblem& p, const MoeConfig& c, const CostModel& cost) {
+void validate(const MoeProblem& p, const MoeAgPlanConfig& c, uint32_t gather_ctas, const CostModel& cost) {
   check_world(kWhere, p.world, p.nodes);
   check_split(kWhere, "m", p.m, p.world, "tokens are sharded evenly");
   check_split(kWhere, "intermediate", p.intermediate, p.world, "each expert's columns are split evenly");
@@ -27,8 +27,9 @@ void validate(const MoeProblem& p, const MoeConfig& c, const CostModel& cost) {
   TL_REQUIRE(p.ids.empty() || p.ids.size() == size_t(p.m) * p.topk, kWhere, "ids", p.ids.size(),
              "m * topk = " + std::to_string(size_t(p.m) * p.topk) + " expert ids, or none");
   TL_REQUIRE(c.bm > 0 && c.bn > 0, kWhere, "bm", c.bm, "positive tile sizes (bm, bn)");
-  TL_REQUIRE(c.comm_rows > 0, kWhere, "comm_rows", c.comm_rows, "at least one row per communication tile");
-  TL_REQUIRE(c.gather_ctas > 0, kWhere, "gather_ctas", c.gather_ctas, "at least one");
+  TL_REQUIRE(c.op.comm.comm_rows > 0, kWhere, "comm_rows", c.op.comm.comm_rows,
+             "at least one row per communication tile");
+  TL_REQUIRE(gather_ctas > 0, kWhere, "gather_blocks", gather_ctas, "at least one");
   TL_REQUIRE(c.cluster > 0, kWhere, "cluster", c.cluster, "at least one");
   TL_REQUIRE(c.mapping_time >= 0, kWhere, "mapping_time", c.mapping_time, ">= 0 seconds");
   TL_REQUIRE(cost.sms >= 2 && cost.flops > 0, kWhere, "cost.sms", cost.sms, "at least 2 SMs and flops > 0");
@@ -36,10 +37,12 @@ void validate(const MoeProblem& p, const MoeConfig& c, const CostModel& cost) {
 
 }  // namespace
 
-MoePrediction predict_moe_ag(const MoeProblem& p, const MoeConfig& config, const CostModel& cost) {
-  MoeConfig c = config;
-  if (c.gather_ctas == 0) c.gather_ctas = moe_policy::gather_blocks(cost.sms, p.intermediate / std::max(p.world, 1));
-  validate(p, c, cost);
+MoePrediction predict_moe_ag(const MoeProblem& p, const MoeAgPlanConfig& c, const CostModel& cost) {
+  const uint32_t gather_ctas = c.op.gather_blocks != 0
+                                   ? c.op.gather_blocks
+                                   : moe_policy::gather_blocks(cost.sms, p.intermediate / std::max(p.world, 1));
+  validate(p, c, gather_ctas, cost);
+  const uint32_t copy_ctas = c.op.comm.resource == CommResource::kSm ? c.op.comm.num_blocks : 0;
   const uint32_t w = static_cast<uint32_t>(p.world);
   const uint32_t n = p.intermediate / w;
   std::vector<int32_t> ids = p.ids;
@@ -51,12 +54,11 @@ MoePrediction predict_moe_ag(const MoeProblem& p, const MoeConfig& config, const
   if (std::string e = check_moe_routing(routing); !e.empty()) throw InvalidArgument(std::string(kWhere) + ": " + e);
 
   AllGatherPlan ag;
-  ag.map = RowShardMapping{p.m / w, c.comm_rows, w};
+  ag.map = RowShardMapping{p.m / w, c.op.comm.comm_rows, w};
   ag.row_bytes = p.hidden * p.element_bytes;
   ag.pitch = ag.row_bytes;
   MoePrediction out;
-  const AllGatherModel comm = model_all_gather(ag, c.resource == Resource::kSm ? c.comm_ctas : 0,
-                                               w / static_cast<uint32_t>(p.nodes), cost, out.timeline);
+  const AllGatherModel comm = model_all_gather(ag, copy_ctas, w / static_cast<uint32_t>(p.nodes), cost, out.timeline);
   out.t_comm = comm.end;
 
   const MoeMapping mapping = build_moe_mapping(routing, c.bm);
@@ -67,7 +69,7 @@ MoePrediction predict_moe_ag(const MoeProblem& p, const MoeConfig& config, const
 
   // Gather: CTAs round-robin over the tile order.
   const double gather_tile = double(c.bm) * ag.row_bytes / cost.sm_copy_bandwidth_per_cta;
-  std::vector<double> gather_free(c.gather_ctas, c.mapping_time), gathered(view.num_tiles, 0.0);
+  std::vector<double> gather_free(gather_ctas, c.mapping_time), gathered(view.num_tiles, 0.0);
   for (uint32_t i = 0; i < view.num_tiles; ++i) {
     const uint32_t t = order[i];
     double ready = 0;
@@ -75,23 +77,23 @@ MoePrediction predict_moe_ag(const MoeProblem& p, const MoeConfig& config, const
       const ChannelRange need = ag.map.channels_for_rows(view.tile_token0[t], view.tile_span[t]);
       for (uint32_t ch = need.first; ch < need.first + need.count; ++ch) ready = std::max(ready, comm.arrival[ch]);
     }
-    double& cta = gather_free[i % c.gather_ctas];
+    double& cta = gather_free[i % gather_ctas];
     const double start = std::max(cta, ready);
     cta = start + gather_tile;
     gathered[t] = cta + cost.notify_latency;
-    out.timeline.push_back({"gather " + std::to_string(i % c.gather_ctas), "rows of tile " + std::to_string(t), start,
+    out.timeline.push_back({"gather " + std::to_string(i % gather_ctas), "rows of tile " + std::to_string(t), start,
                             cta});
   }
-  out.t_gather = double((view.num_tiles + c.gather_ctas - 1) / c.gather_ctas) * gather_tile;
+  out.t_gather = double((view.num_tiles + gather_ctas - 1) / gather_ctas) * gather_tile;
 
   // Grouped GEMM: the SMs left, in whole clusters, round-robin over (tile row, N tile).
-  const int comm_ctas = c.resource == Resource::kSm ? static_cast<int>(c.comm_ctas) : 0;
-  const int left = cost.sms - static_cast<int>(c.gather_ctas) - comm_ctas - (w > 1 ? static_cast<int>(c.slack_sms) : 0);
+  const int left = cost.sms - static_cast<int>(gather_ctas) - static_cast<int>(copy_ctas) -
+                   (w > 1 ? static_cast<int>(c.slack_sms) : 0);
   const uint32_t ctas = static_cast<uint32_t>(left / static_cast<int>(c.cluster)) * c.cluster;
-  TL_REQUIRE(ctas >= c.cluster, kWhere, "gather_ctas", c.gather_ctas,
+  TL_REQUIRE(ctas >= c.cluster, kWhere, "gather_blocks", gather_ctas,
              "to leave at least one GEMM cluster of the " + std::to_string(cost.sms) + " SMs");
   out.gemm_ctas = ctas;
-  out.gather_ctas = c.gather_ctas;
+  out.gather_ctas = gather_ctas;
   const uint32_t n_tiles = (n + c.bn - 1) / c.bn;
   const double tile_time = 2.0 * c.bm * c.bn * p.hidden / (cost.flops / cost.sms);
   std::vector<double> free_at(ctas, c.mapping_time);
@@ -117,22 +119,20 @@ MoePrediction predict_moe_ag(const MoeProblem& p, const MoeConfig& config, const
   return out;
 }
 
-MoePrediction predict_moe_gemm_rs(const MoeProblem& p, const MoeRsConfig& config, const CostModel& cost) {
-  MoeRsConfig c = config;
-  if (c.combine_ctas == 0) {
-    c.combine_ctas = moe_policy::combine_blocks(cost.sms, p.topk, p.intermediate / std::max(p.world, 1), p.world,
-                                                c.cluster);
-  }
+MoePrediction predict_moe_gemm_rs(const MoeProblem& p, const MoeRsPlanConfig& c, const CostModel& cost) {
+  const uint32_t combine_ctas =
+      c.op.combine_blocks != 0
+          ? c.op.combine_blocks
+          : moe_policy::combine_blocks(cost.sms, p.topk, p.intermediate / std::max(p.world, 1), p.world, c.cluster);
   constexpr const char* where = "predict_moe_gemm_rs";
   {
-    MoeConfig shape;  // the shared checks of the problem
+    MoeAgPlanConfig shape;  // the shared checks of the problem
     shape.bm = c.bm;
     shape.bn = c.bn;
-    shape.gather_ctas = 1;
-    validate(p, shape, cost);
+    validate(p, shape, 1, cost);
   }
-  TL_REQUIRE(c.comm_rows > 0, where, "comm_rows", c.comm_rows, "at least one token per combine block");
-  TL_REQUIRE(c.combine_ctas > 0 && c.cluster > 0, where, "combine_ctas", c.combine_ctas, "at least one (and a cluster)");
+  TL_REQUIRE(c.op.comm_rows > 0, where, "comm_rows", c.op.comm_rows, "at least one token per combine block");
+  TL_REQUIRE(combine_ctas > 0 && c.cluster > 0, where, "combine_blocks", combine_ctas, "at least one (and a cluster)");
   const uint32_t w = static_cast<uint32_t>(p.world);
   const uint32_t k = p.intermediate / w, tpr = p.m / w;
   std::vector<int32_t> ids = p.ids;
@@ -145,7 +145,7 @@ MoePrediction predict_moe_gemm_rs(const MoeProblem& p, const MoeRsConfig& config
   const MoeMapping mapping = build_moe_mapping(routing, c.bm);
   const uint32_t tiles = mapping.num_tiles();
   MoeRsPlan plan;
-  plan.tokens = RowShardMapping{tpr, c.comm_rows, w};
+  plan.tokens = RowShardMapping{tpr, c.op.comm_rows, w};
   plan.n = p.hidden;
   plan.bn = c.bn;
   plan.max_tiles = tiles;
@@ -160,12 +160,12 @@ MoePrediction predict_moe_gemm_rs(const MoeProblem& p, const MoeRsConfig& config
   };
   std::stable_sort(order.begin(), order.end(), [&](uint32_t a, uint32_t b) { return key(a) < key(b); });
 
-  const int left = cost.sms - static_cast<int>(c.combine_ctas);
+  const int left = cost.sms - static_cast<int>(combine_ctas);
   const uint32_t ctas = static_cast<uint32_t>(std::max(left, 0) / static_cast<int>(c.cluster)) * c.cluster;
-  TL_REQUIRE(ctas >= c.cluster, where, "combine_ctas", c.combine_ctas,
+  TL_REQUIRE(ctas >= c.cluster, where, "combine_blocks", combine_ctas,
              "to leave at least one GEMM cluster of the " + std::to_string(cost.sms) + " SMs");
   out.gemm_ctas = ctas;
-  out.combine_ctas = c.combine_ctas;
+  out.combine_ctas = combine_ctas;
   const uint32_t n_tiles = plan.n_tiles();
   const double tile_time = 2.0 * c.bm * c.bn * k / (cost.flops / cost.sms);
   std::vector<double> free_at(ctas, 0.0), row_ready(tiles, 0.0);
@@ -183,12 +183,12 @@ MoePrediction predict_moe_gemm_rs(const MoeProblem& p, const MoeRsConfig& config
 
   // Combine and reduction items, dealt round-robin as the protocol deals them.
   const double row_bytes = double(p.hidden) * p.element_bytes;
-  std::vector<double> combine_free(c.combine_ctas, 0.0);
+  std::vector<double> combine_free(combine_ctas, 0.0);
   double end = *std::max_element(free_at.begin(), free_at.end());
   std::vector<double> round_done(plan.tokens.chunks_per_rank(), 0.0);
   for (uint32_t i = 0; i < plan.items(); ++i) {
     const uint32_t b = i / plan.items_per_round(), pos = i % plan.items_per_round();
-    double& cta = combine_free[i % c.combine_ctas];
+    double& cta = combine_free[i % combine_ctas];
     double ready = 0, bytes = 0;
     std::string what;
     if (pos < w) {
@@ -208,7 +208,7 @@ MoePrediction predict_moe_gemm_rs(const MoeProblem& p, const MoeRsConfig& config
     cta = start + bytes / cost.sm_copy_bandwidth_per_cta;
     if (pos < w) round_done[b] = std::max(round_done[b], cta);
     end = std::max(end, cta);
-    out.timeline.push_back({"combine " + std::to_string(i % c.combine_ctas), what, start, cta});
+    out.timeline.push_back({"combine " + std::to_string(i % combine_ctas), what, start, cta});
   }
   out.fused = end;
 
@@ -223,10 +223,10 @@ MoePrediction predict_moe_gemm_rs(const MoeProblem& p, const MoeRsConfig& config
   return out;
 }
 
-MoePrediction predict_moe_layer(const MoeProblem& p, bool swiglu, const MoeConfig& part1, const MoeRsConfig& part2,
-                                const CostModel& cost) {
+MoePrediction predict_moe_layer(const MoeProblem& p, MlpActivation activation, const MoeAgPlanConfig& part1,
+                                const MoeRsPlanConfig& part2, const CostModel& cost) {
   MoeProblem p1 = p;
-  if (swiglu) p1.intermediate = 2 * p.intermediate;
+  if (activation == MlpActivation::kSwiGlu) p1.intermediate = 2 * p.intermediate;
   const MoePrediction a = predict_moe_ag(p1, part1, cost);
   const MoePrediction b = predict_moe_gemm_rs(p, part2, cost);
   const uint32_t w = static_cast<uint32_t>(p.world);

@@ -11,13 +11,14 @@ namespace {
 
 constexpr const char* kWhere = "predict_sp_attention";
 
-SpAttentionPlan make_plan(const SpAttentionProblem& p, const SpAttentionConfig& c) {
+SpAttentionPlan make_plan(const SpAttentionProblem& p, const SpAttentionPlanConfig& c) {
   check_world(kWhere, p.world, p.nodes);
   check_split(kWhere, "seq", p.seq, p.world, "the sequence is sharded evenly");
-  TL_REQUIRE(c.bq > 0 && c.comm_rows > 0, kWhere, "bq", c.bq, "positive query and K/V chunk sizes");
+  TL_REQUIRE(c.bq > 0 && c.op.comm.comm_rows > 0, kWhere, "bq", c.bq, "positive query and K/V chunk sizes");
   TL_REQUIRE(c.attention_flops > 0, kWhere, "attention_flops", c.attention_flops, "> 0");
   SpAttentionPlan plan;
-  plan.ag.map = RowShardMapping{p.seq / static_cast<uint32_t>(p.world), c.comm_rows, static_cast<uint32_t>(p.world)};
+  plan.ag.map =
+      RowShardMapping{p.seq / static_cast<uint32_t>(p.world), c.op.comm.comm_rows, static_cast<uint32_t>(p.world)};
   plan.ag.row_bytes = 2 * p.kv_heads * p.head_dim * p.element_bytes;
   plan.ag.pitch = plan.ag.row_bytes;
   plan.q_heads = p.q_heads;
@@ -25,7 +26,7 @@ SpAttentionPlan make_plan(const SpAttentionProblem& p, const SpAttentionConfig& 
   plan.head_dim = p.head_dim;
   plan.bq = c.bq;
   plan.causal = p.causal;
-  plan.layout = p.layout;
+  plan.layout = c.op.layout;
   if (std::string e = check_sp_attention_plan(plan, p.element_bytes); !e.empty()) {
     throw InvalidArgument(std::string(kWhere) + ": " + e);
   }
@@ -69,11 +70,11 @@ uint64_t visible_pairs(const SpAttentionPlan& plan, uint32_t rank, RowRange q, c
 
 }  // namespace
 
-SpAttentionPrediction predict_sp_attention(const SpAttentionProblem& p, const SpAttentionConfig& c,
+SpAttentionPrediction predict_sp_attention(const SpAttentionProblem& p, const SpAttentionPlanConfig& c,
                                            const CostModel& cost) {
   const SpAttentionPlan plan = make_plan(p, c);
   SpAttentionPrediction out;
-  const uint32_t comm_ctas = c.resource == Resource::kSm ? c.comm_ctas : 0;
+  const uint32_t comm_ctas = c.op.comm.resource == CommResource::kSm ? c.op.comm.num_blocks : 0;
   TL_REQUIRE(c.comm_slowdown >= 1.0, kWhere, "comm_slowdown", c.comm_slowdown, ">= 1 (a rate under load)");
   // The all-gather under the attention (the fused schedule's arrivals) and, when that is slowed,
   // alone (T_comm).
@@ -88,7 +89,7 @@ SpAttentionPrediction predict_sp_attention(const SpAttentionProblem& p, const Sp
   out.t_comm = c.comm_slowdown == 1.0
                    ? comm.end
                    : model_all_gather(plan.ag, comm_ctas, ranks_per_node, cost, isolated_timeline).end;
-  TL_REQUIRE(cost.sms > static_cast<int>(comm_ctas), kWhere, "comm_ctas", comm_ctas,
+  TL_REQUIRE(cost.sms > static_cast<int>(comm_ctas), kWhere, "num_blocks", comm_ctas,
              "fewer than the " + std::to_string(cost.sms) + " SMs");
   out.ctas = static_cast<uint32_t>(cost.sms) - comm_ctas;
   out.items = plan.num_items();
@@ -158,7 +159,7 @@ SpAttentionPrediction predict_sp_attention(const SpAttentionProblem& p, const Sp
   for (uint32_t rank = 0; rank < map.world; ++rank) {
     double pairs = 0;
     std::vector<std::vector<Step>> steps = rank_steps(rank, pairs);
-    const double t = run(steps, out.ctas, true, c.local_first, nullptr);
+    const double t = run(steps, out.ctas, true, c.op.local_first, nullptr);
     if (t > slowest) {
       slowest = t;
       pairs_of_slowest = pairs;
@@ -167,7 +168,7 @@ SpAttentionPrediction predict_sp_attention(const SpAttentionProblem& p, const Sp
     }
   }
   const double total_pairs = pairs_of_slowest;
-  out.fused = std::max(comm.end, run(worst, out.ctas, true, c.local_first, &out.timeline));
+  out.fused = std::max(comm.end, run(worst, out.ctas, true, c.op.local_first, &out.timeline));
   out.t_comp = run(worst, static_cast<uint32_t>(cost.sms), false, false, nullptr);
   out.non_overlapped = out.t_comm + out.t_comp;
   out.ideal = std::max(out.t_comp, out.t_comm);

@@ -3,10 +3,10 @@
 #include <algorithm>
 
 #include "tilelink/core/error.hpp"
-#include "tune/model_config.hpp"
-#include "tilelink/ops/ag_gemm/ag_gemm_policy.hpp"
+#include "tilelink/comm/all_gather_policy.hpp"
+#include "tilelink/ops/common/all_gather_config.hpp"
 #include "tilelink/sim/ag_gemm_sim.hpp"
-#include "tilelink/tune/tune_cache.hpp"
+#include "tune/model_config.hpp"
 
 namespace tilelink {
 namespace {
@@ -22,10 +22,10 @@ double predict_us(const AgGemmConfig& c, const AgGemmTuneShape& s, const sim::Co
   p.m = s.m_per_rank * static_cast<uint32_t>(s.world);
   p.n = s.n * static_cast<uint32_t>(s.world);
   p.k = s.k;
-  sim::AgGemmConfig q;
+  sim::AgGemmPlanConfig q;
   kernel_tile(c.kernel, &q.bm, &q.bn);
-  detail::set_model_comm(q, c.comm, s.m_per_rank, s.k, s.sm_budget);
-  q.order = c.comm.order;
+  q.op = c;
+  q.op.comm = all_gather_policy::resolved(c.comm, s.m_per_rank, s.k, s.sm_budget);
   return sim::predict_ag_gemm(p, q, gpu.share(s.sm_budget)).fused * 1e6;
 }
 
@@ -37,13 +37,9 @@ std::vector<AgGemmConfig> ag_gemm_compute_candidates(const std::vector<std::stri
   automatic.use_tune_cache = false;
   out.push_back(automatic);
   for (size_t i = 0; i < kernels.size(); ++i) {
-    for (uint32_t swizzle : {0u, 1u, 2u, 4u, 8u}) {
-      if (i == 0 && swizzle == 0) continue;  // the automatic configuration, already first
-      AgGemmConfig c = automatic;
-      c.kernel = i == 0 ? "" : kernels[i];
-      c.swizzle = swizzle;
-      out.push_back(c);
-    }
+    AgGemmConfig c = automatic;
+    c.kernel = i == 0 ? "" : kernels[i];
+    detail::append_swizzles(out, c, i != 0);  // the first kernel's automatic swizzle: `automatic`, already first
   }
   return out;
 }

@@ -2,7 +2,6 @@
 
 #include <algorithm>
 
-#include "ops/gemm_rs/sm90_gemm_rs_kernel.hpp"
 #include "tilelink/core/error.hpp"
 #include "tilelink/ops/gemm_rs/gemm_rs_policy.hpp"
 #include "tilelink/sim/gemm_rs_sim.hpp"
@@ -16,13 +15,12 @@ double predict_us(const GemmRsConfig& c, const GemmRsTuneShape& s, const sim::Co
   p.n = s.n;
   p.k = s.k_local * static_cast<uint32_t>(s.world);
   p.world = s.world;
-  sim::GemmRsConfig q;
-  const auto& kernel = detail::sm90_gemm_rs_configs().front();  // the op's one compiled GEMM
-  q.bm = kernel.tile_m;
-  q.bn = kernel.tile_n;
-  q.reduce_ctas = gemm_rs_policy::reduce_blocks(c.reduce_blocks, s.sm_budget);
-  q.granularity = c.granularity;
-  q.scatter = c.scatter;
+  sim::GemmRsPlanConfig q;
+  const gemm_rs_policy::GemmTile tile = gemm_rs_policy::gemm_tile();  // the op's one compiled GEMM
+  q.bm = tile.m;
+  q.bn = tile.n;
+  q.op = c;
+  q.op.reduce_blocks = gemm_rs_policy::reduce_blocks(c.reduce_blocks, s.sm_budget);
   return sim::predict_gemm_rs(p, q, gpu.share(s.sm_budget)).fused * 1e6;
 }
 
@@ -36,11 +34,7 @@ std::vector<GemmRsConfig> gemm_rs_compute_candidates() {
   GemmRsConfig automatic;
   automatic.use_tune_cache = false;
   std::vector<GemmRsConfig> out{automatic};
-  for (uint32_t swizzle : {1u, 2u, 4u, 8u}) {
-    GemmRsConfig c = automatic;
-    c.swizzle = swizzle;
-    out.push_back(c);
-  }
+  detail::append_swizzles(out, automatic, false);
   return out;
 }
 

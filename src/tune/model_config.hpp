@@ -1,5 +1,5 @@
 // What the tune searches hand their plan models, derived from an op's configuration as the op
-// derives it. Internal to src/tune.
+// derives it. Internal to src/tune. (An all-gather's automatic choices: all_gather_policy::resolved.)
 #pragma once
 
 #include <cstdint>
@@ -7,9 +7,7 @@
 #include <string>
 
 #include "tilelink/comm/all_gather_policy.hpp"
-#include "tilelink/comm/collectives.hpp"
 #include "tilelink/core/error.hpp"
-#include "tilelink/sim/ag_gemm_sim.hpp"
 
 namespace tilelink::detail {
 
@@ -22,18 +20,6 @@ inline void kernel_tile(const std::string& name, const char* where, uint32_t* bm
   }
   *bm = m;
   *bn = n;
-}
-
-// A model configuration's all-gather fields (comm_rows, resource, comm_ctas: sim::AgGemmConfig,
-// sim::MoeConfig, sim::SpAttentionConfig) from the op's all-gather `config`, its automatic choices
-// resolved as the op resolves them (all_gather_policy::resolved) for rows of k bf16.
-template <class ModelConfig>
-void set_model_comm(ModelConfig& q, const AllGatherConfig& config, uint32_t rows_per_rank, uint32_t k,
-                    int sm_budget) {
-  const AllGatherConfig c = all_gather_policy::resolved(config, rows_per_rank, k, sm_budget);
-  q.comm_rows = c.comm_rows;
-  q.resource = c.resource == CommResource::kSm ? sim::Resource::kSm : sim::Resource::kCopyEngine;
-  q.comm_ctas = c.resource == CommResource::kSm ? c.num_blocks : 0;
 }
 
 }  // namespace tilelink::detail

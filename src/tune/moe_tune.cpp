@@ -3,9 +3,10 @@
 #include <algorithm>
 
 #include "tilelink/core/error.hpp"
+#include "tilelink/comm/all_gather_policy.hpp"
+#include "tilelink/ops/common/all_gather_config.hpp"
 #include "tilelink/ops/moe/moe_policy.hpp"
 #include "tilelink/sim/moe_sim.hpp"
-#include "tilelink/tune/tune_cache.hpp"
 #include "tune/model_config.hpp"
 
 namespace tilelink {
@@ -19,33 +20,24 @@ void tile_of(const std::string& kernel, const std::vector<std::string>& kernels,
   detail::kernel_tile(kernel.empty() ? kernels.front() : kernel, kWhere, bm, bn);
 }
 
-sim::MoeProblem problem_of(const MoeTuneShape& s) {
-  sim::MoeProblem p;
-  p.m = s.m;
-  p.hidden = s.hidden;
-  p.intermediate = s.intermediate;
-  p.experts = s.experts;
-  p.topk = s.topk;
-  p.ids = s.ids;
-  p.world = s.world;
-  return p;
-}
-
 // Part 1's model configuration: the op's automatic choices resolved as the op resolves them.
-sim::MoeConfig part1_of(const MoeLayerConfig& c, const MoeTuneShape& s) {
-  sim::MoeConfig q;
+sim::MoeAgPlanConfig part1_of(const MoeLayerConfig& c, const MoeTuneShape& s) {
+  sim::MoeAgPlanConfig q;
   tile_of(c.part1.kernel, s.kernels, &q.bm, &q.bn);
-  detail::set_model_comm(q, c.part1.comm, s.m / static_cast<uint32_t>(s.world), s.hidden, s.sm_budget);
-  q.gather_ctas = c.part1.gather_blocks;
+  q.op = c.part1;
+  const sim::MoeProblem& p = s.problem;
+  q.op.comm = all_gather_policy::resolved(c.part1.comm, p.m / static_cast<uint32_t>(p.world), p.hidden, s.sm_budget);
   q.cluster = kCluster;
   return q;
 }
 
-sim::MoeRsConfig part2_of(const MoeLayerConfig& c, const MoeTuneShape& s) {
-  sim::MoeRsConfig q;
+sim::MoeRsPlanConfig part2_of(const MoeLayerConfig& c, const MoeTuneShape& s) {
+  sim::MoeRsPlanConfig q;
   tile_of(c.part2.kernel, s.kernels, &q.bm, &q.bn);
-  q.comm_rows = moe_policy::combine_rows(c.part2.comm_rows, s.topk);
-  q.combine_ctas = c.part2.combine_blocks == 0 ? 0 : (c.part2.combine_blocks + kCluster - 1) / kCluster * kCluster;
+  q.op = c.part2;
+  q.op.comm_rows = moe_policy::combine_rows(c.part2.comm_rows, s.problem.topk);
+  q.op.combine_blocks =
+      c.part2.combine_blocks == 0 ? 0 : (c.part2.combine_blocks + kCluster - 1) / kCluster * kCluster;
   q.cluster = kCluster;
   return q;
 }
@@ -102,14 +94,14 @@ std::vector<MoeLayerConfig> moe_order_candidates(const MoeLayerConfig& base) {
 std::vector<RankedMoeConfig> moe_comm_candidates(const MoeLayerConfig& base, const MoeTuneShape& shape, size_t top,
                                                  const sim::CostModel& gpu) {
   TL_REQUIRE(top >= 1, "moe_comm_candidates", "top", top, ">= 1");
-  TL_REQUIRE(shape.world >= 1 && shape.m % static_cast<uint32_t>(shape.world) == 0, "moe_comm_candidates", "m",
-             shape.m, "a multiple of the world size");
+  const sim::MoeProblem& problem = shape.problem;
+  TL_REQUIRE(problem.world >= 1 && problem.m % static_cast<uint32_t>(problem.world) == 0, "moe_comm_candidates",
+             "m", problem.m, "a multiple of the world size");
   const sim::CostModel cost = gpu.share(shape.sm_budget);
-  const sim::MoeProblem problem = problem_of(shape);
   const bool swiglu = shape.activation == MlpActivation::kSwiGlu;
   sim::MoeProblem problem1 = problem;
   if (swiglu) problem1.intermediate *= 2;
-  const uint32_t tokens_per_rank = shape.m / static_cast<uint32_t>(shape.world);
+  const uint32_t tokens_per_rank = problem.m / static_cast<uint32_t>(problem.world);
 
   MoeLayerConfig automatic = base;
   const MoeLayerConfig defaults;
@@ -138,13 +130,13 @@ std::vector<RankedMoeConfig> moe_comm_candidates(const MoeLayerConfig& base, con
     part1.push_back({comm, gather_blocks, sim::predict_moe_ag(problem1, part1_of(c, shape), cost).fused * 1e6});
   };
   const uint32_t quarter = static_cast<uint32_t>(std::max(1, shape.sm_budget / 4));
-  const uint32_t n1 = (swiglu ? 2 : 1) * shape.intermediate / static_cast<uint32_t>(shape.world);
+  const uint32_t n1 = (swiglu ? 2 : 1) * problem.intermediate / static_cast<uint32_t>(problem.world);
   std::vector<uint32_t> gathers{0};
   for (uint32_t g : {1u, 2u, 4u, 8u}) {
     if (g <= quarter && g != moe_policy::gather_blocks(shape.sm_budget, n1)) gathers.push_back(g);
   }
   std::vector<AllGatherConfig> comms{defaults.part1.comm};
-  if (shape.world > 1) {
+  if (problem.world > 1) {
     for (uint32_t rows : {256u, 512u, 1024u, 2048u}) {
       comms.push_back({CommResource::kCopyEngine, AgMethod::kPull, DataPath::kLdSt, CommOrder::kFullMesh, rows, 0, 512});
     }
@@ -159,11 +151,12 @@ std::vector<RankedMoeConfig> moe_comm_candidates(const MoeLayerConfig& base, con
   }
 
   std::vector<Part2> part2;
-  const uint32_t k2 = shape.intermediate / static_cast<uint32_t>(shape.world);
-  const uint32_t auto_combine = moe_policy::combine_blocks(shape.sm_budget, shape.topk, k2, shape.world, kCluster);
+  const uint32_t k2 = problem.intermediate / static_cast<uint32_t>(problem.world);
+  const uint32_t auto_combine =
+      moe_policy::combine_blocks(shape.sm_budget, problem.topk, k2, problem.world, kCluster);
   for (uint32_t rows : {0u, 16u, 32u, 128u}) {
-    if (rows != 0 && (rows * shape.topk > moe_policy::kCombineMaxPairs || rows > tokens_per_rank ||
-                      rows == moe_policy::combine_rows(0, shape.topk))) {
+    if (rows != 0 && (rows * problem.topk > moe_policy::kCombineMaxPairs || rows > tokens_per_rank ||
+                      rows == moe_policy::combine_rows(0, problem.topk))) {
       continue;
     }
     for (uint32_t blocks : {0u, 2u, 4u, 8u}) {
@@ -176,7 +169,7 @@ std::vector<RankedMoeConfig> moe_comm_candidates(const MoeLayerConfig& base, con
   }
   // The activation between the parts, once (the same for every candidate).
   const sim::MoePrediction whole =
-      sim::predict_moe_layer(problem, swiglu, part1_of(automatic, shape), part2_of(automatic, shape), cost);
+      sim::predict_moe_layer(problem, shape.activation, part1_of(automatic, shape), part2_of(automatic, shape), cost);
   // part1[0] and part2[0] are the automatic parts (the first of each list).
   const double act_us = whole.fused * 1e6 - part1.front().us - part2.front().us;
 

@@ -3,9 +3,9 @@
 #include <algorithm>
 
 #include "tilelink/core/error.hpp"
+#include "tilelink/comm/all_gather_policy.hpp"
+#include "tilelink/ops/common/all_gather_config.hpp"
 #include "tilelink/sim/sp_attention_sim.hpp"
-#include "tilelink/tune/tune_cache.hpp"
-#include "tune/model_config.hpp"
 
 namespace tilelink {
 namespace {
@@ -17,18 +17,12 @@ bool same_schedule(const SpAttentionConfig& a, const SpAttentionConfig& b) {
 }
 
 double predict_us(const SpAttentionConfig& c, const SpAttentionTuneShape& s, const sim::CostModel& gpu) {
-  sim::SpAttentionProblem p;
-  p.seq = s.seq;
-  p.q_heads = s.q_heads;
-  p.kv_heads = s.kv_heads;
-  p.head_dim = s.head_dim;
-  p.causal = s.causal;
-  p.layout = s.layout;
-  p.world = s.world;
-  const uint32_t spr = s.seq / static_cast<uint32_t>(s.world);
-  sim::SpAttentionConfig q;
-  detail::set_model_comm(q, c.comm, spr, 2 * s.kv_heads * s.head_dim, s.sm_budget);
-  q.local_first = c.local_first;
+  const sim::SpAttentionProblem& p = s.problem;
+  const uint32_t spr = p.seq / static_cast<uint32_t>(p.world);
+  sim::SpAttentionPlanConfig q;
+  q.op = c;
+  q.op.comm = all_gather_policy::resolved(c.comm, spr, 2 * p.kv_heads * p.head_dim, s.sm_budget);
+  q.op.layout = s.layout;
   // The model runs the rank on its budget's SMs; its rate is the GPU's times that share.
   q.attention_flops = q.attention_flops * s.sm_budget / gpu.sms;
   return sim::predict_sp_attention(p, q, gpu.share(s.sm_budget)).fused * 1e6;
@@ -55,14 +49,15 @@ std::vector<RankedSpAttentionConfig> sp_attention_comm_candidates(const SpAttent
                                                                   const SpAttentionTuneShape& shape, size_t top,
                                                                   const sim::CostModel& gpu) {
   TL_REQUIRE(top >= 1, "sp_attention_comm_candidates", "top", top, ">= 1");
-  TL_REQUIRE(shape.world >= 1 && shape.seq % static_cast<uint32_t>(shape.world) == 0,
-             "sp_attention_comm_candidates", "seq", shape.seq, "a multiple of the world size");
+  const sim::SpAttentionProblem& problem = shape.problem;
+  TL_REQUIRE(problem.world >= 1 && problem.seq % static_cast<uint32_t>(problem.world) == 0,
+             "sp_attention_comm_candidates", "seq", problem.seq, "a multiple of the world size");
   SpAttentionConfig automatic = base;
   automatic.comm = SpAttentionConfig{}.comm;
   automatic.local_first = false;
-  if (shape.world == 1) return {{automatic, 0.0}};
+  if (problem.world == 1) return {{automatic, 0.0}};
   const RankedSpAttentionConfig auto_ranked{automatic, predict_us(automatic, shape, gpu)};
-  const uint32_t spr = shape.seq / static_cast<uint32_t>(shape.world);
+  const uint32_t spr = problem.seq / static_cast<uint32_t>(problem.world);
 
   std::vector<RankedSpAttentionConfig> all;
   auto add = [&](const AllGatherConfig& comm) {

@@ -34,7 +34,7 @@ no_gpu bench mlp --world 2 --model llama3-8b
 no_gpu bench mlp --scatter push --granularity rank
 no_gpu bench moe_ag --world 2 --model qwen1.5-moe --gather-blocks 2 --swizzle 2 --kernel 128x128x64_c1x2
 no_gpu bench moe --world 2 --model deepseek-moe
-no_gpu bench moe --gather-blocks 2 --gemm-sms 60 --swizzle 2 --kernel k --comm-rows 32 --weight-sweeps 2 --combine-blocks 4
+no_gpu bench moe --gather-blocks 2 --gemm-sms 60 --swizzle 2 --kernel k --combine-rows 32 --weight-sweeps 2 --combine-blocks 4
 no_gpu bench sp_attention --world 2
 no_gpu bench sp_attention --resource sm --comm-rows 256 --blocks 4 --attention-sms 60 --local-first --section-heads 2
 no_gpu tune ag_gemm --world 2
@@ -45,13 +45,14 @@ no_gpu tune sp_attention --layout zigzag
 no_gpu trace ag_gemm --resource sm --comm-rows 256 --blocks 4 --kernel x
 no_gpu trace gemm_rs --scatter push --granularity tile
 no_gpu trace mlp --scatter ce --granularity row
-no_gpu trace moe --combine-blocks 4 --weight-sweeps 2
+no_gpu trace moe --combine-blocks 4 --combine-rows 32 --weight-sweeps 2
 no_gpu trace sp_attention --local-first --section-heads 4
 
 # No GPU needed.
 expect 0 "predicted" plan ag_gemm --world 8
 expect 0 "predicted" plan gemm_rs --world 8
 expect 0 "predicted" plan mlp --world 8 --model llama3-70b
+expect 0 "predicted" plan mlp --world 8 --model llama3-70b --reduce-blocks 8 --blocks 16 --resource sm
 expect 0 "predicted" plan moe_ag --world 8 --model mixtral-8x7b
 expect 0 "predicted" plan moe --world 8 --model qwen1.5-moe
 expect 0 "predicted" plan sp_attention --world 8 --layout zigzag

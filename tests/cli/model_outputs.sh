@@ -31,7 +31,7 @@ run plan_gemm_rs_paper2 plan gemm_rs --world 8 --m 8192 --n 4096 --k 14336
 run plan_gemm_rs_paper3 plan gemm_rs --world 8 --m 8192 --n 12288 --k 49152
 run plan_gemm_rs_push plan gemm_rs --world 8 --scatter push --granularity row
 run plan_gemm_rs_ce plan gemm_rs --world 8 --scatter ce --granularity rank
-run plan_gemm_rs_ctas plan gemm_rs --world 8 --reduce-ctas 12 --band 2
+run plan_gemm_rs_ctas plan gemm_rs --world 8 --reduce-blocks 12 --band 2
 run plan_gemm_rs_cost plan gemm_rs --world 8 --tflops 600 --nvlink-gbps 300 --sm-copy-gbps 40
 for model in llama3-8b llama3-70b llama3-405b; do
   run plan_mlp_$model plan mlp --world 8 --model $model
@@ -41,7 +41,7 @@ for model in mixtral-8x7b mixtral-8x22b qwen1.5-moe deepseek-moe; do
   run plan_moe_ag_$model plan moe_ag --world 8 --model $model
   run plan_moe_$model plan moe --world 8 --model $model
 done
-run plan_moe_knobs plan moe --world 8 --model mixtral-8x7b --gather-ctas 4 --combine-ctas 8 --combine-rows 64
+run plan_moe_knobs plan moe --world 8 --model mixtral-8x7b --gather-blocks 4 --combine-blocks 8 --combine-rows 64
 run plan_sp_attention_zigzag plan sp_attention --world 8 --seq 32768 --layout zigzag
 run plan_sp_attention_nc plan sp_attention --world 8 --seq 32768 --non-causal --resource sm
 run tune_ag_gemm tune ag_gemm --dry-run --world 8 --shapes paper

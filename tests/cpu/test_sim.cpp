@@ -26,7 +26,7 @@ CostModel tiny_gpu() {
 
 TEST(AgGemmSim, WorldOneIsTheGemmAlone) {
   AgGemmProblem p{256, 512, 64, 2, 1, 1};  // 2 x 2 tiles on 2 SMs: two rounds of 1 µs
-  AgGemmConfig c;
+  AgGemmPlanConfig c;
   const AgGemmPrediction r = predict_ag_gemm(p, c, tiny_gpu());
   EXPECT_DOUBLE_EQ(r.t_comm, 0.0);
   EXPECT_NEAR(r.t_comp, 2e-6, 1e-15);
@@ -39,8 +39,8 @@ TEST(AgGemmSim, WorldOneIsTheGemmAlone) {
 TEST(AgGemmSim, CopyEngineChunksAddOverheadAndBytesOverBandwidth) {
   // World 2: rank 0 pulls rank 1's 128 rows in two tiles of 64 rows x 128 bytes = 8192 bytes.
   AgGemmProblem p{256, 512, 64, 2, 2, 1};
-  AgGemmConfig c;
-  c.comm_rows = 64;
+  AgGemmPlanConfig c;
+  c.op.comm.comm_rows = 64;
   CostModel cost = tiny_gpu();
   cost.ce_chunk_overhead = 1e-6;
   cost.ce_bandwidth = 8192 / 1e-6;  // 1 µs per tile
@@ -65,10 +65,10 @@ TEST(AgGemmSim, CopyEngineChunksAddOverheadAndBytesOverBandwidth) {
 
 TEST(AgGemmSim, OverlapSitsBetweenIdealAndNonOverlapped) {
   const AgGemmProblem p{8192, 28672, 8192, 2, 8, 1};
-  for (Resource res : {Resource::kCopyEngine, Resource::kSm}) {
-    AgGemmConfig c;
-    c.resource = res;
-    c.comm_ctas = res == Resource::kSm ? 16 : 0;
+  for (CommResource res : {CommResource::kCopyEngine, CommResource::kSm}) {
+    AgGemmPlanConfig c;
+    c.op.comm.resource = res;
+    c.op.comm.num_blocks = res == CommResource::kSm ? 16 : 0;
     const AgGemmPrediction r = predict_ag_gemm(p, c);
     EXPECT_GE(r.fused, r.ideal * (1 - 1e-12));
     EXPECT_LE(r.fused, r.non_overlapped);
@@ -81,12 +81,12 @@ TEST(AgGemmSim, AnotherNodeIsSlowerThanNvlink) {
   AgGemmProblem one_node{8192, 28672, 8192, 2, 16, 1};
   AgGemmProblem two_nodes = one_node;
   two_nodes.nodes = 2;
-  const AgGemmConfig c;
+  const AgGemmPlanConfig c;
   EXPECT_GT(predict_ag_gemm(two_nodes, c).t_comm, predict_ag_gemm(one_node, c).t_comm);
 }
 
 TEST(AgGemmSim, RefusesWhatTheOpCannotRun) {
-  const AgGemmConfig c;
+  const AgGemmPlanConfig c;
   AgGemmProblem p{1000, 512, 64, 2, 3, 1};  // 1000 rows do not split over 3 ranks
   try {
     predict_ag_gemm(p, c);
@@ -94,18 +94,18 @@ TEST(AgGemmSim, RefusesWhatTheOpCannotRun) {
   } catch (const InvalidArgument& e) {
     EXPECT_NE(std::string(e.what()).find("'m' = 1000"), std::string::npos) << e.what();
   }
-  AgGemmConfig ring = c;
-  ring.order = CommOrder::kRing;
+  AgGemmPlanConfig ring = c;
+  ring.op.comm.order = CommOrder::kRing;
   EXPECT_THROW(predict_ag_gemm(AgGemmProblem{}, ring), InvalidArgument);  // copy engine: mesh only
-  AgGemmConfig sm = c;
-  sm.resource = Resource::kSm;  // comm_ctas 0
+  AgGemmPlanConfig sm = c;
+  sm.op.comm.resource = CommResource::kSm;  // num_blocks 0
   EXPECT_THROW(predict_ag_gemm(AgGemmProblem{}, sm), InvalidArgument);
 }
 
 TEST(AgGemmSim, ChromeTraceHasOneCompleteEventPerInterval) {
   AgGemmProblem p{256, 512, 64, 2, 2, 1};
-  AgGemmConfig c;
-  c.comm_rows = 64;
+  AgGemmPlanConfig c;
+  c.op.comm.comm_rows = 64;
   const AgGemmPrediction r = predict_ag_gemm(p, c, tiny_gpu());
   const std::string json = to_chrome_trace(r.timeline, "ag_gemm \"rank 0\"");
   EXPECT_EQ(json.rfind("{\"displayTimeUnit\":\"ns\",\"traceEvents\":[", 0), 0u);
@@ -119,8 +119,8 @@ TEST(AgGemmSim, ChromeTraceHasOneCompleteEventPerInterval) {
 
 TEST(AgGemmSim, SvgHasOneRectanglePerInterval) {
   AgGemmProblem p{256, 512, 64, 2, 2, 1};
-  AgGemmConfig c;
-  c.comm_rows = 64;
+  AgGemmPlanConfig c;
+  c.op.comm.comm_rows = 64;
   const AgGemmPrediction r = predict_ag_gemm(p, c, tiny_gpu());
   const std::string svg = to_svg(r.timeline, "a <b> & c");
   EXPECT_EQ(svg.rfind("<svg ", 0), 0u);
@@ -145,8 +145,8 @@ CostModel rs_gpu() {
 
 TEST(GemmRsSim, WorldOneIsTheGemmAlone) {
   GemmRsProblem p{128, 256, 64, 2, 2, 1, 1};  // one tile; one rank: the reduce-scatter is the identity
-  GemmRsConfig c;
-  c.reduce_ctas = 1;
+  GemmRsPlanConfig c;
+  c.op.reduce_blocks = 1;
   const GemmRsPrediction r = predict_gemm_rs(p, c, rs_gpu());
   EXPECT_NEAR(r.fused, 1e-6, 1e-15);
   EXPECT_DOUBLE_EQ(r.t_comm, 0.0);
@@ -156,12 +156,12 @@ TEST(GemmRsSim, TwoRanksOthersFirstThenOwnThenReduce) {
   // rows_per_rank 128, n 512: one tile row of two tiles per block; k 128 split in two: 1 µs per
   // MMA. Rank 0 computes owner 1's two tiles on its two CTAs (0-1 µs), then its own (1-2 µs).
   GemmRsProblem p{256, 512, 128, 2, 2, 2, 1};
-  GemmRsConfig c;
-  c.reduce_ctas = 1;
+  GemmRsPlanConfig c;
+  c.op.reduce_blocks = 1;
   for (SignalGranularity g : {SignalGranularity::kTile, SignalGranularity::kTileRow, SignalGranularity::kRank}) {
-    c.granularity = g;
+    c.op.granularity = g;
     for (GemmRsScatter s : {GemmRsScatter::kPull, GemmRsScatter::kEpiloguePush}) {
-      c.scatter = s;
+      c.op.scatter = s;
       // Owner 0's own tiles are done at 2 µs; rank 1's tiles for it at 1 µs (pull) or 2 µs
       // (push: 1 µs store). Reduction of each tile: 2 read + 1 written = 3 µs: 2-5, 5-8 µs.
       const GemmRsPrediction r = predict_gemm_rs(p, c, rs_gpu());
@@ -170,8 +170,8 @@ TEST(GemmRsSim, TwoRanksOthersFirstThenOwnThenReduce) {
   }
   // Copy engine, one copy per tile row: rank 1's row for owner 0 is done at 1 µs, copied by
   // 1 + 5 µs (fixed cost) + 128 KiB at 2 TB/s; the reduction follows it: + 3 µs, + 3 µs.
-  c.scatter = GemmRsScatter::kCopyEngine;
-  c.granularity = SignalGranularity::kTileRow;
+  c.op.scatter = GemmRsScatter::kCopyEngine;
+  c.op.granularity = SignalGranularity::kTileRow;
   const CostModel cost = rs_gpu();
   const double copied = 1e-6 + cost.ce_chunk_overhead + 128.0 * 512 * 2 / cost.ce_bandwidth;
   EXPECT_NEAR(predict_gemm_rs(p, c, cost).fused, copied + 6e-6, 1e-12);
@@ -182,8 +182,8 @@ TEST(GemmRsSim, InterleavedOwnersLeaveOnlyTheLastRoundsReduction) {
   // round by round, so the reduction overlaps the GEMM; one band per block (band 4) completes
   // every block only in the last round.
   GemmRsProblem p{1024, 512, 128, 2, 2, 2, 1};
-  GemmRsConfig c;
-  c.reduce_ctas = 1;
+  GemmRsPlanConfig c;
+  c.op.reduce_blocks = 1;
   c.band = 1;
   const double interleaved = predict_gemm_rs(p, c, rs_gpu()).fused;
   c.band = 4;
@@ -192,14 +192,14 @@ TEST(GemmRsSim, InterleavedOwnersLeaveOnlyTheLastRoundsReduction) {
 }
 
 TEST(GemmRsSim, RefusesWhatTheOpCannotRun) {
-  GemmRsConfig c;
+  GemmRsPlanConfig c;
   EXPECT_THROW(predict_gemm_rs(GemmRsProblem{8192, 8190, 28672, 2, 2, 8, 1}, c), InvalidArgument);  // n % 4
   EXPECT_THROW(predict_gemm_rs(GemmRsProblem{8192, 8192, 1001, 2, 2, 8, 1}, c), InvalidArgument);   // k % world
   EXPECT_THROW(predict_gemm_rs(GemmRsProblem{8192 + 64 * 8, 8192, 28672, 2, 2, 8, 1}, c), InvalidArgument);  // m/P % bm
-  GemmRsConfig ce = c;
-  ce.scatter = GemmRsScatter::kCopyEngine;  // per tile: refused, as by the op
+  GemmRsPlanConfig ce = c;
+  ce.op.scatter = GemmRsScatter::kCopyEngine;  // per tile: refused, as by the op
   EXPECT_THROW(predict_gemm_rs(GemmRsProblem{}, ce), InvalidArgument);
-  c.reduce_ctas = 0;
+  c.op.reduce_blocks = 0;
   EXPECT_THROW(predict_gemm_rs(GemmRsProblem{}, c), InvalidArgument);
 }
 
@@ -256,10 +256,10 @@ sim::MoeProblem hand_problem(int world) {
   return p;
 }
 
-sim::MoeConfig hand_config() {
-  sim::MoeConfig c;
-  c.comm_rows = 128;
-  c.gather_ctas = 1;
+sim::MoeAgPlanConfig hand_config() {
+  sim::MoeAgPlanConfig c;
+  c.op.comm.comm_rows = 128;
+  c.op.gather_blocks = 1;
   c.cluster = 1;
   c.mapping_time = 0.5e-6;
   return c;
@@ -287,8 +287,8 @@ TEST(MoeSim, TilesOfAPeersTokensWaitForTheAllGather) {
   EXPECT_EQ(r.gemm_ctas, 1u);
   EXPECT_NEAR(r.t_comm, 10e-6, 1e-12);
   EXPECT_NEAR(r.fused, 13e-6, 1e-12);
-  sim::MoeConfig too_many = hand_config();
-  too_many.gather_ctas = 2;  // 4 - 2 - 2 slack leaves no GEMM CTA
+  sim::MoeAgPlanConfig too_many = hand_config();
+  too_many.op.gather_blocks = 2;  // 4 - 2 - 2 slack leaves no GEMM CTA
   EXPECT_THROW(sim::predict_moe_ag(hand_problem(2), too_many, hand_cost()), InvalidArgument);
   sim::MoeProblem bad = hand_problem(1);
   bad.ids = {0, 1};
@@ -305,10 +305,10 @@ sim::MoeProblem hand_rs_problem(int world) {
   return p;
 }
 
-sim::MoeRsConfig hand_rs_config() {
-  sim::MoeRsConfig c;
-  c.comm_rows = 128;
-  c.combine_ctas = 2;
+sim::MoeRsPlanConfig hand_rs_config() {
+  sim::MoeRsPlanConfig c;
+  c.op.comm_rows = 128;
+  c.op.combine_blocks = 2;
   c.cluster = 1;
   return c;
 }
@@ -336,14 +336,14 @@ TEST(MoeSim, Part2ReducesARoundAfterItsCombines) {
     }
   }
   EXPECT_EQ(reductions, 1u);
-  sim::MoeRsConfig too_many = hand_rs_config();
-  too_many.combine_ctas = 4;  // no SM left for the GEMM
+  sim::MoeRsPlanConfig too_many = hand_rs_config();
+  too_many.op.combine_blocks = 4;  // no SM left for the GEMM
   EXPECT_THROW(sim::predict_moe_gemm_rs(hand_rs_problem(2), too_many, hand_cost()), InvalidArgument);
 }
 
 TEST(MoeSim, LayerIsPart1ThenTheActivationThenPart2) {
   const sim::MoeProblem p = hand_rs_problem(1);
-  const sim::MoePrediction layer = sim::predict_moe_layer(p, false, hand_config(), hand_rs_config(), hand_cost());
+  const sim::MoePrediction layer = sim::predict_moe_layer(p, MlpActivation::kGelu, hand_config(), hand_rs_config(), hand_cost());
   const sim::MoePrediction a = sim::predict_moe_ag(p, hand_config(), hand_cost());
   const sim::MoePrediction b = sim::predict_moe_gemm_rs(p, hand_rs_config(), hand_cost());
   const double act = 256.0 * (1024 + 1024) * 2 / hand_cost().hbm_bandwidth;  // 2 tiles of 128 rows
@@ -365,7 +365,7 @@ TEST(MlpSim, IsFc1ThenActivationThenFc2) {
   p.hidden = 2048;
   p.intermediate = 8192;
   p.world = 4;
-  sim::MlpConfig c;
+  sim::MlpPlanConfig c;
   const sim::MlpPrediction r = sim::predict_mlp(p, c);
   const sim::AgGemmPrediction fc1 = sim::predict_ag_gemm({4096, 16384, 2048, 2, 4, 1}, c.fc1);
   const sim::GemmRsPrediction fc2 = sim::predict_gemm_rs({4096, 2048, 8192, 2, 2, 4, 1}, c.fc2);
@@ -393,22 +393,22 @@ namespace {
 // SP attention by hand: 2 ranks x 128 tokens, one q head over one kv head of 64, one query block
 // and one K/V chunk per rank; a chunk of 128 x 128 pairs takes 1 µs on one of the 2 SMs; the
 // peer's chunk arrives at 10 µs (hand_cost's copy-engine chunk overhead).
-sim::SpAttentionProblem hand_attention(bool causal, SeqLayout layout) {
+sim::SpAttentionProblem hand_attention(bool causal) {
   sim::SpAttentionProblem p;
   p.seq = 256;
   p.q_heads = 1;
   p.kv_heads = 1;
   p.head_dim = 64;
   p.causal = causal;
-  p.layout = layout;
   p.world = 2;
   return p;
 }
 
-sim::SpAttentionConfig hand_attention_config() {
-  sim::SpAttentionConfig c;
+sim::SpAttentionPlanConfig hand_attention_config(SeqLayout layout = SeqLayout::kContiguous) {
+  sim::SpAttentionPlanConfig c;
   c.bq = 128;
-  c.comm_rows = 128;
+  c.op.comm.comm_rows = 128;
+  c.op.layout = layout;
   c.attention_flops = 2 * 4.0 * 128 * 128 * 64 / 1e-6;
   return c;
 }
@@ -424,7 +424,7 @@ sim::CostModel hand_attention_cost() {
 
 TEST(SpAttentionSim, TheLocalChunkFirstThenThePeersOnArrival) {
   const sim::SpAttentionPrediction r = sim::predict_sp_attention(
-      hand_attention(false, SeqLayout::kContiguous), hand_attention_config(), hand_attention_cost());
+      hand_attention(false), hand_attention_config(SeqLayout::kContiguous), hand_attention_cost());
   EXPECT_EQ(r.items, 1u);
   EXPECT_NEAR(r.t_comm, 10e-6, 1e-12);
   EXPECT_NEAR(r.fused, 11e-6, 1e-12);  // own chunk 0-1 µs, the peer's 10-11 µs
@@ -436,9 +436,9 @@ TEST(SpAttentionSim, TheLocalPassFirstFillsTheWaitForThePeer) {
   // 4 heads on 2 SMs: each CTA has two items, each 1 µs on its own chunk and 1 µs on the peer's,
   // which lands at 10 µs. An item's state (128 x 64 fp32 + m, l: 33792 bytes) moves in 0.1 µs at
   // a CTA's share of the HBM bandwidth.
-  sim::SpAttentionProblem p = hand_attention(false, SeqLayout::kContiguous);
+  sim::SpAttentionProblem p = hand_attention(false);
   p.q_heads = p.kv_heads = 4;
-  sim::SpAttentionConfig c = hand_attention_config();
+  sim::SpAttentionPlanConfig c = hand_attention_config();
   sim::CostModel cost = hand_attention_cost();
   cost.hbm_bandwidth = 2 * 33792 / 0.1e-6;
   // One pass: own 0-1, peer 10-11, the second item 11-13.
@@ -446,7 +446,7 @@ TEST(SpAttentionSim, TheLocalPassFirstFillsTheWaitForThePeer) {
   EXPECT_NEAR(one.fused, 13e-6, 1e-12);
   // Local pass first: own chunks 0-1 and 1.1-2.1 (each parked for 0.1 µs), then the peer's: load
   // 2.2-2.3, wait to 10, 10-11; load 11-11.1, 11.1-12.1.
-  c.local_first = true;
+  c.op.local_first = true;
   const sim::SpAttentionPrediction two = sim::predict_sp_attention(p, c, cost);
   EXPECT_NEAR(two.fused, 12.1e-6, 1e-12);
   EXPECT_NEAR(two.t_comp, one.t_comp, 1e-12);  // the non-overlapped baseline stays one pass
@@ -458,18 +458,18 @@ TEST(SpAttentionSim, CommunicationSlowedUnderComputeDelaysOnlyTheFusedArrivals) 
   // rate. Fused: own chunk 0-1 µs, the peer's lands at 11 (alone) or 12 (slowed) µs, then 1 µs.
   sim::CostModel cost = hand_attention_cost();
   cost.ce_bandwidth = cost.nvlink_bandwidth = 128.0 * 256 / 1e-6;
-  sim::SpAttentionConfig c = hand_attention_config();
+  sim::SpAttentionPlanConfig c = hand_attention_config();
   const sim::SpAttentionPrediction alone =
-      sim::predict_sp_attention(hand_attention(false, SeqLayout::kContiguous), c, cost);
+      sim::predict_sp_attention(hand_attention(false), c, cost);
   c.comm_slowdown = 2.0;
   const sim::SpAttentionPrediction slowed =
-      sim::predict_sp_attention(hand_attention(false, SeqLayout::kContiguous), c, cost);
+      sim::predict_sp_attention(hand_attention(false), c, cost);
   EXPECT_NEAR(alone.fused, 12e-6, 1e-12);
   EXPECT_NEAR(slowed.fused, 13e-6, 1e-12);
   EXPECT_NEAR(slowed.t_comm, alone.t_comm, 1e-12);                  // T_comm: the isolated rate
   EXPECT_NEAR(slowed.non_overlapped, alone.non_overlapped, 1e-12);  // so is the chain's
   c.comm_slowdown = 0.5;
-  EXPECT_THROW(sim::predict_sp_attention(hand_attention(false, SeqLayout::kContiguous), c, cost), InvalidArgument);
+  EXPECT_THROW(sim::predict_sp_attention(hand_attention(false), c, cost), InvalidArgument);
 }
 
 TEST(SpAttentionSim, CausalSkipsTheFutureAndCountsOnlyVisiblePairs) {
@@ -477,18 +477,19 @@ TEST(SpAttentionSim, CausalSkipsTheFutureAndCountsOnlyVisiblePairs) {
   // wait); rank 1 (128-255) is the slowest: its own chunk is a triangle (128 * 129 / 2 of the 128 *
   // 128 pairs) at 0-0.504 µs, then all of rank 0's chunk at 10-11 µs.
   const sim::SpAttentionPrediction r = sim::predict_sp_attention(
-      hand_attention(true, SeqLayout::kContiguous), hand_attention_config(), hand_attention_cost());
+      hand_attention(true), hand_attention_config(SeqLayout::kContiguous), hand_attention_cost());
   EXPECT_EQ(r.rank, 1u);
   EXPECT_NEAR(r.fused, 11e-6, 1e-12);
   EXPECT_NEAR(r.t_comp, (8256.0 + 16384) / 16384 * 1e-6, 1e-12);
   // Zig-zag: rank 0 holds 0-63 and 192-255, rank 1 64-191; rank 0's query 255 sees all of the
   // peer's chunk, so the block waits for it: 0-t_own, then 10 µs-(10 µs + 1 µs).
   const sim::SpAttentionPrediction z = sim::predict_sp_attention(
-      hand_attention(true, SeqLayout::kZigZag), hand_attention_config(), hand_attention_cost());
+      hand_attention(true), hand_attention_config(SeqLayout::kZigZag), hand_attention_cost());
   EXPECT_NEAR(z.fused, 10e-6 + (64.0 * 128) / 16384 * 1e-6, 1e-12);  // queries 192-255 see the peer's 128 keys
-  sim::SpAttentionProblem odd = hand_attention(true, SeqLayout::kZigZag);
+  sim::SpAttentionProblem odd = hand_attention(true);
   odd.seq = 254;  // 127 tokens per rank: zig-zag needs an even count
-  EXPECT_THROW(sim::predict_sp_attention(odd, hand_attention_config(), hand_attention_cost()), InvalidArgument);
+  EXPECT_THROW(sim::predict_sp_attention(odd, hand_attention_config(SeqLayout::kZigZag), hand_attention_cost()),
+               InvalidArgument);
 }
 
 }  // namespace

@@ -1,5 +1,6 @@
-// The tune cache (file round trip of AG+GEMM, GEMM+RS, MoE and SP attention entries, refusals
-// naming the file and field) and the search spaces of `tilelink tune` (the first stage covers
+// The tune cache (file round trip of AG+GEMM, GEMM+RS, MoE and SP attention entries, each op's
+// configuration as data; files of earlier builds; refusals naming the file and field) and the
+// search spaces of `tilelink tune` (the first stage covers
 // every compute variant once; the last is ranked by the plan model and always keeps the automatic
 // communication).
 #include <gtest/gtest.h>
@@ -9,22 +10,37 @@
 #include <cstdlib>
 #include <fstream>
 #include <iterator>
+#include <optional>
 #include <set>
 #include <string>
 #include <unistd.h>
 
 #include "tilelink/core/error.hpp"
+#include "tilelink/ops/ag_gemm/ag_gemm.hpp"
+#include "tilelink/runtime/tune_cache.hpp"
 #include "tilelink/tune/ag_gemm_tune.hpp"
 #include "tilelink/tune/gemm_rs_tune.hpp"
 #include "tilelink/tune/moe_tune.hpp"
 #include "tilelink/tune/sp_attention_tune.hpp"
-#include "tilelink/tune/tune_cache.hpp"
 
 namespace tilelink::test {
 namespace {
 
 std::string temp_path(const char* name) {
   return std::string(::testing::TempDir()) + "tilelink_" + std::to_string(::getpid()) + "_" + name;
+}
+
+// The configuration an entry holds, read back as its op reads it.
+template <class Config>
+Config config_of(const TuneCache::Entry& e) {
+  Config c;
+  from_config_json(e.config, "test entry", c);
+  return c;
+}
+
+template <class Config>
+TuneCache::Entry entry_of(const std::string& op, const Config& c, double time_us = 1, double default_us = 2) {
+  return {op, to_config_json(c), time_us, default_us, "2026-12-02T00:00:00Z"};
 }
 
 TuneKey key(uint32_t m) {
@@ -51,20 +67,22 @@ TEST(TuneCache, RoundTripsEntriesThroughTheFile) {
   a.comm = {CommResource::kSm, AgMethod::kPush, DataPath::kBulk, CommOrder::kRing, 256, 6, 512};
   AgGemmConfig b;
   b.comm.comm_rows = 2048;
-  empty.put(key(8192), {a, 1234.5, 1500.25, "2026-12-02T00:00:00Z"});
-  empty.put(key(4096), {b, 10.0, 11.0, "2026-12-02T00:00:01Z"});
+  empty.put(key(8192), entry_of("ag_gemm", a, 1234.5, 1500.25));
+  empty.put(key(4096), entry_of("ag_gemm", b, 10.0, 11.0));
   empty.save();
 
   const TuneCache back = TuneCache::load(path);
   ASSERT_EQ(back.size(), 2u);
   const auto e = back.find(key(8192));
   ASSERT_TRUE(e.has_value());
-  EXPECT_EQ(describe(e->config), describe(a));
-  EXPECT_EQ(e->config.comm.num_blocks, 6u);
-  EXPECT_EQ(e->config.comm.threads, 512u);
+  EXPECT_EQ(e->op, "ag_gemm");
+  const AgGemmConfig c = config_of<AgGemmConfig>(*e);
+  EXPECT_EQ(describe(c), describe(a));
+  EXPECT_EQ(c.comm.num_blocks, 6u);
+  EXPECT_EQ(c.comm.threads, 512u);
   EXPECT_DOUBLE_EQ(e->time_us, 1234.5);
   EXPECT_DOUBLE_EQ(e->default_us, 1500.25);
-  EXPECT_EQ(back.find(key(4096))->config.comm.comm_rows, 2048u);
+  EXPECT_EQ(config_of<AgGemmConfig>(*back.find(key(4096))).comm.comm_rows, 2048u);
   EXPECT_FALSE(back.find(key(2048)).has_value());
   TuneKey other = key(8192);
   other.world = 4;
@@ -81,15 +99,62 @@ TEST(TuneCache, RefusesFilesThatAreNotACacheNamingTheFile) {
   } catch (const InvalidArgument& e) {
     EXPECT_NE(std::string(e.what()).find(path), std::string::npos) << e.what();
   }
-  std::ofstream(path) << R"({"format": "tilelink-tune-1", "entries": {"k": {"config": {"kernel": "", "swizzle": 0,
-      "gemm_sms": 0, "comm": {"resource": "gpu", "method": "pull", "path": "ldst", "order": "mesh",
-      "comm_rows": 0, "num_blocks": 0, "threads": 512}}, "time_us": 1, "default_us": 1, "date": ""}}})";
+  std::ofstream(path) << R"({"format": "tilelink-tune-1", "entries": {"k": {"config": 7, "time_us": 1,
+      "default_us": 1, "date": ""}}})";
+  EXPECT_THROW(TuneCache::load(path), InvalidArgument) << "a configuration that is not an object";
+  // The cache keeps an op's configuration as data; the op refuses a field it does not know when
+  // it reads the entry, naming the file and the field.
+  std::ofstream(path) << R"({"format": "tilelink-tune-1", "entries": {")" << key(8192).str()
+                      << R"(": {"config": {"kernel": "", "swizzle": 0, "gemm_sms": 0, "comm": {"resource": "gpu",
+      "method": "pull", "path": "ldst", "order": "mesh", "comm_rows": 0, "num_blocks": 0, "threads": 512}},
+      "time_us": 1, "default_us": 1, "date": ""}}})";
+  const std::optional<TuneCache::Entry> bad = TuneCache::load(path).find(key(8192));
+  ASSERT_TRUE(bad.has_value());
   try {
-    TuneCache::load(path);
+    AgGemmConfig c;
+    from_config_json(bad->config, "tune cache 'f'", c);
     FAIL() << "an unknown resource was accepted";
   } catch (const InvalidArgument& e) {
-    EXPECT_NE(std::string(e.what()).find("'resource' = 'gpu'"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("tune cache 'f': field 'resource' = 'gpu': expected one of 'ce', 'sm'"),
+              std::string::npos)
+        << e.what();
   }
+  try {
+    GemmRsConfig c;
+    from_config_json(R"({"scatter": "pull"})", "tune cache 'f'", c);
+    FAIL() << "a configuration without its fields was accepted";
+  } catch (const InvalidArgument& e) {
+    EXPECT_NE(std::string(e.what()).find("tune cache 'f': not a GEMM+RS configuration"), std::string::npos)
+        << e.what();
+  }
+  TuneCache writer = TuneCache::load("");
+  EXPECT_THROW(writer.put(key(8192), {"ag_gemm", "not json", 1, 1, ""}), InvalidArgument);
+  std::remove(path.c_str());
+}
+
+// Files written by earlier builds load and apply: the oldest had no "op" (every entry AG+GEMM's),
+// later ones named it; the fields of each configuration are the same.
+TEST(TuneCache, ReadsTheFilesOfEarlierBuilds) {
+  const std::string path = temp_path("old.json");
+  TuneKey rs_key = key(8192);
+  rs_key.op = "gemm_rs";
+  std::ofstream(path) << R"({"format": "tilelink-tune-1", "entries": {")" << key(4096).str()
+                      << R"(": {"config": {"comm": {"comm_rows": 512, "method": "push", "num_blocks": 6, "order": "ring",
+      "path": "bulk", "resource": "sm", "threads": 512}, "gemm_sms": 0, "kernel": "256x128x64_c1x2", "swizzle": 4},
+      "date": "2026-12-02T00:00:00Z", "default_us": 11.0, "time_us": 10.0}, ")"
+                      << rs_key.str() << R"(": {"config": {"gemm_sms": 0, "granularity": "row",
+      "reduce_blocks": 4, "scatter": "ce", "swizzle": 2}, "date": "2026-12-03T00:00:00Z", "default_us": 6900.0,
+      "op": "gemm_rs", "time_us": 6500.0}}})";
+  const TuneCache cache = TuneCache::load(path);
+  ASSERT_EQ(cache.size(), 2u);
+  const std::optional<TuneCache::Entry> ag = cache.find(key(4096));
+  ASSERT_TRUE(ag.has_value());
+  EXPECT_EQ(ag->op, "ag_gemm");
+  EXPECT_EQ(describe(config_of<AgGemmConfig>(*ag)),
+            "kernel 256x128x64_c1x2, swizzle 4, sm push ring bulk 6 CTAs, comm rows 512");
+  const std::optional<TuneCache::Entry> rs = cache.find(rs_key);
+  ASSERT_TRUE(rs.has_value());
+  EXPECT_EQ(describe(config_of<GemmRsConfig>(*rs)), "scatter ce, signal per row, reduction CTAs 4, swizzle 2");
   std::remove(path.c_str());
 }
 
@@ -110,39 +175,39 @@ TEST(TuneCache, KeepsGemmRsEntriesApartFromAgGemmOnes) {
   const std::string path = temp_path("tune_rs.json");
   std::remove(path.c_str());
   TuneCache cache = TuneCache::load(path);
-  TuneEntry e;
-  e.op = "gemm_rs";
-  e.gemm_rs.scatter = GemmRsScatter::kCopyEngine;
-  e.gemm_rs.granularity = SignalGranularity::kTileRow;
-  e.gemm_rs.reduce_blocks = 4;
-  e.gemm_rs.swizzle = 2;
-  e.time_us = 6500;
-  e.default_us = 6900;
+  GemmRsConfig rs_config;
+  rs_config.scatter = GemmRsScatter::kCopyEngine;
+  rs_config.granularity = SignalGranularity::kTileRow;
+  rs_config.reduce_blocks = 4;
+  rs_config.swizzle = 2;
+  const TuneCache::Entry e = entry_of("gemm_rs", rs_config, 6500, 6900);
   TuneKey k = key(8192);
   k.op = "gemm_rs";
   cache.put(k, e);
-  cache.put(key(8192), {AgGemmConfig{}, 1.0, 2.0, "2026-12-03T00:00:00Z"});
+  cache.put(key(8192), entry_of("ag_gemm", AgGemmConfig{}));
   cache.save();
   const TuneCache back = TuneCache::load(path);
   ASSERT_EQ(back.size(), 2u);
   const auto rs = back.find(k);
   ASSERT_TRUE(rs.has_value());
   EXPECT_EQ(rs->op, "gemm_rs");
-  EXPECT_EQ(describe(rs->gemm_rs), describe(e.gemm_rs));
-  EXPECT_EQ(rs->gemm_rs.reduce_blocks, 4u);
+  EXPECT_EQ(describe(config_of<GemmRsConfig>(*rs)), describe(rs_config));
+  EXPECT_EQ(config_of<GemmRsConfig>(*rs).reduce_blocks, 4u);
+  EXPECT_DOUBLE_EQ(rs->default_us, 6900);
   EXPECT_EQ(back.find(key(8192))->op, "ag_gemm");
-  // An entry of an op this build does not tune (a later build's) is neither applied nor lost:
-  // the file keeps it when this build saves.
+  // The cache knows no op: an entry of an op this build does not tune (a later build's) is kept
+  // as it is, and written back when this build saves.
   std::ofstream(path) << R"({"format": "tilelink-tune-1", "entries": {"k": {"op": "expert_parallel", "config": {"x": 7},
       "time_us": 1, "default_us": 1, "date": ""}}})";
   TuneCache mixed = TuneCache::load(path);
-  EXPECT_EQ(mixed.size(), 0u);
+  EXPECT_EQ(mixed.size(), 1u);
   mixed.put(k, e);
   mixed.save();
   std::ifstream in(path);
   const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   EXPECT_NE(text.find("\"expert_parallel\""), std::string::npos) << text;
-  EXPECT_EQ(TuneCache::load(path).size(), 1u);
+  EXPECT_NE(text.find("\"x\": 7"), std::string::npos) << text;
+  EXPECT_EQ(TuneCache::load(path).size(), 2u);
   EXPECT_EQ(TuneCache::load(path).find(k)->op, "gemm_rs");
   std::remove(path.c_str());
   EXPECT_TRUE(is_automatic(GemmRsConfig{}));
@@ -229,31 +294,27 @@ TEST(TuneCache, RoundTripsMoeAndSpAttentionEntriesUnderTheirVariants) {
   const std::string path = temp_path("tune_layers.json");
   std::remove(path.c_str());
   TuneCache cache = TuneCache::load(path);
-  TuneEntry moe;
-  moe.op = "moe";
-  moe.moe.part1.kernel = "128x128x64_c1x2";
-  moe.moe.part1.swizzle = 2;
-  moe.moe.part1.gather_blocks = 3;
-  moe.moe.part1.comm = {CommResource::kSm, AgMethod::kPush, DataPath::kBulk, CommOrder::kRing, 256, 4, 512};
-  moe.moe.part2.weight_sweeps = MoeGemmRsConfig::kTokenOrder;
-  moe.moe.part2.comm_rows = 32;
-  moe.moe.part2.combine_blocks = 6;
-  moe.time_us = 900;
-  moe.default_us = 1000;
+  MoeLayerConfig moe;
+  moe.part1.kernel = "128x128x64_c1x2";
+  moe.part1.swizzle = 2;
+  moe.part1.gather_blocks = 3;
+  moe.part1.comm = {CommResource::kSm, AgMethod::kPush, DataPath::kBulk, CommOrder::kRing, 256, 4, 512};
+  moe.part2.weight_sweeps = MoeGemmRsConfig::kTokenOrder;
+  moe.part2.comm_rows = 32;
+  moe.part2.combine_blocks = 6;
   TuneKey moe_key = key(8192);
   moe_key.op = "moe";
   moe_key.variant = "8 experts, top-2, swiglu";
-  cache.put(moe_key, moe);
-  TuneEntry attn;
-  attn.op = "sp_attention";
-  attn.sp_attention.comm.comm_rows = 1024;
-  attn.sp_attention.local_first = true;
-  attn.sp_attention.section_kv_heads = 2;
-  attn.sp_attention.attention_sms = 120;
+  cache.put(moe_key, entry_of("moe", moe, 900, 1000));
+  SpAttentionConfig attn;
+  attn.comm.comm_rows = 1024;
+  attn.local_first = true;
+  attn.section_kv_heads = 2;
+  attn.attention_sms = 120;
   TuneKey attn_key = key(32768);
   attn_key.op = "sp_attention";
   attn_key.variant = "head dim 128, causal, zigzag";
-  cache.put(attn_key, attn);
+  cache.put(attn_key, entry_of("sp_attention", attn));
   cache.save();
 
   const TuneCache back = TuneCache::load(path);
@@ -261,14 +322,15 @@ TEST(TuneCache, RoundTripsMoeAndSpAttentionEntriesUnderTheirVariants) {
   const auto m = back.find(moe_key);
   ASSERT_TRUE(m.has_value());
   EXPECT_EQ(m->op, "moe");
-  EXPECT_EQ(describe(m->moe), describe(moe.moe));
-  EXPECT_EQ(m->moe.part1.comm.path, DataPath::kBulk);
-  EXPECT_EQ(m->moe.part2.weight_sweeps, MoeGemmRsConfig::kTokenOrder);
+  const MoeLayerConfig m_config = config_of<MoeLayerConfig>(*m);
+  EXPECT_EQ(describe(m_config), describe(moe));
+  EXPECT_EQ(m_config.part1.comm.path, DataPath::kBulk);
+  EXPECT_EQ(m_config.part2.weight_sweeps, MoeGemmRsConfig::kTokenOrder);
   EXPECT_DOUBLE_EQ(m->time_us, 900);
   const auto a = back.find(attn_key);
   ASSERT_TRUE(a.has_value());
-  EXPECT_EQ(describe(a->sp_attention), describe(attn.sp_attention));
-  EXPECT_EQ(a->sp_attention.attention_sms, 120u);
+  EXPECT_EQ(describe(config_of<SpAttentionConfig>(*a)), describe(attn));
+  EXPECT_EQ(config_of<SpAttentionConfig>(*a).attention_sms, 120u);
   TuneKey other = attn_key;
   other.variant = "head dim 128, causal, contiguous";
   EXPECT_FALSE(back.find(other).has_value()) << "the layout is part of the key";
@@ -338,7 +400,7 @@ TEST(MoeTuneSpace, KernelPairsThenOrdersThenRankedCommunication) {
     EXPECT_TRUE(seen.insert(describe(c)).second) << "duplicate " << describe(c);
     EXPECT_EQ(c.part2.weight_sweeps, base.part2.weight_sweeps) << "stage 3 keeps stage 2's winner";
     EXPECT_EQ(c.part1.swizzle, base.part1.swizzle);
-    EXPECT_LE((c.part2.comm_rows == 0 ? 64 : c.part2.comm_rows) * shape.topk, 4096u);
+    EXPECT_LE((c.part2.comm_rows == 0 ? 64 : c.part2.comm_rows) * shape.problem.topk, 4096u);
     EXPECT_LE(c.part1.gather_blocks, 4u) << "at most a quarter of the rank's SMs";
     EXPECT_LE(c.part2.combine_blocks, 4u);
     has_auto = has_auto || (c.part1.comm.resource == CommResource::kCopyEngine && c.part1.comm.comm_rows == 0 &&
@@ -346,7 +408,7 @@ TEST(MoeTuneSpace, KernelPairsThenOrdersThenRankedCommunication) {
   }
   EXPECT_TRUE(has_auto) << "the automatic communication is always timed";
 
-  shape.world = 1;  // no peers: the all-gather stays automatic
+  shape.problem.world = 1;  // no peers: the all-gather stays automatic
   shape.sm_budget = 132;
   for (const RankedMoeConfig& r : moe_comm_candidates(base, shape, 40)) {
     EXPECT_EQ(r.config.part1.comm.comm_rows, 0u) << describe(r.config);
@@ -368,16 +430,16 @@ TEST(SpAttentionTuneSpace, SectionsThenRankedAllGatherAndLocalPass) {
   EXPECT_EQ(sp_attention_compute_candidates(6, SeqLayout::kContiguous).size(), 5u);  // automatic, 1, 2, 3, 6
 
   SpAttentionTuneShape shape;
-  shape.world = 1;
+  shape.problem.world = 1;
   shape.sm_budget = 132;
   const auto one = sp_attention_comm_candidates(stage1[2], shape, 6);
   ASSERT_EQ(one.size(), 1u) << "world 1 has nothing to gather";
   EXPECT_EQ(one.front().config.section_kv_heads, stage1[2].section_kv_heads);
   EXPECT_FALSE(one.front().config.local_first);
 
-  shape.world = 8;
+  shape.problem.world = 8;
   shape.sm_budget = 16;
-  shape.seq = 8192;  // 1024 tokens a rank: no chunk may be longer
+  shape.problem.seq = 8192;  // 1024 tokens a rank: no chunk may be longer
   shape.layout = SeqLayout::kZigZag;
   const auto ranked = sp_attention_comm_candidates(stage1[2], shape, 40);
   ASSERT_GT(ranked.size(), 6u);

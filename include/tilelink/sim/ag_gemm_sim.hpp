@@ -19,12 +19,11 @@
 #include <string>
 #include <vector>
 
-#include "tilelink/comm/all_gather.hpp"
+#include "tilelink/comm/collectives.hpp"
+#include "tilelink/ops/ag_gemm/ag_gemm_config.hpp"
 #include "tilelink/sim/timeline.hpp"
 
 namespace tilelink::sim {
-
-enum class Resource { kCopyEngine, kSm };
 
 struct AgGemmProblem {
   uint32_t m = 8192;       // rows of the gathered A and of C
@@ -35,13 +34,19 @@ struct AgGemmProblem {
   int nodes = 1;           // world must be a multiple of nodes
 };
 
-struct AgGemmConfig {
+// What the model runs besides the problem: the GEMM's tile and the op's configuration, of which
+// the model follows the all-gather as the op would run it -- comm.comm_rows rows per
+// communication tile (no automatic: 0 is refused), comm.resource, comm.order, and with
+// CommResource::kSm comm.num_blocks CTAs that copy, taken from the GEMM. The all-gather's method,
+// data path and threads, and the GEMM's kernel, SMs and swizzle do not change the prediction.
+struct AgGemmPlanConfig {
   uint32_t bm = 128;
   uint32_t bn = 256;
-  uint32_t comm_rows = 1024;     // rows per communication tile
-  Resource resource = Resource::kCopyEngine;
-  uint32_t comm_ctas = 0;        // SM resource: CTAs that copy (taken from the GEMM)
-  CommOrder order = CommOrder::kFullMesh;
+  AgGemmConfig op = [] {
+    AgGemmConfig c;
+    c.comm.comm_rows = 1024;
+    return c;
+  }();
 };
 
 struct AgGemmPrediction {
@@ -56,7 +61,7 @@ struct AgGemmPrediction {
 };
 
 // Throws InvalidArgument for shapes or configurations the op could not run.
-AgGemmPrediction predict_ag_gemm(const AgGemmProblem& problem, const AgGemmConfig& config,
+AgGemmPrediction predict_ag_gemm(const AgGemmProblem& problem, const AgGemmPlanConfig& config,
                                  const CostModel& cost = {});
 
 }  // namespace tilelink::sim

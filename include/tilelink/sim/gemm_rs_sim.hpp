@@ -17,7 +17,7 @@
 
 #include <cstdint>
 
-#include "tilelink/ops/gemm_rs/gemm_rs_fused.hpp"
+#include "tilelink/ops/gemm_rs/gemm_rs_config.hpp"
 #include "tilelink/sim/timeline.hpp"
 
 namespace tilelink::sim {
@@ -32,13 +32,20 @@ struct GemmRsProblem {
   int nodes = 1;
 };
 
-struct GemmRsConfig {
+// What the model runs besides the problem: the GEMM's tile, its compute order's band, and the
+// op's configuration, of which the model follows the scatter, the signal granularity and
+// reduce_blocks: the reduction CTAs as they run (no automatic: 0 is refused; the default 4 is
+// tilelink::GemmRs's automatic count on a 132-SM GPU, sms / 32 in whole clusters). The GEMM's SMs
+// and swizzle do not change the prediction.
+struct GemmRsPlanConfig {
   uint32_t bm = 128;
   uint32_t bn = 256;
-  uint32_t reduce_ctas = 4;  // tilelink::GemmRs's default on a 132-SM GPU (sms / 32, whole clusters)
-  SignalGranularity granularity = SignalGranularity::kTile;
-  GemmRsScatter scatter = GemmRsScatter::kPull;
   uint32_t band = 0;  // tile rows per band; 0 = the op's rule: up to 16, at least 4 bands per block
+  GemmRsConfig op = [] {
+    GemmRsConfig c;
+    c.reduce_blocks = 4;
+    return c;
+  }();
 };
 
 struct GemmRsPrediction {
@@ -52,7 +59,7 @@ struct GemmRsPrediction {
   std::vector<Interval> timeline;  // rank 0: compute CTAs, then reduction CTAs
 };
 
-GemmRsPrediction predict_gemm_rs(const GemmRsProblem& problem, const GemmRsConfig& config,
+GemmRsPrediction predict_gemm_rs(const GemmRsProblem& problem, const GemmRsPlanConfig& config,
                                  const CostModel& cost = {});
 
 }  // namespace tilelink::sim

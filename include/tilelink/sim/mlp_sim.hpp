@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "tilelink/ops/mlp/mlp_config.hpp"
 #include "tilelink/sim/ag_gemm_sim.hpp"
 #include "tilelink/sim/gemm_rs_sim.hpp"
 #include "tilelink/sim/timeline.hpp"
@@ -17,14 +18,14 @@ struct MlpProblem {
   uint32_t m = 8192;              // tokens over all ranks
   uint32_t hidden = 8192;         // LLaMA-3.1-70B
   uint32_t intermediate = 28672;  // over all ranks
-  bool swiglu = true;             // fc1 gives gate and up halves (2 x intermediate columns)
+  MlpActivation activation = MlpActivation::kSwiGlu;  // SwiGLU: fc1 gives gate and up halves (2 x intermediate columns)
   int world = 8;
   int nodes = 1;
 };
 
-struct MlpConfig {
-  AgGemmConfig fc1;
-  GemmRsConfig fc2;
+struct MlpPlanConfig {
+  AgGemmPlanConfig fc1;
+  GemmRsPlanConfig fc2;
 };
 
 struct MlpPrediction {
@@ -34,6 +35,6 @@ struct MlpPrediction {
   std::vector<Interval> timeline;  // rank 0: fc1's lanes, the activation, fc2's lanes (prefixed)
 };
 
-MlpPrediction predict_mlp(const MlpProblem& problem, const MlpConfig& config, const CostModel& cost = {});
+MlpPrediction predict_mlp(const MlpProblem& problem, const MlpPlanConfig& config, const CostModel& cost = {});
 
 }  // namespace tilelink::sim

@@ -19,8 +19,9 @@
 #include <cstdint>
 #include <vector>
 
-#include "tilelink/sim/ag_gemm_sim.hpp"
+#include "tilelink/ops/moe/moe_config.hpp"
 #include "tilelink/sim/synthetic_routing.hpp"
+#include "tilelink/sim/timeline.hpp"
 #include "tilelink/sim/timeline.hpp"
 
 namespace tilelink::sim {
@@ -39,13 +40,18 @@ struct MoeProblem {
   int nodes = 1;
 };
 
-struct MoeConfig {
+// What the model of part 1 runs besides the problem: the tile, the op's configuration -- of which
+// it follows the all-gather as AG+GEMM's model does (comm.comm_rows, no automatic; comm.resource;
+// with CommResource::kSm comm.num_blocks copying CTAs) and gather_blocks (0 = the op's automatic
+// count, moe_policy::gather_blocks) -- and the GEMM's placement rules.
+struct MoeAgPlanConfig {
   uint32_t bm = 128;
   uint32_t bn = 256;
-  uint32_t comm_rows = 1024;
-  Resource resource = Resource::kCopyEngine;
-  uint32_t comm_ctas = 0;    // SM all-gather's CTAs
-  uint32_t gather_ctas = 0;  // 0 = the op's automatic count (moe_policy::gather_blocks)
+  MoeAgGroupGemmConfig op = [] {
+    MoeAgGroupGemmConfig c;
+    c.comm.comm_rows = 1024;
+    return c;
+  }();
   uint32_t slack_sms = 2;    // kept free when world > 1 (the op's rule)
   uint32_t cluster = 2;      // GEMM CTAs come in clusters of this many
   double mapping_time = 0;   // seconds of the device mapping before the gather and the GEMM start
@@ -68,7 +74,7 @@ struct MoePrediction {
 };
 
 // Throws InvalidArgument for shapes, routings or configurations the op could not run.
-MoePrediction predict_moe_ag(const MoeProblem& problem, const MoeConfig& config, const CostModel& cost = {});
+MoePrediction predict_moe_ag(const MoeProblem& problem, const MoeAgPlanConfig& config, const CostModel& cost = {});
 
 // MoE part 2 as tilelink::MoeGemmRs runs it (the problem's hidden is the output's columns, its
 // intermediate / world the GEMM's K); rank 0 stands for all, every rank's routing and timing
@@ -86,19 +92,25 @@ MoePrediction predict_moe_ag(const MoeProblem& problem, const MoeConfig& config,
 // Baselines: non-overlapped = the grouped GEMM on every SM, the combine at HBM bandwidth, the
 // reduce-scatter ((world - 1) blocks per rank over NVLink) and its sum at HBM bandwidth; ideal =
 // max(T_comp, T_comm = the reduce-scatter).
-struct MoeRsConfig {
+// The model of part 2 follows the op's comm_rows (tokens per combine block; no automatic) and
+// combine_blocks (0 = the op's automatic count, moe_policy::combine_blocks).
+struct MoeRsPlanConfig {
   uint32_t bm = 128;
   uint32_t bn = 256;
-  uint32_t comm_rows = 64;    // tokens per combine block
-  uint32_t combine_ctas = 0;  // 0 = the op's automatic count (moe_policy::combine_blocks)
+  MoeGemmRsConfig op = [] {
+    MoeGemmRsConfig c;
+    c.comm_rows = 64;
+    return c;
+  }();
   uint32_t cluster = 2;
 };
-MoePrediction predict_moe_gemm_rs(const MoeProblem& problem, const MoeRsConfig& config, const CostModel& cost = {});
+MoePrediction predict_moe_gemm_rs(const MoeProblem& problem, const MoeRsPlanConfig& config,
+                                  const CostModel& cost = {});
 
 // The MoE layer as tilelink::MoeLayer runs it: part 1 (its problem's intermediate doubled for
 // SwiGLU's gate and up halves), the activation on the sorted rows at HBM bandwidth, part 2, in a
 // row; one timeline. t_comp / t_comm: the parts' sums.
-MoePrediction predict_moe_layer(const MoeProblem& problem, bool swiglu, const MoeConfig& part1,
-                                const MoeRsConfig& part2, const CostModel& cost = {});
+MoePrediction predict_moe_layer(const MoeProblem& problem, MlpActivation activation, const MoeAgPlanConfig& part1,
+                                const MoeRsPlanConfig& part2, const CostModel& cost = {});
 
 }  // namespace tilelink::sim

@@ -19,8 +19,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "tilelink/ops/attention/sp_attention_config.hpp"
 #include "tilelink/ops/attention/sp_attention_protocol.hpp"
-#include "tilelink/sim/ag_gemm_sim.hpp"
 #include "tilelink/sim/timeline.hpp"
 
 namespace tilelink::sim {
@@ -31,22 +31,25 @@ struct SpAttentionProblem {
   uint32_t kv_heads = 8;
   uint32_t head_dim = 128;
   bool causal = true;
-  SeqLayout layout = SeqLayout::kContiguous;
   uint32_t element_bytes = 2;
   int world = 8;
   int nodes = 1;
 };
 
-struct SpAttentionConfig {
-  uint32_t bq = 128;          // query rows per work item
-  uint32_t comm_rows = 1024;  // tokens per K/V chunk
-  Resource resource = Resource::kCopyEngine;
-  uint32_t comm_ctas = 0;     // the SM all-gather's CTAs
+// What the model runs besides the problem: the work item's query rows, the op's configuration --
+// of which it follows the K/V all-gather (comm.comm_rows tokens per chunk, no automatic;
+// comm.resource; with CommResource::kSm comm.num_blocks copying CTAs), the sequence's layout, and
+// local_first: every CTA folds its items' own shard before any remote chunk, parking each item's
+// state (o in fp32, m, l) in memory in between at the CTA's share of the HBM bandwidth -- and the
+// rates the model assumes.
+struct SpAttentionPlanConfig {
+  uint32_t bq = 128;  // query rows per work item
+  SpAttentionConfig op = [] {
+    SpAttentionConfig c;
+    c.comm.comm_rows = 1024;
+    return c;
+  }();
   double attention_flops = 550e12;  // the whole GPU's flash-attention forward rate
-  // The local pass first (SpAttentionPlan::local_first): every CTA folds its items' own shard
-  // before any remote chunk, parking each item's state (o in fp32, m, l) in memory in between at
-  // the CTA's share of the HBM bandwidth.
-  bool local_first = false;
   // How much slower the all-gather runs under the attention than alone (1: not at all). On
   // virtual ranks both share one GPU's memory: `tilelink trace sp_attention` measured 2.4 at
   // world 8 (docs/PERF.md). Applies to the fused schedule's chunk arrivals only; T_comm and the
@@ -68,7 +71,7 @@ struct SpAttentionPrediction {
 };
 
 // Throws InvalidArgument for shapes or configurations the protocol could not run.
-SpAttentionPrediction predict_sp_attention(const SpAttentionProblem& problem, const SpAttentionConfig& config,
+SpAttentionPrediction predict_sp_attention(const SpAttentionProblem& problem, const SpAttentionPlanConfig& config,
                                            const CostModel& cost = {});
 
 }  // namespace tilelink::sim

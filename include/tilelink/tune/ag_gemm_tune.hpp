@@ -4,7 +4,7 @@
 //  2. communication around the best compute configuration: copy engine with several tile sizes,
 //     SM blocks with each method, data path, order, tile size and block count -- ranked by the
 //     plan model (sim/ag_gemm_sim.hpp), only the best predicted ones are timed.
-// Pure functions: the tool times the candidates (bench/tune.cu); the CPU suite checks the space.
+// Pure functions: the tool times the candidates (src/tools/tune_runner.cpp); the CPU suite checks the space.
 #pragma once
 
 #include <cstddef>

@@ -6,7 +6,7 @@
 //     signal granularity (tile, tile row, owner block; the copy engine needs row or block) x
 //     reduction CTAs -- ranked by the plan model (sim/gemm_rs_sim.hpp), only the best predicted
 //     ones are timed.
-// Pure functions: the tool times the candidates (bench/tune.cu); the CPU suite checks the space.
+// Pure functions: the tool times the candidates (src/tools/tune_runner.cpp); the CPU suite checks the space.
 #pragma once
 
 #include <cstddef>

@@ -7,7 +7,7 @@
 //     sizes; SM blocks) x gather CTAs, part 2's combine rows x combine CTAs -- ranked by the plan
 //     model (sim/moe_sim.hpp: predict_moe_ag + predict_moe_gemm_rs, the activation between them
 //     the same for all), only the best predicted ones are timed.
-// Pure functions: the tool times the candidates (bench/tune.cu); the CPU suite checks the space.
+// Pure functions: the tool times the candidates (src/tools/tune_runner.cpp); the CPU suite checks the space.
 #pragma once
 
 #include <cstddef>
@@ -16,20 +16,19 @@
 #include <vector>
 
 #include "tilelink/ops/moe/moe_layer.hpp"
+#include "tilelink/sim/moe_sim.hpp"
 #include "tilelink/sim/synthetic_routing.hpp"
-#include "tilelink/sim/timeline.hpp"
 #include "tilelink/tune/ranked.hpp"
 
 namespace tilelink {
 
+// The problem the searches model: the plan model's (tokens, hidden, each expert's intermediate
+// over all ranks, experts, top-k, the routing tuned on -- its ids, or empty for a synthetic one --
+// and the world) on ranks of `sm_budget` SMs.
 struct MoeTuneShape {
-  int world = 8;
+  sim::MoeProblem problem;
   int sm_budget = 16;  // SMs of one rank
-  uint32_t m = 8192;   // tokens over all ranks
-  uint32_t hidden = 4096, intermediate = 14336;  // intermediate: each expert's, over all ranks
-  uint32_t experts = 8, topk = 2;
   MlpActivation activation = MlpActivation::kSwiGlu;
-  std::vector<int32_t> ids;  // the routing tuned on (m x topk); empty: a uniform synthetic one
   std::vector<std::string> kernels;  // MoeAgGroupGemm::kernel_names(); the first is the default
 };
 

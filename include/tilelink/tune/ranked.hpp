@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cstddef>
+#include <cstdint>
 #include <vector>
 
 namespace tilelink {
@@ -16,6 +17,18 @@ struct RankedConfig {
 };
 
 namespace detail {
+
+// The compute stage of the GEMM searches: `base` (unless `with_base` is false: it is timed
+// already) and then `base` with each rasterization swizzle, 1, 2, 4, 8, appended to `out`.
+template <class Config>
+void append_swizzles(std::vector<Config>& out, const Config& base, bool with_base) {
+  if (with_base) out.push_back(base);
+  for (uint32_t swizzle : {1u, 2u, 4u, 8u}) {
+    Config c = base;
+    c.swizzle = swizzle;
+    out.push_back(c);
+  }
+}
 
 // `all` sorted by predicted time (stable: ties keep their order), cut to `top`, and `automatic`
 // appended unless a kept candidate is `same` as it.

@@ -6,7 +6,7 @@
 //     several chunk sizes; SM blocks with several chunk sizes and block counts) x the local pass
 //     first or one pass -- ranked by the plan model (sim/sp_attention_sim.hpp, its default
 //     attention rate and no all-gather slowdown), only the best predicted ones are timed.
-// Pure functions: the tool times the candidates (bench/tune.cu); the CPU suite checks the space.
+// Pure functions: the tool times the candidates (src/tools/tune_runner.cpp); the CPU suite checks the space.
 #pragma once
 
 #include <cstddef>
@@ -14,17 +14,16 @@
 #include <vector>
 
 #include "tilelink/ops/attention/sp_attention.hpp"
-#include "tilelink/sim/timeline.hpp"
+#include "tilelink/sim/sp_attention_sim.hpp"
 #include "tilelink/tune/ranked.hpp"
 
 namespace tilelink {
 
+// The problem the searches model: the plan model's (tokens over all ranks, heads, head dim, mask,
+// world) on ranks of `sm_budget` SMs, and the sequence's layout.
 struct SpAttentionTuneShape {
-  int world = 8;
-  int sm_budget = 16;     // SMs of one rank
-  uint32_t seq = 32768;   // tokens over all ranks
-  uint32_t q_heads = 32, kv_heads = 8, head_dim = 128;
-  bool causal = true;
+  sim::SpAttentionProblem problem;
+  int sm_budget = 16;  // SMs of one rank
   SeqLayout layout = SeqLayout::kContiguous;
 };
 

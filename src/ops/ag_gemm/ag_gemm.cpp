@@ -7,11 +7,11 @@
 #include "runtime/checks.hpp"
 #include "ops/common/kernel_configs.hpp"
 #include "ops/ag_gemm/sm90_ag_gemm_kernel.hpp"
+#include "ops/common/tuned_config.hpp"
 #include "tilelink/core/error.hpp"
 #include "tilelink/comm/all_gather_policy.hpp"
 #include "tilelink/ops/ag_gemm/ag_gemm_policy.hpp"
 #include "tilelink/ops/ag_gemm/ag_gemm_protocol.hpp"
-#include "tilelink/tune/tune_cache.hpp"
 
 namespace tilelink {
 
@@ -110,6 +110,10 @@ std::string AgGemm::can_implement(const World& world, const SymmetricHeap& heap,
   return "";
 }
 
+TuneKey ag_gemm_tune_key(const World& world, const AgGemmArguments& a) {
+  return make_tune_key(world, "ag_gemm", a.m_per_rank * static_cast<uint32_t>(world.size()), a.n, a.k);
+}
+
 AgGemm::AgGemm(const World& world, SymmetricHeap& heap, SignalSet& signals, const AgGemmArguments& args,
                const std::string& name)
     : world_(&world), args_(args) {
@@ -117,9 +121,8 @@ AgGemm::AgGemm(const World& world, SymmetricHeap& heap, SignalSet& signals, cons
     throw InvalidArgument("AgGemm '" + name + "': " + why);
   }
   // With every knob on automatic, the tune cache's configuration for this GPU, world and shape.
-  args_ = with_tuned_config<AgGemm>(
-      world, heap, args, [&] { return ag_gemm_tune_key(world, args); }, &TuneEntry::config,
-      [](auto&, const auto&) {}, &tuned_from_);
+  args_ = detail::with_tuned_config<AgGemm>(
+      world, heap, args, [&] { return ag_gemm_tune_key(world, args); }, [](auto&, const auto&) {}, &tuned_from_);
   const detail::Sm90AgGemmConfigInfo& kernel = *find_kernel(args_.config.kernel);
   kernel_name_ = kernel.name;
   swizzle_ = choose_swizzle(args_, kernel, world.l2_share(0));

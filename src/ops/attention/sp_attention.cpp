@@ -8,8 +8,8 @@
 #include "runtime/checks.hpp"
 #include "tilelink/comm/all_gather_policy.hpp"
 #include "ops/attention/sm90_flash_attention_kernel.hpp"
+#include "ops/common/tuned_config.hpp"
 #include "tilelink/core/error.hpp"
-#include "tilelink/tune/tune_cache.hpp"
 
 namespace tilelink {
 
@@ -175,14 +175,21 @@ struct SpAttention::Ring {
   }
 };
 
+TuneKey sp_attention_tune_key(const World& world, const SpAttentionArguments& a) {
+  return make_tune_key(world, "sp_attention", a.seq_per_rank * static_cast<uint32_t>(world.size()), a.q_heads,
+                       a.kv_heads,
+                       "head dim " + std::to_string(a.head_dim) + ", " + (a.causal ? "causal" : "non-causal") + ", " +
+                           to_string(a.config.layout));
+}
+
 SpAttention::SpAttention(const World& world, SymmetricHeap& heap, SignalSet& signals, const SpAttentionArguments& args,
                          const std::string& name)
     : world_(&world), args_(args) {
   if (std::string why = can_implement(world, heap, args); !why.empty()) {
     throw InvalidArgument("SpAttention '" + name + "': " + why);
   }
-  args_ = with_tuned_config<SpAttention>(
-      world, heap, args, [&] { return sp_attention_tune_key(world, args); }, &TuneEntry::sp_attention,
+  args_ = detail::with_tuned_config<SpAttention>(
+      world, heap, args, [&] { return sp_attention_tune_key(world, args); },
       [](auto& tuned, const auto& callers) { tuned.layout = callers.layout; }, &tuned_from_);
   ag_ = std::make_unique<AllGather>(world, heap, signals, all_gather_arguments(world, args_), name);
   plan_ = make_plan(world, args_, ag_->plan());

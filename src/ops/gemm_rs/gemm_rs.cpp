@@ -7,10 +7,10 @@
 
 #include "runtime/checks.hpp"
 #include "tilelink/comm/stream_ctx.hpp"
+#include "ops/common/tuned_config.hpp"
 #include "ops/gemm_rs/sm90_gemm_rs_kernel.hpp"
 #include "tilelink/core/error.hpp"
 #include "tilelink/ops/gemm_rs/gemm_rs_policy.hpp"
-#include "tilelink/tune/tune_cache.hpp"
 
 namespace tilelink {
 
@@ -24,6 +24,11 @@ const std::vector<Sm90GemmRsConfigInfo>& sm90_gemm_rs_configs() {
 }
 
 }  // namespace detail
+
+gemm_rs_policy::GemmTile gemm_rs_policy::gemm_tile() {
+  const auto& kernel = detail::sm90_gemm_rs_configs().front();
+  return {kernel.tile_m, kernel.tile_n};
+}
 
 uint32_t gemm_rs_policy::reduce_blocks(uint32_t configured, int sm_budget) {
   const auto& kernel = detail::sm90_gemm_rs_configs().front();
@@ -162,6 +167,10 @@ std::string GemmRs::can_implement(const World& world, const SymmetricHeap& heap,
          ": expected pull, push or ce";
 }
 
+TuneKey gemm_rs_tune_key(const World& world, const GemmRsArguments& a) {
+  return make_tune_key(world, "gemm_rs", a.m, a.n, a.k);
+}
+
 GemmRs::GemmRs(const World& world, SymmetricHeap& heap, SignalSet& signals, const GemmRsArguments& args_in,
                const std::string& name)
     : world_(&world), heap_(&heap), args_(args_in) {
@@ -169,9 +178,9 @@ GemmRs::GemmRs(const World& world, SymmetricHeap& heap, SignalSet& signals, cons
     throw InvalidArgument("GemmRs '" + name + "': " + why);
   }
   // With every knob on automatic, the tune cache's configuration for this GPU, world and shape.
-  args_ = with_tuned_config<GemmRs>(
-      world, heap, args_in, [&] { return gemm_rs_tune_key(world, args_in); }, &TuneEntry::gemm_rs,
-      [](auto&, const auto&) {}, &tuned_from_);
+  args_ = detail::with_tuned_config<GemmRs>(
+      world, heap, args_in, [&] { return gemm_rs_tune_key(world, args_in); }, [](auto&, const auto&) {},
+      &tuned_from_);
   const GemmRsArguments& args = args_;
   const auto& kernel = detail::sm90_gemm_rs_configs().front();
   plan_ = make_plan(world, args, kernel);

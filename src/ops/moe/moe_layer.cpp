@@ -3,9 +3,9 @@
 
 #include <string>
 
+#include "ops/common/tuned_config.hpp"
 #include "runtime/checks.hpp"
 #include "tilelink/core/error.hpp"
-#include "tilelink/tune/tune_cache.hpp"
 
 namespace tilelink {
 
@@ -81,14 +81,21 @@ std::string MoeLayer::can_implement(const World& world, const SymmetricHeap& hea
   return "";
 }
 
+TuneKey moe_tune_key(const World& world, const MoeLayerArguments& a) {
+  return make_tune_key(world, "moe", a.tokens_per_rank * static_cast<uint32_t>(world.size()), a.hidden,
+                       a.intermediate,
+                       std::to_string(a.experts) + " experts, top-" + std::to_string(a.topk) + ", " +
+                           to_string(a.config.activation));
+}
+
 MoeLayer::MoeLayer(const World& world, SymmetricHeap& heap, SignalSet& signals, const MoeLayerArguments& args,
                    const std::string& name)
     : world_(&world), args_(args) {
   if (std::string why = can_implement(world, heap, args); !why.empty()) {
     throw InvalidArgument("MoeLayer '" + name + "': " + why);
   }
-  args_ = with_tuned_config<MoeLayer>(
-      world, heap, args, [&] { return moe_tune_key(world, args); }, &TuneEntry::moe,
+  args_ = detail::with_tuned_config<MoeLayer>(
+      world, heap, args, [&] { return moe_tune_key(world, args); },
       [](auto& tuned, const auto& callers) { tuned.activation = callers.activation; }, &tuned_from_);
   const uint32_t w = static_cast<uint32_t>(world.size());
   std::vector<void*> y;

@@ -25,10 +25,12 @@
 #include <vector>
 
 #include "tilelink/comm/collectives.hpp"
+#include "tilelink/ops/ag_gemm/ag_gemm_config.hpp"
 #include "tilelink/runtime/trace_buffer.hpp"
 #include "tilelink/runtime/device_buffer.hpp"
 #include "tilelink/runtime/signal_set.hpp"
 #include "tilelink/runtime/symmetric_heap.hpp"
+#include "tilelink/runtime/tune_cache.hpp"
 #include "tilelink/runtime/world.hpp"
 
 namespace tilelink {
@@ -38,32 +40,6 @@ enum class BLayout : uint32_t {
   kKN = 1,  // K x N row-major (N contiguous). Refused.
 };
 const char* to_string(BLayout v);
-
-struct AgGemmConfig {
-  // The all-gather half. Its comm_rows (rows per communication tile and signal) is independent
-  // of the GEMM's tiles; 0 = automatic: 128 rows on SMs, and on the copy engine the fewest rows
-  // (a multiple of 128) that make a tile of at least 8 MiB -- each copy-engine tile costs a copy
-  // and a memop of host enqueue and ~5 µs of fixed time. With CommResource::kSm and
-  // num_blocks = 0 the op takes max(1, sm_budget / 8) blocks per rank.
-  AllGatherConfig comm{CommResource::kCopyEngine, AgMethod::kPull, DataPath::kLdSt, CommOrder::kFullMesh,
-                       0, 0, 512};
-  // CTAs of the persistent GEMM per rank; 0 = automatic: the rank's SM budget, minus the SM
-  // all-gather's blocks, minus 2 SMs of slack when world > 1 (measured on the H200: with every SM
-  // of the budget taken, the all-gather's CTAs and copies wait for SMs behind the spinning GEMM
-  // and the op serializes). Rounded down to whole clusters.
-  uint32_t gemm_sms = 0;
-  // Rasterization swizzle (1, 2, 4 or 8): the scheduler walks bands of `swizzle` cluster rows of
-  // tiles column by column, so that concurrent tiles share rows of A and columns of B in L2.
-  // 0 = automatic: the widest band that stays inside one rank's shard (a band never waits for
-  // two all-gather steps) and whose rows of A fit in the rank's share of L2 (virtual ranks share
-  // one L2).
-  uint32_t swizzle = 0;
-  // Kernel configuration by name (see AgGemm::kernel_names()); "" = the default.
-  std::string kernel;
-  // With every knob above on automatic, use the configuration `tilelink tune` stored for this
-  // GPU, world and shape, if the tune cache has one (tune/tune_cache.hpp).
-  bool use_tune_cache = true;
-};
 
 struct AgGemmArguments {
   const SymmetricBuffer* a = nullptr;  // gathered A: world * m_per_rank rows of K bf16
@@ -76,6 +52,9 @@ struct AgGemmArguments {
   BLayout b_layout = BLayout::kNK;
   AgGemmConfig config;
 };
+
+// The tune cache's key of `args` on `world`: m = rows of C (all ranks), n = columns per rank, k.
+TuneKey ag_gemm_tune_key(const World& world, const AgGemmArguments& args);
 
 namespace detail {
 class Sm90AgGemmKernel;

@@ -25,43 +25,16 @@
 #include <vector>
 
 #include "tilelink/comm/collectives.hpp"
+#include "tilelink/ops/attention/sp_attention_config.hpp"
 #include "tilelink/ops/attention/sp_attention_protocol.hpp"
 #include "tilelink/runtime/device_buffer.hpp"
 #include "tilelink/runtime/trace_buffer.hpp"
 #include "tilelink/runtime/signal_set.hpp"
 #include "tilelink/runtime/symmetric_heap.hpp"
+#include "tilelink/runtime/tune_cache.hpp"
 #include "tilelink/runtime/world.hpp"
 
 namespace tilelink {
-
-struct SpAttentionConfig {
-  // The K/V all-gather. comm_rows (tokens per chunk and signal) must be a multiple of 128, the
-  // kernel's key tile; 0 = automatic: 128 on SMs, and on the copy engine the fewest multiple of
-  // 128 that makes a chunk of at least 8 MiB of one rank's rows, capped at seq_per_rank.
-  AllGatherConfig comm{CommResource::kCopyEngine, AgMethod::kPull, DataPath::kLdSt, CommOrder::kFullMesh, 0, 0, 512};
-  SeqLayout layout = SeqLayout::kContiguous;
-  // The local pass first (SpAttentionPlan::local_first): every CTA folds its items' own shard
-  // before any remote chunk, so that the first wave does not wait for the all-gather; each item's
-  // state (fp32 o, m, l) is parked in the op's scratch between the passes (4 + 8 / head_dim
-  // bytes per element of O per rank: twice O's own size). Measured on 8 virtual ranks (32k
-  // tokens, zig-zag causal) it cut the fused call by 10 %; off by default for that memory, and
-  // because with a fast all-gather the first wave barely waits. No effect at world 1.
-  bool local_first = false;
-  // CTAs of the persistent attention kernel per rank; 0 = automatic: the rank's SM budget, less
-  // the SM all-gather's blocks, less 2 SMs of slack when world > 1 (as AG+GEMM) -- for virtual
-  // ranks on the copy engine, 2 SMs of the GPU between all ranks (the device-local copies need
-  // SMs; a grid that fills every SM while it waits for them would never finish).
-  uint32_t attention_sms = 0;
-  // The kernel runs its items in sections of this many kv heads (SpAttentionPlan::section_kv_heads;
-  // a divisor of kv_heads), so that the CTAs running at once stream the K/V of few heads through
-  // L2. 0 = automatic: the most heads whose gathered K/V fit in 5/8 of the rank's share of L2, at
-  // least 1.
-  uint32_t section_kv_heads = 0;
-  // With every knob above (all but `layout`) on automatic, the op runs the configuration `tilelink
-  // tune sp_attention` stored for this GPU, world, shape, mask and layout, if the tune cache has
-  // one (tune/tune_cache.hpp).
-  bool use_tune_cache = true;
-};
 
 struct SpAttentionArguments {
   std::vector<const void*> q;          // per rank
@@ -76,6 +49,10 @@ struct SpAttentionArguments {
   bool causal = false;
   SpAttentionConfig config;
 };
+
+// The tune cache's key of `args` on `world`: m = tokens over all ranks, n = q heads, k = kv heads;
+// variant: head dim, mask and layout.
+TuneKey sp_attention_tune_key(const World& world, const SpAttentionArguments& args);
 
 namespace detail {
 class Sm90FlashAttentionKernel;

@@ -22,26 +22,17 @@
 #include <string>
 #include <vector>
 
+#include "tilelink/ops/gemm_rs/gemm_rs_config.hpp"
 #include "tilelink/ops/gemm_rs/gemm_rs_fused.hpp"
 #include "tilelink/runtime/device_buffer.hpp"
 #include "tilelink/runtime/side_streams.hpp"
 #include "tilelink/runtime/signal_set.hpp"
 #include "tilelink/runtime/symmetric_heap.hpp"
 #include "tilelink/runtime/trace_buffer.hpp"
+#include "tilelink/runtime/tune_cache.hpp"
 #include "tilelink/runtime/world.hpp"
 
 namespace tilelink {
-
-struct GemmRsConfig {
-  GemmRsScatter scatter = GemmRsScatter::kPull;
-  SignalGranularity granularity = SignalGranularity::kTile;  // per tile, per tile row, per owner block
-  uint32_t reduce_blocks = 0;  // reduction CTAs per rank (whole GEMM clusters); 0 = sm_budget / 32
-  uint32_t gemm_sms = 0;       // GEMM CTAs per rank; 0 = budget - reduce_blocks
-  uint32_t swizzle = 0;        // rasterization swizzle: 1, 2, 4 or 8; 0 = automatic (GemmRs::swizzle())
-  // With every knob above on automatic, use the configuration `tilelink tune gemm_rs` stored for
-  // this GPU, world and shape, if the tune cache has one (tune/tune_cache.hpp).
-  bool use_tune_cache = true;
-};
 
 struct GemmRsArguments {
   std::vector<const void*> a;              // per rank: M x K bf16
@@ -52,6 +43,9 @@ struct GemmRsArguments {
   uint32_t m = 0, n = 0, k = 0;            // k: each rank's slice of the inner dimension
   GemmRsConfig config;
 };
+
+// The tune cache's key of `args` on `world`: m = rows of the output over all ranks, n, k per rank.
+TuneKey gemm_rs_tune_key(const World& world, const GemmRsArguments& args);
 
 namespace detail {
 class Sm90GemmRsKernel;

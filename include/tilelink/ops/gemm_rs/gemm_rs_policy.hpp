@@ -7,6 +7,14 @@
 
 namespace tilelink::gemm_rs_policy {
 
+// The compiled GEMM's output tile (rows x columns): what the op's plan and the tune's model cut
+// the owner blocks into.
+struct GemmTile {
+  uint32_t m = 0;
+  uint32_t n = 0;
+};
+GemmTile gemm_tile();
+
 // Reduction CTAs per rank: `configured`, else 1/32 of the rank's `sm_budget` SMs (4 of the H200's
 // 132: enough to keep pace with the GEMM, few enough to keep its waves whole); rounded up to whole
 // clusters of the GEMM kernel (launched in clusters, see gemm_rs_reduce.cu).

@@ -21,15 +21,10 @@
 #include "tilelink/ops/ag_gemm/ag_gemm.hpp"
 #include "tilelink/ops/common/mlp_activation.hpp"
 #include "tilelink/ops/gemm_rs/gemm_rs.hpp"
+#include "tilelink/ops/mlp/mlp_config.hpp"
 #include "tilelink/runtime/device_buffer.hpp"
 
 namespace tilelink {
-
-struct MlpConfig {
-  MlpActivation activation = MlpActivation::kSwiGlu;
-  AgGemmConfig fc1;
-  GemmRsConfig fc2;
-};
 
 struct MlpArguments {
   const SymmetricBuffer* x = nullptr;        // M x H bf16 (every rank writes its row shard)

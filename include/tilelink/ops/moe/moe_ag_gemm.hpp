@@ -34,6 +34,7 @@
 #include <vector>
 
 #include "tilelink/comm/collectives.hpp"
+#include "tilelink/ops/moe/moe_config.hpp"
 #include "tilelink/ops/moe/moe_mapping_device.hpp"
 #include "tilelink/runtime/device_buffer.hpp"
 #include "tilelink/runtime/side_streams.hpp"
@@ -43,22 +44,6 @@
 #include "tilelink/runtime/world.hpp"
 
 namespace tilelink {
-
-struct MoeAgGroupGemmConfig {
-  // The all-gather of the tokens (as AgGemmConfig::comm; comm_rows 0 = automatic).
-  AllGatherConfig comm{CommResource::kCopyEngine, AgMethod::kPull, DataPath::kLdSt, CommOrder::kFullMesh,
-                       0, 0, 512};
-  // CTAs of the gather stage per rank; 0 = automatic: about sm_budget * 300 / n (enough to keep
-  // ahead of the GEMM), at most sm_budget / 4.
-  uint32_t gather_blocks = 0;
-  // CTAs of the grouped GEMM per rank; 0 = automatic: the SM budget minus the gather's and the
-  // SM all-gather's blocks, minus AG+GEMM's 2 SMs of slack when world > 1.
-  uint32_t gemm_sms = 0;
-  // Rasterization swizzle (1, 2, 4 or 8; 0 = automatic: 1, a wave on one tile row's expert --
-  // wider bands spread it over several experts' weights and measured up to 3x slower).
-  uint32_t swizzle = 0;
-  std::string kernel;  // kernel configuration by name (MoeAgGroupGemm::kernel_names()); "" = default
-};
 
 struct MoeAgGroupGemmArguments {
   const SymmetricBuffer* x = nullptr;  // gathered tokens: world * tokens_per_rank rows of hidden bf16

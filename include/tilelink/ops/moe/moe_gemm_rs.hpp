@@ -31,6 +31,7 @@
 #include <string>
 #include <vector>
 
+#include "tilelink/ops/moe/moe_config.hpp"
 #include "tilelink/ops/moe/moe_mapping_device.hpp"
 #include "tilelink/ops/moe/moe_rs_protocol.hpp"
 #include "tilelink/runtime/device_buffer.hpp"
@@ -41,19 +42,6 @@
 #include "tilelink/runtime/world.hpp"
 
 namespace tilelink {
-
-struct MoeGemmRsConfig {
-  uint32_t comm_rows = 0;       // tokens per combine/reduce block (one signal each); 0 = automatic (64)
-  uint32_t combine_blocks = 0;  // CTAs of the combine and reduction per rank; 0 = automatic (enough to keep up)
-  uint32_t gemm_sms = 0;        // CTAs of the grouped GEMM; 0 = the SM budget less the combine
-  uint32_t swizzle = 0;         // rasterization swizzle (1, 2, 4, 8; 0 = 1, as part 1)
-  // The GEMM's tile order: the combine's token order (kTokenOrder) or the rounds cut into this
-  // many weight sweeps, expert by expert within each (build_combine_order); 0 = automatic
-  // (moe_policy::weight_sweeps).
-  uint32_t weight_sweeps = 0;
-  static constexpr uint32_t kTokenOrder = 0xFFFFFFFFu;
-  std::string kernel;           // kernel configuration by name (MoeAgGroupGemm::kernel_names()); "" = default
-};
 
 struct MoeGemmRsArguments {
   uint32_t tokens_per_rank = 0;

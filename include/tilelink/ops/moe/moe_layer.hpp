@@ -20,20 +20,12 @@
 #include <vector>
 
 #include "tilelink/ops/common/mlp_activation.hpp"
+#include "tilelink/ops/moe/moe_config.hpp"
 #include "tilelink/ops/moe/moe_ag_gemm.hpp"
 #include "tilelink/ops/moe/moe_gemm_rs.hpp"
+#include "tilelink/runtime/tune_cache.hpp"
 
 namespace tilelink {
-
-struct MoeLayerConfig {
-  MlpActivation activation = MlpActivation::kSwiGlu;
-  MoeAgGroupGemmConfig part1;  // part1.kernel and part2.kernel must have the same tile height
-  MoeGemmRsConfig part2;
-  // With every knob of both parts on automatic, the layer runs the configuration `tilelink tune
-  // moe` stored for this GPU, world, shape, experts, top-k and activation, if the tune cache has
-  // one (tune/tune_cache.hpp). It was tuned on a synthetic routing (uniform unless told).
-  bool use_tune_cache = true;
-};
 
 struct MoeLayerArguments {
   const SymmetricBuffer* x = nullptr;  // world * tokens_per_rank rows of hidden bf16
@@ -51,6 +43,10 @@ struct MoeLayerArguments {
   const SymmetricBuffer* recv = nullptr;  // world * tokens_per_rank x H bf16 (part 2's slots)
   MoeLayerConfig config;
 };
+
+// The tune cache's key of `args` on `world`: m = tokens over all ranks, n = hidden, k = intermediate
+// over all ranks; variant: experts, top-k and activation.
+TuneKey moe_tune_key(const World& world, const MoeLayerArguments& args);
 
 class MoeLayer {
  public:

@@ -1,5 +1,7 @@
-// tilelink trace ag_gemm|sp_attention|gemm_rs|mlp|moe: the device timeline of one call of the op and the cost of
-// recording it.
+// `tilelink trace ag_gemm|sp_attention|gemm_rs|mlp|moe`: the device timeline of one call of the op
+// and the cost of recording it.
+#include "tools/trace_runner.hpp"
+
 #include <algorithm>
 #include <map>
 #include <string>
@@ -15,7 +17,9 @@
 #include "tilelink/core/error.hpp"
 #include "tilelink/runtime/trace_buffer.hpp"
 
-namespace tilelink::bench {
+namespace tilelink::tool {
+
+using namespace tilelink::bench;
 
 namespace {
 
@@ -56,18 +60,44 @@ bool record_traced_call(const World& world, SetTrace&& set_trace, Run&& run,
   return gated;
 }
 
-// The common case: an op with set_trace(const TraceBuffer*) and run(), one buffer.
+// The common case: an op with set_trace(const TraceBuffer*) and run(), one buffer of `capacity`
+// records per rank.
 template <class Op>
-bool record_traced_call(const World& world, Op& op, TraceBuffer& buffer, const TimingOptions& timing,
+bool record_traced_call(const World& world, Op& op, uint32_t capacity, const TimingOptions& timing,
                         TraceResult& result) {
+  TraceBuffer buffer(world, capacity);
   return record_traced_call(
       world, [&](bool on) { op.set_trace(on ? &buffer : nullptr); }, [&] { op.run(); }, {{"", &buffer}}, timing,
       result);
 }
 
+using RecordIt = std::vector<TraceRecord>::const_iterator;
+
+// An op of two parts that one call runs in turn (Mlp: fc1, fc2; MoeLayer: part 1, part 2), each
+// recording into a buffer of its own (`capacity` records per rank): `first(op)` and `second(op)`
+// are the parts, `names` their lanes' prefixes. Returns whether the timing was gated and where
+// the second part's records begin.
+struct TwoParts {
+  bool gated;
+  RecordIt second;
+};
+template <class Op, class First, class Second>
+TwoParts record_two_parts(const World& world, Op& op, First&& first, Second&& second,
+                          const std::pair<std::string, std::string>& names, uint32_t capacity,
+                          const TimingOptions& timing, TraceResult& result) {
+  TraceBuffer a(world, capacity), b(world, capacity);
+  const bool gated = record_traced_call(
+      world,
+      [&](bool on) {
+        first(op).set_trace(on ? &a : nullptr);
+        second(op).set_trace(on ? &b : nullptr);
+      },
+      [&] { op.run(); }, {{names.first, &a}, {names.second, &b}}, timing, result);
+  return {gated, result.records.cbegin() + static_cast<std::ptrdiff_t>(result.parts[0].second)};
+}
+
 // AG+GEMM's records: every GEMM tile's loads began after its wait ended (the producer's program
 // order, checked on the clock).
-using RecordIt = std::vector<TraceRecord>::const_iterator;
 void check_ag_gemm(RecordIt begin, RecordIt end, TraceResult& result) {
   std::map<std::pair<uint32_t, uint32_t>, std::pair<const TraceRecord*, const TraceRecord*>> tiles;
   for (RecordIt r = begin; r != end; ++r) {
@@ -115,10 +145,17 @@ std::string from_cache(const std::string& tuned_from) {
   return tuned_from.empty() ? "" : " (from the tune cache " + tuned_from + ")";
 }
 
+// The end of a traced op's configuration in words: where it came from, and whether the timing
+// was gated.
+std::string provenance(const std::string& tuned_from, bool gated) {
+  return from_cache(tuned_from) + (gated ? "" : " (timing not gated)");
+}
+
 }  // namespace
 
-TraceResult trace_ag_gemm(const TraceOptions& o) {
+TraceResult trace_ag_gemm(const TraceOptions<AgGemmBenchOptions>& options) {
   const char* where = "trace_ag_gemm";
+  const AgGemmBenchOptions& o = options.op;
   TL_REQUIRE(o.world >= 1, where, "world", o.world, ">= 1");
   TL_REQUIRE(o.m % o.world == 0, where, "m", o.m, "a multiple of the world size (" + std::to_string(o.world) + ")");
   TL_REQUIRE(o.n % o.world == 0, where, "n", o.n, "a multiple of the world size (" + std::to_string(o.world) + ")");
@@ -128,27 +165,23 @@ TraceResult trace_ag_gemm(const TraceOptions& o) {
     throw InvalidArgument("trace ag_gemm: " + why);
   }
   AgGemm op(s.world, s.heap, s.signals, args, "trace.ag_gemm");
-  TraceBuffer buffer(s.world, o.capacity);
-
   TraceResult result;
-  const bool gated = record_traced_call(s.world, op, buffer, o.timing, result);
+  const bool gated = record_traced_call(s.world, op, options.capacity, o.timing, result);
 
   check_ag_gemm(result.records.begin(), result.records.end(), result);
   result.checked = kAgGemmChecked;
   result.config = "kernel " + op.kernel_name() + ", " + to_string(op.config().comm.resource) + " all-gather, " +
-                  std::to_string(op.gemm_ctas(0)) + " GEMM CTAs per rank" + from_cache(op.tuned_from()) +
-                  (gated ? "" : " (timing not gated)");
+                  std::to_string(op.gemm_ctas(0)) + " GEMM CTAs per rank" + provenance(op.tuned_from(), gated);
   return result;
 }
 
-TraceResult trace_sp_attention(const SpAttentionTraceOptions& o) {
+TraceResult trace_sp_attention(const TraceOptions<SpAttentionBenchOptions>& o) {
   TL_REQUIRE(o.op.world >= 1, "trace_sp_attention", "world", o.op.world, ">= 1");
   TL_REQUIRE(o.op.seq % o.op.world == 0, "trace_sp_attention", "seq", o.op.seq, "a multiple of the world size");
   SpAttentionSetup s(o.op);
   SpAttention op(s.world, s.heap, s.signals, s.args, "trace.sp_attention");
-  TraceBuffer buffer(s.world, o.capacity);
   TraceResult result;
-  const bool gated = record_traced_call(s.world, op, buffer, o.op.timing, result);
+  const bool gated = record_traced_call(s.world, op, o.capacity, o.op.timing, result);
 
   // Every chunk an item reads: its loads begin after its wait ends. A producer (one thread per
   // CTA) records wait, loads, wait, loads ... in program order; pair them on the clock.
@@ -173,42 +206,32 @@ TraceResult trace_sp_attention(const SpAttentionTraceOptions& o) {
   result.config = std::string(to_string(op.config().comm.resource)) + " all-gather, K/V chunk " +
                   std::to_string(op.plan().ag.map.comm_rows) + " tokens, " + std::to_string(op.attention_ctas(0)) +
                   " attention CTAs per rank" + (op.config().local_first ? ", local pass first" : "") +
-                  from_cache(op.tuned_from()) +
-                  (gated ? "" : " (timing not gated)");
+                  provenance(op.tuned_from(), gated);
   return result;
 }
 
-TraceResult trace_gemm_rs(const GemmRsTraceOptions& o) {
+TraceResult trace_gemm_rs(const TraceOptions<GemmRsBenchOptions>& o) {
   GemmRsSetup s(o.op.world, o.op.m, o.op.n, o.op.k, o.op.config, o.op.seed, "trace gemm_rs");
   GemmRs op(s.world, s.heap, s.signals, s.args, "trace.gemm_rs");
-  TraceBuffer buffer(s.world, o.capacity);
   TraceResult result;
-  const bool gated = record_traced_call(s.world, op, buffer, o.op.timing, result);
+  const bool gated = record_traced_call(s.world, op, o.capacity, o.op.timing, result);
 
   check_gemm_rs(result.records.begin(), result.records.end(), s.w, s.world.mode() == WorldMode::kVirtual, result);
   result.checked = gemm_rs_checked(s.world.mode() == WorldMode::kVirtual);
   result.config = std::string("scatter ") + to_string(op.config().scatter) + ", signal per " +
                   to_string(op.config().granularity) + ", " +
                   std::to_string(op.reduce_blocks()) + " reduction CTAs per rank, swizzle " +
-                  std::to_string(op.swizzle()) +
-                  from_cache(op.tuned_from()) +
-                  (gated ? "" : " (timing not gated)");
+                  std::to_string(op.swizzle()) + provenance(op.tuned_from(), gated);
   return result;
 }
 
-TraceResult trace_mlp(const MlpTraceOptions& o) {
+TraceResult trace_mlp(const TraceOptions<MlpBenchOptions>& o) {
   MlpSetup s(o.op.world, o.op.m, o.op.hidden, o.op.intermediate, o.op.config, o.op.seed, "trace mlp");
   Mlp op(s.world, s.heap, s.signals, s.args, "trace.mlp");
-  TraceBuffer fc1(s.world, o.capacity), fc2(s.world, o.capacity);
   TraceResult result;
-  const bool gated = record_traced_call(
-      s.world,
-      [&](bool on) {
-        op.fc1().set_trace(on ? &fc1 : nullptr);
-        op.fc2().set_trace(on ? &fc2 : nullptr);
-      },
-      [&] { op.run(); }, {{"fc1", &fc1}, {"fc2", &fc2}}, o.op.timing, result);
-  const auto split = result.records.cbegin() + static_cast<std::ptrdiff_t>(result.parts[0].second);
+  const auto [gated, split] = record_two_parts(
+      s.world, op, [](Mlp& m) -> AgGemm& { return m.fc1(); }, [](Mlp& m) -> GemmRs& { return m.fc2(); },
+      {"fc1", "fc2"}, o.capacity, o.op.timing, result);
   const bool one_clock = s.world.mode() == WorldMode::kVirtual;
   check_ag_gemm(result.records.cbegin(), split, result);
   const uint64_t fc1_tiles = result.tiles, fc1_violations = result.violations;
@@ -225,26 +248,19 @@ TraceResult trace_mlp(const MlpTraceOptions& o) {
   return result;
 }
 
-TraceResult trace_moe(const MoeTraceOptions& o) {
+TraceResult trace_moe(const TraceOptions<MoeBenchOptions>& o) {
   MoeLayerSetup s(o.op, "trace moe");
   MoeLayer op(s.world, s.heap, s.signals, s.args, "trace.moe");
-  TraceBuffer part1(s.world, o.capacity), part2(s.world, o.capacity);
   TraceResult result;
-  const bool gated = record_traced_call(
-      s.world,
-      [&](bool on) {
-        op.part1().set_trace(on ? &part1 : nullptr);
-        op.part2().set_trace(on ? &part2 : nullptr);
-      },
-      [&] { op.run(); }, {{"part1", &part1}, {"part2", &part2}}, o.op.timing, result);
-  const auto split = result.records.cbegin() + static_cast<std::ptrdiff_t>(result.parts[0].second);
+  const auto [gated, split] = record_two_parts(
+      s.world, op, [](MoeLayer& m) -> MoeAgGroupGemm& { return m.part1(); },
+      [](MoeLayer& m) -> MoeGemmRs& { return m.part2(); }, {"part1", "part2"}, o.capacity, o.op.timing, result);
   check_ag_gemm(result.records.cbegin(), split, result);
   result.checked = "part 1 grouped GEMM tiles whose loads began after their wait (on the gather) ended";
   result.config = "kernel " + op.part1().kernel_name() + ", " + std::to_string(op.part1().gather_blocks()) +
                   " gather CTAs, " + std::to_string(op.part2().combine_blocks()) + " combine CTAs per rank" +
-                  from_cache(op.tuned_from()) +
-                  (gated ? "" : " (timing not gated)");
+                  provenance(op.tuned_from(), gated);
   return result;
 }
 
-}  // namespace tilelink::bench
+}  // namespace tilelink::tool

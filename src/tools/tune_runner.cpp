@@ -1,16 +1,19 @@
-// `tilelink tune ag_gemm|gemm_rs|mlp|moe|sp_attention`: the staged searches of tune/*_tune.hpp, timed on the GPUs present (virtual ranks on one GPU, or one rank per GPU
-// with TILELINK_RANKS=gpus). Each candidate is the whole op over all ranks, timed as bench times
-// the fused op (slowest rank per call, median). The winner and the automatic configuration are
-// then re-timed interleaved, the winner's output is checked (AG+GEMM: against cuBLAS; GEMM+RS:
+// `tilelink tune ag_gemm|gemm_rs|mlp|moe|sp_attention`: the staged searches of tune/*_tune.hpp,
+// timed on the GPUs present (virtual ranks on one GPU, or one rank per GPU with
+// TILELINK_RANKS=gpus). Each candidate is the whole op over all ranks, timed as bench times the
+// fused op (slowest rank per call, median). The winner and the automatic configuration are then
+// re-timed interleaved, the winner's output is checked (AG+GEMM: against cuBLAS; the others:
 // against the automatic configuration's), and the winner goes into the tune cache.
+#include "tools/tune_runner.hpp"
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
-#include <ctime>
 #include <functional>
 #include <limits>
 #include <ostream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "bench/ag_gemm_setup.hpp"
@@ -20,32 +23,31 @@
 #include "bench/moe_setup.hpp"
 #include "bench/sp_attention_setup.hpp"
 #include "bench/world_choice.hpp"
+#include "tools/output.hpp"
+#include "tilelink/runtime/tune_cache.hpp"
 #include "tilelink/tune/ag_gemm_tune.hpp"
 #include "tilelink/tune/gemm_rs_tune.hpp"
 #include "tilelink/tune/moe_tune.hpp"
 #include "tilelink/tune/sp_attention_tune.hpp"
-#include "tilelink/tune/tune_cache.hpp"
 
-namespace tilelink::bench {
+namespace tilelink::tool {
+
+using namespace tilelink::bench;
 namespace {
 
-std::string utc_now() {
-  const std::time_t t = std::time(nullptr);
-  char buf[32];
-  std::strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&t));
-  return buf;
-}
-
-// One whole op over all ranks with `args`, timed as bench times the fused op (median per call);
-// infinity, with `why`, when the op refuses them.
-template <class Op, class Args>
-double time_whole_op(const World& world, SymmetricHeap& heap, SignalSet& signals, const Args& args,
-                     const TimingOptions& timing, std::string* why) {
-  *why = Op::can_implement(world, heap, args);
-  if (!why->empty()) return std::numeric_limits<double>::infinity();
-  Op op(world, heap, signals, args, "tune.candidate");
-  bool gated = true;
-  return repeat_interleaved(world, timing.warmup, timing.iters, {[&] { op.run(); }}, &gated)[0].median;
+// The timer of a search on `setup`'s world (staged_search's time_config): one whole op over all
+// ranks with `args_of(config)`, timed as bench times the fused op (median per call); infinity,
+// with `why`, when the op refuses them.
+template <class Op, class Setup, class ArgsOf>
+auto whole_op_timer(Setup& setup, ArgsOf args_of, const TimingOptions& timing) {
+  return [&setup, args_of, &timing](const auto& config, std::string* why) {
+    const auto args = args_of(config);
+    *why = Op::can_implement(setup.world, setup.heap, args);
+    if (!why->empty()) return std::numeric_limits<double>::infinity();
+    Op op(setup.world, setup.heap, setup.signals, args, "tune.candidate");
+    bool gated = true;
+    return repeat_interleaved(setup.world, timing.warmup, timing.iters, {[&] { op.run(); }}, &gated)[0].median;
+  };
 }
 
 // One stage of a search: `candidates(best so far)` gives the configurations to time; `expected`
@@ -107,11 +109,16 @@ Config two_stage_search(const std::vector<Config>& compute, size_t top, int worl
       time_config, progress, steps);
 }
 
+// The check of the searches that compare the winner's output with the automatic configuration's.
+constexpr const char* kSameAsAutomatic =
+    "the tuned configuration's output of every rank equals the automatic one's within bf16 tolerance";
+
 // The result table of a search: the automatic configuration against the tuned one, re-timed
-// interleaved (t[0], t[1]).
-Table tune_table(const std::string& op, const std::string& title, const std::string& automatic,
-                 const std::string& tuned, const std::vector<Stats>& t, size_t searched, const std::string& stages,
-                 const TimingOptions& timing, bool gated) {
+// interleaved (t[0], t[1]), and the check the tuned one passed.
+template <class Config>
+Table tune_table(const std::string& op, const std::string& title, const Config& automatic, const Config& tuned,
+                 const std::vector<Stats>& t, size_t searched, const std::string& stages, const TimingOptions& timing,
+                 bool gated, const std::string& check) {
   Table table;
   table.name = "tune_" + op;
   table.title = title;
@@ -120,24 +127,25 @@ Table tune_table(const std::string& op, const std::string& title, const std::str
                    {"min_us", "min µs", 1},
                    {"max_us", "max µs", 1},
                    {"speedup", "speedup vs automatic", 3}};
-  table.add_row({"automatic: " + automatic, t[0].median, t[0].min, t[0].max, 1.0});
-  table.add_row({"tuned: " + tuned, t[1].median, t[1].min, t[1].max, t[0].median / t[1].median});
+  table.add_row({"automatic: " + describe(automatic), t[0].median, t[0].min, t[0].max, 1.0});
+  table.add_row({"tuned: " + describe(tuned), t[1].median, t[1].min, t[1].max, t[0].median / t[1].median});
   table.notes.push_back("searched " + std::to_string(searched) + " configurations (" + stages + "), " +
                         std::to_string(timing.iters) + " timed calls each; final rows: " +
                         std::to_string(2 * timing.iters) + " interleaved calls");
   if (!gated) table.notes.push_back("timing included host enqueue time (a step blocked the host; see bench notes)");
+  table.notes.push_back("check: " + check);
   return table;
 }
 
 // Stores the winner under `key`, never something slower than the automatic configuration.
 template <class Config>
 void store_tuned(const std::string& path, const TuneKey& key, const Config& best,
-                 const Config& automatic, const std::vector<Stats>& t, Config TuneEntry::*field, Table& table) {
+                 const Config& automatic, const std::vector<Stats>& t, Table& table) {
   if (path.empty()) return;
   TuneCache cache = TuneCache::load(path);
-  TuneEntry entry;
+  TuneCache::Entry entry;
   entry.op = key.op;
-  entry.*field = t[1].median <= t[0].median ? best : automatic;
+  entry.config = to_config_json(t[1].median <= t[0].median ? best : automatic);
   entry.time_us = std::min(t[0].median, t[1].median);
   entry.default_us = t[0].median;
   entry.date = utc_now();
@@ -191,8 +199,9 @@ std::vector<Stats> retime_and_check(World& world, SymmetricHeap& heap, SignalSet
 
 }  // namespace
 
-Table tune_ag_gemm(const TuneOptions& o, std::ostream& progress) {
+Table tune_ag_gemm(const TuneOptions<AgGemmBenchOptions>& options, std::ostream& progress) {
   const char* where = "tune_ag_gemm";
+  const AgGemmBenchOptions& o = options.op;
   TL_REQUIRE(o.world >= 1, where, "world", o.world, ">= 1");
   TL_REQUIRE(o.m % o.world == 0, where, "m", o.m, "a multiple of the world size " + std::to_string(o.world));
   TL_REQUIRE(o.n % o.world == 0 && (o.n / o.world) % 8 == 0, where, "n", o.n,
@@ -201,15 +210,14 @@ Table tune_ag_gemm(const TuneOptions& o, std::ostream& progress) {
   World& world = setup.world;
   world.synchronize();
 
-  auto time_config = [&](const AgGemmConfig& config, std::string* why) {
-    return time_whole_op<AgGemm>(world, setup.heap, setup.signals, setup.args(config), o.timing, why);
-  };
   const std::vector<AgGemmConfig> compute = ag_gemm_compute_candidates(AgGemm::kernel_names());
   const AgGemmTuneShape shape{o.world, world.sm_budget(0), setup.m_per_rank, setup.n_local, setup.k};
   size_t step = 0;
   const AgGemmConfig best = two_stage_search(
-      compute, o.top, o.world, [&](const AgGemmConfig& base) { return ag_gemm_comm_candidates(base, shape, o.top); },
-      time_config, progress, &step);
+      compute, options.top, o.world,
+      [&](const AgGemmConfig& base) { return ag_gemm_comm_candidates(base, shape, options.top); },
+      whole_op_timer<AgGemm>(setup, [&](const AgGemmConfig& c) { return setup.args(c); }, o.timing), progress,
+      &step);
 
   // The winner against the automatic configuration, interleaved; then its result against cuBLAS.
   AgGemmConfig automatic;
@@ -231,23 +239,26 @@ Table tune_ag_gemm(const TuneOptions& o, std::ostream& progress) {
                 setup.k);
     far += count_far(setup.c[r].get(), ref.back().get(), setup.c_elems, world.compute_stream(r));
   }
-  if (far != 0) throw Error("tune ag_gemm: the best configuration's C differs from cuBLAS in " + std::to_string(far) + " elements");
+  if (far != 0) {
+    throw Error("tune ag_gemm: the best configuration's C differs from cuBLAS in " + std::to_string(far) +
+                " elements");
+  }
 
   Table table = tune_table("ag_gemm",
                            "tune AG+GEMM, " + ranks_phrase(o.world) + ": m=" + std::to_string(o.m) +
                                " n=" + std::to_string(o.n) + " (" + std::to_string(setup.n_local) +
                                " per rank) k=" + std::to_string(o.k) + ", bf16",
-                           describe(automatic), describe(best), t, step,
+                           automatic, best, t, step,
                            std::to_string(compute.size()) +
                                " compute, then the communication variants the plan model ranked best",
-                           o.timing, gated);
-  table.notes.push_back("check: the tuned configuration's C of every rank equals cuBLAS within bf16 tolerance");
-  store_tuned(o.cache, ag_gemm_tune_key(world, setup.args(best)), best, automatic,
-              t, &TuneEntry::config, table);
+                           o.timing, gated,
+                           "the tuned configuration's C of every rank equals cuBLAS within bf16 tolerance");
+  store_tuned(options.cache, ag_gemm_tune_key(world, setup.args(best)), best, automatic, t, table);
   return table;
 }
 
-Table tune_gemm_rs(const GemmRsTuneOptions& o, std::ostream& progress) {
+Table tune_gemm_rs(const TuneOptions<GemmRsBenchOptions>& options, std::ostream& progress) {
+  const GemmRsBenchOptions& o = options.op;
   GemmRsSetup setup(o.world, o.m, o.n, o.k, GemmRsConfig{}, o.seed, "tune gemm_rs");
   World& world = setup.world;
   world.synchronize();
@@ -256,15 +267,13 @@ Table tune_gemm_rs(const GemmRsTuneOptions& o, std::ostream& progress) {
     a.config = config;
     return a;
   };
-  auto time_config = [&](const GemmRsConfig& config, std::string* why) {
-    return time_whole_op<GemmRs>(world, setup.heap, setup.signals, args_of(config), o.timing, why);
-  };
   const std::vector<GemmRsConfig> compute = gemm_rs_compute_candidates();
   const GemmRsTuneShape shape{o.world, world.sm_budget(0), setup.m, setup.n, setup.k_local};
   size_t step = 0;
   const GemmRsConfig best = two_stage_search(
-      compute, o.top, o.world, [&](const GemmRsConfig& base) { return gemm_rs_comm_candidates(base, shape, o.top); },
-      time_config, progress, &step);
+      compute, options.top, o.world,
+      [&](const GemmRsConfig& base) { return gemm_rs_comm_candidates(base, shape, options.top); },
+      whole_op_timer<GemmRs>(setup, args_of, o.timing), progress, &step);
 
   GemmRsConfig automatic;
   automatic.use_tune_cache = false;
@@ -277,44 +286,39 @@ Table tune_gemm_rs(const GemmRsTuneOptions& o, std::ostream& progress) {
                            "tune GEMM+RS, " + ranks_phrase(o.world) + ": m=" + std::to_string(o.m) +
                                " n=" + std::to_string(o.n) + " k=" + std::to_string(o.k) + " (" +
                                std::to_string(setup.k_local) + " per rank), bf16",
-                           describe(automatic), describe(best), t, step,
+                           automatic, best, t, step,
                            std::to_string(compute.size()) +
                                " compute, then the communication variants the plan model ranked best",
-                           o.timing, gated);
-  table.notes.push_back("check: the tuned configuration's output of every rank equals the automatic one's within "
-                        "bf16 tolerance");
-  store_tuned(o.cache, gemm_rs_tune_key(world, args_of(best)), best, automatic,
-              t, &TuneEntry::gemm_rs, table);
+                           o.timing, gated, kSameAsAutomatic);
+  store_tuned(options.cache, gemm_rs_tune_key(world, args_of(best)), best, automatic, t, table);
   return table;
 }
 
-Table tune_mlp(const MlpTuneOptions& o, std::ostream& progress) {
+Table tune_mlp(const TuneOptions<MlpBenchOptions>& options, std::ostream& progress) {
+  const MlpBenchOptions& o = options.op;
   TL_REQUIRE(o.world >= 1, "tune_mlp", "world", o.world, ">= 1");
-  TuneOptions fc1;
-  fc1.world = o.world;
-  fc1.m = o.m;
-  fc1.n = (o.activation == MlpActivation::kSwiGlu ? 2 : 1) * o.intermediate;
-  fc1.k = o.hidden;
-  fc1.top = o.top;
-  fc1.timing = o.timing;
-  fc1.seed = o.seed;
-  fc1.cache = o.cache;
-  GemmRsTuneOptions fc2;
-  fc2.world = o.world;
-  fc2.m = o.m;
-  fc2.n = o.hidden;
-  fc2.k = o.intermediate;
-  fc2.top = o.top;
-  fc2.timing = o.timing;
-  fc2.seed = o.seed;
-  fc2.cache = o.cache;
+  const MlpActivation activation = o.config.activation;
+  auto gemm = [&](auto& t, uint32_t n, uint32_t k) {  // one of the MLP's GEMMs, searched as the MLP asks
+    t.op.world = o.world;
+    t.op.m = o.m;
+    t.op.n = n;
+    t.op.k = k;
+    t.op.timing = o.timing;
+    t.op.seed = o.seed;
+    t.top = options.top;
+    t.cache = options.cache;
+  };
+  TuneOptions<AgGemmBenchOptions> fc1;
+  gemm(fc1, (activation == MlpActivation::kSwiGlu ? 2 : 1) * o.intermediate, o.hidden);
+  TuneOptions<GemmRsBenchOptions> fc2;
+  gemm(fc2, o.hidden, o.intermediate);
   progress << "fc1 (AG+GEMM):\n";
   const Table t1 = tune_ag_gemm(fc1, progress);
   progress << "fc2 (GEMM+RS):\n";
   const Table t2 = tune_gemm_rs(fc2, progress);
   Table table = t1;
   table.name = "tune_mlp";
-  table.title = "tune MLP (" + std::string(to_string(o.activation)) + "), " + ranks_phrase(o.world) + ": m=" +
+  table.title = "tune MLP (" + std::string(to_string(activation)) + "), " + ranks_phrase(o.world) + ": m=" +
                 std::to_string(o.m) + " hidden=" + std::to_string(o.hidden) + " intermediate=" +
                 std::to_string(o.intermediate) + ", bf16";
   table.rows.clear();
@@ -330,34 +334,19 @@ Table tune_mlp(const MlpTuneOptions& o, std::ostream& progress) {
 }
 
 MoeTuneShape moe_tune_shape(const MoeBenchOptions& o, int sm_budget) {
-  MoeTuneShape shape;
-  shape.world = o.world;
-  shape.sm_budget = sm_budget;
-  shape.m = o.m;
-  shape.hidden = o.hidden;
-  shape.intermediate = o.intermediate;
-  shape.experts = o.experts;
-  shape.topk = o.topk;
-  shape.activation = o.activation;
-  shape.ids = bench_routing(o);  // the routing MoeLayerSetup runs
-  shape.kernels = MoeAgGroupGemm::kernel_names();
-  return shape;
+  // The ids: the routing MoeLayerSetup runs.
+  sim::MoeProblem problem{.m = o.m, .hidden = o.hidden, .intermediate = o.intermediate, .experts = o.experts,
+                          .topk = o.topk, .ids = bench_routing(o), .world = o.world};
+  return {std::move(problem), sm_budget, o.activation, MoeAgGroupGemm::kernel_names()};
 }
 
 SpAttentionTuneShape sp_attention_tune_shape(const SpAttentionBenchOptions& o, int sm_budget) {
-  SpAttentionTuneShape shape;
-  shape.world = o.world;
-  shape.sm_budget = sm_budget;
-  shape.seq = o.seq;
-  shape.q_heads = o.q_heads;
-  shape.kv_heads = o.kv_heads;
-  shape.head_dim = o.head_dim;
-  shape.causal = o.causal;
-  shape.layout = o.config.layout;
-  return shape;
+  const sim::SpAttentionProblem problem{.seq = o.seq, .q_heads = o.q_heads, .kv_heads = o.kv_heads,
+                                        .head_dim = o.head_dim, .causal = o.causal, .world = o.world};
+  return {problem, sm_budget, o.config.layout};
 }
 
-Table tune_moe(const MoeTuneOptions& o, std::ostream& progress) {
+Table tune_moe(const TuneOptions<MoeBenchOptions>& o, std::ostream& progress) {
   MoeLayerSetup setup(o.op, "tune moe");
   World& world = setup.world;
   world.synchronize();
@@ -368,9 +357,6 @@ Table tune_moe(const MoeTuneOptions& o, std::ostream& progress) {
     a.config = config;
     return a;
   };
-  auto time_config = [&](const MoeLayerConfig& config, std::string* why) {
-    return time_whole_op<MoeLayer>(world, setup.heap, setup.signals, args_of(config), o.op.timing, why);
-  };
   const MoeTuneShape shape = moe_tune_shape(o.op, world.sm_budget(0));
   const std::vector<MoeLayerConfig> kernels = moe_kernel_candidates(shape.kernels);
   size_t step = 0;
@@ -380,7 +366,7 @@ Table tune_moe(const MoeTuneOptions& o, std::ostream& progress) {
         moe_order_candidates(MoeLayerConfig{}).size()},
        {"communication",
         [&](const MoeLayerConfig& base) { return configs_of(moe_comm_candidates(base, shape, o.top)); }, o.top + 1}},
-      time_config, progress, &step);
+      whole_op_timer<MoeLayer>(setup, args_of, o.op.timing), progress, &step);
 
   const MoeLayerConfig automatic = args_of(MoeLayerConfig{}).config;
   bool gated = true;
@@ -393,19 +379,16 @@ Table tune_moe(const MoeTuneOptions& o, std::ostream& progress) {
           std::to_string(o.op.m) + " tokens, hidden=" + std::to_string(o.op.hidden) + " intermediate=" +
           std::to_string(o.op.intermediate) + ", " + std::to_string(o.op.experts) + " experts, top-" +
           std::to_string(o.op.topk) + ", " + to_string(o.op.routing) + " routing, bf16",
-      describe(automatic), describe(best), t, step,
+      automatic, best, t, step,
       std::to_string(kernels.size()) + " kernel pairs, then part 1 / part 2 orders, then the communication variants "
                                        "the plan model ranked best",
-      o.op.timing, gated);
-  table.notes.push_back("check: the tuned configuration's output of every rank equals the automatic one's within "
-                        "bf16 tolerance");
+      o.op.timing, gated, kSameAsAutomatic);
   table.notes.push_back("tuned on this routing; the cache entry applies to any routing of the same shape");
-  store_tuned(o.cache, moe_tune_key(world, args_of(best)), args_of(best).config, automatic, t,
-              &TuneEntry::moe, table);
+  store_tuned(o.cache, moe_tune_key(world, args_of(best)), args_of(best).config, automatic, t, table);
   return table;
 }
 
-Table tune_sp_attention(const SpAttentionTuneOptions& o, std::ostream& progress) {
+Table tune_sp_attention(const TuneOptions<SpAttentionBenchOptions>& o, std::ostream& progress) {
   SpAttentionSetup setup(o.op);
   World& world = setup.world;
   world.synchronize();
@@ -417,16 +400,13 @@ Table tune_sp_attention(const SpAttentionTuneOptions& o, std::ostream& progress)
     a.config = config;
     return a;
   };
-  auto time_config = [&](const SpAttentionConfig& config, std::string* why) {
-    return time_whole_op<SpAttention>(world, setup.heap, setup.signals, args_of(config), o.op.timing, why);
-  };
   const SpAttentionTuneShape shape = sp_attention_tune_shape(o.op, world.sm_budget(0));
   const std::vector<SpAttentionConfig> compute = sp_attention_compute_candidates(o.op.kv_heads, layout);
   size_t step = 0;
   const SpAttentionConfig best = two_stage_search(
       compute, o.top, o.op.world,
-      [&](const SpAttentionConfig& base) { return sp_attention_comm_candidates(base, shape, o.top); }, time_config,
-      progress, &step);
+      [&](const SpAttentionConfig& base) { return sp_attention_comm_candidates(base, shape, o.top); },
+      whole_op_timer<SpAttention>(setup, args_of, o.op.timing), progress, &step);
 
   const SpAttentionConfig automatic = args_of(SpAttentionConfig{}).config;
   bool gated = true;
@@ -439,15 +419,14 @@ Table tune_sp_attention(const SpAttentionTuneOptions& o, std::ostream& progress)
           std::to_string(o.op.q_heads) + " kv_heads=" + std::to_string(o.op.kv_heads) + " head_dim=" +
           std::to_string(o.op.head_dim) + ", " + (o.op.causal ? "causal" : "non-causal") + ", " + to_string(layout) +
           ", bf16",
-      describe(automatic), describe(best), t, step,
+      automatic, best, t, step,
       std::to_string(compute.size()) + " L2 sections, then the all-gather x local-pass-first variants the plan "
                                        "model ranked best",
-      o.op.timing, gated);
-  table.notes.push_back("check: the tuned configuration's O of every rank equals the automatic one's within bf16 "
-                        "tolerance");
-  store_tuned(o.cache, sp_attention_tune_key(world, args_of(best)), args_of(best).config, automatic,
-              t, &TuneEntry::sp_attention, table);
+      o.op.timing, gated,
+      "the tuned configuration's O of every rank equals the automatic one's within bf16 tolerance");
+  store_tuned(o.cache, sp_attention_tune_key(world, args_of(best)), args_of(best).config, automatic, t,
+              table);
   return table;
 }
 
-}  // namespace tilelink::bench
+}  // namespace tilelink::tool

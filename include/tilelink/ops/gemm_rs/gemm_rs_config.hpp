@@ -1,0 +1,33 @@
+// GEMM+RS's configuration: the knobs of GemmRs (gemm_rs.hpp), their text form, and the JSON form
+// in which the tune cache stores them (runtime/tune_cache.hpp).
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "tilelink/ops/gemm_rs/gemm_rs_fused.hpp"
+
+namespace tilelink {
+
+struct GemmRsConfig {
+  GemmRsScatter scatter = GemmRsScatter::kPull;
+  SignalGranularity granularity = SignalGranularity::kTile;  // per tile, per tile row, per owner block
+  uint32_t reduce_blocks = 0;  // reduction CTAs per rank (whole GEMM clusters); 0 = sm_budget / 32
+  uint32_t gemm_sms = 0;       // GEMM CTAs per rank; 0 = budget - reduce_blocks
+  uint32_t swizzle = 0;        // rasterization swizzle: 1, 2, 4 or 8; 0 = automatic (GemmRs::swizzle())
+  // With every knob above on automatic, use the configuration `tilelink tune gemm_rs` stored for
+  // this GPU, world and shape, if the tune cache has one (runtime/tune_cache.hpp).
+  bool use_tune_cache = true;
+};
+
+// The configuration in words ("scatter pull, signal per tile, reduction CTAs auto, swizzle auto").
+std::string describe(const GemmRsConfig& c);
+// True when every knob is on automatic, as in GemmRsConfig{} (use_tune_cache is not a knob).
+bool is_automatic(const GemmRsConfig& c);
+// The knobs as a JSON object (text): scatter, granularity, reduce_blocks, gemm_sms, swizzle.
+std::string to_config_json(const GemmRsConfig& c);
+// `c` = the configuration in `json` (to_config_json's form; use_tune_cache at its default); an
+// InvalidArgument naming `source` and the field when `json` is not one.
+void from_config_json(const std::string& json, const std::string& source, GemmRsConfig& c);
+
+}  // namespace tilelink

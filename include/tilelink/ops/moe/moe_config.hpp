@@ -1,0 +1,67 @@
+// The MoE ops' configurations: part 1, part 2 and the layer that runs both; the layer's text
+// form, and the JSON form in which the tune cache stores it (runtime/tune_cache.hpp).
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "tilelink/comm/collectives.hpp"
+#include "tilelink/ops/common/all_gather_config.hpp"
+#include "tilelink/ops/common/mlp_activation.hpp"
+
+namespace tilelink {
+
+// MoE part 1 (MoeAgGroupGemm, moe_ag_gemm.hpp).
+struct MoeAgGroupGemmConfig {
+  // The all-gather of the tokens (as AgGemmConfig::comm; comm_rows 0 = automatic).
+  AllGatherConfig comm = kAutomaticAllGather;
+  // CTAs of the gather stage per rank; 0 = automatic: about sm_budget * 300 / n (enough to keep
+  // ahead of the GEMM), at most sm_budget / 4.
+  uint32_t gather_blocks = 0;
+  // CTAs of the grouped GEMM per rank; 0 = automatic: the SM budget minus the gather's and the
+  // SM all-gather's blocks, minus AG+GEMM's 2 SMs of slack when world > 1.
+  uint32_t gemm_sms = 0;
+  // Rasterization swizzle (1, 2, 4 or 8; 0 = automatic: 1, a wave on one tile row's expert --
+  // wider bands spread it over several experts' weights and measured up to 3x slower).
+  uint32_t swizzle = 0;
+  std::string kernel;  // kernel configuration by name (MoeAgGroupGemm::kernel_names()); "" = default
+};
+
+// MoE part 2 (MoeGemmRs, moe_gemm_rs.hpp).
+struct MoeGemmRsConfig {
+  uint32_t comm_rows = 0;       // tokens per combine/reduce block (one signal each); 0 = automatic (64)
+  uint32_t combine_blocks = 0;  // CTAs of the combine and reduction per rank; 0 = automatic (enough to keep up)
+  uint32_t gemm_sms = 0;        // CTAs of the grouped GEMM; 0 = the SM budget less the combine
+  uint32_t swizzle = 0;         // rasterization swizzle (1, 2, 4, 8; 0 = 1, as part 1)
+  // The GEMM's tile order: the combine's token order (kTokenOrder) or the rounds cut into this
+  // many weight sweeps, expert by expert within each (build_combine_order); 0 = automatic
+  // (moe_policy::weight_sweeps).
+  uint32_t weight_sweeps = 0;
+  static constexpr uint32_t kTokenOrder = 0xFFFFFFFFu;
+  std::string kernel;           // kernel configuration by name (MoeAgGroupGemm::kernel_names()); "" = default
+};
+
+// The MoE layer (MoeLayer, moe_layer.hpp): part 1, the activation, part 2.
+struct MoeLayerConfig {
+  MlpActivation activation = MlpActivation::kSwiGlu;
+  MoeAgGroupGemmConfig part1;  // part1.kernel and part2.kernel must have the same tile height
+  MoeGemmRsConfig part2;
+  // With every knob of both parts on automatic, the layer runs the configuration `tilelink tune
+  // moe` stored for this GPU, world, shape, experts, top-k and activation, if the tune cache has
+  // one (runtime/tune_cache.hpp). It was tuned on a synthetic routing (uniform unless told).
+  bool use_tune_cache = true;
+};
+
+// The configuration in words ("part 1: kernel default, swizzle auto, ...; part 2: ...").
+std::string describe(const MoeLayerConfig& c);
+// True when every knob of both parts is on automatic, as in MoeLayerConfig{} (the activation is the
+// problem's, not a knob; nor is use_tune_cache).
+bool is_automatic(const MoeLayerConfig& c);
+// The knobs as a JSON object (text): part1 {kernel, swizzle, gather_blocks, gemm_sms, comm},
+// part2 {kernel, swizzle, comm_rows, combine_blocks, gemm_sms, weight_sweeps}.
+std::string to_config_json(const MoeLayerConfig& c);
+// `c` = the configuration in `json` (to_config_json's form; the activation and use_tune_cache at
+// their defaults); an InvalidArgument naming `source` and the field when `json` is not one.
+void from_config_json(const std::string& json, const std::string& source, MoeLayerConfig& c);
+
+}  // namespace tilelink

@@ -1,0 +1,44 @@
+#include "tilelink/ops/gemm_rs/gemm_rs_config.hpp"
+
+#include "ops/common/config_json.hpp"
+
+namespace tilelink {
+
+std::string describe(const GemmRsConfig& c) {
+  auto num = [](uint32_t v) { return v == 0 ? std::string("auto") : std::to_string(v); };
+  std::string s = std::string("scatter ") + to_string(c.scatter) + ", signal per " + to_string(c.granularity) +
+                  ", reduction CTAs " + num(c.reduce_blocks) + ", swizzle " + num(c.swizzle);
+  if (c.gemm_sms != 0) s += ", GEMM SMs " + std::to_string(c.gemm_sms);
+  return s;
+}
+
+bool is_automatic(const GemmRsConfig& c) {
+  const GemmRsConfig d;
+  return c.scatter == d.scatter && c.granularity == d.granularity && c.reduce_blocks == d.reduce_blocks &&
+         c.gemm_sms == d.gemm_sms && c.swizzle == d.swizzle;
+}
+
+std::string to_config_json(const GemmRsConfig& c) {
+  return detail::json{{"scatter", to_string(c.scatter)},
+                      {"granularity", to_string(c.granularity)},
+                      {"reduce_blocks", c.reduce_blocks},
+                      {"gemm_sms", c.gemm_sms},
+                      {"swizzle", c.swizzle}}
+      .dump();
+}
+
+void from_config_json(const std::string& json, const std::string& source, GemmRsConfig& c) {
+  c = detail::parse_config_json(json, source, "a GEMM+RS configuration", [&](const detail::json& j) {
+    GemmRsConfig out;
+    out.scatter = detail::enum_field(
+        j, "scatter", {GemmRsScatter::kPull, GemmRsScatter::kEpiloguePush, GemmRsScatter::kCopyEngine}, source);
+    out.granularity = detail::enum_field(
+        j, "granularity", {SignalGranularity::kTile, SignalGranularity::kTileRow, SignalGranularity::kRank}, source);
+    out.reduce_blocks = j.at("reduce_blocks").get<uint32_t>();
+    out.gemm_sms = j.at("gemm_sms").get<uint32_t>();
+    out.swizzle = j.at("swizzle").get<uint32_t>();
+    return out;
+  });
+}
+
+}  // namespace tilelink

@@ -1,0 +1,115 @@
+// `tilelink bench|tune|trace|plan gemm_rs`: GEMM+RS (tilelink::GemmRs), the row-parallel linear
+// layer with its reduce-scatter hidden under the GEMM.
+#include <iostream>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "bench/bench.hpp"
+#include "tilelink/ops/gemm_rs/gemm_rs.hpp"
+#include "tilelink/sim/gemm_rs_sim.hpp"
+#include "tilelink/tune/gemm_rs_tune.hpp"
+#include "tools/command.hpp"
+#include "tools/models.hpp"
+#include "tools/op_commands.hpp"
+#include "tools/output.hpp"
+#include "tools/trace_runner.hpp"
+#include "tools/tune_runner.hpp"
+
+namespace tilelink::tool {
+namespace {
+
+constexpr const char* kM = "rows of the output over all ranks (each rank gets m / world)";
+constexpr const char* kN = "columns of the output";
+constexpr const char* kK = "inner dimension over all ranks (each rank holds k / world)";
+
+constexpr const char* kScatterHelp =
+    "how tiles reach their owner: pull (owners read the senders' partials), push (the GEMM epilogue stores into "
+    "the owner), ce (copy engine, per signal group: needs --granularity row or rank)";
+
+void add_scatter(CLI::App* app, GemmRsScatter& scatter, const std::string& help) {
+  add_enum_option(app, "--scatter", scatter,
+                  {GemmRsScatter::kPull, GemmRsScatter::kEpiloguePush, GemmRsScatter::kCopyEngine}, help);
+}
+
+void add_granularity(CLI::App* app, SignalGranularity& granularity, const std::string& help) {
+  add_enum_option(app, "--granularity", granularity,
+                  {SignalGranularity::kTile, SignalGranularity::kTileRow, SignalGranularity::kRank}, help);
+}
+
+// The op's knobs (bench and trace): any of them given turns the tune cache off.
+void add_knobs(CLI::App* app, GemmRsConfig& c, CLI::Option_group*& knobs) {
+  CLI::Option_group* g = knob_group(app, knobs);
+  add_granularity(g, c.granularity, "signal per tile, row (of tiles) or rank (owner block)");
+  add_scatter(g, c.scatter, kScatterHelp);
+  g->add_option("--reduce-blocks", c.reduce_blocks,
+                "reduction CTAs per rank, rounded up to whole GEMM clusters; 0 = budget / 32")
+      ->capture_default_str();
+  g->add_option("--gemm-sms", c.gemm_sms, "GEMM CTAs per rank; 0 = the rest of the budget")->capture_default_str();
+  g->add_option("--swizzle", c.swizzle,
+                "tile rasterization swizzle: 1, 2, 4 or 8; 0 = automatic (a band inside one owner block)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({0u, 1u, 2u, 4u, 8u}));
+}
+
+// ---- plan ----------------------------------------------------------------------------------------
+
+using PlanGemmRs = PlanArgs<sim::GemmRsProblem, sim::GemmRsPlanConfig>;
+
+int plan(const PlanGemmRs& a, const sim::CostModel& cost) {
+  const sim::GemmRsPrediction r = sim::predict_gemm_rs(a.problem, a.config, cost);
+  const auto& p = a.problem;
+  const GemmRsConfig& op = a.config.op;
+  std::cout << "tilelink plan gemm_rs: predicted, not measured (cost model: " << cost.flops / 1e12 << " TFLOP/s, "
+            << cost.sms << " SMs, NVLink " << cost.nvlink_bandwidth / 1e9 << " GB/s per rank)\n"
+            << "world=" << p.world << "  nodes=" << p.nodes << "  m=" << p.m << "  n=" << p.n << "  k=" << p.k
+            << "  bm=" << a.config.bm << "  bn=" << a.config.bn << "  reduce_ctas=" << op.reduce_blocks
+            << "  granularity=" << to_string(op.granularity) << "  scatter=" << to_string(op.scatter)
+            << "  band=" << (a.config.band == 0 ? std::string("auto") : std::to_string(a.config.band)) << "\n\n";
+  print_plan("plan_gemm_rs", "GEMM+RS, predicted per rank", r, a.out,
+             "gemm_rs rank 0, predicted: " + std::to_string(p.world) + " ranks, m=" + std::to_string(p.m) +
+                 " n=" + std::to_string(p.n) + " k=" + std::to_string(p.k));
+  return 0;
+}
+
+void add_plan_options(CLI::App* app, PlanGemmRs& a) {
+  add_plan_gemm_shape(app, a.problem, a.config, "rows of C", "columns of C", "inner dimension over all ranks");
+  app->add_option("--reduce-blocks", a.config.op.reduce_blocks, "CTAs of the reduction")->capture_default_str();
+  add_scatter(app, a.config.op.scatter, "pull, push or ce (ce needs --granularity row or rank)");
+  app->add_option("--band", a.config.band, "tile rows per band of the compute order; 0 = the op's rule")
+      ->capture_default_str();
+  add_granularity(app, a.config.op.granularity, "signal per tile, row (of tiles) or rank");
+}
+
+const GemmOp<tb::GemmRsBenchOptions> kOp{"gemm_rs", true, gemm_rs_paper_shapes, kM, kN, kK, add_knobs};
+
+}  // namespace
+
+// ---- tune --dry-run (also tune mlp's fc2) -------------------------------------------------------
+
+int dry_run_gemm_rs(const TuneSearch& search, int world, const std::vector<Mnk>& shapes) {
+  for (const Mnk& s : shapes) {
+    const GemmRsTuneShape shape{world, search.sms / world, s.m, s.n, s.k / static_cast<uint32_t>(world)};
+    print_tune_candidates<GemmRsConfig>(
+        tune_header("gemm_rs", world, search.sms, s), {{"compute", gemm_rs_compute_candidates()}},
+        [&](const GemmRsConfig& base) { return gemm_rs_comm_candidates(base, shape, search.top); });
+  }
+  return 0;
+}
+
+void register_gemm_rs(Tool& tool) {
+  add_gemm_bench(
+      tool, kOp, "time tilelink::GemmRs against cuBLAS, non-overlapped and decomposed baselines", tb::bench_gemm_rs,
+      [](Command&) {}, [](const tb::GemmRsBenchOptions&, const std::vector<Mnk>&, const std::vector<tb::Table>&) {});
+  add_gemm_tune(tool, kOp,
+                "GEMM+RS: swizzle, then the scatter x signal granularity x reduction CTAs variants the plan model "
+                "ranks best",
+                dry_run_gemm_rs, tune_gemm_rs);
+  add_gemm_trace(tool, kOp,
+                 "GEMM+RS: each GEMM tile's epilogue and notify; the reduction blocks' waits and per-tile reductions",
+                 trace_gemm_rs);
+  add_plan_command<PlanGemmRs>(tool, "gemm_rs", "GEMM+RS: rank r gets its row block of sum_q A_q * B_q",
+                               add_plan_options, plan);
+}
+
+}  // namespace tilelink::tool

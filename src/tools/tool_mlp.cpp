@@ -1,0 +1,137 @@
+// `tilelink bench|tune|trace|plan mlp`: the tensor-parallel MLP (tilelink::Mlp), AG+GEMM (fc1)
+// -> activation -> GEMM+RS (fc2).
+#include <algorithm>
+#include <cstdio>
+#include <iostream>
+#include <memory>
+#include <string>
+
+#include "bench/bench.hpp"
+#include "tilelink/ops/mlp/mlp.hpp"
+#include "tilelink/sim/mlp_sim.hpp"
+#include "tools/command.hpp"
+#include "tools/models.hpp"
+#include "tools/op_commands.hpp"
+#include "tools/output.hpp"
+#include "tools/trace_runner.hpp"
+#include "tools/tune_runner.hpp"
+
+namespace tilelink::tool {
+namespace {
+
+// The MLP's problem as every verb takes it: --m, --model (sets hidden and intermediate: apply it
+// with apply_dense_model), --hidden, --intermediate, --activation.
+void add_shape(CLI::App* app, uint32_t& m, std::string& model, uint32_t& hidden, uint32_t& intermediate,
+               MlpActivation& activation) {
+  app->add_option("--m", m, "tokens over all ranks (each rank holds m / world)")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  CLI::Option* by_model = add_dense_model(app, model);
+  app->add_option("--hidden", hidden, "hidden size H")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber)
+      ->excludes(by_model);
+  app->add_option("--intermediate", intermediate, "intermediate size over all ranks")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber)
+      ->excludes(by_model);
+  add_enum_option(app, "--activation", activation, {MlpActivation::kSwiGlu, MlpActivation::kGelu},
+                  "swiglu (fc1 gives gate and up halves) or gelu");
+}
+
+void add_shape(CLI::App* app, tb::MlpBenchOptions& o, std::string& model) {
+  add_shape(app, o.m, model, o.hidden, o.intermediate, o.config.activation);
+}
+
+// bench, trace and tune mlp: the problem, fc2's knobs (not tune), timing and seed.
+struct RunArgs : RunArgsBase<tb::MlpBenchOptions> {
+  std::string model;
+
+  void add_to(Command& c, Timed timed) {
+    add_world(c.app, o.world);
+    add_shape(c.app, o, model);
+    if (with_knobs) {
+      CLI::Option_group* g = knob_group(c.app, knobs);
+      add_enum_option(g, "--scatter", o.config.fc2.scatter,
+                      {GemmRsScatter::kPull, GemmRsScatter::kEpiloguePush, GemmRsScatter::kCopyEngine},
+                      "fc2's scatter: pull, push or ce (ce needs --granularity row or rank)");
+      add_enum_option(g, "--granularity", o.config.fc2.granularity,
+                      {SignalGranularity::kTile, SignalGranularity::kTileRow, SignalGranularity::kRank},
+                      "fc2's signal per tile, row (of tiles) or rank");
+    }
+    add_timing(c.app, o.timing, timed);
+    c.seed = add_seed(c.app, o.seed);
+  }
+  // The options as run: the model's shape, the tune cache off when a knob was given.
+  tb::MlpBenchOptions resolved() const {
+    tb::MlpBenchOptions r = o;
+    apply_dense_model(model, r.hidden, r.intermediate);
+    r.config.fc2.use_tune_cache = !any_knob(knobs);
+    return r;
+  }
+};
+
+// tune mlp --dry-run: tune ag_gemm's on fc1's shape and tune gemm_rs's on fc2's.
+int dry_run(const tb::MlpBenchOptions& m, const TuneSearch& search) {
+  const uint32_t fc1_n = (m.config.activation == MlpActivation::kSwiGlu ? 2 : 1) * m.intermediate;
+  const int rc1 = dry_run_ag_gemm(search, m.world, {{m.m, fc1_n, m.hidden}});
+  const int rc2 = dry_run_gemm_rs(search, m.world, {{m.m, m.hidden, m.intermediate}});
+  return std::max(rc1, rc2);
+}
+
+std::string describe_problem(const tb::MlpBenchOptions& o) {
+  return "m " + std::to_string(o.m) + ", hidden " + std::to_string(o.hidden) + ", intermediate " +
+         std::to_string(o.intermediate) + ", " + to_string(o.config.activation);
+}
+
+// ---- plan ----------------------------------------------------------------------------------------
+
+struct PlanMlp : PlanArgs<sim::MlpProblem, sim::MlpPlanConfig> {
+  std::string model;
+};
+
+constexpr uint32_t kPlanSmBlocks = 16;  // fc1's SM all-gather in the plan, unless --blocks says
+
+int plan(PlanMlp a, const sim::CostModel& cost) {
+  apply_dense_model(a.model, a.problem.hidden, a.problem.intermediate);
+  AllGatherConfig& comm = a.config.fc1.op.comm;
+  resolve_plan_blocks(comm, kPlanSmBlocks);
+  const sim::MlpPrediction r = sim::predict_mlp(a.problem, a.config, cost);
+  const auto& p = a.problem;
+  std::cout << "tilelink plan mlp: predicted, not measured (cost model: " << cost.flops / 1e12 << " TFLOP/s, "
+            << cost.sms << " SMs, NVLink " << cost.nvlink_bandwidth / 1e9 << " GB/s per rank)\n"
+            << "world=" << p.world << "  nodes=" << p.nodes << "  tokens=" << p.m << "  hidden=" << p.hidden
+            << "  intermediate=" << p.intermediate << "  activation=" << to_string(p.activation)
+            << "  fc1 all-gather " << to_string(comm.resource) << ", " << comm.comm_rows << "-row tiles  fc2 scatter "
+            << to_string(a.config.fc2.op.scatter) << ", " << a.config.fc2.op.reduce_blocks << " reduction CTAs\n\n";
+  print_plan("plan_mlp", "MLP, predicted per rank", r, a.out, "tilelink plan mlp, rank 0 (predicted)");
+  std::printf("activation %.1f us (its bytes at the HBM bandwidth)\n", r.t_act * 1e6);
+  return 0;
+}
+
+void add_plan_options(CLI::App* app, PlanMlp& a) {
+  add_shape(app, a.problem.m, a.model, a.problem.hidden, a.problem.intermediate, a.problem.activation);
+  add_plan_all_gather(app, a.config.fc1.op.comm, kPlanSmBlocks, "fc1: ");
+  app->add_option("--reduce-blocks", a.config.fc2.op.reduce_blocks, "fc2: reduction CTAs")->capture_default_str();
+  add_enum_option(app, "--scatter", a.config.fc2.op.scatter,
+                  {GemmRsScatter::kPull, GemmRsScatter::kEpiloguePush, GemmRsScatter::kCopyEngine},
+                  "fc2: pull, push or ce");
+}
+
+}  // namespace
+
+void register_mlp(Tool& tool) {
+  add_bench_command(tool, RunArgs{}, "mlp",
+                    "time tilelink::Mlp (AG+GEMM -> activation -> GEMM+RS) against the non-overlapped chain",
+                    tb::bench_mlp);
+  add_tune_command(tool, RunArgs{}, "mlp",
+                   "the MLP: tune ag_gemm on fc1's shape and tune gemm_rs on fc2's, both into the cache",
+                   "print both ops' candidates and the model's predictions; no GPU needed", dry_run, tune_mlp);
+  add_trace_command(tool, RunArgs{}, "mlp",
+                    "the MLP: fc1 (AG+GEMM) and fc2 (GEMM+RS) recorded as two parts of one timeline",
+                    "records per rank and part", trace_mlp, describe_problem);
+  add_plan_command<PlanMlp>(tool, "mlp", "the tensor-parallel MLP: AG+GEMM (fc1) -> activation -> GEMM+RS (fc2)",
+                            add_plan_options, plan);
+}
+
+}  // namespace tilelink::tool

@@ -1,0 +1,164 @@
+// `tilelink bench|tune|trace|plan sp_attention`: sequence-parallel attention
+// (tilelink::SpAttention), the K/V all-gather overlapped with flash attention.
+#include <iostream>
+#include <memory>
+#include <string>
+
+#include "bench/bench.hpp"
+#include "tilelink/ops/attention/sp_attention.hpp"
+#include "tilelink/sim/sp_attention_sim.hpp"
+#include "tilelink/tune/sp_attention_tune.hpp"
+#include "tools/command.hpp"
+#include "tools/op_commands.hpp"
+#include "tools/output.hpp"
+#include "tools/trace_runner.hpp"
+#include "tools/tune_runner.hpp"
+
+namespace tilelink::tool {
+namespace {
+
+// The problem as every verb takes it: --seq, --q-heads, --kv-heads, --head-dim (`head_dims`: the
+// values allowed), --non-causal and --layout.
+struct Shape {
+  uint32_t& seq;
+  uint32_t& q_heads;
+  uint32_t& kv_heads;
+  uint32_t& head_dim;
+  bool& causal;
+  SeqLayout& layout;
+};
+
+void add_shape(CLI::App* app, const Shape& s, const CLI::Validator& head_dims, const char* head_dim_help) {
+  app->add_option("--seq", s.seq, "tokens over all ranks (a multiple of the world size)")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  app->add_option("--q-heads", s.q_heads, "query heads")->capture_default_str()->check(CLI::PositiveNumber);
+  app->add_option("--kv-heads", s.kv_heads, "K/V heads (GQA: q-heads a multiple of it)")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  app->add_option("--head-dim", s.head_dim, head_dim_help)->capture_default_str()->check(head_dims);
+  bool& causal = s.causal;
+  app->add_flag_callback("--non-causal", [&causal] { causal = false; }, "no causal mask");
+  add_enum_option(app, "--layout", s.layout, {SeqLayout::kContiguous, SeqLayout::kZigZag},
+                  "sequence sharding: contiguous or zigzag");
+}
+
+// bench, trace and tune sp_attention: the problem, the knobs (not tune), timing and seed.
+struct RunArgs : RunArgsBase<tb::SpAttentionBenchOptions> {
+  void add_to(Command& c, Timed timed) {
+    add_world(c.app, o.world);
+    add_shape(c.app, {o.seq, o.q_heads, o.kv_heads, o.head_dim, o.causal, o.config.layout}, CLI::IsMember({64, 128}),
+              "head dimension: 64 or 128");
+    if (with_knobs) {
+      CLI::Option_group* g = knob_group(c.app, knobs);
+      SpAttentionConfig& k = o.config;
+      add_enum_option(g, "--resource", k.comm.resource, {CommResource::kCopyEngine, CommResource::kSm},
+                      "K/V all-gather on ce (copy engine) or sm (SM pull)");
+      g->add_option("--comm-rows", k.comm.comm_rows, "tokens per K/V chunk, a multiple of 128 (0: automatic)")
+          ->capture_default_str();
+      g->add_option("--blocks", k.comm.num_blocks, "CTAs of the SM all-gather (0: automatic)")->capture_default_str();
+      g->add_option("--attention-sms", k.attention_sms, "CTAs of the attention kernel per rank (0: automatic)")
+          ->capture_default_str();
+      g->add_flag("--local-first", k.local_first,
+                  "the fused kernel folds every item's own shard before any remote chunk");
+      g->add_option("--section-heads", k.section_kv_heads,
+                    "kv heads whose items run together, a divisor of --kv-heads (0: automatic, as many as fit in L2)")
+          ->capture_default_str();
+    }
+    add_timing(c.app, o.timing, timed);
+    c.seed = add_seed(c.app, o.seed);
+  }
+  tb::SpAttentionBenchOptions resolved() const {
+    tb::SpAttentionBenchOptions r = o;
+    r.config.use_tune_cache = !any_knob(knobs);
+    return r;
+  }
+};
+
+std::string mask_of(bool causal) { return causal ? "causal" : "non-causal"; }
+
+std::string describe_problem(const tb::SpAttentionBenchOptions& o) {
+  return "seq " + std::to_string(o.seq) + ", " + std::to_string(o.q_heads) + "/" + std::to_string(o.kv_heads) +
+         " heads, head dim " + std::to_string(o.head_dim) + ", " + mask_of(o.causal) + ", " +
+         to_string(o.config.layout);
+}
+
+// ---- tune: the two-stage search of tune/sp_attention_tune.hpp ----------------------------------
+
+int dry_run(const tb::SpAttentionBenchOptions& o, const TuneSearch& search) {
+  const SpAttentionTuneShape shape = sp_attention_tune_shape(o, search.sms / o.world);
+  print_tune_candidates<SpAttentionConfig>(
+      "== tune sp_attention (dry run), world " + std::to_string(o.world) + ", seq=" + std::to_string(o.seq) +
+          ", heads " + std::to_string(o.q_heads) + "/" + std::to_string(o.kv_heads) + ", head dim " +
+          std::to_string(o.head_dim) + ", " + mask_of(o.causal) + ", " + to_string(o.config.layout) + ", " +
+          std::to_string(shape.sm_budget) + " SMs per rank ==\n",
+      {{"compute", sp_attention_compute_candidates(o.kv_heads, shape.layout)}},
+      [&](const SpAttentionConfig& base) { return sp_attention_comm_candidates(base, shape, search.top); });
+  return 0;
+}
+
+// ---- plan ----------------------------------------------------------------------------------------
+
+struct PlanSpAttention : PlanArgs<sim::SpAttentionProblem, sim::SpAttentionPlanConfig> {
+  double attention_tflops = 0;
+};
+
+constexpr uint32_t kPlanSmBlocks = 8;  // the plan's SM all-gather, unless --blocks says
+
+int plan(PlanSpAttention a, const sim::CostModel& cost) {
+  AllGatherConfig& comm = a.config.op.comm;
+  resolve_plan_blocks(comm, kPlanSmBlocks);
+  if (a.attention_tflops > 0) a.config.attention_flops = a.attention_tflops * 1e12;
+  const sim::SpAttentionPrediction r = sim::predict_sp_attention(a.problem, a.config, cost);
+  const auto& p = a.problem;
+  std::cout << "tilelink plan sp_attention: predicted, not measured (attention at " << a.config.attention_flops / 1e12
+            << " TFLOP/s per GPU, a planning figure)\n"
+            << "world=" << p.world << "  nodes=" << p.nodes << "  seq=" << p.seq << "  heads=" << p.q_heads << "/"
+            << p.kv_heads << "  head_dim=" << p.head_dim << "  " << mask_of(p.causal)
+            << "  layout=" << to_string(a.config.op.layout) << "  bq=" << a.config.bq
+            << "  K/V chunk=" << comm.comm_rows << " tokens  items=" << r.items << "  CTAs=" << r.ctas << "  resource=" << to_string(comm.resource)
+            << "\n\n";
+  print_plan("plan_sp_attention", "sequence-parallel attention, predicted per rank", r, a.out,
+             "tilelink plan sp_attention, rank 0 (predicted)");
+  return 0;
+}
+
+void add_plan_options(CLI::App* app, PlanSpAttention& a) {
+  sim::SpAttentionProblem& p = a.problem;
+  add_shape(app, {p.seq, p.q_heads, p.kv_heads, p.head_dim, p.causal, a.config.op.layout}, CLI::PositiveNumber,
+            "head dimension");
+  app->add_option("--bq", a.config.bq, "query rows per work item")->capture_default_str();
+  add_plan_all_gather(app, a.config.op.comm, kPlanSmBlocks, "K/V all-gather: ");
+  app->add_option("--comm-slowdown", a.config.comm_slowdown,
+                  "the all-gather's slowdown under the attention (virtual ranks: measured 2.4 at world 8 by trace "
+                  "sp_attention)")
+      ->capture_default_str();
+  app->add_flag("--local-first", a.config.op.local_first,
+                "every CTA folds its items' own shard before any remote chunk (SpAttentionConfig::local_first)");
+  app->add_option("--attention-tflops", a.attention_tflops, "flash-attention forward TFLOP/s of one GPU (default 550)");
+}
+
+}  // namespace
+
+void register_sp_attention(Tool& tool) {
+  add_bench_command(
+      tool, RunArgs{}, "sp_attention",
+      "time tilelink::SpAttention (K/V all-gather + flash attention) against the non-overlapped and ring schedules",
+      tb::bench_sp_attention, [](Command& c, RunArgs& a) {
+        c.app->add_option("--dump", a.o.dump,
+                          "write inputs and fused outputs to an existing directory for bench/sdpa_check.py");
+      });
+  add_tune_command(tool, RunArgs{}, "sp_attention",
+                   "SP attention: the kernel's L2 sections, then the K/V all-gather x local-pass-first variants the "
+                   "plan model ranks best",
+                   "print the candidates and the model's predictions; no GPU needed", dry_run, tune_sp_attention);
+  add_trace_command(tool, RunArgs{}, "sp_attention",
+                    "SP attention: per work item each K/V chunk's wait and loads, and the store of O; the SM "
+                    "all-gather's waits, copies and notifies",
+                    "records per rank", trace_sp_attention, describe_problem);
+  add_plan_command<PlanSpAttention>(
+      tool, "sp_attention", "sequence-parallel attention: K/V all-gather under the flash-attention work items",
+      add_plan_options, plan);
+}
+
+}  // namespace tilelink::tool
