@@ -182,10 +182,10 @@ void AllGather::transfer(int r) {
     all_gather_stream_transfer(h, plan_, slice_.host_view(r), heap_->host_view(r), gathered_[r]);
   } else if (args_.config.path == DataPath::kBulk) {
     launch(world, r, all_gather_kernel<true>, true, num_blocks_, args_.config.threads, plan_,
-           slice_.device_view(r), heap_->device_view(r), gathered_[r], trace_view(r));
+           slice_.device_view(r, "all_gather_kernel<bulk>"), heap_->device_view(r), gathered_[r], trace_view(r));
   } else {
     launch(world, r, all_gather_kernel<false>, false, num_blocks_, args_.config.threads, plan_,
-           slice_.device_view(r), heap_->device_view(r), gathered_[r], trace_view(r));
+           slice_.device_view(r, "all_gather_kernel<ldst>"), heap_->device_view(r), gathered_[r], trace_view(r));
   }
 }
 
@@ -242,10 +242,10 @@ uint64_t ReduceScatter::run() {
     float* recv = recv_.as<float>(r);
     if (bulk) {
       launch(world, r, reduce_scatter_kernel<true>, true, num_blocks_, args_.config.threads, plan_,
-             slice_.device_view(r), heap_->device_view(r), partial, recv, args_.out[r]);
+             slice_.device_view(r, "reduce_scatter_kernel"), heap_->device_view(r), partial, recv, args_.out[r]);
     } else {
       launch(world, r, reduce_scatter_kernel<false>, false, num_blocks_, args_.config.threads, plan_,
-             slice_.device_view(r), heap_->device_view(r), partial, recv, args_.out[r]);
+             slice_.device_view(r, "reduce_scatter_kernel"), heap_->device_view(r), partial, recv, args_.out[r]);
     }
   }
   return epoch;

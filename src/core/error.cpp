@@ -15,11 +15,11 @@ const char* to_string(WaitKind kind) {
   return "wait";
 }
 
-std::string describe_timeout(const ErrorRecord& r, const std::string& op_name) {
+std::string describe_timeout(const ErrorRecord& r, const std::string& op_name, const std::string& kernel) {
   char elapsed[32];
   std::snprintf(elapsed, sizeof(elapsed), "%.3f", static_cast<double>(r.elapsed_ns) * 1e-9);
-  std::string msg = "tilelink: timeout in op '" + op_name + "' (id " + std::to_string(r.op_id) +
-                    "): rank " + std::to_string(r.rank);
+  std::string msg = "tilelink: timeout in op '" + op_name + "' (id " + std::to_string(r.op_id) + ")" +
+                    (kernel.empty() ? std::string() : ", kernel " + kernel) + ": rank " + std::to_string(r.rank);
   msg += r.block >= 0 ? ", block " + std::to_string(r.block) : std::string(", stream");
   if (r.tile >= 0) msg += ", tile " + std::to_string(r.tile);
   msg += " waited (" + std::string(to_string(r.kind)) + ") on channel " + std::to_string(r.channel) +

@@ -69,6 +69,15 @@ uint32_t ErrorChannel::register_op(const std::string& name) {
   return static_cast<uint32_t>(op_names_.size() - 1);
 }
 
+uint32_t ErrorChannel::register_kernel(const std::string& name) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (kernel_names_.empty()) kernel_names_.emplace_back();
+  const auto it = std::find(kernel_names_.begin(), kernel_names_.end(), name);
+  if (it != kernel_names_.end()) return static_cast<uint32_t>(it - kernel_names_.begin());
+  kernel_names_.push_back(name);
+  return static_cast<uint32_t>(kernel_names_.size() - 1);
+}
+
 void ErrorChannel::set_describer(uint32_t op_id, ChannelDescriber describer) {
   std::lock_guard<std::mutex> lock(mutex_);
   TL_REQUIRE(op_id < describers_.size(), "ErrorChannel::set_describer", "op_id", op_id, "a registered op");
@@ -95,6 +104,7 @@ ErrorRecord ErrorChannel::device_record() const {
   r.tile = src->tile;
   r.channel = src->channel;
   r.peer = src->peer;
+  r.kernel = src->kernel;
   r.expected = src->expected;
   r.observed = src->observed;
   r.elapsed_ns = src->elapsed_ns;
@@ -102,12 +112,14 @@ ErrorRecord ErrorChannel::device_record() const {
 }
 
 std::string ErrorChannel::describe(const ErrorRecord& record) const {
-  std::string msg = describe_timeout(record, op_name(record.op_id));
   ChannelDescriber describer;
+  std::string kernel;
   {
     std::lock_guard<std::mutex> lock(mutex_);
     if (record.op_id < describers_.size()) describer = describers_[record.op_id];
+    if (record.kernel < kernel_names_.size()) kernel = kernel_names_[record.kernel];
   }
+  std::string msg = describe_timeout(record, op_name(record.op_id), kernel);
   if (describer) {
     const std::string what = describer(record.channel, record.rank, record.peer);
     if (!what.empty()) msg += "; it waited for " + what;

@@ -37,6 +37,11 @@ void SignalSlice::set_describer(ErrorChannel::ChannelDescriber describer) const 
 }
 
 SignalView SignalSlice::device_view(int rank) const { return make_view(rank, true); }
+SignalView SignalSlice::device_view(int rank, const std::string& kernel) const {
+  SignalView v = make_view(rank, true);
+  v.kernel_id = set_->heap_->world().errors().register_kernel(kernel);
+  return v;
+}
 SignalView SignalSlice::host_view(int rank) const { return make_view(rank, false); }
 
 SignalView SignalSlice::make_view(int rank, bool device) const {

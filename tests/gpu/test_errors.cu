@@ -168,8 +168,8 @@ TEST(ErrorsDeathTest, TrapReportedAtALaterCallNamesTheWaiter) {
               "trapped_waiter.*rank 1.*block 3.*tile 7.*channel 2.*later call \\(CUDA call failed: cuda");
 }
 
-// An all-gather whose peer never runs: rank 0 pulls alone, and its timeout names whose rows it
-// waited for (rank 1's shard), not only the channel number.
+// An all-gather whose peer never runs: rank 0 pulls alone, and its timeout names the kernel and
+// whose rows it waited for (rank 1's shard), not only the channel number.
 void all_gather_peer_missing() {
   unsetenv("TILELINK_WAIT_TIMEOUT_MS");
   try {
@@ -203,7 +203,7 @@ void all_gather_peer_missing() {
 TEST(ErrorsDeathTest, AllGatherTimeoutNamesTheSourceRows) {
   TL_SKIP_WITHOUT_GPU();
   EXPECT_EXIT(all_gather_peer_missing(), ::testing::ExitedWithCode(0),
-              "lonely_all_gather.*rank 0.*waited for rows \\[(64|80|96|112), [0-9]+\\) of the gathered tensor: rank 1's shard");
+              "lonely_all_gather.*, kernel all_gather_kernel<ldst>: rank 0.*waited for rows \\[(64|80|96|112), [0-9]+\\) of the gathered tensor: rank 1's shard");
 }
 
 // ---- resources -------------------------------------------------------------------------------------

@@ -58,7 +58,8 @@ class TimeoutError : public Error {
 
 // "timeout in op 'x': rank 2, block 5, tile 7 waited on channel 3 in rank 1's memory for value
 // >= 4, observed 3 after 5.000 s" -- the one wording for device, stream and executor waits.
-std::string describe_timeout(const ErrorRecord& record, const std::string& op_name);
+// `kernel` (may be empty) names the kernel the waiter ran in.
+std::string describe_timeout(const ErrorRecord& record, const std::string& op_name, const std::string& kernel = "");
 
 // A kernel trapped or faulted, and CUDA reported it at a later, unrelated call: the sticky error
 // ends the process's CUDA context. The runtime installs an explainer (runtime/error_channel.cpp)

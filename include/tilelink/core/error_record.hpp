@@ -26,6 +26,7 @@ struct ErrorRecord {
   int32_t tile;     // op-defined tile id, -1 if the waiter named none
   uint32_t channel;
   int32_t peer;     // rank whose memory holds the channel
+  uint32_t kernel;  // the waiting kernel's id in its error channel (0: unnamed, a stream)
   uint64_t expected;
   uint64_t observed;
   uint64_t elapsed_ns;

@@ -39,6 +39,7 @@ struct SignalView {
   int32_t world = 0;
   MemScope scope = MemScope::kGpu;
   uint32_t op_id = 0;
+  uint32_t kernel_id = 0;  // the kernel this view is handed to, named in timeout reports (0: none)
   ErrorChannelView errors;
 
   TL_HOST_DEVICE uint64_t* local(uint32_t channel) const { return local_channels + channel; }

@@ -37,6 +37,10 @@ class ErrorChannel final : public StreamWaitObserver {
   // relative), the waiting rank and the rank whose memory holds the channel, whose data the
   // waiter needed ("rows [256, 384) of the gathered tensor: rank 2's shard, rows [0, 128) of
   // it"). Set by the op that owns the slice (SignalSlice::set_describer).
+  // Kernel names for reports: the id of `name` (the same id for the same name), for
+  // SignalView::kernel_id.
+  uint32_t register_kernel(const std::string& name);
+
   using ChannelDescriber = std::function<std::string(uint32_t channel, int waiter, int peer)>;
   void set_describer(uint32_t op_id, ChannelDescriber describer);
 
@@ -59,7 +63,8 @@ class ErrorChannel final : public StreamWaitObserver {
   ErrorRecord* record_ = nullptr; // mapped pinned host memory
   mutable std::mutex mutex_;
   std::vector<std::string> op_names_;
-  std::vector<ChannelDescriber> describers_;  // by op id; empty: none
+  std::vector<ChannelDescriber> describers_;
+  std::vector<std::string> kernel_names_;  // by kernel id; 0 is unnamed  // by op id; empty: none
   std::vector<StreamWaitRecord> stream_waits_;
 };
 

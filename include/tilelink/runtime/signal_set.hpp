@@ -35,6 +35,8 @@ class SignalSlice {
 
   // Views at the current epoch, for kernels of `rank` / for host code and host primitives.
   SignalView device_view(int rank) const;
+  // The same, for the kernel named `kernel`: a timeout of a wait in it names the kernel.
+  SignalView device_view(int rank, const std::string& kernel) const;
   SignalView host_view(int rank) const;
 
  private:

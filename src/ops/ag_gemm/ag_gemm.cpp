@@ -147,7 +147,7 @@ AgGemm::AgGemm(const World& world, SymmetricHeap& heap, SignalSet& signals, cons
     p.k = args_.k;
     p.m_order = table.get<uint32_t>();
     p.plan = ag_->plan();
-    p.sig = ag_->signals().device_view(r);
+    p.sig = ag_->signals().device_view(r, std::string("sm90_ag_gemm_") + kernel.name);
     p.device = world.device(r);
     p.sm_count = gemm_sm_count(world, r, args_, comm_blocks);
     p.swizzle = static_cast<int>(swizzle_);

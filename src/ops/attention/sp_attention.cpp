@@ -210,7 +210,7 @@ SpAttention::SpAttention(const World& world, SymmetricHeap& heap, SignalSet& sig
   for (int r = 0; r < world.size(); ++r) {
     detail::Sm90FlashAttentionProblem p = problem(world, args_, plan_, args_.kv, r);
     p.chunk_order = chunk_order_[static_cast<size_t>(r)].get<uint32_t>();
-    p.sig = ag_->signals().device_view(r);
+    p.sig = ag_->signals().device_view(r, "sm90_flash_attention_hd" + std::to_string(args_.head_dim));
     p.sm_count = attention_sm_count(world, r, args_, comm_blocks);
     p.wait = true;
     if (plan_.local_first) {

@@ -217,7 +217,7 @@ GemmRs::GemmRs(const World& world, SymmetricHeap& heap, SignalSet& signals, cons
     p.k = args.k;
     p.m_order = table.get<uint32_t>();
     p.plan = plan_;
-    p.sig = slice_.device_view(r);
+    p.sig = slice_.device_view(r, std::string("sm90_gemm_rs_") + kernel.name);
     p.device = world.device(r);
     p.sm_count = gemm_sm_count(world, r, args);
     p.swizzle = static_cast<int>(swizzle_);
@@ -244,7 +244,7 @@ uint64_t GemmRs::run() {
     world.comm_after_compute(r);
     kernels_[static_cast<size_t>(r)]->run(epoch, world.compute_stream(r));
     if (plan_.scatter == GemmRsScatter::kCopyEngine) enqueue_scatter(r);
-    detail::launch_gemm_rs_reduce(plan_, slice_.device_view(r), heap_->device_view(r), args_.partial->data(r),
+    detail::launch_gemm_rs_reduce(plan_, slice_.device_view(r, "gemm_rs_reduce"), heap_->device_view(r), args_.partial->data(r),
                                   args_.recv != nullptr ? args_.recv->data(r) : nullptr,
                                   args_.out[static_cast<size_t>(r)], reduce_blocks_, kernel_cluster_,
                                   world.comm_stream(r), trace_ != nullptr ? trace_->view(r) : TraceView{});

@@ -146,7 +146,7 @@ MoeAgGroupGemm::MoeAgGroupGemm(const World& world, SymmetricHeap& heap, SignalSe
     p.order = order_.back().get<uint32_t>();
     p.num_tiles = mappings_.back()->num_tiles_device();
     p.tile_expert = view.tile_expert;
-    p.sig = gather_slice_.device_view(r);
+    p.sig = gather_slice_.device_view(r, "sm90_moe_gemm_" + kernel_name_);
     p.channel0 = 0;
     p.device = world.device(r);
     p.sm_count = gemm_sm_count(world, r, args, comm_blocks);
@@ -180,8 +180,8 @@ uint64_t MoeAgGroupGemm::run() {
     build_mapping(r);
     MoeMappingBuffers& mapping = *mappings_[i];
     gather_streams_.fork_from(r, compute);
-    detail::launch_moe_gather(ag_->plan(), ag_->signals().device_view(r), mapping.view(mapping.max_tiles()),
-                              mapping.num_tiles_device(), order_[i].get<uint32_t>(), gather_slice_.device_view(r), 0,
+    detail::launch_moe_gather(ag_->plan(), ag_->signals().device_view(r, "moe_gather"), mapping.view(mapping.max_tiles()),
+                              mapping.num_tiles_device(), order_[i].get<uint32_t>(), gather_slice_.device_view(r, "moe_gather"), 0,
                               static_cast<const char*>(args_.x->data(r)) + args_.x_offset, sorted_[i].get(),
                               args_.hidden * kElementBytes, gather_blocks_, gather_streams_.stream(r),
                               trace_ != nullptr ? trace_->view(r) : TraceView{});

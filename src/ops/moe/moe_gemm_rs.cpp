@@ -160,7 +160,7 @@ MoeGemmRs::MoeGemmRs(const World& world, SymmetricHeap& heap, SignalSet& signals
     p.num_tiles = mapping.num_tiles_device();
     p.tile_expert = mapping.view(plan_.max_tiles).tile_expert;
     p.wait = false;
-    p.notify_sig = slice_.device_view(r);
+    p.notify_sig = slice_.device_view(r, "sm90_moe_gemm_" + kernel_name_);
     p.notify_channel0 = plan_.tile_channel(0, 0);
     p.notify = true;
     p.device = world.device(r);
@@ -193,7 +193,7 @@ uint64_t MoeGemmRs::run() {
     // barrier, and after the caller's earlier work on the compute stream (which reads `out`).
     combine_streams_->fork_from(r, compute);
     kernels_[i]->run(epoch, compute);
-    detail::launch_moe_combine(plan_, mapping.view(plan_.max_tiles), slice_.device_view(r), heap_->device_view(r),
+    detail::launch_moe_combine(plan_, mapping.view(plan_.max_tiles), slice_.device_view(r, "moe_combine"), heap_->device_view(r),
                                y_[i].get(), args_.weights[i], world.size() > 1 ? args_.recv->data(r) : nullptr,
                                args_.out[i], combine_blocks_, cluster_, combine_streams_->stream(r),
                                trace_ != nullptr ? trace_->view(r) : TraceView{});

@@ -57,6 +57,7 @@ TL_DEVICE void report_timeout(const SignalView& sig, WaitKind kind, uint32_t cha
     r->tile = tile;
     r->channel = channel;
     r->peer = peer;
+    r->kernel = sig.kernel_id;
     r->expected = expected;
     r->observed = observed;
     r->elapsed_ns = elapsed_ns;
