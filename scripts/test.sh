@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds everything (library, CUDA kernels, tests, benchmarks, tool) and runs the test suites
-# through ctest. On a machine without a GPU the GPU tests report themselves skipped; the CPU suite
-# runs for real. Arguments go to both ctest runs (e.g. -R AgGemm).
+# through ctest: the CPU suite always, the GPU suite where a CUDA GPU answers (on a machine without
+# one the script says so and does not start it). Arguments go to both ctest runs (e.g. -R AgGemm).
 #
 # The GPU tests run TILELINK_GPU_JOBS processes at a time (default 4): each is a process of its
 # own on the same GPU(s), and more at once only time-slice the GPU.
@@ -15,7 +15,25 @@ gpu_jobs=${TILELINK_GPU_JOBS:-4}
 cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release
 cmake --build "$build" -j "$jobs"
 status=0
-ctest --test-dir "$build" --output-on-failure -j "$jobs" -LE gpu "$@" || status=1
+ctest --test-dir "$build" --output-on-failure -j "$jobs" -LE gpu --output-junit cpu-results.xml "$@" || status=1
+# ctest's own count of the CPU run (JUnit XML written in the build folder).
+cpu_summary=$(python3 - "$build/cpu-results.xml" <<'PY'
+import sys, xml.etree.ElementTree as ET
+root = ET.parse(sys.argv[1]).getroot()
+t = int(root.get("tests", 0)); f = int(root.get("failures", 0)) + int(root.get("errors", 0))
+s = int(root.get("skipped", 0) or 0)
+print(f"CPU suite (ctest -LE gpu): {t} tests, {t - f - s} passed, {f} failed, {s} skipped")
+PY
+) || cpu_summary="CPU suite (ctest -LE gpu): no result file"
+# The GPU suite runs where a CUDA GPU answers (`tilelink info` exits 2 where none does). Elsewhere
+# it is not started at all, so that the last ctest summary printed is the one of tests that ran.
+if ! "$build/tilelink" info >/dev/null 2>&1; then
+  gpu_tests=$(ctest --test-dir "$build" -N -L gpu "$@" | sed -n 's/^Total Tests: //p')
+  echo "No CUDA GPU here: the GPU suite (ctest -L gpu, ${gpu_tests:-0} ctest entries) was not run;" \
+       "run ./scripts/test.sh on a Hopper GPU machine for it."
+  echo "$cpu_summary"
+  exit $status
+fi
 rm -rf "$build/gpu-results"
 ctest --test-dir "$build" --output-on-failure -j "$gpu_jobs" -L gpu "$@" || status=1
 # The GPU suite's shards as GoogleTest counted them (JUnit XML: tests, failures, skipped).
@@ -30,4 +48,5 @@ for path in sys.argv[1:]:
 print(f"GPU suite (GoogleTest, {len(sys.argv) - 1} shards): {t} tests, {t - f - s} passed, {f} failed, {s} skipped")
 PY
 fi
+echo "$cpu_summary"
 exit $status
