@@ -22,7 +22,7 @@
 #include <vector>
 
 #include "bench/ag_gemm_setup.hpp"
-#include "bench/bench.hpp"
+#include "bench/ag_gemm.hpp"
 #include "bench/gemm_helpers.hpp"
 #include "bench/harness.hpp"
 #include "bench/random.hpp"

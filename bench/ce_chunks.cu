@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "bench/bench.hpp"
+#include "bench/primitives.hpp"
 #include "bench/harness.hpp"
 #include "bench/random.hpp"
 #include "bench/world_choice.hpp"

@@ -22,7 +22,7 @@
 #include <string>
 #include <vector>
 
-#include "bench/bench.hpp"
+#include "bench/gemm_rs.hpp"
 #include "bench/gemm_helpers.hpp"
 #include "bench/gemm_rs_setup.hpp"
 #include "bench/harness.hpp"

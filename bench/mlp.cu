@@ -18,7 +18,7 @@
 #include <string>
 #include <vector>
 
-#include "bench/bench.hpp"
+#include "bench/mlp.hpp"
 #include "bench/gemm_helpers.hpp"
 #include "bench/harness.hpp"
 #include "bench/mlp_setup.hpp"

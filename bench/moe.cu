@@ -32,7 +32,7 @@
 #include <string>
 #include <vector>
 
-#include "bench/bench.hpp"
+#include "bench/moe.hpp"
 #include "bench/gemm_helpers.hpp"
 #include "bench/harness.hpp"
 #include "bench/moe_setup.hpp"

@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "bench/bench.hpp"
+#include "bench/moe.hpp"
 #include "bench/gemm_helpers.hpp"
 #include "bench/random.hpp"
 #include "bench/setup.hpp"

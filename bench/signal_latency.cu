@@ -5,7 +5,7 @@
 #include <string>
 #include <utility>
 
-#include "bench/bench.hpp"
+#include "bench/primitives.hpp"
 #include "bench/harness.hpp"
 #include "bench/world_choice.hpp"
 #include "tilelink/core/error.hpp"

@@ -6,7 +6,8 @@
 #include <string>
 #include <vector>
 
-#include "bench/bench.hpp"
+#include "bench/primitives.hpp"
+#include "tilelink/comm/collectives.hpp"
 #include "bench/harness.hpp"
 #include "bench/random.hpp"
 #include "bench/world_choice.hpp"

@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "bench/bench.hpp"
+#include "bench/sp_attention.hpp"
 #include "bench/gemm_helpers.hpp"
 #include "bench/random.hpp"
 #include "bench/setup.hpp"

@@ -52,19 +52,7 @@ class Tool {
   std::deque<Command> commands_;  // stable addresses: the registrations keep references
 };
 
-// The registrations, one per file, in main's table.
-void register_info(Tool& tool);         // tool_info.cpp
-void register_collectives(Tool& tool);  // tool_collectives.cpp: bench primitives, all_gather, reduce_scatter
-void register_ag_gemm(Tool& tool);      // tool_ag_gemm.cpp
-void register_gemm_rs(Tool& tool);      // tool_gemm_rs.cpp
-void register_mlp(Tool& tool);          // tool_mlp.cpp
-void register_moe(Tool& tool);          // tool_moe.cpp: moe_ag (part 1) and moe (the layer)
-void register_sp_attention(Tool& tool);  // tool_sp_attention.cpp
-
-// What tune mlp borrows from the GEMMs' files: tune ag_gemm's and tune gemm_rs's dry runs, the
-// candidates with the plan model's predictions for `shapes` (as their commands take them).
-struct Mnk;
-int dry_run_ag_gemm(const TuneSearch& search, int world, const std::vector<Mnk>& shapes);
-int dry_run_gemm_rs(const TuneSearch& search, int world, const std::vector<Mnk>& shapes);
+// Each registration, register_<name>(Tool&), is defined by its file tool_<name>.cpp and listed
+// once in main.cpp's table (TILELINK_TOOL_REGISTRATIONS), which also declares it.
 
 }  // namespace tilelink::tool

@@ -33,12 +33,28 @@ constexpr int kExitFailure = 1;
 constexpr int kExitNoGpu = 2;
 constexpr int kExitUsage = 64;
 
-// The commands, in the order of the help: the tool's own, then one registration per op file.
-constexpr void (*kRegistrations[])(tilelink::tool::Tool&) = {
-    tilelink::tool::register_info,   tilelink::tool::register_collectives, tilelink::tool::register_ag_gemm,
-    tilelink::tool::register_gemm_rs, tilelink::tool::register_mlp,       tilelink::tool::register_moe,
-    tilelink::tool::register_sp_attention,
-};
+}  // namespace
+
+// The commands, in the order of the help: the tool's own, then one registration per op's file
+// (tool_<name>.cpp defines register_<name>). An op's commands are one line here.
+#define TILELINK_TOOL_REGISTRATIONS(X) \
+  X(info)                              \
+  X(collectives)                       \
+  X(ag_gemm)                           \
+  X(gemm_rs)                           \
+  X(mlp)                               \
+  X(moe)                               \
+  X(sp_attention)
+
+namespace tilelink::tool {
+#define TILELINK_DECLARE_REGISTRATION(name) void register_##name(Tool& tool);
+TILELINK_TOOL_REGISTRATIONS(TILELINK_DECLARE_REGISTRATION)
+}  // namespace tilelink::tool
+
+namespace {
+
+#define TILELINK_REGISTRATION(name) tilelink::tool::register_##name,
+constexpr void (*kRegistrations[])(tilelink::tool::Tool&) = {TILELINK_TOOL_REGISTRATIONS(TILELINK_REGISTRATION)};
 
 int run(const tilelink::tool::Command& command, const std::string& line) {
   try {

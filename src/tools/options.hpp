@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "bench/bench.hpp"
+#include "bench/options.hpp"
 #include "tilelink/comm/collectives.hpp"
 #include "tilelink/ops/common/parse_enum.hpp"
 #include "tilelink/sim/timeline.hpp"

@@ -10,7 +10,6 @@
 #include <utility>
 #include <vector>
 
-#include "bench/bench.hpp"
 #include "bench/report.hpp"
 #include "tilelink/sim/timeline.hpp"
 #include "tools/models.hpp"

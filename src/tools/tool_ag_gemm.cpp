@@ -8,7 +8,9 @@
 #include <string>
 #include <vector>
 
-#include "bench/bench.hpp"
+#include "bench/ag_gemm.hpp"
+#include "bench/ag_gemm_setup.hpp"
+#include "bench/gemm_helpers.hpp"
 #include "bench/world_choice.hpp"
 #include "tilelink/ops/ag_gemm/ag_gemm.hpp"
 #include "tilelink/sim/ag_gemm_sim.hpp"
@@ -17,6 +19,7 @@
 #include "tools/models.hpp"
 #include "tools/op_commands.hpp"
 #include "tools/output.hpp"
+#include "tools/tool_gemms.hpp"
 #include "tools/trace_runner.hpp"
 #include "tools/tune_runner.hpp"
 
@@ -172,7 +175,91 @@ void add_bench(Tool& tool) {
       });
 }
 
+// ---- tune and trace ----------------------------------------------------------------------------
+TraceResult trace_ag_gemm(const TraceOptions<tb::AgGemmBenchOptions>& options) {
+  using namespace tilelink::bench;
+  const char* where = "trace_ag_gemm";
+  const tb::AgGemmBenchOptions& o = options.op;
+  TL_REQUIRE(o.world >= 1, where, "world", o.world, ">= 1");
+  TL_REQUIRE(o.m % o.world == 0, where, "m", o.m, "a multiple of the world size (" + std::to_string(o.world) + ")");
+  TL_REQUIRE(o.n % o.world == 0, where, "n", o.n, "a multiple of the world size (" + std::to_string(o.world) + ")");
+  AgGemmSetup s(o.world, o.m, o.n, o.k, o.seed, o.config.comm.comm_rows);
+  const AgGemmArguments args = s.args(o.config);
+  if (const std::string why = AgGemm::can_implement(s.world, s.heap, args); !why.empty()) {
+    throw InvalidArgument("trace ag_gemm: " + why);
+  }
+  AgGemm op(s.world, s.heap, s.signals, args, "trace.ag_gemm");
+  TraceResult result;
+  const bool gated = record_traced_call(s.world, op, options.capacity, o.timing, result);
+
+  check_ag_gemm(result.records.begin(), result.records.end(), result);
+  result.checked = kAgGemmChecked;
+  result.config = "kernel " + op.kernel_name() + ", " + to_string(op.config().comm.resource) + " all-gather, " +
+                  std::to_string(op.gemm_ctas(0)) + " GEMM CTAs per rank" + provenance(op.tuned_from(), gated);
+  return result;
+}
+
 }  // namespace
+
+tb::Table tune_ag_gemm(const TuneOptions<tb::AgGemmBenchOptions>& options, std::ostream& progress) {
+  using namespace tilelink::bench;
+  const char* where = "tune_ag_gemm";
+  const tb::AgGemmBenchOptions& o = options.op;
+  TL_REQUIRE(o.world >= 1, where, "world", o.world, ">= 1");
+  TL_REQUIRE(o.m % o.world == 0, where, "m", o.m, "a multiple of the world size " + std::to_string(o.world));
+  TL_REQUIRE(o.n % o.world == 0 && (o.n / o.world) % 8 == 0, where, "n", o.n,
+             "a multiple of 8 * world (" + std::to_string(8 * o.world) + "): N is split over the ranks");
+  AgGemmSetup setup(o.world, o.m, o.n, o.k, o.seed, 128);
+  World& world = setup.world;
+  world.synchronize();
+
+  const std::vector<AgGemmConfig> compute = ag_gemm_compute_candidates(AgGemm::kernel_names());
+  const AgGemmTuneShape shape{o.world, world.sm_budget(0), setup.m_per_rank, setup.n_local, setup.k};
+  size_t step = 0;
+  const AgGemmConfig best = two_stage_search(
+      compute, options.top, o.world,
+      [&](const AgGemmConfig& base) { return ag_gemm_comm_candidates(base, shape, options.top); },
+      whole_op_timer<AgGemm>(setup, [&](const AgGemmConfig& c) { return setup.args(c); }, o.timing), progress,
+      &step);
+
+  // The winner against the automatic configuration, interleaved; then its result against cuBLAS.
+  AgGemmConfig automatic;
+  automatic.use_tune_cache = false;
+  AgGemm tuned(world, setup.heap, setup.signals, setup.args(best), "tune.best");
+  AgGemm plain(world, setup.heap, setup.signals, setup.args(automatic), "tune.default");
+  bool gated = true;
+  const std::vector<Stats> t = repeat_interleaved(world, o.timing.warmup, 2 * o.timing.iters,
+                                                  {[&] { plain.run(); }, [&] { tuned.run(); }}, &gated);
+  tuned.run();
+  world.synchronize();
+  Cublas cublas(world);
+  uint64_t far = 0;
+  std::vector<DeviceBuffer> ref;
+  for (int r = 0; r < setup.w; ++r) {
+    world.set_device(r);
+    ref.emplace_back(setup.c_elems * 2, world.device(r));
+    cublas_gemm(cublas.handles[r], setup.gathered.data(r), setup.b[r].get(), ref.back().get(), setup.m, setup.n_local,
+                setup.k);
+    far += count_far(setup.c[r].get(), ref.back().get(), setup.c_elems, world.compute_stream(r));
+  }
+  if (far != 0) {
+    throw Error("tune ag_gemm: the best configuration's C differs from cuBLAS in " + std::to_string(far) +
+                " elements");
+  }
+
+  Table table = tune_table("ag_gemm",
+                           "tune AG+GEMM, " + ranks_phrase(o.world) + ": m=" + std::to_string(o.m) +
+                               " n=" + std::to_string(o.n) + " (" + std::to_string(setup.n_local) +
+                               " per rank) k=" + std::to_string(o.k) + ", bf16",
+                           automatic, best, t, step,
+                           std::to_string(compute.size()) +
+                               " compute, then the communication variants the plan model ranked best",
+                           o.timing, gated,
+                           "the tuned configuration's C of every rank equals cuBLAS within bf16 tolerance");
+  store_tuned(options.cache, ag_gemm_tune_key(world, setup.args(best)), best, automatic, t, table);
+  return table;
+}
+
 
 // ---- tune --dry-run (also tune mlp's fc1) -------------------------------------------------------
 

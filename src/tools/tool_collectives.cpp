@@ -8,7 +8,8 @@
 #include <type_traits>
 #include <vector>
 
-#include "bench/bench.hpp"
+#include "bench/collectives.hpp"
+#include "bench/primitives.hpp"
 #include "tilelink/core/error.hpp"
 #include "tools/command.hpp"
 #include "tools/output.hpp"

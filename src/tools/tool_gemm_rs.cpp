@@ -5,7 +5,8 @@
 #include <string>
 #include <vector>
 
-#include "bench/bench.hpp"
+#include "bench/gemm_rs.hpp"
+#include "bench/gemm_rs_setup.hpp"
 #include "tilelink/ops/gemm_rs/gemm_rs.hpp"
 #include "tilelink/sim/gemm_rs_sim.hpp"
 #include "tilelink/tune/gemm_rs_tune.hpp"
@@ -13,6 +14,7 @@
 #include "tools/models.hpp"
 #include "tools/op_commands.hpp"
 #include "tools/output.hpp"
+#include "tools/tool_gemms.hpp"
 #include "tools/trace_runner.hpp"
 #include "tools/tune_runner.hpp"
 
@@ -83,7 +85,62 @@ void add_plan_options(CLI::App* app, PlanGemmRs& a) {
 
 const GemmOp<tb::GemmRsBenchOptions> kOp{"gemm_rs", true, gemm_rs_paper_shapes, kM, kN, kK, add_knobs};
 
+// ---- tune and trace ----------------------------------------------------------------------------
+TraceResult trace_gemm_rs(const TraceOptions<tb::GemmRsBenchOptions>& o) {
+  using namespace tilelink::bench;
+  GemmRsSetup s(o.op.world, o.op.m, o.op.n, o.op.k, o.op.config, o.op.seed, "trace gemm_rs");
+  GemmRs op(s.world, s.heap, s.signals, s.args, "trace.gemm_rs");
+  TraceResult result;
+  const bool gated = record_traced_call(s.world, op, o.capacity, o.op.timing, result);
+
+  check_gemm_rs(result.records.begin(), result.records.end(), s.w, s.world.mode() == WorldMode::kVirtual, result);
+  result.checked = gemm_rs_checked(s.world.mode() == WorldMode::kVirtual);
+  result.config = std::string("scatter ") + to_string(op.config().scatter) + ", signal per " +
+                  to_string(op.config().granularity) + ", " +
+                  std::to_string(op.reduce_blocks()) + " reduction CTAs per rank, swizzle " +
+                  std::to_string(op.swizzle()) + provenance(op.tuned_from(), gated);
+  return result;
+}
+
 }  // namespace
+
+tb::Table tune_gemm_rs(const TuneOptions<tb::GemmRsBenchOptions>& options, std::ostream& progress) {
+  using namespace tilelink::bench;
+  const tb::GemmRsBenchOptions& o = options.op;
+  GemmRsSetup setup(o.world, o.m, o.n, o.k, GemmRsConfig{}, o.seed, "tune gemm_rs");
+  World& world = setup.world;
+  world.synchronize();
+  auto args_of = [&](const GemmRsConfig& config) {
+    GemmRsArguments a = setup.args;
+    a.config = config;
+    return a;
+  };
+  const std::vector<GemmRsConfig> compute = gemm_rs_compute_candidates();
+  const GemmRsTuneShape shape{o.world, world.sm_budget(0), setup.m, setup.n, setup.k_local};
+  size_t step = 0;
+  const GemmRsConfig best = two_stage_search(
+      compute, options.top, o.world,
+      [&](const GemmRsConfig& base) { return gemm_rs_comm_candidates(base, shape, options.top); },
+      whole_op_timer<GemmRs>(setup, args_of, o.timing), progress, &step);
+
+  GemmRsConfig automatic;
+  automatic.use_tune_cache = false;
+  bool gated = true;
+  const std::vector<Stats> t = retime_and_check<GemmRs>(world, setup.heap, setup.signals, args_of(best),
+                                                        args_of(automatic), o.timing, setup.out, setup.block_elems,
+                                                        "tune gemm_rs", &gated);
+
+  Table table = tune_table("gemm_rs",
+                           "tune GEMM+RS, " + ranks_phrase(o.world) + ": m=" + std::to_string(o.m) +
+                               " n=" + std::to_string(o.n) + " k=" + std::to_string(o.k) + " (" +
+                               std::to_string(setup.k_local) + " per rank), bf16",
+                           automatic, best, t, step,
+                           std::to_string(compute.size()) +
+                               " compute, then the communication variants the plan model ranked best",
+                           o.timing, gated, kSameAsAutomatic);
+  store_tuned(options.cache, gemm_rs_tune_key(world, args_of(best)), best, automatic, t, table);
+  return table;
+}
 
 // ---- tune --dry-run (also tune mlp's fc2) -------------------------------------------------------
 

@@ -6,13 +6,15 @@
 #include <memory>
 #include <string>
 
-#include "bench/bench.hpp"
+#include "bench/mlp.hpp"
+#include "bench/mlp_setup.hpp"
 #include "tilelink/ops/mlp/mlp.hpp"
 #include "tilelink/sim/mlp_sim.hpp"
 #include "tools/command.hpp"
 #include "tools/models.hpp"
 #include "tools/op_commands.hpp"
 #include "tools/output.hpp"
+#include "tools/tool_gemms.hpp"
 #include "tools/trace_runner.hpp"
 #include "tools/tune_runner.hpp"
 
@@ -116,6 +118,71 @@ void add_plan_options(CLI::App* app, PlanMlp& a) {
   add_enum_option(app, "--scatter", a.config.fc2.op.scatter,
                   {GemmRsScatter::kPull, GemmRsScatter::kEpiloguePush, GemmRsScatter::kCopyEngine},
                   "fc2: pull, push or ce");
+}
+
+// ---- tune and trace ----------------------------------------------------------------------------
+tb::Table tune_mlp(const TuneOptions<tb::MlpBenchOptions>& options, std::ostream& progress) {
+  using namespace tilelink::bench;
+  const tb::MlpBenchOptions& o = options.op;
+  TL_REQUIRE(o.world >= 1, "tune_mlp", "world", o.world, ">= 1");
+  const MlpActivation activation = o.config.activation;
+  auto gemm = [&](auto& t, uint32_t n, uint32_t k) {  // one of the MLP's GEMMs, searched as the MLP asks
+    t.op.world = o.world;
+    t.op.m = o.m;
+    t.op.n = n;
+    t.op.k = k;
+    t.op.timing = o.timing;
+    t.op.seed = o.seed;
+    t.top = options.top;
+    t.cache = options.cache;
+  };
+  TuneOptions<tb::AgGemmBenchOptions> fc1;
+  gemm(fc1, (activation == MlpActivation::kSwiGlu ? 2 : 1) * o.intermediate, o.hidden);
+  TuneOptions<tb::GemmRsBenchOptions> fc2;
+  gemm(fc2, o.hidden, o.intermediate);
+  progress << "fc1 (AG+GEMM):\n";
+  const Table t1 = tune_ag_gemm(fc1, progress);
+  progress << "fc2 (GEMM+RS):\n";
+  const Table t2 = tune_gemm_rs(fc2, progress);
+  Table table = t1;
+  table.name = "tune_mlp";
+  table.title = "tune MLP (" + std::string(to_string(activation)) + "), " + ranks_phrase(o.world) + ": m=" +
+                std::to_string(o.m) + " hidden=" + std::to_string(o.hidden) + " intermediate=" +
+                std::to_string(o.intermediate) + ", bf16";
+  table.rows.clear();
+  table.notes.clear();
+  for (const auto& [part, t] : {std::pair<const char*, const Table*>{"fc1 ", &t1}, {"fc2 ", &t2}}) {
+    for (std::vector<Value> row : t->rows) {
+      row[0] = part + std::get<std::string>(row[0]);
+      table.add_row(row);
+    }
+    for (const std::string& note : t->notes) table.notes.push_back(part + note);
+  }
+  return table;
+}
+
+TraceResult trace_mlp(const TraceOptions<tb::MlpBenchOptions>& o) {
+  using namespace tilelink::bench;
+  MlpSetup s(o.op.world, o.op.m, o.op.hidden, o.op.intermediate, o.op.config, o.op.seed, "trace mlp");
+  Mlp op(s.world, s.heap, s.signals, s.args, "trace.mlp");
+  TraceResult result;
+  const auto [gated, split] = record_two_parts(
+      s.world, op, [](Mlp& m) -> AgGemm& { return m.fc1(); }, [](Mlp& m) -> GemmRs& { return m.fc2(); },
+      {"fc1", "fc2"}, o.capacity, o.op.timing, result);
+  const bool one_clock = s.world.mode() == WorldMode::kVirtual;
+  check_ag_gemm(result.records.cbegin(), split, result);
+  const uint64_t fc1_tiles = result.tiles, fc1_violations = result.violations;
+  check_gemm_rs(split, result.records.cend(), s.w, one_clock, result);
+  result.checked = std::string("fc1 ") + kAgGemmChecked + ": " + std::to_string(fc1_tiles - fc1_violations) + " of " +
+                   std::to_string(fc1_tiles) + "; fc2 " + gemm_rs_checked(one_clock) + " (both)";
+  result.config = "fc1 kernel " + op.fc1().kernel_name() + ", " + to_string(op.fc1().config().comm.resource) +
+                  " all-gather; fc2 scatter " + to_string(op.fc2().config().scatter) + ", signal per " +
+                  to_string(op.fc2().config().granularity) + ", " +
+                  std::to_string(op.fc2().reduce_blocks()) + " reduction CTAs per rank" +
+                  (op.fc1().tuned_from().empty() ? "" : "; fc1" + from_cache(op.fc1().tuned_from())) +
+                  (op.fc2().tuned_from().empty() ? "" : "; fc2" + from_cache(op.fc2().tuned_from())) +
+                  (gated ? "" : " (timing not gated)");
+  return result;
 }
 
 }  // namespace

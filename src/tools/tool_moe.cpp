@@ -7,7 +7,8 @@
 #include <sstream>
 #include <string>
 
-#include "bench/bench.hpp"
+#include "bench/moe.hpp"
+#include "bench/moe_setup.hpp"
 #include "tilelink/ops/moe/moe_layer.hpp"
 #include "tilelink/sim/moe_sim.hpp"
 #include "tilelink/tune/moe_tune.hpp"
@@ -20,6 +21,16 @@
 
 namespace tilelink::tool {
 namespace {
+
+// The searches' view of a bench problem on ranks of `sm_budget` SMs (pure: the dry runs need no
+// GPU); with the routing MoeLayerSetup draws from the options' seed.
+MoeTuneShape moe_tune_shape(const tb::MoeBenchOptions& o, int sm_budget) {
+  using namespace tilelink::bench;
+  // The ids: the routing MoeLayerSetup runs.
+  sim::MoeProblem problem{.m = o.m, .hidden = o.hidden, .intermediate = o.intermediate, .experts = o.experts,
+                          .topk = o.topk, .ids = bench_routing(o), .world = o.world};
+  return {std::move(problem), sm_budget, o.activation, MoeAgGroupGemm::kernel_names()};
+}
 
 // The MoE problem as every verb takes it: --m, --model (sets hidden, intermediate, experts and
 // top-k: apply it with apply_moe_model), --hidden, --intermediate, --experts, --topk, --routing.
@@ -207,6 +218,66 @@ int plan_moe(PlanMoe a, const sim::CostModel& cost) {
             << "  gather CTAs=" << r.gather_ctas << "  combine CTAs=" << r.combine_ctas << "\n\n";
   print_plan("plan_moe", "MoE layer, predicted per rank", r, a.out, "tilelink plan moe, rank 0 (predicted)");
   return 0;
+}
+
+// ---- tune and trace ----------------------------------------------------------------------------
+tb::Table tune_moe(const TuneOptions<tb::MoeBenchOptions>& o, std::ostream& progress) {
+  using namespace tilelink::bench;
+  MoeLayerSetup setup(o.op, "tune moe");
+  World& world = setup.world;
+  world.synchronize();
+  auto args_of = [&](MoeLayerConfig config) {
+    MoeLayerArguments a = setup.args;
+    config.activation = o.op.activation;
+    config.use_tune_cache = false;
+    a.config = config;
+    return a;
+  };
+  const MoeTuneShape shape = moe_tune_shape(o.op, world.sm_budget(0));
+  const std::vector<MoeLayerConfig> kernels = moe_kernel_candidates(shape.kernels);
+  size_t step = 0;
+  const MoeLayerConfig best = staged_search<MoeLayerConfig>(
+      {{"kernels", [&](const MoeLayerConfig&) { return kernels; }, kernels.size()},
+       {"order", [&](const MoeLayerConfig& base) { return moe_order_candidates(base); },
+        moe_order_candidates(MoeLayerConfig{}).size()},
+       {"communication",
+        [&](const MoeLayerConfig& base) { return configs_of(moe_comm_candidates(base, shape, o.top)); }, o.top + 1}},
+      whole_op_timer<MoeLayer>(setup, args_of, o.op.timing), progress, &step);
+
+  const MoeLayerConfig automatic = args_of(MoeLayerConfig{}).config;
+  bool gated = true;
+  const std::vector<Stats> t =
+      retime_and_check<MoeLayer>(world, setup.heap, setup.signals, args_of(best), args_of(automatic), o.op.timing,
+                                 setup.out, setup.block_elems, "tune moe", &gated);
+  Table table = tune_table(
+      "moe",
+      "tune MoE layer (" + std::string(to_string(o.op.activation)) + "), " + ranks_phrase(o.op.world) + ": " +
+          std::to_string(o.op.m) + " tokens, hidden=" + std::to_string(o.op.hidden) + " intermediate=" +
+          std::to_string(o.op.intermediate) + ", " + std::to_string(o.op.experts) + " experts, top-" +
+          std::to_string(o.op.topk) + ", " + to_string(o.op.routing) + " routing, bf16",
+      automatic, best, t, step,
+      std::to_string(kernels.size()) + " kernel pairs, then part 1 / part 2 orders, then the communication variants "
+                                       "the plan model ranked best",
+      o.op.timing, gated, kSameAsAutomatic);
+  table.notes.push_back("tuned on this routing; the cache entry applies to any routing of the same shape");
+  store_tuned(o.cache, moe_tune_key(world, args_of(best)), args_of(best).config, automatic, t, table);
+  return table;
+}
+
+TraceResult trace_moe(const TraceOptions<tb::MoeBenchOptions>& o) {
+  using namespace tilelink::bench;
+  MoeLayerSetup s(o.op, "trace moe");
+  MoeLayer op(s.world, s.heap, s.signals, s.args, "trace.moe");
+  TraceResult result;
+  const auto [gated, split] = record_two_parts(
+      s.world, op, [](MoeLayer& m) -> MoeAgGroupGemm& { return m.part1(); },
+      [](MoeLayer& m) -> MoeGemmRs& { return m.part2(); }, {"part1", "part2"}, o.capacity, o.op.timing, result);
+  check_ag_gemm(result.records.cbegin(), split, result);
+  result.checked = "part 1 grouped GEMM tiles whose loads began after their wait (on the gather) ended";
+  result.config = "kernel " + op.part1().kernel_name() + ", " + std::to_string(op.part1().gather_blocks()) +
+                  " gather CTAs, " + std::to_string(op.part2().combine_blocks()) + " combine CTAs per rank" +
+                  provenance(op.tuned_from(), gated);
+  return result;
 }
 
 }  // namespace

@@ -4,7 +4,8 @@
 #include <memory>
 #include <string>
 
-#include "bench/bench.hpp"
+#include "bench/sp_attention.hpp"
+#include "bench/sp_attention_setup.hpp"
 #include "tilelink/ops/attention/sp_attention.hpp"
 #include "tilelink/sim/sp_attention_sim.hpp"
 #include "tilelink/tune/sp_attention_tune.hpp"
@@ -16,6 +17,15 @@
 
 namespace tilelink::tool {
 namespace {
+
+// The searches' view of a bench problem on ranks of `sm_budget` SMs (pure: the dry runs need no
+// GPU).
+SpAttentionTuneShape sp_attention_tune_shape(const tb::SpAttentionBenchOptions& o, int sm_budget) {
+  using namespace tilelink::bench;
+  const sim::SpAttentionProblem problem{.seq = o.seq, .q_heads = o.q_heads, .kv_heads = o.kv_heads,
+                                        .head_dim = o.head_dim, .causal = o.causal, .world = o.world};
+  return {problem, sm_budget, o.config.layout};
+}
 
 // The problem as every verb takes it: --seq, --q-heads, --kv-heads, --head-dim (`head_dims`: the
 // values allowed), --non-causal and --layout.
@@ -136,6 +146,85 @@ void add_plan_options(CLI::App* app, PlanSpAttention& a) {
   app->add_flag("--local-first", a.config.op.local_first,
                 "every CTA folds its items' own shard before any remote chunk (SpAttentionConfig::local_first)");
   app->add_option("--attention-tflops", a.attention_tflops, "flash-attention forward TFLOP/s of one GPU (default 550)");
+}
+
+// ---- tune and trace ----------------------------------------------------------------------------
+tb::Table tune_sp_attention(const TuneOptions<tb::SpAttentionBenchOptions>& o, std::ostream& progress) {
+  using namespace tilelink::bench;
+  SpAttentionSetup setup(o.op);
+  World& world = setup.world;
+  world.synchronize();
+  const SeqLayout layout = o.op.config.layout;
+  auto args_of = [&](SpAttentionConfig config) {
+    SpAttentionArguments a = setup.args;
+    config.layout = layout;
+    config.use_tune_cache = false;
+    a.config = config;
+    return a;
+  };
+  const SpAttentionTuneShape shape = sp_attention_tune_shape(o.op, world.sm_budget(0));
+  const std::vector<SpAttentionConfig> compute = sp_attention_compute_candidates(o.op.kv_heads, layout);
+  size_t step = 0;
+  const SpAttentionConfig best = two_stage_search(
+      compute, o.top, o.op.world,
+      [&](const SpAttentionConfig& base) { return sp_attention_comm_candidates(base, shape, o.top); },
+      whole_op_timer<SpAttention>(setup, args_of, o.op.timing), progress, &step);
+
+  const SpAttentionConfig automatic = args_of(SpAttentionConfig{}).config;
+  bool gated = true;
+  const std::vector<Stats> t =
+      retime_and_check<SpAttention>(world, setup.heap, setup.signals, args_of(best), args_of(automatic),
+                                    o.op.timing, setup.out, setup.q_elems, "tune sp_attention", &gated);
+  Table table = tune_table(
+      "sp_attention",
+      "tune SP attention, " + ranks_phrase(o.op.world) + ": seq=" + std::to_string(o.op.seq) + ", q_heads=" +
+          std::to_string(o.op.q_heads) + " kv_heads=" + std::to_string(o.op.kv_heads) + " head_dim=" +
+          std::to_string(o.op.head_dim) + ", " + (o.op.causal ? "causal" : "non-causal") + ", " + to_string(layout) +
+          ", bf16",
+      automatic, best, t, step,
+      std::to_string(compute.size()) + " L2 sections, then the all-gather x local-pass-first variants the plan "
+                                       "model ranked best",
+      o.op.timing, gated,
+      "the tuned configuration's O of every rank equals the automatic one's within bf16 tolerance");
+  store_tuned(o.cache, sp_attention_tune_key(world, args_of(best)), args_of(best).config, automatic, t,
+              table);
+  return table;
+}
+
+TraceResult trace_sp_attention(const TraceOptions<tb::SpAttentionBenchOptions>& o) {
+  using namespace tilelink::bench;
+  TL_REQUIRE(o.op.world >= 1, "trace_sp_attention", "world", o.op.world, ">= 1");
+  TL_REQUIRE(o.op.seq % o.op.world == 0, "trace_sp_attention", "seq", o.op.seq, "a multiple of the world size");
+  SpAttentionSetup s(o.op);
+  SpAttention op(s.world, s.heap, s.signals, s.args, "trace.sp_attention");
+  TraceResult result;
+  const bool gated = record_traced_call(s.world, op, o.capacity, o.op.timing, result);
+
+  // Every chunk an item reads: its loads begin after its wait ends. A producer (one thread per
+  // CTA) records wait, loads, wait, loads ... in program order; pair them on the clock.
+  std::map<std::pair<uint32_t, uint32_t>, std::vector<const TraceRecord*>> producers;
+  for (const TraceRecord& r : result.records) {
+    if (r.role == static_cast<uint16_t>(TraceRole::kProducer)) producers[{r.rank, r.block}].push_back(&r);
+  }
+  for (auto& [key, recs] : producers) {
+    std::sort(recs.begin(), recs.end(), [](const TraceRecord* a, const TraceRecord* b) {
+      return a->start_ns != b->start_ns ? a->start_ns < b->start_ns : a->kind < b->kind;
+    });
+    const TraceRecord* wait = nullptr;
+    for (const TraceRecord* r : recs) {
+      if (r->kind == static_cast<uint32_t>(TraceKind::kWait)) wait = r;
+      if (r->kind != static_cast<uint32_t>(TraceKind::kLoad) || wait == nullptr || wait->tile != r->tile) continue;
+      ++result.tiles;
+      if (r->start_ns < wait->end_ns) ++result.violations;
+      wait = nullptr;
+    }
+  }
+  result.checked = "K/V chunk reads whose loads began after their wait ended";
+  result.config = std::string(to_string(op.config().comm.resource)) + " all-gather, K/V chunk " +
+                  std::to_string(op.plan().ag.map.comm_rows) + " tokens, " + std::to_string(op.attention_ctas(0)) +
+                  " attention CTAs per rank" + (op.config().local_first ? ", local pass first" : "") +
+                  provenance(op.tuned_from(), gated);
+  return result;
 }
 
 }  // namespace

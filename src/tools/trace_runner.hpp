@@ -1,5 +1,6 @@
-// `tilelink trace <op>` on the GPUs present: one traced call's device timeline on every rank, the
-// cost of recording it, and the ordering check of the op's protocol (trace_runner.cpp).
+// `tilelink trace <op>` on the GPUs present: what every op's trace shares -- one traced call's
+// device timeline on every rank, the cost of recording it, and the ordering checks of the
+// protocols (trace_runner.cpp). Each op's tool file (tool_<op>.cpp) runs its own trace with these.
 #pragma once
 
 #include <cstdint>
@@ -7,7 +8,10 @@
 #include <utility>
 #include <vector>
 
-#include "bench/bench.hpp"
+#include "bench/harness.hpp"
+#include "bench/options.hpp"
+#include "tilelink/runtime/trace_buffer.hpp"
+#include "tilelink/runtime/world.hpp"
 #include "tilelink/primitives/trace.hpp"
 
 namespace tilelink::tool {
@@ -37,24 +41,98 @@ struct TraceResult {
   std::string config;       // the op's configuration, in words
 };
 
-// `tilelink trace ag_gemm`: every GEMM tile's wait, loads and epilogue, and the SM all-gather's
-// waits, copies and notifies; the check that every GEMM tile's loads began after its wait ended.
-TraceResult trace_ag_gemm(const TraceOptions<tb::AgGemmBenchOptions>& options);
-// `tilelink trace sp_attention`: one traced fused call (per work item, each K/V chunk's wait and
-// loads, and the store of O), and the check that every chunk's loads began after its wait ended
-// (TraceResult::tiles counts the chunk reads).
-TraceResult trace_sp_attention(const TraceOptions<tb::SpAttentionBenchOptions>& options);
-// `tilelink trace gemm_rs`: one traced call (every GEMM tile's epilogue and notify; the
-// reduction blocks' waits and per-tile reductions), and the check that every owner's reduction
-// of a tile began after each sender's notify of it had begun (TraceResult::tiles counts the
-// (tile, sender) pairs; the times are compared only on one GPU, whose ranks share a clock).
-TraceResult trace_gemm_rs(const TraceOptions<tb::GemmRsBenchOptions>& options);
-// `tilelink trace mlp`: one traced call, fc1 (AG+GEMM) and fc2 (GEMM+RS) in two parts, with
-// both ops' checks (TraceResult::tiles and violations count both).
-TraceResult trace_mlp(const TraceOptions<tb::MlpBenchOptions>& options);
-// `tilelink trace moe`: one traced MoeLayer call, part 1 (all-gather, gather, grouped GEMM) and
-// part 2 (grouped GEMM, top-k combine + reduce-scatter) in two parts, with the check that every
-// part-1 GEMM tile's loads began after its wait ended.
-TraceResult trace_moe(const TraceOptions<tb::MoeBenchOptions>& options);
+// The overhead (untraced and traced calls interleaved; the traced ones fill the buffers, what does
+// not fit is dropped at the cost of the same atomic), then the one traced call whose timeline is
+// reported. `set_trace(on)` points the op at the buffers or turns it off; `parts` names each
+// buffer (one unnamed buffer: the op's only part). Returns whether the timing was gated.
+template <class SetTrace, class Run>
+bool record_traced_call(const World& world, SetTrace&& set_trace, Run&& run,
+                        const std::vector<std::pair<std::string, TraceBuffer*>>& parts, const tb::TimingOptions& timing,
+                        TraceResult& result) {
+  bool gated = true;
+  const std::vector<tb::Stats> t = tb::repeat_interleaved(world, timing.warmup, timing.iters,
+                                                  {[&] {
+                                                     set_trace(false);
+                                                     run();
+                                                   },
+                                                   [&] {
+                                                     set_trace(true);
+                                                     run();
+                                                   }},
+                                                  &gated);
+  result.untraced = t[0];
+  result.traced = t[1];
+  set_trace(false);
+  world.synchronize();
+  for (const auto& part : parts) part.second->clear();
+  set_trace(true);
+  tb::RankTimer gate(world);  // released together on every rank, as the timed calls are
+  gate.time(run);
+  set_trace(false);
+  for (const auto& [name, buffer] : parts) {
+    const std::vector<TraceRecord> records = buffer->records();
+    result.records.insert(result.records.end(), records.begin(), records.end());
+    if (parts.size() > 1) result.parts.emplace_back(name, records.size());
+    result.dropped += buffer->dropped();
+  }
+  return gated;
+}
+
+// The common case: an op with set_trace(const TraceBuffer*) and run(), one buffer of `capacity`
+// records per rank.
+template <class Op>
+bool record_traced_call(const World& world, Op& op, uint32_t capacity, const tb::TimingOptions& timing,
+                        TraceResult& result) {
+  TraceBuffer buffer(world, capacity);
+  return record_traced_call(
+      world, [&](bool on) { op.set_trace(on ? &buffer : nullptr); }, [&] { op.run(); }, {{"", &buffer}}, timing,
+      result);
+}
+
+using RecordIt = std::vector<TraceRecord>::const_iterator;
+
+// An op of two parts that one call runs in turn (Mlp: fc1, fc2; MoeLayer: part 1, part 2), each
+// recording into a buffer of its own (`capacity` records per rank): `first(op)` and `second(op)`
+// are the parts, `names` their lanes' prefixes. Returns whether the timing was gated and where
+// the second part's records begin.
+struct TwoParts {
+  bool gated;
+  RecordIt second;
+};
+template <class Op, class First, class Second>
+TwoParts record_two_parts(const World& world, Op& op, First&& first, Second&& second,
+                          const std::pair<std::string, std::string>& names, uint32_t capacity,
+                          const tb::TimingOptions& timing, TraceResult& result) {
+  TraceBuffer a(world, capacity), b(world, capacity);
+  const bool gated = record_traced_call(
+      world,
+      [&](bool on) {
+        first(op).set_trace(on ? &a : nullptr);
+        second(op).set_trace(on ? &b : nullptr);
+      },
+      [&] { op.run(); }, {{names.first, &a}, {names.second, &b}}, timing, result);
+  return {gated, result.records.cbegin() + static_cast<std::ptrdiff_t>(result.parts[0].second)};
+}
+
+
+// AG+GEMM's records in [begin, end): every GEMM tile's loads began after its wait ended (the
+// producer's program order, checked on the clock). Adds to result.tiles and result.violations.
+void check_ag_gemm(RecordIt begin, RecordIt end, TraceResult& result);
+inline constexpr const char* kAgGemmChecked = "GEMM tiles whose loads began after their wait ended";
+
+// GEMM+RS's records: every tile an owner reduced, each sender's notify of it (the GEMM tile,
+// numbered over the whole M) began before the reduction began. The notify's start is the safe
+// bound: its end is read after the signal is already visible to the owner. Times are compared
+// only when the ranks share one GPU's clock (`one_clock`); else only that every notify was
+// recorded.
+void check_gemm_rs(RecordIt begin, RecordIt end, int world, bool one_clock, TraceResult& result);
+// That check in words.
+std::string gemm_rs_checked(bool one_clock);
+
+// " (from the tune cache FILE)" when an op ran a cached configuration, else "".
+std::string from_cache(const std::string& tuned_from);
+// The end of a traced op's configuration in words: where it came from, and whether the timing
+// was gated.
+std::string provenance(const std::string& tuned_from, bool gated);
 
 }  // namespace tilelink::tool

@@ -1,0 +1,24 @@
+// `tilelink bench ag_gemm`: AG+GEMM against its baselines.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "bench/options.hpp"
+#include "bench/report.hpp"
+#include "tilelink/ops/ag_gemm/ag_gemm.hpp"
+
+namespace tilelink::bench {
+
+struct AgGemmBenchOptions : RunOptions {
+  uint32_t m = 8192;   // rows of A and C (all ranks)
+  uint32_t n = 28672;  // columns of C over all ranks: each rank computes n / world
+  uint32_t k = 8192;
+  AgGemmConfig config;
+};
+
+// AgGemm::run against cuBLAS, the all-gather alone, their ideal overlap, the non-overlapped and
+// decomposed baselines, and the fused kernel without waits. ag_gemm.cu.
+Table bench_ag_gemm(const AgGemmBenchOptions& options);
+
+}  // namespace tilelink::bench

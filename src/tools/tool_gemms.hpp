@@ -1,0 +1,28 @@
+// What the ops built from the GEMMs (tool_mlp.cpp: fc1 is an AG+GEMM, fc2 a GEMM+RS) borrow from
+// the GEMMs' tool files, tool_ag_gemm.cpp and tool_gemm_rs.cpp.
+#pragma once
+
+#include <ostream>
+#include <vector>
+
+#include "bench/ag_gemm.hpp"
+#include "bench/gemm_rs.hpp"
+#include "bench/report.hpp"
+#include "tools/models.hpp"
+#include "tools/options.hpp"
+#include "tools/tune_runner.hpp"
+
+namespace tilelink::tool {
+
+// tune ag_gemm's and tune gemm_rs's dry runs: the candidates with the plan model's predictions for
+// `shapes` (as their commands take them).
+int dry_run_ag_gemm(const TuneSearch& search, int world, const std::vector<Mnk>& shapes);
+int dry_run_gemm_rs(const TuneSearch& search, int world, const std::vector<Mnk>& shapes);
+
+// `tilelink tune ag_gemm`: the two-stage search (tune/ag_gemm_tune.hpp), one progress line per
+// configuration on `progress`; returns the tuned configuration against the automatic one.
+tb::Table tune_ag_gemm(const TuneOptions<tb::AgGemmBenchOptions>& options, std::ostream& progress);
+// `tilelink tune gemm_rs`: the two-stage search (tune/gemm_rs_tune.hpp), as tune_ag_gemm.
+tb::Table tune_gemm_rs(const TuneOptions<tb::GemmRsBenchOptions>& options, std::ostream& progress);
+
+}  // namespace tilelink::tool
