@@ -86,6 +86,18 @@ void check_symmetric(const SymmetricView& heap, const TileRef& t, const TileShap
                  " bytes from the pointer)");
 }
 
+// A tile copy's checks, in the order a caller reads its arguments: the peer, the heap view, both
+// tiles (destination first), then that the symmetric one (`dst` if `dst_is_sym`, else `src`)
+// lies in this rank's heap segment.
+void check_copy(const SymmetricView& heap, int peer, int rank, int world, const TileRef& dst, const char* dst_name,
+                const TileRef& src, const char* src_name, bool dst_is_sym, const TileShape& shape, const char* where) {
+  check_peer(peer, world, where);
+  check_heap(heap, rank, world, where);
+  check_tile(dst, shape, where, dst_name);
+  check_tile(src, shape, where, src_name);
+  check_symmetric(heap, dst_is_sym ? dst : src, shape, where, dst_is_sym ? dst_name : src_name);
+}
+
 }  // namespace
 
 // ---- BlockCtx --------------------------------------------------------------------------------------
@@ -204,11 +216,7 @@ void BlockCtx::tile_push_data(const SymmetricView& heap, TileRef dst_sym, int pe
                               TileShape shape, TileRef src) {
   constexpr const char* where = "cpu::BlockCtx::tile_push_data";
   jitter();
-  check_peer(peer, world_, where);
-  check_heap(heap, rank_, world_, where);
-  check_tile(dst_sym, shape, where, "dst_sym");
-  check_tile(src, shape, where, "src");
-  check_symmetric(heap, dst_sym, shape, where, "dst_sym");
+  check_copy(heap, peer, rank_, world_, dst_sym, "dst_sym", src, "src", true, shape, where);
   copy_rows({heap.translate(static_cast<char*>(dst_sym.ptr), peer), dst_sym.pitch}, src, shape);
 }
 
@@ -216,11 +224,7 @@ void BlockCtx::tile_pull_data(TileRef dst, const SymmetricView& heap, TileRef sr
                               TileShape shape) {
   constexpr const char* where = "cpu::BlockCtx::tile_pull_data";
   jitter();
-  check_peer(peer, world_, where);
-  check_heap(heap, rank_, world_, where);
-  check_tile(dst, shape, where, "dst");
-  check_tile(src_sym, shape, where, "src_sym");
-  check_symmetric(heap, src_sym, shape, where, "src_sym");
+  check_copy(heap, peer, rank_, world_, dst, "dst", src_sym, "src_sym", false, shape, where);
   copy_rows(dst, {heap.translate(static_cast<char*>(src_sym.ptr), peer), src_sym.pitch}, shape);
 }
 

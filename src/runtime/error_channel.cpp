@@ -1,6 +1,9 @@
 #include "tilelink/runtime/error_channel.hpp"
 
 #include <algorithm>
+#include <cstring>
+#include <iterator>
+#include <type_traits>
 #include <mutex>
 #include <vector>
 
@@ -94,20 +97,13 @@ bool ErrorChannel::has_device_error() const {
 }
 
 ErrorRecord ErrorChannel::device_record() const {
+  // Word by word through volatile reads (the device may be writing it), then as the struct.
+  static_assert(std::is_trivially_copyable_v<ErrorRecord> && sizeof(ErrorRecord) % sizeof(uint32_t) == 0);
+  const volatile uint32_t* src = reinterpret_cast<const volatile uint32_t*>(record_);
+  uint32_t words[sizeof(ErrorRecord) / sizeof(uint32_t)];
+  for (size_t i = 0; i < std::size(words); ++i) words[i] = src[i];
   ErrorRecord r;
-  const volatile ErrorRecord* src = record_;
-  r.state = src->state;
-  r.kind = src->kind;
-  r.op_id = src->op_id;
-  r.rank = src->rank;
-  r.block = src->block;
-  r.tile = src->tile;
-  r.channel = src->channel;
-  r.peer = src->peer;
-  r.kernel = src->kernel;
-  r.expected = src->expected;
-  r.observed = src->observed;
-  r.elapsed_ns = src->elapsed_ns;
+  std::memcpy(&r, words, sizeof(r));
   return r;
 }
 

@@ -47,9 +47,9 @@ std::vector<AgGemmConfig> ag_gemm_compute_candidates(const std::vector<std::stri
 std::vector<RankedAgGemmConfig> ag_gemm_comm_candidates(const AgGemmConfig& base, const AgGemmTuneShape& shape,
                                                         size_t top, const sim::CostModel& gpu) {
   TL_REQUIRE(top >= 1, "ag_gemm_comm_candidates", "top", top, ">= 1");
-  AgGemmConfig automatic = base;
-  automatic.comm = AgGemmConfig{}.comm;
-  const RankedAgGemmConfig auto_ranked{automatic, shape.world > 1 ? predict_us(automatic, shape, gpu) : 0.0};
+  const RankedAgGemmConfig auto_ranked = detail::ranked_automatic(
+      base, shape.world, [](AgGemmConfig& c) { c.comm = AgGemmConfig{}.comm; },
+      [&](const AgGemmConfig& c) { return predict_us(c, shape, gpu); });
   if (shape.world == 1) return {auto_ranked};
 
   std::vector<RankedAgGemmConfig> all;

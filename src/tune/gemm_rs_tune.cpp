@@ -41,12 +41,15 @@ std::vector<GemmRsConfig> gemm_rs_compute_candidates() {
 std::vector<RankedGemmRsConfig> gemm_rs_comm_candidates(const GemmRsConfig& base, const GemmRsTuneShape& shape,
                                                         size_t top, const sim::CostModel& gpu) {
   TL_REQUIRE(top >= 1, "gemm_rs_comm_candidates", "top", top, ">= 1");
-  GemmRsConfig automatic = base;
-  automatic.scatter = GemmRsConfig{}.scatter;
-  automatic.granularity = GemmRsConfig{}.granularity;
-  automatic.reduce_blocks = GemmRsConfig{}.reduce_blocks;
-  if (shape.world == 1) return {{automatic, 0.0}};
-  const RankedGemmRsConfig auto_ranked{automatic, predict_us(automatic, shape, gpu)};
+  const RankedGemmRsConfig auto_ranked = detail::ranked_automatic(
+      base, shape.world,
+      [](GemmRsConfig& c) {
+        c.scatter = GemmRsConfig{}.scatter;
+        c.granularity = GemmRsConfig{}.granularity;
+        c.reduce_blocks = GemmRsConfig{}.reduce_blocks;
+      },
+      [&](const GemmRsConfig& c) { return predict_us(c, shape, gpu); });
+  if (shape.world == 1) return {auto_ranked};
 
   const uint32_t auto_blocks = gemm_rs_policy::reduce_blocks(0, shape.sm_budget);
   std::vector<RankedGemmRsConfig> all;

@@ -52,11 +52,14 @@ std::vector<RankedSpAttentionConfig> sp_attention_comm_candidates(const SpAttent
   const sim::SpAttentionProblem& problem = shape.problem;
   TL_REQUIRE(problem.world >= 1 && problem.seq % static_cast<uint32_t>(problem.world) == 0,
              "sp_attention_comm_candidates", "seq", problem.seq, "a multiple of the world size");
-  SpAttentionConfig automatic = base;
-  automatic.comm = SpAttentionConfig{}.comm;
-  automatic.local_first = false;
-  if (problem.world == 1) return {{automatic, 0.0}};
-  const RankedSpAttentionConfig auto_ranked{automatic, predict_us(automatic, shape, gpu)};
+  const RankedSpAttentionConfig auto_ranked = detail::ranked_automatic(
+      base, problem.world,
+      [](SpAttentionConfig& c) {
+        c.comm = SpAttentionConfig{}.comm;
+        c.local_first = false;
+      },
+      [&](const SpAttentionConfig& c) { return predict_us(c, shape, gpu); });
+  if (problem.world == 1) return {auto_ranked};
   const uint32_t spr = problem.seq / static_cast<uint32_t>(problem.world);
 
   std::vector<RankedSpAttentionConfig> all;

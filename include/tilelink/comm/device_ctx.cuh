@@ -25,6 +25,15 @@ struct DeviceBlockCtx {
   TL_DEVICE void trace(TraceKind kind, uint32_t channel, uint64_t start) const {
     if (threadIdx.x == 0) trace_span(trace_, kind, channel, TraceRole::kComm, start, trace_start(trace_));
   }
+  // A single-thread wait (thread 0 runs `wait`), traced, then the barrier: every thread may read
+  // what the channel guards.
+  template <class Wait>
+  TL_DEVICE void traced_wait(uint32_t channel, Wait&& wait) const {
+    const uint64_t t0 = trace_start(trace_);
+    if (threadIdx.x == 0) wait();
+    trace(TraceKind::kWait, channel, t0);
+    __syncthreads();
+  }
 
   TL_DEVICE int rank() const { return rank_; }
   TL_DEVICE int world() const { return world_; }
@@ -65,17 +74,11 @@ struct DeviceBlockCtx {
   }
   TL_DEVICE void consumer_tile_wait(const SignalView& sig, uint32_t channel, uint32_t count = 1,
                                     uint32_t arrivals = 1, int32_t tile = -1) {
-    const uint64_t t0 = trace_start(trace_);
-    if (threadIdx.x == 0) tilelink::consumer_tile_wait(sig, channel, count, arrivals, tile);
-    trace(TraceKind::kWait, channel, t0);
-    __syncthreads();
+    traced_wait(channel, [&] { tilelink::consumer_tile_wait(sig, channel, count, arrivals, tile); });
   }
   TL_DEVICE void peer_tile_wait(const SignalView& sig, uint32_t channel, int peer,
                                 uint32_t arrivals = 1, int32_t tile = -1) {
-    const uint64_t t0 = trace_start(trace_);
-    if (threadIdx.x == 0) tilelink::peer_tile_wait(sig, channel, peer, arrivals, tile);
-    trace(TraceKind::kWait, channel, t0);
-    __syncthreads();
+    traced_wait(channel, [&] { tilelink::peer_tile_wait(sig, channel, peer, arrivals, tile); });
   }
   TL_DEVICE void tile_push_data(const SymmetricView& heap, TileRef dst_sym, int peer,
                                 TileShape shape, TileRef src) {

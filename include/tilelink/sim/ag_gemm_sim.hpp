@@ -42,11 +42,7 @@ struct AgGemmProblem {
 struct AgGemmPlanConfig {
   uint32_t bm = 128;
   uint32_t bn = 256;
-  AgGemmConfig op = [] {
-    AgGemmConfig c;
-    c.comm.comm_rows = 1024;
-    return c;
-  }();
+  AgGemmConfig op = plan_op_config<AgGemmConfig>();
 };
 
 struct AgGemmPrediction {

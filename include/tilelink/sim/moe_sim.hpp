@@ -22,7 +22,6 @@
 #include "tilelink/ops/moe/moe_config.hpp"
 #include "tilelink/sim/synthetic_routing.hpp"
 #include "tilelink/sim/timeline.hpp"
-#include "tilelink/sim/timeline.hpp"
 
 namespace tilelink::sim {
 
@@ -47,11 +46,7 @@ struct MoeProblem {
 struct MoeAgPlanConfig {
   uint32_t bm = 128;
   uint32_t bn = 256;
-  MoeAgGroupGemmConfig op = [] {
-    MoeAgGroupGemmConfig c;
-    c.comm.comm_rows = 1024;
-    return c;
-  }();
+  MoeAgGroupGemmConfig op = plan_op_config<MoeAgGroupGemmConfig>();
   uint32_t slack_sms = 2;    // kept free when world > 1 (the op's rule)
   uint32_t cluster = 2;      // GEMM CTAs come in clusters of this many
   double mapping_time = 0;   // seconds of the device mapping before the gather and the GEMM start

@@ -44,11 +44,7 @@ struct SpAttentionProblem {
 // rates the model assumes.
 struct SpAttentionPlanConfig {
   uint32_t bq = 128;  // query rows per work item
-  SpAttentionConfig op = [] {
-    SpAttentionConfig c;
-    c.comm.comm_rows = 1024;
-    return c;
-  }();
+  SpAttentionConfig op = plan_op_config<SpAttentionConfig>();
   double attention_flops = 550e12;  // the whole GPU's flash-attention forward rate
   // How much slower the all-gather runs under the attention than alone (1: not at all). On
   // virtual ranks both share one GPU's memory: `tilelink trace sp_attention` measured 2.4 at

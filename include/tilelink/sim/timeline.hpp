@@ -10,6 +10,15 @@
 
 namespace tilelink::sim {
 
+// An op's configuration as the plan models take it: the op's automatic one with a communication
+// tile of `comm_rows` rows (the models follow the all-gather's tiles and have no automatic size).
+template <class OpConfig>
+OpConfig plan_op_config(uint32_t comm_rows = 1024) {
+  OpConfig c;
+  c.comm.comm_rows = comm_rows;
+  return c;
+}
+
 // Costs of one GPU and its links. Defaults: H200 figures measured in this repository
 // (docs/PERF.md, 2026-12-02) or given in DESIGN.md §7.
 struct CostModel {

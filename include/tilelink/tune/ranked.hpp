@@ -30,6 +30,15 @@ void append_swizzles(std::vector<Config>& out, const Config& base, bool with_bas
   }
 }
 
+// The automatic configuration of a model-ranked stage around `base` (`reset` puts the stage's
+// knobs back to automatic) with its predicted time -- none at world 1, where there is nothing to
+// communicate and the stage is that configuration alone.
+template <class Config, class Reset, class Predict>
+RankedConfig<Config> ranked_automatic(Config base, int world, Reset&& reset, Predict&& predict) {
+  reset(base);
+  return {base, world > 1 ? predict(base) : 0.0};
+}
+
 // `all` sorted by predicted time (stable: ties keep their order), cut to `top`, and `automatic`
 // appended unless a kept candidate is `same` as it.
 template <class Config, class Same>

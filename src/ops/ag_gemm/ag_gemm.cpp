@@ -151,10 +151,7 @@ AgGemm::AgGemm(const World& world, SymmetricHeap& heap, SignalSet& signals, cons
     p.device = world.device(r);
     p.sm_count = gemm_sm_count(world, r, args_, comm_blocks);
     p.swizzle = static_cast<int>(swizzle_);
-    p.wait = true;
-    kernels_.push_back(kernel.make(p));
-    p.wait = false;
-    plain_kernels_.push_back(kernel.make(p));
+    detail::make_fused_and_plain(kernel, p, kernels_, plain_kernels_);
 
     m_order_host_.push_back(std::move(order));
     m_order_.push_back(std::move(table));

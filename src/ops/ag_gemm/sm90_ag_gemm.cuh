@@ -22,6 +22,7 @@
 
 #include "ops/ag_gemm/sm90_ag_gemm_kernel.hpp"
 #include "ops/common/sm90_bf16_tn_gemm.cuh"
+#include "ops/common/sm90_hooked_mainloop.cuh"
 #include "ops/common/sm90_persistent_launcher.cuh"
 #include "ops/common/sm90_traced_epilogue.cuh"
 #include "tilelink/core/error.hpp"
@@ -50,19 +51,8 @@ struct ThreadWaitCtx {
 };
 
 template <class Base>
-struct Sm90AgGemmMainloop : Base {
-  struct Arguments : Base::Arguments {
-    AgGemmWait ag;
-  };
-  struct Params : Base::Params {
-    AgGemmWait ag;
-  };
-
-  template <class ProblemShape>
-  static Params to_underlying_arguments(ProblemShape const& problem_shape, Arguments const& args,
-                                        void* workspace) {
-    return Params{Base::to_underlying_arguments(problem_shape, args, workspace), args.ag};
-  }
+struct Sm90AgGemmMainloop : Sm90HookedMainloop<Base, AgGemmWait> {
+  using typename Sm90HookedMainloop<Base, AgGemmWait>::Params;
 
   template <class TensorA, class TensorB, class KTileIterator, class BlockCoord>
   CUTLASS_DEVICE void load(Params const& params, typename Base::MainloopPipeline pipeline,
@@ -70,20 +60,20 @@ struct Sm90AgGemmMainloop : Base {
                            cute::tuple<TensorA, TensorB> const& load_inputs, BlockCoord const& blk_coord,
                            KTileIterator k_tile_iter, int k_tile_count, int thread_idx,
                            uint32_t block_rank_in_cluster, typename Base::TensorStorage& shared_tensors) {
-    const uint32_t traced_tile = static_cast<uint32_t>(cute::get<0>(blk_coord)) * params.ag.n_tiles +
+    const uint32_t traced_tile = static_cast<uint32_t>(cute::get<0>(blk_coord)) * params.hook.n_tiles +
                                  static_cast<uint32_t>(cute::get<1>(blk_coord));
-    const uint64_t t_wait = trace_start(params.ag.trace);
-    if (params.ag.enabled) {
+    const uint64_t t_wait = trace_start(params.hook.trace);
+    if (params.hook.enabled) {
       constexpr uint32_t kTileM = cute::size<0>(typename Base::TileShape{});
       const uint32_t m_tile = static_cast<uint32_t>(cute::get<0>(blk_coord));
       const uint32_t row0 = m_tile * kTileM;
       // Rows past M (the padding tile of an odd tile-row count) are zero-filled by TMA.
-      if (cute::elect_one_sync() && row0 < params.ag.m) {
-        const uint32_t rows = params.ag.m - row0 < kTileM ? params.ag.m - row0 : kTileM;
-        const int32_t tile = static_cast<int32_t>(m_tile * params.ag.n_tiles +
+      if (cute::elect_one_sync() && row0 < params.hook.m) {
+        const uint32_t rows = params.hook.m - row0 < kTileM ? params.hook.m - row0 : kTileM;
+        const int32_t tile = static_cast<int32_t>(m_tile * params.hook.n_tiles +
                                                   static_cast<uint32_t>(cute::get<1>(blk_coord)));
         ThreadWaitCtx ctx;
-        all_gather_wait_rows(ctx, params.ag.plan, params.ag.sig, row0, rows, tile);
+        all_gather_wait_rows(ctx, params.hook.plan, params.hook.sig, row0, rows, tile);
       }
       // The acquire and proxy fence ran in the lane Base::load elects for its TMA copies; every
       // lane repeats the proxy fence after the warp barrier so that the order holds whichever
@@ -91,15 +81,15 @@ struct Sm90AgGemmMainloop : Base {
       __syncwarp();
       asm volatile("fence.proxy.async.global;" ::: "memory");
     }
-    const uint64_t t_load = trace_start(params.ag.trace);
+    const uint64_t t_load = trace_start(params.hook.trace);
     Base::load(params, pipeline, smem_pipe_write, load_inputs, blk_coord, k_tile_iter, k_tile_count,
                thread_idx, block_rank_in_cluster, shared_tensors);
     // A cluster's padding tile along N (n_tile >= n_tiles, kernels clustered along N) records
     // nothing: its number would be the next tile row's first tile.
-    const bool real_tile = static_cast<uint32_t>(cute::get<1>(blk_coord)) < params.ag.n_tiles;
-    if (params.ag.trace.on() && real_tile && cute::elect_one_sync()) {
-      trace_span(params.ag.trace, TraceKind::kWait, traced_tile, TraceRole::kProducer, t_wait, t_load);
-      trace_span(params.ag.trace, TraceKind::kLoad, traced_tile, TraceRole::kProducer, t_load, global_time_ns());
+    const bool real_tile = static_cast<uint32_t>(cute::get<1>(blk_coord)) < params.hook.n_tiles;
+    if (params.hook.trace.on() && real_tile && cute::elect_one_sync()) {
+      trace_span(params.hook.trace, TraceKind::kWait, traced_tile, TraceRole::kProducer, t_wait, t_load);
+      trace_span(params.hook.trace, TraceKind::kLoad, traced_tile, TraceRole::kProducer, t_load, global_time_ns());
     }
   }
 };
@@ -133,12 +123,12 @@ class Sm90AgGemmKernelImpl final : public Sm90AgGemmKernel {
 
     typename Kernel::Arguments args{};
     Types::set_problem(args, p.m, p.n, p.k, p.a, p.lda, p.b, p.c, p.m_order, p.swizzle);
-    args.mainloop.ag.plan = p.plan;
-    args.mainloop.ag.sig = p.sig;
-    args.mainloop.ag.m = p.m;
-    args.mainloop.ag.n_tiles = (p.n + kTileN - 1) / kTileN;
-    args.mainloop.ag.enabled = p.wait ? 1u : 0u;
-    args.epilogue.hook.n_tiles = args.mainloop.ag.n_tiles;
+    args.mainloop.hook.plan = p.plan;
+    args.mainloop.hook.sig = p.sig;
+    args.mainloop.hook.m = p.m;
+    args.mainloop.hook.n_tiles = (p.n + kTileN - 1) / kTileN;
+    args.mainloop.hook.enabled = p.wait ? 1u : 0u;
+    args.epilogue.hook.n_tiles = args.mainloop.hook.n_tiles;
 
     launcher_.init(args, p.device, p.sm_count,
                    "ag_gemm kernel, (m, n, k) = (" + std::to_string(m) + ", " + std::to_string(n) + ", " +
@@ -146,12 +136,12 @@ class Sm90AgGemmKernelImpl final : public Sm90AgGemmKernel {
   }
 
   void run(uint64_t epoch, cudaStream_t stream) override {
-    launcher_.params().mainloop.ag.sig.epoch = epoch;
+    launcher_.params().mainloop.hook.sig.epoch = epoch;
     launcher_.launch(stream);
   }
 
   void set_trace(const TraceView& trace) override {
-    launcher_.params().mainloop.ag.trace = trace;
+    launcher_.params().mainloop.hook.trace = trace;
     launcher_.params().epilogue.hook.view = trace;
   }
 

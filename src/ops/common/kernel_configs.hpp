@@ -1,5 +1,5 @@
 // Lookup of an op's compiled kernel configurations by name (the *ConfigInfo tables of the sm90
-// kernels): "" picks the first (the default).
+// kernels): "" picks the first (the default); and the making of an op's kernel pair.
 #pragma once
 
 #include <string>
@@ -29,6 +29,16 @@ std::string unknown_config(const std::vector<Info>& configs, const std::string& 
   std::string names;
   for (const Info& c : configs) names += (names.empty() ? "'" : ", '") + std::string(c.name) + "'";
   return "argument 'config.kernel' = '" + name + "': expected one of " + names;
+}
+
+// An op's two kernels of one problem: the fused one, whose producer waits on the communication
+// (p.wait = true), and its plain twin (the same GEMM without waits, for the baselines).
+template <class Info, class Problem, class Kernels>
+void make_fused_and_plain(const Info& kernel, Problem p, Kernels& fused, Kernels& plain) {
+  p.wait = true;
+  fused.push_back(kernel.make(p));
+  p.wait = false;
+  plain.push_back(kernel.make(p));
 }
 
 }  // namespace tilelink::detail

@@ -25,6 +25,7 @@
 #include <string>
 
 #include "ops/common/sm90_bf16_tn_gemm.cuh"
+#include "ops/common/sm90_hooked_mainloop.cuh"
 #include "ops/common/sm90_hooked_epilogue.cuh"
 #include "ops/common/sm90_persistent_launcher.cuh"
 #include "ops/moe/sm90_moe_gemm_kernel.hpp"
@@ -77,26 +78,23 @@ template <class Base>
 using Sm90MoeGemmEpilogue = Sm90HookedEpilogue<Base, MoeGemmNotify>;
 
 template <class Base>
-struct Sm90MoeGemmMainloop : Base {
-  struct Arguments : Base::Arguments {
-    MoeGemmWait moe;
-  };
-  struct Params : Base::Params {
-    MoeGemmWait moe;
-  };
+struct Sm90MoeGemmMainloop : Sm90HookedMainloop<Base, MoeGemmWait> {
+  using Hooked = Sm90HookedMainloop<Base, MoeGemmWait>;
+  using typename Hooked::Arguments;
+  using typename Hooked::Params;
 
   // Base's Params for the (rows, N, K, 1) problem, with B's descriptor replaced by one over all
   // experts (dB's batch stride steps from one expert's slice to the next).
   template <class ProblemShape>
   static Params to_underlying_arguments(ProblemShape const& problem_shape, Arguments const& args,
                                         void* workspace) {
-    Params params{Base::to_underlying_arguments(problem_shape, args, workspace), args.moe};
+    Params params = Hooked::to_underlying_arguments(problem_shape, args, workspace);
     const int m = cute::get<0>(problem_shape), n = cute::get<1>(problem_shape), k = cute::get<2>(problem_shape);
     typename Base::Arguments experts = args;
     // A's batch stride is never used (A ignores l); any stride TMA accepts will do.
     experts.dA = cute::make_stride(cute::get<0>(args.dA), cute::Int<1>{}, int64_t(m) * cute::get<0>(args.dA));
     params.tma_load_b =
-        Base::to_underlying_arguments(cute::make_shape(m, n, k, static_cast<int>(args.moe.experts)), experts,
+        Base::to_underlying_arguments(cute::make_shape(m, n, k, static_cast<int>(args.hook.experts)), experts,
                                       workspace)
             .tma_load_b;
     return params;
@@ -107,7 +105,7 @@ struct Sm90MoeGemmMainloop : Base {
     const auto a_inputs = Base::load_init(problem_shape_MNKL, params);
     const auto b_inputs = Base::load_init(
         cute::make_shape(cute::get<0>(problem_shape_MNKL), cute::get<1>(problem_shape_MNKL),
-                         cute::get<2>(problem_shape_MNKL), static_cast<int>(params.moe.experts)),
+                         cute::get<2>(problem_shape_MNKL), static_cast<int>(params.hook.experts)),
         params);
     // (BLK_M, BLK_K, m, k, l): a zero l stride, so that the expert coordinate leaves A alone.
     const auto gA = cute::get<0>(a_inputs);
@@ -124,30 +122,30 @@ struct Sm90MoeGemmMainloop : Base {
                            KTileIterator k_tile_iter, int k_tile_count, int thread_idx,
                            uint32_t block_rank_in_cluster, typename Base::TensorStorage& shared_tensors) {
     const uint32_t tile = static_cast<uint32_t>(cute::get<0>(blk_coord));
-    const uint32_t traced_tile = tile * params.moe.n_tiles + static_cast<uint32_t>(cute::get<1>(blk_coord));
-    const uint64_t t_wait = trace_start(params.moe.trace);
-    if (params.moe.enabled) {
+    const uint32_t traced_tile = tile * params.hook.n_tiles + static_cast<uint32_t>(cute::get<1>(blk_coord));
+    const uint64_t t_wait = trace_start(params.hook.trace);
+    if (params.hook.enabled) {
       if (cute::elect_one_sync()) {
-        const int32_t report = static_cast<int32_t>(tile * params.moe.n_tiles +
+        const int32_t report = static_cast<int32_t>(tile * params.hook.n_tiles +
                                                     static_cast<uint32_t>(cute::get<1>(blk_coord)));
-        tilelink::consumer_tile_wait(params.moe.sig, params.moe.channel0 + tile, 1, 1, report);
+        tilelink::consumer_tile_wait(params.hook.sig, params.hook.channel0 + tile, 1, 1, report);
       }
       // As in AG+GEMM: every lane repeats the proxy fence after the warp barrier, whichever lane
       // Base::load elects for its TMA copies.
       __syncwarp();
       asm volatile("fence.proxy.async.global;" ::: "memory");
     }
-    const int expert = static_cast<int>(__ldg(params.moe.tile_expert + tile));
-    const uint64_t t_load = trace_start(params.moe.trace);
+    const int expert = static_cast<int>(__ldg(params.hook.tile_expert + tile));
+    const uint64_t t_load = trace_start(params.hook.trace);
     Base::load(params, pipeline, smem_pipe_write, load_inputs,
                cute::make_coord(cute::get<0>(blk_coord), cute::get<1>(blk_coord), cute::get<2>(blk_coord), expert),
                k_tile_iter, k_tile_count, thread_idx, block_rank_in_cluster, shared_tensors);
     // A cluster's padding tile along N (n_tile >= n_tiles: it stores nothing) records nothing:
     // its number would be the next tile row's first tile.
-    const bool real_tile = static_cast<uint32_t>(cute::get<1>(blk_coord)) < params.moe.n_tiles;
-    if (params.moe.trace.on() && real_tile && cute::elect_one_sync()) {
-      trace_span(params.moe.trace, TraceKind::kWait, traced_tile, TraceRole::kProducer, t_wait, t_load);
-      trace_span(params.moe.trace, TraceKind::kLoad, traced_tile, TraceRole::kProducer, t_load, global_time_ns());
+    const bool real_tile = static_cast<uint32_t>(cute::get<1>(blk_coord)) < params.hook.n_tiles;
+    if (params.hook.trace.on() && real_tile && cute::elect_one_sync()) {
+      trace_span(params.hook.trace, TraceKind::kWait, traced_tile, TraceRole::kProducer, t_wait, t_load);
+      trace_span(params.hook.trace, TraceKind::kLoad, traced_tile, TraceRole::kProducer, t_load, global_time_ns());
     }
   }
 };
@@ -182,15 +180,15 @@ class Sm90MoeGemmKernelImpl final : public Sm90MoeGemmKernel {
     Types::set_problem(args, rows, p.n, p.k, p.a, p.k, p.b, p.d, p.order, p.swizzle);
     args.mainloop.dB = cute::make_stride(static_cast<int64_t>(p.k), cute::Int<1>{}, int64_t(p.n) * p.k);
     args.scheduler.m_tiles_live = p.num_tiles;
-    args.mainloop.moe.sig = p.sig;
-    args.mainloop.moe.channel0 = p.channel0;
-    args.mainloop.moe.tile_expert = p.tile_expert;
-    args.mainloop.moe.experts = p.experts;
-    args.mainloop.moe.n_tiles = (p.n + kTileN - 1) / kTileN;
-    args.mainloop.moe.enabled = p.wait ? 1u : 0u;
+    args.mainloop.hook.sig = p.sig;
+    args.mainloop.hook.channel0 = p.channel0;
+    args.mainloop.hook.tile_expert = p.tile_expert;
+    args.mainloop.hook.experts = p.experts;
+    args.mainloop.hook.n_tiles = (p.n + kTileN - 1) / kTileN;
+    args.mainloop.hook.enabled = p.wait ? 1u : 0u;
     args.epilogue.hook.sig = p.notify_sig;
     args.epilogue.hook.channel0 = p.notify_channel0;
-    args.epilogue.hook.n_tiles = args.mainloop.moe.n_tiles;
+    args.epilogue.hook.n_tiles = args.mainloop.hook.n_tiles;
     args.epilogue.hook.enabled = p.notify ? 1u : 0u;
     launcher_.init(args, p.device, p.sm_count,
                    "moe grouped GEMM kernel, (rows, n, k, experts) = (" + std::to_string(rows) + ", " +
@@ -198,14 +196,14 @@ class Sm90MoeGemmKernelImpl final : public Sm90MoeGemmKernel {
   }
 
   void run(uint64_t epoch, cudaStream_t stream) override {
-    launcher_.params().mainloop.moe.sig.epoch = epoch;
+    launcher_.params().mainloop.hook.sig.epoch = epoch;
     launcher_.params().epilogue.hook.sig.epoch = epoch;
     launcher_.launch(stream);
   }
 
   int ctas() const override { return launcher_.ctas(); }
   void set_trace(const TraceView& trace) override {
-    launcher_.params().mainloop.moe.trace = trace;
+    launcher_.params().mainloop.hook.trace = trace;
     launcher_.params().epilogue.hook.trace = trace;
   }
 
