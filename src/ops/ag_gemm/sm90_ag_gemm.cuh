@@ -1,11 +1,11 @@
 // CUTLASS 4.2 sm90 assembly of the fused AG+GEMM kernel (see docs/design/ag_gemm_kernel.md for
 // the reading of CUTLASS this relies on). Included only by the one-configuration .cu files.
 //
-//  - Sm90AgGemmMainloop<Base>: Base = the builder's TMA + GMMA warp-specialized mainloop. Its
-//    load() first waits, in the TMA-issuing lane of the producer warp, on the all-gather channels
-//    that cover the tile's A rows (consumer_tile_wait: acquire, then fence.proxy.async so that
-//    the TMA loads see the rows), then runs Base::load unchanged. The producer holds no pipeline
-//    stage while it waits: the consumers finish the previous tile meanwhile.
+//  - Sm90AgGemmMainloop<Base>: Base = the builder's TMA + GMMA warp-specialized mainloop, hooked
+//    (ops/common/sm90_hooked_mainloop.cuh) with AgGemmWait: its load() first waits, in one lane
+//    of the producer warp, on the all-gather channels that cover the tile's A rows
+//    (consumer_tile_wait: acquire, then fence.proxy.async so that the TMA loads see the rows),
+//    then runs Base::load unchanged.
 //  - Sm90RowOrderedTileScheduler (ops/common/sm90_row_ordered_scheduler.cuh): tile rows in the
 //    order they arrive on this rank (m_order), the same permuted tile for every warp.
 #pragma once
@@ -31,16 +31,6 @@
 
 namespace tilelink::detail {
 
-// What the producer warp waits on; travels in the mainloop's Params.
-struct AgGemmWait {
-  AllGatherPlan plan;
-  SignalView sig;
-  uint32_t m = 0;        // rows of A
-  uint32_t n_tiles = 0;  // names a tile (m_tile * n_tiles + n_tile) in a timeout report
-  uint32_t enabled = 0;  // 0: plain GEMM
-  TraceView trace;       // on: the producer records each tile's wait and loads
-};
-
 // One thread's view of consumer_tile_wait, for all_gather_wait_rows (no block barriers: the
 // other warps of a warp-specialized CTA never reach one).
 struct ThreadWaitCtx {
@@ -50,49 +40,35 @@ struct ThreadWaitCtx {
   }
 };
 
-template <class Base>
-struct Sm90AgGemmMainloop : Sm90HookedMainloop<Base, AgGemmWait> {
-  using typename Sm90HookedMainloop<Base, AgGemmWait>::Params;
+// What the producer warp waits on (the mainloop's hook, sm90_hooked_mainloop.cuh): the
+// all-gather channels that cover the tile's rows of A.
+struct AgGemmWait {
+  AllGatherPlan plan;
+  SignalView sig;
+  uint32_t m = 0;        // rows of A
+  uint32_t n_tiles = 0;  // names a tile (m_tile * n_tiles + n_tile) in a timeout report
+  uint32_t enabled = 0;  // 0: plain GEMM
+  TraceView trace;       // on: the producer records each tile's wait and loads
 
-  template <class TensorA, class TensorB, class KTileIterator, class BlockCoord>
-  CUTLASS_DEVICE void load(Params const& params, typename Base::MainloopPipeline pipeline,
-                           typename Base::PipelineState smem_pipe_write,
-                           cute::tuple<TensorA, TensorB> const& load_inputs, BlockCoord const& blk_coord,
-                           KTileIterator k_tile_iter, int k_tile_count, int thread_idx,
-                           uint32_t block_rank_in_cluster, typename Base::TensorStorage& shared_tensors) {
-    const uint32_t traced_tile = static_cast<uint32_t>(cute::get<0>(blk_coord)) * params.hook.n_tiles +
-                                 static_cast<uint32_t>(cute::get<1>(blk_coord));
-    const uint64_t t_wait = trace_start(params.hook.trace);
-    if (params.hook.enabled) {
-      constexpr uint32_t kTileM = cute::size<0>(typename Base::TileShape{});
-      const uint32_t m_tile = static_cast<uint32_t>(cute::get<0>(blk_coord));
-      const uint32_t row0 = m_tile * kTileM;
-      // Rows past M (the padding tile of an odd tile-row count) are zero-filled by TMA.
-      if (cute::elect_one_sync() && row0 < params.hook.m) {
-        const uint32_t rows = params.hook.m - row0 < kTileM ? params.hook.m - row0 : kTileM;
-        const int32_t tile = static_cast<int32_t>(m_tile * params.hook.n_tiles +
-                                                  static_cast<uint32_t>(cute::get<1>(blk_coord)));
-        ThreadWaitCtx ctx;
-        all_gather_wait_rows(ctx, params.hook.plan, params.hook.sig, row0, rows, tile);
-      }
-      // The acquire and proxy fence ran in the lane Base::load elects for its TMA copies; every
-      // lane repeats the proxy fence after the warp barrier so that the order holds whichever
-      // lane issues them.
-      __syncwarp();
-      asm volatile("fence.proxy.async.global;" ::: "memory");
-    }
-    const uint64_t t_load = trace_start(params.hook.trace);
-    Base::load(params, pipeline, smem_pipe_write, load_inputs, blk_coord, k_tile_iter, k_tile_count,
-               thread_idx, block_rank_in_cluster, shared_tensors);
-    // A cluster's padding tile along N (n_tile >= n_tiles, kernels clustered along N) records
-    // nothing: its number would be the next tile row's first tile.
-    const bool real_tile = static_cast<uint32_t>(cute::get<1>(blk_coord)) < params.hook.n_tiles;
-    if (params.hook.trace.on() && real_tile && cute::elect_one_sync()) {
-      trace_span(params.hook.trace, TraceKind::kWait, traced_tile, TraceRole::kProducer, t_wait, t_load);
-      trace_span(params.hook.trace, TraceKind::kLoad, traced_tile, TraceRole::kProducer, t_load, global_time_ns());
+  // In one lane; rows past M (the padding tile of an odd tile-row count) are zero-filled by TMA
+  // and waited for by nobody.
+  template <uint32_t kTileM>
+  CUTLASS_DEVICE void wait(uint32_t m_tile, uint32_t n_tile) const {
+    const uint32_t row0 = m_tile * kTileM;
+    if (cute::elect_one_sync() && row0 < m) {
+      const uint32_t rows = m - row0 < kTileM ? m - row0 : kTileM;
+      ThreadWaitCtx ctx;
+      all_gather_wait_rows(ctx, plan, sig, row0, rows, static_cast<int32_t>(m_tile * n_tiles + n_tile));
     }
   }
+  template <class BlockCoord>
+  CUTLASS_DEVICE BlockCoord load_coord(BlockCoord const& blk_coord) const {
+    return blk_coord;
+  }
 };
+
+template <class Base>
+using Sm90AgGemmMainloop = Sm90HookedMainloop<Base, AgGemmWait>;
 
 // The kernel type for one configuration: the bf16 TN GEMM with the waiting mainloop and the
 // traced epilogue.

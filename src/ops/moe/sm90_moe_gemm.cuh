@@ -7,10 +7,11 @@
 // tiles at l = tile_expert[t]; A and D are the plain (rows, K) and (rows, N) matrices, which
 // ignore l. Clusters may only span N (two CTAs of a cluster share A's rows; their B tiles differ).
 //
-// Sm90MoeGemmMainloop<Base>: Base = the builder's TMA + GMMA warp-specialized mainloop. Its
-// load() first waits, in the TMA-issuing lane of the producer warp, on the gather stage's channel
-// of the tile (consumer_tile_wait, then fence.proxy.async so that TMA sees the gathered rows),
-// then runs Base::load with the tile's expert as the batch coordinate.
+// Sm90MoeGemmMainloop<Base>: Base = the builder's TMA + GMMA warp-specialized mainloop, hooked
+// (ops/common/sm90_hooked_mainloop.cuh) with MoeGemmWait: its load() first waits, in one lane of
+// the producer warp, on the gather stage's channel of the tile (consumer_tile_wait, then
+// fence.proxy.async so that TMA sees the gathered rows), then runs Base::load with the tile's
+// expert as the batch coordinate.
 //
 // Sm90MoeGemmEpilogue<Base>: Base = the builder's TMA epilogue. For part 2, after Base::store of
 // a tile the warp that issued its TMA stores waits for them to be written, fences the async proxy
@@ -35,7 +36,8 @@
 
 namespace tilelink::detail {
 
-// What the producer waits on and where B's expert comes from; travels in the mainloop's Params.
+// What the producer waits on and where B's expert comes from: the mainloop's hook
+// (sm90_hooked_mainloop.cuh).
 struct MoeGemmWait {
   SignalView sig;
   uint32_t channel0 = 0;
@@ -44,6 +46,20 @@ struct MoeGemmWait {
   uint32_t n_tiles = 0;  // names a tile (t * n_tiles + n_tile) in a timeout report
   uint32_t enabled = 0;  // 0: no waits (rows already in place)
   TraceView trace;       // on: the producer records each tile's wait and loads
+
+  // The gather stage's channel of the tile row, in one lane.
+  template <uint32_t kTileM>
+  CUTLASS_DEVICE void wait(uint32_t m_tile, uint32_t n_tile) const {
+    if (cute::elect_one_sync()) {
+      tilelink::consumer_tile_wait(sig, channel0 + m_tile, 1, 1, static_cast<int32_t>(m_tile * n_tiles + n_tile));
+    }
+  }
+  // The tile row's expert as the batch coordinate of B (A and D ignore it).
+  template <class BlockCoord>
+  CUTLASS_DEVICE auto load_coord(BlockCoord const& blk_coord) const {
+    const int expert = static_cast<int>(__ldg(tile_expert + static_cast<uint32_t>(cute::get<0>(blk_coord))));
+    return cute::make_coord(cute::get<0>(blk_coord), cute::get<1>(blk_coord), cute::get<2>(blk_coord), expert);
+  }
 };
 
 // What a finished tile notifies (part 2); the epilogue's hook (sm90_hooked_epilogue.cuh).
@@ -113,40 +129,6 @@ struct Sm90MoeGemmMainloop : Sm90HookedMainloop<Base, MoeGemmWait> {
     const auto gA_any_l =
         cute::make_tensor(gA.data(), cute::make_layout(gA.shape(), cute::replace<4>(gA.stride(), cute::Int<0>{})));
     return cute::make_tuple(gA_any_l, cute::get<1>(b_inputs));
-  }
-
-  template <class TensorA, class TensorB, class KTileIterator, class BlockCoord>
-  CUTLASS_DEVICE void load(Params const& params, typename Base::MainloopPipeline pipeline,
-                           typename Base::PipelineState smem_pipe_write,
-                           cute::tuple<TensorA, TensorB> const& load_inputs, BlockCoord const& blk_coord,
-                           KTileIterator k_tile_iter, int k_tile_count, int thread_idx,
-                           uint32_t block_rank_in_cluster, typename Base::TensorStorage& shared_tensors) {
-    const uint32_t tile = static_cast<uint32_t>(cute::get<0>(blk_coord));
-    const uint32_t traced_tile = tile * params.hook.n_tiles + static_cast<uint32_t>(cute::get<1>(blk_coord));
-    const uint64_t t_wait = trace_start(params.hook.trace);
-    if (params.hook.enabled) {
-      if (cute::elect_one_sync()) {
-        const int32_t report = static_cast<int32_t>(tile * params.hook.n_tiles +
-                                                    static_cast<uint32_t>(cute::get<1>(blk_coord)));
-        tilelink::consumer_tile_wait(params.hook.sig, params.hook.channel0 + tile, 1, 1, report);
-      }
-      // As in AG+GEMM: every lane repeats the proxy fence after the warp barrier, whichever lane
-      // Base::load elects for its TMA copies.
-      __syncwarp();
-      asm volatile("fence.proxy.async.global;" ::: "memory");
-    }
-    const int expert = static_cast<int>(__ldg(params.hook.tile_expert + tile));
-    const uint64_t t_load = trace_start(params.hook.trace);
-    Base::load(params, pipeline, smem_pipe_write, load_inputs,
-               cute::make_coord(cute::get<0>(blk_coord), cute::get<1>(blk_coord), cute::get<2>(blk_coord), expert),
-               k_tile_iter, k_tile_count, thread_idx, block_rank_in_cluster, shared_tensors);
-    // A cluster's padding tile along N (n_tile >= n_tiles: it stores nothing) records nothing:
-    // its number would be the next tile row's first tile.
-    const bool real_tile = static_cast<uint32_t>(cute::get<1>(blk_coord)) < params.hook.n_tiles;
-    if (params.hook.trace.on() && real_tile && cute::elect_one_sync()) {
-      trace_span(params.hook.trace, TraceKind::kWait, traced_tile, TraceRole::kProducer, t_wait, t_load);
-      trace_span(params.hook.trace, TraceKind::kLoad, traced_tile, TraceRole::kProducer, t_load, global_time_ns());
-    }
   }
 };
 
