@@ -76,25 +76,21 @@ template <class TileShape, class ClusterShape>
 using Sm90AgGemmTypes = Sm90Bf16TnGemm<TileShape, ClusterShape, Sm90AgGemmMainloop, Sm90TracedEpilogue>;
 
 template <class TileShape, class ClusterShape>
-class Sm90AgGemmKernelImpl final : public Sm90AgGemmKernel {
+class Sm90AgGemmKernelImpl final
+    : public Sm90GemmKernelImpl<Sm90AgGemmKernelImpl<TileShape, ClusterShape>, Sm90AgGemmKernel,
+                                Sm90AgGemmTypes<TileShape, ClusterShape>, Sm90AgGemmProblem, Sm90AgGemmConfigInfo> {
   using Types = Sm90AgGemmTypes<TileShape, ClusterShape>;
   using Kernel = typename Types::Kernel;
+  using Sm90AgGemmKernelImpl::Sm90GemmKernelImpl::launcher_;
+  static constexpr uint32_t kTileN = Types::kTileN;
 
  public:
-  static constexpr uint32_t kTileM = Types::kTileM, kTileN = Types::kTileN;
-  static constexpr uint32_t kClusterM = Types::kClusterM, kClusterN = Types::kClusterN;
-
   static std::string can_implement(const Sm90AgGemmProblem& p) {
     return Types::check(p.m, p.n, p.k, p.lda, p.sm_count, p.swizzle);
   }
 
-  static std::unique_ptr<Sm90AgGemmKernel> make(const Sm90AgGemmProblem& p) {
-    return std::make_unique<Sm90AgGemmKernelImpl>(p);
-  }
-
   explicit Sm90AgGemmKernelImpl(const Sm90AgGemmProblem& p) {
-    const std::string why = can_implement(p);
-    if (!why.empty()) throw InvalidArgument("ag_gemm kernel: " + why);
+    this->require(p, "ag_gemm kernel");
     const int m = static_cast<int>(p.m), n = static_cast<int>(p.n), k = static_cast<int>(p.k);
 
     typename Kernel::Arguments args{};
@@ -121,15 +117,6 @@ class Sm90AgGemmKernelImpl final : public Sm90AgGemmKernel {
     launcher_.params().epilogue.hook.view = trace;
   }
 
-  int ctas() const override { return launcher_.ctas(); }
-
-  static Sm90AgGemmConfigInfo info(const char* name) {
-    return {name, kTileM, kTileN, static_cast<uint32_t>(cute::size<2>(TileShape{})), kClusterM, kClusterN,
-            &can_implement, &make};
-  }
-
- private:
-  Sm90PersistentLauncher<Kernel> launcher_;
 };
 
 }  // namespace tilelink::detail

@@ -51,6 +51,7 @@ struct Sm90Bf16TnGemm {
 
   static constexpr uint32_t kTileM = cute::size<0>(TileShape{});
   static constexpr uint32_t kTileN = cute::size<1>(TileShape{});
+  static constexpr uint32_t kTileK = cute::size<2>(TileShape{});
   static constexpr uint32_t kClusterM = cute::size<0>(ClusterShape{});
   static constexpr uint32_t kClusterN = cute::size<1>(ClusterShape{});
 

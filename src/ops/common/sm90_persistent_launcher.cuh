@@ -12,6 +12,7 @@
 #include <cutlass/device_kernel.h>
 
 #include <algorithm>
+#include <memory>
 #include <string>
 
 #include "tilelink/core/error.hpp"
@@ -85,6 +86,33 @@ class Sm90PersistentLauncher {
 
   typename Kernel::Params params_{};
   dim3 grid_{};
+};
+
+// What every op's sm90 GEMM kernel configuration shares (CRTP: Impl derives from it): the kernel
+// type's tiles and cluster (Types: Sm90Bf16TnGemm), the persistent launcher, make() and the row of
+// the op's configuration table (Info: name, tile_m/n/k, cluster_m/n, can_implement, make).
+// Impl supplies `static std::string can_implement(const Problem&)` and a constructor from Problem
+// that fills the kernel's Arguments and calls init().
+template <class Impl, class Interface, class Types, class Problem, class Info>
+class Sm90GemmKernelImpl : public Interface {
+ public:
+  using Kernel = typename Types::Kernel;
+  static constexpr uint32_t kTileM = Types::kTileM, kTileN = Types::kTileN;
+  static constexpr uint32_t kClusterM = Types::kClusterM, kClusterN = Types::kClusterN;
+
+  static std::unique_ptr<Interface> make(const Problem& p) { return std::make_unique<Impl>(p); }
+  static Info info(const char* name) {
+    return {name, kTileM, kTileN, Types::kTileK, kClusterM, kClusterN, &Impl::can_implement, &make};
+  }
+  int ctas() const override { return launcher_.ctas(); }
+
+ protected:
+  // Throws InvalidArgument "<what>: <why>" unless Impl can run `p`.
+  static void require(const Problem& p, const char* what) {
+    if (const std::string why = Impl::can_implement(p); !why.empty()) throw InvalidArgument(std::string(what) + ": " + why);
+  }
+
+  Sm90PersistentLauncher<Kernel> launcher_;
 };
 
 }  // namespace tilelink::detail

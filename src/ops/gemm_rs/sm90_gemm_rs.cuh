@@ -92,14 +92,15 @@ template <class TileShape, class ClusterShape>
 using Sm90GemmRsTypes = Sm90Bf16TnGemm<TileShape, ClusterShape, NoWrap, Sm90NotifyEpilogue>;
 
 template <class TileShape, class ClusterShape>
-class Sm90GemmRsKernelImpl final : public Sm90GemmRsKernel {
+class Sm90GemmRsKernelImpl final
+    : public Sm90GemmKernelImpl<Sm90GemmRsKernelImpl<TileShape, ClusterShape>, Sm90GemmRsKernel,
+                                Sm90GemmRsTypes<TileShape, ClusterShape>, Sm90GemmRsProblem, Sm90GemmRsConfigInfo> {
   using Types = Sm90GemmRsTypes<TileShape, ClusterShape>;
   using Kernel = typename Types::Kernel;
+  using Sm90GemmRsKernelImpl::Sm90GemmKernelImpl::launcher_;
+  static constexpr uint32_t kTileM = Types::kTileM;
 
  public:
-  static constexpr uint32_t kTileM = Types::kTileM, kTileN = Types::kTileN;
-  static constexpr uint32_t kClusterM = Types::kClusterM, kClusterN = Types::kClusterN;
-
   static std::string can_implement(const Sm90GemmRsProblem& p) {
     if (p.plan.rows_per_rank % kTileM != 0) {
       return "argument 'm_per_rank' = " + std::to_string(p.plan.rows_per_rank) + ": expected a multiple of " +
@@ -108,12 +109,8 @@ class Sm90GemmRsKernelImpl final : public Sm90GemmRsKernel {
     return Types::check(p.m, p.n, p.k, p.k, p.sm_count, p.swizzle);
   }
 
-  static std::unique_ptr<Sm90GemmRsKernel> make(const Sm90GemmRsProblem& p) {
-    return std::make_unique<Sm90GemmRsKernelImpl>(p);
-  }
-
   explicit Sm90GemmRsKernelImpl(const Sm90GemmRsProblem& p) {
-    if (const std::string why = can_implement(p); !why.empty()) throw InvalidArgument("gemm_rs kernel: " + why);
+    this->require(p, "gemm_rs kernel");
     const int m = static_cast<int>(p.m), n = static_cast<int>(p.n), k = static_cast<int>(p.k);
     typename Kernel::Arguments args{};
     Types::set_problem(args, p.m, p.n, p.k, p.a, p.k, p.b, p.d, p.m_order, p.swizzle);
@@ -130,16 +127,7 @@ class Sm90GemmRsKernelImpl final : public Sm90GemmRsKernel {
     launcher_.params().epilogue.hook.enabled = notify;
     launcher_.launch(stream);
   }
-  int ctas() const override { return launcher_.ctas(); }
   void set_trace(const TraceView& trace) override { launcher_.params().epilogue.hook.trace = trace; }
-
-  static Sm90GemmRsConfigInfo info(const char* name) {
-    return {name, kTileM, kTileN, static_cast<uint32_t>(cute::size<2>(TileShape{})), kClusterM, kClusterN,
-            &can_implement, &make};
-  }
-
- private:
-  Sm90PersistentLauncher<Kernel> launcher_;
 };
 
 }  // namespace tilelink::detail

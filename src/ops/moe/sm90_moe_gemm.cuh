@@ -132,14 +132,22 @@ struct Sm90MoeGemmMainloop : Sm90HookedMainloop<Base, MoeGemmWait> {
   }
 };
 
+// The kernel type for one configuration: the bf16 TN GEMM with the waiting mainloop and the
+// notifying epilogue.
 template <class TileShape, class ClusterShape>
-class Sm90MoeGemmKernelImpl final : public Sm90MoeGemmKernel {
-  using Types = Sm90Bf16TnGemm<TileShape, ClusterShape, Sm90MoeGemmMainloop, Sm90MoeGemmEpilogue>;
+using Sm90MoeGemmTypes = Sm90Bf16TnGemm<TileShape, ClusterShape, Sm90MoeGemmMainloop, Sm90MoeGemmEpilogue>;
+
+template <class TileShape, class ClusterShape>
+class Sm90MoeGemmKernelImpl final
+    : public Sm90GemmKernelImpl<Sm90MoeGemmKernelImpl<TileShape, ClusterShape>, Sm90MoeGemmKernel,
+                                Sm90MoeGemmTypes<TileShape, ClusterShape>, Sm90MoeGemmProblem, Sm90MoeGemmConfigInfo> {
+  using Types = Sm90MoeGemmTypes<TileShape, ClusterShape>;
   using Kernel = typename Types::Kernel;
+  using Sm90MoeGemmKernelImpl::Sm90GemmKernelImpl::launcher_;
+  static constexpr uint32_t kTileM = Types::kTileM, kTileN = Types::kTileN;
   static_assert(Types::kClusterM == 1, "a cluster's CTAs share B tiles along M: one expert's only along N");
 
  public:
-  static constexpr uint32_t kTileM = Types::kTileM, kTileN = Types::kTileN;
 
   static std::string can_implement(const Sm90MoeGemmProblem& p) {
     if (p.max_tiles == 0) return "no tile rows: expected at least one token";
@@ -150,13 +158,8 @@ class Sm90MoeGemmKernelImpl final : public Sm90MoeGemmKernel {
     return Types::check(p.max_tiles * kTileM, p.n, p.k, p.k, p.sm_count, p.swizzle);
   }
 
-  static std::unique_ptr<Sm90MoeGemmKernel> make(const Sm90MoeGemmProblem& p) {
-    return std::make_unique<Sm90MoeGemmKernelImpl>(p);
-  }
-
   explicit Sm90MoeGemmKernelImpl(const Sm90MoeGemmProblem& p) {
-    const std::string why = can_implement(p);
-    if (!why.empty()) throw InvalidArgument("moe grouped GEMM kernel: " + why);
+    this->require(p, "moe grouped GEMM kernel");
     const uint32_t rows = p.max_tiles * kTileM;
     typename Kernel::Arguments args{};
     Types::set_problem(args, rows, p.n, p.k, p.a, p.k, p.b, p.d, p.order, p.swizzle);
@@ -183,19 +186,10 @@ class Sm90MoeGemmKernelImpl final : public Sm90MoeGemmKernel {
     launcher_.launch(stream);
   }
 
-  int ctas() const override { return launcher_.ctas(); }
   void set_trace(const TraceView& trace) override {
     launcher_.params().mainloop.hook.trace = trace;
     launcher_.params().epilogue.hook.trace = trace;
   }
-
-  static Sm90MoeGemmConfigInfo info(const char* name) {
-    return {name,  kTileM, kTileN, static_cast<uint32_t>(cute::size<2>(TileShape{})), Types::kClusterM,
-            Types::kClusterN, &can_implement, &make};
-  }
-
- private:
-  Sm90PersistentLauncher<Kernel> launcher_;
 };
 
 }  // namespace tilelink::detail
