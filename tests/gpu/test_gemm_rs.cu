@@ -157,40 +157,36 @@ TEST(GemmRsArgumentsTest, RefusesWhatItCannotRun) {
   good.b = {buf.get(), buf.get()};
   good.out = {buf.get(), buf.get()};
   ASSERT_EQ(GemmRs::can_implement(env.world, env.heap, good), "");
-  auto refused = [&](const GemmRsArguments& a, const std::string& needle) { expect_refused<GemmRs>(env, a, needle); };
-  GemmRsArguments a = good;
-  a.m = 511;
-  refused(a, "'m' = 511");
-  a = good;
-  a.m = 384;  // 192 rows per rank: not whole 128-row tiles
-  refused(a, "'m_per_rank' = 192");
-  a = good;
-  a.n = 260;
-  refused(a, "'n' = 260");
-  a = good;
-  a.k = 100;
-  refused(a, "'k' = 100");
-  a = good;
-  a.out[1] = nullptr;
-  refused(a, "'out[1]' = nullptr");
-  a = good;
-  a.m = 1024;  // partial holds 512 x 256
-  refused(a, "'partial' holds");
-  a = good;
-  a.config.scatter = GemmRsScatter::kCopyEngine;
-  a.config.granularity = SignalGranularity::kTileRow;
-  refused(a, "'recv'");  // the copy engine's receive buffer is missing
-  a.recv = &partial;
-  EXPECT_EQ(GemmRs::can_implement(env.world, env.heap, a), "");
-  a.config.granularity = SignalGranularity::kTile;
-  refused(a, "'config.granularity' = tile");
-  a = good;
-  a.config.granularity = static_cast<SignalGranularity>(3);
-  refused(a, "'config.granularity' = 3");
-  // The reduction in whole clusters, up to the budget, leaves the GEMM nothing: its knob is named.
-  a = good;
-  a.config.reduce_blocks = static_cast<uint32_t>(env.world.sm_budget(0));
-  refused(a, "'config.reduce_blocks' = " + std::to_string(env.world.sm_budget(0)) + ": the reduction takes");
+  using A = GemmRsArguments;
+  const auto copy_engine = [](A& a, SignalGranularity granularity) {
+    a.config.scatter = GemmRsScatter::kCopyEngine;
+    a.config.granularity = granularity;
+  };
+  expect_refusals<GemmRs>(env, good, {
+      {[](A& a) { a.m = 511; }, "'m' = 511"},
+      {[](A& a) { a.m = 384; }, "'m_per_rank' = 192"},  // 192 rows per rank: not whole 128-row tiles
+      {[](A& a) { a.n = 260; }, "'n' = 260"},
+      {[](A& a) { a.k = 100; }, "'k' = 100"},
+      {[](A& a) { a.out[1] = nullptr; }, "'out[1]' = nullptr"},
+      {[](A& a) { a.m = 1024; }, "'partial' holds"},  // partial holds 512 x 256
+      // The copy engine's receive buffer is missing.
+      {[&](A& a) { copy_engine(a, SignalGranularity::kTileRow); }, "'recv'"},
+      // With it, the copy engine moves whole tile rows, not tiles.
+      {[&](A& a) {
+         copy_engine(a, SignalGranularity::kTile);
+         a.recv = &partial;
+       },
+       "'config.granularity' = tile"},
+      {[](A& a) { a.config.granularity = static_cast<SignalGranularity>(3); }, "'config.granularity' = 3"},
+      // The reduction in whole clusters, up to the budget, leaves the GEMM nothing: its knob is named.
+      {[&](A& a) { a.config.reduce_blocks = static_cast<uint32_t>(env.world.sm_budget(0)); },
+       "'config.reduce_blocks' = " + std::to_string(env.world.sm_budget(0)) + ": the reduction takes"},
+  });
+  // ... and accepted with it, in tile rows.
+  GemmRsArguments with_recv = good;
+  copy_engine(with_recv, SignalGranularity::kTileRow);
+  with_recv.recv = &partial;
+  EXPECT_EQ(GemmRs::can_implement(env.world, env.heap, with_recv), "");
   settle();
 }
 
