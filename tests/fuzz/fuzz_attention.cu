@@ -81,12 +81,7 @@ Outcome run_draw(Harness& h, const SpAttentionDraw& d, uint64_t seed) {
           for (uint32_t head = 0; head < H; ++head) queries.push_back({token, position(r, i), head});
         }
       }
-      test::attention_ref::Shape shape;
-      shape.seq_len = seq_len;
-      shape.q_heads = H;
-      shape.kv_heads = d.args.kv_heads;
-      shape.head_dim = hd;
-      shape.causal = d.args.causal;
+      const AttentionShape shape{seq_len, H, d.args.kv_heads, hd, d.args.causal};
       test::attention_ref::reference_attention(world.device(0), shape, q_tokens, kv_seq, queries, o_ref, lse_ref);
     }
     double err2 = 0, ref2 = 0;
