@@ -1,18 +1,45 @@
 // One draw per op: the world, the shape, the offsets and the op's whole Config (fuzz_space.hpp).
 #pragma once
 
+#include <type_traits>
+
 #include "fuzz_knobs.hpp"
 
 namespace tilelink::fuzz {
 
 // ---- the ops' draws --------------------------------------------------------------------------------
+// A draw is the world and the op's Arguments with everything but the buffers (sizes, offsets,
+// configuration): a runner copies them and attaches its buffers. The MoE ops' draws add the
+// routing; GemmRs's and Mlp's whether the caller passes the receive slots (needed by the
+// copy-engine scatter only).
 
-// AllGather: rows_per_rank rows of row_bytes each from every rank, at gathered_offset.
-struct AllGatherDraw {
+template <class Args>
+struct Draw {
   int world = 1;
-  AllGatherArguments args;  // all but `gathered`
+  Args args;
 };
 
+template <class Args>
+struct RoutedDraw : Draw<Args> {
+  SyntheticRouting routing = SyntheticRouting::kUniform;
+};
+
+template <class Args>
+struct RecvDraw : Draw<Args> {
+  bool with_recv = true;
+};
+
+using AllGatherDraw = Draw<AllGatherArguments>;
+using ReduceScatterDraw = Draw<ReduceScatterArguments>;
+using AgGemmDraw = Draw<AgGemmArguments>;
+using GemmRsDraw = RecvDraw<GemmRsArguments>;
+using MlpDraw = RecvDraw<MlpArguments>;
+using MoeAgDraw = RoutedDraw<MoeAgGroupGemmArguments>;
+using MoeRsDraw = RoutedDraw<MoeGemmRsArguments>;
+using MoeLayerDraw = RoutedDraw<MoeLayerArguments>;
+using SpAttentionDraw = Draw<SpAttentionArguments>;
+
+// AllGather: rows_per_rank rows of row_bytes each from every rank, at gathered_offset.
 inline AllGatherDraw draw_all_gather(Rng& r, const Space& s) {
   AllGatherDraw d;
   d.world = draw::world(r);
@@ -24,11 +51,6 @@ inline AllGatherDraw draw_all_gather(Rng& r, const Space& s) {
 }
 
 // ReduceScatter: world * rows_per_rank rows of `cols` floats on every rank.
-struct ReduceScatterDraw {
-  int world = 1;
-  ReduceScatterArguments args;  // all but the buffers
-};
-
 inline ReduceScatterDraw draw_reduce_scatter(Rng& r, const Space& s) {
   ReduceScatterDraw d;
   d.world = draw::world(r);
@@ -43,11 +65,6 @@ inline ReduceScatterDraw draw_reduce_scatter(Rng& r, const Space& s) {
 }
 
 // AgGemm: C (world * m_per_rank x n) = allgather(A) * B^T, A at a_offset in its buffer.
-struct AgGemmDraw {
-  int world = 1;
-  AgGemmArguments args;  // all but the buffers
-};
-
 inline AgGemmDraw draw_ag_gemm(Rng& r, const Space& s) {
   AgGemmDraw d;
   d.world = draw::world(r);
@@ -74,12 +91,6 @@ inline uint32_t draw_split_m(Rng& r, const Space& s, int world) {
 }
 
 // GemmRs: every rank's M x K partial product, reduced and scattered in rows of M / world.
-struct GemmRsDraw {
-  int world = 1;
-  bool with_recv = true;  // the receive slots (needed by the copy-engine scatter only)
-  GemmRsArguments args;   // all but the buffers
-};
-
 inline GemmRsDraw draw_gemm_rs(Rng& r, const Space& s) {
   GemmRsDraw d;
   d.world = draw::world(r);
@@ -92,12 +103,6 @@ inline GemmRsDraw draw_gemm_rs(Rng& r, const Space& s) {
 }
 
 // Mlp: AG+GEMM (fc1) -> activation -> GEMM+RS (fc2); intermediate over all ranks.
-struct MlpDraw {
-  int world = 1;
-  bool with_recv = true;
-  MlpArguments args;  // all but the buffers
-};
-
 inline MlpDraw draw_mlp(Rng& r, const Space& s) {
   MlpDraw d;
   d.world = draw::world(r);
@@ -116,75 +121,61 @@ inline MlpDraw draw_mlp(Rng& r, const Space& s) {
   return d;
 }
 
-// MoeAgGroupGemm: all-gather of the tokens + gather by expert + grouped GEMM (n columns).
-struct MoeAgDraw {
-  int world = 1;
-  SyntheticRouting routing = SyntheticRouting::kUniform;
-  MoeAgGroupGemmArguments args;  // all but the buffers
-};
+// The MoE ops' configurations, drawn for `world` ranks of tokens_per_rank tokens.
+inline void draw_moe_config(Rng& r, const Space& s, int world, uint32_t tokens_per_rank, MoeAgGroupGemmConfig& c) {
+  c = draw::moe_ag_config(r, s, world, tokens_per_rank);
+}
+inline void draw_moe_config(Rng& r, const Space& s, int world, uint32_t tokens_per_rank, MoeGemmRsConfig& c) {
+  c = draw::moe_rs_config(r, s, world, tokens_per_rank);
+}
+inline void draw_moe_config(Rng& r, const Space& s, int world, uint32_t tokens_per_rank, MoeLayerConfig& c) {
+  c.activation = draw::activation(r);
+  c.part1 = draw::moe_ag_config(r, s, world, tokens_per_rank);
+  c.part2 = draw::moe_rs_config(r, s, world, tokens_per_rank);
+  c.use_tune_cache = r.chance(50);
+}
 
-inline MoeAgDraw draw_moe_ag(Rng& r, const Space& s) {
-  MoeAgDraw d;
+// A MoE op's draw, in this order: the world, the tokens per rank, the op's own sizes (`sizes`,
+// given the args and the world), the experts and top-k, the offset of the tokens in x (the ops
+// that gather x), the routing, the configuration.
+template <class Args, class Sizes>
+RoutedDraw<Args> draw_moe(Rng& r, const Space& s, Sizes&& sizes) {
+  RoutedDraw<Args> d;
   d.world = draw::world(r);
   d.args.tokens_per_rank = draw::rows(r, s);
-  d.args.hidden = draw::width(r, s);
-  d.args.n = draw::width(r, s);
+  sizes(d.args, static_cast<uint32_t>(d.world));
   draw::experts_topk(r, s, &d.args.experts, &d.args.topk);
-  d.args.x_offset = draw::offset(r);
+  if constexpr (!std::is_same_v<Args, MoeGemmRsArguments>) d.args.x_offset = draw::offset(r);
   d.routing = draw::routing(r);
-  d.args.config = draw::moe_ag_config(r, s, d.world, d.args.tokens_per_rank);
+  draw_moe_config(r, s, d.world, d.args.tokens_per_rank, d.args.config);
   return d;
+}
+
+// MoeAgGroupGemm: all-gather of the tokens + gather by expert + grouped GEMM (n columns).
+inline MoeAgDraw draw_moe_ag(Rng& r, const Space& s) {
+  return draw_moe<MoeAgGroupGemmArguments>(r, s, [&](MoeAgGroupGemmArguments& a, uint32_t) {
+    a.hidden = draw::width(r, s);
+    a.n = draw::width(r, s);
+  });
 }
 
 // MoeGemmRs: grouped GEMM (k columns in, n out) + top-k combine + reduce-scatter to the owners.
-struct MoeRsDraw {
-  int world = 1;
-  SyntheticRouting routing = SyntheticRouting::kUniform;
-  MoeGemmRsArguments args;  // all but the buffers and the mappings
-};
-
 inline MoeRsDraw draw_moe_rs(Rng& r, const Space& s) {
-  MoeRsDraw d;
-  d.world = draw::world(r);
-  d.args.tokens_per_rank = draw::rows(r, s);
-  d.args.n = draw::width(r, s);
-  d.args.k = draw::width(r, s);
-  draw::experts_topk(r, s, &d.args.experts, &d.args.topk);
-  d.routing = draw::routing(r);
-  d.args.config = draw::moe_rs_config(r, s, d.world, d.args.tokens_per_rank);
-  return d;
+  return draw_moe<MoeGemmRsArguments>(r, s, [&](MoeGemmRsArguments& a, uint32_t) {
+    a.n = draw::width(r, s);
+    a.k = draw::width(r, s);
+  });
 }
 
 // MoeLayer: part 1 -> activation -> part 2; intermediate over all ranks.
-struct MoeLayerDraw {
-  int world = 1;
-  SyntheticRouting routing = SyntheticRouting::kUniform;
-  MoeLayerArguments args;  // all but the buffers
-};
-
 inline MoeLayerDraw draw_moe_layer(Rng& r, const Space& s) {
-  MoeLayerDraw d;
-  d.world = draw::world(r);
-  d.args.tokens_per_rank = draw::rows(r, s);
-  d.args.hidden = draw::width(r, s);
-  const uint32_t w = static_cast<uint32_t>(d.world);
-  d.args.intermediate = r.chance(95) ? w * 8 * r.small32(1, s.max_width / 8) : w * r.range32(0, s.max_width);
-  draw::experts_topk(r, s, &d.args.experts, &d.args.topk);
-  d.args.x_offset = draw::offset(r);
-  d.routing = draw::routing(r);
-  d.args.config.activation = draw::activation(r);
-  d.args.config.part1 = draw::moe_ag_config(r, s, d.world, d.args.tokens_per_rank);
-  d.args.config.part2 = draw::moe_rs_config(r, s, d.world, d.args.tokens_per_rank);
-  d.args.config.use_tune_cache = r.chance(50);
-  return d;
+  return draw_moe<MoeLayerArguments>(r, s, [&](MoeLayerArguments& a, uint32_t w) {
+    a.hidden = draw::width(r, s);
+    a.intermediate = r.chance(95) ? w * 8 * r.small32(1, s.max_width / 8) : w * r.range32(0, s.max_width);
+  });
 }
 
 // SpAttention: the K/V all-gather under flash attention, seq_per_rank tokens per rank.
-struct SpAttentionDraw {
-  int world = 1;
-  SpAttentionArguments args;  // all but the buffers
-};
-
 inline SpAttentionDraw draw_sp_attention(Rng& r, const Space& s) {
   SpAttentionDraw d;
   d.world = draw::world(r);
