@@ -17,6 +17,17 @@
 
 namespace tilelink::test {
 
+// The all-gather of rows_per_rank contiguous rows of row_bytes from each rank, comm_rows at a time
+// (the runners of the ops that gather their rows build theirs with it too).
+inline AllGatherPlan all_gather_plan(int world, uint32_t rows_per_rank, uint32_t comm_rows, uint32_t row_bytes,
+                                     AgMethod method, CommOrder order) {
+  return {.map = RowShardMapping{rows_per_rank, comm_rows, static_cast<uint32_t>(world)},
+          .row_bytes = row_bytes,
+          .pitch = row_bytes,
+          .method = method,
+          .order = order};
+}
+
 // ---- all-gather (comm/all_gather.hpp): SM blocks or the copy-engine stream, and a consumer ----------
 
 struct AgCase {
@@ -38,15 +49,7 @@ struct AgCase {
        << " comm_rows " << comm_rows << " bm " << bm;
     return os.str();
   }
-  AllGatherPlan plan() const {
-    AllGatherPlan p;
-    p.map = RowShardMapping{rows_per_rank, comm_rows, static_cast<uint32_t>(world)};
-    p.row_bytes = row_bytes;
-    p.pitch = row_bytes;
-    p.method = method;
-    p.order = order;
-    return p;
-  }
+  AllGatherPlan plan() const { return all_gather_plan(world, rows_per_rank, comm_rows, row_bytes, method, order); }
 };
 
 // The communication role's body: the real protocol, or a broken variant under test.
@@ -150,12 +153,10 @@ struct RsCase {
     return os.str();
   }
   ReduceScatterPlan plan() const {
-    ReduceScatterPlan p;
-    p.map = RowShardMapping{rows_per_rank, comm_rows, static_cast<uint32_t>(world)};
-    p.cols = cols;
-    p.method = method;
-    p.reduce_rows = reduce_rows;
-    return p;
+    return {.map = RowShardMapping{rows_per_rank, comm_rows, static_cast<uint32_t>(world)},
+            .cols = cols,
+            .method = method,
+            .reduce_rows = reduce_rows};
   }
 };
 

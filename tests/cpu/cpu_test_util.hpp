@@ -25,6 +25,14 @@ inline std::vector<unsigned char> random_bytes(std::mt19937_64& rng, size_t byte
   return v;
 }
 
+// "" if `got` holds the bits of `want`; else "<where()> = got, expected want" (`where` is called on
+// a mismatch only: the runners check every element).
+template <class Where>
+std::string float_mismatch(float got, float want, Where&& where) {
+  if (std::memcmp(&got, &want, sizeof(float)) == 0) return "";
+  return where() + " = " + std::to_string(got) + ", expected " + std::to_string(want);
+}
+
 inline std::vector<float> random_floats(std::mt19937_64& rng, size_t n) {
   std::uniform_real_distribution<float> dist(-1.f, 1.f);
   std::vector<float> v(n);

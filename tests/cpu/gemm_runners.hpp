@@ -43,12 +43,7 @@ inline std::string describe(const AgGemmCase& c) {
 // Runs `calls` consecutive calls with fresh A and B each; returns "" or the first mismatch.
 inline std::string run_ag_gemm(const AgGemmCase& c, uint64_t seed, int calls) {
   const uint32_t w = static_cast<uint32_t>(c.world);
-  AllGatherPlan ag;
-  ag.map = RowShardMapping{c.rows_per_rank, c.comm_rows, w};
-  ag.row_bytes = c.k * 4;
-  ag.pitch = ag.row_bytes;
-  ag.method = c.method;
-  ag.order = c.order;
+  const AllGatherPlan ag = all_gather_plan(c.world, c.rows_per_rank, c.comm_rows, c.k * 4, c.method, c.order);
   const uint32_t m = ag.map.total_rows();
 
   cpu::Executor ex(c.world, 64 << 20, ag.num_channels(), stress_options(seed));
@@ -102,12 +97,11 @@ inline std::string run_ag_gemm(const AgGemmCase& c, uint64_t seed, int calls) {
         for (uint32_t col = 0; col < c.n; ++col) {
           float want = 0.f;
           for (uint32_t kk = 0; kk < c.k; ++kk) want += a_full[size_t(row) * c.k + kk] * b[r][size_t(kk) * c.n + col];
-          const float g = got[size_t(row) * c.n + col];
-          if (std::memcmp(&g, &want, 4) != 0) {
+          const std::string e = float_mismatch(got[size_t(row) * c.n + col], want, [&] {
             return describe(c) + ": call " + std::to_string(call) + ", rank " + std::to_string(r) + " C[" +
-                   std::to_string(row) + "][" + std::to_string(col) + "] = " + std::to_string(g) +
-                   ", expected " + std::to_string(want);
-          }
+                   std::to_string(row) + "][" + std::to_string(col) + "]";
+          });
+          if (!e.empty()) return e;
         }
       }
     }
@@ -198,13 +192,12 @@ inline std::string run_gemm_rs_fused(GemmRsFusedPlan plan, uint32_t k, uint64_t 
             }
             want += partial;
           }
-          const float g = got[size_t(row) * plan.n + col];
-          if (std::memcmp(&g, &want, 4) != 0) {
+          const std::string e = float_mismatch(got[size_t(row) * plan.n + col], want, [&] {
             return "world " + std::to_string(w) + " scatter " + to_string(plan.scatter) + " granularity " +
-                   std::to_string(int(plan.granularity)) +
-                   ": call " + std::to_string(call) + ", owner " + std::to_string(o) + " out[" + std::to_string(row) +
-                   "][" + std::to_string(col) + "] = " + std::to_string(g) + ", expected " + std::to_string(want);
-          }
+                   std::to_string(int(plan.granularity)) + ": call " + std::to_string(call) + ", owner " +
+                   std::to_string(o) + " out[" + std::to_string(row) + "][" + std::to_string(col) + "]";
+          });
+          if (!e.empty()) return e;
         }
       }
     }

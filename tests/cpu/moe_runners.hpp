@@ -82,12 +82,7 @@ inline std::string check_mapping(const MoeMapping& m, const std::vector<int32_t>
 inline std::string run_moe(const MoeCase& c, uint64_t seed, int calls) {
   const uint32_t w = static_cast<uint32_t>(c.world);
   const uint32_t tokens = w * c.tokens_per_rank;
-  AllGatherPlan ag;
-  ag.map = RowShardMapping{c.tokens_per_rank, c.comm_rows, w};
-  ag.row_bytes = c.k * 4;
-  ag.pitch = ag.row_bytes;
-  ag.method = c.method;
-  ag.order = c.order;
+  const AllGatherPlan ag = all_gather_plan(c.world, c.tokens_per_rank, c.comm_rows, c.k * 4, c.method, c.order);
 
   // Room for the padded rows of any routing: every expert may pad up to bm - 1 rows.
   const uint32_t max_rows = tokens * c.topk + c.experts * c.bm;
@@ -160,12 +155,11 @@ inline std::string run_moe(const MoeCase& c, uint64_t seed, int calls) {
               want += x[size_t(token) * c.k + kk] * weights[r][(size_t(e) * c.k + kk) * c.n + col];
             }
           }
-          const float g = got[size_t(row) * c.n + col];
-          if (std::memcmp(&g, &want, 4) != 0) {
+          const std::string e = float_mismatch(got[size_t(row) * c.n + col], want, [&] {
             return describe(c) + ": call " + std::to_string(call) + ", rank " + std::to_string(r) + " row " +
-                   std::to_string(row) + " col " + std::to_string(col) + " = " + std::to_string(g) + ", expected " +
-                   std::to_string(want);
-          }
+                   std::to_string(row) + " col " + std::to_string(col);
+          });
+          if (!e.empty()) return e;
         }
       }
     }
@@ -265,12 +259,11 @@ inline std::string run_moe_rs(const MoeCase& c, uint64_t seed, int calls) {
             }
             want += rank_sum;
           }
-          const float g = got[size_t(i) * c.n + col];
-          if (std::memcmp(&g, &want, 4) != 0) {
+          const std::string e = float_mismatch(got[size_t(i) * c.n + col], want, [&] {
             return describe(c) + ": call " + std::to_string(call) + ", owner " + std::to_string(q) + " token " +
-                   std::to_string(token) + " col " + std::to_string(col) + " = " + std::to_string(g) +
-                   ", expected " + std::to_string(want);
-          }
+                   std::to_string(token) + " col " + std::to_string(col);
+          });
+          if (!e.empty()) return e;
         }
       }
     }

@@ -47,18 +47,16 @@ inline std::string describe(const SpCase& c) {
 }
 
 inline SpAttentionPlan make_plan(const SpCase& c) {
-  SpAttentionPlan p;
-  p.ag.map = RowShardMapping{c.seq_per_rank, c.comm_rows, uint32_t(c.world)};
-  p.ag.method = c.method;
-  p.ag.order = c.order;
-  p.q_heads = c.q_heads;
-  p.kv_heads = c.kv_heads;
-  p.head_dim = c.head_dim;
-  p.bq = c.bq;
-  p.causal = c.causal;
-  p.layout = c.layout;
-  p.local_first = c.local_first;
-  p.section_kv_heads = c.section_kv_heads;
+  SpAttentionPlan p{.ag = all_gather_plan(c.world, c.seq_per_rank, c.comm_rows, 0, c.method, c.order),
+                    .q_heads = c.q_heads,
+                    .kv_heads = c.kv_heads,
+                    .head_dim = c.head_dim,
+                    .bq = c.bq,
+                    .causal = c.causal,
+                    .layout = c.layout,
+                    .local_first = c.local_first,
+                    .section_kv_heads = c.section_kv_heads};
+  // K/V rows of the heads' floats, pitch_pad bytes apart.
   p.ag.row_bytes = p.kv_row_elems() * 4;
   p.ag.pitch = p.ag.row_bytes + c.pitch_pad;
   return p;

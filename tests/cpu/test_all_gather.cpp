@@ -33,41 +33,34 @@ struct Variant {
   bool copy_engine;
 };
 
+// `c` at `world` ranks, moved the variant's way.
+AgCase with_variant(AgCase c, int world, const Variant& v) {
+  c.world = world;
+  c.method = v.method;
+  c.order = v.order;
+  c.copy_engine = v.copy_engine;
+  return c;
+}
+
 class AllGatherProtocol : public ::testing::TestWithParam<Variant> {};
 
 TEST_P(AllGatherProtocol, EveryWorldSize) {
-  const Variant v = GetParam();
   for (int world = 1; world <= 8; ++world) {
-    AgCase c;
-    c.world = world;
-    c.method = v.method;
-    c.order = v.order;
-    c.copy_engine = v.copy_engine;
-    EXPECT_EQ(run_all_gather(c, 1000 + world, 3), "");
+    EXPECT_EQ(run_all_gather(with_variant(AgCase{}, world, GetParam()), 1000 + world, 3), "");
   }
 }
 
 TEST_P(AllGatherProtocol, TileShapes) {
-  const Variant v = GetParam();
   // comm tile > shard, comm tile = 1 row, consumer tile of 1 row and of several shards, one
-  // communication block per rank and more blocks than work items.
-  const struct {
-    uint32_t rows_per_rank, comm_rows, bm, comm_blocks, consumer_blocks;
-  } shapes[] = {{7, 16, 5, 2, 1}, {6, 1, 1, 1, 3}, {9, 4, 20, 7, 1}, {12, 5, 12, 16, 2}};
+  // communication block per rank and more blocks than work items; rows of 32 bytes.
+  const AgCase shapes[] = {
+      {.rows_per_rank = 7, .comm_rows = 16, .row_bytes = 32, .comm_blocks = 2, .consumer_blocks = 1, .bm = 5},
+      {.rows_per_rank = 6, .comm_rows = 1, .row_bytes = 32, .comm_blocks = 1, .consumer_blocks = 3, .bm = 1},
+      {.rows_per_rank = 9, .comm_rows = 4, .row_bytes = 32, .comm_blocks = 7, .consumer_blocks = 1, .bm = 20},
+      {.rows_per_rank = 12, .comm_rows = 5, .row_bytes = 32, .comm_blocks = 16, .consumer_blocks = 2, .bm = 12}};
   for (int world : {3, 5}) {
-    for (const auto& s : shapes) {
-      AgCase c;
-      c.world = world;
-      c.method = v.method;
-      c.order = v.order;
-      c.copy_engine = v.copy_engine;
-      c.rows_per_rank = s.rows_per_rank;
-      c.comm_rows = s.comm_rows;
-      c.bm = s.bm;
-      c.comm_blocks = s.comm_blocks;
-      c.consumer_blocks = s.consumer_blocks;
-      c.row_bytes = 32;
-      EXPECT_EQ(run_all_gather(c, 77 * world + s.comm_rows, 2), "");
+    for (const AgCase& s : shapes) {
+      EXPECT_EQ(run_all_gather(with_variant(s, world, GetParam()), 77 * world + s.comm_rows, 2), "");
     }
   }
 }
@@ -87,23 +80,20 @@ INSTANTIATE_TEST_SUITE_P(Sm, AllGatherProtocol,
                                            Variant{AgMethod::kPull, CommOrder::kFullMesh, true}),
                          variant_name);
 
-// The ring pull without the wait on the upstream rank's channel: a rank may copy a tile its
-// neighbour has not received yet. With delays on, the check must catch it as a wrong result.
+// A block context whose peer_tile_wait returns at once.
+class NoPeerWaitCtx : public BlockCtx {
+ public:
+  explicit NoPeerWaitCtx(const BlockCtx& ctx) : BlockCtx(ctx) {}
+  void peer_tile_wait(const SignalView&, uint32_t, int, uint32_t = 1, int32_t = -1) {}
+};
+
+// The ring pull without the wait on the upstream rank's channel (the library's block with its
+// peer waits skipped): a rank may copy a tile its neighbour has not received yet. With delays on,
+// the check must catch it as a wrong result.
 void ring_pull_without_wait(BlockCtx& ctx, const AllGatherPlan& plan, const SignalView& sig,
                             const SymmetricView& heap, void* gathered) {
-  rank_barrier(ctx, sig, plan.barrier_channel());
-  const uint32_t rank = static_cast<uint32_t>(ctx.rank());
-  if (ctx.block() == 0) {
-    for (uint32_t c = 0; c < plan.map.chunks_per_rank(); ++c) {
-      ctx.producer_tile_notify(sig, plan.tile_channel(plan.map.channel(rank, c)));
-    }
-  }
-  for (uint32_t i = ctx.block(); i < plan.num_items(); i += ctx.num_blocks()) {
-    const AllGatherPlan::Item it = plan.item(rank, i);
-    const TileRef tile = plan.tile_ref(gathered, it.channel);
-    ctx.tile_pull_data(tile, heap, tile, it.peer, plan.tile_shape(it.channel));  // no peer_tile_wait
-    ctx.producer_tile_notify(sig, plan.tile_channel(it.channel));
-  }
+  NoPeerWaitCtx no_wait(ctx);
+  all_gather_block(no_wait, plan, sig, heap, gathered);
 }
 
 TEST(AllGatherBroken, MissingWaitIsCaughtAsWrongResult) {

@@ -110,49 +110,49 @@ std::string all_gather_refusal(const AllGatherConfig& c, uint32_t rows_per_rank,
 uint32_t float_width(uint32_t bf16) { return std::max(1u, bf16 / 2); }
 
 Reduced<AgCase> reduce(const fuzz::AllGatherDraw& d, Rng& extra) {
-  if (std::string e = all_gather_refusal(d.config, d.rows_per_rank, d.row_bytes); !e.empty()) return refuse<AgCase>(e);
+  if (std::string e = all_gather_refusal(d.args.config, d.args.rows_per_rank, d.args.row_bytes); !e.empty()) return refuse<AgCase>(e);
   AgCase c;
   c.world = d.world;
-  c.rows_per_rank = d.rows_per_rank;
-  c.comm_rows = d.config.comm_rows;
-  c.row_bytes = d.row_bytes;
-  c.method = d.config.method;
-  c.order = d.config.order;
-  c.copy_engine = d.config.resource == CommResource::kCopyEngine;
+  c.rows_per_rank = d.args.rows_per_rank;
+  c.comm_rows = d.args.config.comm_rows;
+  c.row_bytes = d.args.row_bytes;
+  c.method = d.args.config.method;
+  c.order = d.args.config.order;
+  c.copy_engine = d.args.config.resource == CommResource::kCopyEngine;
   const AllGatherPlan plan = c.plan();
-  c.comm_blocks = cpu_blocks(d.config.num_blocks, std::clamp(plan.num_items(), 1u, 4u), 6);
+  c.comm_blocks = cpu_blocks(d.args.config.num_blocks, std::clamp(plan.num_items(), 1u, 4u), 6);
   c.consumer_blocks = extra.range32(1, 3);
-  c.bm = extra.range32(1, 2 * d.rows_per_rank + 1);  // one row to more than a shard
+  c.bm = extra.range32(1, 2 * d.args.rows_per_rank + 1);  // one row to more than a shard
   return {c, ""};
 }
 
 Reduced<RsCase> reduce(const fuzz::ReduceScatterDraw& d, Rng&) {
-  if (d.rows_per_rank == 0) return refuse<RsCase>("rows_per_rank = 0: the row-shard mapping needs a row per rank");
-  if (d.config.comm_rows == 0) return refuse<RsCase>("comm_rows = 0: a communication tile needs a row");
-  if (d.cols == 0 || d.cols % 4 != 0) {
-    return refuse<RsCase>("cols = " + std::to_string(d.cols) + ": rows are reduced as 16-byte vectors");
+  if (d.args.rows_per_rank == 0) return refuse<RsCase>("rows_per_rank = 0: the row-shard mapping needs a row per rank");
+  if (d.args.config.comm_rows == 0) return refuse<RsCase>("comm_rows = 0: a communication tile needs a row");
+  if (d.args.cols == 0 || d.args.cols % 4 != 0) {
+    return refuse<RsCase>("cols = " + std::to_string(d.args.cols) + ": rows are reduced as 16-byte vectors");
   }
   RsCase c;
   c.world = d.world;
-  c.rows_per_rank = d.rows_per_rank;
-  c.comm_rows = d.config.comm_rows;
-  c.cols = d.cols;
-  c.method = d.config.method;
-  c.blocks = cpu_blocks(d.config.num_blocks, std::clamp(d.rows_per_rank, 1u, 4u), 6);
+  c.rows_per_rank = d.args.rows_per_rank;
+  c.comm_rows = d.args.config.comm_rows;
+  c.cols = d.args.cols;
+  c.method = d.args.config.method;
+  c.blocks = cpu_blocks(d.args.config.num_blocks, std::clamp(d.args.rows_per_rank, 1u, 4u), 6);
   // ReduceScatter's slicing: about two reduction items per block, at most a chunk each.
-  const uint32_t per_item = (d.rows_per_rank + 2 * c.blocks - 1) / (2 * c.blocks);
-  c.reduce_rows = std::clamp(per_item, 1u, d.config.comm_rows);
+  const uint32_t per_item = (d.args.rows_per_rank + 2 * c.blocks - 1) / (2 * c.blocks);
+  c.reduce_rows = std::clamp(per_item, 1u, d.args.config.comm_rows);
   return {c, ""};
 }
 
 Reduced<AgGemmCase> reduce(const fuzz::AgGemmDraw& d, Rng& extra) {
-  if (d.n == 0 || d.k == 0) return refuse<AgGemmCase>("a zero extent: n = " + std::to_string(d.n) + ", k = " + std::to_string(d.k));
-  const AllGatherConfig comm = all_gather_policy::resolved(d.config.comm, d.m_per_rank, d.k, cpu_budget(d.world));
-  if (std::string e = all_gather_refusal(comm, d.m_per_rank, 2 * d.k); !e.empty()) return refuse<AgGemmCase>(e);
-  AgGemmCase c{d.world, d.m_per_rank, float_width(d.k), d.n, comm.comm_rows, 0, 0, comm.method, comm.order,
+  if (d.args.n == 0 || d.args.k == 0) return refuse<AgGemmCase>("a zero extent: n = " + std::to_string(d.args.n) + ", k = " + std::to_string(d.args.k));
+  const AllGatherConfig comm = all_gather_policy::resolved(d.args.config.comm, d.args.m_per_rank, d.args.k, cpu_budget(d.world));
+  if (std::string e = all_gather_refusal(comm, d.args.m_per_rank, 2 * d.args.k); !e.empty()) return refuse<AgGemmCase>(e);
+  AgGemmCase c{d.world, d.args.m_per_rank, float_width(d.args.k), d.args.n, comm.comm_rows, 0, 0, comm.method, comm.order,
                comm.resource == CommResource::kCopyEngine};
-  c.bm = extra.chance(50) ? Space::cpu().tile_m : extra.range32(1, 2 * d.m_per_rank + 1);
-  c.bn = extra.range32(1, d.n + 1);
+  c.bm = extra.chance(50) ? Space::cpu().tile_m : extra.range32(1, 2 * d.args.m_per_rank + 1);
+  c.bn = extra.range32(1, d.args.n + 1);
   c.comm_blocks = cpu_blocks(comm.num_blocks, 1, 5);
   return {c, ""};
 }
@@ -165,82 +165,82 @@ struct GemmRsCase {
 
 Reduced<GemmRsCase> reduce(const fuzz::GemmRsDraw& d, Rng& extra) {
   const uint32_t w = static_cast<uint32_t>(d.world);
-  if (d.m == 0 || d.m % w != 0) {
-    return refuse<GemmRsCase>("m = " + std::to_string(d.m) + ": owner blocks need a multiple of the world size");
+  if (d.args.m == 0 || d.args.m % w != 0) {
+    return refuse<GemmRsCase>("m = " + std::to_string(d.args.m) + ": owner blocks need a multiple of the world size");
   }
-  if (d.n == 0 || d.k == 0) return refuse<GemmRsCase>("a zero extent: n = " + std::to_string(d.n) + ", k = " + std::to_string(d.k));
+  if (d.args.n == 0 || d.args.k == 0) return refuse<GemmRsCase>("a zero extent: n = " + std::to_string(d.args.n) + ", k = " + std::to_string(d.args.k));
   const uint32_t bm = Space::cpu().tile_m;
-  if ((d.m / w) % bm != 0) {
-    return refuse<GemmRsCase>("rows per rank = " + std::to_string(d.m / w) + ": owner blocks are whole tile rows of " +
+  if ((d.args.m / w) % bm != 0) {
+    return refuse<GemmRsCase>("rows per rank = " + std::to_string(d.args.m / w) + ": owner blocks are whole tile rows of " +
                               std::to_string(bm));
   }
-  if (static_cast<uint32_t>(d.config.scatter) > 2) return refuse<GemmRsCase>("scatter: not pull, push or ce");
-  if (d.config.scatter == GemmRsScatter::kCopyEngine && d.config.granularity == SignalGranularity::kTile) {
+  if (static_cast<uint32_t>(d.args.config.scatter) > 2) return refuse<GemmRsCase>("scatter: not pull, push or ce");
+  if (d.args.config.scatter == GemmRsScatter::kCopyEngine && d.args.config.granularity == SignalGranularity::kTile) {
     return refuse<GemmRsCase>("scatter = ce with granularity = tile: the copy engine moves whole groups of rows");
   }
   GemmRsCase c;
   c.plan.world = w;
-  c.plan.rows_per_rank = d.m / w;
-  c.plan.n = float_width(d.n);
+  c.plan.rows_per_rank = d.args.m / w;
+  c.plan.n = float_width(d.args.n);
   c.plan.bm = bm;
   c.plan.bn = extra.range32(1, c.plan.n + 1);
-  c.plan.granularity = d.config.granularity;
-  c.plan.scatter = d.config.scatter;
-  c.plan.band = d.config.swizzle;  // the GEMM's rasterization band: any value, the plan clamps it
-  c.k = float_width(d.k);
-  c.reduce_blocks = cpu_blocks(d.config.reduce_blocks, 2, 4);
+  c.plan.granularity = d.args.config.granularity;
+  c.plan.scatter = d.args.config.scatter;
+  c.plan.band = d.args.config.swizzle;  // the GEMM's rasterization band: any value, the plan clamps it
+  c.k = float_width(d.args.k);
+  c.reduce_blocks = cpu_blocks(d.args.config.reduce_blocks, 2, 4);
   return {c, ""};
 }
 
 Reduced<MoeCase> reduce(const fuzz::MoeAgDraw& d, Rng& extra) {
-  if (std::string e = moe_policy::check_shape(d.tokens_per_rank, d.world, d.experts, d.topk); !e.empty()) {
+  if (std::string e = moe_policy::check_shape(d.args.tokens_per_rank, d.world, d.args.experts, d.args.topk); !e.empty()) {
     return refuse<MoeCase>(e);
   }
-  if (d.n == 0 || d.hidden == 0) {
-    return refuse<MoeCase>("a zero extent: n = " + std::to_string(d.n) + ", hidden = " + std::to_string(d.hidden));
+  if (d.args.n == 0 || d.args.hidden == 0) {
+    return refuse<MoeCase>("a zero extent: n = " + std::to_string(d.args.n) + ", hidden = " + std::to_string(d.args.hidden));
   }
-  const AllGatherConfig comm = all_gather_policy::resolved(d.config.comm, d.tokens_per_rank, d.hidden, cpu_budget(d.world));
-  if (std::string e = all_gather_refusal(comm, d.tokens_per_rank, 2 * d.hidden); !e.empty()) return refuse<MoeCase>(e);
-  MoeCase c{d.world, d.tokens_per_rank, float_width(d.hidden), float_width(d.n), d.experts, d.topk, 0, comm.comm_rows,
+  const AllGatherConfig comm = all_gather_policy::resolved(d.args.config.comm, d.args.tokens_per_rank, d.args.hidden, cpu_budget(d.world));
+  if (std::string e = all_gather_refusal(comm, d.args.tokens_per_rank, 2 * d.args.hidden); !e.empty()) return refuse<MoeCase>(e);
+  MoeCase c{d.world, d.args.tokens_per_rank, float_width(d.args.hidden), float_width(d.args.n), d.args.experts, d.args.topk, 0, comm.comm_rows,
             d.routing};
   c.bm = extra.chance(50) ? Space::cpu().tile_m : extra.range32(1, 9);
   c.method = comm.method;
   c.order = comm.order;
   c.copy_engine = comm.resource == CommResource::kCopyEngine;
   c.comm_blocks = cpu_blocks(comm.num_blocks, 1, 4);
-  c.gather_blocks = cpu_blocks(d.config.gather_blocks, 2, 4);
+  c.gather_blocks = cpu_blocks(d.args.config.gather_blocks, 2, 4);
   return {c, ""};
 }
 
 Reduced<MoeCase> reduce(const fuzz::MoeRsDraw& d, Rng& extra) {
-  if (std::string e = moe_policy::check_shape(d.tokens_per_rank, d.world, d.experts, d.topk); !e.empty()) {
+  if (std::string e = moe_policy::check_shape(d.args.tokens_per_rank, d.world, d.args.experts, d.args.topk); !e.empty()) {
     return refuse<MoeCase>(e);
   }
-  if (d.n == 0 || d.k == 0) {
-    return refuse<MoeCase>("a zero extent: n = " + std::to_string(d.n) + ", k = " + std::to_string(d.k));
+  if (d.args.n == 0 || d.args.k == 0) {
+    return refuse<MoeCase>("a zero extent: n = " + std::to_string(d.args.n) + ", k = " + std::to_string(d.args.k));
   }
-  MoeCase c{d.world, d.tokens_per_rank, float_width(d.k), float_width(d.n), d.experts, d.topk, 0,
-            moe_policy::combine_rows(d.config.comm_rows, d.topk), d.routing};
+  MoeCase c{d.world, d.args.tokens_per_rank, float_width(d.args.k), float_width(d.args.n), d.args.experts, d.args.topk, 0,
+            moe_policy::combine_rows(d.args.config.comm_rows, d.args.topk), d.routing};
   c.bm = extra.chance(50) ? Space::cpu().tile_m : extra.range32(1, 9);
-  c.combine_blocks = cpu_blocks(d.config.combine_blocks, 3, 4);
+  c.combine_blocks = cpu_blocks(d.args.config.combine_blocks, 3, 4);
   return {c, ""};
 }
 
 Reduced<SpCase> reduce(const fuzz::SpAttentionDraw& d, Rng& extra) {
-  const uint32_t row_elems = 2 * d.kv_heads * d.head_dim;
-  const AllGatherConfig comm = all_gather_policy::resolved(d.config.comm, d.seq_per_rank, row_elems, cpu_budget(d.world));
+  const uint32_t row_elems = 2 * d.args.kv_heads * d.args.head_dim;
+  const AllGatherConfig comm = all_gather_policy::resolved(d.args.config.comm, d.args.seq_per_rank, row_elems, cpu_budget(d.world));
   // Head dims scale as the widths do: 64 -> 4, 128 -> 8 floats (an unknown one to its share).
-  SpCase c{d.world, d.seq_per_rank, comm.comm_rows, 0, d.q_heads, d.kv_heads, d.head_dim / 16, d.causal,
-           d.config.layout, comm.method, comm.order, comm.resource == CommResource::kCopyEngine};
-  c.bq = extra.range32(1, std::min(d.seq_per_rank + 2, kSpAttentionMaxBq));
+  SpCase c{d.world, d.args.seq_per_rank, comm.comm_rows, 0, d.args.q_heads, d.args.kv_heads, d.args.head_dim / 16, d.args.causal,
+           d.args.config.layout, comm.method, comm.order, comm.resource == CommResource::kCopyEngine};
+  c.bq = extra.range32(1, std::min(d.args.seq_per_rank + 2, kSpAttentionMaxBq));
   // Padded K/V rows on the SM path only: all_gather_stream copies a tile as one contiguous block
   // (its `gathered` is packed, as every op lays it out).
   c.pitch_pad = !c.copy_engine && extra.chance(20) ? 16 * extra.range32(1, 3) : 0;
-  c.local_first = d.config.local_first && d.world > 1;  // SpAttention's rule: one rank, one pass
-  c.section_kv_heads = d.config.section_kv_heads;
+  c.local_first = d.args.config.local_first && d.world > 1;  // SpAttention's rule: one rank, one pass
+  c.section_kv_heads = d.args.config.section_kv_heads;
   c.comm_blocks = cpu_blocks(comm.num_blocks, 2, 4);
   if (std::string e = check_sp_attention_plan(make_plan(c), 4); !e.empty()) return refuse<SpCase>(e);
-  if (std::string e = all_gather_refusal(comm, d.seq_per_rank, make_plan(c).ag.row_bytes); !e.empty()) {
+  if (std::string e = all_gather_refusal(comm, d.args.seq_per_rank, make_plan(c).ag.row_bytes); !e.empty()) {
     return refuse<SpCase>(e);
   }
   return {c, ""};

@@ -102,11 +102,16 @@ TEST(AgGemmSim, RefusesWhatTheOpCannotRun) {
   EXPECT_THROW(predict_ag_gemm(AgGemmProblem{}, sm), InvalidArgument);
 }
 
-TEST(AgGemmSim, ChromeTraceHasOneCompleteEventPerInterval) {
+// The prediction both timeline drawings below draw: 2 ranks of 128 rows, gathered 64 rows at a time.
+AgGemmPrediction small_ag_gemm_prediction() {
   AgGemmProblem p{256, 512, 64, 2, 2, 1};
   AgGemmPlanConfig c;
   c.op.comm.comm_rows = 64;
-  const AgGemmPrediction r = predict_ag_gemm(p, c, tiny_gpu());
+  return predict_ag_gemm(p, c, tiny_gpu());
+}
+
+TEST(AgGemmSim, ChromeTraceHasOneCompleteEventPerInterval) {
+  const AgGemmPrediction r = small_ag_gemm_prediction();
   const std::string json = to_chrome_trace(r.timeline, "ag_gemm \"rank 0\"");
   EXPECT_EQ(json.rfind("{\"displayTimeUnit\":\"ns\",\"traceEvents\":[", 0), 0u);
   EXPECT_EQ(json.back(), '}');
@@ -118,10 +123,7 @@ TEST(AgGemmSim, ChromeTraceHasOneCompleteEventPerInterval) {
 }
 
 TEST(AgGemmSim, SvgHasOneRectanglePerInterval) {
-  AgGemmProblem p{256, 512, 64, 2, 2, 1};
-  AgGemmPlanConfig c;
-  c.op.comm.comm_rows = 64;
-  const AgGemmPrediction r = predict_ag_gemm(p, c, tiny_gpu());
+  const AgGemmPrediction r = small_ag_gemm_prediction();
   const std::string svg = to_svg(r.timeline, "a <b> & c");
   EXPECT_EQ(svg.rfind("<svg ", 0), 0u);
   EXPECT_NE(svg.find("</svg>"), std::string::npos);

@@ -17,13 +17,13 @@ namespace tilelink::fuzz {
 Outcome run_draw(Harness& h, const SpAttentionDraw& d, uint64_t seed) {
   test::TestWorld& env = h.world(d.world);
   const World& world = env.world;
-  const uint32_t w = static_cast<uint32_t>(d.world), spr = d.seq_per_rank, seq_len = w * spr;
-  const uint32_t H = d.q_heads, hd = d.head_dim, row_elems = 2 * d.kv_heads * d.head_dim;
-  const size_t row_bytes = size_t(row_elems) * 2, kv_bytes = d.kv_offset + size_t(seq_len) * row_bytes;
+  const uint32_t w = static_cast<uint32_t>(d.world), spr = d.args.seq_per_rank, seq_len = w * spr;
+  const uint32_t H = d.args.q_heads, hd = d.args.head_dim, row_elems = 2 * d.args.kv_heads * d.args.head_dim;
+  const size_t row_bytes = size_t(row_elems) * 2, kv_bytes = d.args.kv_offset + size_t(seq_len) * row_bytes;
   const size_t q_elems = size_t(spr) * H * hd, lse_elems = size_t(spr) * H;
   SymmetricBuffer kv = symmetric(env, kv_bytes);
   std::vector<DeviceBuffer> q, o, lse;
-  SpAttentionArguments args;
+  SpAttentionArguments args = d.args;  // the drawn sizes, offsets and configuration
   for (int r = 0; r < d.world; ++r) {
     q.push_back(device_buffer(env, r, q_elems * 2));
     o.push_back(device_buffer(env, r, q_elems * 2));
@@ -33,20 +33,13 @@ Outcome run_draw(Harness& h, const SpAttentionDraw& d, uint64_t seed) {
     args.lse.push_back(lse.back().get<float>());
   }
   args.kv = &kv;
-  args.kv_offset = d.kv_offset;
-  args.seq_per_rank = spr;
-  args.q_heads = H;
-  args.kv_heads = d.kv_heads;
-  args.head_dim = hd;
-  args.causal = d.causal;
-  args.config = d.config;
   if (std::string why = SpAttention::can_implement(world, env.heap, args); !why.empty()) return refusal(why);
   std::string error;
   const std::unique_ptr<SpAttention> op = construct<SpAttention>(env, args, "fuzz_sp_attention", &error);
   if (!op) return failure(error, 0);
 
   auto position = [&](uint32_t rank, uint32_t row) {
-    return test::attention_ref::token_position(d.config.layout, w, spr, rank, row);
+    return test::attention_ref::token_position(d.args.config.layout, w, spr, rank, row);
   };
   std::mt19937_64 rng = data_rng(seed);
   std::vector<std::vector<__nv_bfloat16>> q_host(w), kv_host(w);
@@ -64,7 +57,7 @@ Outcome run_draw(Harness& h, const SpAttentionDraw& d, uint64_t seed) {
       }
     }
     for (uint32_t r = 0; r < w; ++r) {
-      char* g = kv.as<char>(int(r)) + d.kv_offset;
+      char* g = kv.as<char>(int(r)) + d.args.kv_offset;
       fill(g, kNanByte, size_t(seq_len) * row_bytes);  // K/V rows not yet gathered are NaN
       test::upload(g + r * spr * row_bytes, kv_host[r].data(), size_t(spr) * row_bytes);
       upload_vector(q[r].get(), q_host[r]);
@@ -88,12 +81,7 @@ Outcome run_draw(Harness& h, const SpAttentionDraw& d, uint64_t seed) {
           for (uint32_t head = 0; head < H; ++head) queries.push_back({token, position(r, i), head});
         }
       }
-      test::attention_ref::Shape shape;
-      shape.seq_len = seq_len;
-      shape.q_heads = H;
-      shape.kv_heads = d.kv_heads;
-      shape.head_dim = hd;
-      shape.causal = d.causal;
+      const AttentionShape shape{seq_len, H, d.args.kv_heads, hd, d.args.causal};
       test::attention_ref::reference_attention(world.device(0), shape, q_tokens, kv_seq, queries, o_ref, lse_ref);
     }
     double err2 = 0, ref2 = 0;

@@ -12,15 +12,11 @@ namespace tilelink::fuzz {
 Outcome run_draw(Harness& h, const AllGatherDraw& d, uint64_t seed) {
   test::TestWorld& env = h.world(d.world);
   const World& world = env.world;
-  const size_t shard = size_t(d.rows_per_rank) * d.row_bytes, total = shard * size_t(d.world);
+  const size_t shard = size_t(d.args.rows_per_rank) * d.args.row_bytes, total = shard * size_t(d.world);
   constexpr size_t kGuard = 256;  // bytes past the tensor: poisoned, and must stay so
-  SymmetricBuffer gathered = symmetric(env, d.gathered_offset + total + kGuard);
-  AllGatherArguments args;
+  SymmetricBuffer gathered = symmetric(env, d.args.gathered_offset + total + kGuard);
+  AllGatherArguments args = d.args;  // the drawn sizes, offsets and configuration
   args.gathered = &gathered;
-  args.gathered_offset = d.gathered_offset;
-  args.rows_per_rank = d.rows_per_rank;
-  args.row_bytes = d.row_bytes;
-  args.config = d.config;
   if (std::string why = AllGather::can_implement(world, env.heap, args); !why.empty()) return refusal(why);
   std::string error;
   const std::unique_ptr<AllGather> op = construct<AllGather>(env, args, "fuzz_all_gather", &error);
@@ -33,7 +29,7 @@ Outcome run_draw(Harness& h, const AllGatherDraw& d, uint64_t seed) {
       for (size_t i = 0; i < total; ++i) want[i] = static_cast<uint8_t>(rng());
     }
     for (int r = 0; r < d.world; ++r) {
-      char* g = gathered.as<char>(r) + d.gathered_offset;
+      char* g = gathered.as<char>(r) + d.args.gathered_offset;
       test::poison(g, total + kGuard);
       test::upload(g + r * shard, want.data() + r * shard, shard);
     }
@@ -41,7 +37,7 @@ Outcome run_draw(Harness& h, const AllGatherDraw& d, uint64_t seed) {
     op->run();
     world.synchronize();
     for (int r = 0; r < d.world; ++r) {
-      const auto got = test::download<uint8_t>(gathered.as<char>(r) + d.gathered_offset, total + kGuard);
+      const auto got = test::download<uint8_t>(gathered.as<char>(r) + d.args.gathered_offset, total + kGuard);
       if (const ::testing::AssertionResult same = test::bytes_equal(got, want); !same) {
         return failure(at_call(call) + ", rank " + std::to_string(r) + " (" + std::to_string(total) +
                            " bytes gathered, then " + std::to_string(kGuard) + " guard bytes): " + same.message(),
@@ -55,18 +51,15 @@ Outcome run_draw(Harness& h, const AllGatherDraw& d, uint64_t seed) {
 Outcome run_draw(Harness& h, const ReduceScatterDraw& d, uint64_t seed) {
   test::TestWorld& env = h.world(d.world);
   const World& world = env.world;
-  const size_t block = size_t(d.rows_per_rank) * d.cols, partial_elems = block * size_t(d.world);
+  const size_t block = size_t(d.args.rows_per_rank) * d.args.cols, partial_elems = block * size_t(d.world);
   SymmetricBuffer partial = symmetric(env, partial_elems * sizeof(float));
   std::vector<DeviceBuffer> out;
-  ReduceScatterArguments args;
+  ReduceScatterArguments args = d.args;  // the drawn sizes, offsets and configuration
   args.partial = &partial;
   for (int r = 0; r < d.world; ++r) {
     out.push_back(device_buffer(env, r, block * sizeof(float)));
     args.out.push_back(out.back().get<float>());
   }
-  args.rows_per_rank = d.rows_per_rank;
-  args.cols = d.cols;
-  args.config = d.config;
   if (std::string why = ReduceScatter::can_implement(world, env.heap, args); !why.empty()) return refusal(why);
   std::string error;
   const std::unique_ptr<ReduceScatter> op = construct<ReduceScatter>(env, args, "fuzz_reduce_scatter", &error);

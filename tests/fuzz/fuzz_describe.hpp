@@ -64,79 +64,79 @@ inline std::string describe(const MoeGemmRsConfig& c, const char* prefix) {
 
 inline std::string describe(const AllGatherDraw& d) {
   std::ostringstream os;
-  os << "world=" << d.world << " rows_per_rank=" << d.rows_per_rank << " row_bytes=" << d.row_bytes
-     << " gathered_offset=" << d.gathered_offset << " " << detail::describe(d.config);
+  os << "world=" << d.world << " rows_per_rank=" << d.args.rows_per_rank << " row_bytes=" << d.args.row_bytes
+     << " gathered_offset=" << d.args.gathered_offset << " " << detail::describe(d.args.config);
   return os.str();
 }
 
 inline std::string describe(const ReduceScatterDraw& d) {
   std::ostringstream os;
-  os << "world=" << d.world << " rows_per_rank=" << d.rows_per_rank << " cols=" << d.cols
-     << " method=" << to_string(d.config.method) << " path=" << to_string(d.config.path)
-     << " comm_rows=" << d.config.comm_rows << " num_blocks=" << d.config.num_blocks
-     << " threads=" << d.config.threads;
+  os << "world=" << d.world << " rows_per_rank=" << d.args.rows_per_rank << " cols=" << d.args.cols
+     << " method=" << to_string(d.args.config.method) << " path=" << to_string(d.args.config.path)
+     << " comm_rows=" << d.args.config.comm_rows << " num_blocks=" << d.args.config.num_blocks
+     << " threads=" << d.args.config.threads;
   return os.str();
 }
 
 inline std::string describe(const AgGemmDraw& d) {
   std::ostringstream os;
-  os << "world=" << d.world << " m_per_rank=" << d.m_per_rank << " n=" << d.n << " k=" << d.k
-     << " a_offset=" << d.a_offset << " b_layout=" << to_string(d.b_layout) << " "
-     << detail::describe(d.config, "");
+  os << "world=" << d.world << " m_per_rank=" << d.args.m_per_rank << " n=" << d.args.n << " k=" << d.args.k
+     << " a_offset=" << d.args.a_offset << " b_layout=" << to_string(d.args.b_layout) << " "
+     << detail::describe(d.args.config, "");
   return os.str();
 }
 
 inline std::string describe(const GemmRsDraw& d) {
   std::ostringstream os;
-  os << "world=" << d.world << " m=" << d.m << " n=" << d.n << " k=" << d.k << " recv=" << d.with_recv << " "
-     << detail::describe(d.config, "");
+  os << "world=" << d.world << " m=" << d.args.m << " n=" << d.args.n << " k=" << d.args.k << " recv=" << d.with_recv << " "
+     << detail::describe(d.args.config, "");
   return os.str();
 }
 
 inline std::string describe(const MlpDraw& d) {
   std::ostringstream os;
-  os << "world=" << d.world << " m=" << d.m << " hidden=" << d.hidden << " intermediate=" << d.intermediate
+  os << "world=" << d.world << " m=" << d.args.m << " hidden=" << d.args.hidden << " intermediate=" << d.args.intermediate
      << " recv=" << d.with_recv
-     << " activation=" << detail::enum_name(d.config.activation, 2, detail::activation_name) << " "
-     << detail::describe(d.config.fc1, "fc1.") << " " << detail::describe(d.config.fc2, "fc2.");
+     << " activation=" << detail::enum_name(d.args.config.activation, 2, detail::activation_name) << " "
+     << detail::describe(d.args.config.fc1, "fc1.") << " " << detail::describe(d.args.config.fc2, "fc2.");
   return os.str();
 }
 
 inline std::string describe(const MoeAgDraw& d) {
   std::ostringstream os;
-  os << "world=" << d.world << " tokens_per_rank=" << d.tokens_per_rank << " hidden=" << d.hidden << " n=" << d.n
-     << " experts=" << d.experts << " topk=" << d.topk << " x_offset=" << d.x_offset
-     << " routing=" << to_string(d.routing) << " " << detail::describe(d.config, "");
+  os << "world=" << d.world << " tokens_per_rank=" << d.args.tokens_per_rank << " hidden=" << d.args.hidden << " n=" << d.args.n
+     << " experts=" << d.args.experts << " topk=" << d.args.topk << " x_offset=" << d.args.x_offset
+     << " routing=" << to_string(d.routing) << " " << detail::describe(d.args.config, "");
   return os.str();
 }
 
 inline std::string describe(const MoeRsDraw& d) {
   std::ostringstream os;
-  os << "world=" << d.world << " tokens_per_rank=" << d.tokens_per_rank << " n=" << d.n << " k=" << d.k
-     << " experts=" << d.experts << " topk=" << d.topk << " routing=" << to_string(d.routing) << " "
-     << detail::describe(d.config, "");
+  os << "world=" << d.world << " tokens_per_rank=" << d.args.tokens_per_rank << " n=" << d.args.n << " k=" << d.args.k
+     << " experts=" << d.args.experts << " topk=" << d.args.topk << " routing=" << to_string(d.routing) << " "
+     << detail::describe(d.args.config, "");
   return os.str();
 }
 
 inline std::string describe(const MoeLayerDraw& d) {
   std::ostringstream os;
-  os << "world=" << d.world << " tokens_per_rank=" << d.tokens_per_rank << " hidden=" << d.hidden
-     << " intermediate=" << d.intermediate << " experts=" << d.experts << " topk=" << d.topk
-     << " x_offset=" << d.x_offset << " routing=" << to_string(d.routing)
-     << " activation=" << detail::enum_name(d.config.activation, 2, detail::activation_name) << " "
-     << detail::describe(d.config.part1, "part1.") << " " << detail::describe(d.config.part2, "part2.")
-     << " use_tune_cache=" << d.config.use_tune_cache;
+  os << "world=" << d.world << " tokens_per_rank=" << d.args.tokens_per_rank << " hidden=" << d.args.hidden
+     << " intermediate=" << d.args.intermediate << " experts=" << d.args.experts << " topk=" << d.args.topk
+     << " x_offset=" << d.args.x_offset << " routing=" << to_string(d.routing)
+     << " activation=" << detail::enum_name(d.args.config.activation, 2, detail::activation_name) << " "
+     << detail::describe(d.args.config.part1, "part1.") << " " << detail::describe(d.args.config.part2, "part2.")
+     << " use_tune_cache=" << d.args.config.use_tune_cache;
   return os.str();
 }
 
 inline std::string describe(const SpAttentionDraw& d) {
   std::ostringstream os;
-  os << "world=" << d.world << " seq_per_rank=" << d.seq_per_rank << " q_heads=" << d.q_heads
-     << " kv_heads=" << d.kv_heads << " head_dim=" << d.head_dim << " causal=" << d.causal
-     << " kv_offset=" << d.kv_offset << " comm{" << detail::describe(d.config.comm) << "}"
-     << " layout=" << to_string(d.config.layout) << " local_first=" << d.config.local_first
-     << " attention_sms=" << d.config.attention_sms << " section_kv_heads=" << d.config.section_kv_heads
-     << " use_tune_cache=" << d.config.use_tune_cache;
+  os << "world=" << d.world << " seq_per_rank=" << d.args.seq_per_rank << " q_heads=" << d.args.q_heads
+     << " kv_heads=" << d.args.kv_heads << " head_dim=" << d.args.head_dim << " causal=" << d.args.causal
+     << " kv_offset=" << d.args.kv_offset << " comm{" << detail::describe(d.args.config.comm) << "}"
+     << " layout=" << to_string(d.args.config.layout) << " local_first=" << d.args.config.local_first
+     << " attention_sms=" << d.args.config.attention_sms << " section_kv_heads=" << d.args.config.section_kv_heads
+     << " use_tune_cache=" << d.args.config.use_tune_cache;
   return os.str();
 }
 

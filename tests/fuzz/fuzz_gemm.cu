@@ -18,43 +18,37 @@ namespace tilelink::fuzz {
 Outcome run_draw(Harness& h, const AgGemmDraw& d, uint64_t seed) {
   test::TestWorld& env = h.world(d.world);
   const World& world = env.world;
-  const uint32_t m = d.m_per_rank * static_cast<uint32_t>(d.world);
-  const size_t a_bytes = size_t(m) * d.k * 2, shard_bytes = size_t(d.m_per_rank) * d.k * 2;
-  SymmetricBuffer a = symmetric(env, d.a_offset + a_bytes);
+  const uint32_t m = d.args.m_per_rank * static_cast<uint32_t>(d.world);
+  const size_t a_bytes = size_t(m) * d.args.k * 2, shard_bytes = size_t(d.args.m_per_rank) * d.args.k * 2;
+  SymmetricBuffer a = symmetric(env, d.args.a_offset + a_bytes);
   std::vector<DeviceBuffer> b, c;
-  AgGemmArguments args;
+  AgGemmArguments args = d.args;  // the drawn sizes, offsets and configuration
   args.a = &a;
-  args.a_offset = d.a_offset;
   for (int r = 0; r < d.world; ++r) {
-    b.push_back(device_buffer(env, r, size_t(d.n) * d.k * 2));
-    c.push_back(device_buffer(env, r, size_t(m) * d.n * 2));
+    b.push_back(device_buffer(env, r, size_t(d.args.n) * d.args.k * 2));
+    c.push_back(device_buffer(env, r, size_t(m) * d.args.n * 2));
     args.b.push_back(b.back().get());
     args.c.push_back(c.back().get());
   }
-  args.m_per_rank = d.m_per_rank;
-  args.n = d.n;
-  args.k = d.k;
-  args.b_layout = d.b_layout;
-  args.config = d.config;
   if (std::string why = AgGemm::can_implement(world, env.heap, args); !why.empty()) return refusal(why);
   std::string error;
   const std::unique_ptr<AgGemm> op = construct<AgGemm>(env, args, "fuzz_ag_gemm", &error);
   if (!op) return failure(error, 0);
 
   std::mt19937_64 rng = data_rng(seed);
-  DeviceBuffer a_full = device_buffer(env, 0, a_bytes), ref = device_buffer(env, 0, size_t(m) * d.n * sizeof(float));
+  DeviceBuffer a_full = device_buffer(env, 0, a_bytes), ref = device_buffer(env, 0, size_t(m) * d.args.n * sizeof(float));
   std::vector<__nv_bfloat16> a_host;
   std::vector<std::vector<float>> want(size_t(d.world));
   for (int call = 1; call <= h.repeat(); ++call) {
     if (fresh_inputs(call)) {
-      a_host = test::random_bf16(size_t(m) * d.k, rng);
-      for (int r = 0; r < d.world; ++r) upload_vector(b[r].get(), test::random_bf16(size_t(d.n) * d.k, rng));
+      a_host = test::random_bf16(size_t(m) * d.args.k, rng);
+      for (int r = 0; r < d.world; ++r) upload_vector(b[r].get(), test::random_bf16(size_t(d.args.n) * d.args.k, rng));
     }
     for (int r = 0; r < d.world; ++r) {
-      char* g = a.as<char>(r) + d.a_offset;
+      char* g = a.as<char>(r) + d.args.a_offset;
       fill(g, kNanByte, a_bytes);  // peers' rows NaN until gathered
       test::upload(g + r * shard_bytes, reinterpret_cast<const char*>(a_host.data()) + r * shard_bytes, shard_bytes);
-      test::poison(c[r].get(), size_t(m) * d.n * 2);
+      test::poison(c[r].get(), size_t(m) * d.args.n * 2);
     }
     test::settle();
     op->run();
@@ -62,15 +56,15 @@ Outcome run_draw(Harness& h, const AgGemmDraw& d, uint64_t seed) {
     if (fresh_inputs(call)) {
       upload_vector(a_full.get(), a_host);
       for (int r = 0; r < d.world; ++r) {
-        test::cublas_reference(h.cublas().get(), a_full.get(), b[r].get(), ref.get<float>(), m, d.n, d.k);
+        test::cublas_reference(h.cublas().get(), a_full.get(), b[r].get(), ref.get<float>(), m, d.args.n, d.args.k);
         test::settle();
-        want[r] = test::download<float>(ref.get(), size_t(m) * d.n);
+        want[r] = test::download<float>(ref.get(), size_t(m) * d.args.n);
       }
     }
     for (int r = 0; r < d.world; ++r) {
-      const auto got = test::download<__nv_bfloat16>(c[r].get(), size_t(m) * d.n);
+      const auto got = test::download<__nv_bfloat16>(c[r].get(), size_t(m) * d.args.n);
       // bf16 output rounding (2^-8 relative) plus fp32 accumulation-order noise.
-      if (std::string e = compare_bf16(got, want[r], nullptr, 8e-3f, 1e-2f, d.n,
+      if (std::string e = compare_bf16(got, want[r], nullptr, 8e-3f, 1e-2f, d.args.n,
                                        at_call(call) + ", rank " + std::to_string(r) + ", C against cuBLAS");
           !e.empty()) {
         return failure(e, call);
@@ -100,29 +94,25 @@ std::vector<std::vector<float>> cublas_partials(Harness& h, const test::TestWorl
 Outcome run_draw(Harness& h, const GemmRsDraw& d, uint64_t seed) {
   test::TestWorld& env = h.world(d.world);
   const World& world = env.world;
-  const uint32_t w = static_cast<uint32_t>(d.world), rows = d.m / w;
-  const size_t partial_bytes = size_t(d.m) * d.n * 2, block = size_t(rows) * d.n;
+  const uint32_t w = static_cast<uint32_t>(d.world), rows = d.args.m / w;
+  const size_t partial_bytes = size_t(d.args.m) * d.args.n * 2, block = size_t(rows) * d.args.n;
   SymmetricBuffer partial = symmetric(env, partial_bytes);
   SymmetricBuffer recv;
   std::vector<DeviceBuffer> a, b, out;
-  GemmRsArguments args;
+  GemmRsArguments args = d.args;  // the drawn sizes, offsets and configuration
   args.partial = &partial;
   if (d.with_recv) {
     recv = symmetric(env, partial_bytes);
     args.recv = &recv;
   }
   for (int r = 0; r < d.world; ++r) {
-    a.push_back(device_buffer(env, r, size_t(d.m) * d.k * 2));
-    b.push_back(device_buffer(env, r, size_t(d.n) * d.k * 2));
+    a.push_back(device_buffer(env, r, size_t(d.args.m) * d.args.k * 2));
+    b.push_back(device_buffer(env, r, size_t(d.args.n) * d.args.k * 2));
     out.push_back(device_buffer(env, r, block * 2));
     args.a.push_back(a.back().get());
     args.b.push_back(b.back().get());
     args.out.push_back(out.back().get());
   }
-  args.m = d.m;
-  args.n = d.n;
-  args.k = d.k;
-  args.config = d.config;
   if (std::string why = GemmRs::can_implement(world, env.heap, args); !why.empty()) return refusal(why);
   std::string error;
   const std::unique_ptr<GemmRs> op = construct<GemmRs>(env, args, "fuzz_gemm_rs", &error);
@@ -134,8 +124,8 @@ Outcome run_draw(Harness& h, const GemmRsDraw& d, uint64_t seed) {
   for (int call = 1; call <= h.repeat(); ++call) {
     if (fresh_inputs(call)) {
       for (int r = 0; r < d.world; ++r) {
-        upload_vector(a[r].get(), test::random_bf16(size_t(d.m) * d.k, rng));
-        upload_vector(b[r].get(), test::random_bf16(size_t(d.n) * d.k, rng));
+        upload_vector(a[r].get(), test::random_bf16(size_t(d.args.m) * d.args.k, rng));
+        upload_vector(b[r].get(), test::random_bf16(size_t(d.args.n) * d.args.k, rng));
       }
     }
     for (int r = 0; r < d.world; ++r) {
@@ -147,7 +137,7 @@ Outcome run_draw(Harness& h, const GemmRsDraw& d, uint64_t seed) {
     op->run();
     world.synchronize();
     if (fresh_inputs(call)) {
-      const auto partials = cublas_partials(h, env, args.a, args.b, d.m, d.n, d.k);
+      const auto partials = cublas_partials(h, env, args.a, args.b, d.args.m, d.args.n, d.args.k);
       for (int q = 0; q < d.world; ++q) want[q] = test::reduce_scatter_reference(partials, size_t(q), block, &magnitude[q]);
     }
     for (int q = 0; q < d.world; ++q) {
@@ -155,7 +145,7 @@ Outcome run_draw(Harness& h, const GemmRsDraw& d, uint64_t seed) {
       const std::string where = at_call(call) + ", owner " + std::to_string(q);
       // Fresh inputs: the reference (each partial may differ from cuBLAS's by a bf16 rounding, the
       // sum by one more); the same inputs again: the previous call's bits.
-      std::string e = fresh_inputs(call) ? compare_bf16(got, want[q], &magnitude[q], 2e-2f, 1e-2f, d.n, where)
+      std::string e = fresh_inputs(call) ? compare_bf16(got, want[q], &magnitude[q], 2e-2f, 1e-2f, d.args.n, where)
                                          : compare_bits(got, previous[q], where);
       if (!e.empty()) return failure(e, call);
       previous[q] = got;
@@ -167,14 +157,14 @@ Outcome run_draw(Harness& h, const GemmRsDraw& d, uint64_t seed) {
 Outcome run_draw(Harness& h, const MlpDraw& d, uint64_t seed) {
   test::TestWorld& env = h.world(d.world);
   const World& world = env.world;
-  const uint32_t w = static_cast<uint32_t>(d.world), rows = d.m / w, i_local = d.intermediate / w;
-  const bool swiglu = d.config.activation == MlpActivation::kSwiGlu;
+  const uint32_t w = static_cast<uint32_t>(d.world), rows = d.args.m / w, i_local = d.args.intermediate / w;
+  const bool swiglu = d.args.config.activation == MlpActivation::kSwiGlu;
   const uint32_t fc1_cols = swiglu ? 2 * i_local : i_local;
-  const size_t x_bytes = size_t(d.m) * d.hidden * 2, shard_bytes = size_t(rows) * d.hidden * 2;
-  const size_t block = size_t(rows) * d.hidden;
+  const size_t x_bytes = size_t(d.args.m) * d.args.hidden * 2, shard_bytes = size_t(rows) * d.args.hidden * 2;
+  const size_t block = size_t(rows) * d.args.hidden;
   SymmetricBuffer x = symmetric(env, x_bytes), partial = symmetric(env, x_bytes), recv;
   std::vector<DeviceBuffer> w1, w2, out;
-  MlpArguments args;
+  MlpArguments args = d.args;  // the drawn sizes, offsets and configuration
   args.x = &x;
   args.partial = &partial;
   if (d.with_recv) {
@@ -182,32 +172,28 @@ Outcome run_draw(Harness& h, const MlpDraw& d, uint64_t seed) {
     args.recv = &recv;
   }
   for (int r = 0; r < d.world; ++r) {
-    w1.push_back(device_buffer(env, r, size_t(fc1_cols) * d.hidden * 2));
-    w2.push_back(device_buffer(env, r, size_t(d.hidden) * i_local * 2));
+    w1.push_back(device_buffer(env, r, size_t(fc1_cols) * d.args.hidden * 2));
+    w2.push_back(device_buffer(env, r, size_t(d.args.hidden) * i_local * 2));
     out.push_back(device_buffer(env, r, block * 2));
     args.w1.push_back(w1.back().get());
     args.w2.push_back(w2.back().get());
     args.out.push_back(out.back().get());
   }
-  args.m = d.m;
-  args.hidden = d.hidden;
-  args.intermediate = d.intermediate;
-  args.config = d.config;
   if (std::string why = Mlp::can_implement(world, env.heap, args); !why.empty()) return refusal(why);
   std::string error;
   const std::unique_ptr<Mlp> op = construct<Mlp>(env, args, "fuzz_mlp", &error);
   if (!op) return failure(error, 0);
 
   std::mt19937_64 rng = data_rng(seed);
-  DeviceBuffer x_full = device_buffer(env, 0, x_bytes), y_ref = device_buffer(env, 0, size_t(d.m) * fc1_cols * 2);
+  DeviceBuffer x_full = device_buffer(env, 0, x_bytes), y_ref = device_buffer(env, 0, size_t(d.args.m) * fc1_cols * 2);
   std::vector<__nv_bfloat16> x_host;
   std::vector<std::vector<float>> want(size_t(d.world)), magnitude(size_t(d.world));
   for (int call = 1; call <= h.repeat(); ++call) {
     if (fresh_inputs(call)) {
-      x_host = test::random_bf16(size_t(d.m) * d.hidden, rng);
+      x_host = test::random_bf16(size_t(d.args.m) * d.args.hidden, rng);
       for (int r = 0; r < d.world; ++r) {
-        upload_vector(w1[r].get(), test::random_bf16(size_t(fc1_cols) * d.hidden, rng));
-        upload_vector(w2[r].get(), test::random_bf16(size_t(d.hidden) * i_local, rng));
+        upload_vector(w1[r].get(), test::random_bf16(size_t(fc1_cols) * d.args.hidden, rng));
+        upload_vector(w2[r].get(), test::random_bf16(size_t(d.args.hidden) * i_local, rng));
       }
     }
     for (int r = 0; r < d.world; ++r) {
@@ -225,13 +211,13 @@ Outcome run_draw(Harness& h, const MlpDraw& d, uint64_t seed) {
       std::vector<const void*> hs, w2s;
       std::vector<DeviceBuffer> h_all;
       for (int r = 0; r < d.world; ++r) {
-        test::cublas_reference_bf16(h.cublas().get(), x_full.get(), w1[r].get(), y_ref.get(), d.m, fc1_cols, d.hidden);
-        const auto y = to_float(test::download<__nv_bfloat16>(y_ref.get(), size_t(d.m) * fc1_cols));
-        std::vector<__nv_bfloat16> act(size_t(d.m) * i_local);
-        for (size_t row = 0; row < d.m; ++row) {
+        test::cublas_reference_bf16(h.cublas().get(), x_full.get(), w1[r].get(), y_ref.get(), d.args.m, fc1_cols, d.args.hidden);
+        const auto y = to_float(test::download<__nv_bfloat16>(y_ref.get(), size_t(d.args.m) * fc1_cols));
+        std::vector<__nv_bfloat16> act(size_t(d.args.m) * i_local);
+        for (size_t row = 0; row < d.args.m; ++row) {
           for (size_t col = 0; col < i_local; ++col) {
             const float g = y[row * fc1_cols + col], u = swiglu ? y[row * fc1_cols + i_local + col] : 0.f;
-            act[row * i_local + col] = __float2bfloat16(test::host_activation(d.config.activation, g, u));
+            act[row * i_local + col] = __float2bfloat16(test::host_activation(d.args.config.activation, g, u));
           }
         }
         h_all.push_back(device_buffer(env, 0, act.size() * 2));
@@ -239,13 +225,13 @@ Outcome run_draw(Harness& h, const MlpDraw& d, uint64_t seed) {
         hs.push_back(h_all.back().get());
         w2s.push_back(w2[r].get());
       }
-      const auto partials = cublas_partials(h, env, hs, w2s, d.m, d.hidden, i_local);
+      const auto partials = cublas_partials(h, env, hs, w2s, d.args.m, d.args.hidden, i_local);
       for (int q = 0; q < d.world; ++q) want[q] = test::reduce_scatter_reference(partials, size_t(q), block, &magnitude[q]);
     }
     for (int q = 0; q < d.world; ++q) {
       const auto got = test::download<__nv_bfloat16>(out[q].get(), block);
       // bf16 roundings of fc1's output (through the activation and fc2), of each partial, of the sum.
-      if (std::string e = compare_bf16(got, want[q], &magnitude[q], 2e-2f, 2e-2f, d.hidden,
+      if (std::string e = compare_bf16(got, want[q], &magnitude[q], 2e-2f, 2e-2f, d.args.hidden,
                                        at_call(call) + ", owner " + std::to_string(q));
           !e.empty()) {
         return failure(e, call);

@@ -43,27 +43,51 @@ std::string same_as_previous(const std::vector<void*>& out, size_t elems, bool f
   return "";
 }
 
+// MoeGemmRs's and MoeLayer's check of the owners' outputs (tokens_per_rank x n bf16 each): the
+// routing and weights of the last fresh inputs, their host mapping, every rank's expert outputs
+// (the reference) and the previous call's bits.
+struct OwnerCheck {
+  std::vector<int32_t> routing;
+  std::vector<float> weights;
+  MoeMapping host;
+  std::vector<std::vector<float>> y;
+  std::vector<std::vector<__nv_bfloat16>> previous;
+
+  explicit OwnerCheck(int world) : y(size_t(world)), previous(size_t(world)) {}
+
+  // Fresh routing, then fresh weights, from `rng`.
+  void draw_routing(std::mt19937_64& rng, uint32_t tokens, uint32_t topk, uint32_t experts, SyntheticRouting kind) {
+    routing = synthetic_routing(rng, tokens, topk, experts, kind);
+    weights = test::random_weights(size_t(tokens) * topk, rng);
+  }
+
+  // Fresh inputs: the reference (check_moe_outputs) and nothing left unwritten; the same inputs
+  // again: the previous call's bits. "" or the first error.
+  std::string check(int call, bool fresh, const std::vector<void*>& out, uint32_t tokens_per_rank, uint32_t n) {
+    const std::string where = at_call(call);
+    const size_t elems = size_t(tokens_per_rank) * n;
+    std::string e;
+    if (fresh) e = test::check_moe_outputs(host, weights, y, out, tokens_per_rank, n, where);
+    if (e.empty() && fresh) e = never_written(out, elems, where);
+    if (e.empty()) e = same_as_previous(out, elems, fresh, previous, where);
+    return e;
+  }
+};
+
 }  // namespace
 
 Outcome run_draw(Harness& h, const MoeAgDraw& d, uint64_t seed) {
   test::TestWorld& env = h.world(d.world);
   const World& world = env.world;
-  const uint32_t tokens = d.tokens_per_rank * static_cast<uint32_t>(d.world);
-  const size_t x_bytes = size_t(tokens) * d.hidden * 2, shard_bytes = size_t(d.tokens_per_rank) * d.hidden * 2;
-  SymmetricBuffer x = symmetric(env, d.x_offset + x_bytes);
+  const uint32_t tokens = d.args.tokens_per_rank * static_cast<uint32_t>(d.world);
+  const size_t x_bytes = size_t(tokens) * d.args.hidden * 2, shard_bytes = size_t(d.args.tokens_per_rank) * d.args.hidden * 2;
+  SymmetricBuffer x = symmetric(env, d.args.x_offset + x_bytes);
   std::vector<DeviceBuffer> ids, w, out;
-  MoeAgGroupGemmArguments args;
+  MoeAgGroupGemmArguments args = d.args;  // the drawn sizes, offsets and configuration
   args.x = &x;
-  args.x_offset = d.x_offset;
-  args.tokens_per_rank = d.tokens_per_rank;
-  args.hidden = d.hidden;
-  args.n = d.n;
-  args.experts = d.experts;
-  args.topk = d.topk;
-  args.config = d.config;
   for (int r = 0; r < d.world; ++r) {
-    ids.push_back(device_buffer(env, r, size_t(tokens) * d.topk * 4));
-    w.push_back(device_buffer(env, r, size_t(d.experts) * d.n * d.hidden * 2));
+    ids.push_back(device_buffer(env, r, size_t(tokens) * d.args.topk * 4));
+    w.push_back(device_buffer(env, r, size_t(d.args.experts) * d.args.n * d.args.hidden * 2));
     out.push_back(device_buffer(env, r, 256));  // sized below, once out_rows can be asked
     args.ids.push_back(ids.back().get<int32_t>());
     args.w.push_back(w.back().get());
@@ -72,7 +96,7 @@ Outcome run_draw(Harness& h, const MoeAgDraw& d, uint64_t seed) {
   if (std::string why = MoeAgGroupGemm::can_implement(world, env.heap, args); !why.empty()) return refusal(why);
   const uint64_t out_rows = MoeAgGroupGemm::out_rows(world, args);
   for (int r = 0; r < d.world; ++r) {
-    out[r] = device_buffer(env, r, out_rows * d.n * 2);
+    out[r] = device_buffer(env, r, out_rows * d.args.n * 2);
     args.out[r] = out[r].get();
   }
   std::string error;
@@ -80,34 +104,34 @@ Outcome run_draw(Harness& h, const MoeAgDraw& d, uint64_t seed) {
   if (!op) return failure(error, 0);
 
   std::mt19937_64 rng = data_rng(seed);
-  DeviceBuffer sorted = device_buffer(env, 0, out_rows * d.hidden * 2);
+  DeviceBuffer sorted = device_buffer(env, 0, out_rows * d.args.hidden * 2);
   std::vector<int32_t> routing;
   std::vector<__nv_bfloat16> x_host;
   MoeMapping host;
   std::vector<std::vector<float>> want(size_t(d.world));
   for (int call = 1; call <= h.repeat(); ++call) {
     if (fresh_inputs(call)) {
-      routing = synthetic_routing(rng, tokens, d.topk, d.experts, d.routing);
-      x_host = test::random_bf16(size_t(tokens) * d.hidden, rng);
+      routing = synthetic_routing(rng, tokens, d.args.topk, d.args.experts, d.routing);
+      x_host = test::random_bf16(size_t(tokens) * d.args.hidden, rng);
       for (int r = 0; r < d.world; ++r) {
         upload_vector(ids[r].get(), routing);
-        upload_vector(w[r].get(), test::random_bf16(size_t(d.experts) * d.n * d.hidden, rng));
+        upload_vector(w[r].get(), test::random_bf16(size_t(d.args.experts) * d.args.n * d.args.hidden, rng));
       }
     }
     for (int r = 0; r < d.world; ++r) {
-      char* g = x.as<char>(r) + d.x_offset;
+      char* g = x.as<char>(r) + d.args.x_offset;
       fill(g, kNanByte, x_bytes);  // peers' rows NaN until gathered
       test::upload(g + r * shard_bytes, reinterpret_cast<const char*>(x_host.data()) + r * shard_bytes, shard_bytes);
-      test::poison(out[r].get(), out_rows * d.n * 2);
+      test::poison(out[r].get(), out_rows * d.args.n * 2);
     }
     test::settle();
     op->run();
     world.synchronize();
     if (fresh_inputs(call)) {
-      host = build_moe_mapping({tokens, d.topk, d.experts, routing.data(), nullptr}, op->tile_m());
-      upload_vector(sorted.get(), test::sorted_rows(host, x_host, d.hidden));
+      host = build_moe_mapping({tokens, d.args.topk, d.args.experts, routing.data(), nullptr}, op->tile_m());
+      upload_vector(sorted.get(), test::sorted_rows(host, x_host, d.args.hidden));
       for (int r = 0; r < d.world; ++r) {
-        want[r] = test::grouped_reference(h.cublas(), host, sorted.get(), w[r].get(), d.n, d.hidden, 0);
+        want[r] = test::grouped_reference(h.cublas(), host, sorted.get(), w[r].get(), d.args.n, d.args.hidden, 0);
       }
     }
     const size_t rows = size_t(host.num_tiles()) * host.bm;
@@ -119,25 +143,25 @@ Outcome run_draw(Harness& h, const MoeAgDraw& d, uint64_t seed) {
                            std::to_string(host.num_tiles()),
                        call);
       }
-      const auto got = test::download<__nv_bfloat16>(out[r].get(), out_rows * d.n);
+      const auto got = test::download<__nv_bfloat16>(out[r].get(), out_rows * d.args.n);
       for (size_t row = 0; row < rows; ++row) {
         if (host.row_pair[row] != kPadRow) continue;
-        for (size_t col = 0; col < d.n; ++col) {
-          if (__bfloat162float(got[row * d.n + col]) != 0.0f) {
+        for (size_t col = 0; col < d.args.n; ++col) {
+          if (__bfloat162float(got[row * d.args.n + col]) != 0.0f) {
             return failure(where + ": padding row " + std::to_string(row) + " col " + std::to_string(col) + " = " +
-                               std::to_string(__bfloat162float(got[row * d.n + col])) + ", expected 0",
+                               std::to_string(__bfloat162float(got[row * d.args.n + col])) + ", expected 0",
                            call);
           }
         }
       }
-      const std::vector<__nv_bfloat16> used(got.begin(), got.begin() + rows * d.n);
-      if (std::string e = compare_bf16(used, want[r], nullptr, 8e-3f, 1e-2f, d.n, where + ", sorted rows against cuBLAS");
+      const std::vector<__nv_bfloat16> used(got.begin(), got.begin() + rows * d.args.n);
+      if (std::string e = compare_bf16(used, want[r], nullptr, 8e-3f, 1e-2f, d.args.n, where + ", sorted rows against cuBLAS");
           !e.empty()) {
         return failure(e, call);
       }
-      for (size_t i = rows * d.n; i < got.size(); ++i) {
+      for (size_t i = rows * d.args.n; i < got.size(); ++i) {
         if (bits(got[i]) != kPoisonBf16) {
-          return failure(where + ": row " + std::to_string(i / d.n) + ", past the routing's " + std::to_string(rows) +
+          return failure(where + ": row " + std::to_string(i / d.args.n) + ", past the routing's " + std::to_string(rows) +
                              " rows, was written",
                          call);
         }
@@ -150,23 +174,17 @@ Outcome run_draw(Harness& h, const MoeAgDraw& d, uint64_t seed) {
 Outcome run_draw(Harness& h, const MoeRsDraw& d, uint64_t seed) {
   test::TestWorld& env = h.world(d.world);
   const World& world = env.world;
-  const uint32_t tokens = d.tokens_per_rank * static_cast<uint32_t>(d.world);
-  const size_t out_elems = size_t(d.tokens_per_rank) * d.n;
-  SymmetricBuffer recv = symmetric(env, size_t(tokens) * d.n * 2);
+  const uint32_t tokens = d.args.tokens_per_rank * static_cast<uint32_t>(d.world);
+  const size_t out_elems = size_t(d.args.tokens_per_rank) * d.args.n;
+  SymmetricBuffer recv = symmetric(env, size_t(tokens) * d.args.n * 2);
   std::vector<DeviceBuffer> ids, weights, w, out, hrows;
   std::vector<std::unique_ptr<MoeMappingBuffers>> mapping;
-  MoeGemmRsArguments args;
-  args.tokens_per_rank = d.tokens_per_rank;
-  args.n = d.n;
-  args.k = d.k;
-  args.experts = d.experts;
-  args.topk = d.topk;
+  MoeGemmRsArguments args = d.args;  // the drawn sizes, offsets and configuration
   args.recv = &recv;
-  args.config = d.config;
   for (int r = 0; r < d.world; ++r) {
-    ids.push_back(device_buffer(env, r, size_t(tokens) * d.topk * 4));
-    weights.push_back(device_buffer(env, r, size_t(tokens) * d.topk * 4));
-    w.push_back(device_buffer(env, r, size_t(d.experts) * d.n * d.k * 2));
+    ids.push_back(device_buffer(env, r, size_t(tokens) * d.args.topk * 4));
+    weights.push_back(device_buffer(env, r, size_t(tokens) * d.args.topk * 4));
+    w.push_back(device_buffer(env, r, size_t(d.args.experts) * d.args.n * d.args.k * 2));
     out.push_back(device_buffer(env, r, out_elems * 2));
     args.w.push_back(w.back().get());
     args.weights.push_back(weights.back().get<float>());
@@ -175,10 +193,10 @@ Outcome run_draw(Harness& h, const MoeRsDraw& d, uint64_t seed) {
   // The mapping and the sorted rows are the caller's: built once the shape (and the kernel's tile
   // height) is known to be good, then the whole check.
   if (std::string why = MoeGemmRs::can_implement_shape(world, env.heap, args); !why.empty()) return refusal(why);
-  const uint32_t bm = MoeGemmRs::tile_m_of(d.config.kernel);
+  const uint32_t bm = MoeGemmRs::tile_m_of(d.args.config.kernel);
   for (int r = 0; r < d.world; ++r) {
-    mapping.push_back(std::make_unique<MoeMappingBuffers>(tokens, d.topk, d.experts, bm, world.device(r)));
-    hrows.push_back(device_buffer(env, r, size_t(mapping.back()->max_rows()) * d.k * 2));
+    mapping.push_back(std::make_unique<MoeMappingBuffers>(tokens, d.args.topk, d.args.experts, bm, world.device(r)));
+    hrows.push_back(device_buffer(env, r, size_t(mapping.back()->max_rows()) * d.args.k * 2));
     args.mapping.push_back(mapping.back().get());
     args.h.push_back(hrows.back().get());
   }
@@ -188,44 +206,37 @@ Outcome run_draw(Harness& h, const MoeRsDraw& d, uint64_t seed) {
   if (!op) return failure(error, 0);
 
   std::mt19937_64 rng = data_rng(seed);
-  std::vector<int32_t> routing;
-  std::vector<float> weights_host;
-  MoeMapping host;
-  std::vector<std::vector<float>> y(size_t(d.world));
-  std::vector<std::vector<__nv_bfloat16>> previous(size_t(d.world));
+  OwnerCheck owners(d.world);
   for (int call = 1; call <= h.repeat(); ++call) {
     const bool fresh = fresh_inputs(call);
     if (fresh) {
-      routing = synthetic_routing(rng, tokens, d.topk, d.experts, d.routing);
-      weights_host = test::random_weights(size_t(tokens) * d.topk, rng);
+      owners.draw_routing(rng, tokens, d.args.topk, d.args.experts, d.routing);
       for (int r = 0; r < d.world; ++r) {
-        upload_vector(ids[r].get(), routing);
-        upload_vector(weights[r].get(), weights_host);
+        upload_vector(ids[r].get(), owners.routing);
+        upload_vector(weights[r].get(), owners.weights);
         upload_vector(hrows[r].get(), test::random_bf16(hrows[r].bytes() / 2, rng));
-        upload_vector(w[r].get(), test::random_bf16(size_t(d.experts) * d.n * d.k, rng));
+        upload_vector(w[r].get(), test::random_bf16(size_t(d.args.experts) * d.args.n * d.args.k, rng));
         mapping[r]->build(ids[r].get<int32_t>(), world.compute_stream(r));
       }
     }
     for (int r = 0; r < d.world; ++r) {
       test::poison(out[r].get(), out_elems * 2);
-      test::poison(recv.data(r), size_t(tokens) * d.n * 2);
+      test::poison(recv.data(r), size_t(tokens) * d.args.n * 2);
     }
     test::settle();
     op->run();
     world.synchronize();
     if (fresh) {
-      host = build_moe_mapping({tokens, d.topk, d.experts, routing.data(), weights_host.data()}, bm);
+      owners.host = build_moe_mapping(
+          {tokens, d.args.topk, d.args.experts, owners.routing.data(), owners.weights.data()}, bm);
       for (int r = 0; r < d.world; ++r) {
-        y[r] = test::grouped_reference(h.cublas(), host, hrows[r].get(), w[r].get(), d.n, d.k, 0);
+        owners.y[r] =
+            test::grouped_reference(h.cublas(), owners.host, hrows[r].get(), w[r].get(), d.args.n, d.args.k, 0);
       }
     }
-    // Fresh inputs: the reference; the same inputs again: the previous call's bits.
-    const std::string where = at_call(call);
-    std::string e;
-    if (fresh) e = test::check_moe_outputs(host, weights_host, y, args.out, d.tokens_per_rank, d.n, where);
-    if (e.empty() && fresh) e = never_written(args.out, out_elems, where);
-    if (e.empty()) e = same_as_previous(args.out, out_elems, fresh, previous, where);
-    if (!e.empty()) return failure(e, call);
+    if (std::string e = owners.check(call, fresh, args.out, d.args.tokens_per_rank, d.args.n); !e.empty()) {
+      return failure(e, call);
+    }
   }
   return passed(h.repeat());
 }
@@ -233,28 +244,21 @@ Outcome run_draw(Harness& h, const MoeRsDraw& d, uint64_t seed) {
 Outcome run_draw(Harness& h, const MoeLayerDraw& d, uint64_t seed) {
   test::TestWorld& env = h.world(d.world);
   const World& world = env.world;
-  const uint32_t w = static_cast<uint32_t>(d.world), tokens = d.tokens_per_rank * w, k = d.intermediate / w;
-  const MlpActivation act = d.config.activation;
+  const uint32_t w = static_cast<uint32_t>(d.world), tokens = d.args.tokens_per_rank * w, k = d.args.intermediate / w;
+  const MlpActivation act = d.args.config.activation;
   const uint32_t n1 = (act == MlpActivation::kSwiGlu ? 2 : 1) * k;
-  const size_t x_bytes = size_t(tokens) * d.hidden * 2, shard_bytes = size_t(d.tokens_per_rank) * d.hidden * 2;
-  const size_t out_elems = size_t(d.tokens_per_rank) * d.hidden;
-  SymmetricBuffer x = symmetric(env, d.x_offset + x_bytes), recv = symmetric(env, x_bytes);
+  const size_t x_bytes = size_t(tokens) * d.args.hidden * 2, shard_bytes = size_t(d.args.tokens_per_rank) * d.args.hidden * 2;
+  const size_t out_elems = size_t(d.args.tokens_per_rank) * d.args.hidden;
+  SymmetricBuffer x = symmetric(env, d.args.x_offset + x_bytes), recv = symmetric(env, x_bytes);
   std::vector<DeviceBuffer> ids, weights, w1, w2, out;
-  MoeLayerArguments args;
+  MoeLayerArguments args = d.args;  // the drawn sizes, offsets and configuration
   args.x = &x;
-  args.x_offset = d.x_offset;
-  args.tokens_per_rank = d.tokens_per_rank;
-  args.hidden = d.hidden;
-  args.intermediate = d.intermediate;
-  args.experts = d.experts;
-  args.topk = d.topk;
   args.recv = &recv;
-  args.config = d.config;
   for (int r = 0; r < d.world; ++r) {
-    ids.push_back(device_buffer(env, r, size_t(tokens) * d.topk * 4));
-    weights.push_back(device_buffer(env, r, size_t(tokens) * d.topk * 4));
-    w1.push_back(device_buffer(env, r, size_t(d.experts) * n1 * d.hidden * 2));
-    w2.push_back(device_buffer(env, r, size_t(d.experts) * d.hidden * k * 2));
+    ids.push_back(device_buffer(env, r, size_t(tokens) * d.args.topk * 4));
+    weights.push_back(device_buffer(env, r, size_t(tokens) * d.args.topk * 4));
+    w1.push_back(device_buffer(env, r, size_t(d.args.experts) * n1 * d.args.hidden * 2));
+    w2.push_back(device_buffer(env, r, size_t(d.args.experts) * d.args.hidden * k * 2));
     out.push_back(device_buffer(env, r, out_elems * 2));
     args.ids.push_back(ids.back().get<int32_t>());
     args.weights.push_back(weights.back().get<float>());
@@ -270,28 +274,23 @@ Outcome run_draw(Harness& h, const MoeLayerDraw& d, uint64_t seed) {
   std::mt19937_64 rng = data_rng(seed);
   const uint32_t bm = layer->part1().tile_m();
   DeviceBuffer scratch =
-      device_buffer(env, 0, size_t(layer->part1().mapping(0).max_rows()) * std::max(d.hidden, k) * 2);
-  std::vector<int32_t> routing;
-  std::vector<float> weights_host;
+      device_buffer(env, 0, size_t(layer->part1().mapping(0).max_rows()) * std::max(d.args.hidden, k) * 2);
   std::vector<__nv_bfloat16> x_host;
-  MoeMapping host;
-  std::vector<std::vector<float>> y2(size_t(d.world));
-  std::vector<std::vector<__nv_bfloat16>> previous(size_t(d.world));
+  OwnerCheck owners(d.world);
   for (int call = 1; call <= h.repeat(); ++call) {
     const bool fresh = fresh_inputs(call);
     if (fresh) {
-      routing = synthetic_routing(rng, tokens, d.topk, d.experts, d.routing);
-      weights_host = test::random_weights(size_t(tokens) * d.topk, rng);
-      x_host = test::random_bf16(size_t(tokens) * d.hidden, rng);
+      owners.draw_routing(rng, tokens, d.args.topk, d.args.experts, d.routing);
+      x_host = test::random_bf16(size_t(tokens) * d.args.hidden, rng);
       for (int r = 0; r < d.world; ++r) {
-        upload_vector(ids[r].get(), routing);
-        upload_vector(weights[r].get(), weights_host);
-        upload_vector(w1[r].get(), test::random_bf16(size_t(d.experts) * n1 * d.hidden, rng));
-        upload_vector(w2[r].get(), test::random_bf16(size_t(d.experts) * d.hidden * k, rng));
+        upload_vector(ids[r].get(), owners.routing);
+        upload_vector(weights[r].get(), owners.weights);
+        upload_vector(w1[r].get(), test::random_bf16(size_t(d.args.experts) * n1 * d.args.hidden, rng));
+        upload_vector(w2[r].get(), test::random_bf16(size_t(d.args.experts) * d.args.hidden * k, rng));
       }
     }
     for (int r = 0; r < d.world; ++r) {
-      char* g = x.as<char>(r) + d.x_offset;
+      char* g = x.as<char>(r) + d.args.x_offset;
       fill(g, kNanByte, x_bytes);  // peers' rows NaN until gathered
       test::upload(g + r * shard_bytes, reinterpret_cast<const char*>(x_host.data()) + r * shard_bytes, shard_bytes);
       test::poison(out[r].get(), out_elems * 2);
@@ -301,19 +300,16 @@ Outcome run_draw(Harness& h, const MoeLayerDraw& d, uint64_t seed) {
     layer->run();
     world.synchronize();
     if (fresh) {
-      host = build_moe_mapping({tokens, d.topk, d.experts, routing.data(), nullptr}, bm);
-      const std::vector<__nv_bfloat16> a = test::sorted_rows(host, x_host, d.hidden);
+      owners.host = build_moe_mapping({tokens, d.args.topk, d.args.experts, owners.routing.data(), nullptr}, bm);
+      const std::vector<__nv_bfloat16> a = test::sorted_rows(owners.host, x_host, d.args.hidden);
       for (int r = 0; r < d.world; ++r) {
-        y2[r] = test::moe_layer_rank_reference(h.cublas(), host, a, w1[r].get(), w2[r].get(), d.hidden, k, act, scratch);
+        owners.y[r] = test::moe_layer_rank_reference(h.cublas(), owners.host, a, w1[r].get(), w2[r].get(),
+                                                     d.args.hidden, k, act, scratch);
       }
     }
-    // Fresh inputs: the reference; the same inputs again: the previous call's bits.
-    const std::string where = at_call(call);
-    std::string e;
-    if (fresh) e = test::check_moe_outputs(host, weights_host, y2, args.out, d.tokens_per_rank, d.hidden, where);
-    if (e.empty() && fresh) e = never_written(args.out, out_elems, where);
-    if (e.empty()) e = same_as_previous(args.out, out_elems, fresh, previous, where);
-    if (!e.empty()) return failure(e, call);
+    if (std::string e = owners.check(call, fresh, args.out, d.args.tokens_per_rank, d.args.hidden); !e.empty()) {
+      return failure(e, call);
+    }
   }
   return passed(h.repeat());
 }

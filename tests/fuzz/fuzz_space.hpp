@@ -3,8 +3,9 @@
 // draws through the ops, the CPU suite (tests/cpu/test_fuzz_protocols.cpp) through the protocols
 // on the CPU executor.
 //
-// One draw_<op>(Rng&, const Space&) per op returns a plain struct: the world size, the shape, the
-// offsets into the symmetric buffers and the op's whole Config. Every knob takes, with some
+// One draw_<op>(Rng&, const Space&) per op returns a plain struct (fuzz_draws.hpp): the world size
+// and the op's Arguments but their buffers -- the shape, the offsets into the symmetric buffers and
+// the op's whole Config. Every knob takes, with some
 // probability, its automatic value (0 / ""), its extremes (one row per communication tile, one
 // block, the largest count the budget allows) and values the op must refuse (comm_rows 0 for a
 // collective, threads 33, blocks past the SM budget, an unknown kernel name, K below the minimum

@@ -28,6 +28,8 @@
 #include <string>
 #include <vector>
 
+#include "tilelink/testing/attention_reference.hpp"
+
 #include "tilelink/core/error.hpp"
 #include "tilelink/ops/attention/sp_attention_protocol.hpp"
 #include "tilelink/runtime/device_buffer.hpp"
@@ -53,21 +55,13 @@ struct Query {
   uint32_t head;      // q head
 };
 
-struct Shape {
-  uint32_t seq_len = 0;
-  uint32_t q_heads = 0;
-  uint32_t kv_heads = 0;
-  uint32_t head_dim = 0;
-  bool causal = false;
-};
-
 struct Params {
   const __nv_bfloat16* q;
   const __nv_bfloat16* kv;
   const Query* queries;
   float* o;
   float* lse;
-  Shape shape;
+  AttentionShape shape;
   float scale;
 };
 
@@ -104,13 +98,13 @@ __global__ void __launch_bounds__(kThreads) attention_reference_kernel(const Par
   __shared__ double red_d[kThreads / 32];
 
   const Query qu = p.queries[blockIdx.x];
-  const Shape& s = p.shape;
+  const AttentionShape& s = p.shape;
   const uint32_t d = s.head_dim;
   const uint32_t kv_h = qu.head / (s.q_heads / s.kv_heads);
   const uint64_t row_elems = uint64_t(2) * s.kv_heads * d;
   const __nv_bfloat16* k0 = p.kv + uint64_t(kv_h) * d;
   const __nv_bfloat16* v0 = p.kv + uint64_t(s.kv_heads + kv_h) * d;
-  const uint32_t keys = s.causal ? qu.position + 1 : s.seq_len;
+  const uint32_t keys = s.causal ? qu.position + 1 : s.seq;
 
   const __nv_bfloat16* q_row = p.q + (uint64_t(qu.token) * s.q_heads + qu.head) * d;
   for (uint32_t e = threadIdx.x; e < d; e += kThreads) q_s[e] = __bfloat162float(q_row[e]);
@@ -166,7 +160,7 @@ __global__ void __launch_bounds__(kThreads) attention_reference_kernel(const Par
 // Runs the reference on `device` (synchronously; the device should be idle of the caller's work
 // that writes nothing it reads: everything is copied from the host here). o gets
 // queries.size() x head_dim floats, lse queries.size() floats.
-inline void reference_attention(int device, const Shape& s, const std::vector<__nv_bfloat16>& q_tokens,
+inline void reference_attention(int device, const AttentionShape& s, const std::vector<__nv_bfloat16>& q_tokens,
                                 const std::vector<__nv_bfloat16>& kv_seq, const std::vector<Query>& queries,
                                 std::vector<float>& o, std::vector<float>& lse) {
   const std::string where = "attention_ref::reference_attention: ";
@@ -184,13 +178,13 @@ inline void reference_attention(int device, const Shape& s, const std::vector<__
     throw InvalidArgument(where + "q_tokens has " + std::to_string(q_tokens.size()) +
                           " elements: expected a multiple of q_heads * head_dim");
   }
-  if (kv_seq.size() != uint64_t(s.seq_len) * row_elems) {
+  if (kv_seq.size() != uint64_t(s.seq) * row_elems) {
     throw InvalidArgument(where + "kv_seq has " + std::to_string(kv_seq.size()) + " elements: expected seq_len (" +
-                          std::to_string(s.seq_len) + ") x 2 x kv_heads x head_dim");
+                          std::to_string(s.seq) + ") x 2 x kv_heads x head_dim");
   }
   const uint64_t tokens = q_tokens.size() / token_elems;
   for (const Query& q : queries) {
-    if (q.token >= tokens || q.position >= s.seq_len || q.head >= s.q_heads) {
+    if (q.token >= tokens || q.position >= s.seq || q.head >= s.q_heads) {
       throw InvalidArgument(where + "query (token " + std::to_string(q.token) + ", position " +
                             std::to_string(q.position) + ", head " + std::to_string(q.head) + ") out of range");
     }

@@ -14,6 +14,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <iostream>
 #include <numeric>
 #include <random>
@@ -216,6 +217,24 @@ void expect_refused(TestWorld& env, const Args& args, const std::string& needle)
   const std::string why = Op::can_implement(env.world, env.heap, args);
   EXPECT_NE(why.find(needle), std::string::npos) << "'" << why << "' does not name " << needle;
   EXPECT_THROW(Op(env.world, env.heap, env.signals, args), InvalidArgument);
+}
+
+// One bad variation of a valid argument set: `change` spoils a copy of it, and the op must refuse
+// the result naming `needle` (expect_refused).
+template <class Args>
+struct Refusal {
+  std::function<void(Args&)> change;
+  std::string needle;
+};
+
+// expect_refused for every case of `refusals`, each a change to its own copy of `good`.
+template <class Op, class Args>
+void expect_refusals(TestWorld& env, const Args& good, const std::vector<Refusal<Args>>& refusals) {
+  for (const Refusal<Args>& refusal : refusals) {
+    Args bad = good;
+    refusal.change(bad);
+    expect_refused<Op>(env, bad, refusal.needle);
+  }
 }
 
 // Byte-exact comparison with the first mismatch and the number of mismatching bytes.

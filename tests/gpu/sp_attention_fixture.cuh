@@ -271,12 +271,7 @@ void check_outputs(Fixture& f, std::mt19937_64& rng, const std::string& what) {
       for (uint32_t h = 0; h < H; ++h) queries.push_back({token, f.position(uint32_t(r), i), h});
     }
   }
-  attention_ref::Shape shape;
-  shape.seq_len = f.seq_len;
-  shape.q_heads = H;
-  shape.kv_heads = c.kv_heads;
-  shape.head_dim = d;
-  shape.causal = c.causal;
+  const AttentionShape shape{f.seq_len, H, c.kv_heads, d, c.causal};
   std::vector<float> o_ref, lse_ref;
   attention_ref::reference_attention(f.env.world.device(0), shape, q_tokens, kv_seq, queries, o_ref, lse_ref);
 

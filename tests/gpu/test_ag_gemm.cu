@@ -192,52 +192,33 @@ TEST(AgGemmArgumentsTest, RefusesWhatItCannotRun) {
   good.c = {c.get(), c.get()};
   ASSERT_EQ(AgGemm::can_implement(world, env.heap, good), "");
 
-  auto refused = [&](const AgGemmArguments& a, const std::string& needle) { expect_refused<AgGemm>(env, a, needle); };
-  AgGemmArguments a = good;
-  a.b_layout = BLayout::kKN;
-  refused(a, "'b_layout' = kn");
-  a = good;
-  a.n = 260;
-  refused(a, "'n' = 260");
-  a = good;
-  a.k = 100;
-  refused(a, "'k' = 100");
-  a = good;
-  a.m_per_rank = 0;
-  refused(a, "'m_per_rank' = 0");
-  a = good;
-  a.b = {b.get()};
-  refused(a, "'b' has 1 pointers");
-  a = good;
-  a.c[1] = nullptr;
-  refused(a, "'c[1]' = nullptr");
-  a = good;
-  a.c[0] = static_cast<char*>(c.get()) + 2;
-  refused(a, "'c[0]'");
-  a = good;
-  a.config.kernel = "64x64x64_c1x1";
-  refused(a, "'config.kernel' = '64x64x64_c1x1'");
-  a = good;
-  a.config.swizzle = 3;
-  refused(a, "'config.swizzle' = 3");
-  a = good;
-  a.config.comm = {CommResource::kSm, AgMethod::kPull, DataPath::kLdSt, CommOrder::kFullMesh, 128,
-                   static_cast<uint32_t>(world.sm_budget(0)), 512};
-  refused(a, "'config.comm.num_blocks' = " + std::to_string(world.sm_budget(0)));  // the knob that took the SMs
-  a = good;
-  a.config.comm.resource = CommResource::kCopyEngine;
-  a.config.comm.method = AgMethod::kPull;
-  a.config.gemm_sms = static_cast<uint32_t>(world.sm_budget(0));  // every SM of the GPU waiting: no copy runs
-  refused(a, "'config.gemm_sms' = " + std::to_string(world.sm_budget(0)) + ": 2 virtual ranks would keep");
-  a = good;
-  a.config.comm.method = static_cast<AgMethod>(7);
-  refused(a, "'config.method' = 7");
-  a = good;
-  a.m_per_rank = 512;  // the gathered buffer holds 2 x 256 rows
-  refused(a, "'a' holds");
-  a = good;
-  a.a = nullptr;
-  refused(a, "'a' = nullptr");
+  using A = AgGemmArguments;
+  const std::string budget = std::to_string(world.sm_budget(0));
+  expect_refusals<AgGemm>(env, good, {
+      {[](A& a) { a.b_layout = BLayout::kKN; }, "'b_layout' = kn"},
+      {[](A& a) { a.n = 260; }, "'n' = 260"},
+      {[](A& a) { a.k = 100; }, "'k' = 100"},
+      {[](A& a) { a.m_per_rank = 0; }, "'m_per_rank' = 0"},
+      {[&](A& a) { a.b = {b.get()}; }, "'b' has 1 pointers"},
+      {[](A& a) { a.c[1] = nullptr; }, "'c[1]' = nullptr"},
+      {[&](A& a) { a.c[0] = static_cast<char*>(c.get()) + 2; }, "'c[0]'"},
+      {[](A& a) { a.config.kernel = "64x64x64_c1x1"; }, "'config.kernel' = '64x64x64_c1x1'"},
+      {[](A& a) { a.config.swizzle = 3; }, "'config.swizzle' = 3"},
+      {[&](A& a) {
+         a.config.comm = {CommResource::kSm, AgMethod::kPull, DataPath::kLdSt, CommOrder::kFullMesh, 128,
+                          static_cast<uint32_t>(world.sm_budget(0)), 512};
+       },
+       "'config.comm.num_blocks' = " + budget},  // the knob that took the SMs
+      {[&](A& a) {
+         a.config.comm.resource = CommResource::kCopyEngine;
+         a.config.comm.method = AgMethod::kPull;
+         a.config.gemm_sms = static_cast<uint32_t>(world.sm_budget(0));  // every SM of the GPU waiting: no copy runs
+       },
+       "'config.gemm_sms' = " + budget + ": 2 virtual ranks would keep"},
+      {[](A& a) { a.config.comm.method = static_cast<AgMethod>(7); }, "'config.method' = 7"},
+      {[](A& a) { a.m_per_rank = 512; }, "'a' holds"},  // the gathered buffer holds 2 x 256 rows
+      {[](A& a) { a.a = nullptr; }, "'a' = nullptr"},
+  });
   settle();
 }
 

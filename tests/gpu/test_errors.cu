@@ -33,6 +33,41 @@ WorldOptions short_timeout() {
   std::_Exit(code);
 }
 
+// The body of a timeout death test, run in the child with the 200 ms wait bound whatever the
+// environment says: `body` sets up a wait that nobody satisfies and ends in exit_on_timeout. An
+// exception on the way (the set-up, or `surface` throwing anything but TimeoutError) exits 5.
+template <class Body>
+[[noreturn]] void run_timeout_child(Body&& body) {
+  unsetenv("TILELINK_WAIT_TIMEOUT_MS");
+  try {
+    body();
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "unexpected exception: %s\n", e.what());
+    child_exit(5);
+  }
+  std::fprintf(stderr, "the test body returned without a verdict\n");
+  child_exit(6);
+}
+
+// Calls `surface`, which must throw TimeoutError: prints its message (the parent matches it) and
+// exits 0 if `record_ok` accepts the error (which may also check that the world is usable), 4 if
+// not; exits 3 with `if_none` when `surface` returns.
+template <class Surface, class RecordOk>
+[[noreturn]] void exit_on_timeout(Surface&& surface, RecordOk&& record_ok, const char* if_none) {
+  try {
+    surface();
+  } catch (const TimeoutError& e) {
+    std::fprintf(stderr, "%s\n", e.what());
+    const bool ok = record_ok(e);
+    if (!ok) std::fprintf(stderr, "error record does not match the wait\n");
+    child_exit(ok ? 0 : 4);
+  }
+  std::fprintf(stderr, "%s\n", if_none);
+  child_exit(3);
+}
+
+constexpr const char* kNoTimeout = "synchronize returned without TimeoutError";
+
 // ---- timeouts -------------------------------------------------------------------------------------
 
 // The waiter of the timeout test: block 3 of rank 1 waits for channel 2 of its slice to reach
@@ -50,35 +85,31 @@ __global__ void wait_forever_kernel(SignalView sig) {
   }
 }
 
+// Launches the waiter on rank kWaitRank of `env`, on a slice named `op` at epoch kWaitEpoch.
+void launch_forever_wait(TestWorld& env, const char* op) {
+  SignalSlice slice = env.signals.allocate(4, op);
+  while (slice.epoch() < kWaitEpoch) slice.begin_call();
+  env.world.set_device(kWaitRank);
+  wait_forever_kernel<<<kWaitBlock + 2, 32, 0, env.world.compute_stream(kWaitRank)>>>(
+      slice.device_view(kWaitRank));
+  TL_CHECK_LAUNCH();
+}
+
 void device_wait_times_out() {
-  unsetenv("TILELINK_WAIT_TIMEOUT_MS");  // the 200 ms below, whatever the environment says
-  try {
+  run_timeout_child([] {
     TestWorld env(2, 1 << 20, 64, short_timeout());
-    SignalSlice slice = env.signals.allocate(4, "never_notified");
-    while (slice.epoch() < kWaitEpoch) slice.begin_call();
-    env.world.set_device(kWaitRank);
-    wait_forever_kernel<<<kWaitBlock + 2, 32, 0, env.world.compute_stream(kWaitRank)>>>(
-        slice.device_view(kWaitRank));
-    TL_CHECK_LAUNCH();
-    try {
-      env.world.synchronize();
-    } catch (const TimeoutError& e) {
-      std::fprintf(stderr, "%s\n", e.what());
-      const ErrorRecord& r = e.record();
-      const bool record_ok = r.kind == WaitKind::kConsumerTile && r.rank == kWaitRank &&
+    launch_forever_wait(env, "never_notified");
+    exit_on_timeout([&] { env.world.synchronize(); },
+                    [](const TimeoutError& e) {
+                      const ErrorRecord& r = e.record();
+                      return r.kind == WaitKind::kConsumerTile && r.rank == kWaitRank &&
                              r.block == int32_t(kWaitBlock) && r.tile == kWaitTile &&
                              r.channel == kWaitChannel && r.peer == kWaitRank &&
                              r.expected == kWaitEpoch * kWaitArrivals && r.observed == 0 &&
                              r.elapsed_ns >= kShortTimeoutNs && e.op_name() == "never_notified";
-      if (!record_ok) std::fprintf(stderr, "error record does not match the wait\n");
-      child_exit(record_ok ? 0 : 4);
-    }
-    std::fprintf(stderr, "synchronize returned without TimeoutError\n");
-    child_exit(3);
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "unexpected exception: %s\n", e.what());
-    child_exit(5);
-  }
+                    },
+                    kNoTimeout);
+  });
 }
 
 TEST(ErrorsDeathTest, DeviceWaitTimeoutNamesTheWaiter) {
@@ -92,31 +123,23 @@ TEST(ErrorsDeathTest, DeviceWaitTimeoutNamesTheWaiter) {
 constexpr uint32_t kStalledChannel = 3;
 
 void stream_wait_times_out() {
-  unsetenv("TILELINK_WAIT_TIMEOUT_MS");
-  try {
+  run_timeout_child([] {
     TestWorld env(2, 1 << 20, 64, short_timeout());
     SignalSlice slice = env.signals.allocate(4, "stalled_stream");
     slice.begin_call();
     rank_wait(env.world.comm_stream(kWaitRank), slice.host_view(kWaitRank), kStalledChannel);
-    try {
-      env.world.synchronize();
-    } catch (const TimeoutError& e) {
-      std::fprintf(stderr, "%s\n", e.what());
-      const ErrorRecord& r = e.record();
-      const bool record_ok = r.kind == WaitKind::kRankWait && r.rank == kWaitRank &&
-                             r.channel == kStalledChannel && r.expected == 1 && r.observed == 0 &&
-                             e.op_name() == "stalled_stream";
-      if (!record_ok) std::fprintf(stderr, "error record does not match the wait\n");
-      // The stream was released: the world is usable again.
-      env.world.synchronize();
-      child_exit(record_ok ? 0 : 4);
-    }
-    std::fprintf(stderr, "synchronize returned without TimeoutError\n");
-    child_exit(3);
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "unexpected exception: %s\n", e.what());
-    child_exit(5);
-  }
+    exit_on_timeout([&] { env.world.synchronize(); },
+                    [&](const TimeoutError& e) {
+                      const ErrorRecord& r = e.record();
+                      const bool record_ok = r.kind == WaitKind::kRankWait && r.rank == kWaitRank &&
+                                             r.channel == kStalledChannel && r.expected == 1 &&
+                                             r.observed == 0 && e.op_name() == "stalled_stream";
+                      // The stream was released: the world is usable again.
+                      env.world.synchronize();
+                      return record_ok;
+                    },
+                    kNoTimeout);
+  });
 }
 
 // A stream wait does not trap; it runs in a child anyway so that a runtime that cannot release
@@ -130,36 +153,26 @@ TEST(ErrorsDeathTest, StreamWaitTimeoutNamesTheWaiter) {
 // A trap that CUDA reports at a later, unrelated call (here a copy, as the host's next enqueue
 // would meet it) still names the waiter: the call's error becomes the record's TimeoutError.
 void trap_surfaces_at_a_later_call() {
-  unsetenv("TILELINK_WAIT_TIMEOUT_MS");
-  try {
+  run_timeout_child([] {
     TestWorld env(2, 1 << 20, 64, short_timeout());
-    SignalSlice slice = env.signals.allocate(4, "trapped_waiter");
-    while (slice.epoch() < kWaitEpoch) slice.begin_call();
-    env.world.set_device(kWaitRank);
-    wait_forever_kernel<<<kWaitBlock + 2, 32, 0, env.world.compute_stream(kWaitRank)>>>(
-        slice.device_view(kWaitRank));
-    TL_CHECK_LAUNCH();
+    launch_forever_wait(env, "trapped_waiter");
     DeviceBuffer scratch(256, env.world.device(kWaitRank));
     std::vector<char> host(256);
-    try {
-      // Synchronous copies until the trap (after the 200 ms timeout) ends the context.
-      for (int i = 0; i < 100000; ++i) {
-        TL_CUDA_CHECK(cudaMemcpy(host.data(), scratch.get(), host.size(), cudaMemcpyDeviceToHost));
-        TL_CUDA_CHECK(cudaDeviceSynchronize());
-      }
-    } catch (const TimeoutError& e) {
-      std::fprintf(stderr, "%s\n", e.what());
-      const ErrorRecord& r = e.record();
-      const bool record_ok = r.rank == kWaitRank && r.block == int32_t(kWaitBlock) && r.tile == kWaitTile &&
-                             r.channel == kWaitChannel && e.op_name() == "trapped_waiter";
-      child_exit(record_ok ? 0 : 4);
-    }
-    std::fprintf(stderr, "no call failed after the trap\n");
-    child_exit(3);
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "unexpected exception: %s\n", e.what());
-    child_exit(5);
-  }
+    exit_on_timeout(
+        [&] {
+          // Synchronous copies until the trap (after the 200 ms timeout) ends the context.
+          for (int i = 0; i < 100000; ++i) {
+            TL_CUDA_CHECK(cudaMemcpy(host.data(), scratch.get(), host.size(), cudaMemcpyDeviceToHost));
+            TL_CUDA_CHECK(cudaDeviceSynchronize());
+          }
+        },
+        [](const TimeoutError& e) {
+          const ErrorRecord& r = e.record();
+          return r.rank == kWaitRank && r.block == int32_t(kWaitBlock) && r.tile == kWaitTile &&
+                 r.channel == kWaitChannel && e.op_name() == "trapped_waiter";
+        },
+        "no call failed after the trap");
+  });
 }
 
 TEST(ErrorsDeathTest, TrapReportedAtALaterCallNamesTheWaiter) {
@@ -171,8 +184,7 @@ TEST(ErrorsDeathTest, TrapReportedAtALaterCallNamesTheWaiter) {
 // An all-gather whose peer never runs: rank 0 pulls alone, and its timeout names the kernel and
 // whose rows it waited for (rank 1's shard), not only the channel number.
 void all_gather_peer_missing() {
-  unsetenv("TILELINK_WAIT_TIMEOUT_MS");
-  try {
+  run_timeout_child([] {
     TestWorld env(2, 4 << 20, 256, short_timeout());
     constexpr uint32_t kRows = 64, kRowBytes = 256;
     SymmetricBuffer gathered = env.heap.allocate(2 * kRows * kRowBytes);
@@ -186,18 +198,10 @@ void all_gather_peer_missing() {
     ag.begin_call();
     ag.announce(0);
     ag.transfer(0);  // rank 1 never runs
-    try {
-      env.world.synchronize();
-    } catch (const TimeoutError& e) {
-      std::fprintf(stderr, "%s\n", e.what());
-      child_exit(e.record().rank == 0 && e.record().peer == 1 ? 0 : 4);
-    }
-    std::fprintf(stderr, "synchronize returned without TimeoutError\n");
-    child_exit(3);
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "unexpected exception: %s\n", e.what());
-    child_exit(5);
-  }
+    exit_on_timeout([&] { env.world.synchronize(); },
+                    [](const TimeoutError& e) { return e.record().rank == 0 && e.record().peer == 1; },
+                    kNoTimeout);
+  });
 }
 
 TEST(ErrorsDeathTest, AllGatherTimeoutNamesTheSourceRows) {

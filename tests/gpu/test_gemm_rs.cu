@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "cublas_ref.hpp"
+#include "gemm_rs_problem.hpp"
 #include "gpu_test_util.hpp"
 #include "tilelink/core/cublas_check.hpp"
 #include "tilelink/ops/gemm_rs/gemm_rs.hpp"
@@ -146,51 +147,42 @@ INSTANTIATE_TEST_SUITE_P(
 TEST(GemmRsArgumentsTest, RefusesWhatItCannotRun) {
   TL_SKIP_WITHOUT_GPU();
   TestWorld env(2, 8 << 20, 1024);
-  SymmetricBuffer partial = env.heap.allocate(512 * 256 * 2);
-  DeviceBuffer buf(512 * 256 * 2, env.world.device(0));
-  GemmRsArguments good;
-  good.partial = &partial;
-  good.m = 512;
-  good.n = 256;
-  good.k = 256;
-  good.a = {buf.get(), buf.get()};
-  good.b = {buf.get(), buf.get()};
-  good.out = {buf.get(), buf.get()};
+  std::mt19937_64 rng(1);
+  GemmRsProblem problem(env, 512, 256, 256, rng);
+  const SymmetricBuffer& recv = problem.recv;
+  GemmRsArguments good = problem.args;
+  good.recv = nullptr;  // only the copy engine needs it (the cases below)
   ASSERT_EQ(GemmRs::can_implement(env.world, env.heap, good), "");
-  auto refused = [&](const GemmRsArguments& a, const std::string& needle) { expect_refused<GemmRs>(env, a, needle); };
-  GemmRsArguments a = good;
-  a.m = 511;
-  refused(a, "'m' = 511");
-  a = good;
-  a.m = 384;  // 192 rows per rank: not whole 128-row tiles
-  refused(a, "'m_per_rank' = 192");
-  a = good;
-  a.n = 260;
-  refused(a, "'n' = 260");
-  a = good;
-  a.k = 100;
-  refused(a, "'k' = 100");
-  a = good;
-  a.out[1] = nullptr;
-  refused(a, "'out[1]' = nullptr");
-  a = good;
-  a.m = 1024;  // partial holds 512 x 256
-  refused(a, "'partial' holds");
-  a = good;
-  a.config.scatter = GemmRsScatter::kCopyEngine;
-  a.config.granularity = SignalGranularity::kTileRow;
-  refused(a, "'recv'");  // the copy engine's receive buffer is missing
-  a.recv = &partial;
-  EXPECT_EQ(GemmRs::can_implement(env.world, env.heap, a), "");
-  a.config.granularity = SignalGranularity::kTile;
-  refused(a, "'config.granularity' = tile");
-  a = good;
-  a.config.granularity = static_cast<SignalGranularity>(3);
-  refused(a, "'config.granularity' = 3");
-  // The reduction in whole clusters, up to the budget, leaves the GEMM nothing: its knob is named.
-  a = good;
-  a.config.reduce_blocks = static_cast<uint32_t>(env.world.sm_budget(0));
-  refused(a, "'config.reduce_blocks' = " + std::to_string(env.world.sm_budget(0)) + ": the reduction takes");
+  using A = GemmRsArguments;
+  const auto copy_engine = [](A& a, SignalGranularity granularity) {
+    a.config.scatter = GemmRsScatter::kCopyEngine;
+    a.config.granularity = granularity;
+  };
+  expect_refusals<GemmRs>(env, good, {
+      {[](A& a) { a.m = 511; }, "'m' = 511"},
+      {[](A& a) { a.m = 384; }, "'m_per_rank' = 192"},  // 192 rows per rank: not whole 128-row tiles
+      {[](A& a) { a.n = 260; }, "'n' = 260"},
+      {[](A& a) { a.k = 100; }, "'k' = 100"},
+      {[](A& a) { a.out[1] = nullptr; }, "'out[1]' = nullptr"},
+      {[](A& a) { a.m = 1024; }, "'partial' holds"},  // partial holds 512 x 256
+      // The copy engine's receive buffer is missing.
+      {[&](A& a) { copy_engine(a, SignalGranularity::kTileRow); }, "'recv'"},
+      // With it, the copy engine moves whole tile rows, not tiles.
+      {[&](A& a) {
+         copy_engine(a, SignalGranularity::kTile);
+         a.recv = &recv;
+       },
+       "'config.granularity' = tile"},
+      {[](A& a) { a.config.granularity = static_cast<SignalGranularity>(3); }, "'config.granularity' = 3"},
+      // The reduction in whole clusters, up to the budget, leaves the GEMM nothing: its knob is named.
+      {[&](A& a) { a.config.reduce_blocks = static_cast<uint32_t>(env.world.sm_budget(0)); },
+       "'config.reduce_blocks' = " + std::to_string(env.world.sm_budget(0)) + ": the reduction takes"},
+  });
+  // ... and accepted with it, in tile rows.
+  GemmRsArguments with_recv = good;
+  copy_engine(with_recv, SignalGranularity::kTileRow);
+  with_recv.recv = &recv;
+  EXPECT_EQ(GemmRs::can_implement(env.world, env.heap, with_recv), "");
   settle();
 }
 
@@ -205,25 +197,9 @@ TEST(GemmRsTuneCacheTest, AutomaticConfigTakesTheCachedOneAndComputesTheSame) {
   constexpr uint32_t kM = 512, kN = 256, kK = 192;
   std::mt19937_64 rng(std::random_device{}());
   TestWorld env(kWorld, 3 * size_t(kM) * kN * 2 + (2 << 20), 1024);
-  SymmetricBuffer partial = env.heap.allocate(size_t(kM) * kN * 2);
-  SymmetricBuffer recv = env.heap.allocate(size_t(kM) * kN * 2);
-  std::vector<DeviceBuffer> a, b, out;
-  GemmRsArguments args;
-  args.partial = &partial;
-  args.recv = &recv;
-  args.m = kM;
-  args.n = kN;
-  args.k = kK;
-  for (int r = 0; r < kWorld; ++r) {
-    a.emplace_back(size_t(kM) * kK * 2, env.world.device(r));
-    b.emplace_back(size_t(kN) * kK * 2, env.world.device(r));
-    out.emplace_back(size_t(kM / kWorld) * kN * 2, env.world.device(r));
-    upload(a[r].get(), random_bf16(size_t(kM) * kK, rng).data(), a[r].bytes());
-    upload(b[r].get(), random_bf16(size_t(kN) * kK, rng).data(), b[r].bytes());
-    args.a.push_back(a[r].get());
-    args.b.push_back(b[r].get());
-    args.out.push_back(out[r].get());
-  }
+  GemmRsProblem problem(env, kM, kN, kK, rng);
+  const GemmRsArguments& args = problem.args;
+  std::vector<DeviceBuffer>& out = problem.out;
   const ScopedTuneCache cache("gemm_rs_tune");
   const std::string& path = cache.path();
   TuneEntry entry;

@@ -63,21 +63,43 @@ __device__ bool tile_is_wrong(const uint32_t* tile, uint32_t trial, uint32_t pai
   return __syncthreads_count(bad) != 0;
 }
 
+// This block's pair (one block per pair): its tile of the symmetric buffer, its scratch tile, and
+// the bulk copies' shared-memory staging, set up (by thread 0) where `kStages` says this side
+// issues bulk copies.
+struct PairTiles {
+  uint32_t pair;
+  char* tile;
+  char* scratch;
+  TileShape shape;
+  BulkStaging staging;
+};
+
+template <bool kStages>
+__device__ PairTiles pair_tiles(const LitmusParams& p, char* smem) {
+  const uint32_t pair = blockIdx.x;
+  PairTiles t{pair, p.data + uint64_t(pair) * kTileBytes, p.scratch + uint64_t(pair) * kTileBytes,
+              TileShape{1, kTileBytes}, BulkStaging{}};
+  if constexpr (kStages) {
+    if (threadIdx.x == 0) t.staging = BulkSmem::init(smem);
+  }
+  return t;
+}
+
+// The signals of trial t: epoch sig.epoch + t.
+__device__ SignalView trial_signals(const LitmusParams& p, uint32_t t) {
+  SignalView sig = p.sig;
+  sig.epoch += t;
+  return sig;
+}
+
 template <DataPath kPath, Method kMethod>
 __global__ void litmus_producer_kernel(LitmusParams p) {
   extern __shared__ __align__(128) char smem[];
-  const uint32_t pair = blockIdx.x;
-  char* tile = p.data + uint64_t(pair) * kTileBytes;
-  char* scratch = p.scratch + uint64_t(pair) * kTileBytes;
-  const TileShape shape{1, kTileBytes};
-  BulkStaging staging{};
-  if constexpr (kPath == DataPath::kBulk && kMethod == Method::kPush) {
-    if (threadIdx.x == 0) staging = BulkSmem::init(smem);
-  }
+  auto [pair, tile, scratch, shape, staging] =
+      pair_tiles<kPath == DataPath::kBulk && kMethod == Method::kPush>(p, smem);
 
   for (uint32_t t = 0; t < p.trials; ++t) {
-    SignalView sig = p.sig;
-    sig.epoch += t;
+    const SignalView sig = trial_signals(p, t);
     if constexpr (kMethod == Method::kPush) {
       write_pattern(reinterpret_cast<uint32_t*>(scratch), t, pair);
       if constexpr (kPath == DataPath::kBulk) {
@@ -110,19 +132,12 @@ __global__ void litmus_producer_kernel(LitmusParams p) {
 template <DataPath kPath, Method kMethod>
 __global__ void litmus_consumer_kernel(LitmusParams p) {
   extern __shared__ __align__(128) char smem[];
-  const uint32_t pair = blockIdx.x;
-  char* tile = p.data + uint64_t(pair) * kTileBytes;
-  char* scratch = p.scratch + uint64_t(pair) * kTileBytes;
-  const TileShape shape{1, kTileBytes};
-  BulkStaging staging{};
-  if constexpr (kPath == DataPath::kBulk && kMethod == Method::kPull) {
-    if (threadIdx.x == 0) staging = BulkSmem::init(smem);
-  }
+  auto [pair, tile, scratch, shape, staging] =
+      pair_tiles<kPath == DataPath::kBulk && kMethod == Method::kPull>(p, smem);
 
   uint64_t failures = 0;
   for (uint32_t t = 0; t < p.trials; ++t) {
-    SignalView sig = p.sig;
-    sig.epoch += t;
+    const SignalView sig = trial_signals(p, t);
     const uint32_t* seen;
     if constexpr (kMethod == Method::kPush) {
       if (threadIdx.x == 0) consumer_tile_wait(sig, data_channel(pair), 1, 1, static_cast<int32_t>(t));

@@ -178,25 +178,15 @@ TEST(MlpArgumentsTest, RefusesWhatItCannotRun) {
   good.w2 = {buf.get(), buf.get()};
   good.out = {buf.get(), buf.get()};
   ASSERT_EQ(Mlp::can_implement(env.world, env.heap, good), "");
-  auto refused = [&](const MlpArguments& a, const std::string& needle) { expect_refused<Mlp>(env, a, needle); };
-  MlpArguments a = good;
-  a.m = 255;
-  refused(a, "'m' = 255");
-  a = good;
-  a.intermediate = 260;  // 130 per rank: not a multiple of 8
-  refused(a, "'intermediate' = 260");
-  a = good;
-  a.w2[1] = nullptr;
-  refused(a, "'w2[1]' = nullptr");
-  a = good;
-  a.hidden = 100;  // fc1's K and fc2's N
-  refused(a, "fc1");
-  a = good;
-  a.partial = nullptr;
-  refused(a, "fc2");
-  a = good;
-  a.config.activation = static_cast<MlpActivation>(7);
-  refused(a, "'config.activation' = 7");
+  using A = MlpArguments;
+  expect_refusals<Mlp>(env, good, {
+      {[](A& a) { a.m = 255; }, "'m' = 255"},
+      {[](A& a) { a.intermediate = 260; }, "'intermediate' = 260"},  // 130 per rank: not a multiple of 8
+      {[](A& a) { a.w2[1] = nullptr; }, "'w2[1]' = nullptr"},
+      {[](A& a) { a.hidden = 100; }, "fc1"},  // fc1's K and fc2's N
+      {[](A& a) { a.partial = nullptr; }, "fc2"},
+      {[](A& a) { a.config.activation = static_cast<MlpActivation>(7); }, "'config.activation' = 7"},
+  });
   settle();
 }
 

@@ -30,6 +30,27 @@ struct Shape {
 };
 constexpr Shape kOdd{150, 200, 264, 10};  // nothing divides the tiles
 
+// The arguments of shape `s` and top-k `topk` on the tokens `x`, without the per-rank buffers.
+MoeAgGroupGemmArguments sized_arguments(const SymmetricBuffer& x, const Shape& s, uint32_t topk) {
+  MoeAgGroupGemmArguments args;
+  args.x = &x;
+  args.tokens_per_rank = s.tokens_per_rank;
+  args.hidden = s.hidden;
+  args.n = s.n;
+  args.experts = s.experts;
+  args.topk = topk;
+  return args;
+}
+
+// Every one of `ranks` ranks names the same ids, w and out: enough for the argument checks, which
+// run nothing.
+void attach_shared_buffers(MoeAgGroupGemmArguments& args, int ranks, const DeviceBuffer& ids, const DeviceBuffer& w,
+                           const DeviceBuffer& out) {
+  args.ids.assign(size_t(ranks), ids.get<int32_t>());
+  args.w.assign(size_t(ranks), w.get());
+  args.out.assign(size_t(ranks), out.get());
+}
+
 std::string run_case(int world_size, uint32_t topk, SyntheticRouting routing, const Shape& s, CommResource resource,
                      std::mt19937_64& rng) {
   constexpr int kCalls = 2;
@@ -39,13 +60,7 @@ std::string run_case(int world_size, uint32_t topk, SyntheticRouting routing, co
   const World& world = env.world;
   SymmetricBuffer x = env.heap.allocate(x_bytes);
 
-  MoeAgGroupGemmArguments args;
-  args.x = &x;
-  args.tokens_per_rank = s.tokens_per_rank;
-  args.hidden = s.hidden;
-  args.n = s.n;
-  args.experts = s.experts;
-  args.topk = topk;
+  MoeAgGroupGemmArguments args = sized_arguments(x, s, topk);
   args.config.comm.resource = resource;
   const uint64_t out_rows = MoeAgGroupGemm::out_rows(world, args);
   std::vector<DeviceBuffer> ids, w, out;
@@ -145,45 +160,28 @@ TEST(MoeAgGroupGemm, RefusesBadArgumentsByName) {
   TestWorld env(2, 4 << 20, 4096);
   SymmetricBuffer x = env.heap.allocate(2 << 20);
   DeviceBuffer ids(4096, 0), w(1 << 20, 0), out(1 << 20, 0);
-  MoeAgGroupGemmArguments good;
-  good.x = &x;
-  good.tokens_per_rank = 64;
-  good.hidden = 256;
-  good.n = 256;
-  good.experts = 4;
-  good.topk = 2;
-  for (int r = 0; r < 2; ++r) {
-    good.ids.push_back(ids.get<int32_t>());
-    good.w.push_back(w.get());
-    good.out.push_back(out.get());
-  }
+  MoeAgGroupGemmArguments good = sized_arguments(x, Shape{64, 256, 256, 4}, 2);
+  attach_shared_buffers(good, 2, ids, w, out);
   ASSERT_EQ(MoeAgGroupGemm::can_implement(env.world, env.heap, good), "");
-  auto bad = good;
-  bad.n = 100;
-  expect_refused<MoeAgGroupGemm>(env, bad, "'n' = 100");
-  bad = good;
-  bad.topk = 5;
-  expect_refused<MoeAgGroupGemm>(env, bad, "'topk' = 5");
-  bad = good;
-  bad.config.kernel = "nope";
-  expect_refused<MoeAgGroupGemm>(env, bad, "'config.kernel' = 'nope'");
-  bad = good;
-  bad.tokens_per_rank = 1 << 20;
-  expect_refused<MoeAgGroupGemm>(env, bad, "argument 'x'");
-  bad = good;
-  bad.ids.pop_back();
-  expect_refused<MoeAgGroupGemm>(env, bad, "ids");
-  // The fuzzer's deadlocks (issue 24): the grouped GEMM's and the gather's CTAs of both ranks
-  // filled the GPU, and the copy engine's device-local copies never ran. Refused, by the knob.
+  using A = MoeAgGroupGemmArguments;
   const uint32_t budget = static_cast<uint32_t>(env.world.sm_budget(0));
-  bad = good;
-  bad.config.comm.resource = CommResource::kCopyEngine;
-  bad.config.gather_blocks = 1;
-  bad.config.gemm_sms = budget;
-  expect_refused<MoeAgGroupGemm>(env, bad, "'config.gemm_sms' = " + std::to_string(budget) + ": 2 virtual ranks would keep");
-  bad = good;
-  bad.config.gather_blocks = budget;  // nothing left for the grouped GEMM: the gather's knob is named
-  expect_refused<MoeAgGroupGemm>(env, bad, "'config.gather_blocks' = " + std::to_string(budget));
+  expect_refusals<MoeAgGroupGemm>(env, good, {
+      {[](A& a) { a.n = 100; }, "'n' = 100"},
+      {[](A& a) { a.topk = 5; }, "'topk' = 5"},
+      {[](A& a) { a.config.kernel = "nope"; }, "'config.kernel' = 'nope'"},
+      {[](A& a) { a.tokens_per_rank = 1 << 20; }, "argument 'x'"},
+      {[](A& a) { a.ids.pop_back(); }, "ids"},
+      // The fuzzer's deadlocks (issue 24): the grouped GEMM's and the gather's CTAs of both ranks
+      // filled the GPU, and the copy engine's device-local copies never ran. Refused, by the knob.
+      {[&](A& a) {
+         a.config.comm.resource = CommResource::kCopyEngine;
+         a.config.gather_blocks = 1;
+         a.config.gemm_sms = budget;
+       },
+       "'config.gemm_sms' = " + std::to_string(budget) + ": 2 virtual ranks would keep"},
+      // Nothing left for the grouped GEMM: the gather's knob is named.
+      {[&](A& a) { a.config.gather_blocks = budget; }, "'config.gather_blocks' = " + std::to_string(budget)},
+  });
 }
 
 // The gather stage's stream per rank must still leave every stream a hardware queue of its own:
@@ -194,18 +192,8 @@ TEST(MoeAgGroupGemm, RefusesMoreRanksThanHardwareQueues) {
   TestWorld env(kRanks, 4 << 20, 4096);
   SymmetricBuffer x = env.heap.allocate(2 << 20);
   DeviceBuffer ids(1 << 16, 0), w(1 << 20, 0), out(1 << 20, 0);
-  MoeAgGroupGemmArguments args;
-  args.x = &x;
-  args.tokens_per_rank = 16;
-  args.hidden = 256;
-  args.n = 256;
-  args.experts = 4;
-  args.topk = 2;
-  for (int r = 0; r < kRanks; ++r) {
-    args.ids.push_back(ids.get<int32_t>());
-    args.w.push_back(w.get());
-    args.out.push_back(out.get());
-  }
+  MoeAgGroupGemmArguments args = sized_arguments(x, Shape{16, 256, 256, 4}, 2);
+  attach_shared_buffers(args, kRanks, ids, w, out);
   expect_refused<MoeAgGroupGemm>(env, args, "hardware queues");
 }
 

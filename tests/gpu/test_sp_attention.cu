@@ -321,72 +321,51 @@ TEST_F(SpAttentionTest, RefusesWhatItCannotRun) {
   good.causal = true;
   ASSERT_EQ(SpAttention::can_implement(world, env.heap, good), "");
 
-  auto refused = [&](const SpAttentionArguments& a, const std::string& needle) {
-    expect_refused<SpAttention>(env, a, needle);
+  using A = SpAttentionArguments;
+  std::vector<Refusal<A>> refusals = {
+      {[](A& a) { a.head_dim = 96; }, "'head_dim' = 96"},
+      {[](A& a) { a.q_heads = 3; }, "'q_heads' = 3"},
+      {[](A& a) { a.config.section_kv_heads = 3; }, "'config.section_kv_heads' = 3"},
+      {[](A& a) { a.kv_heads = 3; }, "'q_heads' = 4"},
+      {[](A& a) { a.kv_heads = 0; }, "'kv_heads' = 0"},
+      {[](A& a) {
+         a.config.layout = SeqLayout::kZigZag;
+         a.seq_per_rank = 301;
+       },
+       "'seq_per_rank' = 301"},
+      {[](A& a) { a.seq_per_rank = 0; }, "'seq_per_rank' = 0"},
+      // Not a multiple of the 128-token key tile, less than a shard.
+      {[](A& a) { a.config.comm.comm_rows = 100; }, "'config.comm.comm_rows' = 100"},
+      {[](A& a) {
+         a.config.comm.resource = CommResource::kSm;
+         a.config.comm.comm_rows = 100;
+       },
+       "'config.comm.comm_rows' = 100"},
+      {[&](A& a) { a.q = {q.get()}; }, "'q' has 1 pointers"},
+      {[](A& a) { a.o[1] = nullptr; }, "'o[1]' = nullptr"},
+      {[&](A& a) { a.lse[0] = lse.get<float>() + 1; }, "'lse[0]'"},
+      {[](A& a) { a.kv = nullptr; }, "'kv' = nullptr"},
+      {[](A& a) { a.seq_per_rank = 400; }, "'kv' holds"},  // the buffer holds 2 x 304 tokens
+      {[](A& a) { a.kv_offset = 8; }, "'kv' offset = 8"},
+      {[&](A& a) {
+         a.config.comm = {CommResource::kSm,
+                          AgMethod::kPull,
+                          DataPath::kLdSt,
+                          CommOrder::kFullMesh,
+                          128,
+                          static_cast<uint32_t>(world.sm_budget(0)),
+                          512};
+       },
+       "'config.attention_sms'"},
   };
-  SpAttentionArguments a = good;
-  a.head_dim = 96;
-  refused(a, "'head_dim' = 96");
-  a = good;
-  a.q_heads = 3;
-  refused(a, "'q_heads' = 3");
-  a = good;
-  a.config.section_kv_heads = 3;
-  refused(a, "'config.section_kv_heads' = 3");
-  a = good;
-  a.kv_heads = 3;
-  refused(a, "'q_heads' = 4");
-  a = good;
-  a.kv_heads = 0;
-  refused(a, "'kv_heads' = 0");
-  a = good;
-  a.config.layout = SeqLayout::kZigZag;
-  a.seq_per_rank = 301;
-  refused(a, "'seq_per_rank' = 301");
-  a = good;
-  a.seq_per_rank = 0;
-  refused(a, "'seq_per_rank' = 0");
-  a = good;
-  a.config.comm.comm_rows = 100;  // not a multiple of the 128-token key tile, less than a shard
-  refused(a, "'config.comm.comm_rows' = 100");
-  a = good;
-  a.config.comm.resource = CommResource::kSm;
-  a.config.comm.comm_rows = 100;
-  refused(a, "'config.comm.comm_rows' = 100");
-  a = good;
-  a.q = {q.get()};
-  refused(a, "'q' has 1 pointers");
-  a = good;
-  a.o[1] = nullptr;
-  refused(a, "'o[1]' = nullptr");
-  a = good;
-  a.lse[0] = lse.get<float>() + 1;
-  refused(a, "'lse[0]'");
-  a = good;
-  a.kv = nullptr;
-  refused(a, "'kv' = nullptr");
-  a = good;
-  a.seq_per_rank = 400;  // the buffer holds 2 x 304 tokens
-  refused(a, "'kv' holds");
-  a = good;
-  a.kv_offset = 8;
-  refused(a, "'kv' offset = 8");
-  a = good;
-  a.config.comm = {CommResource::kSm,
-                   AgMethod::kPull,
-                   DataPath::kLdSt,
-                   CommOrder::kFullMesh,
-                   128,
-                   static_cast<uint32_t>(world.sm_budget(0)),
-                   512};
-  refused(a, "'config.attention_sms'");
   if (world.mode() == WorldMode::kVirtual) {  // both ranks' whole budgets: no SM left for the copies
-    a = good;
-    a.config.attention_sms = static_cast<uint32_t>(world.sm_budget(0));
-    refused(a, "'config.attention_sms'");
+    refusals.push_back({[&](A& a) { a.config.attention_sms = static_cast<uint32_t>(world.sm_budget(0)); },
+                        "'config.attention_sms'"});
   }
+  expect_refusals<SpAttention>(env, good, refusals);
 
   // Accepted: chunks of whole key tiles, or at least a shard long.
+  SpAttentionArguments a = good;
   for (uint32_t rows : {128u, 256u, 300u, 330u, 384u}) {
     a = good;
     a.config.comm.comm_rows = rows;

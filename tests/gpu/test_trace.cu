@@ -11,6 +11,7 @@
 #include <tuple>
 #include <vector>
 
+#include "gemm_rs_problem.hpp"
 #include "gpu_test_util.hpp"
 #include "tilelink/ops/ag_gemm/ag_gemm.hpp"
 #include "tilelink/ops/attention/sp_attention.hpp"
@@ -248,27 +249,11 @@ TEST_P(GemmRsTraceTest, EveryReductionFollowsEverySendersNotify) {
   const size_t partial_bytes = size_t(m) * kCols * 2, out_bytes = size_t(kRowsPerRank) * kCols * 2;
   std::mt19937_64 rng(std::random_device{}());
   TestWorld env(world_size, 2 * partial_bytes + (2 << 20), 4096);
-  SymmetricBuffer partial = env.heap.allocate(partial_bytes);
-  SymmetricBuffer recv = env.heap.allocate(partial_bytes);
-  std::vector<DeviceBuffer> a, b, out;
-  GemmRsArguments args;
-  args.partial = &partial;
-  args.recv = &recv;
-  args.m = m;
-  args.n = kCols;
-  args.k = kInner;
+  GemmRsProblem problem(env, m, kCols, kInner, rng);
+  GemmRsArguments& args = problem.args;
+  std::vector<DeviceBuffer>& out = problem.out;
   args.config.scatter = scatter;
   args.config.granularity = scatter == GemmRsScatter::kCopyEngine ? SignalGranularity::kTileRow : SignalGranularity::kTile;
-  for (int r = 0; r < world_size; ++r) {
-    a.emplace_back(size_t(m) * kInner * 2, env.world.device(r));
-    b.emplace_back(size_t(kCols) * kInner * 2, env.world.device(r));
-    out.emplace_back(out_bytes, env.world.device(r));
-    upload(a[r].get(), random_bf16(size_t(m) * kInner, rng).data(), a[r].bytes());
-    upload(b[r].get(), random_bf16(size_t(kCols) * kInner, rng).data(), b[r].bytes());
-    args.a.push_back(a[r].get());
-    args.b.push_back(b[r].get());
-    args.out.push_back(out[r].get());
-  }
   ASSERT_EQ(GemmRs::can_implement(env.world, env.heap, args), "");
   GemmRs op(env.world, env.heap, env.signals, args, "trace_test.gemm_rs");
   TraceBuffer buffer(env.world, 1 << 16);

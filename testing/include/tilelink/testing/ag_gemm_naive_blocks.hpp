@@ -17,19 +17,14 @@ template <class Ctx>
 TL_HOST_DEVICE void ag_gemm_tiles_block(Ctx& ctx, const AllGatherPlan& ag, const AgGemmSchedule& s,
                                         const SignalView& sig, const void* a, uint32_t k,
                                         const float* b, float* c) {
-  const Lanes lanes = ctx.lanes();
   for (uint32_t i = ctx.block(); i < s.num_tiles(); i += ctx.num_blocks()) {
     const TileCoord t = s.tile(i);
     const RowRange rows = s.rows(t.m);
     all_gather_wait_rows(ctx, ag, sig, rows.row0, rows.rows, static_cast<int32_t>(i));
-    const uint32_t col0 = t.n * s.bn;
-    const uint32_t cols = s.n - col0 < s.bn ? s.n - col0 : s.bn;
-    for (uint32_t e = lanes.id; e < rows.rows * cols; e += lanes.count) {
-      const uint32_t row = rows.row0 + e / cols;
-      const uint32_t col = col0 + e % cols;
+    for_each_tile_element(ctx.lanes(), rows.row0, rows.rows, tile_cols(t.n, s.bn, s.n), [&](uint32_t row, uint32_t col) {
       const float* a_row = reinterpret_cast<const float*>(static_cast<const char*>(a) + uint64_t(row) * ag.pitch);
       c[uint64_t(row) * s.n + col] = naive_dot(a_row, b, k, s.n, col);
-    }
+    });
   }
 }
 

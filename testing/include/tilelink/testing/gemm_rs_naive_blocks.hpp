@@ -18,7 +18,6 @@ template <class Ctx>
 TL_HOST_DEVICE void gemm_rs_fused_compute_block(Ctx& ctx, const GemmRsFusedPlan& plan, const SignalView& sig,
                                                 const SymmetricView& heap, const uint32_t* m_order, const float* a,
                                                 const float* b, uint32_t k, float* buf) {
-  const Lanes lanes = ctx.lanes();
   const uint32_t rank = static_cast<uint32_t>(ctx.rank());
   const bool push = plan.scatter == GemmRsScatter::kEpiloguePush;
   const uint32_t tiles = plan.world * plan.m_tiles() * plan.n_tiles();
@@ -27,13 +26,11 @@ TL_HOST_DEVICE void gemm_rs_fused_compute_block(Ctx& ctx, const GemmRsFusedPlan&
     const uint32_t n_tile = i % plan.n_tiles();
     const uint32_t owner = plan.tile_owner(m_tile);
     float* dst = push ? heap.translate(buf, static_cast<int>(owner)) : buf;
-    const uint32_t col0 = n_tile * plan.bn;
-    const uint32_t cols = plan.n - col0 < plan.bn ? plan.n - col0 : plan.bn;
-    for (uint32_t e = lanes.id; e < plan.bm * cols; e += lanes.count) {
-      const uint32_t row = m_tile * plan.bm + e / cols, col = col0 + e % cols;
+    const ColRange cols = tile_cols(n_tile, plan.bn, plan.n);
+    for_each_tile_element(ctx.lanes(), m_tile * plan.bm, plan.bm, cols, [&](uint32_t row, uint32_t col) {
       const float acc = naive_dot(a + uint64_t(row) * k, b + uint64_t(col) * k, k, 1, 0);  // b is n x k
       dst[uint64_t(plan.landing_row(rank, row)) * plan.n + col] = acc;
-    }
+    });
     if (push) {
       ctx.sync();  // the block's stores, then one notify for the tile
       ctx.peer_tile_notify(sig, plan.tile_channel(m_tile, n_tile), static_cast<int>(owner), NotifyMode::kAdd);

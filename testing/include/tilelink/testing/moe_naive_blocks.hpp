@@ -39,15 +39,13 @@ template <class Ctx>
 TL_HOST_DEVICE void moe_group_gemm_block(Ctx& ctx, const MoeMappingView& m, const uint32_t* order,
                                          const SignalView& gsig, uint32_t channel0, const float* sorted, uint32_t k,
                                          const float* w, uint32_t n, float* out) {
-  const Lanes lanes = ctx.lanes();
   for (uint32_t i = ctx.block(); i < m.num_tiles; i += ctx.num_blocks()) {
     const uint32_t t = order[i];
     ctx.consumer_tile_wait(gsig, channel0 + t, 1, 1, int32_t(t));
     const float* w_e = w + uint64_t(m.tile_expert[t]) * k * n;
-    for (uint32_t e = lanes.id; e < m.bm * n; e += lanes.count) {
-      const uint32_t row = t * m.bm + e / n, col = e % n;
+    for_each_tile_element(ctx.lanes(), t * m.bm, m.bm, ColRange{0, n}, [&](uint32_t row, uint32_t col) {
       out[uint64_t(row) * n + col] = naive_dot(sorted + uint64_t(row) * k, w_e, k, n, col);
-    }
+    });
   }
 }
 
@@ -59,16 +57,13 @@ template <class Ctx>
 TL_HOST_DEVICE void moe_group_gemm_rs_compute_block(Ctx& ctx, const MoeRsPlan& plan, const MoeMappingView& m,
                                                     const SignalView& sig, const float* h, uint32_t k,
                                                     const float* w2, float* y) {
-  const Lanes lanes = ctx.lanes();
   for (uint32_t i = ctx.block(); i < m.num_tiles * plan.n_tiles(); i += ctx.num_blocks()) {
     const uint32_t t = i / plan.n_tiles(), c = i % plan.n_tiles();
-    const uint32_t col0 = c * plan.bn, cols = plan.n - col0 < plan.bn ? plan.n - col0 : plan.bn;
     const float* w_e = w2 + uint64_t(m.tile_expert[t]) * k * plan.n;
-    for (uint32_t e = lanes.id; e < m.bm * cols; e += lanes.count) {
-      const uint32_t row = t * m.bm + e / cols, col = col0 + e % cols;
-      if (m.row_pair[row] == kPadRow) continue;
+    for_each_tile_element(ctx.lanes(), t * m.bm, m.bm, tile_cols(c, plan.bn, plan.n), [&](uint32_t row, uint32_t col) {
+      if (m.row_pair[row] == kPadRow) return;
       y[uint64_t(row) * plan.n + col] = naive_dot(h + uint64_t(row) * k, w_e, k, plan.n, col);
-    }
+    });
     ctx.producer_tile_notify(sig, plan.tile_channel(t, c));
   }
 }

@@ -4,6 +4,7 @@
 #include <cstdint>
 
 #include "tilelink/core/macros.hpp"
+#include "tilelink/primitives/symmetric.hpp"
 
 namespace tilelink {
 
@@ -14,6 +15,24 @@ TL_HOST_DEVICE float naive_dot(const float* a_row, const float* b, uint32_t k, u
   float acc = 0.f;
   for (uint32_t kk = 0; kk < k; ++kk) acc += a_row[kk] * b[uint64_t(kk) * ldb + col];
   return acc;
+}
+
+// Columns [col0, col0 + cols) of N tile `tile` of an n-column output in tiles of bn (the last one
+// narrower).
+struct ColRange {
+  uint32_t col0 = 0;
+  uint32_t cols = 0;
+};
+TL_HOST_DEVICE ColRange tile_cols(uint32_t tile, uint32_t bn, uint32_t n) {
+  const uint32_t col0 = tile * bn;
+  return {col0, n - col0 < bn ? n - col0 : bn};
+}
+
+// This block's lanes' share of an output tile, rows [row0, row0 + rows) x columns `cols`: f(row,
+// col) for each element, the elements dealt to the lanes in row-major order.
+template <class F>
+TL_HOST_DEVICE void for_each_tile_element(Lanes lanes, uint32_t row0, uint32_t rows, ColRange cols, F&& f) {
+  for (uint32_t e = lanes.id; e < rows * cols.cols; e += lanes.count) f(row0 + e / cols.cols, cols.col0 + e % cols.cols);
 }
 
 }  // namespace tilelink
