@@ -138,7 +138,8 @@ class MoeAgGroupGemmTest : public ::testing::TestWithParam<WorldRouting> {};
 
 TEST_P(MoeAgGroupGemmTest, EveryPairRowMatchesCublas) {
   TL_SKIP_WITHOUT_GPU();
-  const auto [world, routing] = GetParam();
+  const int world = std::get<0>(GetParam());
+  const SyntheticRouting routing = std::get<1>(GetParam());
   expect_every_topk([&](uint32_t topk, std::mt19937_64& rng) {
     return run_case(world, topk, routing, kOdd, CommResource::kCopyEngine, rng);
   });
