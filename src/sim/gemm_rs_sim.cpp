@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "tilelink/core/error.hpp"
+#include "tilelink/ops/gemm_rs/gemm_rs_policy.hpp"
 
 namespace tilelink::sim {
 namespace {
@@ -17,9 +18,8 @@ void validate(const GemmRsProblem& p, const GemmRsPlanConfig& c, const CostModel
   TL_REQUIRE(c.bm > 0 && c.bn > 0 && c.bn % 4 == 0, kWhere, "bn", c.bn, "bm > 0 and bn a positive multiple of 4");
   TL_REQUIRE((p.m / uint32_t(p.world)) % c.bm == 0, kWhere, "m", p.m,
              "m / world a multiple of bm = " + std::to_string(c.bm) + " (owner blocks are whole tile rows)");
-  TL_REQUIRE(c.op.reduce_blocks >= 1 && c.op.reduce_blocks < uint32_t(cost.sms), kWhere, "reduce_blocks",
-             c.op.reduce_blocks,
-             "1 to " + std::to_string(cost.sms - 1));
+  TL_REQUIRE(c.op.reduce_blocks < uint32_t(cost.sms), kWhere, "reduce_blocks", c.op.reduce_blocks,
+             "0 (automatic) to " + std::to_string(cost.sms - 1));
   TL_REQUIRE(c.op.scatter != GemmRsScatter::kCopyEngine || c.op.granularity != SignalGranularity::kTile, kWhere,
              "granularity", std::string("tile"), "tile_row or rank with the copy-engine scatter (it moves whole groups of rows)");
 }
@@ -49,6 +49,13 @@ GemmRsPrediction predict_gemm_rs(const GemmRsProblem& p, const GemmRsPlanConfig&
   const uint32_t k_local = p.k / w;
 
   GemmRsPrediction out;
+  // As configured, else the op's rule for one rank per GPU at this cost model's rates.
+  const uint32_t reduce_ctas =
+      c.op.reduce_blocks != 0
+          ? c.op.reduce_blocks
+          : gemm_rs_policy::reduce_blocks(0, cost.sms,
+                                          {p.world, k_local, true, cost.flops / cost.sms, cost.sm_copy_bandwidth_per_cta});
+  out.reduce_ctas = reduce_ctas;
   out.flop = 2.0 * p.m * double(p.n) * k_local;
   const double tile_mma = 2.0 * c.bm * c.bn * k_local / (cost.flops / cost.sms);
   auto link = [&](uint32_t owner) {  // from rank 0 to `owner`
@@ -62,7 +69,6 @@ GemmRsPrediction predict_gemm_rs(const GemmRsProblem& p, const GemmRsPlanConfig&
   // Rank 0's compute in the kernel's order; finish[owner][tile of the block].
   const uint32_t tpb = plan.tiles_per_block();
   const bool one_rank = w == 1;
-  const uint32_t reduce_ctas = c.op.reduce_blocks;
   const uint32_t ctas = one_rank ? uint32_t(cost.sms) : uint32_t(cost.sms) - reduce_ctas;
   std::vector<uint32_t> m_order(size_t(w) * plan.m_tiles());
   make_gemm_rs_m_order(plan, 0, m_order.data());

@@ -65,7 +65,7 @@ int plan(const PlanGemmRs& a, const sim::CostModel& cost) {
   std::cout << "tilelink plan gemm_rs: predicted, not measured (cost model: " << cost.flops / 1e12 << " TFLOP/s, "
             << cost.sms << " SMs, NVLink " << cost.nvlink_bandwidth / 1e9 << " GB/s per rank)\n"
             << "world=" << p.world << "  nodes=" << p.nodes << "  m=" << p.m << "  n=" << p.n << "  k=" << p.k
-            << "  bm=" << a.config.bm << "  bn=" << a.config.bn << "  reduce_ctas=" << op.reduce_blocks
+            << "  bm=" << a.config.bm << "  bn=" << a.config.bn << "  reduce_ctas=" << r.reduce_ctas << (op.reduce_blocks == 0 ? " (automatic)" : "")
             << "  granularity=" << to_string(op.granularity) << "  scatter=" << to_string(op.scatter)
             << "  band=" << (a.config.band == 0 ? std::string("auto") : std::to_string(a.config.band)) << "\n\n";
   print_plan("plan_gemm_rs", "GEMM+RS, predicted per rank", r, a.out,
@@ -76,7 +76,9 @@ int plan(const PlanGemmRs& a, const sim::CostModel& cost) {
 
 void add_plan_options(CLI::App* app, PlanGemmRs& a) {
   add_plan_gemm_shape(app, a.problem, a.config, "rows of C", "columns of C", "inner dimension over all ranks");
-  app->add_option("--reduce-blocks", a.config.op.reduce_blocks, "CTAs of the reduction")->capture_default_str();
+  app->add_option("--reduce-blocks", a.config.op.reduce_blocks,
+                  "CTAs of the reduction; 0 = the op's rule for one rank per GPU")
+      ->capture_default_str();
   add_scatter(app, a.config.op.scatter, "pull, push or ce (ce needs --granularity row or rank)");
   app->add_option("--band", a.config.band, "tile rows per band of the compute order; 0 = the op's rule")
       ->capture_default_str();
@@ -116,7 +118,8 @@ tb::Table tune_gemm_rs(const TuneOptions<tb::GemmRsBenchOptions>& options, std::
     return a;
   };
   const std::vector<GemmRsConfig> compute = gemm_rs_compute_candidates();
-  const GemmRsTuneShape shape{o.world, world.sm_budget(0), setup.m, setup.n, setup.k_local};
+  const GemmRsTuneShape shape{o.world, world.sm_budget(0), setup.m, setup.n, setup.k_local,
+                              world.mode() == WorldMode::kMultiGpu};
   size_t step = 0;
   const GemmRsConfig best = two_stage_search(
       compute, options.top, o.world,

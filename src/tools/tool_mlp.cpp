@@ -105,7 +105,8 @@ int plan(PlanMlp a, const sim::CostModel& cost) {
             << "world=" << p.world << "  nodes=" << p.nodes << "  tokens=" << p.m << "  hidden=" << p.hidden
             << "  intermediate=" << p.intermediate << "  activation=" << to_string(p.activation)
             << "  fc1 all-gather " << to_string(comm.resource) << ", " << comm.comm_rows << "-row tiles  fc2 scatter "
-            << to_string(a.config.fc2.op.scatter) << ", " << a.config.fc2.op.reduce_blocks << " reduction CTAs\n\n";
+            << to_string(a.config.fc2.op.scatter) << ", " << r.fc2_reduce_ctas << " reduction CTAs"
+            << (a.config.fc2.op.reduce_blocks == 0 ? " (automatic)" : "") << "\n\n";
   print_plan("plan_mlp", "MLP, predicted per rank", r, a.out, "tilelink plan mlp, rank 0 (predicted)");
   std::printf("activation %.1f us (its bytes at the HBM bandwidth)\n", r.t_act * 1e6);
   return 0;
@@ -114,7 +115,9 @@ int plan(PlanMlp a, const sim::CostModel& cost) {
 void add_plan_options(CLI::App* app, PlanMlp& a) {
   add_shape(app, a.problem.m, a.model, a.problem.hidden, a.problem.intermediate, a.problem.activation);
   add_plan_all_gather(app, a.config.fc1.op.comm, kPlanSmBlocks, "fc1: ");
-  app->add_option("--reduce-blocks", a.config.fc2.op.reduce_blocks, "fc2: reduction CTAs")->capture_default_str();
+  app->add_option("--reduce-blocks", a.config.fc2.op.reduce_blocks,
+                  "fc2: reduction CTAs; 0 = the op's rule for one rank per GPU")
+      ->capture_default_str();
   add_enum_option(app, "--scatter", a.config.fc2.op.scatter,
                   {GemmRsScatter::kPull, GemmRsScatter::kEpiloguePush, GemmRsScatter::kCopyEngine},
                   "fc2: pull, push or ce");

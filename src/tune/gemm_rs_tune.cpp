@@ -9,6 +9,11 @@
 namespace tilelink {
 namespace {
 
+// The automatic reduction's inputs on the searched machine.
+gemm_rs_policy::ReduceLoad load(const GemmRsTuneShape& s) {
+  return {s.world, s.k_local, s.one_rank_per_gpu};
+}
+
 double predict_us(const GemmRsConfig& c, const GemmRsTuneShape& s, const sim::CostModel& gpu) {
   sim::GemmRsProblem p;
   p.m = s.m;
@@ -20,7 +25,7 @@ double predict_us(const GemmRsConfig& c, const GemmRsTuneShape& s, const sim::Co
   q.bm = tile.m;
   q.bn = tile.n;
   q.op = c;
-  q.op.reduce_blocks = gemm_rs_policy::reduce_blocks(c.reduce_blocks, s.sm_budget);
+  q.op.reduce_blocks = gemm_rs_policy::reduce_blocks(c.reduce_blocks, s.sm_budget, load(s));
   return sim::predict_gemm_rs(p, q, gpu.share(s.sm_budget)).fused * 1e6;
 }
 
@@ -51,14 +56,14 @@ std::vector<RankedGemmRsConfig> gemm_rs_comm_candidates(const GemmRsConfig& base
       [&](const GemmRsConfig& c) { return predict_us(c, shape, gpu); });
   if (shape.world == 1) return {auto_ranked};
 
-  const uint32_t auto_blocks = gemm_rs_policy::reduce_blocks(0, shape.sm_budget);
+  const uint32_t auto_blocks = gemm_rs_policy::reduce_blocks(0, shape.sm_budget, load(shape));
   std::vector<RankedGemmRsConfig> all;
   for (GemmRsScatter scatter : {GemmRsScatter::kPull, GemmRsScatter::kEpiloguePush, GemmRsScatter::kCopyEngine}) {
     for (SignalGranularity g : {SignalGranularity::kTile, SignalGranularity::kTileRow, SignalGranularity::kRank}) {
       if (scatter == GemmRsScatter::kCopyEngine && g == SignalGranularity::kTile) continue;  // refused by the op
-      for (uint32_t blocks : {0u, 2u, 4u, 8u}) {
+      for (uint32_t blocks : {0u, 2u, 4u, 8u, 12u, 16u}) {
         if (blocks != 0 && blocks > static_cast<uint32_t>(shape.sm_budget / 2)) continue;  // the GEMM keeps half
-        if (blocks != 0 && gemm_rs_policy::reduce_blocks(blocks, shape.sm_budget) == auto_blocks) {
+        if (blocks != 0 && gemm_rs_policy::reduce_blocks(blocks, shape.sm_budget, load(shape)) == auto_blocks) {
           continue;  // the automatic count already
         }
         GemmRsConfig c = base;

@@ -41,11 +41,9 @@ struct GemmRsPlanConfig {
   uint32_t bm = 128;
   uint32_t bn = 256;
   uint32_t band = 0;  // tile rows per band; 0 = the op's rule: up to 16, at least 4 bands per block
-  GemmRsConfig op = [] {
-    GemmRsConfig c;
-    c.reduce_blocks = 4;
-    return c;
-  }();
+  // op.reduce_blocks 0 = automatic: the op's rule for one rank per GPU
+  // (gemm_rs_policy::reduce_blocks) at the cost model's rates.
+  GemmRsConfig op;
 };
 
 struct GemmRsPrediction {
@@ -56,6 +54,7 @@ struct GemmRsPrediction {
   double t_comp = 0;
   double t_comm = 0;
   double flop = 0;            // per rank
+  uint32_t reduce_ctas = 0;   // the reduction CTAs per rank the prediction ran
   std::vector<Interval> timeline;  // rank 0: compute CTAs, then reduction CTAs
 };
 

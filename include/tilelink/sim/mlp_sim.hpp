@@ -32,6 +32,7 @@ struct MlpPrediction {
   double fused = 0, non_overlapped = 0, decomposed = 0, ideal = 0;
   double t_comp = 0, t_comm = 0, t_act = 0;
   double flop = 0;  // per rank, both GEMMs
+  uint32_t fc2_reduce_ctas = 0;    // fc2's reduction CTAs per rank, as predicted
   std::vector<Interval> timeline;  // rank 0: fc1's lanes, the activation, fc2's lanes (prefixed)
 };
 

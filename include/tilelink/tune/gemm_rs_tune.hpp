@@ -22,6 +22,7 @@ struct GemmRsTuneShape {
   int world = 8;
   int sm_budget = 16;                          // SMs of one rank
   uint32_t m = 8192, n = 8192, k_local = 3584;  // output rows over all ranks, columns, K per rank
+  bool one_rank_per_gpu = false;               // the machine: the op's automatic reduction by it
 };
 
 using RankedGemmRsConfig = RankedConfig<GemmRsConfig>;

@@ -2,6 +2,7 @@
 #include "tilelink/ops/gemm_rs/gemm_rs.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <optional>
 #include <string>
 
@@ -30,17 +31,28 @@ gemm_rs_policy::GemmTile gemm_rs_policy::gemm_tile() {
   return {kernel.tile_m, kernel.tile_n};
 }
 
-uint32_t gemm_rs_policy::reduce_blocks(uint32_t configured, int sm_budget) {
+uint32_t gemm_rs_policy::reduce_blocks(uint32_t configured, int sm_budget, const ReduceLoad& load) {
   const auto& kernel = detail::sm90_gemm_rs_configs().front();
   const uint32_t cluster = kernel.cluster_m * kernel.cluster_n;
-  const uint32_t wanted = configured != 0 ? configured : static_cast<uint32_t>(sm_budget / 32);
+  uint32_t wanted = configured;
+  if (wanted == 0 && load.one_rank_per_gpu && load.world > 1 && load.k_local > 0) {
+    // Bytes per second of the peers' partials that one owner reads while the GEMM runs.
+    const double gemm_flops = load.gemm_flops_per_sm * sm_budget;
+    const double read_rate = double(load.world - 1) / load.world * 2.0 * gemm_flops / (2.0 * load.k_local);
+    const double ctas = std::max(1.0, std::round(kReduceHeadroom * read_rate / load.cta_bandwidth));
+    wanted = static_cast<uint32_t>(std::min(ctas, double(std::max(1, sm_budget / 8))));
+  } else if (wanted == 0) {
+    wanted = static_cast<uint32_t>(sm_budget / 32);
+  }
   return std::max(cluster, (wanted + cluster - 1) / cluster * cluster);
 }
 
 namespace {
 
 uint32_t reduce_blocks_of(const World& world, const GemmRsArguments& a) {
-  return gemm_rs_policy::reduce_blocks(a.config.reduce_blocks, world.sm_budget(0));
+  return gemm_rs_policy::reduce_blocks(
+      a.config.reduce_blocks, world.sm_budget(0),
+      {world.size(), a.k, world.mode() == WorldMode::kMultiGpu});
 }
 
 int gemm_sm_count(const World& world, int rank, const GemmRsArguments& a) {

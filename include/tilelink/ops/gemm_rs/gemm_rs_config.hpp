@@ -12,7 +12,8 @@ namespace tilelink {
 struct GemmRsConfig {
   GemmRsScatter scatter = GemmRsScatter::kPull;
   SignalGranularity granularity = SignalGranularity::kTile;  // per tile, per tile row, per owner block
-  uint32_t reduce_blocks = 0;  // reduction CTAs per rank (whole GEMM clusters); 0 = sm_budget / 32
+  uint32_t reduce_blocks = 0;  // reduction CTAs per rank (whole GEMM clusters); 0 = automatic
+                               // (gemm_rs_policy::reduce_blocks: by the machine the ranks run on)
   uint32_t gemm_sms = 0;       // GEMM CTAs per rank; 0 = budget - reduce_blocks
   uint32_t swizzle = 0;        // rasterization swizzle: 1, 2, 4 or 8; 0 = automatic (GemmRs::swizzle())
   // With every knob above on automatic, use the configuration `tilelink tune gemm_rs` stored for

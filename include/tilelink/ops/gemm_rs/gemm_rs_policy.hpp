@@ -15,10 +15,33 @@ struct GemmTile {
 };
 GemmTile gemm_tile();
 
-// Reduction CTAs per rank: `configured`, else 1/32 of the rank's `sm_budget` SMs (4 of the H200's
-// 132: enough to keep pace with the GEMM, few enough to keep its waves whole); rounded up to whole
-// clusters of the GEMM kernel (launched in clusters, see gemm_rs_reduce.cu).
-uint32_t reduce_blocks(uint32_t configured, int sm_budget);
+// What the automatic reduction count depends on besides the rank's SM budget: the machine the
+// ranks run on and how fast the GEMM makes partials there.
+struct ReduceLoad {
+  int world = 1;
+  uint32_t k_local = 0;           // the GEMM's K on one rank
+  bool one_rank_per_gpu = false;  // the owners read their peers over NVLink (or the network), not
+                                  // from one GPU's HBM as virtual ranks do
+  // The rates of the one-rank-per-GPU rule (H200, docs/PERF.md: the bf16 GEMM at 790 TFLOP/s on
+  // 132 SMs; one CTA's ld/st or bulk copy at ~48 GB/s). The plan passes its cost model's.
+  double gemm_flops_per_sm = 790e12 / 132;
+  double cta_bandwidth = 48e9;
+};
+
+// How many times the rate at which the GEMM makes the owner's partials the reduction CTAs read:
+// fitted to `tilelink plan gemm_rs --world 8` on the paper's three shapes, whose best counts
+// (12, 16, 8) it gives; the margin is the last bands' reduction after the GEMM, which no overlap
+// hides and more CTAs shorten.
+inline constexpr double kReduceHeadroom = 3.0;
+
+// Reduction CTAs per rank: `configured`, else by the machine --
+//  - virtual ranks (and world 1): 1/32 of the rank's `sm_budget` SMs, as measured on one H200's
+//    virtual ranks, where the peers' partials are local HBM and SMs are scarce;
+//  - one rank per GPU: enough CTAs (to the nearest) to read the peers' partials kReduceHeadroom
+//    times as fast as the GEMM on the rank's budget makes them -- (world - 1) / world of 2 bytes
+//    per output element every 2 * k_local flops -- at most 1/8 of the budget;
+// rounded up to whole clusters of the GEMM kernel (launched in clusters, see gemm_rs_reduce.cu).
+uint32_t reduce_blocks(uint32_t configured, int sm_budget, const ReduceLoad& load = {});
 
 // GEMM CTAs: the configured count, else the rank's budget less the reduction CTAs. No slack SMs
 // (unlike AG+GEMM): the reduction runs in whole clusters next to the GEMM and neither waits for
