@@ -4,7 +4,8 @@
   1. every source file belongs to a known component (folder) of a known layer;
   2. no component includes a component of a higher layer (each layer depends only on layers
      below it; within the ops layer, every op folder (ops/<op>, found on disk: a new op needs no
-     line here) may use ops/common and the ops it is built from, ops/common no op);
+     line here) may use ops/common and other ops -- the ones it is built from; no two ops may use
+     each other (the cycle check) and ops/common uses no op);
   3. the components' include graph has no cycle;
   4. no source file is longer than MAX_LINES lines.
 

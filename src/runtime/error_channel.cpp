@@ -97,7 +97,9 @@ bool ErrorChannel::has_device_error() const {
 }
 
 ErrorRecord ErrorChannel::device_record() const {
-  // Word by word through volatile reads (the device may be writing it), then as the struct.
+  // Word by word through volatile reads (the host must not cache what the device writes), then
+  // as the struct. The copy is consistent only once the device has published state == kValid;
+  // the callers read the fields only then.
   static_assert(std::is_trivially_copyable_v<ErrorRecord> && sizeof(ErrorRecord) % sizeof(uint32_t) == 0);
   const volatile uint32_t* src = reinterpret_cast<const volatile uint32_t*>(record_);
   uint32_t words[sizeof(ErrorRecord) / sizeof(uint32_t)];

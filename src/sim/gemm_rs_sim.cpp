@@ -1,6 +1,7 @@
 #include "tilelink/sim/gemm_rs_sim.hpp"
 
 #include <algorithm>
+#include <string>
 
 #include "tilelink/core/error.hpp"
 #include "tilelink/ops/gemm_rs/gemm_rs_policy.hpp"
@@ -55,6 +56,10 @@ GemmRsPrediction predict_gemm_rs(const GemmRsProblem& p, const GemmRsPlanConfig&
           ? c.op.reduce_blocks
           : gemm_rs_policy::reduce_blocks(0, cost.sms,
                                           {p.world, k_local, true, cost.flops / cost.sms, cost.sm_copy_bandwidth_per_cta});
+  TL_REQUIRE(w == 1 || reduce_ctas < uint32_t(cost.sms), kWhere, "reduce_blocks", c.op.reduce_blocks,
+             std::string("a count that leaves the GEMM an SM: ") + std::to_string(reduce_ctas) +
+                 " reduction CTAs" + (c.op.reduce_blocks == 0 ? " (automatic)" : "") + " of " +
+                 std::to_string(cost.sms) + " SMs");
   out.reduce_ctas = reduce_ctas;
   out.flop = 2.0 * p.m * double(p.n) * k_local;
   const double tile_mma = 2.0 * c.bm * c.bn * k_local / (cost.flops / cost.sms);

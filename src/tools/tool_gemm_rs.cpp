@@ -45,7 +45,8 @@ void add_knobs(CLI::App* app, GemmRsConfig& c, CLI::Option_group*& knobs) {
   add_granularity(g, c.granularity, "signal per tile, row (of tiles) or rank (owner block)");
   add_scatter(g, c.scatter, kScatterHelp);
   g->add_option("--reduce-blocks", c.reduce_blocks,
-                "reduction CTAs per rank, rounded up to whole GEMM clusters; 0 = budget / 32")
+                "reduction CTAs per rank, rounded up to whole GEMM clusters; 0 = automatic: budget / 32 on "
+                "virtual ranks, by the GEMM's rate with one rank per GPU")
       ->capture_default_str();
   g->add_option("--gemm-sms", c.gemm_sms, "GEMM CTAs per rank; 0 = the rest of the budget")->capture_default_str();
   g->add_option("--swizzle", c.swizzle,

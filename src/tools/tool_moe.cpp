@@ -6,6 +6,7 @@
 #include <memory>
 #include <sstream>
 #include <string>
+#include <utility>
 
 #include "bench/moe.hpp"
 #include "bench/moe_setup.hpp"

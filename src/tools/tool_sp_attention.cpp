@@ -1,8 +1,11 @@
 // `tilelink bench|tune|trace|plan sp_attention`: sequence-parallel attention
 // (tilelink::SpAttention), the K/V all-gather overlapped with flash attention.
+#include <algorithm>
 #include <iostream>
+#include <map>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "bench/sp_attention.hpp"
 #include "bench/sp_attention_setup.hpp"

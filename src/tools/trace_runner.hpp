@@ -3,6 +3,7 @@
 // protocols (trace_runner.cpp). Each op's tool file (tool_<op>.cpp) runs its own trace with these.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
 #include <utility>

@@ -203,6 +203,10 @@ TEST(GemmRsSim, RefusesWhatTheOpCannotRun) {
   EXPECT_THROW(predict_gemm_rs(GemmRsProblem{}, ce), InvalidArgument);
   c.op.reduce_blocks = 132;  // every SM of the default cost model
   EXPECT_THROW(predict_gemm_rs(GemmRsProblem{}, c), InvalidArgument);
+  c.op.reduce_blocks = 0;  // automatic: one cluster of 2 on a 2-SM GPU leaves the GEMM nothing
+  CostModel tiny;
+  tiny.sms = 2;
+  EXPECT_THROW(predict_gemm_rs(GemmRsProblem{}, c, tiny), InvalidArgument);
 }
 
 // The automatic reduction on 8 GPUs (the op's one-rank-per-GPU rule at the model's H200 rates):

@@ -34,9 +34,9 @@ struct GemmRsProblem {
 
 // What the model runs besides the problem: the GEMM's tile, its compute order's band, and the
 // op's configuration, of which the model follows the scatter, the signal granularity and
-// reduce_blocks: the reduction CTAs as they run (no automatic: 0 is refused; the default 4 is
-// tilelink::GemmRs's automatic count on a 132-SM GPU, sms / 32 in whole clusters). The GEMM's SMs
-// and swizzle do not change the prediction.
+// reduce_blocks: the reduction CTAs as they run, taken as given, or 0 (the default): the op's
+// automatic count for one rank per GPU (gemm_rs_policy::reduce_blocks) at the cost model's rates.
+// The GEMM's SMs and swizzle do not change the prediction.
 struct GemmRsPlanConfig {
   uint32_t bm = 128;
   uint32_t bn = 256;

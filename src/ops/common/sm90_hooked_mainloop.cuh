@@ -12,7 +12,7 @@
 // Base::load elects for its TMA copies then issues them after the acquire), then Base::load. The
 // producer holds no pipeline stage while it waits: the consumers finish the previous tile
 // meanwhile. An op that views the problem differently (MoE's B over all experts) overrides
-// to_underlying_arguments / load_init, starting from these.
+// to_underlying_arguments (starting from this one's) and load_init (from Base's).
 #pragma once
 
 #include <cute/tensor.hpp>

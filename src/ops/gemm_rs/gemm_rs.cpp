@@ -40,7 +40,8 @@ uint32_t gemm_rs_policy::reduce_blocks(uint32_t configured, int sm_budget, const
     const double gemm_flops = load.gemm_flops_per_sm * sm_budget;
     const double read_rate = double(load.world - 1) / load.world * 2.0 * gemm_flops / (2.0 * load.k_local);
     const double ctas = std::max(1.0, std::round(kReduceHeadroom * read_rate / load.cta_bandwidth));
-    wanted = static_cast<uint32_t>(std::min(ctas, double(std::max(1, sm_budget / 8))));
+    const uint32_t cap = std::max(cluster, static_cast<uint32_t>(std::max(0, sm_budget / 8)) / cluster * cluster);
+    wanted = static_cast<uint32_t>(std::min(ctas, double(cap)));
   } else if (wanted == 0) {
     wanted = static_cast<uint32_t>(sm_budget / 32);
   }
