@@ -13,6 +13,8 @@
 #include <string>
 #include <vector>
 
+#include <unistd.h>
+
 #include "gpu_test_util.hpp"
 #include "tilelink/primitives/device.cuh"
 
@@ -33,11 +35,18 @@ WorldOptions short_timeout() {
   std::_Exit(code);
 }
 
+// Seconds a death-test child may take: GoogleTest waits for the child without a time limit, so a
+// child that hangs (a wait the library failed to bound) is killed by SIGALRM instead, and the
+// parent reports it killed by signal 14 rather than hanging the suite. The child's work is a
+// 200 ms wait plus CUDA's start-up.
+constexpr unsigned kChildLimitS = 60;
+
 // The body of a timeout death test, run in the child with the 200 ms wait bound whatever the
 // environment says: `body` sets up a wait that nobody satisfies and ends in exit_on_timeout. An
 // exception on the way (the set-up, or `surface` throwing anything but TimeoutError) exits 5.
 template <class Body>
 [[noreturn]] void run_timeout_child(Body&& body) {
+  alarm(kChildLimitS);
   unsetenv("TILELINK_WAIT_TIMEOUT_MS");
   try {
     body();
