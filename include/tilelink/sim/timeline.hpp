@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "tilelink/core/h200_rates.hpp"
 #include "tilelink/primitives/trace.hpp"
 
 namespace tilelink::sim {
@@ -22,14 +23,14 @@ OpConfig plan_op_config(uint32_t comm_rows = 1024) {
 // Costs of one GPU and its links. Defaults: H200 figures measured in this repository
 // (docs/PERF.md, 2026-12-02) or given in DESIGN.md §7.
 struct CostModel {
-  double flops = 790e12;                    // dense bf16 GEMM, cuBLAS on an H200 (DESIGN.md §7)
-  int sms = 132;
+  double flops = h200::kBf16GemmFlops;     // dense bf16 GEMM, cuBLAS on an H200 (DESIGN.md §7)
+  int sms = h200::kSms;
   double nvlink_bandwidth = 390e9;          // bytes/s into one GPU (DESIGN.md §7: 370-415 GB/s)
   double network_bandwidth = 50e9;          // bytes/s into one GPU from other nodes (400 Gb/s NIC)
   double notify_latency = 0.86e-6;          // one-way notify -> wait (docs/PERF.md: 0.74-0.88 µs)
   double ce_chunk_overhead = 5.0e-6;        // per copy-engine chunk (docs/PERF.md: ~5 µs)
   double ce_bandwidth = 2.0e12;             // copy engine, large chunks (docs/PERF.md: 2041 GB/s)
-  double sm_copy_bandwidth_per_cta = 48e9;  // one CTA's ld/st or bulk copy (docs/PERF.md)
+  double sm_copy_bandwidth_per_cta = h200::kCtaCopyBandwidth;  // one CTA's ld/st or bulk copy
   double hbm_bandwidth = 4.3e12;            // bytes read + written per second (KINDS.md D2D copy)
 
   // One rank's share of this GPU: `sms` of its SMs and that share of its throughput (tune's

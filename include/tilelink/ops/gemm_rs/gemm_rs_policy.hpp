@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <cstdint>
 
+#include "tilelink/core/h200_rates.hpp"
+
 namespace tilelink::gemm_rs_policy {
 
 // The compiled GEMM's output tile (rows x columns): what the op's plan and the tune's model cut
@@ -22,10 +24,10 @@ struct ReduceLoad {
   uint32_t k_local = 0;           // the GEMM's K on one rank
   bool one_rank_per_gpu = false;  // the owners read their peers over NVLink (or the network), not
                                   // from one GPU's HBM as virtual ranks do
-  // The rates of the one-rank-per-GPU rule (H200, docs/PERF.md: the bf16 GEMM at 790 TFLOP/s on
-  // 132 SMs; one CTA's ld/st or bulk copy at ~48 GB/s). The plan passes its cost model's.
-  double gemm_flops_per_sm = 790e12 / 132;
-  double cta_bandwidth = 48e9;
+  // The rates of the one-rank-per-GPU rule (an H200's, core/h200_rates.hpp, which the plan's cost
+  // model also starts from); the plan passes its cost model's.
+  double gemm_flops_per_sm = h200::kBf16GemmFlops / h200::kSms;
+  double cta_bandwidth = h200::kCtaCopyBandwidth;
 };
 
 // How many times the rate at which the GEMM makes the owner's partials the reduction CTAs read:

@@ -1,0 +1,12 @@
+// Rates of one NVIDIA H200 that both the ops' automatic rules and the plan's cost model start
+// from, measured in this repository (docs/PERF.md, 2026-12-02) or given in DESIGN.md section 7.
+// One place, so that a rule and the model that checks it cannot drift apart.
+#pragma once
+
+namespace tilelink::h200 {
+
+inline constexpr int kSms = 132;
+inline constexpr double kBf16GemmFlops = 790e12;  // dense bf16 GEMM, cuBLAS (DESIGN.md section 7)
+inline constexpr double kCtaCopyBandwidth = 48e9;  // one CTA's ld/st or bulk copy, bytes/s (docs/PERF.md)
+
+}  // namespace tilelink::h200
