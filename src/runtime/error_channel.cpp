@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cstring>
-#include <iterator>
 #include <type_traits>
 #include <mutex>
 #include <vector>
@@ -97,15 +96,16 @@ bool ErrorChannel::has_device_error() const {
 }
 
 ErrorRecord ErrorChannel::device_record() const {
-  // Word by word through volatile reads (the host must not cache what the device writes), then
-  // as the struct. The copy is consistent only once the device has published state == kValid;
-  // the callers read the fields only then.
-  static_assert(std::is_trivially_copyable_v<ErrorRecord> && sizeof(ErrorRecord) % sizeof(uint32_t) == 0);
-  const volatile uint32_t* src = reinterpret_cast<const volatile uint32_t*>(record_);
-  uint32_t words[sizeof(ErrorRecord) / sizeof(uint32_t)];
-  for (size_t i = 0; i < std::size(words); ++i) words[i] = src[i];
+  // Byte by byte through volatile reads (the host must not cache what the device writes; bytes,
+  // because only a character type may read another type's object), then as the struct. The copy
+  // is consistent only once the device has published state == kValid; the callers read it only
+  // then.
+  static_assert(std::is_trivially_copyable_v<ErrorRecord>);
+  const volatile unsigned char* src = reinterpret_cast<const volatile unsigned char*>(record_);
+  unsigned char bytes[sizeof(ErrorRecord)];
+  for (size_t i = 0; i < sizeof(bytes); ++i) bytes[i] = src[i];
   ErrorRecord r;
-  std::memcpy(&r, words, sizeof(r));
+  std::memcpy(&r, bytes, sizeof(r));
   return r;
 }
 
