@@ -112,6 +112,7 @@ constexpr uint32_t kPoisonF32 = uint32_t(test::kPoison) * 0x01010101u;
 
 inline void fill(void* p, int byte, size_t bytes) {
   if (bytes > 0) TL_CUDA_CHECK(cudaMemset(p, byte, bytes));
+  test::settle();
 }
 
 template <class T>

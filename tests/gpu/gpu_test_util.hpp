@@ -18,6 +18,7 @@
 #include <iostream>
 #include <numeric>
 #include <random>
+#include <sstream>
 #include <string>
 #include <utility>
 #include <vector>
@@ -161,32 +162,11 @@ inline uint64_t seed_of(uint64_t test, uint64_t rank, uint64_t call) {
   return (test << 40) ^ (rank << 20) ^ call ^ 0x5EEDull;
 }
 
-// Synchronous host <-> device transfers and poison. They run outside the world's streams, so
-// settle() waits for the device (every device when ranks_on_gpus()) before anything that depends
-// on them is launched.
-inline void upload(void* dst, const void* src, size_t bytes) {
-  TL_CUDA_CHECK(cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice));
-}
-template <class T>
-std::vector<T> download(const void* src, size_t count) {
-  std::vector<T> v(count);
-  TL_CUDA_CHECK(cudaMemcpy(v.data(), src, count * sizeof(T), cudaMemcpyDeviceToHost));
-  return v;
-}
-inline void poison(void* p, size_t bytes) {
-  if (!ranks_on_gpus()) {
-    TL_CUDA_CHECK(cudaMemset(p, kPoison, bytes));
-    return;
-  }
-  // On the memory's own device: a multi-GPU world's buffers live on several.
-  cudaPointerAttributes attributes{};
-  TL_CUDA_CHECK(cudaPointerGetAttributes(&attributes, p));
-  int current = 0;
-  TL_CUDA_CHECK(cudaGetDevice(&current));
-  TL_CUDA_CHECK(cudaSetDevice(attributes.type == cudaMemoryTypeDevice ? attributes.device : current));
-  TL_CUDA_CHECK(cudaMemset(p, kPoison, bytes));
-  TL_CUDA_CHECK(cudaSetDevice(current));
-}
+// Host <-> device transfers and poison. They run on the legacy stream, which the world's
+// non-blocking streams do not wait for (and a pageable cudaMemcpy may return before its DMA
+// lands), so upload() and poison() end with settle(): every device (every GPU when
+// ranks_on_gpus()) idle. A test's inputs and poison are then in place before the op it runs next;
+// a raw cudaMemset in a test still needs its own settle().
 inline void settle() {
   if (!ranks_on_gpus()) {
     TL_CUDA_CHECK(cudaDeviceSynchronize());
@@ -200,6 +180,32 @@ inline void settle() {
     TL_CUDA_CHECK(cudaDeviceSynchronize());
   }
   TL_CUDA_CHECK(cudaSetDevice(current));
+}
+inline void upload(void* dst, const void* src, size_t bytes) {
+  TL_CUDA_CHECK(cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice));
+  settle();
+}
+template <class T>
+std::vector<T> download(const void* src, size_t count) {
+  std::vector<T> v(count);
+  TL_CUDA_CHECK(cudaMemcpy(v.data(), src, count * sizeof(T), cudaMemcpyDeviceToHost));
+  return v;
+}
+inline void poison(void* p, size_t bytes) {
+  if (!ranks_on_gpus()) {
+    TL_CUDA_CHECK(cudaMemset(p, kPoison, bytes));
+    settle();
+    return;
+  }
+  // On the memory's own device: a multi-GPU world's buffers live on several.
+  cudaPointerAttributes attributes{};
+  TL_CUDA_CHECK(cudaPointerGetAttributes(&attributes, p));
+  int current = 0;
+  TL_CUDA_CHECK(cudaGetDevice(&current));
+  TL_CUDA_CHECK(cudaSetDevice(attributes.type == cudaMemoryTypeDevice ? attributes.device : current));
+  TL_CUDA_CHECK(cudaMemset(p, kPoison, bytes));
+  TL_CUDA_CHECK(cudaSetDevice(current));
+  settle();
 }
 
 // bf16 values uniform in [-1, 1).
@@ -250,10 +256,13 @@ inline ::testing::AssertionResult bytes_equal(const std::vector<uint8_t>& got,
     }
   }
   if (count == 0) return ::testing::AssertionSuccess();
-  return ::testing::AssertionFailure()
-         << count << " of " << got.size() << " bytes differ; first at byte " << first << ": got 0x"
-         << std::hex << int(got[first]) << ", want 0x" << int(want[first]) << std::dec
-         << (got[first] == kPoison ? " (poison: never written)" : "");
+  // One stream for the whole message: AssertionResult's operator<< starts a new one per value, so
+  // std::hex passed to it is lost.
+  std::ostringstream message;
+  message << count << " of " << got.size() << " bytes differ; first at byte " << first << ": got 0x" << std::hex
+          << int(got[first]) << ", want 0x" << int(want[first]) << std::dec
+          << (got[first] == kPoison ? " (poison: never written)" : "");
+  return ::testing::AssertionFailure() << message.str();
 }
 
 inline bool all_poison(const std::vector<uint8_t>& v) {

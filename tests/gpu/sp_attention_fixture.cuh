@@ -81,7 +81,7 @@ void fill_uniform(std::vector<__nv_bfloat16>& v, float range, uint64_t seed) {
   }
 }
 
-// cudaMemset on the memory's own device (as poison() does).
+// cudaMemset on the memory's own device, then settle() (as poison() does).
 void fill_bytes(void* p, int value, size_t bytes) {
   cudaPointerAttributes attributes{};
   TL_CUDA_CHECK(cudaPointerGetAttributes(&attributes, p));
@@ -90,6 +90,7 @@ void fill_bytes(void* p, int value, size_t bytes) {
   TL_CUDA_CHECK(cudaSetDevice(attributes.type == cudaMemoryTypeDevice ? attributes.device : current));
   TL_CUDA_CHECK(cudaMemset(p, value, bytes));
   TL_CUDA_CHECK(cudaSetDevice(current));
+  settle();
 }
 
 uint16_t bits_of(__nv_bfloat16 x) {
