@@ -19,6 +19,12 @@ std::string check_launch_shape(const World& world, uint32_t num_blocks, uint32_t
   return "";
 }
 
+std::string check_one_process_world(const World& world, const char* op) {
+  if (world.mode() != WorldMode::kProcess) return "";
+  return std::string("argument 'world' is a process world (World::process, one rank per process): expected a ") +
+         "one-process world (virtual_ranks or multi_gpu); " + op + " does not run across processes yet";
+}
+
 std::string check_symmetric(const World& world, const SymmetricHeap& heap, const SymmetricBuffer* buf,
                             size_t offset, uint64_t bytes, const char* name) {
   const std::string arg = std::string("argument '") + name + "'";
@@ -43,9 +49,11 @@ std::string check_symmetric(const World& world, const SymmetricHeap& heap, const
 std::string check_rank_pointers(const World& world, const std::vector<const void*>& ptrs, const char* name) {
   if (ptrs.size() != static_cast<size_t>(world.size())) {
     return std::string("argument '") + name + "' has " + std::to_string(ptrs.size()) +
-           " pointers: expected one per rank (" + std::to_string(world.size()) + ")";
+           " pointers: expected one per rank (" + std::to_string(world.size()) +
+           "; in a process world the entries of other processes' ranks are not read and may be null)";
   }
-  for (size_t r = 0; r < ptrs.size(); ++r) {
+  for (int l : world.local_ranks()) {  // a process world reads only its own rank's entry
+    const size_t r = static_cast<size_t>(l);
     if (ptrs[r] == nullptr || reinterpret_cast<uintptr_t>(ptrs[r]) % kTileAlignment != 0) {
       return std::string("argument '") + name + "[" + std::to_string(r) + "]' = " + detail::to_display(ptrs[r]) +
              ": expected a 16-byte aligned device pointer";

@@ -7,18 +7,18 @@
 namespace tilelink {
 
 SideStreams::SideStreams(const World& world, bool high) : world_(&world) {
-  for (int r = 0; r < world.size(); ++r) {
+  // One entry per rank; those of other processes' ranks stay null.
+  const size_t n = static_cast<size_t>(world.size());
+  streams_.assign(n, nullptr);
+  fork_.assign(n, nullptr);
+  join_.assign(n, nullptr);
+  for (int r : world.local_ranks()) {
     world.set_device(r);
     int least = 0, greatest = 0;
     TL_CUDA_CHECK(cudaDeviceGetStreamPriorityRange(&least, &greatest));
-    cudaStream_t s = nullptr;
-    cudaEvent_t fork = nullptr, join = nullptr;
-    TL_CUDA_CHECK(cudaStreamCreateWithPriority(&s, cudaStreamNonBlocking, high ? greatest : least));
-    streams_.push_back(s);
-    TL_CUDA_CHECK(cudaEventCreateWithFlags(&fork, cudaEventDisableTiming));
-    fork_.push_back(fork);
-    TL_CUDA_CHECK(cudaEventCreateWithFlags(&join, cudaEventDisableTiming));
-    join_.push_back(join);
+    TL_CUDA_CHECK(cudaStreamCreateWithPriority(&streams_[r], cudaStreamNonBlocking, high ? greatest : least));
+    TL_CUDA_CHECK(cudaEventCreateWithFlags(&fork_[r], cudaEventDisableTiming));
+    TL_CUDA_CHECK(cudaEventCreateWithFlags(&join_[r], cudaEventDisableTiming));
   }
 }
 
@@ -65,12 +65,17 @@ void SideStreams::join_into(int rank, cudaStream_t into) {
 // Destructor path: errors are not thrown (the streams may belong to a failed call).
 void SideStreams::release() noexcept {
   for (size_t r = 0; r < streams_.size(); ++r) {
+    if (streams_[r] == nullptr) continue;
     cudaSetDevice(world_->device(static_cast<int>(r)));
     cudaStreamSynchronize(streams_[r]);
     cudaStreamDestroy(streams_[r]);
   }
-  for (cudaEvent_t e : fork_) cudaEventDestroy(e);
-  for (cudaEvent_t e : join_) cudaEventDestroy(e);
+  for (cudaEvent_t e : fork_) {
+    if (e != nullptr) cudaEventDestroy(e);
+  }
+  for (cudaEvent_t e : join_) {
+    if (e != nullptr) cudaEventDestroy(e);
+  }
   streams_.clear();
   fork_.clear();
   join_.clear();

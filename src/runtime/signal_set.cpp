@@ -47,7 +47,11 @@ SignalView SignalSlice::host_view(int rank) const { return make_view(rank, false
 SignalView SignalSlice::make_view(int rank, bool device) const {
   TL_REQUIRE(set_ != nullptr, "SignalSlice::view", "this", "empty slice", "a slice from SignalSet");
   const World& world = set_->heap_->world();
-  world.check_rank(rank, "SignalSlice::view");
+  if (device) {
+    world.check_local_rank(rank, "SignalSlice::device_view");
+  } else {
+    world.check_rank(rank, "SignalSlice::host_view");
+  }
   SignalView v;
   v.peer_channels = device ? set_->device_tables_[rank] : set_->host_tables_.data();
   v.local_channels = set_->host_tables_[rank] + first_;
@@ -72,18 +76,19 @@ SignalSet::SignalSet(SymmetricHeap& heap, uint32_t num_channels)
   const int n = world.size();
   for (int r = 0; r < n; ++r) host_tables_.push_back(storage_.as<uint64_t>(r));
   device_tables_.assign(n, nullptr);
-  for (int r = 0; r < n; ++r) {
+  for (int r : world.local_ranks()) {
     world.set_device(r);
     TL_CUDA_CHECK(cudaMemset(storage_.data(r), 0, sizeof(uint64_t) * num_channels));
     void* t = device_malloc(sizeof(uint64_t*) * n, world.device(r), "SignalSet (rank " + std::to_string(r) + "'s peer table)");
     device_tables_[r] = static_cast<uint64_t**>(t);
     TL_CUDA_CHECK(cudaMemcpy(t, host_tables_.data(), sizeof(uint64_t*) * n, cudaMemcpyHostToDevice));
   }
+  world.barrier();  // no peer process signals into channels this one has not zeroed yet
 }
 
 SignalSet::~SignalSet() {
   const World& world = heap_->world();
-  for (int r = 0; r < world.size(); ++r) {
+  for (int r : world.local_ranks()) {
     cudaSetDevice(world.device(r));
     cudaFree(device_tables_[r]);
   }
@@ -104,13 +109,16 @@ SignalSlice SignalSet::slice(uint32_t first, uint32_t count, const std::string& 
   }
   // Start from zero on every rank, after whatever earlier work used these channels.
   const World& world = heap_->world();
-  for (int r = 0; r < world.size(); ++r) {
+  for (int r : world.local_ranks()) {
     world.set_device(r);
     TL_CUDA_CHECK(cudaStreamSynchronize(world.comm_stream(r)));
     TL_CUDA_CHECK(cudaMemsetAsync(host_tables_[r] + first, 0, sizeof(uint64_t) * count,
                                   world.compute_stream(r)));
     TL_CUDA_CHECK(cudaStreamSynchronize(world.compute_stream(r)));
   }
+  // Every process zeroed its channels before any peer's first call can notify into them (slices
+  // are claimed collectively: every process builds the same ops in the same order).
+  world.barrier();
   live_.push_back({first, count, owner});
   return SignalSlice(this, first, count, world.errors().register_op(owner));
 }

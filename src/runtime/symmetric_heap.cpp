@@ -3,6 +3,7 @@
 #include <string>
 
 #include "tilelink/core/error.hpp"
+#include "runtime/nvshmem_backend.hpp"
 #include "tilelink/runtime/device_buffer.hpp"
 
 namespace tilelink {
@@ -51,10 +52,26 @@ SymmetricHeap::SymmetricHeap(const World& world, size_t capacity_per_rank)
   const int n = world.size();
   bases_.assign(n, nullptr);
   device_tables_.assign(n, nullptr);
-  bool one_device = true;
-  for (int r = 1; r < n; ++r) one_device = one_device && world.device(r) == world.device(0);
+  const bool process = world.mode() == WorldMode::kProcess;
+  bool one_device = !process;
+  for (int r = 1; r < n && one_device; ++r) one_device = world.device(r) == world.device(0);
   try {
-    if (one_device) {
+    if (process) {
+      // One NVSHMEM allocation per process (collective); every peer's twin mapped into this one.
+      const int me = world.local_ranks().front();
+      world.set_device(me);
+      void* mine = detail::nvshmem::malloc(capacity_, "SymmetricHeap (rank " + std::to_string(me) + "'s segment, " +
+                                                          format_bytes(capacity_) + ")");
+      nvshmem_segment_ = mine;
+      for (int r = 0; r < n; ++r) {
+        bases_[r] = static_cast<char*>(r == me ? mine : detail::nvshmem::peer_pointer(mine, r));
+        if (bases_[r] == nullptr) {
+          throw Error("SymmetricHeap: rank " + std::to_string(r) + "'s segment is not reachable by load/store from rank " +
+                      std::to_string(me) + " (another node): TileLink's put-with-signal path for such peers is " +
+                      "not built yet; run the ranks of one world on one NVLink domain");
+        }
+      }
+    } else if (one_device) {
       // Virtual ranks: one allocation, segment r at base + r * capacity (an affine heap).
       void* p = device_malloc(capacity_ * static_cast<size_t>(n), world.device(0),
                               "SymmetricHeap (" + std::to_string(n) + " virtual ranks x " + format_bytes(capacity_) +
@@ -67,7 +84,7 @@ SymmetricHeap::SymmetricHeap(const World& world, size_t capacity_per_rank)
             device_malloc(capacity_, world.device(r), "SymmetricHeap (rank " + std::to_string(r) + "'s segment)"));
       }
     }
-    for (int r = 0; r < n; ++r) {
+    for (int r : world.local_ranks()) {
       void* t = device_malloc(sizeof(char*) * n, world.device(r), "SymmetricHeap (rank " + std::to_string(r) + "'s peer table)");
       device_tables_[r] = static_cast<char**>(t);
       TL_CUDA_CHECK(cudaMemcpy(t, bases_.data(), sizeof(char*) * n, cudaMemcpyHostToDevice));
@@ -82,13 +99,16 @@ SymmetricHeap::SymmetricHeap(const World& world, size_t capacity_per_rank)
 SymmetricHeap::~SymmetricHeap() { free_segments(); }
 
 void SymmetricHeap::free_segments() {
-  for (int r = 0; r < world_->size(); ++r) {
+  for (int r : world_->local_ranks()) {
     cudaSetDevice(world_->device(r));
-    if (!single_allocation_ || r == 0) cudaFree(bases_[r]);
+    if (nvshmem_segment_ == nullptr && (!single_allocation_ || r == 0)) cudaFree(bases_[r]);
     cudaFree(device_tables_[r]);
-    bases_[r] = nullptr;
     device_tables_[r] = nullptr;
   }
+  // Collective, like the allocation: every process frees its heap in the same order.
+  detail::nvshmem::free(nvshmem_segment_);
+  nvshmem_segment_ = nullptr;
+  bases_.assign(bases_.size(), nullptr);
 }
 
 size_t SymmetricHeap::affine_stride() const {
@@ -152,7 +172,7 @@ char* SymmetricHeap::base(int rank) const {
 }
 
 SymmetricView SymmetricHeap::device_view(int rank) const {
-  world_->check_rank(rank, "SymmetricHeap::device_view");
+  world_->check_local_rank(rank, "SymmetricHeap::device_view");
   return {device_tables_[rank], bases_[rank], capacity_, rank, world_->size()};
 }
 

@@ -25,12 +25,12 @@ std::string TuneKey::str() const {
 TuneKey make_tune_key(const World& world, const std::string& op, uint32_t m, uint32_t n, uint32_t k,
                       const std::string& variant) {
   cudaDeviceProp prop{};
-  TL_CUDA_CHECK(cudaGetDeviceProperties(&prop, world.device(0)));
+  TL_CUDA_CHECK(cudaGetDeviceProperties(&prop, world.device(world.local_ranks().front())));
   TuneKey key;
   key.gpu = prop.name;
   key.sms = prop.multiProcessorCount;
   key.world = world.size();
-  key.virtual_ranks = world.size() > 1 && world.device(0) == world.device(world.size() - 1);
+  key.virtual_ranks = world.size() > 1 && world.mode() == WorldMode::kVirtual;
   key.op = op;
   key.m = m;
   key.n = n;

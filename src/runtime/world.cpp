@@ -1,6 +1,7 @@
 #include "tilelink/runtime/world.hpp"
 
 #include "core/driver.hpp"
+#include "runtime/nvshmem_backend.hpp"
 
 #include <algorithm>
 #include <chrono>
@@ -13,7 +14,8 @@ namespace tilelink {
 
 struct World::Impl {
   WorldMode mode = WorldMode::kVirtual;
-  std::vector<int> devices;  // per rank
+  std::vector<int> devices;  // per rank (-1: a rank of another process)
+  std::vector<int> local;    // the ranks this process drives
   std::vector<int> sm_budget;
   std::vector<int> num_sms;
   std::vector<cudaStream_t> compute;
@@ -23,46 +25,53 @@ struct World::Impl {
   std::vector<cudaStream_t> watch;  // per rank (shared by ranks of one device): stall diagnostics
   std::unique_ptr<ErrorChannel> errors;
 
+  // The first local rank on `r`'s device (it owns the device's watch stream).
+  int first_on_device(int r) const {
+    for (int l : local) {
+      if (devices[static_cast<size_t>(l)] == devices[static_cast<size_t>(r)]) return l;
+    }
+    return r;
+  }
+
+  // Streams and events of the local ranks; the entries of other processes' ranks stay null.
   void create_streams() {
-    for (size_t r = 0; r < devices.size(); ++r) {
+    const size_t n = devices.size();
+    compute.assign(n, nullptr);
+    comm.assign(n, nullptr);
+    compute_done.assign(n, nullptr);
+    comm_done.assign(n, nullptr);
+    watch.assign(n, nullptr);
+    for (int r : local) {
       TL_CUDA_CHECK(cudaSetDevice(devices[r]));
       int least = 0, greatest = 0;
       TL_CUDA_CHECK(cudaDeviceGetStreamPriorityRange(&least, &greatest));
-      cudaStream_t compute_s = nullptr, comm_s = nullptr;
-      TL_CUDA_CHECK(cudaStreamCreateWithPriority(&compute_s, cudaStreamNonBlocking, least));
-      compute.push_back(compute_s);
-      TL_CUDA_CHECK(cudaStreamCreateWithPriority(&comm_s, cudaStreamNonBlocking, greatest));
-      comm.push_back(comm_s);
-      cudaEvent_t ev = nullptr;
-      TL_CUDA_CHECK(cudaEventCreateWithFlags(&ev, cudaEventDisableTiming));
-      compute_done.push_back(ev);
-      TL_CUDA_CHECK(cudaEventCreateWithFlags(&ev, cudaEventDisableTiming));
-      comm_done.push_back(ev);
+      TL_CUDA_CHECK(cudaStreamCreateWithPriority(&compute[r], cudaStreamNonBlocking, least));
+      TL_CUDA_CHECK(cudaStreamCreateWithPriority(&comm[r], cudaStreamNonBlocking, greatest));
+      TL_CUDA_CHECK(cudaEventCreateWithFlags(&compute_done[r], cudaEventDisableTiming));
+      TL_CUDA_CHECK(cudaEventCreateWithFlags(&comm_done[r], cudaEventDisableTiming));
     }
     // Made now, not during a stall: a stream created then could land on a blocked queue.
-    for (size_t r = 0; r < devices.size(); ++r) {
-      const size_t first = std::find(devices.begin(), devices.end(), devices[r]) - devices.begin();
+    for (int r : local) {
+      const int first = first_on_device(r);
       if (first < r) {
-        watch.push_back(watch[first]);
+        watch[r] = watch[first];
         continue;
       }
       TL_CUDA_CHECK(cudaSetDevice(devices[r]));
-      cudaStream_t s = nullptr;
-      TL_CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
-      watch.push_back(s);
+      TL_CUDA_CHECK(cudaStreamCreateWithFlags(&watch[r], cudaStreamNonBlocking));
     }
   }
 
   ~Impl() {
     // Destructors do not throw; after a trap these calls fail and there is nothing to do.
-    for (size_t r = 0; r < devices.size(); ++r) {
+    for (int r : local) {
+      if (static_cast<size_t>(r) >= compute.size()) continue;
       cudaSetDevice(devices[r]);
-      if (r < compute.size()) cudaStreamDestroy(compute[r]);
-      if (r < comm.size()) cudaStreamDestroy(comm[r]);
-      if (r < compute_done.size()) cudaEventDestroy(compute_done[r]);
-      if (r < comm_done.size()) cudaEventDestroy(comm_done[r]);
-      const bool owns_watch = std::find(devices.begin(), devices.end(), devices[r]) - devices.begin() == long(r);
-      if (r < watch.size() && owns_watch) cudaStreamDestroy(watch[r]);
+      if (compute[r] != nullptr) cudaStreamDestroy(compute[r]);
+      if (comm[r] != nullptr) cudaStreamDestroy(comm[r]);
+      if (compute_done[r] != nullptr) cudaEventDestroy(compute_done[r]);
+      if (comm_done[r] != nullptr) cudaEventDestroy(comm_done[r]);
+      if (watch[r] != nullptr && first_on_device(r) == r) cudaStreamDestroy(watch[r]);
     }
   }
 };
@@ -154,6 +163,7 @@ World World::virtual_ranks(int world_size, int device, WorldOptions options) {
   w->num_sms.assign(world_size, sms);
   // Equal budgets that fit together: every rank's persistent kernel can be resident at once.
   w->sm_budget.assign(world_size, sms / world_size);
+  for (int r = 0; r < world_size; ++r) w->local.push_back(r);
   w->create_streams();
   w->errors = std::make_unique<ErrorChannel>(device, timeout_from_env(options.wait_timeout_ns));
   return World(std::move(w));
@@ -198,26 +208,121 @@ World World::multi_gpu(const std::vector<int>& devices, WorldOptions options) {
       }
     }
   }
+  for (int r = 0; r < n; ++r) w->local.push_back(r);
   w->create_streams();
   w->errors = std::make_unique<ErrorChannel>(devices[0], timeout_from_env(options.wait_timeout_ns));
   return World(std::move(w));
 }
 
+World World::process(const ProcessRank& me, const UniqueId& id, WorldOptions options) {
+  TL_REQUIRE(me.size >= 1 && me.size <= kMaxWorldSize, "World::process", "size", me.size,
+             "1 to " + std::to_string(kMaxWorldSize) + " ranks");
+  TL_REQUIRE(me.rank >= 0 && me.rank < me.size, "World::process", "rank", me.rank,
+             "a rank in [0, " + std::to_string(me.size) + ")");
+  const int count = device_count();
+  TL_REQUIRE(me.device >= 0 && me.device < count, "World::process", "device", me.device,
+             "a device in [0, " + std::to_string(count) + ")");
+  require_hardware_queues("World::process", me.device, 3, 1);
+  TL_CUDA_CHECK(cudaSetDevice(me.device));
+  detail::nvshmem::init(me.rank, me.size, id);
+
+  int sms = 0;
+  TL_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, me.device));
+  // Under MPS the process may use only its active-thread share of the SMs; a persistent kernel
+  // sized for more would wait for SMs that its peers' spinning kernels hold.
+  int budget = sms;
+  if (const char* pct = std::getenv("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE")) {
+    const double share = std::atof(pct);
+    if (share > 0 && share < 100) budget = std::max(1, static_cast<int>(sms * share / 100.0));
+  }
+  auto w = std::make_unique<Impl>();
+  w->mode = WorldMode::kProcess;
+  w->devices.assign(me.size, -1);
+  w->devices[me.rank] = me.device;
+  w->num_sms.assign(me.size, sms);
+  w->sm_budget.assign(me.size, budget);
+  w->local = {me.rank};
+  w->create_streams();
+  w->errors = std::make_unique<ErrorChannel>(me.device, timeout_from_env(options.wait_timeout_ns));
+  return World(std::move(w));
+}
+
+namespace {
+
+int env_int(const char* name, int lo, int hi) {
+  const char* v = std::getenv(name);
+  TL_REQUIRE(v != nullptr, "World::from_launcher", name, "unset",
+             "set by the launcher (torchrun or `tilelink launch`)");
+  char* end = nullptr;
+  const long x = std::strtol(v, &end, 10);
+  TL_REQUIRE(end != v && *end == '\0' && x >= lo && x <= hi, "World::from_launcher", name, v,
+             "a whole number in [" + std::to_string(lo) + ", " + std::to_string(hi) + "]");
+  return static_cast<int>(x);
+}
+
+}  // namespace
+
+World World::from_launcher(WorldOptions options) {
+  const int size = env_int("WORLD_SIZE", 1, kMaxWorldSize);
+  const int rank = env_int("RANK", 0, size - 1);
+  const int local_rank = env_int("LOCAL_RANK", 0, kMaxWorldSize - 1);
+  const char* hex = std::getenv("TILELINK_UNIQUE_ID");
+  TL_REQUIRE(hex != nullptr, "World::from_launcher", "TILELINK_UNIQUE_ID", "unset",
+             "the NVSHMEM unique id as 256 hex digits (`tilelink launch` sets it; from Python, "
+             "tilelink.init() passes it over torch.distributed)");
+  return process(ProcessRank{rank, size, local_rank % device_count()}, UniqueId::from_hex(hex, "World::from_launcher"),
+                 options);
+}
+
+std::string UniqueId::to_hex() const {
+  static const char* digits = "0123456789abcdef";
+  std::string out;
+  for (unsigned char b : bytes) {
+    out.push_back(digits[b >> 4]);
+    out.push_back(digits[b & 15]);
+  }
+  return out;
+}
+
+UniqueId UniqueId::from_hex(const std::string& hex, const char* where) {
+  auto nibble = [](char c) {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+    return -1;
+  };
+  UniqueId id;
+  bool ok = hex.size() == 2 * id.bytes.size();
+  for (size_t i = 0; ok && i < id.bytes.size(); ++i) {
+    const int hi = nibble(hex[2 * i]), lo = nibble(hex[2 * i + 1]);
+    ok = hi >= 0 && lo >= 0;
+    id.bytes[i] = static_cast<unsigned char>(hi * 16 + lo);
+  }
+  TL_REQUIRE(ok, where, "unique id", hex.size() > 16 ? hex.substr(0, 16) + "..." : hex,
+             std::to_string(2 * id.bytes.size()) + " hex digits");
+  return id;
+}
+
 int World::size() const { return static_cast<int>(impl_->devices.size()); }
 WorldMode World::mode() const { return impl_->mode; }
+const std::vector<int>& World::local_ranks() const { return impl_->local; }
+bool World::is_local(int rank) const {
+  return std::find(impl_->local.begin(), impl_->local.end(), rank) != impl_->local.end();
+}
+void World::barrier() const {
+  if (impl_->mode == WorldMode::kProcess) detail::nvshmem::barrier_all();
+}
 MemScope World::scope() const {
   return impl_->mode == WorldMode::kVirtual ? MemScope::kGpu : MemScope::kSys;
 }
 int World::device(int rank) const {
-  check_rank(rank, "World::device");
+  check_local_rank(rank, "World::device");
   return impl_->devices[rank];
 }
 std::string World::check_extra_streams(int per_rank, const std::string& what) const {
-  for (int r = 0; r < size(); ++r) {
+  for (int r : local_ranks()) {
     const int device = impl_->devices[static_cast<size_t>(r)];
-    if (r > 0 && std::find(impl_->devices.begin(), impl_->devices.begin() + r, device) != impl_->devices.begin() + r) {
-      continue;  // device already checked
-    }
+    if (impl_->first_on_device(r) < r) continue;  // device already checked
     const int ranks = static_cast<int>(std::count(impl_->devices.begin(), impl_->devices.end(), device));
     // The context exists (the world made its streams): its queue count is the one it was made with.
     const int queues = std::getenv("CUDA_DEVICE_MAX_CONNECTIONS") == nullptr ? kDefaultHardwareQueues : hardware_queues();
@@ -240,7 +345,9 @@ int World::sm_budget(int rank) const {
 uint64_t World::l2_share(int rank) const {
   check_rank(rank, "World::l2_share");
   int l2 = 0;
-  TL_CUDA_CHECK(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, device(rank)));
+  // Another process's rank: the same kind of GPU as this one's (World::process assumes so).
+  const int dev = impl_->devices[static_cast<size_t>(is_local(rank) ? rank : impl_->local.front())];
+  TL_CUDA_CHECK(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, dev));
   const int sharing = mode() == WorldMode::kVirtual ? size() : 1;
   return static_cast<uint64_t>(l2) / static_cast<uint64_t>(sharing);
 }
@@ -249,16 +356,16 @@ int World::num_sms(int rank) const {
   return impl_->num_sms[rank];
 }
 cudaStream_t World::compute_stream(int rank) const {
-  check_rank(rank, "World::compute_stream");
+  check_local_rank(rank, "World::compute_stream");
   return impl_->compute[rank];
 }
 cudaStream_t World::comm_stream(int rank) const {
-  check_rank(rank, "World::comm_stream");
+  check_local_rank(rank, "World::comm_stream");
   return impl_->comm[rank];
 }
 ErrorChannel& World::errors() const { return *impl_->errors; }
 cudaStream_t World::watch_stream(int rank) const {
-  check_rank(rank, "World::watch_stream");
+  check_local_rank(rank, "World::watch_stream");
   return impl_->watch[rank];
 }
 
@@ -268,7 +375,7 @@ void preload_kernel(const void* kernel) {
 }
 
 void World::preload_kernel(const void* kernel) const {
-  for (int r = 0; r < size(); ++r) {
+  for (int r : local_ranks()) {
     set_device(r);
     tilelink::preload_kernel(kernel);
   }
@@ -291,8 +398,17 @@ void World::check_rank(int rank, const char* where) const {
              "a rank in [0, " + std::to_string(size()) + ")");
 }
 
+void World::check_local_rank(int rank, const char* where) const {
+  check_rank(rank, where);
+  if (!is_local(rank)) {
+    detail::throw_invalid_argument(where, "rank", rank,
+                                   "a rank this process drives (" + std::to_string(local_ranks().front()) +
+                                       "); the others belong to their own processes");
+  }
+}
+
 void World::set_device(int rank) const {
-  check_rank(rank, "World::set_device");
+  check_local_rank(rank, "World::set_device");
   TL_CUDA_CHECK(cudaSetDevice(impl_->devices[rank]));
 }
 
@@ -357,7 +473,7 @@ void World::synchronize() const {
   const auto start = Clock::now();
   const uint64_t timeout = impl_->errors->timeout_ns();
   uint64_t next_check = timeout;
-  for (int r = 0; r < size(); ++r) {
+  for (int r : local_ranks()) {
     for (cudaStream_t s : {impl_->comm[r], impl_->compute[r]}) {
       const uint64_t* suspect_address = nullptr;  // the first unsatisfied wait at the last check
       uint64_t suspect_expected = 0;

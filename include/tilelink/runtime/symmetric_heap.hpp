@@ -1,6 +1,11 @@
 // SymmetricHeap: per-rank segments of equal size; every allocation has the same offset on every
 // rank, so one offset names the same object everywhere. Each rank's device holds a table of all
 // ranks' segment bases (SymmetricView::peer_bases) for the device primitives.
+//
+// In a process world (World::process) each process's segment is an NVSHMEM allocation and its
+// peers' segments are mapped by nvshmem_ptr; constructing and destroying a heap are then
+// collective (every process, same capacity, same order), and so is allocate(): every process makes
+// the same allocations in the same order, so that one offset names the same object everywhere.
 #pragma once
 
 #include <cstddef>
@@ -79,6 +84,7 @@ class SymmetricHeap {
 
   const World* world_;
   bool single_allocation_ = false;
+  void* nvshmem_segment_ = nullptr;  // a process world's own segment (NVSHMEM)
   size_t capacity_;
   std::vector<char*> bases_;           // host copy of the peer table
   std::vector<char**> device_tables_;  // per rank, on rank's device

@@ -1,17 +1,20 @@
-// World: the ranks this process drives.
+// World: the ranks of one job and the ones this process drives.
 //
-//  - multi_gpu(devices): one rank per GPU, peer access enabled between every pair; signals use
-//    .sys scope.
-//  - virtual_ranks(n): n ranks on one GPU, each with its own memory, streams and an SM budget of
-//    floor(SMs / n), so that every rank's persistent kernel can be resident at once (a rank that
-//    spins on a peer whose blocks cannot get an SM would deadlock). Signals use .gpu scope.
-//
-// One rank per process (torchrun / MPI) plugs in at the same seams: a rank would hold one device,
-// and SymmetricHeap would exchange cudaIpc / fabric handles instead of sharing raw pointers.
+//  - multi_gpu(devices): one process, one rank per GPU, peer access enabled between every pair;
+//    signals use .sys scope.
+//  - virtual_ranks(n): one process, n ranks on one GPU, each with its own memory, streams and an SM
+//    budget of floor(SMs / n), so that every rank's persistent kernel can be resident at once (a
+//    rank that spins on a peer whose blocks cannot get an SM would deadlock). Signals use .gpu
+//    scope.
+//  - process(...): one process per rank (torchrun, `tilelink launch`), each on its own GPU or
+//    several on one GPU under MPS. The symmetric heap comes from NVSHMEM, peers' memory is mapped by
+//    nvshmem_ptr, signals use .sys scope. This process drives only its own rank: local_ranks() is
+//    {rank()}, and an op's per-rank arguments need only that rank's entry.
 #pragma once
 
 #include <cuda_runtime_api.h>
 
+#include <array>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -28,7 +31,24 @@ struct WorldOptions {
   uint64_t wait_timeout_ns = 5'000'000'000ull;
 };
 
-enum class WorldMode { kVirtual, kMultiGpu };
+enum class WorldMode { kVirtual, kMultiGpu, kProcess };
+
+// NVSHMEM's unique id (nvshmemx_uniqueid_t): made once by one process of a job (make_unique_id),
+// handed to every other process (torch.distributed, `tilelink launch`), then World::process.
+struct UniqueId {
+  std::array<unsigned char, 128> bytes{};
+  std::string to_hex() const;
+  // Throws InvalidArgument unless `hex` is 256 hex digits.
+  static UniqueId from_hex(const std::string& hex, const char* where);
+};
+UniqueId make_unique_id();
+
+// This process's place in a process-per-rank job.
+struct ProcessRank {
+  int rank = 0;
+  int size = 1;
+  int device = 0;  // the CUDA device this process's rank runs on
+};
 
 constexpr int kMaxWorldSize = 64;
 
@@ -56,6 +76,14 @@ class World {
  public:
   static World virtual_ranks(int world_size, int device = 0, WorldOptions options = {});
   static World multi_gpu(const std::vector<int>& devices, WorldOptions options = {});
+  // One rank of a process-per-rank job; collective (every process calls it). NVSHMEM is
+  // initialised from `id` on the first call in a process and reused by later Worlds of the same
+  // rank and size. All ranks are assumed to run on the same kind of GPU with the same SM share.
+  static World process(const ProcessRank& me, const UniqueId& id, WorldOptions options = {});
+  // process() from the environment a launcher sets: RANK, WORLD_SIZE, LOCAL_RANK (torchrun's names;
+  // the device is LOCAL_RANK modulo the visible devices) and TILELINK_UNIQUE_ID (the id as hex, set
+  // by `tilelink launch`). Throws InvalidArgument naming the first variable that is missing or bad.
+  static World from_launcher(WorldOptions options = {});
 
   World(World&&) noexcept;
   World& operator=(World&&) noexcept;
@@ -63,6 +91,12 @@ class World {
 
   int size() const;
   WorldMode mode() const;
+  // The ranks this process drives, ascending: every rank in one-process worlds, {rank} in a
+  // process world. Ops launch, wait and synchronise for these only.
+  const std::vector<int>& local_ranks() const;
+  bool is_local(int rank) const;
+  // Host barrier over every process of the world (nothing to do in one-process worlds).
+  void barrier() const;
   MemScope scope() const;
   int device(int rank) const;
   // SMs this rank's kernels may occupy (all of the GPU's for multi_gpu).
@@ -101,6 +135,8 @@ class World {
 
   // Throws InvalidArgument unless 0 <= rank < size().
   void check_rank(int rank, const char* where) const;
+  // The same, and the rank must be one this process drives.
+  void check_local_rank(int rank, const char* where) const;
   // Makes rank's device current for the calling thread.
   void set_device(int rank) const;
 

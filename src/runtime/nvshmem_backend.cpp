@@ -1,0 +1,97 @@
+#include "runtime/nvshmem_backend.hpp"
+
+#include <nvshmem.h>
+#include <nvshmemx.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+
+#include "tilelink/core/error.hpp"
+
+namespace tilelink {
+
+static_assert(sizeof(nvshmemx_uniqueid_t) == sizeof(UniqueId::bytes), "UniqueId holds an nvshmemx_uniqueid_t");
+
+namespace detail::nvshmem {
+namespace {
+
+std::mutex g_mutex;
+bool g_initialized = false;
+int g_rank = -1, g_size = 0;
+
+void check_status(int status, const char* call) {
+  if (status != 0) throw Error(std::string("NVSHMEM: ") + call + " failed with status " + std::to_string(status));
+}
+
+}  // namespace
+
+void init(int rank, int size, const UniqueId& id) {
+  std::lock_guard<std::mutex> lock(g_mutex);
+  if (g_initialized) {
+    TL_REQUIRE(rank == g_rank && size == g_size, "World::process", "rank/size",
+               std::to_string(rank) + "/" + std::to_string(size),
+               "the rank and size NVSHMEM was initialised with in this process (" + std::to_string(g_rank) + "/" +
+                   std::to_string(g_size) + ")");
+    return;
+  }
+  // Never NVLink multicast (the project's rule; also what torch 2.11 sets for its own NVSHMEM).
+  setenv("NVSHMEM_DISABLE_NVLS", "1", 0);
+  nvshmemx_uniqueid_t uid;
+  std::memcpy(&uid, id.bytes.data(), sizeof(uid));
+  nvshmemx_init_attr_t attr = NVSHMEMX_INIT_ATTR_INITIALIZER;
+  check_status(nvshmemx_set_attr_uniqueid_args(rank, size, &uid, &attr), "nvshmemx_set_attr_uniqueid_args");
+  check_status(nvshmemx_hostlib_init_attr(NVSHMEMX_INIT_WITH_UNIQUEID, &attr), "nvshmemx_hostlib_init_attr");
+  if (nvshmem_my_pe() != rank || nvshmem_n_pes() != size) {
+    throw Error("NVSHMEM: initialised as PE " + std::to_string(nvshmem_my_pe()) + " of " +
+                std::to_string(nvshmem_n_pes()) + ", expected " + std::to_string(rank) + " of " + std::to_string(size));
+  }
+  g_initialized = true;
+  g_rank = rank;
+  g_size = size;
+  // Finalised when the process exits: a unique id serves one initialisation, so later Worlds of this
+  // process reuse this one.
+  std::atexit([] { nvshmemx_hostlib_finalize(); });
+}
+
+bool initialized() {
+  std::lock_guard<std::mutex> lock(g_mutex);
+  return g_initialized;
+}
+
+std::string version() {
+  return std::to_string(NVSHMEM_VENDOR_MAJOR_VERSION) + "." + std::to_string(NVSHMEM_VENDOR_MINOR_VERSION) + "." +
+         std::to_string(NVSHMEM_VENDOR_PATCH_VERSION);
+}
+
+void* malloc(size_t bytes, const std::string& what) {
+  void* p = nvshmem_malloc(bytes);
+  if (p == nullptr) {
+    throw ResourceError(what + ": nvshmem_malloc of " + std::to_string(bytes) + " bytes failed on PE " +
+                        std::to_string(g_rank) + " (NVSHMEM_SYMMETRIC_SIZE / NVSHMEM_MAX_MEMORY_PER_GPU bound the " +
+                        "symmetric heap)");
+  }
+  return p;
+}
+
+void free(void* p) {
+  if (p != nullptr) nvshmem_free(p);
+}
+
+void* peer_pointer(void* local, int pe) { return nvshmem_ptr(local, pe); }
+
+void barrier_all() { nvshmem_barrier_all(); }
+
+}  // namespace detail::nvshmem
+
+UniqueId make_unique_id() {
+  nvshmemx_uniqueid_t uid = NVSHMEMX_UNIQUEID_INITIALIZER;
+  if (const int status = nvshmemx_get_uniqueid(&uid); status != 0) {
+    throw Error("NVSHMEM: nvshmemx_get_uniqueid failed with status " + std::to_string(status));
+  }
+  UniqueId id;
+  std::memcpy(id.bytes.data(), &uid, sizeof(uid));
+  return id;
+}
+
+}  // namespace tilelink
