@@ -156,11 +156,11 @@ AllGather::AllGather(const World& world, SymmetricHeap& heap, SignalSet& signals
 
 uint64_t AllGather::run() {
   const uint64_t epoch = begin_call();
-  for (int r = 0; r < world_->size(); ++r) {
+  for (int r : world_->local_ranks()) {
     world_->comm_after_compute(r);
     announce(r);
   }
-  for (int r = 0; r < world_->size(); ++r) transfer(r);
+  for (int r : world_->local_ranks()) transfer(r);
   return epoch;
 }
 
@@ -236,7 +236,7 @@ uint64_t ReduceScatter::run() {
   const uint64_t epoch = slice_.begin_call();
   const World& world = *world_;
   const bool bulk = args_.config.path == DataPath::kBulk;
-  for (int r = 0; r < world.size(); ++r) {
+  for (int r : world.local_ranks()) {
     world.comm_after_compute(r);
     float* partial = args_.partial->as<float>(r);
     float* recv = recv_.as<float>(r);

@@ -90,12 +90,12 @@ class AllGather {
   template <class Launch>
   uint64_t run_under(Launch&& launch) {
     const uint64_t epoch = begin_call();
-    for (int r = 0; r < world_->size(); ++r) {
+    for (int r : world_->local_ranks()) {
       world_->comm_after_compute(r);
       launch(r, epoch);
       announce(r);
     }
-    for (int r = 0; r < world_->size(); ++r) {
+    for (int r : world_->local_ranks()) {
       transfer(r);
       world_->compute_after_comm(r);
     }

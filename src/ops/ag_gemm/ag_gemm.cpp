@@ -131,7 +131,9 @@ AgGemm::AgGemm(const World& world, SymmetricHeap& heap, SignalSet& signals, cons
   const uint32_t comm_blocks = args_.config.comm.resource == CommResource::kSm ? ag_->num_blocks() : 0;
 
   const uint32_t m_tiles = (m_ + kernel.tile_m - 1) / kernel.tile_m;
-  for (int r = 0; r < world.size(); ++r) {
+  m_order_host_.resize(static_cast<size_t>(world.size()));
+  m_order_.resize(static_cast<size_t>(world.size()));
+  for (int r : world.local_ranks()) {
     std::vector<uint32_t> order(m_tiles);
     make_m_order(ag_->plan(), static_cast<uint32_t>(r), kernel.tile_m, order.data());
     DeviceBuffer table(m_tiles * sizeof(uint32_t), world.device(r));
@@ -151,17 +153,17 @@ AgGemm::AgGemm(const World& world, SymmetricHeap& heap, SignalSet& signals, cons
     p.device = world.device(r);
     p.sm_count = gemm_sm_count(world, r, args_, comm_blocks);
     p.swizzle = static_cast<int>(swizzle_);
-    detail::make_fused_and_plain(kernel, p, kernels_, plain_kernels_);
+    detail::make_fused_and_plain(kernel, p, kernels_, plain_kernels_, r);
 
-    m_order_host_.push_back(std::move(order));
-    m_order_.push_back(std::move(table));
+    m_order_host_[static_cast<size_t>(r)] = std::move(order);
+    m_order_[static_cast<size_t>(r)] = std::move(table);
   }
 }
 
 AgGemm::~AgGemm() = default;
 
 int AgGemm::gemm_ctas(int rank) const {
-  world_->check_rank(rank, "AgGemm::gemm_ctas");
+  world_->check_local_rank(rank, "AgGemm::gemm_ctas");
   return kernels_[static_cast<size_t>(rank)]->ctas();
 }
 
@@ -174,7 +176,7 @@ uint64_t AgGemm::run() {
 }
 
 void AgGemm::set_trace(const TraceBuffer* trace) {
-  for (int r = 0; r < world_->size(); ++r) {
+  for (int r : world_->local_ranks()) {
     kernels_[static_cast<size_t>(r)]->set_trace(trace != nullptr ? trace->view(r) : TraceView{});
   }
   ag_->set_trace(trace);
@@ -182,7 +184,7 @@ void AgGemm::set_trace(const TraceBuffer* trace) {
 
 void AgGemm::run_gemm_only() {
   const World& world = *world_;
-  for (int r = 0; r < world.size(); ++r) {
+  for (int r : world.local_ranks()) {
     world.set_device(r);
     plain_kernels_[static_cast<size_t>(r)]->run(0, world.compute_stream(r));
   }

@@ -108,6 +108,7 @@ detail::Sm90FlashAttentionProblem problem(const World& world, const SpAttentionA
 }  // namespace
 
 std::string SpAttention::can_implement(const World& world, const SymmetricHeap& heap, const SpAttentionArguments& a) {
+  if (std::string e = check_one_process_world(world, "SpAttention"); !e.empty()) return e;
   if (a.seq_per_rank == 0) return "argument 'seq_per_rank' = 0: expected at least one token per rank";
   if (uint64_t(a.seq_per_rank) * world.size() > 0x7FFFFFFFull) {
     return "argument 'seq_per_rank' = " + std::to_string(a.seq_per_rank) + ": expected world * seq_per_rank below 2^31";

@@ -31,14 +31,18 @@ std::string unknown_config(const std::vector<Info>& configs, const std::string& 
   return "argument 'config.kernel' = '" + name + "': expected one of " + names;
 }
 
-// An op's two kernels of one problem: the fused one, whose producer waits on the communication
-// (p.wait = true), and its plain twin (the same GEMM without waits, for the baselines).
+// An op's two kernels of `rank`'s problem: the fused one, whose producer waits on the
+// communication (p.wait = true), and its plain twin (the same GEMM without waits, for the
+// baselines). Stored at index `rank`; the entries of ranks other processes drive stay empty.
 template <class Info, class Problem, class Kernels>
-void make_fused_and_plain(const Info& kernel, Problem p, Kernels& fused, Kernels& plain) {
+void make_fused_and_plain(const Info& kernel, Problem p, Kernels& fused, Kernels& plain, int rank) {
+  const size_t r = static_cast<size_t>(rank);
+  if (fused.size() <= r) fused.resize(r + 1);
+  if (plain.size() <= r) plain.resize(r + 1);
   p.wait = true;
-  fused.push_back(kernel.make(p));
+  fused[r] = kernel.make(p);
   p.wait = false;
-  plain.push_back(kernel.make(p));
+  plain[r] = kernel.make(p);
 }
 
 }  // namespace tilelink::detail

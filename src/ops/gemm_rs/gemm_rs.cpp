@@ -206,7 +206,11 @@ GemmRs::GemmRs(const World& world, SymmetricHeap& heap, SignalSet& signals, cons
   kernel_cluster_ = kernel.cluster_m * kernel.cluster_n;
   plan_.band = swizzle_ * kernel.cluster_m;
   const uint32_t m_tiles = args.m / kernel.tile_m;
-  for (int r = 0; r < world.size(); ++r) {
+  const size_t n_ranks = static_cast<size_t>(world.size());  // per-rank state; other processes' entries stay empty
+  kernels_.resize(n_ranks);
+  m_order_.resize(n_ranks);
+  host_m_order_.resize(n_ranks);
+  for (int r : world.local_ranks()) {
     std::vector<uint32_t> order(m_tiles);
     make_gemm_rs_m_order(plan_, static_cast<uint32_t>(r), order.data());
     DeviceBuffer table(m_tiles * sizeof(uint32_t), world.device(r));
@@ -234,10 +238,10 @@ GemmRs::GemmRs(const World& world, SymmetricHeap& heap, SignalSet& signals, cons
     p.device = world.device(r);
     p.sm_count = gemm_sm_count(world, r, args);
     p.swizzle = static_cast<int>(swizzle_);
-    kernels_.push_back(kernel.make(p));
+    kernels_[static_cast<size_t>(r)] = kernel.make(p);
     detail::preload_gemm_rs_reduce();
-    m_order_.push_back(std::move(table));
-    host_m_order_.push_back(std::move(order));
+    m_order_[static_cast<size_t>(r)] = std::move(table);
+    host_m_order_[static_cast<size_t>(r)] = std::move(order);
   }
   if (args.config.scatter == GemmRsScatter::kCopyEngine) scatter_ = SideStreams(world, true);
 }
@@ -251,7 +255,7 @@ uint64_t GemmRs::run() {
     kernels_[0]->run(epoch, world.compute_stream(0), false);
     return epoch;
   }
-  for (int r = 0; r < world.size(); ++r) {
+  for (int r : world.local_ranks()) {
     // The reduction reads peers' partials until its exit barrier; the previous call's reduction
     // (and so every peer's reading of this rank's partial) completes before this GEMM writes.
     world.comm_after_compute(r);
@@ -270,13 +274,13 @@ uint64_t GemmRs::run() {
 
 void GemmRs::set_trace(const TraceBuffer* trace) {
   trace_ = trace;
-  for (int r = 0; r < world_->size(); ++r) {
+  for (int r : world_->local_ranks()) {
     kernels_[static_cast<size_t>(r)]->set_trace(trace != nullptr ? trace->view(r) : TraceView{});
   }
 }
 
 void GemmRs::run_gemm_only() {
-  for (int r = 0; r < world_->size(); ++r) {
+  for (int r : world_->local_ranks()) {
     world_->set_device(r);
     kernels_[static_cast<size_t>(r)]->run(slice_.epoch(), world_->compute_stream(r), false);
   }

@@ -78,13 +78,16 @@ Mlp::Mlp(const World& world, SymmetricHeap& heap, SignalSet& signals, const MlpA
   }
   const uint32_t w = static_cast<uint32_t>(world.size());
   const uint32_t i_local = args.intermediate / w;
-  std::vector<void*> y;
-  std::vector<const void*> h;
-  for (int r = 0; r < world.size(); ++r) {
-    y_.emplace_back(size_t(args.m) * fc1_cols(args, w) * 2, world.device(r));
-    h_.emplace_back(size_t(args.m) * i_local * 2, world.device(r));
-    y.push_back(y_.back().get());
-    h.push_back(h_.back().get());
+  // Per rank; the entries of ranks other processes drive stay empty.
+  std::vector<void*> y(w, nullptr);
+  std::vector<const void*> h(w, nullptr);
+  y_.resize(w);
+  h_.resize(w);
+  for (int r : world.local_ranks()) {
+    y_[static_cast<size_t>(r)] = DeviceBuffer(size_t(args.m) * fc1_cols(args, w) * 2, world.device(r));
+    h_[static_cast<size_t>(r)] = DeviceBuffer(size_t(args.m) * i_local * 2, world.device(r));
+    y[static_cast<size_t>(r)] = y_[static_cast<size_t>(r)].get();
+    h[static_cast<size_t>(r)] = h_[static_cast<size_t>(r)].get();
   }
   fc1_ = std::make_unique<AgGemm>(world, heap, signals, fc1_arguments(world, args, y), name + ".fc1");
   fc2_ = std::make_unique<GemmRs>(world, heap, signals, fc2_arguments(world, args, h), name + ".fc2");
@@ -94,7 +97,7 @@ Mlp::~Mlp() = default;
 
 void Mlp::run_activation() {
   const uint32_t i_local = args_.intermediate / static_cast<uint32_t>(world_->size());
-  for (int r = 0; r < world_->size(); ++r) {
+  for (int r : world_->local_ranks()) {
     world_->set_device(r);
     detail::launch_mlp_activation(args_.config.activation, y_[static_cast<size_t>(r)].get(),
                                   h_[static_cast<size_t>(r)].get(), args_.m, i_local, world_->compute_stream(r));

@@ -60,6 +60,7 @@ uint64_t MoeAgGroupGemm::out_rows(const World& world, const MoeAgGroupGemmArgume
 
 std::string MoeAgGroupGemm::can_implement(const World& world, const SymmetricHeap& heap,
                                           const MoeAgGroupGemmArguments& a) {
+  if (std::string e = check_one_process_world(world, "MoeAgGroupGemm"); !e.empty()) return e;
   if (std::string e = moe_policy::check_shape(a.tokens_per_rank, world.size(), a.experts, a.topk); !e.empty()) {
     return e;
   }
@@ -151,7 +152,7 @@ MoeAgGroupGemm::MoeAgGroupGemm(const World& world, SymmetricHeap& heap, SignalSe
     p.device = world.device(r);
     p.sm_count = gemm_sm_count(world, r, args, comm_blocks);
     p.swizzle = static_cast<int>(swizzle_);
-    detail::make_fused_and_plain(kernel, p, kernels_, plain_kernels_);
+    detail::make_fused_and_plain(kernel, p, kernels_, plain_kernels_, r);
     detail::preload_moe_gather();
   }
 }

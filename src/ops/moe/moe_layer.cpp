@@ -53,6 +53,7 @@ MoeGemmRsArguments part2_arguments(const World& world, const MoeLayerArguments& 
 }  // namespace
 
 std::string MoeLayer::can_implement(const World& world, const SymmetricHeap& heap, const MoeLayerArguments& a) {
+  if (std::string e = check_one_process_world(world, "MoeLayer"); !e.empty()) return e;
   if (std::string e = detail::check_ffn(world.size(), a.intermediate, a.config.activation, "part 2"); !e.empty()) {
     return e;
   }
