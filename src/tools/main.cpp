@@ -39,6 +39,7 @@ constexpr int kExitUsage = 64;
 // (tool_<name>.cpp defines register_<name>). An op's commands are one line here.
 #define TILELINK_TOOL_REGISTRATIONS(X) \
   X(info)                              \
+  X(launch)                            \
   X(collectives)                       \
   X(ag_gemm)                           \
   X(gemm_rs)                           \

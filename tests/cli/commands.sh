@@ -22,6 +22,10 @@ no_gpu() { expect 2 "no CUDA GPU" "$@"; }
 
 # Every GPU command, bare and with each knob the tune cache must respect.
 no_gpu info
+# launch needs no GPU itself: it starts the ranks and returns the first failing exit status.
+expect 0 "rank=1/3 local=1" launch --nproc 3 -- /bin/bash -c 'echo rank=$RANK/$WORLD_SIZE local=$LOCAL_RANK; [[ ${#TILELINK_UNIQUE_ID} == 256 ]]'
+expect 3 "rank 2 exited with 3" launch --nproc 3 --grace 0 -- /bin/bash -c '[[ $RANK != 2 ]] || exit 3'
+expect 64 "command" launch --nproc 2
 no_gpu bench primitives
 no_gpu bench all_gather --world 2
 no_gpu bench reduce_scatter --world 2

@@ -1,0 +1,194 @@
+// `tilelink launch --nproc N [--mps] -- program args...`: one process per rank on this node, the
+// way torchrun starts them, for C++ programs (the tool, the process test suite, a user's binary)
+// that build their world with World::from_launcher(). It makes NVSHMEM's unique id (its bootstrap
+// root lives in this process until the ranks exit) and hands every child RANK, WORLD_SIZE,
+// LOCAL_RANK, LOCAL_WORLD_SIZE and TILELINK_UNIQUE_ID. With --mps it first starts a private MPS
+// control daemon (its own pipe and log folders in a temporary folder; each child's
+// CUDA_MPS_ACTIVE_THREAD_PERCENTAGE = 100 / N), so that several ranks on one GPU run at once instead
+// of time-slicing, and quits it at the end; the GPU's settings are not touched.
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <iostream>
+#include <map>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "tilelink/core/error.hpp"
+#include "tilelink/runtime/world.hpp"
+#include "tools/command.hpp"
+
+extern char** environ;
+
+namespace tilelink::tool {
+namespace {
+
+struct LaunchOptions {
+  int nproc = 2;
+  bool mps = false;
+  double grace_s = 30;
+  std::vector<std::string> command;
+};
+
+// `argv` with `env` over this process's environment; returns the child's pid.
+pid_t spawn(const std::vector<std::string>& argv, const std::map<std::string, std::string>& env, int stdin_fd = -1) {
+  std::map<std::string, std::string> all;
+  for (char** e = environ; *e != nullptr; ++e) {
+    const std::string kv = *e;
+    const size_t eq = kv.find('=');
+    if (eq != std::string::npos) all[kv.substr(0, eq)] = kv.substr(eq + 1);
+  }
+  for (const auto& [k, v] : env) all[k] = v;
+  std::vector<std::string> env_strings;
+  for (const auto& [k, v] : all) env_strings.push_back(k + "=" + v);
+  std::vector<char*> envp, args;
+  for (auto& s : env_strings) envp.push_back(s.data());
+  envp.push_back(nullptr);
+  std::vector<std::string> argv_copy = argv;
+  for (auto& s : argv_copy) args.push_back(s.data());
+  args.push_back(nullptr);
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  if (stdin_fd >= 0) posix_spawn_file_actions_adddup2(&actions, stdin_fd, 0);
+  pid_t pid = 0;
+  const int rc = posix_spawnp(&pid, args[0], &actions, nullptr, args.data(), envp.data());
+  posix_spawn_file_actions_destroy(&actions);
+  if (rc != 0) throw Error("tilelink launch: cannot start '" + argv[0] + "': " + std::strerror(rc));
+  return pid;
+}
+
+int wait_exit(pid_t pid) {
+  int status = 0;
+  if (waitpid(pid, &status, 0) < 0) throw Error(std::string("tilelink launch: waitpid: ") + std::strerror(errno));
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+// A private MPS control daemon: started in its own folders, quit when this object goes.
+class PrivateMps {
+ public:
+  explicit PrivateMps(int nproc) {
+    char tmpl[] = "/tmp/tilelink-mps-XXXXXX";
+    if (mkdtemp(tmpl) == nullptr) throw Error(std::string("tilelink launch --mps: mkdtemp: ") + std::strerror(errno));
+    dir_ = tmpl;
+    std::filesystem::create_directories(dir_ / "pipe");
+    std::filesystem::create_directories(dir_ / "log");
+    env_["CUDA_MPS_PIPE_DIRECTORY"] = (dir_ / "pipe").string();
+    env_["CUDA_MPS_LOG_DIRECTORY"] = (dir_ / "log").string();
+    const int rc = wait_exit(spawn({"nvidia-cuda-mps-control", "-d"}, env_));
+    if (rc != 0) {
+      std::filesystem::remove_all(dir_);
+      throw Error("tilelink launch --mps: 'nvidia-cuda-mps-control -d' exited with " + std::to_string(rc) +
+                  " (is the MPS control program on PATH, and may this user start it?)");
+    }
+    if (std::getenv("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE") == nullptr) {
+      env_["CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"] = std::to_string(100 / nproc);
+    }
+    std::cerr << "tilelink launch: private MPS control daemon in " << dir_.string() << ", active thread percentage "
+              << (std::getenv("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE") ? std::getenv("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE")
+                                                                    : env_["CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"])
+              << " per rank\n";
+  }
+  ~PrivateMps() {
+    // `echo quit | nvidia-cuda-mps-control`, with this daemon's pipe folder.
+    int fds[2];
+    if (pipe(fds) == 0) {
+      try {
+        const pid_t pid = spawn({"nvidia-cuda-mps-control"}, env_, fds[0]);
+        close(fds[0]);
+        const char quit[] = "quit\n";
+        if (write(fds[1], quit, sizeof(quit) - 1) < 0) std::cerr << "tilelink launch: could not ask MPS to quit\n";
+        close(fds[1]);
+        const int rc = wait_exit(pid);
+        if (rc != 0) std::cerr << "tilelink launch: 'nvidia-cuda-mps-control quit' exited with " << rc << "\n";
+      } catch (const std::exception& e) {
+        std::cerr << e.what() << "\n";
+      }
+    }
+    // The daemon exits once its clients are gone; give it a moment before removing its folders.
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+    std::error_code ignored;
+    std::filesystem::remove_all(dir_, ignored);
+  }
+  const std::map<std::string, std::string>& env() const { return env_; }
+
+ private:
+  std::filesystem::path dir_;
+  std::map<std::string, std::string> env_;
+};
+
+int launch(const LaunchOptions& o) {
+  TL_REQUIRE(!o.command.empty(), "tilelink launch", "command", "(none)", "a program to run after '--'");
+  const std::string id = make_unique_id().to_hex();
+  std::unique_ptr<PrivateMps> mps;
+  if (o.mps) mps = std::make_unique<PrivateMps>(o.nproc);
+  std::map<pid_t, int> rank_of;
+  for (int r = 0; r < o.nproc; ++r) {
+    std::map<std::string, std::string> env = mps ? mps->env() : std::map<std::string, std::string>{};
+    env["RANK"] = env["LOCAL_RANK"] = std::to_string(r);
+    env["WORLD_SIZE"] = env["LOCAL_WORLD_SIZE"] = std::to_string(o.nproc);
+    env["TILELINK_UNIQUE_ID"] = id;
+    rank_of[spawn(o.command, env)] = r;
+  }
+  // Wait for every rank. After the first failure the others get `grace_s` to report (their waits
+  // time out naming what they waited for), then they are stopped.
+  int first_failure = 0;
+  std::chrono::steady_clock::time_point failed_at;
+  while (!rank_of.empty()) {
+    int status = 0;
+    const pid_t pid = waitpid(-1, &status, first_failure != 0 ? WNOHANG : 0);
+    if (pid < 0) throw Error(std::string("tilelink launch: waitpid: ") + std::strerror(errno));
+    if (pid == 0) {  // still running after a failure
+      if (std::chrono::steady_clock::now() - failed_at > std::chrono::duration<double>(o.grace_s)) {
+        for (const auto& [p, r] : rank_of) {
+          std::cerr << "tilelink launch: stopping rank " << r << " (" << o.grace_s << " s after a rank failed)\n";
+          kill(p, SIGKILL);
+        }
+        failed_at = std::chrono::steady_clock::now() + std::chrono::hours(1);
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      continue;
+    }
+    const auto it = rank_of.find(pid);
+    if (it == rank_of.end()) continue;
+    const int code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    if (code != 0) {
+      std::cerr << "tilelink launch: rank " << it->second << " exited with " << code
+                << (WIFSIGNALED(status) ? " (signal " + std::to_string(WTERMSIG(status)) + ")" : std::string()) << "\n";
+      if (first_failure == 0) {
+        first_failure = code;
+        failed_at = std::chrono::steady_clock::now();
+      }
+    }
+    rank_of.erase(it);
+  }
+  return first_failure;
+}
+
+}  // namespace
+
+void register_launch(Tool& tool) {
+  auto o = std::make_shared<LaunchOptions>();
+  Command& c = tool.add("launch", "run a program as N ranks of a process world on this node (one process per rank)");
+  c.app->add_option("--nproc", o->nproc, "processes (ranks) to start")
+      ->capture_default_str()
+      ->check(CLI::Range(1, kMaxWorldSize));
+  c.app->add_flag("--mps", o->mps,
+                  "start a private MPS control daemon first (several ranks on one GPU run at once), quit it after");
+  c.app->add_option("--grace", o->grace_s, "seconds the other ranks get after one fails, before they are stopped")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 3600.0));
+  c.app->add_option("command", o->command, "the program and its arguments, after '--'")->required();
+  c.needs_gpu = [] { return false; };
+  c.run = [o](const std::string&) { return launch(*o); };
+}
+
+}  // namespace tilelink::tool

@@ -1,0 +1,250 @@
+// The process-world suite: one process per rank (World::from_launcher), started by
+// `tilelink launch --nproc N [--mps] -- tilelink_process_tests` (ctest: gpu_process_*). Every
+// process runs the same tests in the same order, since heaps, signal sets and ops are built
+// collectively. Each checks its own rank's output against cuBLAS on inputs every process draws from
+// the same fresh seed (the launch's unique id), with poisoned outputs and repeated calls.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <functional>
+#include <iostream>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "../gpu/cublas_ref.hpp"
+#include "../gpu/gpu_test_util.hpp"
+#include "tilelink/comm/collectives.hpp"
+#include "tilelink/ops/ag_gemm/ag_gemm.hpp"
+#include "tilelink/ops/attention/sp_attention.hpp"
+#include "tilelink/ops/gemm_rs/gemm_rs.hpp"
+#include "tilelink/runtime/signal_set.hpp"
+#include "tilelink/runtime/symmetric_heap.hpp"
+
+namespace tilelink::test::process {
+namespace {
+
+World* g_world = nullptr;
+uint64_t g_seed = 0;  // the same in every process of a launch, fresh per launch
+
+const World& world() { return *g_world; }
+int me() { return world().local_ranks().front(); }
+
+// Every process draws the same values for (what, call).
+std::mt19937_64 shared_rng(uint64_t what, uint64_t call) { return std::mt19937_64(g_seed ^ (what << 32) ^ call); }
+
+// got (bf16) against want (fp32): bf16 rounding of the output plus accumulation-order noise.
+::testing::AssertionResult close_to(const std::vector<__nv_bfloat16>& got, const std::vector<float>& want,
+                                    uint32_t cols, float rel = 8e-3f, float abs = 1e-2f) {
+  size_t bad = 0, first = 0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    const float g = __bfloat162float(got[i]);
+    if (!(std::fabs(g - want[i]) <= rel * std::fabs(want[i]) + abs)) {
+      if (bad++ == 0) first = i;
+    }
+  }
+  if (bad == 0) return ::testing::AssertionSuccess();
+  return ::testing::AssertionFailure() << "rank " << me() << ": " << bad << " of " << got.size()
+                                       << " elements off; first at row " << first / cols << " col " << first % cols
+                                       << ": got " << __bfloat162float(got[first]) << ", reference " << want[first];
+}
+
+// Whether `call` throws InvalidArgument whose message contains `needle`.
+template <class F>
+bool throws_invalid_argument(F&& call, const std::string& needle) {
+  try {
+    call();
+  } catch (const InvalidArgument& e) {
+    return std::string(e.what()).find(needle) != std::string::npos;
+  }
+  return false;
+}
+
+TEST(ProcessWorld, DrivesOnlyItsOwnRank) {
+  EXPECT_EQ(world().mode(), WorldMode::kProcess);
+  ASSERT_EQ(world().local_ranks().size(), 1u);
+  EXPECT_TRUE(world().is_local(me()));
+  EXPECT_EQ(world().scope(), MemScope::kSys);
+  if (world().size() > 1) {
+    const int other = (me() + 1) % world().size();
+    EXPECT_FALSE(world().is_local(other));
+    EXPECT_TRUE(throws_invalid_argument([&] { (void)world().compute_stream(other); }, "process"));
+  }
+}
+
+TEST(ProcessWorld, HeapMapsEveryPeersSegment) {
+  SymmetricHeap heap(world(), 1 << 20);
+  SymmetricBuffer buf = heap.allocate(4096);
+  const uint32_t mine = 0xC0DE0000u + static_cast<uint32_t>(me());
+  upload(buf.data(me()), &mine, sizeof(mine));
+  world().barrier();
+  for (int r = 0; r < world().size(); ++r) {
+    uint32_t seen = 0;
+    TL_CUDA_CHECK(cudaMemcpy(&seen, buf.data(r), sizeof(seen), cudaMemcpyDefault));
+    EXPECT_EQ(seen, 0xC0DE0000u + static_cast<uint32_t>(r)) << "rank " << me() << " reading rank " << r;
+  }
+  world().barrier();
+}
+
+struct AgComm {
+  const char* name;
+  CommResource resource;
+};
+
+class ProcessAgGemm : public ::testing::TestWithParam<AgComm> {};
+
+TEST_P(ProcessAgGemm, MatchesCublasOnTheGatheredA) {
+  const AgComm comm = GetParam();
+  const int w = world().size();
+  const uint32_t m_per_rank = 256, n = 512, k = 384, m = m_per_rank * uint32_t(w);
+  const size_t a_bytes = size_t(m) * k * 2, shard = size_t(m_per_rank) * k * 2;
+  SymmetricHeap heap(world(), a_bytes + (4 << 20));
+  SignalSet signals(heap, 4096);
+  SymmetricBuffer gathered = heap.allocate(a_bytes);
+  DeviceBuffer b(size_t(n) * k * 2, world().device(me())), c(size_t(m) * n * 2, world().device(me()));
+  DeviceBuffer a_full(a_bytes, world().device(me())), ref(size_t(m) * n * 4, world().device(me()));
+  AgGemmArguments args;
+  args.a = &gathered;
+  args.m_per_rank = m_per_rank;
+  args.n = n;
+  args.k = k;
+  args.config.comm.resource = comm.resource;
+  args.config.comm.comm_rows = 128;
+  args.b.assign(w, nullptr);  // other processes' entries are not read
+  args.c.assign(w, nullptr);
+  args.b[me()] = b.get();
+  args.c[me()] = c.get();
+  ASSERT_EQ(AgGemm::can_implement(world(), heap, args), "");
+  AgGemm op(world(), heap, signals, args, std::string("process_ag_gemm_") + comm.name);
+  CublasHandle cublas;
+  for (int call = 1; call <= 3; ++call) {
+    SCOPED_TRACE("call " + std::to_string(call));
+    auto rng = shared_rng(1, call);
+    const auto a_host = random_bf16(size_t(m) * k, rng);
+    auto b_rng = shared_rng(100 + me(), call);
+    upload(b.get(), random_bf16(size_t(n) * k, b_rng).data(), b.bytes());
+    upload(a_full.get(), a_host.data(), a_bytes);
+    char* g = static_cast<char*>(gathered.data(me()));
+    poison(g, a_bytes);  // peers' rows stay poison unless gathered
+    upload(g + me() * shard, reinterpret_cast<const char*>(a_host.data()) + me() * shard, shard);
+    poison(c.get(), c.bytes());
+    op.run();
+    world().synchronize();
+    cublas_reference(cublas.get(), a_full.get(), b.get(), ref.get<float>(), m, n, k);
+    settle();
+    EXPECT_TRUE(close_to(download<__nv_bfloat16>(c.get(), size_t(m) * n), download<float>(ref.get(), size_t(m) * n), n));
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Process, ProcessAgGemm,
+                         ::testing::Values(AgComm{"sm", CommResource::kSm}, AgComm{"ce", CommResource::kCopyEngine}),
+                         [](const auto& info) { return std::string(info.param.name); });
+
+struct RsScatter {
+  const char* name;
+  GemmRsScatter scatter;
+};
+
+class ProcessGemmRs : public ::testing::TestWithParam<RsScatter> {};
+
+TEST_P(ProcessGemmRs, MatchesTheSumOfEveryRanksCublasProduct) {
+  const RsScatter s = GetParam();
+  const int w = world().size();
+  const uint32_t rows = 256, n = 512, k = 256, m = rows * uint32_t(w);
+  SymmetricHeap heap(world(), size_t(m) * n * 2 * 2 + (4 << 20));
+  SignalSet signals(heap, 4096);
+  SymmetricBuffer partial = heap.allocate(size_t(m) * n * 2), recv = heap.allocate(size_t(m) * n * 2);
+  const int dev = world().device(me());
+  DeviceBuffer a(size_t(m) * k * 2, dev), b(size_t(n) * k * 2, dev), out(size_t(rows) * n * 2, dev);
+  DeviceBuffer ref(size_t(m) * n * 4, dev);
+  GemmRsArguments args;
+  args.partial = &partial;
+  args.recv = &recv;
+  args.m = m;
+  args.n = n;
+  args.k = k;
+  args.config.scatter = s.scatter;
+  args.a.assign(w, nullptr);
+  args.b.assign(w, nullptr);
+  args.out.assign(w, nullptr);
+  args.a[me()] = a.get();
+  args.b[me()] = b.get();
+  args.out[me()] = out.get();
+  const std::string why = GemmRs::can_implement(world(), heap, args);
+  if (!why.empty()) {
+    // The same answer in every process (the heap's peer mappings decide push), so all skip alike.
+    GTEST_SKIP() << "scatter " << s.name << " refused on this process world: " << why;
+  }
+  GemmRs op(world(), heap, signals, args, std::string("process_gemm_rs_") + s.name);
+  CublasHandle cublas;
+  for (int call = 1; call <= 3; ++call) {
+    SCOPED_TRACE("call " + std::to_string(call));
+    // Every rank's A and B (each process makes all of them, for the reference).
+    std::vector<float> want(size_t(rows) * n, 0.0f);
+    for (int p = 0; p < w; ++p) {
+      auto rng = shared_rng(200 + p, call);
+      const auto a_p = random_bf16(size_t(m) * k, rng);
+      const auto b_p = random_bf16(size_t(n) * k, rng);
+      if (p == me()) {
+        upload(a.get(), a_p.data(), a.bytes());
+        upload(b.get(), b_p.data(), b.bytes());
+      }
+      DeviceBuffer ap(a.bytes(), dev), bp(b.bytes(), dev);
+      upload(ap.get(), a_p.data(), ap.bytes());
+      upload(bp.get(), b_p.data(), bp.bytes());
+      cublas_reference(cublas.get(), ap.get(), bp.get(), ref.get<float>(), m, n, k);
+      settle();
+      const auto full = download<float>(ref.get(), size_t(m) * n);
+      for (size_t i = 0; i < want.size(); ++i) want[i] += full[size_t(me()) * rows * n + i];
+    }
+    poison(out.get(), out.bytes());
+    op.run();
+    world().synchronize();
+    // Partials are rounded to bf16 before the fp32 sum: a looser absolute bound per rank.
+    EXPECT_TRUE(close_to(download<__nv_bfloat16>(out.get(), size_t(rows) * n), want, n, 1e-2f, 2e-2f * w));
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Process, ProcessGemmRs,
+                         ::testing::Values(RsScatter{"pull", GemmRsScatter::kPull},
+                                           RsScatter{"push", GemmRsScatter::kEpiloguePush},
+                                           RsScatter{"ce", GemmRsScatter::kCopyEngine}),
+                         [](const auto& info) { return std::string(info.param.name); });
+
+TEST(ProcessWorld, OpsNotYetAcrossProcessesRefuseByName) {
+  SymmetricHeap heap(world(), 1 << 20);
+  SpAttentionArguments args;
+  args.seq_per_rank = 128;
+  const std::string why = SpAttention::can_implement(world(), heap, args);
+  EXPECT_NE(why.find("process world"), std::string::npos) << why;
+}
+
+}  // namespace
+}  // namespace tilelink::test::process
+
+int main(int argc, char** argv) {
+  ::testing::InitGoogleTest(&argc, argv);
+  // One JUnit file per rank: process_<size>_rank_<rank>.xml in TILELINK_PROCESS_RESULTS.
+  if (const char* dir = std::getenv("TILELINK_PROCESS_RESULTS")) {
+    const char* rank = std::getenv("RANK");
+    const char* size = std::getenv("WORLD_SIZE");
+    GTEST_FLAG_SET(output, std::string("xml:") + dir + "/process_" + (size ? size : "1") + "_rank_" +
+                               (rank ? rank : "0") + ".xml");
+  }
+  tilelink::configure_cuda_environment();
+  if (!tilelink::test::gpu_present()) {
+    std::cout << "no CUDA GPU found: process test skipped\n";
+    return 0;
+  }
+  try {
+    static tilelink::World world = tilelink::World::from_launcher();
+    tilelink::test::process::g_world = &world;
+  } catch (const std::exception& e) {
+    std::cerr << "tilelink_process_tests: " << e.what() << "\n(run it under `tilelink launch --nproc N -- ...`)\n";
+    return 1;
+  }
+  tilelink::test::process::g_seed = std::hash<std::string>{}(std::getenv("TILELINK_UNIQUE_ID"));
+  return RUN_ALL_TESTS();
+}
