@@ -49,9 +49,9 @@ void init(int rank, int size, const UniqueId& id) {
   g_initialized = true;
   g_rank = rank;
   g_size = size;
-  // Finalised when the process exits: a unique id serves one initialisation, so later Worlds of this
-  // process reuse this one.
-  std::atexit([] { nvshmemx_hostlib_finalize(); });
+  // Never finalised: a unique id serves one initialisation, so later Worlds of this process reuse
+  // this one, and at exit nvshmem_finalize fails (and exits the process with status 255) once the
+  // CUDA runtime is shutting down. The process's exit releases what NVSHMEM holds.
 }
 
 bool initialized() {

@@ -11,8 +11,8 @@
 
 namespace tilelink::detail::nvshmem {
 
-// Initialises NVSHMEM for this process as PE `rank` of `size` (once per process; a later call must
-// name the same rank and size, and then does nothing). NVLink multicast stays off
+// Initialises NVSHMEM for this process as PE `rank` of `size` (once per process, for its lifetime; a
+// later call must name the same rank and size, and then does nothing). NVLink multicast stays off
 // (NVSHMEM_DISABLE_NVLS=1 unless the environment already says otherwise). The device must be
 // current.
 void init(int rank, int size, const UniqueId& id);

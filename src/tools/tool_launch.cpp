@@ -16,6 +16,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <iostream>
 #include <map>
 #include <memory>
@@ -107,8 +108,20 @@ class PrivateMps {
         const char quit[] = "quit\n";
         if (write(fds[1], quit, sizeof(quit) - 1) < 0) std::cerr << "tilelink launch: could not ask MPS to quit\n";
         close(fds[1]);
-        const int rc = wait_exit(pid);
-        if (rc != 0) std::cerr << "tilelink launch: 'nvidia-cuda-mps-control quit' exited with " << rc << "\n";
+        // Bounded: quit waits for the daemon's clients; after a faulted client it may not return.
+        int status = 0;
+        pid_t done = 0;
+        for (int i = 0; i < 200 && (done = waitpid(pid, &status, WNOHANG)) == 0; ++i) {
+          std::this_thread::sleep_for(std::chrono::milliseconds(50));
+        }
+        if (done == 0) {
+          kill(pid, SIGKILL);
+          waitpid(pid, &status, 0);
+          stop_daemon();
+        } else if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+          std::cerr << "tilelink launch: 'nvidia-cuda-mps-control quit' failed\n";
+          stop_daemon();
+        }
       } catch (const std::exception& e) {
         std::cerr << e.what() << "\n";
       }
@@ -121,6 +134,21 @@ class PrivateMps {
   const std::map<std::string, std::string>& env() const { return env_; }
 
  private:
+  // The daemon did not quit: stop it by the pid it wrote in its pipe folder, so that it does not
+  // hold the GPU for the next one.
+  void stop_daemon() {
+    std::ifstream pid_file(dir_ / "pipe" / "nvidia-cuda-mps-control.pid");
+    pid_t daemon = 0;
+    if (pid_file >> daemon && daemon > 0) {
+      std::cerr << "tilelink launch: MPS control daemon " << daemon << " did not quit; stopping it\n";
+      kill(daemon, SIGTERM);
+      std::this_thread::sleep_for(std::chrono::seconds(2));
+      kill(daemon, SIGKILL);
+    } else {
+      std::cerr << "tilelink launch: MPS control daemon did not quit and left no pid file in " << dir_.string() << "\n";
+    }
+  }
+
   std::filesystem::path dir_;
   std::map<std::string, std::string> env_;
 };
