@@ -5,7 +5,7 @@
 // LOCAL_RANK, LOCAL_WORLD_SIZE and TILELINK_UNIQUE_ID. With --mps it first starts a private MPS
 // control daemon (its own pipe and log folders in a temporary folder; each child's
 // CUDA_MPS_ACTIVE_THREAD_PERCENTAGE = 100 / N), so that several ranks on one GPU run at once instead
-// of time-slicing, and quits it at the end; the GPU's settings are not touched.
+// of time-slicing, and stops it at the end; the GPU's settings are not touched.
 #include <signal.h>
 #include <spawn.h>
 #include <sys/wait.h>
@@ -41,7 +41,8 @@ struct LaunchOptions {
 };
 
 // `argv` with `env` over this process's environment; returns the child's pid.
-pid_t spawn(const std::vector<std::string>& argv, const std::map<std::string, std::string>& env, int stdin_fd = -1) {
+pid_t spawn(const std::vector<std::string>& argv, const std::map<std::string, std::string>& env, int stdin_fd = -1,
+            bool own_group = false) {
   std::map<std::string, std::string> all;
   for (char** e = environ; *e != nullptr; ++e) {
     const std::string kv = *e;
@@ -60,20 +61,23 @@ pid_t spawn(const std::vector<std::string>& argv, const std::map<std::string, st
   posix_spawn_file_actions_t actions;
   posix_spawn_file_actions_init(&actions);
   if (stdin_fd >= 0) posix_spawn_file_actions_adddup2(&actions, stdin_fd, 0);
+  posix_spawnattr_t attr;
+  posix_spawnattr_init(&attr);
+  if (own_group) {
+    posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP);
+    posix_spawnattr_setpgroup(&attr, 0);
+  }
   pid_t pid = 0;
-  const int rc = posix_spawnp(&pid, args[0], &actions, nullptr, args.data(), envp.data());
+  const int rc = posix_spawnp(&pid, args[0], &actions, &attr, args.data(), envp.data());
   posix_spawn_file_actions_destroy(&actions);
+  posix_spawnattr_destroy(&attr);
   if (rc != 0) throw Error("tilelink launch: cannot start '" + argv[0] + "': " + std::strerror(rc));
   return pid;
 }
 
-int wait_exit(pid_t pid) {
-  int status = 0;
-  if (waitpid(pid, &status, 0) < 0) throw Error(std::string("tilelink launch: waitpid: ") + std::strerror(errno));
-  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-}
-
-// A private MPS control daemon: started in its own folders, quit when this object goes.
+// A private MPS control daemon: run in the foreground as this process's child, in a process group
+// of its own (the MPS server it starts joins it), so that it can always be stopped; asked to quit
+// when this object goes, and killed with its group if it does not within 10 s.
 class PrivateMps {
  public:
   explicit PrivateMps(int nproc) {
@@ -84,73 +88,65 @@ class PrivateMps {
     std::filesystem::create_directories(dir_ / "log");
     env_["CUDA_MPS_PIPE_DIRECTORY"] = (dir_ / "pipe").string();
     env_["CUDA_MPS_LOG_DIRECTORY"] = (dir_ / "log").string();
-    const int rc = wait_exit(spawn({"nvidia-cuda-mps-control", "-d"}, env_));
-    if (rc != 0) {
-      std::filesystem::remove_all(dir_);
-      throw Error("tilelink launch --mps: 'nvidia-cuda-mps-control -d' exited with " + std::to_string(rc) +
-                  " (is the MPS control program on PATH, and may this user start it?)");
+    daemon_ = spawn({"nvidia-cuda-mps-control", "-f"}, env_, -1, /*own_group=*/true);
+    // Ready once its control socket exists.
+    for (int i = 0; i < 100 && !std::filesystem::exists(dir_ / "pipe" / "control"); ++i) {
+      int status = 0;
+      if (waitpid(daemon_, &status, WNOHANG) == daemon_) {
+        daemon_ = 0;
+        std::filesystem::remove_all(dir_);
+        throw Error("tilelink launch --mps: 'nvidia-cuda-mps-control -f' exited at once (status " +
+                    std::to_string(status) + "): is MPS available to this user on this GPU?");
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
     }
     if (std::getenv("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE") == nullptr) {
       env_["CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"] = std::to_string(100 / nproc);
     }
-    std::cerr << "tilelink launch: private MPS control daemon in " << dir_.string() << ", active thread percentage "
-              << (std::getenv("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE") ? std::getenv("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE")
-                                                                    : env_["CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"])
+    const char* pct = std::getenv("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE");
+    std::cerr << "tilelink launch: private MPS control daemon (pid " << daemon_ << ") in " << dir_.string()
+              << ", active thread percentage " << (pct != nullptr ? pct : env_["CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"])
               << " per rank\n";
   }
   ~PrivateMps() {
-    // `echo quit | nvidia-cuda-mps-control`, with this daemon's pipe folder.
-    int fds[2];
-    if (pipe(fds) == 0) {
-      try {
-        const pid_t pid = spawn({"nvidia-cuda-mps-control"}, env_, fds[0]);
-        close(fds[0]);
-        const char quit[] = "quit\n";
-        if (write(fds[1], quit, sizeof(quit) - 1) < 0) std::cerr << "tilelink launch: could not ask MPS to quit\n";
-        close(fds[1]);
-        // Bounded: quit waits for the daemon's clients; after a faulted client it may not return.
-        int status = 0;
-        pid_t done = 0;
-        for (int i = 0; i < 200 && (done = waitpid(pid, &status, WNOHANG)) == 0; ++i) {
-          std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    if (daemon_ > 0) {
+      // `echo quit | nvidia-cuda-mps-control`, with this daemon's pipe folder.
+      int fds[2];
+      if (pipe(fds) == 0) {
+        try {
+          const pid_t client = spawn({"nvidia-cuda-mps-control"}, env_, fds[0]);
+          close(fds[0]);
+          const char quit[] = "quit\n";
+          if (write(fds[1], quit, sizeof(quit) - 1) < 0) std::cerr << "tilelink launch: could not ask MPS to quit\n";
+          close(fds[1]);
+          if (!exits_within(client, 10)) kill(client, SIGKILL), waitpid(client, nullptr, 0);
+        } catch (const std::exception& e) {
+          std::cerr << e.what() << "\n";
         }
-        if (done == 0) {
-          kill(pid, SIGKILL);
-          waitpid(pid, &status, 0);
-          stop_daemon();
-        } else if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-          std::cerr << "tilelink launch: 'nvidia-cuda-mps-control quit' failed\n";
-          stop_daemon();
-        }
-      } catch (const std::exception& e) {
-        std::cerr << e.what() << "\n";
+      }
+      if (!exits_within(daemon_, 10)) {
+        std::cerr << "tilelink launch: the MPS control daemon did not quit within 10 s; killing its process group\n";
+        kill(-daemon_, SIGKILL);
+        waitpid(daemon_, nullptr, 0);
       }
     }
-    // The daemon exits once its clients are gone; give it a moment before removing its folders.
-    std::this_thread::sleep_for(std::chrono::milliseconds(500));
     std::error_code ignored;
     std::filesystem::remove_all(dir_, ignored);
   }
   const std::map<std::string, std::string>& env() const { return env_; }
 
  private:
-  // The daemon did not quit: stop it by the pid it wrote in its pipe folder, so that it does not
-  // hold the GPU for the next one.
-  void stop_daemon() {
-    std::ifstream pid_file(dir_ / "pipe" / "nvidia-cuda-mps-control.pid");
-    pid_t daemon = 0;
-    if (pid_file >> daemon && daemon > 0) {
-      std::cerr << "tilelink launch: MPS control daemon " << daemon << " did not quit; stopping it\n";
-      kill(daemon, SIGTERM);
-      std::this_thread::sleep_for(std::chrono::seconds(2));
-      kill(daemon, SIGKILL);
-    } else {
-      std::cerr << "tilelink launch: MPS control daemon did not quit and left no pid file in " << dir_.string() << "\n";
+  static bool exits_within(pid_t pid, int seconds) {
+    for (int i = 0; i < seconds * 20; ++i) {
+      if (waitpid(pid, nullptr, WNOHANG) == pid) return true;
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
     }
+    return false;
   }
 
   std::filesystem::path dir_;
   std::map<std::string, std::string> env_;
+  pid_t daemon_ = 0;
 };
 
 int launch(const LaunchOptions& o) {
@@ -172,10 +168,15 @@ int launch(const LaunchOptions& o) {
   std::chrono::steady_clock::time_point failed_at;
   while (!rank_of.empty()) {
     int status = 0;
-    const pid_t pid = waitpid(-1, &status, first_failure != 0 ? WNOHANG : 0);
+    // Only the ranks (not the MPS daemon, also a child): poll each.
+    pid_t pid = 0;
+    for (const auto& [p, r] : rank_of) {
+      if ((pid = waitpid(p, &status, WNOHANG)) != 0) break;
+    }
     if (pid < 0) throw Error(std::string("tilelink launch: waitpid: ") + std::strerror(errno));
-    if (pid == 0) {  // still running after a failure
-      if (std::chrono::steady_clock::now() - failed_at > std::chrono::duration<double>(o.grace_s)) {
+    if (pid == 0) {  // all still running
+      if (first_failure != 0 &&
+          std::chrono::steady_clock::now() - failed_at > std::chrono::duration<double>(o.grace_s)) {
         for (const auto& [p, r] : rank_of) {
           std::cerr << "tilelink launch: stopping rank " << r << " (" << o.grace_s << " s after a rank failed)\n";
           kill(p, SIGKILL);
