@@ -44,7 +44,8 @@ if ((info_rc == 2)); then
 fi
 rm -rf "$build/gpu-results"
 ctest --test-dir "$build" --output-on-failure -j "$gpu_jobs" -L gpu "$@" || status=1
-# The GPU suite's shards as GoogleTest counted them (JUnit XML: tests, failures, skipped).
+# The GPU suite's shards and its death-test entry as GoogleTest counted them (JUnit XML: tests,
+# failures, skipped).
 if compgen -G "$build/gpu-results/*.xml" >/dev/null; then
   python3 - "$build"/gpu-results/*.xml <<'PY'
 import sys, xml.etree.ElementTree as ET
@@ -53,7 +54,7 @@ for path in sys.argv[1:]:
     root = ET.parse(path).getroot()
     t += int(root.get("tests", 0)); f += int(root.get("failures", 0)) + int(root.get("errors", 0))
     s += sum(1 for c in root.iter("testcase") if c.find("skipped") is not None or c.get("result") == "skipped")
-print(f"GPU suite (GoogleTest, {len(sys.argv) - 1} shards): {t} tests, {t - f - s} passed, {f} failed, {s} skipped")
+print(f"GPU suite (GoogleTest, {len(sys.argv) - 1} result files): {t} tests, {t - f - s} passed, {f} failed, {s} skipped")
 PY
 fi
 echo "$cpu_summary"
