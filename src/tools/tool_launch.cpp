@@ -103,6 +103,10 @@ class PrivateMps {
     if (std::getenv("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE") == nullptr) {
       env_["CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"] = std::to_string(100 / nproc);
     }
+    // A process world needs three streams per process, and MPS clients share the server's work
+    // queues: with TileLink's usual 32 per context, 4 clients failed to create their contexts (out of
+    // memory) on the H200, with 8 they ran.
+    if (std::getenv("CUDA_DEVICE_MAX_CONNECTIONS") == nullptr) env_["CUDA_DEVICE_MAX_CONNECTIONS"] = "8";
     const char* pct = std::getenv("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE");
     std::cerr << "tilelink launch: private MPS control daemon (pid " << daemon_ << ") in " << dir_.string()
               << ", active thread percentage " << (pct != nullptr ? pct : env_["CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"])

