@@ -155,6 +155,8 @@ Table bench_ag_gemm(const AgGemmBenchOptions& o) {
   out.row("fused kernel alone (no waits)", t_kernel);
   Table& table = out.table;
   const double ideal = out.ideal;
+  // The shape as `tilelink plan ag_gemm` takes it (bench/predicted_vs_measured.py reads these).
+  table.params = {{"world", int64_t(w)}, {"m", int64_t(m)}, {"n", int64_t(o.n)}, {"k", int64_t(k)}};
 
   if (!op.tuned_from().empty()) table.notes.push_back("config from the tune cache " + op.tuned_from());
   table.notes.push_back("config: kernel " + op.kernel_name() + ", all-gather " + comm_name(op.config().comm, op.all_gather().plan(), op.all_gather().num_blocks()) +

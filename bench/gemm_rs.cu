@@ -142,6 +142,8 @@ Table bench_gemm_rs(const GemmRsBenchOptions& o) {
   result.row("tilelink fused", t_fused);
   result.row("fused GEMM alone (no scatter, no reduction)", t_alone);
   Table& table = result.table;
+  // The shape as `tilelink plan gemm_rs` takes it (bench/predicted_vs_measured.py reads these).
+  table.params = {{"world", int64_t(w)}, {"m", int64_t(m)}, {"n", int64_t(n)}, {"k", int64_t(o.k)}};
   table.notes.push_back(std::string("config: scatter ") + to_string(op.config().scatter) + ", signal per " +
                         granularity_name(op.config().granularity) + ", " + std::to_string(op.reduce_blocks()) +
                         " reduction CTAs, swizzle " + std::to_string(op.swizzle()));

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Issue 8 in one device call, on a machine with 2 or more GPUs: build; the GPU test suite with one
 # rank per GPU; tilelink bench at world = the GPU count, one rank per GPU (ag_gemm and gemm_rs
-# --sweep, mlp llama3-70b, moe_ag and moe mixtral-8x7b), whose non-overlapped baselines use NCCL;
+# --sweep, with the plan model's prediction for every swept shape beside the measurement
+# (bench/predicted_vs_measured.py), mlp llama3-70b, moe_ag and moe mixtral-8x7b), whose
+# non-overlapped baselines use NCCL;
 # and beside them PyTorch's side on the same shapes (bench/torch_baselines.py: NCCL all-gather /
 # reduce-scatter bus bandwidth, cuBLAS, async-TP's fused ops). Key lines go to stdout and
 # $OUT/summary.txt; every log, JSON and chart into $OUT/multi_gpu_results.tar.gz (the device
@@ -131,6 +133,10 @@ if wants bench; then
   run_step bench_gemm_rs 150 "$logs/bench_gemm_rs.log" "$tl" bench gemm_rs --world "$world" --sweep \
     --svg "$logs/sweep_gemm_rs.svg" --json "$logs/bench_gemm_rs_sweep.json"
   show "$logs/bench_gemm_rs.log" "$bench_lines" 80
+  # The plan model's prediction for each measured shape, beside the measurement (issue 25).
+  run_step predicted_vs_measured 60 "$logs/predicted_vs_measured.log" python3 "$root/bench/predicted_vs_measured.py" \
+    --tilelink "$tl" "$logs/bench_ag_gemm_sweep.json" "$logs/bench_gemm_rs_sweep.json"
+  show "$logs/predicted_vs_measured.log" "." 80
 fi
 if wants torch; then
   run_step torch_baselines 200 "$logs/torch_baselines.log" python3 -m torch.distributed.run --standalone \

@@ -77,11 +77,13 @@ sim::CostModel CostOptions::model() const {
 void PlanOutputs::add_to(CLI::App* app) {
   app->add_option("--trace", trace, "write the predicted timeline of rank 0 as Chrome/Perfetto JSON");
   app->add_option("--svg", svg, "write the predicted timeline of rank 0 as an SVG picture");
+  app->add_option("--json", json, "write the predicted table as JSON (meta.kind = \"prediction\")");
 }
 
 void PlanOutputs::check_writable() const {
   tool::check_writable(trace);
   tool::check_writable(svg);
+  tool::check_writable(json);
 }
 
 void add_plan_all_gather(CLI::App* app, AllGatherConfig& comm, uint32_t sm_blocks, const std::string& what) {

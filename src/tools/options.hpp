@@ -83,7 +83,7 @@ struct CostOptions {
 
 // --trace and --svg of a plan: rank 0's predicted timeline.
 struct PlanOutputs {
-  std::string trace, svg;
+  std::string trace, svg, json;
   void add_to(CLI::App* app);
   void check_writable() const;
 };

@@ -75,8 +75,8 @@ void write_timeline(const std::vector<sim::Interval>& timeline, const std::strin
 // "T_comp 1.0 µs, T_comm 2.0 µs; communication hidden: 50 %" (a plan table's note).
 std::string hidden_note(double t_comp, double t_comm, double non_overlapped, double fused);
 
-// The table of a plan command (non-overlapped, decomposed where the model has it, fused, ideal)
-// and its timeline files.
+// The table of a plan command (non-overlapped, decomposed where the model has it, fused, ideal),
+// its timeline files and its JSON (meta.kind "prediction").
 template <class Prediction>
 void print_plan(const std::string& name, const std::string& title, const Prediction& r, const PlanOutputs& out,
                 const std::string& timeline_title) {
@@ -95,6 +95,7 @@ void print_plan(const std::string& name, const std::string& title, const Predict
   table.notes.push_back(hidden_note(r.t_comp, r.t_comm, r.non_overlapped, r.fused));
   tb::print_table(std::cout, table);
   write_timeline(r.timeline, out.trace, out.svg, timeline_title);
+  finish({table}, {{"kind", std::string("prediction")}, {"model", std::string("tilelink plan cost model")}}, out.json);
 }
 
 // What `tilelink trace <op>` prints and writes for one traced call: records by kind, the
