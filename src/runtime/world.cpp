@@ -255,7 +255,7 @@ int env_int(const char* name, int lo, int hi) {
              "set by the launcher (torchrun or `tilelink launch`)");
   char* end = nullptr;
   const long x = std::strtol(v, &end, 10);
-  TL_REQUIRE(end != v && *end == '\0' && x >= lo && x <= hi, "World::from_launcher", name, v,
+  TL_REQUIRE(end != v && *end == '\0' && x >= lo && x <= hi, "World::from_launcher", name, std::string(v),
              "a whole number in [" + std::to_string(lo) + ", " + std::to_string(hi) + "]");
   return static_cast<int>(x);
 }
@@ -270,8 +270,8 @@ World World::from_launcher(WorldOptions options) {
   TL_REQUIRE(hex != nullptr, "World::from_launcher", "TILELINK_UNIQUE_ID", "unset",
              "the NVSHMEM unique id as 256 hex digits (`tilelink launch` sets it; from Python, "
              "tilelink.init() passes it over torch.distributed)");
-  return process(ProcessRank{rank, size, local_rank % device_count()}, UniqueId::from_hex(hex, "World::from_launcher"),
-                 options);
+  const UniqueId id = UniqueId::from_hex(hex, "World::from_launcher");  // every input checked before CUDA
+  return process(ProcessRank{rank, size, local_rank % device_count()}, id, options);
 }
 
 std::string UniqueId::to_hex() const {

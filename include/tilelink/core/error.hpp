@@ -99,6 +99,8 @@ template <class T>
 std::string to_display(T* p) {
   return to_display(static_cast<const void*>(p));
 }
+// Text (a string literal or const char*) shows as itself, not as its address.
+inline std::string to_display(const char* s) { return s == nullptr ? "nullptr" : std::string(s); }
 
 // "argument 'name' = value: expected <expectation>" -- the one format for every bad input.
 template <class T>

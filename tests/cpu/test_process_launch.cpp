@@ -1,0 +1,112 @@
+// A process world's bootstrap inputs, without a GPU: the unique id's hex form round-trips and bad
+// text is refused by name, and World::from_launcher names the first launcher variable that is
+// missing or out of range before it touches CUDA or NVSHMEM.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <random>
+#include <string>
+
+#include "tilelink/core/error.hpp"
+#include "tilelink/runtime/world.hpp"
+
+namespace tilelink {
+namespace {
+
+// The launcher's variables for one test, restored at its end.
+class ScopedEnv {
+ public:
+  ScopedEnv() {
+    for (const char* name : kNames) {
+      const char* v = std::getenv(name);
+      saved_[index(name)] = v != nullptr ? std::string(v) : kUnset;
+    }
+  }
+  ~ScopedEnv() {
+    for (const char* name : kNames) {
+      const std::string& v = saved_[index(name)];
+      if (v == kUnset) {
+        unsetenv(name);
+      } else {
+        setenv(name, v.c_str(), 1);
+      }
+    }
+  }
+  void set(const char* name, const std::string& value) { setenv(name, value.c_str(), 1); }
+  void unset(const char* name) { unsetenv(name); }
+
+ private:
+  static constexpr const char* kNames[] = {"RANK", "WORLD_SIZE", "LOCAL_RANK", "TILELINK_UNIQUE_ID"};
+  static constexpr const char* kUnset = "\x01unset";
+  static size_t index(const char* name) {
+    for (size_t i = 0; i < 4; ++i) {
+      if (std::string(kNames[i]) == name) return i;
+    }
+    return 0;
+  }
+  std::string saved_[4];
+};
+
+// The message of the InvalidArgument `call` throws, or "" if it throws none.
+template <class F>
+std::string refusal(F&& call) {
+  try {
+    call();
+  } catch (const InvalidArgument& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(UniqueIdText, RoundTripsRandomIds) {
+  std::mt19937_64 rng(std::random_device{}());
+  for (int i = 0; i < 20; ++i) {
+    UniqueId id;
+    for (auto& b : id.bytes) b = static_cast<unsigned char>(rng());
+    const std::string hex = id.to_hex();
+    ASSERT_EQ(hex.size(), 2 * id.bytes.size());
+    EXPECT_EQ(UniqueId::from_hex(hex, "test").bytes, id.bytes);
+    std::string upper = hex;
+    for (char& c : upper) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+    EXPECT_EQ(UniqueId::from_hex(upper, "test").bytes, id.bytes);
+  }
+}
+
+TEST(UniqueIdText, RefusesWrongLengthAndNonHexByName) {
+  const std::string good(256, 'a');
+  EXPECT_NE(refusal([&] { UniqueId::from_hex(good.substr(1), "here"); }).find("256 hex digits"), std::string::npos);
+  EXPECT_NE(refusal([&] { UniqueId::from_hex(good + "0", "here"); }).find("256 hex digits"), std::string::npos);
+  std::string bad = good;
+  bad[100] = 'g';
+  const std::string why = refusal([&] { UniqueId::from_hex(bad, "here"); });
+  EXPECT_NE(why.find("here"), std::string::npos) << why;
+  EXPECT_NE(why.find("unique id"), std::string::npos) << why;
+}
+
+TEST(FromLauncher, NamesTheFirstMissingOrBadVariable) {
+  ScopedEnv env;
+  env.unset("WORLD_SIZE");
+  env.unset("RANK");
+  env.unset("LOCAL_RANK");
+  env.unset("TILELINK_UNIQUE_ID");
+  const std::string unset_why = refusal([] { World::from_launcher(); });
+  EXPECT_NE(unset_why.find("'WORLD_SIZE' = unset"), std::string::npos) << unset_why;
+  env.set("WORLD_SIZE", "0");
+  EXPECT_NE(refusal([] { World::from_launcher(); }).find("WORLD_SIZE"), std::string::npos);
+  env.set("WORLD_SIZE", "4");
+  EXPECT_NE(refusal([] { World::from_launcher(); }).find("RANK"), std::string::npos);
+  env.set("RANK", "4");  // one past the last rank
+  const std::string rank_why = refusal([] { World::from_launcher(); });
+  EXPECT_NE(rank_why.find("'RANK' = 4"), std::string::npos) << rank_why;
+  env.set("RANK", "3x");
+  EXPECT_NE(refusal([] { World::from_launcher(); }).find("RANK"), std::string::npos);
+  env.set("RANK", "3");
+  EXPECT_NE(refusal([] { World::from_launcher(); }).find("LOCAL_RANK"), std::string::npos);
+  env.set("LOCAL_RANK", "3");
+  EXPECT_NE(refusal([] { World::from_launcher(); }).find("TILELINK_UNIQUE_ID"), std::string::npos);
+  env.set("TILELINK_UNIQUE_ID", "abc");
+  EXPECT_NE(refusal([] { World::from_launcher(); }).find("256 hex digits"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace tilelink
