@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <functional>
 #include <iostream>
@@ -244,6 +245,23 @@ TEST(ProcessWorld, OpsNotYetAcrossProcessesRefuseByName) {
   EXPECT_NE(why.find("process world"), std::string::npos) << why;
 }
 
+// After every test, the device of this process must be idle: a kernel still waiting on a peer
+// would otherwise trap later, inside whatever comes next (an NVSHMEM barrier, which then exits
+// the process without saying more). Waiting here turns it into the waiter's TimeoutError (op, rank,
+// tile, channel) against the test that left it.
+class DeviceIdleAfterEachTest : public ::testing::EmptyTestEventListener {
+  void OnTestEnd(const ::testing::TestInfo& info) override {
+    try {
+      settle();
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "rank %d: after %s.%s the device was not idle: %s\n", me(), info.test_suite_name(),
+                   info.name(), e.what());
+      std::fflush(stderr);
+      std::_Exit(3);
+    }
+  }
+};
+
 }  // namespace
 }  // namespace tilelink::test::process
 
@@ -269,5 +287,6 @@ int main(int argc, char** argv) {
     return 1;
   }
   tilelink::test::process::g_seed = std::hash<std::string>{}(std::getenv("TILELINK_UNIQUE_ID"));
+  ::testing::UnitTest::GetInstance()->listeners().Append(new tilelink::test::process::DeviceIdleAfterEachTest);
   return RUN_ALL_TESTS();
 }
