@@ -82,6 +82,7 @@ SignalSet::SignalSet(SymmetricHeap& heap, uint32_t num_channels)
     void* t = device_malloc(sizeof(uint64_t*) * n, world.device(r), "SignalSet (rank " + std::to_string(r) + "'s peer table)");
     device_tables_[r] = static_cast<uint64_t**>(t);
     TL_CUDA_CHECK(cudaMemcpy(t, host_tables_.data(), sizeof(uint64_t*) * n, cudaMemcpyHostToDevice));
+    TL_CUDA_CHECK(cudaDeviceSynchronize());  // the zeroes are in place (the memset is asynchronous)
   }
   world.barrier();  // no peer process signals into channels this one has not zeroed yet
 }

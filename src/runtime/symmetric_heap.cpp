@@ -114,6 +114,11 @@ void SymmetricHeap::free_segments() {
 size_t SymmetricHeap::affine_stride() const {
   const int n = world_->size();
   if (n == 1) return capacity_;
+  // A process world's mappings are each process's own: NVSHMEM maps peer (me + k) % n at
+  // base + k * stride, so the segments look affine from rank 0 and rotated from every other rank.
+  // An answer that differs between processes would split a collective decision (GemmRs push ran
+  // on rank 0 alone and waited for pushes that never came), so a process world is never affine.
+  if (world_->mode() == WorldMode::kProcess) return 0;
   const std::ptrdiff_t stride = bases_[1] - bases_[0];
   if (stride <= 0) return 0;
   for (int r = 2; r < n; ++r) {

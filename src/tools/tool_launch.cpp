@@ -19,6 +19,7 @@
 #include <fstream>
 #include <iostream>
 #include <map>
+#include <sstream>
 #include <memory>
 #include <string>
 #include <thread>
@@ -90,7 +91,7 @@ class PrivateMps {
     env_["CUDA_MPS_LOG_DIRECTORY"] = (dir_ / "log").string();
     daemon_ = spawn({"nvidia-cuda-mps-control", "-f"}, env_, -1, /*own_group=*/true);
     // Ready once its control socket exists.
-    for (int i = 0; i < 100 && !std::filesystem::exists(dir_ / "pipe" / "control"); ++i) {
+    for (int i = 0; i < 200 && !std::filesystem::exists(dir_ / "pipe" / "control"); ++i) {
       int status = 0;
       if (waitpid(daemon_, &status, WNOHANG) == daemon_) {
         daemon_ = 0;
@@ -99,6 +100,14 @@ class PrivateMps {
                     std::to_string(status) + "): is MPS available to this user on this GPU?");
       }
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    if (!std::filesystem::exists(dir_ / "pipe" / "control")) {
+      kill(-daemon_, SIGKILL);
+      waitpid(daemon_, nullptr, 0);
+      daemon_ = 0;
+      std::filesystem::remove_all(dir_);
+      throw Error("tilelink launch --mps: the MPS control daemon made no control socket in " +
+                  (dir_ / "pipe").string() + " within 10 s; not starting the ranks without it");
     }
     if (std::getenv("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE") == nullptr) {
       env_["CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"] = std::to_string(100 / nproc);
@@ -153,18 +162,40 @@ class PrivateMps {
   pid_t daemon_ = 0;
 };
 
+// SIGINT / SIGTERM / SIGHUP to the launcher (Ctrl-C, `timeout`): the wait loop stops the ranks and
+// the MPS daemon instead of leaving them behind.
+volatile sig_atomic_t g_stop_signal = 0;
+extern "C" void on_stop_signal(int sig) { g_stop_signal = sig; }
+
+void stop_ranks(const std::map<pid_t, int>& rank_of, const std::string& why) {
+  for (const auto& [p, r] : rank_of) {
+    std::cerr << "tilelink launch: stopping rank " << r << " (" << why << ")\n";
+    kill(p, SIGKILL);
+  }
+}
+
 int launch(const LaunchOptions& o) {
   TL_REQUIRE(!o.command.empty(), "tilelink launch", "command", "(none)", "a program to run after '--'");
   const std::string id = make_unique_id().to_hex();
+  struct sigaction action {};
+  action.sa_handler = on_stop_signal;
+  sigemptyset(&action.sa_mask);
+  for (int sig : {SIGINT, SIGTERM, SIGHUP}) sigaction(sig, &action, nullptr);
   std::unique_ptr<PrivateMps> mps;
   if (o.mps) mps = std::make_unique<PrivateMps>(o.nproc);
   std::map<pid_t, int> rank_of;
-  for (int r = 0; r < o.nproc; ++r) {
-    std::map<std::string, std::string> env = mps ? mps->env() : std::map<std::string, std::string>{};
-    env["RANK"] = env["LOCAL_RANK"] = std::to_string(r);
-    env["WORLD_SIZE"] = env["LOCAL_WORLD_SIZE"] = std::to_string(o.nproc);
-    env["TILELINK_UNIQUE_ID"] = id;
-    rank_of[spawn(o.command, env)] = r;
+  try {
+    for (int r = 0; r < o.nproc; ++r) {
+      std::map<std::string, std::string> env = mps ? mps->env() : std::map<std::string, std::string>{};
+      env["RANK"] = env["LOCAL_RANK"] = std::to_string(r);
+      env["WORLD_SIZE"] = env["LOCAL_WORLD_SIZE"] = std::to_string(o.nproc);
+      env["TILELINK_UNIQUE_ID"] = id;
+      rank_of[spawn(o.command, env)] = r;
+    }
+  } catch (...) {
+    stop_ranks(rank_of, "a later rank could not be started");
+    for (const auto& [p, r] : rank_of) waitpid(p, nullptr, 0);
+    throw;
   }
   // Wait for every rank. After the first failure the others get `grace_s` to report (their waits
   // time out naming what they waited for), then they are stopped.
@@ -177,14 +208,22 @@ int launch(const LaunchOptions& o) {
     for (const auto& [p, r] : rank_of) {
       if ((pid = waitpid(p, &status, WNOHANG)) != 0) break;
     }
-    if (pid < 0) throw Error(std::string("tilelink launch: waitpid: ") + std::strerror(errno));
+    if (pid < 0) {
+      stop_ranks(rank_of, std::string("waitpid failed: ") + std::strerror(errno));
+      for (const auto& [p, r] : rank_of) waitpid(p, nullptr, 0);
+      throw Error(std::string("tilelink launch: waitpid: ") + std::strerror(errno));
+    }
+    if (pid == 0 && g_stop_signal != 0) {
+      stop_ranks(rank_of, "the launcher got signal " + std::to_string(g_stop_signal));
+      for (const auto& [p, r] : rank_of) waitpid(p, nullptr, 0);
+      return 128 + g_stop_signal;  // the MPS daemon is stopped as `mps` goes
+    }
     if (pid == 0) {  // all still running
       if (first_failure != 0 &&
           std::chrono::steady_clock::now() - failed_at > std::chrono::duration<double>(o.grace_s)) {
-        for (const auto& [p, r] : rank_of) {
-          std::cerr << "tilelink launch: stopping rank " << r << " (" << o.grace_s << " s after a rank failed)\n";
-          kill(p, SIGKILL);
-        }
+        std::ostringstream why;
+        why << o.grace_s << " s after a rank failed";
+        stop_ranks(rank_of, why.str());
         failed_at = std::chrono::steady_clock::now() + std::chrono::hours(1);
       }
       std::this_thread::sleep_for(std::chrono::milliseconds(50));

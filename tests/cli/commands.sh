@@ -26,6 +26,14 @@ no_gpu info
 expect 0 "rank=1/3 local=1" launch --nproc 3 -- /bin/bash -c 'echo rank=$RANK/$WORLD_SIZE local=$LOCAL_RANK; [[ ${#TILELINK_UNIQUE_ID} == 256 ]]'
 expect 3 "rank 2 exited with 3" launch --nproc 3 --grace 0 -- /bin/bash -c '[[ $RANK != 2 ]] || exit 3'
 expect 64 "command" launch --nproc 2
+# SIGTERM to the launcher (and, from `timeout`, to its process group) ends it with 128 + 15 and
+# leaves no rank running.
+out=$(timeout --preserve-status -s TERM 2 "$tl" launch --nproc 2 -- sleep 31 2>&1)
+rc=$?
+if [[ $rc -ne 143 ]] || pgrep -f "^sleep 31$" >/dev/null; then
+  echo "FAIL: SIGTERM to 'tilelink launch' -> exit $rc (expected 143, ranks stopped): $out"
+  failed=1
+fi
 no_gpu bench primitives
 no_gpu bench all_gather --world 2
 no_gpu bench reduce_scatter --world 2

@@ -192,8 +192,9 @@ TEST_P(ProcessGemmRs, MatchesTheSumOfEveryRanksCublasProduct) {
   args.out[me()] = out.get();
   const std::string why = GemmRs::can_implement(world(), heap, args);
   if (!why.empty()) {
-    // The same answer in every process (the heap's peer mappings decide push; ce is not verified
-    // across processes yet), so all skip alike.
+    // The same answer in every process: a process world's heap is never affine (push needs one),
+    // and ce is not verified across processes yet. (Once rank 0 alone saw an affine heap, ran push
+    // and waited for pushes that never came.)
     GTEST_SKIP() << "scatter " << s.name << " refused on this process world: " << why;
   }
   GemmRs op(world(), heap, signals, args, std::string("process_gemm_rs_") + s.name);
