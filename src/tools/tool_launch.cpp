@@ -167,10 +167,12 @@ class PrivateMps {
 volatile sig_atomic_t g_stop_signal = 0;
 extern "C" void on_stop_signal(int sig) { g_stop_signal = sig; }
 
+// Each rank runs in a process group of its own, so that stopping it reaches what it started too
+// (a wrapper script's program).
 void stop_ranks(const std::map<pid_t, int>& rank_of, const std::string& why) {
   for (const auto& [p, r] : rank_of) {
     std::cerr << "tilelink launch: stopping rank " << r << " (" << why << ")\n";
-    kill(p, SIGKILL);
+    kill(-p, SIGKILL);
   }
 }
 
@@ -190,7 +192,7 @@ int launch(const LaunchOptions& o) {
       env["RANK"] = env["LOCAL_RANK"] = std::to_string(r);
       env["WORLD_SIZE"] = env["LOCAL_WORLD_SIZE"] = std::to_string(o.nproc);
       env["TILELINK_UNIQUE_ID"] = id;
-      rank_of[spawn(o.command, env)] = r;
+      rank_of[spawn(o.command, env, -1, /*own_group=*/true)] = r;
     }
   } catch (...) {
     stop_ranks(rank_of, "a later rank could not be started");
