@@ -54,16 +54,6 @@ void init(int rank, int size, const UniqueId& id) {
   // CUDA runtime is shutting down. The process's exit releases what NVSHMEM holds.
 }
 
-bool initialized() {
-  std::lock_guard<std::mutex> lock(g_mutex);
-  return g_initialized;
-}
-
-std::string version() {
-  return std::to_string(NVSHMEM_VENDOR_MAJOR_VERSION) + "." + std::to_string(NVSHMEM_VENDOR_MINOR_VERSION) + "." +
-         std::to_string(NVSHMEM_VENDOR_PATCH_VERSION);
-}
-
 void* malloc(size_t bytes, const std::string& what) {
   void* p = nvshmem_malloc(bytes);
   if (p == nullptr) {

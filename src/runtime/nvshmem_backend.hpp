@@ -16,9 +16,6 @@ namespace tilelink::detail::nvshmem {
 // (NVSHMEM_DISABLE_NVLS=1 unless the environment already says otherwise). The device must be
 // current.
 void init(int rank, int size, const UniqueId& id);
-bool initialized();
-// NVSHMEM's own version, "3.4.5".
-std::string version();
 
 // Collective: every PE calls it with the same size, in the same order.
 void* malloc(size_t bytes, const std::string& what);

@@ -168,11 +168,14 @@ volatile sig_atomic_t g_stop_signal = 0;
 extern "C" void on_stop_signal(int sig) { g_stop_signal = sig; }
 
 // Each rank runs in a process group of its own, so that stopping it reaches what it started too
-// (a wrapper script's program).
-void stop_ranks(const std::map<pid_t, int>& rank_of, const std::string& why) {
+// (a wrapper script's program). With `reap`, also waits for them (the launcher is about to return).
+void stop_ranks(const std::map<pid_t, int>& rank_of, const std::string& why, bool reap) {
   for (const auto& [p, r] : rank_of) {
     std::cerr << "tilelink launch: stopping rank " << r << " (" << why << ")\n";
     kill(-p, SIGKILL);
+  }
+  if (reap) {
+    for (const auto& [p, r] : rank_of) waitpid(p, nullptr, 0);
   }
 }
 
@@ -195,8 +198,7 @@ int launch(const LaunchOptions& o) {
       rank_of[spawn(o.command, env, -1, /*own_group=*/true)] = r;
     }
   } catch (...) {
-    stop_ranks(rank_of, "a later rank could not be started");
-    for (const auto& [p, r] : rank_of) waitpid(p, nullptr, 0);
+    stop_ranks(rank_of, "a later rank could not be started", true);
     throw;
   }
   // Wait for every rank. After the first failure the others get `grace_s` to report (their waits
@@ -211,13 +213,11 @@ int launch(const LaunchOptions& o) {
       if ((pid = waitpid(p, &status, WNOHANG)) != 0) break;
     }
     if (pid < 0) {
-      stop_ranks(rank_of, std::string("waitpid failed: ") + std::strerror(errno));
-      for (const auto& [p, r] : rank_of) waitpid(p, nullptr, 0);
+      stop_ranks(rank_of, std::string("waitpid failed: ") + std::strerror(errno), true);
       throw Error(std::string("tilelink launch: waitpid: ") + std::strerror(errno));
     }
     if (pid == 0 && g_stop_signal != 0) {
-      stop_ranks(rank_of, "the launcher got signal " + std::to_string(g_stop_signal));
-      for (const auto& [p, r] : rank_of) waitpid(p, nullptr, 0);
+      stop_ranks(rank_of, "the launcher got signal " + std::to_string(g_stop_signal), true);
       return 128 + g_stop_signal;  // the MPS daemon is stopped as `mps` goes
     }
     if (pid == 0) {  // all still running
@@ -225,7 +225,7 @@ int launch(const LaunchOptions& o) {
           std::chrono::steady_clock::now() - failed_at > std::chrono::duration<double>(o.grace_s)) {
         std::ostringstream why;
         why << o.grace_s << " s after a rank failed";
-        stop_ranks(rank_of, why.str());
+        stop_ranks(rank_of, why.str(), false);  // the wait loop reaps them
         failed_at = std::chrono::steady_clock::now() + std::chrono::hours(1);
       }
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
