@@ -228,13 +228,11 @@ World World::process(const ProcessRank& me, const UniqueId& id, WorldOptions opt
 
   int sms = 0;
   TL_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, me.device));
-  // Under MPS the process may use only its active-thread share of the SMs; a persistent kernel
-  // sized for more would wait for SMs that its peers' spinning kernels hold.
-  int budget = sms;
-  if (const char* pct = std::getenv("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE")) {
-    const double share = std::atof(pct);
-    if (share > 0 && share < 100) budget = std::max(1, static_cast<int>(sms * share / 100.0));
-  }
+  // Under MPS the process may use only its active-thread share of the SMs, and the device already
+  // reports that share as its SM count (measured on the H200: 8 ranks at 12% each were left 1 SM
+  // when the share was applied a second time), so the reported count is the budget: persistent
+  // kernels sized to it stay resident next to their peers'.
+  const int budget = sms;
   auto w = std::make_unique<Impl>();
   w->mode = WorldMode::kProcess;
   w->devices.assign(me.size, -1);

@@ -112,11 +112,12 @@ class PrivateMps {
     if (std::getenv("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE") == nullptr) {
       env_["CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"] = std::to_string(100 / nproc);
     }
-    // A process world needs three streams per process, and MPS clients share the server's work
-    // queues. Measured on the H200 (docs/PERF.md, 2026-12-04): 4 clients of the process suite
-    // failed to create their contexts (out of memory) with 32 and with 8 queues each, and ran with
-    // 4; 2 and 3 clients ran with 8.
-    if (std::getenv("CUDA_DEVICE_MAX_CONNECTIONS") == nullptr) env_["CUDA_DEVICE_MAX_CONNECTIONS"] = "4";
+    // A process world needs three hardware queues per process (its rank's two streams and the
+    // watch stream), and MPS clients share the server's. Measured on the H200 (docs/PERF.md,
+    // 2026-12-04): 4 clients of the process suite failed to create their contexts (out of memory)
+    // with 32 and 8 queues each, with 4 once in two runs and then three times in three, and ran
+    // with 3; so the launcher gives 3, the least that fits.
+    if (std::getenv("CUDA_DEVICE_MAX_CONNECTIONS") == nullptr) env_["CUDA_DEVICE_MAX_CONNECTIONS"] = "3";
     const char* pct = std::getenv("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE");
     std::cerr << "tilelink launch: private MPS control daemon (pid " << daemon_ << ") in " << dir_.string()
               << ", active thread percentage " << (pct != nullptr ? pct : env_["CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"])
