@@ -121,7 +121,10 @@ TEST_P(ProcessAgGemm, MatchesCublasOnTheGatheredA) {
   SymmetricHeap heap(world(), a_bytes + (4 << 20));
   SignalSet signals(heap, 4096);
   SymmetricBuffer gathered = heap.allocate(a_bytes);
-  DeviceBuffer b(size_t(n) * k * 2, world().device(me())), c(size_t(m) * n * 2, world().device(me()));
+  // Two weight/output pairs: calls alternate between them through set_operands (the PyTorch ops'
+  // use: a fresh output every call).
+  DeviceBuffer bs[2] = {DeviceBuffer(size_t(n) * k * 2, world().device(me())), DeviceBuffer(size_t(n) * k * 2, world().device(me()))};
+  DeviceBuffer cs[2] = {DeviceBuffer(size_t(m) * n * 2, world().device(me())), DeviceBuffer(size_t(m) * n * 2, world().device(me()))};
   DeviceBuffer a_full(a_bytes, world().device(me())), ref(size_t(m) * n * 4, world().device(me()));
   AgGemmArguments args;
   args.a = &gathered;
@@ -132,13 +135,15 @@ TEST_P(ProcessAgGemm, MatchesCublasOnTheGatheredA) {
   args.config.comm.comm_rows = 128;
   args.b.assign(w, nullptr);  // other processes' entries are not read
   args.c.assign(w, nullptr);
-  args.b[me()] = b.get();
-  args.c[me()] = c.get();
+  args.b[me()] = bs[0].get();
+  args.c[me()] = cs[0].get();
   ASSERT_EQ(AgGemm::can_implement(world(), heap, args), "");
   AgGemm op(world(), heap, signals, args, std::string("process_ag_gemm_") + comm.name);
   CublasHandle cublas;
   for (int call = 1; call <= 3; ++call) {
     SCOPED_TRACE("call " + std::to_string(call));
+    DeviceBuffer &b = bs[(call - 1) % 2], &c = cs[(call - 1) % 2];
+    op.set_operands(me(), b.get(), c.get());
     auto rng = shared_rng(1, call);
     const auto a_host = random_bf16(size_t(m) * k, rng);
     auto b_rng = shared_rng(100 + me(), call);
@@ -175,7 +180,10 @@ TEST_P(ProcessGemmRs, MatchesTheSumOfEveryRanksCublasProduct) {
   SignalSet signals(heap, 4096);
   SymmetricBuffer partial = heap.allocate(size_t(m) * n * 2), recv = heap.allocate(size_t(m) * n * 2);
   const int dev = world().device(me());
-  DeviceBuffer a(size_t(m) * k * 2, dev), b(size_t(n) * k * 2, dev), out(size_t(rows) * n * 2, dev);
+  // Two sets of operands: calls alternate between them through set_operands.
+  DeviceBuffer as[2] = {DeviceBuffer(size_t(m) * k * 2, dev), DeviceBuffer(size_t(m) * k * 2, dev)};
+  DeviceBuffer bs[2] = {DeviceBuffer(size_t(n) * k * 2, dev), DeviceBuffer(size_t(n) * k * 2, dev)};
+  DeviceBuffer outs[2] = {DeviceBuffer(size_t(rows) * n * 2, dev), DeviceBuffer(size_t(rows) * n * 2, dev)};
   DeviceBuffer ref(size_t(m) * n * 4, dev);
   GemmRsArguments args;
   args.partial = &partial;
@@ -187,9 +195,9 @@ TEST_P(ProcessGemmRs, MatchesTheSumOfEveryRanksCublasProduct) {
   args.a.assign(w, nullptr);
   args.b.assign(w, nullptr);
   args.out.assign(w, nullptr);
-  args.a[me()] = a.get();
-  args.b[me()] = b.get();
-  args.out[me()] = out.get();
+  args.a[me()] = as[0].get();
+  args.b[me()] = bs[0].get();
+  args.out[me()] = outs[0].get();
   const std::string why = GemmRs::can_implement(world(), heap, args);
   if (!why.empty()) {
     // The same answer in every process: a process world's heap is never affine (push needs one),
@@ -201,6 +209,8 @@ TEST_P(ProcessGemmRs, MatchesTheSumOfEveryRanksCublasProduct) {
   CublasHandle cublas;
   for (int call = 1; call <= 3; ++call) {
     SCOPED_TRACE("call " + std::to_string(call));
+    DeviceBuffer &a = as[(call - 1) % 2], &b = bs[(call - 1) % 2], &out = outs[(call - 1) % 2];
+    op.set_operands(me(), a.get(), b.get(), out.get());
     // Every rank's A and B (each process makes all of them, for the reference).
     // want: the fp32 sum of every rank's product for this rank's rows; bound: the rounding of each
     // rank's partial to bf16 before the sum (2^-8 of its magnitude, each).

@@ -123,12 +123,12 @@ AgGemm::AgGemm(const World& world, SymmetricHeap& heap, SignalSet& signals, cons
   // With every knob on automatic, the tune cache's configuration for this GPU, world and shape.
   args_ = detail::with_tuned_config<AgGemm>(
       world, heap, args, [&] { return ag_gemm_tune_key(world, args); }, [](auto&, const auto&) {}, &tuned_from_);
-  const detail::Sm90AgGemmConfigInfo& kernel = *find_kernel(args_.config.kernel);
+  kernel_info_ = find_kernel(args_.config.kernel);
+  const detail::Sm90AgGemmConfigInfo& kernel = *kernel_info_;
   kernel_name_ = kernel.name;
   swizzle_ = choose_swizzle(args_, kernel, world.l2_share(0));
   m_ = args_.m_per_rank * static_cast<uint32_t>(world.size());
   ag_ = std::make_unique<AllGather>(world, heap, signals, all_gather_arguments(world, args_), name);
-  const uint32_t comm_blocks = args_.config.comm.resource == CommResource::kSm ? ag_->num_blocks() : 0;
 
   const uint32_t m_tiles = (m_ + kernel.tile_m - 1) / kernel.tile_m;
   m_order_host_.resize(static_cast<size_t>(world.size()));
@@ -138,26 +138,45 @@ AgGemm::AgGemm(const World& world, SymmetricHeap& heap, SignalSet& signals, cons
     make_m_order(ag_->plan(), static_cast<uint32_t>(r), kernel.tile_m, order.data());
     DeviceBuffer table(m_tiles * sizeof(uint32_t), world.device(r));
     TL_CUDA_CHECK(cudaMemcpy(table.get(), order.data(), table.bytes(), cudaMemcpyHostToDevice));
-
-    detail::Sm90AgGemmProblem p;
-    p.a = static_cast<const char*>(args_.a->data(r)) + args_.a_offset;
-    p.lda = args_.k;
-    p.b = args_.b[static_cast<size_t>(r)];
-    p.c = args_.c[static_cast<size_t>(r)];
-    p.m = m_;
-    p.n = args_.n;
-    p.k = args_.k;
-    p.m_order = table.get<uint32_t>();
-    p.plan = ag_->plan();
-    p.sig = ag_->signals().device_view(r, std::string("sm90_ag_gemm_") + kernel.name);
-    p.device = world.device(r);
-    p.sm_count = gemm_sm_count(world, r, args_, comm_blocks);
-    p.swizzle = static_cast<int>(swizzle_);
-    detail::make_fused_and_plain(kernel, p, kernels_, plain_kernels_, r);
-
     m_order_host_[static_cast<size_t>(r)] = std::move(order);
     m_order_[static_cast<size_t>(r)] = std::move(table);
+    make_kernels(r);
   }
+}
+
+void AgGemm::make_kernels(int r) {
+  const detail::Sm90AgGemmConfigInfo& kernel = *kernel_info_;
+  const World& world = *world_;
+  const uint32_t comm_blocks = args_.config.comm.resource == CommResource::kSm ? ag_->num_blocks() : 0;
+  detail::Sm90AgGemmProblem p;
+  p.a = static_cast<const char*>(args_.a->data(r)) + args_.a_offset;
+  p.lda = args_.k;
+  p.b = args_.b[static_cast<size_t>(r)];
+  p.c = args_.c[static_cast<size_t>(r)];
+  p.m = m_;
+  p.n = args_.n;
+  p.k = args_.k;
+  p.m_order = m_order_[static_cast<size_t>(r)].get<uint32_t>();
+  p.plan = ag_->plan();
+  p.sig = ag_->signals().device_view(r, std::string("sm90_ag_gemm_") + kernel.name);
+  p.device = world.device(r);
+  p.sm_count = gemm_sm_count(world, r, args_, comm_blocks);
+  p.swizzle = static_cast<int>(swizzle_);
+  detail::make_fused_and_plain(kernel, p, kernels_, plain_kernels_, r);
+  if (trace_ != nullptr) kernels_[static_cast<size_t>(r)]->set_trace(trace_->view(r));
+}
+
+void AgGemm::set_operands(int rank, const void* b, void* c) {
+  world_->check_local_rank(rank, "AgGemm::set_operands");
+  TL_REQUIRE(b != nullptr && reinterpret_cast<uintptr_t>(b) % 16 == 0, "AgGemm::set_operands", "b", b,
+             "a 16-byte aligned N x K bf16 weight on the rank's device");
+  TL_REQUIRE(c != nullptr && reinterpret_cast<uintptr_t>(c) % 16 == 0, "AgGemm::set_operands", "c", c,
+             "a 16-byte aligned M x N bf16 output on the rank's device");
+  const size_t r = static_cast<size_t>(rank);
+  if (args_.b[r] == b && args_.c[r] == c) return;
+  args_.b[r] = b;
+  args_.c[r] = c;
+  make_kernels(rank);
 }
 
 AgGemm::~AgGemm() = default;
@@ -176,6 +195,7 @@ uint64_t AgGemm::run() {
 }
 
 void AgGemm::set_trace(const TraceBuffer* trace) {
+  trace_ = trace;
   for (int r : world_->local_ranks()) {
     kernels_[static_cast<size_t>(r)]->set_trace(trace != nullptr ? trace->view(r) : TraceView{});
   }

@@ -220,35 +220,59 @@ GemmRs::GemmRs(const World& world, SymmetricHeap& heap, SignalSet& signals, cons
     make_gemm_rs_m_order(plan_, static_cast<uint32_t>(r), order.data());
     DeviceBuffer table(m_tiles * sizeof(uint32_t), world.device(r));
     TL_CUDA_CHECK(cudaMemcpy(table.get(), order.data(), table.bytes(), cudaMemcpyHostToDevice));
-    detail::Sm90GemmRsProblem p;
-    p.a = args.a[static_cast<size_t>(r)];
-    p.b = args.b[static_cast<size_t>(r)];
-    const int64_t block = int64_t(plan_.rows_per_rank) * args.n;  // elements of an owner block
-    if (world.size() == 1) {  // the reduce-scatter of one rank is the identity: the GEMM writes `out`
-      p.d = args.out[0];
-      p.d_batch_stride = block;
-    } else if (args.config.scatter == GemmRsScatter::kEpiloguePush) {  // owner l's slot r: base(0) + l * stride
-      p.d = static_cast<char*>(args.partial->data(0)) + uint64_t(r) * block * 2;
-      p.d_batch_stride = static_cast<int64_t>(heap.affine_stride() / 2);
-    } else {
-      p.d = args.partial->data(r);
-      p.d_batch_stride = block;
-    }
-    p.m = args.m;
-    p.n = args.n;
-    p.k = args.k;
-    p.m_order = table.get<uint32_t>();
-    p.plan = plan_;
-    p.sig = slice_.device_view(r, std::string("sm90_gemm_rs_") + kernel.name);
-    p.device = world.device(r);
-    p.sm_count = gemm_sm_count(world, r, args);
-    p.swizzle = static_cast<int>(swizzle_);
-    kernels_[static_cast<size_t>(r)] = kernel.make(p);
-    detail::preload_gemm_rs_reduce();
     m_order_[static_cast<size_t>(r)] = std::move(table);
     host_m_order_[static_cast<size_t>(r)] = std::move(order);
+    make_kernel(r);
+    detail::preload_gemm_rs_reduce();
   }
   if (args.config.scatter == GemmRsScatter::kCopyEngine) scatter_ = SideStreams(world, true);
+}
+
+void GemmRs::make_kernel(int r) {
+  const auto& kernel = detail::sm90_gemm_rs_configs().front();
+  detail::Sm90GemmRsProblem p;
+  p.a = args_.a[static_cast<size_t>(r)];
+  p.b = args_.b[static_cast<size_t>(r)];
+  const int64_t block = int64_t(plan_.rows_per_rank) * args_.n;  // elements of an owner block
+  if (world_->size() == 1) {  // the reduce-scatter of one rank is the identity: the GEMM writes `out`
+    p.d = args_.out[0];
+    p.d_batch_stride = block;
+  } else if (args_.config.scatter == GemmRsScatter::kEpiloguePush) {  // owner l's slot r: base(0) + l * stride
+    p.d = static_cast<char*>(args_.partial->data(0)) + uint64_t(r) * block * 2;
+    p.d_batch_stride = static_cast<int64_t>(heap_->affine_stride() / 2);
+  } else {
+    p.d = args_.partial->data(r);
+    p.d_batch_stride = block;
+  }
+  p.m = args_.m;
+  p.n = args_.n;
+  p.k = args_.k;
+  p.m_order = m_order_[static_cast<size_t>(r)].get<uint32_t>();
+  p.plan = plan_;
+  p.sig = slice_.device_view(r, std::string("sm90_gemm_rs_") + kernel.name);
+  p.device = world_->device(r);
+  p.sm_count = gemm_sm_count(*world_, r, args_);
+  p.swizzle = static_cast<int>(swizzle_);
+  kernels_[static_cast<size_t>(r)] = kernel.make(p);
+  if (trace_ != nullptr) kernels_[static_cast<size_t>(r)]->set_trace(trace_->view(r));
+}
+
+void GemmRs::set_operands(int rank, const void* a, const void* b, void* out) {
+  world_->check_local_rank(rank, "GemmRs::set_operands");
+  TL_REQUIRE(a != nullptr && reinterpret_cast<uintptr_t>(a) % 16 == 0, "GemmRs::set_operands", "a", a,
+             "a 16-byte aligned M x K bf16 input on the rank's device");
+  TL_REQUIRE(b != nullptr && reinterpret_cast<uintptr_t>(b) % 16 == 0, "GemmRs::set_operands", "b", b,
+             "a 16-byte aligned N x K bf16 weight on the rank's device");
+  TL_REQUIRE(out != nullptr && reinterpret_cast<uintptr_t>(out) % 16 == 0, "GemmRs::set_operands", "out", out,
+             "a 16-byte aligned M/P x N bf16 output on the rank's device");
+  const size_t r = static_cast<size_t>(rank);
+  // The GEMM holds A and B, and `out` too at world 1 (it writes the output itself); the reduction
+  // takes `out` at each launch.
+  const bool gemm_changed = args_.a[r] != a || args_.b[r] != b || (world_->size() == 1 && args_.out[r] != out);
+  args_.a[r] = a;
+  args_.b[r] = b;
+  args_.out[r] = out;
+  if (gemm_changed) make_kernel(rank);
 }
 
 GemmRs::~GemmRs() = default;

@@ -58,6 +58,7 @@ TuneKey ag_gemm_tune_key(const World& world, const AgGemmArguments& args);
 
 namespace detail {
 class Sm90AgGemmKernel;
+struct Sm90AgGemmConfigInfo;
 }
 
 class AgGemm {
@@ -78,6 +79,12 @@ class AgGemm {
   uint64_t run();
   // The GEMM alone, on data already gathered (no waits): the fused kernel's isolated compute time.
   void run_gemm_only();
+  // Points `rank`'s next calls at another weight (N x K) and output (M x N), as a framework that
+  // allocates a call's output itself needs (the PyTorch ops): host-only, no synchronisation; the
+  // kernels' descriptors are rebuilt when a pointer changed. Enqueue it after the previous call
+  // (the stream order keeps that call's operands). Throws InvalidArgument on a null or misaligned
+  // pointer.
+  void set_operands(int rank, const void* b, void* c);
   // Later calls record the device timeline into `trace` (nullptr: off): every GEMM tile's wait
   // for its rows and its TMA loads (producer) and epilogue (consumer), and, on the SM path, the
   // all-gather blocks' waits, copies and notifies. tilelink trace renders it.
@@ -109,6 +116,10 @@ class AgGemm {
   std::vector<DeviceBuffer> m_order_;
   std::vector<std::unique_ptr<detail::Sm90AgGemmKernel>> kernels_;
   std::vector<std::unique_ptr<detail::Sm90AgGemmKernel>> plain_kernels_;
+  const detail::Sm90AgGemmConfigInfo* kernel_info_ = nullptr;
+  const TraceBuffer* trace_ = nullptr;
+
+  void make_kernels(int rank);
 };
 
 }  // namespace tilelink

@@ -67,6 +67,12 @@ class GemmRs {
   // The GEMM alone (no notifies, no scatter, no reduction): the fused kernel's isolated compute
   // time. Leaves the signals as they were.
   void run_gemm_only();
+  // Points `rank`'s next calls at other operands: A (M x K), the weight (N x K) and the output
+  // (M/P x N), as a framework that allocates a call's output itself needs (the PyTorch ops):
+  // host-only, no synchronisation; the GEMM's descriptors are rebuilt when a pointer they hold
+  // changed. Call it between calls (the stream order keeps the previous call's operands).
+  // Throws InvalidArgument on a null or misaligned pointer.
+  void set_operands(int rank, const void* a, const void* b, void* out);
 
   // Later calls record the device timeline into `trace` (nullptr: off): every GEMM tile's
   // epilogue and notify (consumer thread 0; tile = m_tile * n_tiles + n_tile over the whole M),
@@ -88,6 +94,7 @@ class GemmRs {
   SymmetricHeap* heap_;
   GemmRsArguments args_;
   void enqueue_scatter(int rank);
+  void make_kernel(int rank);
 
   GemmRsFusedPlan plan_;
   SignalSlice slice_;
