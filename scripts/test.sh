@@ -12,7 +12,10 @@ jobs=${TILELINK_JOBS:-$(nproc)}
 gpu_jobs=${TILELINK_GPU_JOBS:-4}
 
 "$root/scripts/install_deps.sh"
-cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release
+# The PyTorch operators and their pytest suite where python3 has torch (CI installs it).
+python=${TILELINK_PYTHON:-python3}
+if "$python" -c "import torch, pytest" >/dev/null 2>&1; then have_torch=ON; else have_torch=OFF; fi
+cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DTILELINK_BUILD_PYTHON=$have_torch
 cmake --build "$build" -j "$jobs"
 status=0
 rm -f "$build/cpu-results.xml"
@@ -27,6 +30,23 @@ s = int(root.get("skipped", 0) or 0)
 print(f"CPU suite (ctest -LE gpu): {t} tests, {t - f - s} passed, {f} failed, {s} skipped")
 PY
 ) || cpu_summary="CPU suite (ctest -LE gpu): no result file"
+# pytest (python/tests) against the operators just built: the CPU part everywhere, the GPU part
+# (torchrun, 1/2/4 processes) where a GPU answers; it says what it skipped and why.
+python_summary="Python suite (pytest): not run (python3 has no torch and pytest: pip install torch==2.11.0 pytest)"
+run_pytest() {
+  [[ $have_torch == ON ]] || return 0
+  rm -f "$build/pytest-results.xml"
+  TILELINK_TORCH_LIBRARY="$build/python/_tilelink_torch.so" PYTHONPATH="$root/python${PYTHONPATH:+:$PYTHONPATH}" \
+    "$python" -m pytest -rs -p no:cacheprovider --junitxml="$build/pytest-results.xml" "$root/python/tests" || status=1
+  python_summary=$("$python" - "$build/pytest-results.xml" <<'PY'
+import sys, xml.etree.ElementTree as ET
+root = ET.parse(sys.argv[1]).getroot()
+s = root if root.tag == "testsuite" else root.find("testsuite")
+t = int(s.get("tests", 0)); f = int(s.get("failures", 0)) + int(s.get("errors", 0)); k = int(s.get("skipped", 0))
+print(f"Python suite (pytest): {t} tests, {t - f - k} passed, {f} failed, {k} skipped")
+PY
+  ) || python_summary="Python suite (pytest): no result file"
+}
 # The GPU suite runs where a CUDA GPU answers (`tilelink info` exits 2 where none does). Elsewhere
 # it is not started at all, so that the last ctest summary printed is the one of tests that ran.
 # Any other failure of `info` on a machine with a GPU is a failure, and the suite still runs.
@@ -40,7 +60,9 @@ if ((info_rc == 2)); then
   gpu_tests=$(ctest --test-dir "$build" -N -L gpu "$@" | sed -n 's/^Total Tests: //p')
   echo "No CUDA GPU here: the GPU suite (ctest -L gpu, ${gpu_tests:-0} ctest entries) was not run;" \
        "run ./scripts/test.sh on a Hopper GPU machine for it."
+  run_pytest
   echo "$cpu_summary"
+  echo "$python_summary"
   exit $status
 fi
 rm -rf "$build/gpu-results"
@@ -58,5 +80,7 @@ for path in sys.argv[1:]:
 print(f"GPU suite (GoogleTest, {len(sys.argv) - 1} result files): {t} tests, {t - f - s} passed, {f} failed, {s} skipped")
 PY
 fi
+run_pytest
 echo "$cpu_summary"
+echo "$python_summary"
 exit $status

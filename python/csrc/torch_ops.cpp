@@ -1,0 +1,270 @@
+// TileLink's PyTorch operators: torch.ops.tilelink.{ag_gemm, gemm_rs} on torch tensors, over a
+// process world (one process per rank, World::process) set up once per torch.distributed group by
+// tilelink.init(). Loaded by the Python package (torch.ops.load_library); no pybind.
+//
+// A call runs on the caller's current stream as far as PyTorch can see: the op's streams wait for
+// it (an event), and it waits for the op's compute stream at the end (an event); no host
+// synchronisation. The first call of a shape in a group builds the op, which is collective (every
+// rank of the group makes the same calls in the same order, as tensor parallelism does).
+//
+// Bad input raises ValueError naming the argument, before any launch.
+#include <ATen/ATen.h>
+#include <ATen/cuda/CUDAContext.h>
+#include <c10/cuda/CUDAGuard.h>
+#include <torch/library.h>
+
+#include <cuda_runtime_api.h>
+
+#include <cstring>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <tuple>
+
+#include "tilelink/tilelink.hpp"
+
+namespace tilelink::torch_ops {
+namespace {
+
+// One torch.distributed group's world: this process's rank, its heap and signals, and the ops built
+// so far, one per shape.
+struct Group {
+  std::unique_ptr<World> world;
+  std::unique_ptr<SymmetricHeap> heap;
+  std::unique_ptr<SignalSet> signals;
+  int rank = 0;
+  int size = 1;
+  int device = 0;
+  cudaEvent_t caller_ready = nullptr;  // recorded on the caller's stream, waited by the op's
+  cudaEvent_t op_done = nullptr;       // recorded on the op's compute stream, waited by the caller's
+  using Shape = std::tuple<int64_t, int64_t, int64_t>;
+  struct Ag {
+    SymmetricBuffer gathered;
+    std::unique_ptr<AgGemm> op;
+  };
+  struct Rs {
+    SymmetricBuffer partial;
+    std::unique_ptr<GemmRs> op;
+  };
+  std::map<Shape, Ag> ag;
+  std::map<Shape, Rs> rs;
+};
+
+std::mutex g_mutex;
+std::map<std::string, std::unique_ptr<Group>>& groups() {
+  static auto* g = new std::map<std::string, std::unique_ptr<Group>>;  // never destroyed: see nvshmem_backend
+  return *g;
+}
+
+// TileLink's exceptions as PyTorch's: bad input -> ValueError, everything else -> RuntimeError
+// (a timed-out wait keeps its text: op, rank, tile, channel).
+template <class F>
+auto translated(const char* op, F&& f) -> decltype(f()) {
+  try {
+    return f();
+  } catch (const InvalidArgument& e) {
+    TORCH_CHECK_VALUE(false, op, ": ", e.what());
+  } catch (const TimeoutError& e) {
+    TORCH_CHECK(false, op, ": TimeoutError: ", e.what());
+  } catch (const c10::Error&) {
+    throw;
+  } catch (const std::exception& e) {
+    TORCH_CHECK(false, op, ": ", e.what());
+  }
+}
+
+Group& group_of(const char* op, const std::string& name) {
+  auto it = groups().find(name);
+  TORCH_CHECK_VALUE(it != groups().end(), op, ": argument 'group_name' = '", name,
+                    "': expected a group this process initialised with tilelink.init(group)");
+  return *it->second;
+}
+
+// A 2-D, contiguous bf16 CUDA tensor (then device_matches: on the group's device).
+void check_matrix(const char* op, const char* name, const at::Tensor& t) {
+  TORCH_CHECK_VALUE(t.defined(), op, ": argument '", name, "' is undefined");
+  TORCH_CHECK_VALUE(t.is_cuda(), op, ": argument '", name, "' is on ", t.device().str(),
+                    ": expected a CUDA tensor on this rank's device");
+  TORCH_CHECK_VALUE(t.scalar_type() == at::kBFloat16, op, ": argument '", name, "' has dtype ", t.scalar_type(),
+                    ": expected torch.bfloat16");
+  TORCH_CHECK_VALUE(t.dim() == 2, op, ": argument '", name, "' has ", t.dim(), " dimensions: expected 2");
+  TORCH_CHECK_VALUE(t.is_contiguous(), op, ": argument '", name, "' is not contiguous: expected a row-major tensor");
+  TORCH_CHECK_VALUE(reinterpret_cast<uintptr_t>(t.data_ptr()) % 16 == 0, op, ": argument '", name,
+                    "' starts at a pointer not 16-byte aligned: expected 16-byte alignment (TMA)");
+}
+void check_device(const char* op, const char* name, const at::Tensor& t, const Group& g) {
+  TORCH_CHECK_VALUE(t.get_device() == g.device, op, ": argument '", name, "' is on ", t.device().str(),
+                    ": expected cuda:", g.device, " (this rank's device in the group)");
+}
+
+// The checks both operators make on (x, weight, group): 2-D contiguous bf16 CUDA tensors on the
+// group's device, the weight N x K with x's K. Returns the group.
+Group& checked_operands(const char* op, const char* x_name, const at::Tensor& x, const at::Tensor& weight,
+                        const std::string& group_name) {
+  check_matrix(op, x_name, x);
+  check_matrix(op, "weight", weight);
+  Group& g = group_of(op, group_name);
+  check_device(op, x_name, x, g);
+  check_device(op, "weight", weight, g);
+  TORCH_CHECK_VALUE(weight.size(1) == x.size(1), op, ": argument 'weight' has ", weight.size(1), " columns: expected ",
+                    x_name, "'s ", x.size(1), " (weight is N x K, nn.Linear's layout)");
+  return g;
+}
+
+// Runs `enqueue` on the op's streams, ordered after everything so far on the caller's stream and
+// before anything the caller enqueues next.
+template <class F>
+void on_callers_stream(Group& g, F&& enqueue) {
+  const cudaStream_t caller = at::cuda::getCurrentCUDAStream(g.device).stream();
+  const cudaStream_t compute = g.world->compute_stream(g.rank);
+  TL_CUDA_CHECK(cudaEventRecord(g.caller_ready, caller));
+  TL_CUDA_CHECK(cudaStreamWaitEvent(compute, g.caller_ready, 0));
+  enqueue(compute);
+  TL_CUDA_CHECK(cudaEventRecord(g.op_done, compute));
+  TL_CUDA_CHECK(cudaStreamWaitEvent(caller, g.op_done, 0));
+}
+
+at::Tensor unique_id() {
+  return translated("tilelink._unique_id", [] {
+    const UniqueId id = make_unique_id();
+    at::Tensor t = at::empty({static_cast<int64_t>(id.bytes.size())}, at::TensorOptions().dtype(at::kByte));
+    std::memcpy(t.data_ptr(), id.bytes.data(), id.bytes.size());
+    return t;
+  });
+}
+
+void init(const at::Tensor& id_tensor, int64_t rank, int64_t world_size, int64_t device, const std::string& group_name,
+          int64_t heap_bytes) {
+  translated("tilelink.init", [&] {
+    std::lock_guard<std::mutex> lock(g_mutex);
+    TORCH_CHECK_VALUE(groups().count(group_name) == 0, "tilelink.init: group '", group_name,
+                      "' is already initialised in this process");
+    UniqueId id;
+    TORCH_CHECK_VALUE(id_tensor.device().is_cpu() && id_tensor.scalar_type() == at::kByte &&
+                          id_tensor.numel() == static_cast<int64_t>(id.bytes.size()),
+                      "tilelink.init: argument 'unique_id': expected ", id.bytes.size(), " uint8 on the CPU");
+    TORCH_CHECK_VALUE(heap_bytes > 0, "tilelink.init: argument 'heap_bytes' = ", heap_bytes, ": expected > 0");
+    std::memcpy(id.bytes.data(), id_tensor.contiguous().data_ptr(), id.bytes.size());
+    auto g = std::make_unique<Group>();
+    g->rank = static_cast<int>(rank);
+    g->size = static_cast<int>(world_size);
+    g->device = static_cast<int>(device);
+    c10::cuda::CUDAGuard guard(g->device);
+    g->world = std::make_unique<World>(World::process(ProcessRank{g->rank, g->size, g->device}, id));
+    g->heap = std::make_unique<SymmetricHeap>(*g->world, static_cast<size_t>(heap_bytes));
+    g->signals = std::make_unique<SignalSet>(*g->heap, 1 << 16);
+    TL_CUDA_CHECK(cudaEventCreateWithFlags(&g->caller_ready, cudaEventDisableTiming));
+    TL_CUDA_CHECK(cudaEventCreateWithFlags(&g->op_done, cudaEventDisableTiming));
+    groups()[group_name] = std::move(g);
+  });
+}
+
+// x_shard: this rank's rows of A (M/P x K); weight: this rank's N x K slice (nn.Linear's layout).
+// Returns the M x N product of the gathered A with the weight.
+at::Tensor ag_gemm(const at::Tensor& x_shard, const at::Tensor& weight, const std::string& group_name) {
+  constexpr const char* kOp = "tilelink.ag_gemm";
+  return translated(kOp, [&] {
+    std::lock_guard<std::mutex> lock(g_mutex);
+    Group& g = checked_operands(kOp, "x_shard", x_shard, weight, group_name);
+    const int64_t m_per_rank = x_shard.size(0), k = x_shard.size(1), n = weight.size(0);
+    c10::cuda::CUDAGuard guard(g.device);
+    auto [it, fresh] = g.ag.try_emplace({m_per_rank, n, k});
+    Group::Ag& e = it->second;
+    at::Tensor out = at::empty({m_per_rank * g.size, n}, x_shard.options());
+    if (fresh) {
+      try {
+        const size_t a_bytes = size_t(m_per_rank) * g.size * k * 2;
+        AgGemmArguments args;
+        args.m_per_rank = static_cast<uint32_t>(m_per_rank);
+        args.n = static_cast<uint32_t>(n);
+        args.k = static_cast<uint32_t>(k);
+        args.b.assign(g.size, nullptr);
+        args.c.assign(g.size, nullptr);
+        args.b[g.rank] = weight.data_ptr();
+        args.c[g.rank] = out.data_ptr();
+        e.gathered = g.heap->allocate(a_bytes);
+        args.a = &e.gathered;
+        e.op = std::make_unique<AgGemm>(*g.world, *g.heap, *g.signals, args, "torch_ag_gemm");
+      } catch (...) {
+        g.ag.erase(it);
+        throw;
+      }
+    }
+    e.op->set_operands(g.rank, weight.data_ptr(), out.data_ptr());
+    on_callers_stream(g, [&](cudaStream_t compute) {
+      char* mine = static_cast<char*>(e.gathered.data(g.rank)) + size_t(g.rank) * m_per_rank * k * 2;
+      TL_CUDA_CHECK(cudaMemcpyAsync(mine, x_shard.data_ptr(), size_t(m_per_rank) * k * 2, cudaMemcpyDeviceToDevice,
+                                    compute));
+      e.op->run();
+    });
+    return out;
+  });
+}
+
+// x: this rank's M x K slice of the inner dimension; weight: N x K. Returns this rank's M/P rows of
+// the sum over ranks of x @ weight^T.
+at::Tensor gemm_rs(const at::Tensor& x, const at::Tensor& weight, const std::string& group_name) {
+  constexpr const char* kOp = "tilelink.gemm_rs";
+  return translated(kOp, [&] {
+    std::lock_guard<std::mutex> lock(g_mutex);
+    Group& g = checked_operands(kOp, "x", x, weight, group_name);
+    const int64_t m = x.size(0), k = x.size(1), n = weight.size(0);
+    TORCH_CHECK_VALUE(m % g.size == 0, kOp, ": argument 'x' has ", m, " rows: expected a multiple of the group's ",
+                      g.size, " ranks");
+    c10::cuda::CUDAGuard guard(g.device);
+    auto [it, fresh] = g.rs.try_emplace({m, n, k});
+    Group::Rs& e = it->second;
+    at::Tensor out = at::empty({m / g.size, n}, x.options());
+    if (fresh) {
+      try {
+        GemmRsArguments args;
+        args.m = static_cast<uint32_t>(m);
+        args.n = static_cast<uint32_t>(n);
+        args.k = static_cast<uint32_t>(k);
+        args.config.scatter = GemmRsScatter::kPull;  // the scatter a process world runs (no affine heap)
+        args.a.assign(g.size, nullptr);
+        args.b.assign(g.size, nullptr);
+        args.out.assign(g.size, nullptr);
+        args.a[g.rank] = x.data_ptr();
+        args.b[g.rank] = weight.data_ptr();
+        args.out[g.rank] = out.data_ptr();
+        e.partial = g.heap->allocate(size_t(m) * n * 2);
+        args.partial = &e.partial;
+        e.op = std::make_unique<GemmRs>(*g.world, *g.heap, *g.signals, args, "torch_gemm_rs");
+      } catch (...) {
+        g.rs.erase(it);
+        throw;
+      }
+    }
+    e.op->set_operands(g.rank, x.data_ptr(), weight.data_ptr(), out.data_ptr());
+    on_callers_stream(g, [&](cudaStream_t) { e.op->run(); });
+    return out;
+  });
+}
+
+}  // namespace
+
+TORCH_LIBRARY(tilelink, m) {
+  m.def("_unique_id() -> Tensor");
+  m.def("_init(Tensor unique_id, int rank, int world_size, int device, str group_name, int heap_bytes) -> ()");
+  m.def("ag_gemm(Tensor x_shard, Tensor weight, str group_name) -> Tensor");
+  m.def("gemm_rs(Tensor x, Tensor weight, str group_name) -> Tensor");
+}
+
+TORCH_LIBRARY_IMPL(tilelink, CompositeExplicitAutograd, m) {
+  m.impl("_unique_id", &unique_id);
+  m.impl("_init", &init);
+}
+
+// CPU too: a CPU tensor reaches the argument check and gets its ValueError, not a dispatch error.
+TORCH_LIBRARY_IMPL(tilelink, CUDA, m) {
+  m.impl("ag_gemm", &ag_gemm);
+  m.impl("gemm_rs", &gemm_rs);
+}
+TORCH_LIBRARY_IMPL(tilelink, CPU, m) {
+  m.impl("ag_gemm", &ag_gemm);
+  m.impl("gemm_rs", &gemm_rs);
+}
+
+}  // namespace tilelink::torch_ops

@@ -1,0 +1,89 @@
+"""The package without a GPU: import, operator schemas, fake shapes (torch.compile's view), and
+argument errors that come before any launch."""
+import pytest
+import torch
+import torch.distributed as dist
+from torch._subclasses.fake_tensor import FakeTensorMode
+from torch.testing._internal.distributed.fake_pg import FakeStore
+
+import tilelink  # noqa: F401  (loads the operators)
+
+
+def test_init_needs_torch_distributed():
+    if dist.is_initialized():
+        pytest.skip("a process group exists in this process")
+    with pytest.raises(RuntimeError, match="torch.distributed is not initialised"):
+        tilelink.init()
+
+
+@pytest.fixture(scope="module")
+def fake_group():
+    """A torch.distributed world of 4 ranks that exists only for shapes (no communication)."""
+    dist.init_process_group("fake", store=FakeStore(), rank=0, world_size=4)
+    yield dist.group.WORLD.group_name
+    dist.destroy_process_group()
+
+
+def test_schemas():
+    assert str(torch.ops.tilelink.ag_gemm.default._schema) == (
+        "tilelink::ag_gemm(Tensor x_shard, Tensor weight, str group_name) -> Tensor")
+    assert str(torch.ops.tilelink.gemm_rs.default._schema) == (
+        "tilelink::gemm_rs(Tensor x, Tensor weight, str group_name) -> Tensor")
+
+
+@pytest.mark.parametrize("m_per_rank,n,k", [(128, 256, 64), (37, 96, 200)])
+def test_ag_gemm_fake_shape(fake_group, m_per_rank, n, k):
+    with FakeTensorMode():
+        x = torch.empty(m_per_rank, k, dtype=torch.bfloat16, device="cuda")
+        w = torch.empty(n, k, dtype=torch.bfloat16, device="cuda")
+        y = torch.ops.tilelink.ag_gemm(x, w, fake_group)
+    assert tuple(y.shape) == (4 * m_per_rank, n) and y.dtype == torch.bfloat16
+
+
+@pytest.mark.parametrize("m,n,k", [(512, 256, 64), (44, 96, 200)])
+def test_gemm_rs_fake_shape(fake_group, m, n, k):
+    with FakeTensorMode():
+        x = torch.empty(m, k, dtype=torch.bfloat16, device="cuda")
+        w = torch.empty(n, k, dtype=torch.bfloat16, device="cuda")
+        y = torch.ops.tilelink.gemm_rs(x, w, fake_group)
+    assert tuple(y.shape) == (m // 4, n)
+
+
+def test_fake_errors_name_the_argument(fake_group):
+    with FakeTensorMode():
+        x = torch.empty(64, 32, dtype=torch.bfloat16, device="cuda")
+        with pytest.raises(ValueError, match="'weight' has 16 columns: expected x_shard's 32"):
+            torch.ops.tilelink.ag_gemm(x, torch.empty(8, 16, dtype=torch.bfloat16, device="cuda"), fake_group)
+        with pytest.raises(ValueError, match="'x_shard' has dtype torch.float32"):
+            torch.ops.tilelink.ag_gemm(x.float(), torch.empty(8, 32, dtype=torch.bfloat16, device="cuda"), fake_group)
+        with pytest.raises(ValueError, match="'x' has 63 rows: expected a multiple of the group's 4"):
+            torch.ops.tilelink.gemm_rs(torch.empty(63, 32, dtype=torch.bfloat16, device="cuda"),
+                                       torch.empty(8, 32, dtype=torch.bfloat16, device="cuda"), fake_group)
+        with pytest.raises(ValueError, match="'group_name'"):
+            torch.ops.tilelink.ag_gemm(x, torch.empty(8, 32, dtype=torch.bfloat16, device="cuda"), "no-such-group")
+
+
+def test_compile_fullgraph_traces_a_step(fake_group):
+    """torch.compile(fullgraph=True) of AG+GEMM -> SiLU -> GEMM+RS: one graph, no break."""
+    import torch._dynamo.testing
+
+    def step(x, w1, w2):
+        h = torch.ops.tilelink.ag_gemm(x, w1, fake_group)
+        return torch.ops.tilelink.gemm_rs(torch.nn.functional.silu(h), w2, fake_group)
+
+    counter = torch._dynamo.testing.CompileCounterWithBackend("aot_eager")
+    compiled = torch.compile(step, backend=counter, fullgraph=True)
+    x = torch.empty(32, 64, dtype=torch.bfloat16, device="meta")
+    w1 = torch.empty(128, 64, dtype=torch.bfloat16, device="meta")
+    w2 = torch.empty(64, 128, dtype=torch.bfloat16, device="meta")
+    y = compiled(x, w1, w2)
+    assert tuple(y.shape) == (32, 64) and counter.frame_count == 1
+
+
+def test_real_call_refuses_cpu_tensors_before_any_launch():
+    x = torch.zeros(64, 32, dtype=torch.bfloat16)
+    w = torch.zeros(16, 32, dtype=torch.bfloat16)
+    with pytest.raises(ValueError, match="argument 'x_shard' is on cpu: expected a CUDA tensor"):
+        torch.ops.tilelink.ag_gemm(x, w, "g")
+    with pytest.raises(ValueError, match="argument 'x' is on cpu"):
+        torch.ops.tilelink.gemm_rs(x, w, "g")

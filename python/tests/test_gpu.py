@@ -1,0 +1,59 @@
+"""The operators on the GPU, one process per rank under torchrun: world 1, and 2 and 4 processes on
+one GPU under a private MPS control daemon (its own pipe and log folders, each rank
+CUDA_MPS_ACTIVE_THREAD_PERCENTAGE = 100 / N; asked to quit at the end; the GPU's settings are not
+touched). Without MPS several processes on one GPU time-slice (about 4.5 ms per hand-off), so the
+multi-process cases need it and are skipped where nvidia-cuda-mps-control is missing."""
+import os
+import pathlib
+import shutil
+import subprocess
+import sys
+import tempfile
+
+import pytest
+import torch
+
+from conftest import requires_gpu
+
+WORKER = pathlib.Path(__file__).with_name("mp_worker.py")
+
+
+def mps_daemon(nproc):
+    """Starts a private MPS control daemon; returns (environment for the ranks, stop function)."""
+    folder = tempfile.mkdtemp(prefix="tilelink-mps-")
+    env = {"CUDA_MPS_PIPE_DIRECTORY": os.path.join(folder, "pipe"), "CUDA_MPS_LOG_DIRECTORY": os.path.join(folder, "log")}
+    for d in env.values():
+        os.makedirs(d)
+    full = {**os.environ, **env}
+    subprocess.run(["nvidia-cuda-mps-control", "-d"], env=full, check=True)
+
+    def stop():
+        subprocess.run(["nvidia-cuda-mps-control"], input=b"quit\n", env=full, timeout=30, check=False)
+        shutil.rmtree(folder, ignore_errors=True)
+
+    # Each rank a share of the SMs, and 3 hardware queues (a process world's streams; MPS clients
+    # share the server's queues, and more each fail context creation at 4 clients).
+    env.update(CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=str(100 // nproc), CUDA_DEVICE_MAX_CONNECTIONS="3")
+    return env, stop
+
+
+@requires_gpu
+@pytest.mark.parametrize("nproc", [1, 2, 4])
+def test_ops_match_torch_under_torchrun(nproc):
+    env = {**os.environ, "TILELINK_WAIT_TIMEOUT_MS": "20000"}
+    stop = None
+    if nproc > torch.cuda.device_count():
+        if shutil.which("nvidia-cuda-mps-control") is None:
+            pytest.skip("several ranks on one GPU need MPS (nvidia-cuda-mps-control not found)")
+        extra, stop = mps_daemon(nproc)
+        env.update(extra)
+    try:
+        proc = subprocess.run(
+            [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={nproc}", str(WORKER)],
+            env=env, capture_output=True, text=True, timeout=600)
+    finally:
+        if stop is not None:
+            stop()
+    print(proc.stdout[-4000:], proc.stderr[-8000:])
+    assert proc.returncode == 0, f"torchrun --nproc-per-node {nproc} exited {proc.returncode}"
+    assert proc.stdout.count("match torch over 4 calls") == nproc

@@ -1,0 +1,83 @@
+"""TileLink's overlapped operators on torch tensors, one process per GPU (torchrun).
+
+    import torch.distributed as dist, tilelink
+    dist.init_process_group("nccl")
+    group_name = tilelink.init()                      # once per group; collective
+    y = torch.ops.tilelink.ag_gemm(x_shard, w, group_name)   # all-gather + GEMM
+    z = torch.ops.tilelink.gemm_rs(h, w2, group_name)        # GEMM + reduce-scatter
+
+Operators (bf16, 2-D, contiguous, on this rank's GPU; weights in nn.Linear's N x K layout):
+  ag_gemm(x_shard [M/P, K], weight [N, K], group_name) -> [M, N]:
+      the all-gathered x times weight^T, the gather overlapped with the GEMM.
+  gemm_rs(x [M, K], weight [N, K], group_name) -> [M/P, N]:
+      this rank's rows of the sum over ranks of x @ weight^T, the reduce-scatter overlapped.
+Each runs on the current CUDA stream (no host synchronisation); the first call of a shape in a
+group builds the op and is collective, like the call itself.
+"""
+from __future__ import annotations
+
+import os
+
+import torch
+
+__all__ = ["init", "ag_gemm", "gemm_rs", "library_path"]
+
+# NVLink multicast stays off (the project's rule), also for what torch starts in this process.
+for _var, _value in (("NVSHMEM_DISABLE_NVLS", "1"), ("NCCL_NVLS_ENABLE", "0"), ("TORCH_SYMM_MEM_DISABLE_MULTICAST", "1")):
+    os.environ.setdefault(_var, _value)
+
+
+def library_path() -> str:
+    """The operators' shared library: TILELINK_TORCH_LIBRARY, else the one installed with the package."""
+    path = os.environ.get("TILELINK_TORCH_LIBRARY") or os.path.join(os.path.dirname(__file__), "_tilelink_torch.so")
+    if not os.path.exists(path):
+        raise ImportError(
+            f"tilelink: the operators' library {path} does not exist: install the package "
+            "(pip install --no-build-isolation .) or set TILELINK_TORCH_LIBRARY to a built _tilelink_torch.so"
+        )
+    return path
+
+
+torch.ops.load_library(library_path())
+
+from . import _fake  # noqa: E402,F401  (fake implementations: torch.compile, meta tensors)
+
+_initialised: dict[str, tuple[int, int]] = {}
+
+
+def init(group=None, heap_bytes: int = 1 << 30) -> str:
+    """Sets up this process's rank of `group` (default: the world group) for TileLink's operators:
+    NVSHMEM from a unique id that the group's rank 0 makes and broadcasts, a symmetric heap of
+    `heap_bytes` per rank, signals. Collective over the group; once per group. Returns the group's
+    name, the operators' `group_name` argument. The current CUDA device is this rank's GPU."""
+    import torch.distributed as dist
+
+    if not dist.is_available() or not dist.is_initialized():
+        raise RuntimeError("tilelink.init: torch.distributed is not initialised: call dist.init_process_group first")
+    if not torch.cuda.is_available():
+        raise RuntimeError("tilelink.init: no CUDA device: TileLink's operators run on Hopper GPUs")
+    if not isinstance(heap_bytes, int) or heap_bytes <= 0:
+        raise ValueError(f"tilelink.init: argument 'heap_bytes' = {heap_bytes!r}: expected a positive int")
+    group = group if group is not None else dist.group.WORLD
+    name = group.group_name
+    if name in _initialised:
+        return name
+    rank, size = dist.get_rank(group), dist.get_world_size(group)
+    device = torch.cuda.current_device()
+    uid = torch.ops.tilelink._unique_id() if rank == 0 else torch.empty(128, dtype=torch.uint8)
+    # The group's own backend carries it (NCCL: from the GPU).
+    carrier = uid.cuda() if dist.get_backend(group) == "nccl" else uid
+    dist.broadcast(carrier, src=dist.get_global_rank(group, 0), group=group)
+    torch.ops.tilelink._init(carrier.cpu(), rank, size, device, name, heap_bytes)
+    _initialised[name] = (rank, size)
+    return name
+
+
+def ag_gemm(x_shard: torch.Tensor, weight: torch.Tensor, group_name: str) -> torch.Tensor:
+    """torch.ops.tilelink.ag_gemm: all-gather x_shard over the group, times weight^T."""
+    return torch.ops.tilelink.ag_gemm(x_shard, weight, group_name)
+
+
+def gemm_rs(x: torch.Tensor, weight: torch.Tensor, group_name: str) -> torch.Tensor:
+    """torch.ops.tilelink.gemm_rs: x @ weight^T summed over the group, this rank's rows."""
+    return torch.ops.tilelink.gemm_rs(x, weight, group_name)
