@@ -54,6 +54,6 @@ def test_ops_match_torch_under_torchrun(nproc):
     finally:
         if stop is not None:
             stop()
-    print(proc.stdout[-4000:], proc.stderr[-8000:])
+    print(proc.stdout[-4000:], proc.stderr[:3000], "\n...\n", proc.stderr[-6000:])
     assert proc.returncode == 0, f"torchrun --nproc-per-node {nproc} exited {proc.returncode}"
     assert proc.stdout.count("match torch over 4 calls") == nproc
