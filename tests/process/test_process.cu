@@ -277,14 +277,15 @@ class DeviceIdleAfterEachTest : public ::testing::EmptyTestEventListener {
 }  // namespace tilelink::test::process
 
 int main(int argc, char** argv) {
-  ::testing::InitGoogleTest(&argc, argv);
-  // One JUnit file per rank: process_<size>_rank_<rank>.xml in TILELINK_PROCESS_RESULTS.
+  // One JUnit file per rank: process_<size>_rank_<rank>.xml in TILELINK_PROCESS_RESULTS. Set before
+  // InitGoogleTest, which installs the XML printer from the flag (a --gtest_output still wins).
   if (const char* dir = std::getenv("TILELINK_PROCESS_RESULTS")) {
     const char* rank = std::getenv("RANK");
     const char* size = std::getenv("WORLD_SIZE");
     GTEST_FLAG_SET(output, std::string("xml:") + dir + "/process_" + (size ? size : "1") + "_rank_" +
                                (rank ? rank : "0") + ".xml");
   }
+  ::testing::InitGoogleTest(&argc, argv);
   tilelink::configure_cuda_environment();
   if (!tilelink::test::gpu_present()) {
     std::cout << "no CUDA GPU found: process test skipped\n";
