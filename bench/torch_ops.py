@@ -1,0 +1,74 @@
+"""torch.ops.tilelink.ag_gemm / gemm_rs against torch.matmul on the paper's shapes, one process per
+GPU under torchrun (world 1: `torchrun --nproc-per-node 1 bench/torch_ops.py`). Each output is
+checked against torch first; times are CUDA-event means over --iters calls after --warmup.
+
+  AG+GEMM (M, N, K) = (8192, 28672|14336|49152, 8192|4096|12288), N split over the ranks
+  GEMM+RS (M, N, K) = (8192, 8192|4096|12288, 28672|14336|49152), K split over the ranks
+torch.matmul runs the same per-rank GEMM with its operands already in place (no communication):
+at world 1 the ratio is the operator's overhead over cuBLAS."""
+import argparse
+import os
+
+import torch
+import torch.distributed as dist
+
+import tilelink
+
+AG = [(8192, 28672, 8192), (8192, 14336, 4096), (8192, 49152, 12288)]
+RS = [(8192, 8192, 28672), (8192, 4096, 14336), (8192, 12288, 49152)]
+
+
+def timed(fn, warmup, iters):
+    for _ in range(warmup):
+        fn()
+    start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    for _ in range(iters):
+        fn()
+    stop.record()
+    stop.synchronize()
+    return start.elapsed_time(stop) * 1000.0 / iters  # us
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--warmup", type=int, default=10)
+    p.add_argument("--iters", type=int, default=50)
+    a = p.parse_args()
+    torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", 0)) % torch.cuda.device_count())
+    dist.init_process_group("nccl")
+    rank, size = dist.get_rank(), dist.get_world_size()
+    group = tilelink.init(heap_bytes=3 << 30)
+    torch.manual_seed(rank)
+    rows = []
+    for m, n, k in AG:
+        x = torch.randn(m // size, k, device="cuda").bfloat16()
+        w = torch.randn(n // size, k, device="cuda").bfloat16()
+        full = torch.empty(m, k, device="cuda", dtype=torch.bfloat16)
+        dist.all_gather_into_tensor(full, x)
+        y = torch.ops.tilelink.ag_gemm(x, w, group)
+        err = ((y.float() - full.float() @ w.float().T).abs().max() / (full.float() @ w.float().T).abs().max()).item()
+        t_op = timed(lambda: torch.ops.tilelink.ag_gemm(x, w, group), a.warmup, a.iters)
+        t_mm = timed(lambda: torch.matmul(full, w.T), a.warmup, a.iters)
+        rows.append(("ag_gemm", m, n, k, t_op, t_mm, err))
+    for m, n, k in RS:
+        x = torch.randn(m, k // size, device="cuda").bfloat16()
+        w = torch.randn(n, k // size, device="cuda").bfloat16()
+        z = torch.ops.tilelink.gemm_rs(x, w, group)
+        want = x.float() @ w.float().T
+        dist.all_reduce(want)
+        want = want[rank * (m // size):(rank + 1) * (m // size)]
+        err = ((z.float() - want).abs().max() / want.abs().max()).item()
+        t_op = timed(lambda: torch.ops.tilelink.gemm_rs(x, w, group), a.warmup, a.iters)
+        t_mm = timed(lambda: torch.matmul(x, w.T), a.warmup, a.iters)
+        rows.append(("gemm_rs", m, n, k, t_op, t_mm, err))
+    if rank == 0:
+        print(f"world {size}, {torch.cuda.get_device_name()}, torch {torch.__version__}; us per call, mean of {a.iters}")
+        print(f"{'op':8} {'M':>6} {'N':>6} {'K':>6} {'tilelink':>10} {'matmul':>10} {'matmul/op':>9} {'max rel err':>11}")
+        for op, m, n, k, t_op, t_mm, err in rows:
+            print(f"{op:8} {m:6} {n:6} {k:6} {t_op:10.1f} {t_mm:10.1f} {t_mm / t_op:9.3f} {err:11.2e}")
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()
