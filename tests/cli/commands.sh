@@ -34,6 +34,42 @@ if [[ $rc -ne 143 ]] || pgrep -f "^sleep 31$" >/dev/null; then
   echo "FAIL: SIGTERM to 'tilelink launch' -> exit $rc (expected 143, ranks stopped): $out"
   failed=1
 fi
+# The ranks get the user's environment: the tool sets CUDA_DEVICE_MAX_CONNECTIONS only for its own
+# GPU commands (it once set 32 first thing, and launch's MPS ranks inherited it and failed to make
+# their contexts). With --mps: a private daemon (here a stand-in on PATH that makes the control
+# socket and quits when asked), each rank 100/N % of the SMs and 3 queues unless the user set them,
+# and the daemon's folder gone afterwards.
+out=$(env -u CUDA_DEVICE_MAX_CONNECTIONS CUDA_VISIBLE_DEVICES= "$tl" launch --nproc 2 -- /bin/bash -c 'echo queues=${CUDA_DEVICE_MAX_CONNECTIONS:-unset}' 2>&1)
+if [[ $(grep -c '^queues=unset$' <<<"$out") != 2 ]]; then
+  echo "FAIL: launch without --mps changed the ranks' CUDA_DEVICE_MAX_CONNECTIONS: $out"
+  failed=1
+fi
+fake=$(mktemp -d)
+cat >"$fake/nvidia-cuda-mps-control" <<'MPS'
+#!/bin/bash
+if [[ ${1:-} == -f ]]; then
+  touch "$CUDA_MPS_PIPE_DIRECTORY/control"
+  while [[ -e $CUDA_MPS_PIPE_DIRECTORY/control ]]; do sleep 0.05; done
+  exit 0
+fi
+read -r cmd && [[ $cmd == quit ]] && rm -f "$CUDA_MPS_PIPE_DIRECTORY/control"
+MPS
+chmod +x "$fake/nvidia-cuda-mps-control"
+rank_env='echo "pct=$CUDA_MPS_ACTIVE_THREAD_PERCENTAGE queues=$CUDA_DEVICE_MAX_CONNECTIONS pipe=$CUDA_MPS_PIPE_DIRECTORY"'
+out=$(env -u CUDA_DEVICE_MAX_CONNECTIONS -u CUDA_MPS_ACTIVE_THREAD_PERCENTAGE PATH="$fake:$PATH" CUDA_VISIBLE_DEVICES= \
+      timeout 30 "$tl" launch --nproc 4 --mps -- /bin/bash -c "$rank_env" 2>&1)
+rc=$?
+pipe=$(sed -n 's/^pct=.* pipe=//p' <<<"$out" | head -1)
+if [[ $rc -ne 0 || $(grep -c '^pct=25 queues=3 pipe=/' <<<"$out") != 4 || -z $pipe || -e $pipe ]]; then
+  echo "FAIL: launch --mps -> exit $rc, expected 4 ranks with pct=25 queues=3 and the daemon's folder removed: $out"
+  failed=1
+fi
+out=$(CUDA_DEVICE_MAX_CONNECTIONS=5 PATH="$fake:$PATH" CUDA_VISIBLE_DEVICES= timeout 30 "$tl" launch --nproc 2 --mps -- /bin/bash -c "$rank_env" 2>&1)
+if [[ $(grep -c 'queues=5 ' <<<"$out") != 2 ]]; then
+  echo "FAIL: launch --mps overrode the user's CUDA_DEVICE_MAX_CONNECTIONS=5: $out"
+  failed=1
+fi
+rm -rf "$fake"
 no_gpu bench primitives
 no_gpu bench all_gather --world 2
 no_gpu bench reduce_scatter --world 2
