@@ -155,7 +155,7 @@ World World::virtual_ranks(int world_size, int device, WorldOptions options) {
   TL_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
   TL_REQUIRE(world_size <= sms, "World::virtual_ranks", "world_size", world_size,
              "at most one rank per SM (" + std::to_string(sms) + " SMs)");
-  require_hardware_queues("World::virtual_ranks", device, 2 * world_size + 1, world_size);
+  require_hardware_queues("World::virtual_ranks", device, hardware_queues_needed(world_size), world_size);
 
   auto w = std::make_unique<Impl>();
   w->mode = WorldMode::kVirtual;
@@ -182,7 +182,7 @@ World World::multi_gpu(const std::vector<int>& devices, WorldOptions options) {
                  "distinct devices (use virtual_ranks for several ranks on one GPU)");
     }
   }
-  for (int d : devices) require_hardware_queues("World::multi_gpu", d, 3, 1);
+  for (int d : devices) require_hardware_queues("World::multi_gpu", d, hardware_queues_needed(1), 1);
   auto w = std::make_unique<Impl>();
   w->mode = WorldMode::kMultiGpu;
   w->devices = devices;
@@ -222,7 +222,7 @@ World World::process(const ProcessRank& me, const UniqueId& id, WorldOptions opt
   const int count = device_count();
   TL_REQUIRE(me.device >= 0 && me.device < count, "World::process", "device", me.device,
              "a device in [0, " + std::to_string(count) + ")");
-  require_hardware_queues("World::process", me.device, 3, 1);
+  require_hardware_queues("World::process", me.device, hardware_queues_needed(1), 1);
   TL_CUDA_CHECK(cudaSetDevice(me.device));
   detail::nvshmem::init(me.rank, me.size, id);
 
@@ -232,13 +232,12 @@ World World::process(const ProcessRank& me, const UniqueId& id, WorldOptions opt
   // reports that share as its SM count (measured on the H200: 8 ranks at 12% each were left 1 SM
   // when the share was applied a second time), so the reported count is the budget: persistent
   // kernels sized to it stay resident next to their peers'.
-  const int budget = sms;
   auto w = std::make_unique<Impl>();
   w->mode = WorldMode::kProcess;
   w->devices.assign(me.size, -1);
   w->devices[me.rank] = me.device;
   w->num_sms.assign(me.size, sms);
-  w->sm_budget.assign(me.size, budget);
+  w->sm_budget.assign(me.size, sms);
   w->local = {me.rank};
   w->create_streams();
   w->errors = std::make_unique<ErrorChannel>(me.device, timeout_from_env(options.wait_timeout_ns));
@@ -329,7 +328,7 @@ std::string World::check_extra_streams(int per_rank, const std::string& what) co
     const int ranks = static_cast<int>(std::count(impl_->devices.begin(), impl_->devices.end(), device));
     // The context exists (the world made its streams): its queue count is the one it was made with.
     const int queues = std::getenv("CUDA_DEVICE_MAX_CONNECTIONS") == nullptr ? kDefaultHardwareQueues : hardware_queues();
-    const int streams = (2 + per_rank) * ranks + 1;
+    const int streams = hardware_queues_needed(ranks, per_rank);
     if (streams > queues) {
       return what + " adds " + std::to_string(per_rank) + " stream(s) per rank: " + std::to_string(ranks) +
              " ranks on device " + std::to_string(device) + " then need " + std::to_string(streams) +

@@ -112,12 +112,12 @@ class PrivateMps {
     if (std::getenv("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE") == nullptr) {
       env_["CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"] = std::to_string(100 / nproc);
     }
-    // A process world needs three hardware queues per process (its rank's two streams and the
-    // watch stream), and MPS clients share the server's: with CUDA's default of 8 (or the 32 that
+    // A process world needs hardware_queues_needed(1) = 3 hardware queues per process (its rank's
+    // two streams and the watch stream), and MPS clients share the server's: with CUDA's default of 8 (or the 32 that
     // configure_cuda_environment() asks for) per client, 4 or more clients fail context creation
     // with "out of memory" (measured on the H200, docs/PERF.md, 2026-12-04); with 3, 4 and 8
     // clients are created every time. The user's own setting wins.
-    if (std::getenv("CUDA_DEVICE_MAX_CONNECTIONS") == nullptr) env_["CUDA_DEVICE_MAX_CONNECTIONS"] = "3";
+    if (std::getenv("CUDA_DEVICE_MAX_CONNECTIONS") == nullptr) env_["CUDA_DEVICE_MAX_CONNECTIONS"] = std::to_string(hardware_queues_needed(1));
     const char* pct = std::getenv("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE");
     std::cerr << "tilelink launch: private MPS control daemon (pid " << daemon_ << ") in " << dir_.string()
               << ", active thread percentage " << (pct != nullptr ? pct : env_["CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"])

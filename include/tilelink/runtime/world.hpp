@@ -61,6 +61,13 @@ constexpr int kMaxWorldSize = 64;
 // it first thing in main() (World's factories call it too, and refuse worlds that do not fit).
 void configure_cuda_environment();
 
+// Hardware queues a device needs for `ranks_on_device` ranks of one World, each with its two
+// streams and `extra_streams_per_rank` more (an op's SideStreams), plus the world's watch stream.
+// `tilelink launch --mps` gives each process hardware_queues_needed(1).
+constexpr int hardware_queues_needed(int ranks_on_device, int extra_streams_per_rank = 0) {
+  return (2 + extra_streams_per_rank) * ranks_on_device + 1;
+}
+
 // Loads `kernel`'s module on the current device now. CUDA loads modules lazily by default, and a
 // kernel's first launch may then wait for the device to go idle: if a peer rank's kernel is
 // spinning on this one at that moment, the launch stalls until that wait times out. Preload every
