@@ -5,11 +5,14 @@
 # (bench/predicted_vs_measured.py), mlp llama3-70b, moe_ag and moe mixtral-8x7b), whose
 # non-overlapped baselines use NCCL;
 # and beside them PyTorch's side on the same shapes (bench/torch_baselines.py: NCCL all-gather /
-# reduce-scatter bus bandwidth, cuBLAS, async-TP's fused ops). Key lines go to stdout and
+# reduce-scatter bus bandwidth, cuBLAS, async-TP's fused ops); the process-world suite with one
+# process per GPU (tilelink launch); and TileLink's PyTorch operators under torchrun, one process
+# per GPU (python/tests/mp_worker.py against torch, bench/torch_ops.py, and the LLaMA MLP example
+# against NCCL + matmul and async-TP). Key lines go to stdout and
 # $OUT/summary.txt; every log, JSON and chart into $OUT/multi_gpu_results.tar.gz (the device
 # tool brings back at most 8 files).
 #
-# Usage: scripts/multi_gpu_run.sh [all | tests,bench,torch (any of them, joined by commas)]
+# Usage: scripts/multi_gpu_run.sh [all | tests,bench,torch,python (any of them, joined by commas)]
 #   GPUS=N        ranks = the first N GPUs (default: every GPU visible)
 #   BUDGET_S=S    seconds for the whole run (default 570: the device tool stops a command at 600);
 #                 each step's timeout is cut to what is left, and a step with no time left is
@@ -43,7 +46,7 @@ if ((world < 2 || world > gpus)); then
   exit 2
 fi
 for step in ${mode//,/ }; do
-  [[ $step =~ ^(all|tests|bench|torch)$ ]] || { echo "multi_gpu_run: unknown step '$step' (all, tests, bench, torch)" >&2; exit 64; }
+  [[ $step =~ ^(all|tests|bench|torch|python)$ ]] || { echo "multi_gpu_run: unknown step '$step' (all, tests, bench, torch, python)" >&2; exit 64; }
 done
 wants() { [[ $mode == all || ,$mode, == *,$1,* ]]; }
 
@@ -104,12 +107,16 @@ finish() {
 say "== multi_gpu_run $mode: $world ranks on $world of $gpus GPUs, commit $(git -C "$root" rev-parse --short HEAD 2>/dev/null), $(date -u +%FT%TZ) =="
 show "$logs/env.txt" "^(GPU|[0-9]+, |torch)" 30
 
-if wants tests || wants bench; then
+if wants tests || wants bench || wants python; then
+  # The PyTorch operators too, where python3 has torch.
+  python3 -c "import torch" >/dev/null 2>&1 && py=ON || py=OFF
+  targets="tilelink_cli tilelink_gpu_tests tilelink_process_tests"
+  [[ $py == ON ]] && targets+=" tilelink_torch"
   # shellcheck disable=SC2016  # the inner script expands its own arguments
   run_step build 420 "$logs/build.log" bash -c \
-    '"$0/scripts/install_deps.sh" && cmake -S "$0" -B "$1" -G Ninja -DCMAKE_BUILD_TYPE=Release &&
-     cmake --build "$1" -j "$2" --target tilelink_cli tilelink_gpu_tests' \
-    "$root" "$build" "${TILELINK_JOBS:-$(nproc)}"
+    '"$0/scripts/install_deps.sh" && cmake -S "$0" -B "$1" -G Ninja -DCMAKE_BUILD_TYPE=Release -DTILELINK_BUILD_PYTHON=$3 &&
+     cmake --build "$1" -j "$2" --target $4' \
+    "$root" "$build" "${TILELINK_JOBS:-$(nproc)}" "$py" "$targets"
   show "$logs/build.log" "NCCL [0-9.]+:|NCCL not found" 2
   if [[ ${verdicts[-1]} != "build: ok"* ]]; then
     tail -40 "$logs/build.log"
@@ -123,6 +130,10 @@ if wants tests; then
   run_step gpu_tests 180 "$logs/gpu_tests.log" "$build/tests/tilelink_gpu_tests" --gtest_brief=1 \
     ${GTEST_FILTER:+--gtest_filter="$GTEST_FILTER"}
   show "$logs/gpu_tests.log" "^\[  (FAILED|PASSED|SKIPPED) |tests? from .* ran|TILELINK_RANKS|device (still busy|error)" 40
+  # The process-world suite, one process per GPU.
+  run_step process_tests 120 "$logs/process_tests.log" "$tl" launch --nproc "$world" --grace 20 -- \
+    "$build/tests/tilelink_process_tests" --gtest_brief=1
+  show "$logs/process_tests.log" "^\[  (FAILED|PASSED|SKIPPED) |tilelink launch:" 40
 fi
 
 bench_lines="^(==|cuBLAS GEMM|all-gather alone|reduce-scatter alone|ideal|non-overlapped|decomposed|tilelink fused|note: (config|communication)|tilelink:|wrote)"
@@ -143,6 +154,16 @@ if wants torch; then
     --nproc-per-node "$world" "$root/bench/torch_baselines.py" --json "$logs/torch_baselines.json"
   sed -n '/^PyTorch baselines/,$p' "$logs/torch_baselines.log" | cut -c1-200 | tee -a "$summary"
   show "$logs/torch_baselines.log" "torch_baselines:|Error|error" 10
+fi
+if wants python; then
+  export TILELINK_TORCH_LIBRARY=$build/python/_tilelink_torch.so PYTHONPATH=$root/python${PYTHONPATH:+:$PYTHONPATH}
+  torchrun=(python3 -m torch.distributed.run --standalone --nproc-per-node "$world")
+  run_step torch_ops_check 120 "$logs/torch_ops_check.log" "${torchrun[@]}" "$root/python/tests/mp_worker.py"
+  show "$logs/torch_ops_check.log" "match torch|Error" 20
+  run_step torch_ops_bench 150 "$logs/torch_ops_bench.log" "${torchrun[@]}" "$root/bench/torch_ops.py"
+  show "$logs/torch_ops_bench.log" "^(world|op |ag_gemm|gemm_rs)|Error" 20
+  run_step example_mlp 120 "$logs/example_mlp.log" "${torchrun[@]}" "$root/examples/llama_mlp_tp.py" --model llama3-70b
+  show "$logs/example_mlp.log" "MLP|  (tilelink|nccl|async-tp)|Error" 20
 fi
 if wants bench; then
   run_step bench_mlp 90 "$logs/bench_mlp.log" "$tl" bench mlp --world "$world" --model llama3-70b \
