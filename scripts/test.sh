@@ -15,7 +15,8 @@ gpu_jobs=${TILELINK_GPU_JOBS:-4}
 # The PyTorch operators and their pytest suite where python3 has torch (CI installs it).
 python=${TILELINK_PYTHON:-python3}
 if "$python" -c "import torch, pytest" >/dev/null 2>&1; then have_torch=ON; else have_torch=OFF; fi
-cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DTILELINK_BUILD_PYTHON=$have_torch
+cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DTILELINK_BUILD_PYTHON=$have_torch \
+  -DPython3_EXECUTABLE="$(command -v "$python")"
 cmake --build "$build" -j "$jobs"
 status=0
 rm -f "$build/cpu-results.xml"

@@ -36,6 +36,9 @@ struct Group {
   int rank = 0;
   int size = 1;
   int device = 0;
+  // Why the group can no longer be used, or "": an op's collective construction failed after its
+  // first collective step, so the ranks' heaps and signal slices may no longer match.
+  std::string broken;
   cudaEvent_t caller_ready = nullptr;  // recorded on the caller's stream, waited by the op's
   cudaEvent_t op_done = nullptr;       // recorded on the op's compute stream, waited by the caller's
   using Shape = std::tuple<int64_t, int64_t, int64_t>;
@@ -78,6 +81,7 @@ Group& group_of(const char* op, const std::string& name) {
   auto it = groups().find(name);
   TORCH_CHECK_VALUE(it != groups().end(), op, ": argument 'group_name' = '", name,
                     "': expected a group this process initialised with tilelink.init(group)");
+  TORCH_CHECK(it->second->broken.empty(), op, ": group '", name, "' is unusable: ", it->second->broken);
   return *it->second;
 }
 
@@ -109,18 +113,63 @@ Group& checked_operands(const char* op, const char* x_name, const at::Tensor& x,
   check_device(op, "weight", weight, g);
   TORCH_CHECK_VALUE(weight.size(1) == x.size(1), op, ": argument 'weight' has ", weight.size(1), " columns: expected ",
                     x_name, "'s ", x.size(1), " (weight is N x K, nn.Linear's layout)");
+  TORCH_CHECK_VALUE(x.size(0) > 0 && x.size(1) > 0 && weight.size(0) > 0, op, ": arguments '", x_name,
+                    "' and 'weight' have shapes ", x.sizes(), " and ", weight.sizes(), ": expected no empty dimension");
+  TORCH_CHECK_VALUE(x.size(1) % 8 == 0, op, ": argument '", x_name, "' has ", x.size(1),
+                    " columns (K): expected a multiple of 8 (TMA needs 16-byte rows)");
+  TORCH_CHECK_VALUE(weight.size(0) % 8 == 0, op, ": argument 'weight' has ", weight.size(0),
+                    " rows (N): expected a multiple of 8 (TMA needs 16-byte rows of the output)");
+  constexpr int64_t kMax = int64_t(1) << 31;
+  TORCH_CHECK_VALUE(x.size(0) * g.size < kMax && x.size(1) < kMax && weight.size(0) < kMax, op, ": arguments '",
+                    x_name, "' and 'weight' have shapes ", x.sizes(), " and ", weight.sizes(),
+                    ": expected every extent of the whole problem below 2^31");
   return g;
 }
 
 // Runs `enqueue` on the op's streams, ordered after everything so far on the caller's stream and
 // before anything the caller enqueues next.
 template <class F>
+void on_callers_stream(Group& g, F&& enqueue);
+
+// CUDA-graph capture is refused for now: a call's epoch comes from the host, so a replayed graph
+// would reuse the captured epoch and its waits would pass on stale signals.
+void refuse_capture(const char* op, const Group& g) {
+  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+  TL_CUDA_CHECK(cudaStreamIsCapturing(at::cuda::getCurrentCUDAStream(g.device).stream(), &status));
+  TORCH_CHECK(status == cudaStreamCaptureStatusNone, op,
+              ": the current stream is capturing a CUDA graph: TileLink's operators cannot be captured yet "
+              "(a replay would reuse the captured call's signal epoch)");
+}
+
+// A failure while building an op (collective). A refusal (InvalidArgument: the op's own checks or
+// a full heap) comes before any collective step and alike on every rank, so the group stays usable
+// and the error says how to make the heap larger; any other failure may have left the ranks' heaps
+// and signal slices different, so the group is marked unusable.
+[[noreturn]] void build_failed(Group& g, const char* op, const std::string& shape, size_t cached,
+                               const std::exception& e) {
+  const std::string why = std::string(op) + ": building the op for shape " + shape + " failed: " + e.what();
+  if (dynamic_cast<const InvalidArgument*>(&e) != nullptr) {
+    TORCH_CHECK_VALUE(false, why, " (", cached, " shapes already built in this group keep their own symmetric "
+                      "buffers; a full heap needs a larger tilelink.init(heap_bytes=...))");
+  }
+  g.broken = why;
+  TORCH_CHECK(false, why, ". The group is unusable now: its ranks' collective state may differ.");
+}
+
+template <class F>
 void on_callers_stream(Group& g, F&& enqueue) {
   const cudaStream_t caller = at::cuda::getCurrentCUDAStream(g.device).stream();
   const cudaStream_t compute = g.world->compute_stream(g.rank);
   TL_CUDA_CHECK(cudaEventRecord(g.caller_ready, caller));
   TL_CUDA_CHECK(cudaStreamWaitEvent(compute, g.caller_ready, 0));
-  enqueue(compute);
+  try {
+    enqueue(compute);
+  } catch (...) {
+    // Whatever was enqueued still finishes before the caller's stream goes on (and before torch
+    // reuses the call's tensors); the error is the enqueue's.
+    if (cudaEventRecord(g.op_done, compute) == cudaSuccess) (void)cudaStreamWaitEvent(caller, g.op_done, 0);
+    throw;
+  }
   TL_CUDA_CHECK(cudaEventRecord(g.op_done, compute));
   TL_CUDA_CHECK(cudaStreamWaitEvent(caller, g.op_done, 0));
 }
@@ -169,9 +218,10 @@ at::Tensor ag_gemm(const at::Tensor& x_shard, const at::Tensor& weight, const st
     Group& g = checked_operands(kOp, "x_shard", x_shard, weight, group_name);
     const int64_t m_per_rank = x_shard.size(0), k = x_shard.size(1), n = weight.size(0);
     c10::cuda::CUDAGuard guard(g.device);
+    refuse_capture(kOp, g);
+    at::Tensor out = at::empty({m_per_rank * g.size, n}, x_shard.options());
     auto [it, fresh] = g.ag.try_emplace({m_per_rank, n, k});
     Group::Ag& e = it->second;
-    at::Tensor out = at::empty({m_per_rank * g.size, n}, x_shard.options());
     if (fresh) {
       try {
         const size_t a_bytes = size_t(m_per_rank) * g.size * k * 2;
@@ -186,9 +236,10 @@ at::Tensor ag_gemm(const at::Tensor& x_shard, const at::Tensor& weight, const st
         e.gathered = g.heap->allocate(a_bytes);
         args.a = &e.gathered;
         e.op = std::make_unique<AgGemm>(*g.world, *g.heap, *g.signals, args, "torch_ag_gemm");
-      } catch (...) {
+      } catch (const std::exception& ex) {
         g.ag.erase(it);
-        throw;
+        build_failed(g, kOp, "(m_per_rank, n, k) = (" + std::to_string(m_per_rank) + ", " + std::to_string(n) + ", " +
+                             std::to_string(k) + ")", g.ag.size() + g.rs.size(), ex);
       }
     }
     e.op->set_operands(g.rank, weight.data_ptr(), out.data_ptr());
@@ -210,12 +261,13 @@ at::Tensor gemm_rs(const at::Tensor& x, const at::Tensor& weight, const std::str
     std::lock_guard<std::mutex> lock(g_mutex);
     Group& g = checked_operands(kOp, "x", x, weight, group_name);
     const int64_t m = x.size(0), k = x.size(1), n = weight.size(0);
-    TORCH_CHECK_VALUE(m % g.size == 0, kOp, ": argument 'x' has ", m, " rows: expected a multiple of the group's ",
-                      g.size, " ranks");
+    TORCH_CHECK_VALUE(m % (128 * g.size) == 0, kOp, ": argument 'x' has ", m, " rows: expected a multiple of 128 x the group's ",
+                      g.size, " ranks (each rank's output block is whole 128-row GEMM tiles)");
     c10::cuda::CUDAGuard guard(g.device);
+    refuse_capture(kOp, g);
+    at::Tensor out = at::empty({m / g.size, n}, x.options());
     auto [it, fresh] = g.rs.try_emplace({m, n, k});
     Group::Rs& e = it->second;
-    at::Tensor out = at::empty({m / g.size, n}, x.options());
     if (fresh) {
       try {
         GemmRsArguments args;
@@ -232,9 +284,10 @@ at::Tensor gemm_rs(const at::Tensor& x, const at::Tensor& weight, const std::str
         e.partial = g.heap->allocate(size_t(m) * n * 2);
         args.partial = &e.partial;
         e.op = std::make_unique<GemmRs>(*g.world, *g.heap, *g.signals, args, "torch_gemm_rs");
-      } catch (...) {
+      } catch (const std::exception& ex) {
         g.rs.erase(it);
-        throw;
+        build_failed(g, kOp, "(m, n, k) = (" + std::to_string(m) + ", " + std::to_string(n) + ", " + std::to_string(k) + ")",
+                     g.ag.size() + g.rs.size(), ex);
       }
     }
     e.op->set_operands(g.rank, x.data_ptr(), weight.data_ptr(), out.data_ptr());

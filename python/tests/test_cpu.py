@@ -40,7 +40,7 @@ def test_ag_gemm_fake_shape(fake_group, m_per_rank, n, k):
     assert tuple(y.shape) == (4 * m_per_rank, n) and y.dtype == torch.bfloat16
 
 
-@pytest.mark.parametrize("m,n,k", [(512, 256, 64), (44, 96, 200)])
+@pytest.mark.parametrize("m,n,k", [(512, 256, 64), (1024, 96, 200)])
 def test_gemm_rs_fake_shape(fake_group, m, n, k):
     with FakeTensorMode():
         x = torch.empty(m, k, dtype=torch.bfloat16, device="cuda")
@@ -56,9 +56,14 @@ def test_fake_errors_name_the_argument(fake_group):
             torch.ops.tilelink.ag_gemm(x, torch.empty(8, 16, dtype=torch.bfloat16, device="cuda"), fake_group)
         with pytest.raises(ValueError, match="'x_shard' has dtype torch.float32"):
             torch.ops.tilelink.ag_gemm(x.float(), torch.empty(8, 32, dtype=torch.bfloat16, device="cuda"), fake_group)
-        with pytest.raises(ValueError, match="'x' has 63 rows: expected a multiple of the group's 4"):
-            torch.ops.tilelink.gemm_rs(torch.empty(63, 32, dtype=torch.bfloat16, device="cuda"),
+        with pytest.raises(ValueError, match="'x' has 640 rows: expected a multiple of 128 x the group's 4"):
+            torch.ops.tilelink.gemm_rs(torch.empty(640, 32, dtype=torch.bfloat16, device="cuda"),
                                        torch.empty(8, 32, dtype=torch.bfloat16, device="cuda"), fake_group)
+        with pytest.raises(ValueError, match="'x_shard' has 36 columns \\(K\\): expected a multiple of 8"):
+            torch.ops.tilelink.ag_gemm(torch.empty(64, 36, dtype=torch.bfloat16, device="cuda"),
+                                       torch.empty(8, 36, dtype=torch.bfloat16, device="cuda"), fake_group)
+        with pytest.raises(ValueError, match="'weight' has 12 rows \\(N\\): expected a multiple of 8"):
+            torch.ops.tilelink.ag_gemm(x, torch.empty(12, 32, dtype=torch.bfloat16, device="cuda"), fake_group)
         with pytest.raises(ValueError, match="'group_name'"):
             torch.ops.tilelink.ag_gemm(x, torch.empty(8, 32, dtype=torch.bfloat16, device="cuda"), "no-such-group")
 
@@ -73,11 +78,11 @@ def test_compile_fullgraph_traces_a_step(fake_group):
 
     counter = torch._dynamo.testing.CompileCounterWithBackend("aot_eager")
     compiled = torch.compile(step, backend=counter, fullgraph=True)
-    x = torch.empty(32, 64, dtype=torch.bfloat16, device="meta")
+    x = torch.empty(128, 64, dtype=torch.bfloat16, device="meta")
     w1 = torch.empty(128, 64, dtype=torch.bfloat16, device="meta")
     w2 = torch.empty(64, 128, dtype=torch.bfloat16, device="meta")
     y = compiled(x, w1, w2)
-    assert tuple(y.shape) == (32, 64) and counter.frame_count == 1
+    assert tuple(y.shape) == (128, 64) and counter.frame_count == 1
 
 
 def test_real_call_refuses_cpu_tensors_before_any_launch():

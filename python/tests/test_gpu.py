@@ -6,6 +6,7 @@ multi-process cases need it and are skipped where nvidia-cuda-mps-control is mis
 import os
 import pathlib
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -47,13 +48,20 @@ def test_ops_match_torch_under_torchrun(nproc):
             pytest.skip("several ranks on one GPU need MPS (nvidia-cuda-mps-control not found)")
         extra, stop = mps_daemon(nproc)
         env.update(extra)
+    # torchrun and its workers in a session of their own, so that a timeout stops all of them
+    # (not only torchrun) before the MPS daemon is asked to quit.
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={nproc}", str(WORKER)],
+        env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
     try:
-        proc = subprocess.run(
-            [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={nproc}", str(WORKER)],
-            env=env, capture_output=True, text=True, timeout=600)
+        stdout, stderr = proc.communicate(timeout=600)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        stdout, stderr = proc.communicate()
     finally:
         if stop is not None:
             stop()
+    proc = subprocess.CompletedProcess(proc.args, proc.returncode, stdout, stderr)
     print(proc.stdout[-4000:], proc.stderr[:3000], "\n...\n", proc.stderr[-6000:])
     assert proc.returncode == 0, f"torchrun --nproc-per-node {nproc} exited {proc.returncode}"
     assert proc.stdout.count("match torch over 4 calls") == nproc

@@ -42,7 +42,7 @@ torch.ops.load_library(library_path())
 
 from . import _fake  # noqa: E402,F401  (fake implementations: torch.compile, meta tensors)
 
-_initialised: dict[str, tuple[int, int]] = {}
+_initialised: dict[str, tuple[int, ...]] = {}  # group name -> its members' global ranks
 
 
 def init(group=None, heap_bytes: int = 1 << 30) -> str:
@@ -62,6 +62,15 @@ def init(group=None, heap_bytes: int = 1 << 30) -> str:
     name = group.group_name
     if name in _initialised:
         return name
+    members = tuple(dist.get_process_group_ranks(group))
+    # NVSHMEM is initialised once per process, for one set of processes: a second group over the
+    # same processes shares it, a group over others cannot.
+    for other, other_members in _initialised.items():
+        if other_members != members:
+            raise ValueError(
+                f"tilelink.init: argument 'group' = {name!r} (ranks {list(members)}): this process already "
+                f"initialised group {other!r} (ranks {list(other_members)}); TileLink serves one set of "
+                "processes per process for now")
     rank, size = dist.get_rank(group), dist.get_world_size(group)
     device = torch.cuda.current_device()
     uid = torch.ops.tilelink._unique_id() if rank == 0 else torch.empty(128, dtype=torch.uint8)
@@ -69,7 +78,7 @@ def init(group=None, heap_bytes: int = 1 << 30) -> str:
     carrier = uid.cuda() if dist.get_backend(group) == "nccl" else uid
     dist.broadcast(carrier, src=dist.get_global_rank(group, 0), group=group)
     torch.ops.tilelink._init(carrier.cpu(), rank, size, device, name, heap_bytes)
-    _initialised[name] = (rank, size)
+    _initialised[name] = members
     return name
 
 

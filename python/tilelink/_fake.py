@@ -31,6 +31,15 @@ def _check_operands(op: str, x_name: str, x: torch.Tensor, weight: torch.Tensor,
             f"{op}: argument 'weight' has {weight.shape[1]} columns: expected {x_name}'s {x.shape[1]} "
             "(weight is N x K, nn.Linear's layout)"
         )
+    if min(x.shape[0], x.shape[1], weight.shape[0]) <= 0:
+        raise ValueError(f"{op}: arguments '{x_name}' and 'weight' have shapes {tuple(x.shape)} and "
+                         f"{tuple(weight.shape)}: expected no empty dimension")
+    if x.shape[1] % 8 != 0:
+        raise ValueError(f"{op}: argument '{x_name}' has {x.shape[1]} columns (K): expected a multiple of 8 "
+                         "(TMA needs 16-byte rows)")
+    if weight.shape[0] % 8 != 0:
+        raise ValueError(f"{op}: argument 'weight' has {weight.shape[0]} rows (N): expected a multiple of 8 "
+                         "(TMA needs 16-byte rows of the output)")
     return _group_size(op, group_name)
 
 
@@ -43,6 +52,7 @@ def _ag_gemm_fake(x_shard: torch.Tensor, weight: torch.Tensor, group_name: str) 
 @torch.library.register_fake("tilelink::gemm_rs")
 def _gemm_rs_fake(x: torch.Tensor, weight: torch.Tensor, group_name: str) -> torch.Tensor:
     size = _check_operands("tilelink.gemm_rs", "x", x, weight, group_name)
-    if x.shape[0] % size != 0:
-        raise ValueError(f"tilelink.gemm_rs: argument 'x' has {x.shape[0]} rows: expected a multiple of the group's {size} ranks")
+    if x.shape[0] % (128 * size) != 0:
+        raise ValueError(f"tilelink.gemm_rs: argument 'x' has {x.shape[0]} rows: expected a multiple of 128 x the "
+                         f"group's {size} ranks (each rank's output block is whole 128-row GEMM tiles)")
     return x.new_empty((x.shape[0] // size, weight.shape[0]))

@@ -174,9 +174,17 @@ void AgGemm::set_operands(int rank, const void* b, void* c) {
              "a 16-byte aligned M x N bf16 output on the rank's device");
   const size_t r = static_cast<size_t>(rank);
   if (args_.b[r] == b && args_.c[r] == c) return;
+  const void* old_b = args_.b[r];
+  void* old_c = args_.c[r];
   args_.b[r] = b;
   args_.c[r] = c;
-  make_kernels(rank);
+  try {
+    make_kernels(rank);  // both kernels or neither
+  } catch (...) {
+    args_.b[r] = old_b;  // the arguments keep naming what the kernels hold
+    args_.c[r] = old_c;
+    throw;
+  }
 }
 
 AgGemm::~AgGemm() = default;

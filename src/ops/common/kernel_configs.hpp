@@ -33,16 +33,19 @@ std::string unknown_config(const std::vector<Info>& configs, const std::string& 
 
 // An op's two kernels of `rank`'s problem: the fused one, whose producer waits on the
 // communication (p.wait = true), and its plain twin (the same GEMM without waits, for the
-// baselines). Stored at index `rank`; the entries of ranks other processes drive stay empty.
+// baselines). Stored at index `rank`; the entries of ranks other processes drive stay empty. Both
+// or neither: if making either throws, the stored pair is unchanged.
 template <class Info, class Problem, class Kernels>
 void make_fused_and_plain(const Info& kernel, Problem p, Kernels& fused, Kernels& plain, int rank) {
   const size_t r = static_cast<size_t>(rank);
+  p.wait = true;
+  auto made_fused = kernel.make(p);
+  p.wait = false;
+  auto made_plain = kernel.make(p);
   if (fused.size() <= r) fused.resize(r + 1);
   if (plain.size() <= r) plain.resize(r + 1);
-  p.wait = true;
-  fused[r] = kernel.make(p);
-  p.wait = false;
-  plain[r] = kernel.make(p);
+  fused[r] = std::move(made_fused);
+  plain[r] = std::move(made_plain);
 }
 
 }  // namespace tilelink::detail

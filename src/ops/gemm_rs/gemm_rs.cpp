@@ -269,10 +269,20 @@ void GemmRs::set_operands(int rank, const void* a, const void* b, void* out) {
   // The GEMM holds A and B, and `out` too at world 1 (it writes the output itself); the reduction
   // takes `out` at each launch.
   const bool gemm_changed = args_.a[r] != a || args_.b[r] != b || (world_->size() == 1 && args_.out[r] != out);
+  if (!gemm_changed) {
+    args_.out[r] = out;
+    return;
+  }
+  const GemmRsArguments before = args_;
   args_.a[r] = a;
   args_.b[r] = b;
   args_.out[r] = out;
-  if (gemm_changed) make_kernel(rank);
+  try {
+    make_kernel(rank);  // replaces the kernel only once the new one is made
+  } catch (...) {
+    args_ = before;  // the arguments keep naming what the kernel holds
+    throw;
+  }
 }
 
 GemmRs::~GemmRs() = default;
