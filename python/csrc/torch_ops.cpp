@@ -128,9 +128,6 @@ Group& checked_operands(const char* op, const char* x_name, const at::Tensor& x,
 
 // Runs `enqueue` on the op's streams, ordered after everything so far on the caller's stream and
 // before anything the caller enqueues next.
-template <class F>
-void on_callers_stream(Group& g, F&& enqueue);
-
 // CUDA-graph capture is refused for now: a call's epoch comes from the host, so a replayed graph
 // would reuse the captured epoch and its waits would pass on stale signals.
 void refuse_capture(const char* op, const Group& g) {
