@@ -7,6 +7,11 @@
 // synchronisation. The first call of a shape in a group builds the op, which is collective (every
 // rank of the group makes the same calls in the same order, as tensor parallelism does).
 //
+// Later calls may be captured in a CUDA graph (torch.cuda.graph) and replayed: the ops' signal
+// slices then turn replayable (epoch 1 and a device reset barrier every call; see
+// SignalSlice::begin_call), so a replay never passes on an earlier call's signals. The graph
+// holds the tensors' addresses, as every captured op does.
+//
 // Bad input raises ValueError naming the argument, before any launch.
 #include <ATen/ATen.h>
 #include <ATen/cuda/CUDAContext.h>
@@ -126,16 +131,15 @@ Group& checked_operands(const char* op, const char* x_name, const at::Tensor& x,
   return g;
 }
 
-// Runs `enqueue` on the op's streams, ordered after everything so far on the caller's stream and
-// before anything the caller enqueues next.
-// CUDA-graph capture is refused for now: a call's epoch comes from the host, so a replayed graph
-// would reuse the captured epoch and its waits would pass on stale signals.
-void refuse_capture(const char* op, const Group& g) {
+// The first call of a shape builds its op: symmetric allocations and collective steps, which a
+// CUDA-graph capture cannot hold. Later calls capture and replay (the op's signal slices become
+// replayable: SignalSlice::begin_call).
+void refuse_build_under_capture(const char* op, const Group& g, const std::string& shape) {
   cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
   TL_CUDA_CHECK(cudaStreamIsCapturing(at::cuda::getCurrentCUDAStream(g.device).stream(), &status));
-  TORCH_CHECK(status == cudaStreamCaptureStatusNone, op,
-              ": the current stream is capturing a CUDA graph: TileLink's operators cannot be captured yet "
-              "(a replay would reuse the captured call's signal epoch)");
+  TORCH_CHECK(status == cudaStreamCaptureStatusNone, op, ": the first call for shape ", shape,
+              " is under CUDA-graph capture: it builds the op (symmetric allocations, collective steps), "
+              "which a graph cannot hold; call it once before capturing (a warm-up step)");
 }
 
 // A failure while building an op (collective). A refusal (InvalidArgument: the op's own checks or
@@ -153,6 +157,8 @@ void refuse_capture(const char* op, const Group& g) {
   TORCH_CHECK(false, why, ". The group is unusable now: its ranks' collective state may differ.");
 }
 
+// Runs `enqueue` on the op's streams, ordered after everything so far on the caller's stream and
+// before anything the caller enqueues next (under capture, the op's streams join the caller's).
 template <class F>
 void on_callers_stream(Group& g, F&& enqueue) {
   const cudaStream_t caller = at::cuda::getCurrentCUDAStream(g.device).stream();
@@ -215,7 +221,9 @@ at::Tensor ag_gemm(const at::Tensor& x_shard, const at::Tensor& weight, const st
     Group& g = checked_operands(kOp, "x_shard", x_shard, weight, group_name);
     const int64_t m_per_rank = x_shard.size(0), k = x_shard.size(1), n = weight.size(0);
     c10::cuda::CUDAGuard guard(g.device);
-    refuse_capture(kOp, g);
+    const std::string shape = "(m_per_rank, n, k) = (" + std::to_string(m_per_rank) + ", " + std::to_string(n) + ", " +
+                              std::to_string(k) + ")";
+    if (g.ag.count(Group::Shape{m_per_rank, n, k}) == 0) refuse_build_under_capture(kOp, g, shape);
     at::Tensor out = at::empty({m_per_rank * g.size, n}, x_shard.options());
     auto [it, fresh] = g.ag.try_emplace({m_per_rank, n, k});
     Group::Ag& e = it->second;
@@ -235,8 +243,7 @@ at::Tensor ag_gemm(const at::Tensor& x_shard, const at::Tensor& weight, const st
         e.op = std::make_unique<AgGemm>(*g.world, *g.heap, *g.signals, args, "torch_ag_gemm");
       } catch (const std::exception& ex) {
         g.ag.erase(it);
-        build_failed(g, kOp, "(m_per_rank, n, k) = (" + std::to_string(m_per_rank) + ", " + std::to_string(n) + ", " +
-                             std::to_string(k) + ")", g.ag.size() + g.rs.size(), ex);
+        build_failed(g, kOp, shape, g.ag.size() + g.rs.size(), ex);
       }
     }
     e.op->set_operands(g.rank, weight.data_ptr(), out.data_ptr());
@@ -261,7 +268,9 @@ at::Tensor gemm_rs(const at::Tensor& x, const at::Tensor& weight, const std::str
     TORCH_CHECK_VALUE(m % (128 * g.size) == 0, kOp, ": argument 'x' has ", m, " rows: expected a multiple of 128 x the group's ",
                       g.size, " ranks (each rank's output block is whole 128-row GEMM tiles)");
     c10::cuda::CUDAGuard guard(g.device);
-    refuse_capture(kOp, g);
+    const std::string shape =
+        "(m, n, k) = (" + std::to_string(m) + ", " + std::to_string(n) + ", " + std::to_string(k) + ")";
+    if (g.rs.count(Group::Shape{m, n, k}) == 0) refuse_build_under_capture(kOp, g, shape);
     at::Tensor out = at::empty({m / g.size, n}, x.options());
     auto [it, fresh] = g.rs.try_emplace({m, n, k});
     Group::Rs& e = it->second;
@@ -283,8 +292,7 @@ at::Tensor gemm_rs(const at::Tensor& x, const at::Tensor& weight, const std::str
         e.op = std::make_unique<GemmRs>(*g.world, *g.heap, *g.signals, args, "torch_gemm_rs");
       } catch (const std::exception& ex) {
         g.rs.erase(it);
-        build_failed(g, kOp, "(m, n, k) = (" + std::to_string(m) + ", " + std::to_string(n) + ", " + std::to_string(k) + ")",
-                     g.ag.size() + g.rs.size(), ex);
+        build_failed(g, kOp, shape, g.ag.size() + g.rs.size(), ex);
       }
     }
     e.op->set_operands(g.rank, x.data_ptr(), weight.data_ptr(), out.data_ptr());

@@ -1,6 +1,8 @@
 """One rank of the GPU tests, started by torchrun (python/tests/test_gpu.py): every operator against
 a torch reference built from all ranks' shards, fresh random inputs each call, outputs over
-poisoned memory, several calls. Exits non-zero on the first mismatch."""
+poisoned memory, several calls; then a step of both operators (AG+GEMM -> SiLU -> GEMM+RS)
+captured in a CUDA graph and replayed on fresh inputs, with an eager step between two replays.
+Exits non-zero on the first mismatch."""
 import os
 import sys
 
@@ -24,6 +26,51 @@ def check(name, got, want, bound):
         cols = got.shape[1]
         raise AssertionError(f"rank {dist.get_rank()}: {name}: {int(bad.sum())} of {got.numel()} off; first at "
                              f"({i // cols}, {i % cols}): got {float(got.flatten()[i])}, want {float(want.flatten()[i])}")
+
+
+def graph_replays(group, rank, size):
+    m_per_rank, n, k, n2 = 256, 512, 384, 256
+    m = m_per_rank * size
+    x_shard = torch.empty(m_per_rank, k, dtype=torch.bfloat16, device="cuda")  # the graph's inputs
+    w1 = torch.empty(n, k, dtype=torch.bfloat16, device="cuda")
+    w2 = torch.empty(n2, n, dtype=torch.bfloat16, device="cuda")
+
+    def step():
+        h = torch.nn.functional.silu(torch.ops.tilelink.ag_gemm(x_shard, w1, group))
+        return torch.ops.tilelink.gemm_rs(h, w2, group)
+
+    def fresh_inputs(seed):
+        g = torch.Generator(device="cuda").manual_seed(seed)  # the same on every rank
+        x = torch.randn(m, k, generator=g, device="cuda").bfloat16()
+        w1s = [torch.randn(n, k, generator=g, device="cuda").bfloat16() for _ in range(size)]
+        w2s = [(torch.randn(n2, n, generator=g, device="cuda") / 8).bfloat16() for _ in range(size)]
+        x_shard.copy_(x[rank * m_per_rank:(rank + 1) * m_per_rank])
+        w1.copy_(w1s[rank])
+        w2.copy_(w2s[rank])
+        rows = slice(rank * m_per_rank, (rank + 1) * m_per_rank)
+        partials = []
+        for r in range(size):
+            h = torch.nn.functional.silu((x.float() @ w1s[r].float().T).bfloat16())  # the op's h is bf16
+            partials.append((h.float() @ w2s[r].float().T)[rows])
+        return sum(partials), 1e-2 + sum(p.abs() for p in partials) / 128
+
+    fresh_inputs(2000)
+    step()  # builds the ops: the first call of a shape cannot be captured
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        out = step()
+    for i, eager in enumerate([False, False, True, False]):
+        want, bound = fresh_inputs(2001 + i)
+        out.fill_(float("nan"))
+        if eager:
+            got = step()
+        else:
+            graph.replay()
+            got = out
+        check(f"captured step, {'eager call' if eager else 'replay'} {i}", got, want, bound)
+    torch.cuda.synchronize()
+    dist.barrier()
 
 
 def main():
@@ -56,6 +103,8 @@ def main():
     torch.cuda.synchronize()
     dist.barrier()
     print(f"rank {rank} of {size}: ag_gemm and gemm_rs match torch over 4 calls", flush=True)
+    graph_replays(group, rank, size)
+    print(f"rank {rank} of {size}: a captured step matches torch over 3 replays", flush=True)
     dist.destroy_process_group()
     return 0
 

@@ -10,6 +10,7 @@ const char* to_string(WaitKind kind) {
     case WaitKind::kConsumerTile: return "consumer_tile_wait";
     case WaitKind::kPeerTile: return "peer_tile_wait";
     case WaitKind::kRankWait: return "rank_wait";
+    case WaitKind::kCallBarrier: return "call_barrier";
     case WaitKind::kNone: break;
   }
   return "wait";

@@ -42,7 +42,9 @@ void rank_wait(cudaStream_t stream, const SignalView& sig, uint32_t channel, uin
   const uint64_t expected = sig.expected(arrivals);
   TL_CU_CHECK(wait_value64()(stream, reinterpret_cast<CUdeviceptr>(addr), expected,
                              CU_STREAM_WAIT_VALUE_GEQ));
-  if (sig.errors.stream_waits != nullptr) {
+  // A replayable slice's channel takes the same value in every call: the host could not tell a
+  // wait of an earlier call from a stalled one (and a captured wait is replayed without the host).
+  if (sig.errors.stream_waits != nullptr && sig.replayable == 0) {
     sig.errors.stream_waits->note_stream_wait({stream, addr, expected, sig.op_id, sig.rank, channel});
   }
 }

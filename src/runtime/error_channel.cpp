@@ -118,7 +118,10 @@ std::string ErrorChannel::describe(const ErrorRecord& record) const {
     if (record.kernel < kernel_names_.size()) kernel = kernel_names_[record.kernel];
   }
   std::string msg = describe_timeout(record, op_name(record.op_id), kernel);
-  if (describer) {
+  if (record.kind == WaitKind::kCallBarrier) {
+    msg += "; it waited for every rank to enter the call (the entry barrier of a replayable slice, which "
+           "zeroes the slice's channels between calls)";
+  } else if (describer) {
     const std::string what = describer(record.channel, record.rank, record.peer);
     if (!what.empty()) msg += "; it waited for " + what;
   }

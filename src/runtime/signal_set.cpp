@@ -4,13 +4,15 @@
 
 #include "tilelink/core/error.hpp"
 #include "tilelink/runtime/device_buffer.hpp"
+#include "call_barrier.hpp"
 
 namespace tilelink {
 
 // ---- SignalSlice -----------------------------------------------------------------------------------
 
 SignalSlice::SignalSlice(SignalSlice&& o) noexcept
-    : set_(o.set_), first_(o.first_), count_(o.count_), op_id_(o.op_id_), epoch_(o.epoch_) {
+    : set_(o.set_), first_(o.first_), count_(o.count_), op_id_(o.op_id_), epoch_(o.epoch_),
+      replayable_(o.replayable_) {
   o.set_ = nullptr;
 }
 
@@ -22,6 +24,7 @@ SignalSlice& SignalSlice::operator=(SignalSlice&& o) noexcept {
     count_ = o.count_;
     op_id_ = o.op_id_;
     epoch_ = o.epoch_;
+    replayable_ = o.replayable_;
     o.set_ = nullptr;
   }
   return *this;
@@ -29,6 +32,15 @@ SignalSlice& SignalSlice::operator=(SignalSlice&& o) noexcept {
 
 SignalSlice::~SignalSlice() {
   if (set_ != nullptr) set_->release(first_);
+}
+
+uint64_t SignalSlice::begin_call() {
+  TL_REQUIRE(set_ != nullptr, "SignalSlice::begin_call", "this", "empty slice", "a slice from SignalSet");
+  if (!replayable_ && set_->capturing()) replayable_ = true;
+  if (!replayable_) return ++epoch_;
+  epoch_ = 1;
+  set_->reset_for_call(*this);
+  return epoch_;
 }
 
 void SignalSlice::set_describer(ErrorChannel::ChannelDescriber describer) const {
@@ -62,6 +74,7 @@ SignalView SignalSlice::make_view(int rank, bool device) const {
   v.world = world.size();
   v.scope = world.scope();
   v.op_id = op_id_;
+  v.replayable = replayable_ ? 1u : 0u;
   v.errors = world.errors().view();
   return v;
 }
@@ -72,18 +85,21 @@ SignalSet::SignalSet(SymmetricHeap& heap, uint32_t num_channels)
     : heap_(&heap), num_channels_(num_channels) {
   TL_REQUIRE(num_channels > 0, "SignalSet", "num_channels", num_channels, "at least one channel");
   const World& world = heap.world();
-  storage_ = heap.allocate(sizeof(uint64_t) * num_channels);
+  const size_t bytes = sizeof(uint64_t) * kArrays * num_channels;
+  storage_ = heap.allocate(bytes);
   const int n = world.size();
   for (int r = 0; r < n; ++r) host_tables_.push_back(storage_.as<uint64_t>(r));
   device_tables_.assign(n, nullptr);
   for (int r : world.local_ranks()) {
     world.set_device(r);
-    TL_CUDA_CHECK(cudaMemset(storage_.data(r), 0, sizeof(uint64_t) * num_channels));
+    TL_CUDA_CHECK(cudaMemset(storage_.data(r), 0, bytes));
     void* t = device_malloc(sizeof(uint64_t*) * n, world.device(r), "SignalSet (rank " + std::to_string(r) + "'s peer table)");
     device_tables_[r] = static_cast<uint64_t**>(t);
     TL_CUDA_CHECK(cudaMemcpy(t, host_tables_.data(), sizeof(uint64_t*) * n, cudaMemcpyHostToDevice));
     TL_CUDA_CHECK(cudaDeviceSynchronize());  // the zeroes are in place (the memset is asynchronous)
   }
+  detail::preload_call_barrier(world);  // not loaded lazily under a graph capture
+  barrier_kernel_id_ = world.errors().register_kernel("call_barrier_kernel");
   world.barrier();  // no peer process signals into channels this one has not zeroed yet
 }
 
@@ -113,8 +129,10 @@ SignalSlice SignalSet::slice(uint32_t first, uint32_t count, const std::string& 
   for (int r : world.local_ranks()) {
     world.set_device(r);
     TL_CUDA_CHECK(cudaStreamSynchronize(world.comm_stream(r)));
-    TL_CUDA_CHECK(cudaMemsetAsync(host_tables_[r] + first, 0, sizeof(uint64_t) * count,
-                                  world.compute_stream(r)));
+    for (uint32_t a = 0; a < kArrays; ++a) {  // the channels, and the barrier counters at their index
+      TL_CUDA_CHECK(cudaMemsetAsync(host_tables_[r] + size_t(a) * num_channels_ + first, 0,
+                                    sizeof(uint64_t) * count, world.compute_stream(r)));
+    }
     TL_CUDA_CHECK(cudaStreamSynchronize(world.compute_stream(r)));
   }
   // Every process zeroed its channels before any peer's first call can notify into them (slices
@@ -137,6 +155,45 @@ SignalSlice SignalSet::allocate(uint32_t count, const std::string& owner) {
              "at most the free channels of the set (" + std::to_string(num_channels_) + " in all, " +
                  std::to_string(live_.size()) + " live slices)");
   return slice(cursor, count, owner);
+}
+
+namespace {
+
+// Whether `waiter` may wait on an event recorded on `other` now: both outside any capture, or both
+// in the same one (a capture may not depend on work outside it).
+bool may_join(cudaStream_t waiter, cudaStream_t other) {
+  cudaStreamCaptureStatus ws = cudaStreamCaptureStatusNone, os = cudaStreamCaptureStatusNone;
+  unsigned long long wid = 0, oid = 0;
+  TL_CUDA_CHECK(cudaStreamGetCaptureInfo(waiter, &ws, &wid));
+  TL_CUDA_CHECK(cudaStreamGetCaptureInfo(other, &os, &oid));
+  if (ws == cudaStreamCaptureStatusNone) return os == cudaStreamCaptureStatusNone;
+  return os == ws && oid == wid;
+}
+
+}  // namespace
+
+bool SignalSet::capturing() const {
+  const World& world = heap_->world();
+  for (int r : world.local_ranks()) {
+    cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+    TL_CUDA_CHECK(cudaStreamIsCapturing(world.compute_stream(r), &status));
+    if (status != cudaStreamCaptureStatusNone) return true;
+  }
+  return false;
+}
+
+void SignalSet::reset_for_call(const SignalSlice& slice) {
+  const World& world = heap_->world();
+  for (int r : world.local_ranks()) {
+    world.set_device(r);
+    // The previous call's communication (a collective's comm stream need not have joined) is
+    // done before the channels it signals are zeroed. Under capture, a comm stream outside this
+    // capture holds nothing of the graph: each replay runs whole before the next.
+    if (may_join(world.compute_stream(r), world.comm_stream(r))) world.compute_after_comm(r);
+    SignalView v = slice.make_view(r, true);
+    v.kernel_id = barrier_kernel_id_;
+    detail::launch_call_barrier(v, num_channels_, world.compute_stream(r));
+  }
 }
 
 void SignalSet::release(uint32_t first) {

@@ -3,8 +3,13 @@
 #pragma once
 
 #include <cublas_v2.h>
+#include <cuda_bf16.h>
+#include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstdint>
+#include <string>
+#include <vector>
 
 #include "tilelink/core/cublas_check.hpp"
 #include "tilelink/core/error.hpp"
@@ -44,6 +49,27 @@ inline void cublas_reference_bf16(cublasHandle_t h, const void* a, const void* b
                                static_cast<int>(k), &beta, c, CUDA_R_16BF, static_cast<int>(n), CUBLAS_COMPUTE_32F,
                                CUBLAS_GEMM_DEFAULT));
   TL_CUDA_CHECK(cudaDeviceSynchronize());
+}
+
+// Expects c (M x N bf16 on the device) to be A * B^T within bf16 output rounding (2^-8 relative)
+// plus fp32 accumulation-order noise; `ref` (M x N fp32 on the device) is scratch for cuBLAS.
+// `who` names c in the failure message.
+inline void expect_bf16_gemm(cublasHandle_t h, const void* a, const void* b, const void* c, float* ref, uint32_t m,
+                             uint32_t n, uint32_t k, const std::string& who) {
+  cublas_reference(h, a, b, ref, m, n, k);
+  TL_CUDA_CHECK(cudaDeviceSynchronize());
+  std::vector<__nv_bfloat16> got(size_t(m) * n);
+  std::vector<float> want(size_t(m) * n);
+  TL_CUDA_CHECK(cudaMemcpy(got.data(), c, got.size() * sizeof(got[0]), cudaMemcpyDeviceToHost));
+  TL_CUDA_CHECK(cudaMemcpy(want.data(), ref, want.size() * sizeof(float), cudaMemcpyDeviceToHost));
+  size_t bad = 0, first = 0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    const float tol = 8e-3f * std::fabs(want[i]) + 1e-2f;
+    if (!(std::fabs(__bfloat162float(got[i]) - want[i]) <= tol) && bad++ == 0) first = i;
+  }
+  EXPECT_EQ(bad, 0u) << who << ": " << bad << " of " << got.size() << " elements off; first at row " << first / n
+                     << " col " << first % n << ": got " << __bfloat162float(got[first]) << ", cuBLAS "
+                     << want[first];
 }
 
 }  // namespace tilelink::test

@@ -2,9 +2,16 @@
 // buffers and the arguments that name them.
 #pragma once
 
+#include <cuda_bf16.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
 #include <random>
+#include <string>
 #include <vector>
 
+#include "cublas_ref.hpp"
 #include "gpu_test_util.hpp"
 #include "tilelink/ops/gemm_rs/gemm_rs.hpp"
 
@@ -40,5 +47,43 @@ struct GemmRsProblem {
   GemmRsProblem(const GemmRsProblem&) = delete;  // args points at the buffers
   GemmRsProblem& operator=(const GemmRsProblem&) = delete;
 };
+
+// Expects every owner's output (out[q], M / world x N bf16) to be the sum over ranks, in rank
+// order in fp32, of each rank's bf16 partial A_r B_r^T by cuBLAS (`ref[r]`, M x N bf16, scratch),
+// within a bf16 rounding per partial and of the sum. Returns each owner's output bits.
+inline std::vector<std::vector<uint16_t>> expect_rank_order_sum(cublasHandle_t cublas, const World& world,
+                                                                const std::vector<DeviceBuffer>& a,
+                                                                const std::vector<DeviceBuffer>& b,
+                                                                const std::vector<DeviceBuffer>& out,
+                                                                std::vector<DeviceBuffer>& ref, uint32_t m,
+                                                                uint32_t n, uint32_t k) {
+  const int world_size = world.size();
+  const uint32_t rows_per_rank = m / uint32_t(world_size);
+  const size_t out_elems = size_t(rows_per_rank) * n;
+  std::vector<std::vector<__nv_bfloat16>> partials(world_size);
+  for (int r = 0; r < world_size; ++r) {
+    cublas_reference_bf16(cublas, a[r].get(), b[r].get(), ref[r].get(), m, n, k);
+    partials[r] = download<__nv_bfloat16>(ref[r].get(), size_t(m) * n);
+  }
+  std::vector<std::vector<uint16_t>> bits(world_size);
+  for (int q = 0; q < world_size; ++q) {
+    const auto got = download<__nv_bfloat16>(out[q].get(), out_elems);
+    size_t bad = 0, first = 0;
+    for (size_t i = 0; i < out_elems; ++i) {
+      const size_t at = size_t(q) * rows_per_rank * n + i;
+      float want = 0.f, magnitude = 0.f;
+      for (int s = 0; s < world_size; ++s) {
+        want += __bfloat162float(partials[s][at]);
+        magnitude += std::fabs(__bfloat162float(partials[s][at]));
+      }
+      const float tol = 2e-2f * magnitude + 1e-2f;
+      if (!(std::fabs(__bfloat162float(got[i]) - want) <= tol) && bad++ == 0) first = i;
+    }
+    EXPECT_EQ(bad, 0u) << "owner " << q << ": first bad element row " << first / n << " col " << first % n;
+    bits[q].resize(out_elems);
+    std::memcpy(bits[q].data(), got.data(), out_elems * 2);
+  }
+  return bits;
+}
 
 }  // namespace tilelink::test

@@ -15,6 +15,7 @@
 #include <tuple>
 #include <vector>
 
+#include "ag_gemm_comms.hpp"
 #include "cublas_ref.hpp"
 #include "gpu_test_util.hpp"
 
@@ -29,20 +30,8 @@ struct Shape {
 // none of M (per rank and total), N, K is, and 48-row communication tiles straddle GEMM tiles.
 constexpr Shape kShapes[] = {{"tiles", 256, 512, 256, 0}, {"odd", 136, 264, 200, 48}};
 
-struct Comm {
-  const char* name;
-  CommResource resource;
-  AgMethod method;
-  DataPath path;
-  CommOrder order;
-};
-constexpr Comm kComms[] = {
-    {"ce_pull_mesh", CommResource::kCopyEngine, AgMethod::kPull, DataPath::kLdSt, CommOrder::kFullMesh},
-    {"sm_pull_mesh_ldst", CommResource::kSm, AgMethod::kPull, DataPath::kLdSt, CommOrder::kFullMesh},
-    {"sm_pull_ring_bulk", CommResource::kSm, AgMethod::kPull, DataPath::kBulk, CommOrder::kRing},
-    {"sm_push_mesh_bulk", CommResource::kSm, AgMethod::kPush, DataPath::kBulk, CommOrder::kFullMesh},
-    {"sm_push_ring_ldst", CommResource::kSm, AgMethod::kPush, DataPath::kLdSt, CommOrder::kRing},
-};
+using Comm = AgComm;
+constexpr const auto& kComms = kAgComms;
 
 void check_against_cublas(int world_size, const Comm& comm, const Shape& shape, const std::string& kernel,
                           uint32_t swizzle) {
@@ -94,22 +83,8 @@ void check_against_cublas(int world_size, const Comm& comm, const Shape& shape, 
     world.synchronize();
 
     for (int r = 0; r < world_size; ++r) {
-      cublas_reference(cublas.get(), a_full.get(), b[r].get(), ref[r].get<float>(), m, n, k);
-      TL_CUDA_CHECK(cudaDeviceSynchronize());
-      const auto got = download<__nv_bfloat16>(c[r].get(), size_t(m) * n);
-      const auto want = download<float>(ref[r].get(), size_t(m) * n);
-      size_t bad = 0, first_bad = 0;
-      for (size_t i = 0; i < got.size(); ++i) {
-        const float g = __bfloat162float(got[i]);
-        // bf16 output rounding (2^-8 relative) plus fp32 accumulation-order noise.
-        const float tol = 8e-3f * std::fabs(want[i]) + 1e-2f;
-        if (!(std::fabs(g - want[i]) <= tol)) {
-          if (bad++ == 0) first_bad = i;
-        }
-      }
-      EXPECT_EQ(bad, 0u) << "rank " << r << ": " << bad << " of " << got.size() << " elements off; first at row "
-                         << first_bad / n << " col " << first_bad % n << ": got "
-                         << __bfloat162float(got[first_bad]) << ", cuBLAS " << want[first_bad];
+      expect_bf16_gemm(cublas.get(), a_full.get(), b[r].get(), c[r].get(), ref[r].get<float>(), m, n, k,
+                       "rank " + std::to_string(r));
     }
   }
 }

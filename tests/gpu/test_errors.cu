@@ -219,6 +219,34 @@ TEST(ErrorsDeathTest, AllGatherTimeoutNamesTheSourceRows) {
               "lonely_all_gather.*, kernel all_gather_kernel<ldst>: rank 0.*waited for rows \\[(64|80|96|112), [0-9]+\\) of the gathered tensor: rank 1's shard");
 }
 
+// A replayable slice's call (CUDA graphs) starts with a device barrier over the ranks. Rank 1's
+// compute stream is held by a stream wait nobody satisfies, so its barrier never runs: rank 0's
+// barrier times out and names the op, the rank and the barrier (1 of 2 arrivals).
+void call_barrier_peer_missing() {
+  run_timeout_child([] {
+    TestWorld env(2, 1 << 20, 64, short_timeout());
+    SignalSlice blocker = env.signals.allocate(1, "blocker");
+    blocker.begin_call();
+    rank_wait(env.world.compute_stream(1), blocker.host_view(1), 0);
+    SignalSlice slice = env.signals.allocate(4, "replayed_op");
+    slice.make_replayable();
+    EXPECT_EQ(slice.begin_call(), 1u);
+    exit_on_timeout([&] { env.world.synchronize(); },
+                    [](const TimeoutError& e) {
+                      const ErrorRecord& r = e.record();
+                      return r.kind == WaitKind::kCallBarrier && r.rank == 0 && r.expected == 2 && r.observed == 1 &&
+                             e.op_name() == "replayed_op";
+                    },
+                    kNoTimeout);
+  });
+}
+
+TEST(ErrorsDeathTest, ReplayableCallBarrierTimeoutNamesTheRank) {
+  TL_SKIP_WITHOUT_GPU();
+  EXPECT_EXIT(call_barrier_peer_missing(), ::testing::ExitedWithCode(0),
+              "replayed_op.*call_barrier_kernel: rank 0.*call_barrier.*>= 2, observed 1.*every rank to enter the call");
+}
+
 // ---- resources -------------------------------------------------------------------------------------
 
 // A heap larger than the device: ResourceError saying what was asked for where and what is free,

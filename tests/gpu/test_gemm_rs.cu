@@ -94,32 +94,7 @@ TEST_P(GemmRsTest, MatchesCublasPartialsSummedInRankOrder) {
       continue;
     }
     // Reference: every rank's bf16 partial by cuBLAS, summed over ranks in order in fp32.
-    std::vector<std::vector<__nv_bfloat16>> partials(world_size);
-    for (int r = 0; r < world_size; ++r) {
-      cublas_reference_bf16(cublas, a[r].get(), b[r].get(), ref[r].get(), m, kN, kK);
-      partials[r] = download<__nv_bfloat16>(ref[r].get(), size_t(m) * kN);
-    }
-    for (int q = 0; q < world_size; ++q) {
-      const auto got = download<__nv_bfloat16>(out[q].get(), out_elems);
-      size_t bad = 0, first = 0;
-      for (size_t i = 0; i < out_elems; ++i) {
-        const size_t at = size_t(q) * kRowsPerRank * kN + i;
-        float want = 0.f, magnitude = 0.f;
-        for (int s = 0; s < world_size; ++s) {
-          want += __bfloat162float(partials[s][at]);
-          magnitude += std::fabs(__bfloat162float(partials[s][at]));
-        }
-        // Each partial may differ from cuBLAS's by a bf16 rounding, the sum by one more.
-        const float tol = 2e-2f * magnitude + 1e-2f;
-        if (!(std::fabs(__bfloat162float(got[i]) - want) <= tol)) {
-          if (bad++ == 0) first = i;
-        }
-      }
-      EXPECT_EQ(bad, 0u) << "owner " << q << ": first bad element row " << first / kN << " col " << first % kN;
-      std::vector<uint16_t> bits(out_elems);
-      std::memcpy(bits.data(), got.data(), out_elems * 2);
-      previous[q] = std::move(bits);
-    }
+    previous = expect_rank_order_sum(cublas, world, a, b, out, ref, m, kN, kK);
   }
   TL_CUBLAS_CHECK(cublasDestroy(cublas));
 }

@@ -11,6 +11,7 @@ enum class WaitKind : uint32_t {
   kConsumerTile = 1,  // consumer_tile_wait: channels in this rank's memory
   kPeerTile = 2,      // peer_tile_wait: a channel in the peer's memory
   kRankWait = 3,      // rank_wait: a stream memop wait (watched by the host)
+  kCallBarrier = 4,   // the entry barrier of a replayable slice's call (SignalSlice::begin_call)
 };
 
 const char* to_string(WaitKind kind);

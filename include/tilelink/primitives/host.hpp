@@ -46,7 +46,8 @@ void rank_notify(cudaStream_t stream, const SignalView& sig, uint32_t channel, i
 // Make later work on `stream` wait until `channel` in this rank's memory reaches
 // sig.expected(arrivals) (cuStreamWaitValue64 with GEQ: a wrap-safe signed comparison). The
 // wait is registered with the observer of sig's error channel (StreamWaitObserver; the World's
-// error channel), so that World::synchronize reports it by name if it never completes.
+// error channel), so that World::synchronize reports it by name if it never completes -- except
+// for a replayable slice (signal.hpp), whose waits are not watched.
 void rank_wait(cudaStream_t stream, const SignalView& sig, uint32_t channel, uint32_t arrivals = 1);
 
 // Copy-engine transfer of `bytes` from `src` to `dst` (device or peer pointers, unified

@@ -10,6 +10,11 @@
 //  - NotifyMode::kAdd adds 1.              With k notifies per channel per call, waiters expect
 //                                          e * k (arrivals = k); k must be the same every call.
 // A wait completes when (int64_t)(observed - expected) >= 0, which survives wrap-around.
+//
+// Replayable slices (CUDA graphs): a captured call keeps the epoch it was captured with, so a
+// slice that is ever captured switches for good to epoch 1 on every call, and every call first
+// zeroes the slice's channels on every rank between two device barriers (SignalSlice::begin_call).
+// Values stay immediate, so stream memops (rank_notify / rank_wait) replay as they are.
 #pragma once
 
 #include <cstdint>
@@ -40,6 +45,7 @@ struct SignalView {
   MemScope scope = MemScope::kGpu;
   uint32_t op_id = 0;
   uint32_t kernel_id = 0;  // the kernel this view is handed to, named in timeout reports (0: none)
+  uint32_t replayable = 0;  // 1: the slice is replayable (epoch 1 every call, channels reset)
   ErrorChannelView errors;
 
   TL_HOST_DEVICE uint64_t* local(uint32_t channel) const { return local_channels + channel; }

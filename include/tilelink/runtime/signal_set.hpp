@@ -25,11 +25,25 @@ class SignalSlice {
   uint32_t first() const { return first_; }
   uint32_t count() const { return count_; }
   uint32_t op_id() const { return op_id_; }
+  // The current call's epoch: what views carry (always 1 once the slice is replayable).
   uint64_t epoch() const { return epoch_; }
   bool valid() const { return set_ != nullptr; }
 
-  // Starts the next call: advances the epoch (1, 2, ...) and returns it.
-  uint64_t begin_call() { return ++epoch_; }
+  // Starts the next call and returns its epoch: 1, 2, ... Collective over the ranks this process
+  // drives; call it before enqueuing anything of the call.
+  //
+  // When any of those ranks' compute streams is capturing a CUDA graph, the slice becomes
+  // replayable, for good: a captured call cannot take a new epoch at each replay, so every later
+  // call -- captured or not -- uses epoch 1, and begin_call enqueues on each rank's compute stream
+  // (after the rank's comm stream, where the capture allows) a small kernel that waits until every
+  // rank has entered the call, zeroes this rank's channels of the slice, and waits again until
+  // every rank has zeroed them. The barriers' waits are bounded like every device wait
+  // (WaitKind::kCallBarrier). A stream memop wait (rank_wait) of a replayable slice is not
+  // watched by World::synchronize: its channel takes the same value in every call.
+  uint64_t begin_call();
+  // Makes the slice replayable now (e.g. to run the same path before and during capture).
+  void make_replayable() { replayable_ = true; }
+  bool replayable() const { return replayable_; }
   // Names what each channel carries in timeout reports (ErrorChannel::set_describer).
   void set_describer(ErrorChannel::ChannelDescriber describer) const;
 
@@ -49,6 +63,7 @@ class SignalSlice {
   uint32_t count_ = 0;
   uint32_t op_id_ = 0;
   uint64_t epoch_ = 0;
+  bool replayable_ = false;
 };
 
 class SignalSet {
@@ -67,6 +82,11 @@ class SignalSet {
   // Claims the first free range of `count` channels.
   SignalSlice allocate(uint32_t count, const std::string& owner);
 
+  // The storage holds three arrays of num_channels() words per rank: the channels, the entry
+  // barrier counters of replayable slices (peers add into them) and each rank's count of the
+  // barriers it passed (local). A slice's counters sit at its first channel's index.
+  static constexpr uint32_t kArrays = 3;
+
  private:
   friend class SignalSlice;
   struct Live {
@@ -74,6 +94,9 @@ class SignalSet {
     std::string owner;
   };
   void release(uint32_t first);
+  // The replayable slice's per-call reset (see SignalSlice::begin_call).
+  void reset_for_call(const SignalSlice& slice);
+  bool capturing() const;  // a compute stream of a rank this process drives is capturing
 
   SymmetricHeap* heap_;
   uint32_t num_channels_;
@@ -81,6 +104,7 @@ class SignalSet {
   std::vector<uint64_t*> host_tables_;                // every rank's channel 0 (host array)
   std::vector<uint64_t**> device_tables_;             // per rank, on rank's device
   std::vector<Live> live_;
+  uint32_t barrier_kernel_id_ = 0;
 };
 
 }  // namespace tilelink
