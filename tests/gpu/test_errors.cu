@@ -226,9 +226,9 @@ void call_barrier_peer_missing() {
   run_timeout_child([] {
     TestWorld env(2, 1 << 20, 64, short_timeout());
     SignalSlice blocker = env.signals.allocate(1, "blocker");
+    SignalSlice slice = env.signals.allocate(4, "replayed_op");  // claiming waits for the streams
     blocker.begin_call();
     rank_wait(env.world.compute_stream(1), blocker.host_view(1), 0);
-    SignalSlice slice = env.signals.allocate(4, "replayed_op");
     slice.make_replayable();
     EXPECT_EQ(slice.begin_call(), 1u);
     exit_on_timeout([&] { env.world.synchronize(); },
