@@ -228,7 +228,7 @@ RankTimer::RankTimer(const World& world) : world_(&world) {
   start_.assign(n, nullptr);
   compute_done_.assign(n, nullptr);
   stop_.assign(n, nullptr);
-  for (int r = 0; r < n; ++r) {
+  for (int r : world.local_ranks()) {
     world.set_device(r);
     TL_CUDA_CHECK(cudaEventCreate(&start_[r]));
     TL_CUDA_CHECK(cudaEventCreateWithFlags(&compute_done_[r], cudaEventDisableTiming));
@@ -246,16 +246,18 @@ RankTimer::~RankTimer() {
 
 std::optional<double> RankTimer::time_once(const std::function<void()>& step, bool gated) {
   const World& w = *world_;
-  const int n = w.size();
+  const std::vector<int>& ranks = w.local_ranks();
+  // Other processes' ranks start their step when their host gets there: start together.
+  if (ranks.size() < size_t(w.size())) w.barrier();
   if (gated) gate_.arm();
-  for (int r = 0; r < n; ++r) {
+  for (int r : ranks) {
     w.set_device(r);
     if (gated) gate_.hold(w.comm_stream(r));
     TL_CUDA_CHECK(cudaEventRecord(start_[r], w.comm_stream(r)));
     TL_CUDA_CHECK(cudaStreamWaitEvent(w.compute_stream(r), start_[r], 0));
   }
   step();
-  for (int r = 0; r < n; ++r) {
+  for (int r : ranks) {
     w.set_device(r);
     TL_CUDA_CHECK(cudaEventRecord(compute_done_[r], w.compute_stream(r)));
     TL_CUDA_CHECK(cudaStreamWaitEvent(w.comm_stream(r), compute_done_[r], 0));
@@ -265,7 +267,7 @@ std::optional<double> RankTimer::time_once(const std::function<void()>& step, bo
   w.synchronize();
   if (gated && gate_.expired()) return std::nullopt;
   double slowest = 0;
-  for (int r = 0; r < n; ++r) {
+  for (int r : ranks) {
     float ms = 0;
     TL_CUDA_CHECK(cudaEventElapsedTime(&ms, start_[r], stop_[r]));
     slowest = std::max(slowest, double(ms) * 1e3);

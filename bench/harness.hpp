@@ -118,7 +118,9 @@ class RankTimer {
   RankTimer& operator=(const RankTimer&) = delete;
 
   // Enqueues `step` between the events, waits for the world (World::synchronize, so a device
-  // timeout surfaces as TimeoutError) and returns the slowest rank's time in microseconds.
+  // timeout surfaces as TimeoutError) and returns the slowest rank's time in microseconds -- of
+  // the ranks this process drives: in a process world, its own (the processes pass a barrier
+  // before each step, so their steps start together).
   double time(const std::function<void()>& step);
   bool gated() const { return gated_; }
 

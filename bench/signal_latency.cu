@@ -1,4 +1,5 @@
-// Notify -> wait round-trip latency between two ranks (virtual, or on two GPUs). One single-thread CTA per rank
+// Notify -> wait round-trip latency between two ranks (virtual, on two GPUs, or two processes
+// under `tilelink launch`, TILELINK_RANKS=processes). One single-thread CTA per rank
 // plays ping-pong on two channels; all round trips run inside one launch, so the launch cost is
 // spread over 10^4 round trips. Each round trip uses its own epoch (the kernel copies the view
 // and sets epoch = first + i), exactly as consecutive op calls would.
@@ -76,7 +77,7 @@ Table bench_signal_latency(const PrimitiveOptions& options) {
   TL_REQUIRE(options.world >= 2, "bench_signal_latency", "world", options.world, ">= 2");
   const int reps = options.quick ? 3 : 20;
 
-  World world = make_bench_world(options.world);
+  World world = make_bench_world(options.world, /*processes=*/true);
   SymmetricHeap heap(world, kMiB);
   SignalSet signals(heap, 16);
   RankTimer timer(world);
@@ -87,6 +88,7 @@ Table bench_signal_latency(const PrimitiveOptions& options) {
   table.title = "notify -> wait round trip, rank 0 <-> rank 1, one single-thread CTA each";
   table.params = {{"world", int64_t(options.world)},
                   {"scope", std::string(world.scope() == MemScope::kGpu ? "gpu" : "sys")},
+                  {"ranks", ranks_phrase(options.world)},
                   {"round_trips_per_launch", int64_t(kRoundTrips)},
                   {"launches", int64_t(reps)}};
   table.columns = {{"pattern", "pattern", 0},
@@ -100,13 +102,13 @@ Table bench_signal_latency(const PrimitiveOptions& options) {
       // A fresh slice starts at zero, so kAdd's count after round trip i equals its epoch i.
       SignalSlice slice = signals.allocate(kChannels, "bench.signal_latency");
       slice.begin_call();
-      const SignalView views[2] = {slice.device_view(0), slice.device_view(1)};
       // The step advances the epochs itself, so a retaken sample (RankTimer) uses fresh ones.
       uint64_t next_epoch = 1;
       auto step = [&] {
-        for (int r = 0; r < 2; ++r) {
+        for (int r : world.local_ranks()) {
+          if (r > 1) continue;  // ranks 0 and 1 play; the others idle
           world.set_device(r);
-          ping_pong_kernel<<<1, 1, 0, world.compute_stream(r)>>>(views[r], next_epoch, kRoundTrips,
+          ping_pong_kernel<<<1, 1, 0, world.compute_stream(r)>>>(slice.device_view(r), next_epoch, kRoundTrips,
                                                                  pattern, mode);
           TL_CUDA_CHECK(cudaGetLastError());
         }
@@ -119,6 +121,7 @@ Table bench_signal_latency(const PrimitiveOptions& options) {
       const int ping_owner = pattern == Pattern::kPush ? 1 : 0;
       const uint64_t last = next_epoch - 1;
       for (const auto& [channel, owner] : {std::pair{kPing, ping_owner}, std::pair{kPong, 1 - ping_owner}}) {
+        if (!world.is_local(owner)) continue;  // the owner's process checks it
         const uint64_t v = read_channel(slice.host_view(owner).local(channel));
         if (v != last) {
           throw Error(std::string("signal_latency (") + pattern_name(pattern) + ", " + mode_name(mode) +

@@ -1,13 +1,21 @@
 """torch.ops.tilelink.ag_gemm / gemm_rs against torch.matmul on the paper's shapes, one process per
 GPU under torchrun (world 1: `torchrun --nproc-per-node 1 bench/torch_ops.py`). Each output is
-checked against torch first; times are CUDA-event means over --iters calls after --warmup.
+checked against torch first; times are medians over --iters calls after --warmup, each call between
+its own CUDA events (as `tilelink bench` times the C++ ops).
 
   AG+GEMM (M, N, K) = (8192, 28672|14336|49152, 8192|4096|12288), N split over the ranks
   GEMM+RS (M, N, K) = (8192, 8192|4096|12288, 28672|14336|49152), K split over the ranks
 torch.matmul runs the same per-rank GEMM with its operands already in place (no communication):
-at world 1 the ratio is the operator's overhead over cuBLAS."""
+at world 1 the ratio is the operator's overhead over cuBLAS.
+
+--cpp-json FILE...: the JSON of `tilelink bench ag_gemm|gemm_rs --world N --shapes paper --json FILE`
+on the same machine; a column then gives the C++ op's fused time over the operator's (the same
+kernels: the difference is the operator's own work -- for ag_gemm, the copy of x_shard into the
+symmetric buffer -- and the host path)."""
 import argparse
+import json
 import os
+import statistics
 
 import torch
 import torch.distributed as dist
@@ -21,20 +29,36 @@ RS = [(8192, 8192, 28672), (8192, 4096, 14336), (8192, 12288, 49152)]
 def timed(fn, warmup, iters):
     for _ in range(warmup):
         fn()
-    start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    start.record()
-    for _ in range(iters):
+    events = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(iters)]
+    for start, stop in events:
+        start.record()
         fn()
-    stop.record()
-    stop.synchronize()
-    return start.elapsed_time(stop) * 1000.0 / iters  # us
+        stop.record()
+    torch.cuda.synchronize()
+    return statistics.median(start.elapsed_time(stop) * 1000.0 for start, stop in events)  # us
+
+
+def cpp_fused_times(paths):
+    """{(op, m, n, k): fused median us} from `tilelink bench ... --json` files."""
+    times = {}
+    for path in paths:
+        with open(path) as f:
+            doc = json.load(f)
+        for table in doc["tables"]:
+            p = table.get("params", {})
+            for row in table["rows"]:
+                if row.get("variant") == "fused" and {"m", "n", "k"} <= p.keys():
+                    times[(table["name"], p["m"], p["n"], p["k"])] = row["time_us"]
+    return times
 
 
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--warmup", type=int, default=10)
     p.add_argument("--iters", type=int, default=50)
+    p.add_argument("--cpp-json", nargs="*", default=[], help="tilelink bench JSON files to compare with")
     a = p.parse_args()
+    cpp = cpp_fused_times(a.cpp_json)
     torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", 0)) % torch.cuda.device_count())
     dist.init_process_group("nccl")
     rank, size = dist.get_rank(), dist.get_world_size()
@@ -63,10 +87,13 @@ def main():
         t_mm = timed(lambda: torch.matmul(x, w.T), a.warmup, a.iters)
         rows.append(("gemm_rs", m, n, k, t_op, t_mm, err))
     if rank == 0:
-        print(f"world {size}, {torch.cuda.get_device_name()}, torch {torch.__version__}; us per call, mean of {a.iters}")
-        print(f"{'op':8} {'M':>6} {'N':>6} {'K':>6} {'tilelink':>10} {'matmul':>10} {'matmul/op':>9} {'max rel err':>11}")
+        print(f"world {size}, {torch.cuda.get_device_name()}, torch {torch.__version__}; us per call, median of {a.iters}")
+        print(f"{'op':8} {'M':>6} {'N':>6} {'K':>6} {'tilelink':>10} {'matmul':>10} {'matmul/op':>9} "
+              f"{'C++ op':>10} {'C++/op':>7} {'max rel err':>11}")
         for op, m, n, k, t_op, t_mm, err in rows:
-            print(f"{op:8} {m:6} {n:6} {k:6} {t_op:10.1f} {t_mm:10.1f} {t_mm / t_op:9.3f} {err:11.2e}")
+            t_cpp = cpp.get((op, m, n, k))
+            cpp_cols = f"{t_cpp:10.1f} {t_cpp / t_op:7.3f}" if t_cpp else f"{'-':>10} {'-':>7}"
+            print(f"{op:8} {m:6} {n:6} {k:6} {t_op:10.1f} {t_mm:10.1f} {t_mm / t_op:9.3f} {cpp_cols} {err:11.2e}")
     dist.destroy_process_group()
 
 

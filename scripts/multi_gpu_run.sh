@@ -134,6 +134,12 @@ if wants tests; then
   run_step process_tests 120 "$logs/process_tests.log" "$tl" launch --nproc "$world" --grace 20 -- \
     "$build/tests/tilelink_process_tests" --gtest_brief=1
   show "$logs/process_tests.log" "^\[  (FAILED|PASSED|SKIPPED) |tilelink launch:" 40
+  # The notify -> wait round trip between two processes on two GPUs, next to one process driving both.
+  run_step signal_processes 90 "$logs/signal_processes.log" "$tl" launch --nproc 2 --grace 20 -- \
+    env TILELINK_RANKS=processes "$tl" bench primitives --world 2 --quick
+  show "$logs/signal_processes.log" "^(peer_tile|producer_tile|tilelink)" 10
+  run_step signal_one_process 90 "$logs/signal_one_process.log" "$tl" bench primitives --world 2 --quick
+  show "$logs/signal_one_process.log" "^(peer_tile|producer_tile)" 10
 fi
 
 bench_lines="^(==|cuBLAS GEMM|all-gather alone|reduce-scatter alone|ideal|non-overlapped|decomposed|tilelink fused|note: (config|communication)|tilelink:|wrote)"
@@ -160,7 +166,12 @@ if wants python; then
   torchrun=(python3 -m torch.distributed.run --standalone --nproc-per-node "$world")
   run_step torch_ops_check 120 "$logs/torch_ops_check.log" "${torchrun[@]}" "$root/python/tests/mp_worker.py"
   show "$logs/torch_ops_check.log" "match torch|Error" 20
-  run_step torch_ops_bench 150 "$logs/torch_ops_bench.log" "${torchrun[@]}" "$root/bench/torch_ops.py"
+  # shellcheck disable=SC2016  # the inner script expands its own arguments
+  run_step cpp_ops_paper 150 "$logs/cpp_ops_paper.log" bash -c \
+    '"$0" bench ag_gemm --world "$1" --shapes paper --json "$2/cpp_ag_gemm_paper.json" &&
+     "$0" bench gemm_rs --world "$1" --shapes paper --json "$2/cpp_gemm_rs_paper.json"' "$tl" "$world" "$logs"
+  run_step torch_ops_bench 150 "$logs/torch_ops_bench.log" "${torchrun[@]}" "$root/bench/torch_ops.py" \
+    --cpp-json "$logs/cpp_ag_gemm_paper.json" "$logs/cpp_gemm_rs_paper.json"
   show "$logs/torch_ops_bench.log" "^(world|op |ag_gemm|gemm_rs)|Error" 20
   run_step example_mlp 120 "$logs/example_mlp.log" "${torchrun[@]}" "$root/examples/llama_mlp_tp.py" --model llama3-70b
   show "$logs/example_mlp.log" "MLP|  (tilelink|nccl|async-tp)|Error" 20

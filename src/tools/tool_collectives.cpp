@@ -1,6 +1,7 @@
 // `tilelink bench primitives|all_gather|reduce_scatter`: the micro-benchmarks of the primitives
 // and the collectives the ops are built from.
 #include <chrono>
+#include <cstdlib>
 #include <iomanip>
 #include <iostream>
 #include <memory>
@@ -10,6 +11,7 @@
 
 #include "bench/collectives.hpp"
 #include "bench/primitives.hpp"
+#include "bench/world_choice.hpp"
 #include "tilelink/core/error.hpp"
 #include "tools/command.hpp"
 #include "tools/output.hpp"
@@ -19,14 +21,26 @@ namespace {
 
 int run_primitives(const tb::PrimitiveOptions& o, const std::string& json, const std::string& line) {
   check_writable(json);
-  print_device_header(o.world, std::string("bench primitives") + (o.quick ? " --quick" : ""));
+  // One rank per process (under `tilelink launch`): the signal round trip between two processes;
+  // rank 0 reports. The bandwidth benchmarks drive both ranks' memory from one process.
+  const bool processes = tb::ranks_in_processes();
+  const char* rank = std::getenv("RANK");
+  const bool report = !processes || (rank != nullptr && std::string(rank) == "0");
+  if (report) print_device_header(o.world, std::string("bench primitives") + (o.quick ? " --quick" : ""));
   const auto t0 = std::chrono::steady_clock::now();
   std::vector<tb::Table> tables;
-  for (auto* bench : {&tb::bench_signal_latency, &tb::bench_sm_bandwidth, &tb::bench_ce_chunks}) {
+  std::vector<tb::Table (*)(const tb::PrimitiveOptions&)> benches = {&tb::bench_signal_latency};
+  if (!processes) {
+    benches.push_back(&tb::bench_sm_bandwidth);
+    benches.push_back(&tb::bench_ce_chunks);
+  }
+  for (auto* bench : benches) {
     tables.push_back(bench(o));
-    tb::print_table(std::cout, tables.back());
+    if (report) tb::print_table(std::cout, tables.back());
     std::cout.flush();
   }
+  if (!report) return 0;
+  if (processes) std::cout << "(process world: sm_bandwidth and ce_chunks run on virtual ranks or GPUs only)\n";
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   std::cout << "done in " << std::fixed << std::setprecision(1) << seconds << " s\n";
   tb::Fields meta = run_meta(line, o.seed);
