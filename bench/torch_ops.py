@@ -47,7 +47,7 @@ def cpp_fused_times(paths):
         for table in doc["tables"]:
             p = table.get("params", {})
             for row in table["rows"]:
-                if row.get("variant") == "fused" and {"m", "n", "k"} <= p.keys():
+                if row.get("variant") == "tilelink fused" and {"m", "n", "k"} <= p.keys():
                     times[(table["name"], p["m"], p["n"], p["k"])] = row["time_us"]
     return times
 
