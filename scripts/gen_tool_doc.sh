@@ -72,8 +72,11 @@ What the help texts leave out:
 
 - **Ranks.** Every GPU command runs \`--world N\` ranks: N virtual ranks on GPU 0, which split its
   SMs, HBM and L2 (they test correctness, not the speed of N GPUs), or with \`TILELINK_RANKS=gpus\`
-  one rank per GPU, the non-overlapped baselines then through NCCL. With no GPU a GPU command says
-  so and exits 2.
+  one rank per GPU, the non-overlapped baselines then through NCCL. With \`TILELINK_RANKS=processes\`
+  under \`tilelink launch\`, one rank per process: \`bench primitives\` then measures its signal round
+  trip between two processes (\`tilelink launch --nproc 2 --mps -- env TILELINK_RANKS=processes
+  tilelink bench primitives --world 2\` on one GPU); the other benchmarks refuse it. With no GPU a
+  GPU command says so and exits 2.
 - **bench** checks its result against a reference (host, or cuBLAS for the GEMM ops) and prints
   times, bandwidths or TFLOP/s with the ratios to the baselines; \`--json\` writes the same table
   for tools.
