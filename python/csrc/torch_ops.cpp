@@ -1,4 +1,4 @@
-// TileLink's PyTorch operators: torch.ops.tilelink.{ag_gemm, gemm_rs} on torch tensors, over a
+// TileLink's PyTorch operators: torch.ops.tilelink.{ag_gemm, gemm_rs, mlp} on torch tensors, over a
 // process world (one process per rank, World::process) set up once per torch.distributed group by
 // tilelink.init(). Loaded by the Python package (torch.ops.load_library); no pybind.
 //
@@ -57,6 +57,13 @@ struct Group {
   };
   std::map<Shape, Ag> ag;
   std::map<Shape, Rs> rs;
+  using MlpShape = std::tuple<int64_t, int64_t, int64_t, int>;  // rows per rank, H, I / P, activation
+  struct MlpOp {
+    SymmetricBuffer x, partial;
+    std::unique_ptr<Mlp> op;
+  };
+  std::map<MlpShape, MlpOp> mlp;
+  size_t built() const { return ag.size() + rs.size() + mlp.size(); }
 };
 
 std::mutex g_mutex;
@@ -110,23 +117,23 @@ void check_device(const char* op, const char* name, const at::Tensor& t, const G
 // The checks both operators make on (x, weight, group): 2-D contiguous bf16 CUDA tensors on the
 // group's device, the weight N x K with x's K. Returns the group.
 Group& checked_operands(const char* op, const char* x_name, const at::Tensor& x, const at::Tensor& weight,
-                        const std::string& group_name) {
+                        const std::string& group_name, const char* w_name = "weight") {
   check_matrix(op, x_name, x);
-  check_matrix(op, "weight", weight);
+  check_matrix(op, w_name, weight);
   Group& g = group_of(op, group_name);
   check_device(op, x_name, x, g);
-  check_device(op, "weight", weight, g);
-  TORCH_CHECK_VALUE(weight.size(1) == x.size(1), op, ": argument 'weight' has ", weight.size(1), " columns: expected ",
-                    x_name, "'s ", x.size(1), " (weight is N x K, nn.Linear's layout)");
+  check_device(op, w_name, weight, g);
+  TORCH_CHECK_VALUE(weight.size(1) == x.size(1), op, ": argument '", w_name, "' has ", weight.size(1), " columns: expected ",
+                    x_name, "'s ", x.size(1), " (", w_name, " is N x K, nn.Linear's layout)");
   TORCH_CHECK_VALUE(x.size(0) > 0 && x.size(1) > 0 && weight.size(0) > 0, op, ": arguments '", x_name,
-                    "' and 'weight' have shapes ", x.sizes(), " and ", weight.sizes(), ": expected no empty dimension");
+                    "' and '", w_name, "' have shapes ", x.sizes(), " and ", weight.sizes(), ": expected no empty dimension");
   TORCH_CHECK_VALUE(x.size(1) % 8 == 0, op, ": argument '", x_name, "' has ", x.size(1),
                     " columns (K): expected a multiple of 8 (TMA needs 16-byte rows)");
-  TORCH_CHECK_VALUE(weight.size(0) % 8 == 0, op, ": argument 'weight' has ", weight.size(0),
+  TORCH_CHECK_VALUE(weight.size(0) % 8 == 0, op, ": argument '", w_name, "' has ", weight.size(0),
                     " rows (N): expected a multiple of 8 (TMA needs 16-byte rows of the output)");
   constexpr int64_t kMax = int64_t(1) << 31;
   TORCH_CHECK_VALUE(x.size(0) * g.size < kMax && x.size(1) < kMax && weight.size(0) < kMax, op, ": arguments '",
-                    x_name, "' and 'weight' have shapes ", x.sizes(), " and ", weight.sizes(),
+                    x_name, "' and '", w_name, "' have shapes ", x.sizes(), " and ", weight.sizes(),
                     ": expected every extent of the whole problem below 2^31");
   return g;
 }
@@ -243,7 +250,7 @@ at::Tensor ag_gemm(const at::Tensor& x_shard, const at::Tensor& weight, const st
         e.op = std::make_unique<AgGemm>(*g.world, *g.heap, *g.signals, args, "torch_ag_gemm");
       } catch (const std::exception& ex) {
         g.ag.erase(it);
-        build_failed(g, kOp, shape, g.ag.size() + g.rs.size(), ex);
+        build_failed(g, kOp, shape, g.built(), ex);
       }
     }
     e.op->set_operands(g.rank, weight.data_ptr(), out.data_ptr());
@@ -292,11 +299,80 @@ at::Tensor gemm_rs(const at::Tensor& x, const at::Tensor& weight, const std::str
         e.op = std::make_unique<GemmRs>(*g.world, *g.heap, *g.signals, args, "torch_gemm_rs");
       } catch (const std::exception& ex) {
         g.rs.erase(it);
-        build_failed(g, kOp, shape, g.ag.size() + g.rs.size(), ex);
+        build_failed(g, kOp, shape, g.built(), ex);
       }
     }
     e.op->set_operands(g.rank, x.data_ptr(), weight.data_ptr(), out.data_ptr());
     on_callers_stream(g, [&](cudaStream_t) { e.op->run(); });
+    return out;
+  });
+}
+
+// x_shard: this rank's M/P x H tokens; w1: this rank's fc1 rows, (2 I/P) x H for "swiglu" (the
+// gate rows, then the up rows) or I/P x H for "gelu"; w2: this rank's fc2 slice, H x I/P (both in
+// nn.Linear's layout). Returns this rank's M/P rows of sum_r act(allgather(x) w1_r^T) w2_r^T: the
+// tensor-parallel MLP block with sequence parallelism (AG+GEMM -> activation -> GEMM+RS).
+at::Tensor mlp(const at::Tensor& x_shard, const at::Tensor& w1, const at::Tensor& w2, const std::string& group_name,
+               const std::string& activation) {
+  constexpr const char* kOp = "tilelink.mlp";
+  return translated(kOp, [&] {
+    std::lock_guard<std::mutex> lock(g_mutex);
+    TORCH_CHECK_VALUE(activation == "swiglu" || activation == "gelu", kOp, ": argument 'activation' = '", activation,
+                      "': expected 'swiglu' or 'gelu'");
+    const bool swiglu = activation == "swiglu";
+    Group& g = checked_operands(kOp, "x_shard", x_shard, w1, group_name, "w1");
+    check_matrix(kOp, "w2", w2);
+    check_device(kOp, "w2", w2, g);
+    const int64_t m_per_rank = x_shard.size(0), hidden = x_shard.size(1);
+    // swiglu: w1 is the gate rows, then the up rows (a multiple of 8 rows: even).
+    const int64_t i_local = swiglu ? w1.size(0) / 2 : w1.size(0);
+    TORCH_CHECK_VALUE(w2.size(0) == hidden && w2.size(1) == i_local, kOp, ": argument 'w2' has shape ", w2.sizes(),
+                      ": expected [", hidden, ", ", i_local, "] (H x I/P: x_shard's H columns, w1's ", i_local,
+                      swiglu ? " up rows)" : " rows)");
+    TORCH_CHECK_VALUE(i_local % 8 == 0, kOp, ": argument 'w2' has ", i_local,
+                      " columns (I/P): expected a multiple of 8 (TMA needs 16-byte rows)");
+    const int64_t m = m_per_rank * g.size;
+    TORCH_CHECK_VALUE(m % (128 * g.size) == 0, kOp, ": argument 'x_shard' has ", m_per_rank,
+                      " rows: expected a multiple of 128 (each rank's output block is whole 128-row GEMM tiles of fc2)");
+    c10::cuda::CUDAGuard guard(g.device);
+    const Group::MlpShape key{m_per_rank, hidden, i_local, swiglu ? 0 : 1};
+    const std::string shape = "(m_per_rank, hidden, intermediate / P) = (" + std::to_string(m_per_rank) + ", " +
+                              std::to_string(hidden) + ", " + std::to_string(i_local) + "), " + activation;
+    if (g.mlp.count(key) == 0) refuse_build_under_capture(kOp, g, shape);
+    at::Tensor out = at::empty({m_per_rank, hidden}, x_shard.options());
+    auto [it, fresh] = g.mlp.try_emplace(key);
+    Group::MlpOp& e = it->second;
+    if (fresh) {
+      try {
+        MlpArguments args;
+        args.m = static_cast<uint32_t>(m);
+        args.hidden = static_cast<uint32_t>(hidden);
+        args.intermediate = static_cast<uint32_t>(i_local * g.size);
+        args.config.activation = swiglu ? MlpActivation::kSwiGlu : MlpActivation::kGelu;
+        args.config.fc2.scatter = GemmRsScatter::kPull;  // the scatter a process world runs (no affine heap)
+        args.w1.assign(g.size, nullptr);
+        args.w2.assign(g.size, nullptr);
+        args.out.assign(g.size, nullptr);
+        args.w1[g.rank] = w1.data_ptr();
+        args.w2[g.rank] = w2.data_ptr();
+        args.out[g.rank] = out.data_ptr();
+        e.x = g.heap->allocate(size_t(m) * hidden * 2);
+        e.partial = g.heap->allocate(size_t(m) * hidden * 2);
+        args.x = &e.x;
+        args.partial = &e.partial;
+        e.op = std::make_unique<Mlp>(*g.world, *g.heap, *g.signals, args, "torch_mlp");
+      } catch (const std::exception& ex) {
+        g.mlp.erase(it);
+        build_failed(g, kOp, shape, g.built(), ex);
+      }
+    }
+    e.op->set_operands(g.rank, w1.data_ptr(), w2.data_ptr(), out.data_ptr());
+    on_callers_stream(g, [&](cudaStream_t compute) {
+      char* mine = static_cast<char*>(e.x.data(g.rank)) + size_t(g.rank) * m_per_rank * hidden * 2;
+      TL_CUDA_CHECK(cudaMemcpyAsync(mine, x_shard.data_ptr(), size_t(m_per_rank) * hidden * 2,
+                                    cudaMemcpyDeviceToDevice, compute));
+      e.op->run();
+    });
     return out;
   });
 }
@@ -308,6 +384,7 @@ TORCH_LIBRARY(tilelink, m) {
   m.def("_init(Tensor unique_id, int rank, int world_size, int device, str group_name, int heap_bytes) -> ()");
   m.def("ag_gemm(Tensor x_shard, Tensor weight, str group_name) -> Tensor");
   m.def("gemm_rs(Tensor x, Tensor weight, str group_name) -> Tensor");
+  m.def("mlp(Tensor x_shard, Tensor w1, Tensor w2, str group_name, str activation=\"swiglu\") -> Tensor");
 }
 
 TORCH_LIBRARY_IMPL(tilelink, CompositeExplicitAutograd, m) {
@@ -319,10 +396,12 @@ TORCH_LIBRARY_IMPL(tilelink, CompositeExplicitAutograd, m) {
 TORCH_LIBRARY_IMPL(tilelink, CUDA, m) {
   m.impl("ag_gemm", &ag_gemm);
   m.impl("gemm_rs", &gemm_rs);
+  m.impl("mlp", &mlp);
 }
 TORCH_LIBRARY_IMPL(tilelink, CPU, m) {
   m.impl("ag_gemm", &ag_gemm);
   m.impl("gemm_rs", &gemm_rs);
+  m.impl("mlp", &mlp);
 }
 
 }  // namespace tilelink::torch_ops

@@ -1,6 +1,6 @@
 """One rank of the GPU tests, started by torchrun (python/tests/test_gpu.py): every operator against
 a torch reference built from all ranks' shards, fresh random inputs each call, outputs over
-poisoned memory, several calls; then a step of both operators (AG+GEMM -> SiLU -> GEMM+RS)
+poisoned memory, several calls (mlp with SwiGLU and GELU); then a step of both operators (AG+GEMM -> SiLU -> GEMM+RS)
 captured in a CUDA graph and replayed on fresh inputs, with an eager step between two replays.
 Exits non-zero on the first mismatch."""
 import os
@@ -26,6 +26,42 @@ def check(name, got, want, bound):
         cols = got.shape[1]
         raise AssertionError(f"rank {dist.get_rank()}: {name}: {int(bad.sum())} of {got.numel()} off; first at "
                              f"({i // cols}, {i % cols}): got {float(got.flatten()[i])}, want {float(want.flatten()[i])}")
+
+
+def mlp_reference(x, w1s, w2s, activation, rows):
+    """The MLP block's rows `rows` in fp32 from all ranks' weights, and a worst-case bound for the
+    op's bf16 intermediates: y rounded to bf16 (2^-8 relative), the activation's output too."""
+    want, bound = 0, 1e-2
+    for w1, w2 in zip(w1s, w2s):
+        y = x.float() @ w1.float().T
+        if activation == "swiglu":
+            g, u = y.chunk(2, dim=1)
+            h = torch.nn.functional.silu(g) * u
+            dh = (2.1 * g.abs() * u.abs() + h.abs()) / 256  # |silu'| <= 1.1; silu(g) <= |g|
+        else:
+            h = torch.nn.functional.gelu(y)
+            dh = (1.13 * y.abs() + h.abs()) / 256  # |gelu'| <= 1.13
+        p = (h @ w2.float().T)[rows]
+        want = want + p
+        bound = bound + (dh @ w2.float().abs().T)[rows] + p.abs() / 256
+    return want, bound
+
+
+def check_mlp(rank, size, m_per_rank, hidden, i_local, activation, group, seed):
+    g = torch.Generator(device="cuda").manual_seed(seed)  # the same on every rank
+    m = m_per_rank * size
+    fc1_rows = 2 * i_local if activation == "swiglu" else i_local
+    x = torch.randn(m, hidden, generator=g, device="cuda").bfloat16()
+    w1s = [(torch.randn(fc1_rows, hidden, generator=g, device="cuda") / hidden ** 0.5).bfloat16() for _ in range(size)]
+    w2s = [(torch.randn(hidden, i_local, generator=g, device="cuda") / i_local ** 0.5).bfloat16() for _ in range(size)]
+    rows = slice(rank * m_per_rank, (rank + 1) * m_per_rank)
+    poison_next_allocation(m_per_rank, hidden)
+    got = torch.ops.tilelink.mlp(x[rows].contiguous(), w1s[rank], w2s[rank], group, activation)
+    want, bound = mlp_reference(x, w1s, w2s, activation, rows)
+    name = f"mlp {activation} ({m_per_rank}, {hidden}, {i_local})"
+    check(name, got, want, bound)
+    relative = float((got.float() - want).norm() / want.norm())
+    assert relative < 1e-2, f"rank {rank}: {name}: relative error {relative:.3g}"
 
 
 def graph_replays(group, rank, size):
@@ -110,9 +146,12 @@ def main():
         # Each rank's partial is rounded to bf16 before the sum: 2^-8 of its magnitude, each.
         bound = 1e-2 + sum(p.abs() for p in partials) / 256
         check(f"gemm_rs call {call}", z, sum(partials), bound=bound)
+
+        check_mlp(rank, size, m_per_rank, k, 128 if call % 2 == 0 else 256, ["swiglu", "gelu"][call // 2 % 2],
+                  group, seed=1500 + call)
     torch.cuda.synchronize()
     dist.barrier()
-    print(f"rank {rank} of {size}: ag_gemm and gemm_rs match torch over 4 calls", flush=True)
+    print(f"rank {rank} of {size}: ag_gemm, gemm_rs and mlp match torch over 4 calls", flush=True)
     graph_replays(group, rank, size)
     print(f"rank {rank} of {size}: a captured step matches torch over 3 replays", flush=True)
     dist.destroy_process_group()

@@ -29,6 +29,8 @@ def test_schemas():
         "tilelink::ag_gemm(Tensor x_shard, Tensor weight, str group_name) -> Tensor")
     assert str(torch.ops.tilelink.gemm_rs.default._schema) == (
         "tilelink::gemm_rs(Tensor x, Tensor weight, str group_name) -> Tensor")
+    assert str(torch.ops.tilelink.mlp.default._schema) == (
+        "tilelink::mlp(Tensor x_shard, Tensor w1, Tensor w2, str group_name, str activation=\"swiglu\") -> Tensor")
 
 
 @pytest.mark.parametrize("m_per_rank,n,k", [(128, 256, 64), (37, 96, 200)])
@@ -47,6 +49,34 @@ def test_gemm_rs_fake_shape(fake_group, m, n, k):
         w = torch.empty(n, k, dtype=torch.bfloat16, device="cuda")
         y = torch.ops.tilelink.gemm_rs(x, w, fake_group)
     assert tuple(y.shape) == (m // 4, n)
+
+
+@pytest.mark.parametrize("activation,fc1_rows", [("swiglu", 2 * 96), ("gelu", 96)])
+def test_mlp_fake_shape(fake_group, activation, fc1_rows):
+    with FakeTensorMode():
+        x = torch.empty(256, 64, dtype=torch.bfloat16, device="cuda")
+        w1 = torch.empty(fc1_rows, 64, dtype=torch.bfloat16, device="cuda")
+        w2 = torch.empty(64, 96, dtype=torch.bfloat16, device="cuda")
+        y = torch.ops.tilelink.mlp(x, w1, w2, fake_group, activation)
+    assert tuple(y.shape) == (256, 64) and y.dtype == torch.bfloat16
+
+
+def test_mlp_fake_errors_name_the_argument(fake_group):
+    def empty(*shape):
+        return torch.empty(*shape, dtype=torch.bfloat16, device="cuda")
+
+    with FakeTensorMode():
+        x, w1, w2 = empty(128, 64), empty(192, 64), empty(64, 96)
+        with pytest.raises(ValueError, match="'activation' = 'relu': expected 'swiglu' or 'gelu'"):
+            torch.ops.tilelink.mlp(x, w1, w2, fake_group, "relu")
+        with pytest.raises(ValueError, match="'w1' has 32 columns: expected x_shard's 64"):
+            torch.ops.tilelink.mlp(x, empty(192, 32), w2, fake_group)
+        with pytest.raises(ValueError, match="'w2' has 100 columns \\(I/P\\): expected a multiple of 8"):
+            torch.ops.tilelink.mlp(x, empty(200, 64), empty(64, 100), fake_group)
+        with pytest.raises(ValueError, match="'w2' has shape \\(64, 48\\): expected \\[64, 96\\]"):
+            torch.ops.tilelink.mlp(x, w1, empty(64, 48), fake_group)
+        with pytest.raises(ValueError, match="'x_shard' has 64 rows: expected a multiple of 128"):
+            torch.ops.tilelink.mlp(empty(64, 64), w1, w2, fake_group)
 
 
 def test_fake_errors_name_the_argument(fake_group):
@@ -92,3 +122,7 @@ def test_real_call_refuses_cpu_tensors_before_any_launch():
         torch.ops.tilelink.ag_gemm(x, w, "g")
     with pytest.raises(ValueError, match="argument 'x' is on cpu"):
         torch.ops.tilelink.gemm_rs(x, w, "g")
+    with pytest.raises(ValueError, match="argument 'x_shard' is on cpu"):
+        torch.ops.tilelink.mlp(x, w, torch.zeros(32, 8, dtype=torch.bfloat16), "g")
+    with pytest.raises(ValueError, match="argument 'activation' = 'relu'"):
+        torch.ops.tilelink.mlp(x, w, torch.zeros(32, 8, dtype=torch.bfloat16), "g", "relu")

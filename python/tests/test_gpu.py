@@ -64,5 +64,5 @@ def test_ops_match_torch_under_torchrun(nproc):
     proc = subprocess.CompletedProcess(proc.args, proc.returncode, stdout, stderr)
     print(proc.stdout[-4000:], proc.stderr[:3000], "\n...\n", proc.stderr[-6000:])
     assert proc.returncode == 0, f"torchrun --nproc-per-node {nproc} exited {proc.returncode}"
-    assert proc.stdout.count("match torch over 4 calls") == nproc
+    assert proc.stdout.count("ag_gemm, gemm_rs and mlp match torch over 4 calls") == nproc
     assert proc.stdout.count("a captured step matches torch over 3 replays") == nproc

@@ -11,6 +11,9 @@ Operators (bf16, 2-D, contiguous, on this rank's GPU; weights in nn.Linear's N x
       the all-gathered x times weight^T, the gather overlapped with the GEMM.
   gemm_rs(x [M, K], weight [N, K], group_name) -> [M/P, N]:
       this rank's rows of the sum over ranks of x @ weight^T, the reduce-scatter overlapped.
+  mlp(x_shard [M/P, H], w1 [2I/P or I/P, H], w2 [H, I/P], group_name, activation="swiglu") -> [M/P, H]:
+      the tensor-parallel MLP block with sequence parallelism, AG+GEMM -> activation -> GEMM+RS;
+      "swiglu": w1 is the gate rows, then the up rows, act = silu(gate) * up; "gelu": erf GELU.
 Each runs on the current CUDA stream (no host synchronisation); the first call of a shape in a
 group builds the op and is collective, like the call itself.
 """
@@ -20,7 +23,7 @@ import os
 
 import torch
 
-__all__ = ["init", "ag_gemm", "gemm_rs", "library_path"]
+__all__ = ["init", "ag_gemm", "gemm_rs", "mlp", "library_path"]
 
 # NVLink multicast stays off (the project's rule), also for what torch starts in this process.
 for _var, _value in (("NVSHMEM_DISABLE_NVLS", "1"), ("NCCL_NVLS_ENABLE", "0"), ("TORCH_SYMM_MEM_DISABLE_MULTICAST", "1")):
@@ -90,3 +93,9 @@ def ag_gemm(x_shard: torch.Tensor, weight: torch.Tensor, group_name: str) -> tor
 def gemm_rs(x: torch.Tensor, weight: torch.Tensor, group_name: str) -> torch.Tensor:
     """torch.ops.tilelink.gemm_rs: x @ weight^T summed over the group, this rank's rows."""
     return torch.ops.tilelink.gemm_rs(x, weight, group_name)
+
+
+def mlp(x_shard: torch.Tensor, w1: torch.Tensor, w2: torch.Tensor, group_name: str,
+        activation: str = "swiglu") -> torch.Tensor:
+    """torch.ops.tilelink.mlp: the MLP block, AG+GEMM -> activation -> GEMM+RS, this rank's rows."""
+    return torch.ops.tilelink.mlp(x_shard, w1, w2, group_name, activation)

@@ -22,23 +22,24 @@ def _check_matrix(op: str, name: str, t: torch.Tensor) -> None:
         raise ValueError(f"{op}: argument '{name}' has {t.dim()} dimensions: expected 2")
 
 
-def _check_operands(op: str, x_name: str, x: torch.Tensor, weight: torch.Tensor, group_name: str) -> int:
+def _check_operands(op: str, x_name: str, x: torch.Tensor, weight: torch.Tensor, group_name: str,
+                    w_name: str = "weight") -> int:
     """The real operators' checks that shapes and dtypes can make; returns the group's size."""
     _check_matrix(op, x_name, x)
-    _check_matrix(op, "weight", weight)
+    _check_matrix(op, w_name, weight)
     if weight.shape[1] != x.shape[1]:
         raise ValueError(
-            f"{op}: argument 'weight' has {weight.shape[1]} columns: expected {x_name}'s {x.shape[1]} "
-            "(weight is N x K, nn.Linear's layout)"
+            f"{op}: argument '{w_name}' has {weight.shape[1]} columns: expected {x_name}'s {x.shape[1]} "
+            f"({w_name} is N x K, nn.Linear's layout)"
         )
     if min(x.shape[0], x.shape[1], weight.shape[0]) <= 0:
-        raise ValueError(f"{op}: arguments '{x_name}' and 'weight' have shapes {tuple(x.shape)} and "
+        raise ValueError(f"{op}: arguments '{x_name}' and '{w_name}' have shapes {tuple(x.shape)} and "
                          f"{tuple(weight.shape)}: expected no empty dimension")
     if x.shape[1] % 8 != 0:
         raise ValueError(f"{op}: argument '{x_name}' has {x.shape[1]} columns (K): expected a multiple of 8 "
                          "(TMA needs 16-byte rows)")
     if weight.shape[0] % 8 != 0:
-        raise ValueError(f"{op}: argument 'weight' has {weight.shape[0]} rows (N): expected a multiple of 8 "
+        raise ValueError(f"{op}: argument '{w_name}' has {weight.shape[0]} rows (N): expected a multiple of 8 "
                          "(TMA needs 16-byte rows of the output)")
     return _group_size(op, group_name)
 
@@ -56,3 +57,27 @@ def _gemm_rs_fake(x: torch.Tensor, weight: torch.Tensor, group_name: str) -> tor
         raise ValueError(f"tilelink.gemm_rs: argument 'x' has {x.shape[0]} rows: expected a multiple of 128 x the "
                          f"group's {size} ranks (each rank's output block is whole 128-row GEMM tiles)")
     return x.new_empty((x.shape[0] // size, weight.shape[0]))
+
+
+@torch.library.register_fake("tilelink::mlp")
+def _mlp_fake(x_shard: torch.Tensor, w1: torch.Tensor, w2: torch.Tensor, group_name: str,
+              activation: str = "swiglu") -> torch.Tensor:
+    op = "tilelink.mlp"
+    if activation not in ("swiglu", "gelu"):
+        raise ValueError(f"{op}: argument 'activation' = {activation!r}: expected 'swiglu' or 'gelu'")
+    size = _check_operands(op, "x_shard", x_shard, w1, group_name, "w1")
+    _check_matrix(op, "w2", w2)
+    swiglu = activation == "swiglu"  # w1: the gate rows, then the up rows (a multiple of 8: even)
+    i_local = w1.shape[0] // 2 if swiglu else w1.shape[0]
+    hidden = x_shard.shape[1]
+    if tuple(w2.shape) != (hidden, i_local):
+        raise ValueError(f"{op}: argument 'w2' has shape {tuple(w2.shape)}: expected [{hidden}, {i_local}] "
+                         f"(H x I/P: x_shard's H columns, w1's {i_local} {'up ' if swiglu else ''}rows)")
+    if i_local % 8 != 0:
+        raise ValueError(f"{op}: argument 'w2' has {i_local} columns (I/P): expected a multiple of 8 "
+                         "(TMA needs 16-byte rows)")
+    if x_shard.shape[0] % 128 != 0:
+        raise ValueError(f"{op}: argument 'x_shard' has {x_shard.shape[0]} rows: expected a multiple of 128 "
+                         "(each rank's output block is whole 128-row GEMM tiles of fc2)")
+    del size
+    return x_shard.new_empty((x_shard.shape[0], hidden))

@@ -1,7 +1,9 @@
 // Host side of the fused MLP: validation, the intermediates, the two ops, the call sequence.
 #include "tilelink/ops/mlp/mlp.hpp"
 
+#include <cstdint>
 #include <string>
+#include <utility>
 
 #include "runtime/checks.hpp"
 #include "tilelink/core/error.hpp"
@@ -102,6 +104,21 @@ void Mlp::run_activation() {
     detail::launch_mlp_activation(args_.config.activation, y_[static_cast<size_t>(r)].get(),
                                   h_[static_cast<size_t>(r)].get(), args_.m, i_local, world_->compute_stream(r));
   }
+}
+
+void Mlp::set_operands(int rank, const void* w1, const void* w2, void* out) {
+  world_->check_local_rank(rank, "Mlp::set_operands");
+  // Checked here first, so that a refusal leaves both GEMMs on the previous operands.
+  for (const auto& [name, p] : {std::pair<const char*, const void*>{"w1", w1}, {"w2", w2}, {"out", out}}) {
+    TL_REQUIRE(p != nullptr && reinterpret_cast<uintptr_t>(p) % 16 == 0, "Mlp::set_operands", name, p,
+               "a 16-byte aligned device pointer (TMA)");
+  }
+  const size_t r = static_cast<size_t>(rank);
+  fc1_->set_operands(rank, w1, y_[r].get<void>());
+  fc2_->set_operands(rank, h_[r].get<void>(), w2, out);
+  args_.w1[r] = w1;
+  args_.w2[r] = w2;
+  args_.out[r] = out;
 }
 
 void Mlp::run() {

@@ -54,6 +54,12 @@ class Mlp {
   // Enqueues one call on every rank; complete on the compute streams.
   void run();
 
+  // Points rank's next calls at other weights and output (AgGemm / GemmRs::set_operands: host-only,
+  // the GEMMs' descriptors rebuilt when a pointer changed), as a framework that allocates each
+  // call's output needs (the PyTorch operator). Throws InvalidArgument on a null or misaligned
+  // pointer; the kernels are then those of the previous operands.
+  void set_operands(int rank, const void* w1, const void* w2, void* out);
+
   const AgGemm& fc1() const { return *fc1_; }
   const GemmRs& fc2() const { return *fc2_; }
   AgGemm& fc1() { return *fc1_; }
