@@ -1,0 +1,139 @@
+// All-reduce protocol (issue 21's building block): every rank holds a partial result of `rows` x
+// `cols` floats (symmetric `partial`) and ends with the sum over ranks in its `out` (symmetric),
+// summed in rank order 0, 1, ..., world-1 in fp32 whatever the arrival order -- bit-identical on
+// every rank and from run to run. Any number of rows: the rows are cut into chunks of comm_rows
+// (the last one short), and nothing needs rows to divide by the world or the chunk.
+//
+//  - One-shot: every rank pulls every peer's part of every chunk and reduces all of them.
+//    Latency-bound sizes (decode): one exchange, world - 1 reads of the whole buffer per rank.
+//  - Two-shot: chunk c is reduced by its owner c % world (a reduce-scatter), which then announces
+//    it; the others pull the reduced chunk from the owner's `out` (an all-gather). Bandwidth-bound
+//    sizes: 2 (world - 1) / world of the buffer moves per rank.
+//
+// Channels of the slice: [0, world + 1) exit barrier (peers read this rank's partial, and in
+// two-shot its out); then one "partial ready" channel per chunk (this rank's part of chunk c is
+// in `partial`: set at the start of the call here; a GEMM epilogue would set it per tile); then,
+// two-shot only, one "reduced" channel per chunk (the owner's out holds chunk c's sum).
+//
+// `recv` (symmetric, world slots of rows x cols floats) stages the peers' parts before the sum:
+// the reduction reads only local memory.
+#pragma once
+
+#include <cstdint>
+
+#include "tilelink/comm/protocol_common.hpp"
+#include "tilelink/comm/reduce_scatter.hpp"
+#include "tilelink/mapping/mapping.hpp"
+#include "tilelink/primitives/symmetric.hpp"
+
+namespace tilelink {
+
+enum class ArMethod : uint32_t {
+  kOneShot = 0,
+  kTwoShot = 1,
+};
+
+struct AllReducePlan {
+  uint32_t rows = 0;       // any positive count
+  uint32_t cols = 0;       // floats per row (a multiple of 4); rows are contiguous
+  uint32_t comm_rows = 0;  // rows per chunk (> 0)
+  uint32_t world = 1;
+  ArMethod method = ArMethod::kOneShot;
+
+  TL_HOST_DEVICE uint32_t num_chunks() const { return (rows + comm_rows - 1) / comm_rows; }
+  TL_HOST_DEVICE uint32_t row_bytes() const { return cols * 4u; }
+  TL_HOST_DEVICE RowRange chunk_rows(uint32_t c) const {
+    const uint32_t row0 = c * comm_rows;
+    return {row0, rows - row0 < comm_rows ? rows - row0 : comm_rows};
+  }
+  TL_HOST_DEVICE TileShape chunk_shape(uint32_t c) const { return {chunk_rows(c).rows, row_bytes()}; }
+  TL_HOST_DEVICE uint32_t owner(uint32_t c) const { return c % world; }
+
+  TL_HOST_DEVICE uint32_t exit_channel() const { return 0; }
+  TL_HOST_DEVICE uint32_t ready_channel(uint32_t c) const { return exit_barrier_channels(world) + c; }
+  TL_HOST_DEVICE uint32_t reduced_channel(uint32_t c) const { return ready_channel(num_chunks()) + c; }
+  TL_HOST_DEVICE uint32_t num_channels() const {
+    return ready_channel(num_chunks()) + (method == ArMethod::kTwoShot ? num_chunks() : 0u);
+  }
+
+  // Floats of partial and out (per rank), and of recv (world slots).
+  TL_HOST_DEVICE uint64_t elems() const { return uint64_t(rows) * cols; }
+  TL_HOST_DEVICE uint64_t recv_elems() const { return uint64_t(world) * elems(); }
+
+  TL_HOST_DEVICE TileRef tile(float* buffer, uint32_t c) const {
+    return {buffer + uint64_t(chunk_rows(c).row0) * cols, row_bytes()};
+  }
+  TL_HOST_DEVICE TileRef recv_tile(float* recv, uint32_t sender, uint32_t c) const {
+    return tile(recv + uint64_t(sender) * elems(), c);
+  }
+
+  // The chunks `rank` reduces: all of them (one-shot), or those it owns (two-shot), in order.
+  TL_HOST_DEVICE uint32_t num_reduced(uint32_t rank) const {
+    if (method == ArMethod::kOneShot) return num_chunks();
+    return rank < num_chunks() ? (num_chunks() - rank + world - 1) / world : 0u;
+  }
+  TL_HOST_DEVICE uint32_t reduced_chunk(uint32_t rank, uint32_t i) const {
+    return method == ArMethod::kOneShot ? i : rank + i * world;
+  }
+  // Two-shot: the chunks `rank` fetches from their owners, in order.
+  TL_HOST_DEVICE uint32_t num_fetched(uint32_t rank) const { return num_chunks() - num_reduced(rank); }
+  TL_HOST_DEVICE uint32_t fetched_chunk(uint32_t rank, uint32_t i) const {
+    // The i-th chunk not owned by `rank`: skip one in every `world`, starting after `rank`.
+    const uint32_t others = world - 1;
+    const uint32_t round = i / others, k = i % others;
+    return round * world + (k < rank ? k : k + 1);
+  }
+};
+
+// One block of one rank: announce this rank's partial, reduce its chunks as the peers' parts
+// arrive (each block its share, in order), then -- two-shot -- fetch the other owners' sums; the
+// exit barrier last. Every wait of the first part depends only on the announcements, so any
+// number of resident blocks makes progress.
+TL_PROTOCOL
+template <class Ctx>
+TL_HOST_DEVICE void all_reduce_block(Ctx& ctx, const AllReducePlan& plan, const SignalView& sig,
+                                     const SymmetricView& heap, float* partial, float* recv, float* out) {
+  const uint32_t w = plan.world;
+  const uint32_t rank = static_cast<uint32_t>(ctx.rank());
+  const bool two_shot = plan.method == ArMethod::kTwoShot;
+  if (ctx.block() == 0) {
+    for (uint32_t c = 0; c < plan.num_chunks(); ++c) ctx.producer_tile_notify(sig, plan.ready_channel(c));
+  }
+
+  for (uint32_t i = ctx.block(); i < plan.num_reduced(rank); i += ctx.num_blocks()) {
+    const uint32_t c = plan.reduced_chunk(rank, i);
+    const TileShape shape = plan.chunk_shape(c);
+    for (uint32_t s = 1; s < w; ++s) {
+      const uint32_t q = swizzled_peer(rank, s, w);
+      ctx.peer_tile_wait(sig, plan.ready_channel(c), static_cast<int>(q), 1, static_cast<int32_t>(c));
+      ctx.tile_pull_data(plan.recv_tile(recv, q, c), heap, plan.tile(partial, c), static_cast<int>(q), shape);
+    }
+    ctx.sync();
+    // Sum in rank order 0..world-1: bit-identical results whatever the arrival order.
+    const uint64_t n4 = uint64_t(shape.rows) * plan.cols / 4;
+    const Lanes lanes = ctx.lanes();
+    Float4* dst = reinterpret_cast<Float4*>(plan.tile(out, c).ptr);
+    for (uint64_t e = lanes.id; e < n4; e += lanes.count) {
+      Float4 acc{{0.f, 0.f, 0.f, 0.f}};
+      for (uint32_t q = 0; q < w; ++q) {
+        const TileRef t = q == rank ? plan.tile(partial, c) : plan.recv_tile(recv, q, c);
+        const Float4 x = static_cast<const Float4*>(t.ptr)[e];
+        for (int k = 0; k < 4; ++k) acc.v[k] += x.v[k];
+      }
+      dst[e] = acc;
+    }
+    if (two_shot) ctx.producer_tile_notify(sig, plan.reduced_channel(c));
+  }
+
+  if (two_shot) {
+    for (uint32_t i = ctx.block(); i < plan.num_fetched(rank); i += ctx.num_blocks()) {
+      const uint32_t c = plan.fetched_chunk(rank, i);
+      const uint32_t o = plan.owner(c);
+      ctx.peer_tile_wait(sig, plan.reduced_channel(c), static_cast<int>(o), 1, static_cast<int32_t>(c));
+      ctx.tile_pull_data(plan.tile(out, c), heap, plan.tile(out, c), static_cast<int>(o), plan.chunk_shape(c));
+    }
+  }
+  rank_exit_barrier(ctx, sig, plan.exit_channel());
+}
+
+}  // namespace tilelink

@@ -1,0 +1,266 @@
+// The all-reduce protocol (comm/all_reduce.hpp) on the CPU executor: one-shot and two-shot at
+// worlds 1..8, row counts that divide by neither the world nor the chunk (1, 2, 7, 13, 64 rows:
+// decode's token counts), one or several blocks, random delays. Every rank's out must equal, bit
+// for bit, the fp32 sum in rank order of fresh random partials; outputs are poisoned first, and
+// calls repeat (each with its epoch). A two-shot variant that skips the wait for the owner's sum
+// must be caught.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <functional>
+#include <random>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "cpu_test_util.hpp"
+#include "tilelink/comm/all_reduce.hpp"
+#include "tilelink/executor/cpu_executor.hpp"
+
+namespace tilelink {
+namespace {
+
+struct ArCase {
+  int world = 4;
+  uint32_t rows = 13;
+  uint32_t comm_rows = 4;
+  uint32_t cols = 8;
+  ArMethod method = ArMethod::kOneShot;
+  uint32_t blocks = 3;
+
+  AllReducePlan plan() const {
+    return {.rows = rows, .cols = cols, .comm_rows = comm_rows, .world = static_cast<uint32_t>(world), .method = method};
+  }
+  std::string name() const {
+    std::ostringstream os;
+    os << "world " << world << (method == ArMethod::kOneShot ? " one-shot" : " two-shot") << " rows " << rows
+       << " comm_rows " << comm_rows << " blocks " << blocks;
+    return os.str();
+  }
+};
+
+using Protocol = std::function<void(cpu::BlockCtx&, const AllReducePlan&, const SignalView&, const SymmetricView&,
+                                    float*, float*, float*)>;
+
+void real_all_reduce(cpu::BlockCtx& ctx, const AllReducePlan& plan, const SignalView& sig, const SymmetricView& heap,
+                     float* partial, float* recv, float* out) {
+  all_reduce_block(ctx, plan, sig, heap, partial, recv, out);
+}
+
+// `calls` calls (epochs 1..calls) in one executor, one run() each; the first wrong element, or "".
+std::string run_all_reduce(const ArCase& c, uint64_t seed, int calls, const Protocol& protocol = real_all_reduce) {
+  const AllReducePlan plan = c.plan();
+  const size_t bytes = plan.elems() * sizeof(float);
+  cpu::Executor ex(c.world, (2 + c.world) * bytes + 4096, plan.num_channels(), test::stress_options(seed));
+  const uint32_t op = ex.register_op("all_reduce");
+  const size_t partial = ex.allocate(bytes);
+  const size_t out = ex.allocate(bytes);
+  const size_t recv = ex.allocate(plan.recv_elems() * sizeof(float));
+  std::mt19937_64 rng(seed);
+  for (uint64_t e = 1; e <= uint64_t(calls); ++e) {
+    std::vector<std::vector<float>> in(c.world);
+    for (int r = 0; r < c.world; ++r) {
+      in[r] = test::random_floats(rng, plan.elems());
+      std::memcpy(ex.at<float>(r, partial), in[r].data(), bytes);
+      std::memset(ex.at<float>(r, out), test::kPoison, bytes);
+      std::memset(ex.at<float>(r, recv), test::kPoison, plan.recv_elems() * sizeof(float));
+    }
+    ex.run({{"all_reduce", c.blocks, [&](cpu::BlockCtx& ctx) {
+               const int r = ctx.rank();
+               protocol(ctx, plan, ex.signals(r, 0, plan.num_channels(), e, op), ex.heap(r), ex.at<float>(r, partial),
+                        ex.at<float>(r, recv), ex.at<float>(r, out));
+             }}});
+    for (uint64_t i = 0; i < plan.elems(); ++i) {
+      float want = 0.f;
+      for (int q = 0; q < c.world; ++q) want += in[q][i];
+      for (int r = 0; r < c.world; ++r) {
+        const float got = ex.at<float>(r, out)[i];
+        if (std::memcmp(&got, &want, sizeof(float)) != 0) {
+          std::ostringstream os;
+          os << c.name() << ": call " << e << ", rank " << r << " row " << i / c.cols << " col " << i % c.cols
+             << ": got " << got << ", expected " << want;
+          return os.str();
+        }
+      }
+    }
+  }
+  return "";
+}
+
+class AllReduceProtocol : public ::testing::TestWithParam<ArMethod> {};
+
+TEST_P(AllReduceProtocol, EveryWorldAndRowCount) {
+  for (int world = 1; world <= 8; ++world) {
+    for (uint32_t rows : {1u, 2u, 7u, 13u, 64u}) {
+      for (uint32_t blocks : {1u, 3u}) {
+        ArCase c;
+        c.world = world;
+        c.rows = rows;
+        c.comm_rows = rows >= 64 ? 16 : 4;
+        c.method = GetParam();
+        c.blocks = blocks;
+        EXPECT_EQ(run_all_reduce(c, 1000 * world + 10 * rows + blocks, 2), "");
+      }
+    }
+  }
+}
+
+TEST_P(AllReduceProtocol, ChunkSizes) {
+  // One row per chunk, a chunk larger than the tensor, chunks that do not divide it; fewer
+  // chunks than ranks (two-shot: some ranks own nothing).
+  for (int world : {3, 5, 8}) {
+    for (uint32_t comm_rows : {1u, 3u, 5u, 40u}) {
+      ArCase c;
+      c.world = world;
+      c.rows = 17;
+      c.comm_rows = comm_rows;
+      c.method = GetParam();
+      EXPECT_EQ(run_all_reduce(c, 77 * world + comm_rows, 2), "");
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Cpu, AllReduceProtocol, ::testing::Values(ArMethod::kOneShot, ArMethod::kTwoShot),
+                         [](const ::testing::TestParamInfo<ArMethod>& info) {
+                           return std::string(info.param == ArMethod::kOneShot ? "OneShot" : "TwoShot");
+                         });
+
+// Several calls inside one run(), each rank synchronised only with itself between calls (as
+// consecutive kernels on one stream): a rank writes its next partial at the start of a call while
+// a slower peer may still be in the previous one. The exit barrier keeps each call open until the
+// peers have read this rank's partial (and, two-shot, its out).
+std::string run_back_to_back(const ArCase& c, uint64_t seed, int calls) {
+  const AllReducePlan plan = c.plan();
+  const size_t bytes = plan.elems() * sizeof(float);
+  const uint32_t fence_channel = plan.num_channels();
+  cpu::Executor ex(c.world, (2 + c.world) * bytes + 4096, fence_channel + 1, test::stress_options(seed));
+  const uint32_t op = ex.register_op("all_reduce");
+  const test::RankFence fence{&ex, fence_channel, ex.register_op("rank_fence"), c.blocks};
+  const size_t partial = ex.allocate(bytes);
+  const size_t out = ex.allocate(bytes);
+  const size_t recv = ex.allocate(plan.recv_elems() * sizeof(float));
+  std::mt19937_64 rng(seed);
+  std::vector<std::vector<std::vector<float>>> in(calls);
+  std::vector<std::vector<std::vector<float>>> got(calls, std::vector<std::vector<float>>(c.world));
+  for (int k = 0; k < calls; ++k) {
+    for (int r = 0; r < c.world; ++r) in[k].push_back(test::random_floats(rng, plan.elems()));
+  }
+  ex.run({{"all_reduce", c.blocks, [&](cpu::BlockCtx& ctx) {
+             const int r = ctx.rank();
+             for (int k = 0; k < calls; ++k) {
+               fence.arrive_and_wait(ctx, 3 * uint64_t(k) + 1);
+               if (ctx.block() == 0) {
+                 std::memcpy(ex.at<float>(r, partial), in[k][r].data(), bytes);
+                 std::memset(ex.at<float>(r, out), test::kPoison, bytes);
+               }
+               fence.arrive_and_wait(ctx, 3 * uint64_t(k) + 2);
+               all_reduce_block(ctx, plan, ex.signals(r, 0, plan.num_channels(), k + 1, op), ex.heap(r),
+                                ex.at<float>(r, partial), ex.at<float>(r, recv), ex.at<float>(r, out));
+               fence.arrive_and_wait(ctx, 3 * uint64_t(k) + 3);
+               if (ctx.block() == 0) {
+                 const float* o = ex.at<float>(r, out);
+                 got[k][r].assign(o, o + plan.elems());
+               }
+             }
+           }}});
+  for (int k = 0; k < calls; ++k) {
+    for (uint64_t i = 0; i < plan.elems(); ++i) {
+      float want = 0.f;
+      for (int q = 0; q < c.world; ++q) want += in[k][q][i];
+      for (int r = 0; r < c.world; ++r) {
+        if (std::memcmp(&got[k][r][i], &want, sizeof(float)) != 0) {
+          std::ostringstream os;
+          os << c.name() << ": back-to-back call " << k + 1 << ", rank " << r << " element " << i << ": got "
+             << got[k][r][i] << ", expected " << want;
+          return os.str();
+        }
+      }
+    }
+  }
+  return "";
+}
+
+TEST_P(AllReduceProtocol, ConsecutiveCallsWithoutHostSync) {
+  for (int world : {2, 3, 5}) {
+    for (uint64_t seed = 1; seed <= 3; ++seed) {
+      ArCase c;
+      c.world = world;
+      c.rows = 9;
+      c.comm_rows = 2;
+      c.method = GetParam();
+      EXPECT_EQ(run_back_to_back(c, seed * 19 + world, 4), "");
+    }
+  }
+}
+
+TEST(AllReducePlan, TwoShotFetchesExactlyTheChunksOthersOwn) {
+  for (uint32_t world = 1; world <= 8; ++world) {
+    for (uint32_t chunks : {1u, 2u, 7u, 9u, 16u}) {
+      const AllReducePlan plan{.rows = chunks, .cols = 4, .comm_rows = 1, .world = world, .method = ArMethod::kTwoShot};
+      std::vector<int> seen(chunks, 0);
+      for (uint32_t r = 0; r < world; ++r) {
+        std::vector<int> mine(chunks, 0);
+        for (uint32_t i = 0; i < plan.num_reduced(r); ++i) {
+          const uint32_t c = plan.reduced_chunk(r, i);
+          ASSERT_LT(c, chunks);
+          EXPECT_EQ(plan.owner(c), r);
+          ++seen[c];
+          ++mine[c];
+        }
+        for (uint32_t i = 0; i < plan.num_fetched(r); ++i) {
+          const uint32_t c = plan.fetched_chunk(r, i);
+          ASSERT_LT(c, chunks) << "world " << world << " rank " << r << " fetch " << i;
+          EXPECT_NE(plan.owner(c), r);
+          ++mine[c];
+        }
+        for (uint32_t c = 0; c < chunks; ++c) EXPECT_EQ(mine[c], 1) << "world " << world << " rank " << r << " chunk " << c;
+      }
+      for (uint32_t c = 0; c < chunks; ++c) EXPECT_EQ(seen[c], 1) << "world " << world << " chunk " << c;
+    }
+  }
+}
+
+// Mutation check: a two-shot rank that fetches the owners' sums before it reduces its own chunks,
+// without waiting for their "reduced" signals. With one block per rank, the first rank to finish
+// fetching did so before any rank began reducing, so it read poison: the comparison must say so.
+void fetch_without_waiting(cpu::BlockCtx& ctx, const AllReducePlan& plan, const SignalView& sig,
+                           const SymmetricView& heap, float* partial, float* recv, float* out) {
+  const uint32_t rank = static_cast<uint32_t>(ctx.rank());
+  for (uint32_t c = 0; c < plan.num_chunks(); ++c) ctx.producer_tile_notify(sig, plan.ready_channel(c));
+  for (uint32_t i = 0; i < plan.num_fetched(rank); ++i) {
+    const uint32_t c = plan.fetched_chunk(rank, i);
+    ctx.tile_pull_data(plan.tile(out, c), heap, plan.tile(out, c), static_cast<int>(plan.owner(c)), plan.chunk_shape(c));
+  }
+  for (uint32_t i = 0; i < plan.num_reduced(rank); ++i) {
+    const uint32_t c = plan.reduced_chunk(rank, i);
+    for (uint32_t s = 1; s < plan.world; ++s) {
+      const uint32_t q = swizzled_peer(rank, s, plan.world);
+      ctx.peer_tile_wait(sig, plan.ready_channel(c), static_cast<int>(q));
+      ctx.tile_pull_data(plan.recv_tile(recv, q, c), heap, plan.tile(partial, c), static_cast<int>(q), plan.chunk_shape(c));
+    }
+    const uint64_t n = uint64_t(plan.chunk_shape(c).rows) * plan.cols;
+    float* dst = static_cast<float*>(plan.tile(out, c).ptr);
+    for (uint64_t e = 0; e < n; ++e) {
+      float acc = 0.f;
+      for (uint32_t q = 0; q < plan.world; ++q) {
+        const TileRef t = q == rank ? plan.tile(partial, c) : plan.recv_tile(recv, q, c);
+        acc += static_cast<const float*>(t.ptr)[e];
+      }
+      dst[e] = acc;
+    }
+  }
+  rank_exit_barrier(ctx, sig, plan.exit_channel());
+}
+
+TEST(AllReduceProtocolMutation, TwoShotWithoutTheOwnersSignalIsCaught) {
+  ArCase c;
+  c.world = 4;
+  c.rows = 32;
+  c.comm_rows = 2;
+  c.method = ArMethod::kTwoShot;
+  c.blocks = 1;
+  EXPECT_NE(run_all_reduce(c, 5, 2, fetch_without_waiting), "");
+}
+
+}  // namespace
+}  // namespace tilelink
