@@ -3,9 +3,11 @@
 // decode's token counts), one or several blocks, random delays. Every rank's out must equal, bit
 // for bit, the fp32 sum in rank order of fresh random partials; outputs are poisoned first, and
 // calls repeat (each with its epoch). A two-shot variant that skips the wait for the owner's sum
-// must be caught.
+// must be caught. GEMM + all-reduce: the partial comes tile by tile from a GEMM role and each row
+// band is reduced as soon as every rank's tiles of it are in.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstring>
 #include <functional>
 #include <random>
@@ -189,6 +191,110 @@ TEST_P(AllReduceProtocol, ConsecutiveCallsWithoutHostSync) {
       c.comm_rows = 2;
       c.method = GetParam();
       EXPECT_EQ(run_back_to_back(c, seed * 19 + world, 4), "");
+    }
+  }
+}
+
+// ---- GEMM + all-reduce: C = sum_r A_r B_r^T on every rank ------------------------------------------
+
+struct GemmArCase {
+  int world = 3;
+  uint32_t m = 7, n = 24, k = 5;  // any m: decode's token counts
+  uint32_t bm = 4, bn = 8;        // the GEMM's tile; chunks are its row bands
+  ArMethod method = ArMethod::kOneShot;
+  uint32_t gemm_blocks = 2, ar_blocks = 2;
+
+  uint32_t n_tiles() const { return (n + bn - 1) / bn; }
+  uint32_t m_tiles() const { return (m + bm - 1) / bm; }
+  AllReducePlan plan() const {
+    return {.rows = m, .cols = n, .comm_rows = bm, .world = static_cast<uint32_t>(world), .method = method,
+            .in_place = false, .ready_arrivals = n_tiles()};
+  }
+  std::string name() const {
+    std::ostringstream os;
+    os << "GEMM+AR world " << world << (method == ArMethod::kOneShot ? " one-shot" : " two-shot") << " m " << m
+       << " n " << n << " k " << k << " tile " << bm << "x" << bn;
+    return os.str();
+  }
+};
+
+// Element (i, j) of A B^T, A m x k and B n x k row-major, accumulated in k order in fp32: the
+// "GEMM" and the reference compute it alike, so the sums can be compared bit for bit.
+float dot(const std::vector<float>& a, const std::vector<float>& b, uint32_t k, uint32_t i, uint32_t j) {
+  float acc = 0.f;
+  for (uint32_t kk = 0; kk < k; ++kk) acc += a[size_t(i) * k + kk] * b[size_t(j) * k + kk];
+  return acc;
+}
+
+std::string run_gemm_ar(const GemmArCase& c, uint64_t seed, int calls) {
+  const AllReducePlan plan = c.plan();
+  const size_t bytes = plan.elems() * sizeof(float);
+  cpu::Executor ex(c.world, (2 + c.world) * bytes + 4096, plan.num_channels(), test::stress_options(seed));
+  const uint32_t op = ex.register_op("gemm_ar");
+  const size_t partial = ex.allocate(bytes);
+  const size_t out = ex.allocate(bytes);
+  const size_t recv = ex.allocate(plan.recv_elems() * sizeof(float));
+  std::mt19937_64 rng(seed);
+  for (uint64_t e = 1; e <= uint64_t(calls); ++e) {
+    std::vector<std::vector<float>> a(c.world), b(c.world);
+    for (int r = 0; r < c.world; ++r) {
+      a[r] = test::random_floats(rng, size_t(c.m) * c.k);
+      b[r] = test::random_floats(rng, size_t(c.n) * c.k);
+      std::memset(ex.at<float>(r, partial), test::kPoison, bytes);  // a band reduced early reads poison
+      std::memset(ex.at<float>(r, out), test::kPoison, bytes);
+    }
+    const uint32_t tiles = c.m_tiles() * c.n_tiles();
+    ex.run({{"gemm", c.gemm_blocks,
+             [&](cpu::BlockCtx& ctx) {
+               const int r = ctx.rank();
+               const SignalView sig = ex.signals(r, 0, plan.num_channels(), e, op);
+               float* p = ex.at<float>(r, partial);
+               for (uint32_t i = ctx.block(); i < tiles; i += ctx.num_blocks()) {
+                 const uint32_t t = (i + uint32_t(r) * 5) % tiles;  // each rank its own order
+                 const uint32_t band = t / c.n_tiles(), col0 = (t % c.n_tiles()) * c.bn;
+                 const RowRange rows = plan.chunk_rows(band);
+                 for (uint32_t row = rows.row0; row < rows.row0 + rows.rows; ++row) {
+                   for (uint32_t col = col0; col < std::min(c.n, col0 + c.bn); ++col) {
+                     p[size_t(row) * c.n + col] = dot(a[r], b[r], c.k, row, col);
+                   }
+                 }
+                 ctx.jitter();
+                 ctx.producer_tile_notify(sig, plan.ready_channel(band), NotifyMode::kAdd);  // the epilogue's notify
+               }
+             }},
+            {"all_reduce", c.ar_blocks, [&](cpu::BlockCtx& ctx) {
+               const int r = ctx.rank();
+               all_reduce_block(ctx, plan, ex.signals(r, 0, plan.num_channels(), e, op), ex.heap(r),
+                                ex.at<float>(r, partial), ex.at<float>(r, recv), ex.at<float>(r, out));
+             }}});
+    for (uint32_t i = 0; i < c.m; ++i) {
+      for (uint32_t j = 0; j < c.n; ++j) {
+        float want = 0.f;
+        for (int q = 0; q < c.world; ++q) want += dot(a[q], b[q], c.k, i, j);
+        for (int r = 0; r < c.world; ++r) {
+          const float got = ex.at<float>(r, out)[size_t(i) * c.n + j];
+          if (std::memcmp(&got, &want, sizeof(float)) != 0) {
+            std::ostringstream os;
+            os << c.name() << ": call " << e << ", rank " << r << " (" << i << ", " << j << "): got " << got
+               << ", expected " << want;
+            return os.str();
+          }
+        }
+      }
+    }
+  }
+  return "";
+}
+
+TEST_P(AllReduceProtocol, GemmTilesAreReducedAsTheyArrive) {
+  for (int world = 1; world <= 8; ++world) {
+    for (uint32_t m : {1u, 2u, 7u, 64u}) {
+      GemmArCase c;
+      c.world = world;
+      c.m = m;
+      c.bm = m >= 64 ? 16 : 4;
+      c.method = GetParam();
+      EXPECT_EQ(run_gemm_ar(c, 300 * world + m, 2), "");
     }
   }
 }

@@ -12,8 +12,12 @@
 //
 // Channels of the slice: [0, world + 1) exit barrier (peers read this rank's partial, and in
 // two-shot its out); then one "partial ready" channel per chunk (this rank's part of chunk c is
-// in `partial`: set at the start of the call here; a GEMM epilogue would set it per tile); then,
-// two-shot only, one "reduced" channel per chunk (the owner's out holds chunk c's sum).
+// in `partial`); then, two-shot only, one "reduced" channel per chunk (the owner's out holds
+// chunk c's sum). Who sets "partial ready": with `in_place` (the collective: the partial is
+// written before the call) block 0 at the start; otherwise the producer of the partial -- a
+// GEMM's epilogue, GEMM + all-reduce -- adds 1 per tile it finishes, `ready_arrivals` tiles per
+// chunk (the N tiles of a row band: comm_rows is then the GEMM's tile rows), and the reduction of
+// a chunk starts as soon as every rank's tiles of it are there.
 //
 // `recv` (symmetric, world slots of rows x cols floats) stages the peers' parts before the sum:
 // the reduction reads only local memory.
@@ -39,6 +43,8 @@ struct AllReducePlan {
   uint32_t comm_rows = 0;  // rows per chunk (> 0)
   uint32_t world = 1;
   ArMethod method = ArMethod::kOneShot;
+  bool in_place = true;         // the partial is written before the call (see above)
+  uint32_t ready_arrivals = 1;  // not in_place: the producer's notifies per chunk
 
   TL_HOST_DEVICE uint32_t num_chunks() const { return (rows + comm_rows - 1) / comm_rows; }
   TL_HOST_DEVICE uint32_t row_bytes() const { return cols * 4u; }
@@ -85,10 +91,10 @@ struct AllReducePlan {
   }
 };
 
-// One block of one rank: announce this rank's partial, reduce its chunks as the peers' parts
-// arrive (each block its share, in order), then -- two-shot -- fetch the other owners' sums; the
-// exit barrier last. Every wait of the first part depends only on the announcements, so any
-// number of resident blocks makes progress.
+// One block of one rank: announce this rank's partial (in_place), reduce its chunks as the
+// peers' parts arrive (each block its share, in order), then -- two-shot -- fetch the other
+// owners' sums; the exit barrier last. Every wait of the first part depends only on the
+// partials' producers, so any number of resident blocks makes progress once they run.
 TL_PROTOCOL
 template <class Ctx>
 TL_HOST_DEVICE void all_reduce_block(Ctx& ctx, const AllReducePlan& plan, const SignalView& sig,
@@ -96,7 +102,8 @@ TL_HOST_DEVICE void all_reduce_block(Ctx& ctx, const AllReducePlan& plan, const 
   const uint32_t w = plan.world;
   const uint32_t rank = static_cast<uint32_t>(ctx.rank());
   const bool two_shot = plan.method == ArMethod::kTwoShot;
-  if (ctx.block() == 0) {
+  const uint32_t arrivals = plan.in_place ? 1u : plan.ready_arrivals;
+  if (plan.in_place && ctx.block() == 0) {
     for (uint32_t c = 0; c < plan.num_chunks(); ++c) ctx.producer_tile_notify(sig, plan.ready_channel(c));
   }
 
@@ -105,9 +112,10 @@ TL_HOST_DEVICE void all_reduce_block(Ctx& ctx, const AllReducePlan& plan, const 
     const TileShape shape = plan.chunk_shape(c);
     for (uint32_t s = 1; s < w; ++s) {
       const uint32_t q = swizzled_peer(rank, s, w);
-      ctx.peer_tile_wait(sig, plan.ready_channel(c), static_cast<int>(q), 1, static_cast<int32_t>(c));
+      ctx.peer_tile_wait(sig, plan.ready_channel(c), static_cast<int>(q), arrivals, static_cast<int32_t>(c));
       ctx.tile_pull_data(plan.recv_tile(recv, q, c), heap, plan.tile(partial, c), static_cast<int>(q), shape);
     }
+    if (!plan.in_place) ctx.consumer_tile_wait(sig, plan.ready_channel(c), 1, arrivals, static_cast<int32_t>(c));
     ctx.sync();
     // Sum in rank order 0..world-1: bit-identical results whatever the arrival order.
     const uint64_t n4 = uint64_t(shape.rows) * plan.cols / 4;
