@@ -49,15 +49,27 @@ void real_all_reduce(cpu::BlockCtx& ctx, const AllReducePlan& plan, const Signal
   all_reduce_block(ctx, plan, sig, heap, partial, recv, out);
 }
 
+// An executor of `world` ranks with the protocol's symmetric buffers: partial, out (rows x cols
+// floats) and recv (world slots), and `extra` channels after the plan's.
+struct ArWorld {
+  cpu::Executor ex;
+  uint32_t op;
+  size_t partial, out, recv;
+  ArWorld(int world, const AllReducePlan& plan, const char* name, uint64_t seed, uint32_t extra = 0)
+      : ex(world, (2 + world) * plan.elems() * sizeof(float) + 4096, plan.num_channels() + extra,
+           test::stress_options(seed)),
+        op(ex.register_op(name)),
+        partial(ex.allocate(plan.elems() * sizeof(float))),
+        out(ex.allocate(plan.elems() * sizeof(float))),
+        recv(ex.allocate(plan.recv_elems() * sizeof(float))) {}
+};
+
 // `calls` calls (epochs 1..calls) in one executor, one run() each; the first wrong element, or "".
 std::string run_all_reduce(const ArCase& c, uint64_t seed, int calls, const Protocol& protocol = real_all_reduce) {
   const AllReducePlan plan = c.plan();
   const size_t bytes = plan.elems() * sizeof(float);
-  cpu::Executor ex(c.world, (2 + c.world) * bytes + 4096, plan.num_channels(), test::stress_options(seed));
-  const uint32_t op = ex.register_op("all_reduce");
-  const size_t partial = ex.allocate(bytes);
-  const size_t out = ex.allocate(bytes);
-  const size_t recv = ex.allocate(plan.recv_elems() * sizeof(float));
+  ArWorld w(c.world, plan, "all_reduce", seed);
+  auto& [ex, op, partial, out, recv] = w;
   std::mt19937_64 rng(seed);
   for (uint64_t e = 1; e <= uint64_t(calls); ++e) {
     std::vector<std::vector<float>> in(c.world);
@@ -134,13 +146,9 @@ INSTANTIATE_TEST_SUITE_P(Cpu, AllReduceProtocol, ::testing::Values(ArMethod::kOn
 std::string run_back_to_back(const ArCase& c, uint64_t seed, int calls) {
   const AllReducePlan plan = c.plan();
   const size_t bytes = plan.elems() * sizeof(float);
-  const uint32_t fence_channel = plan.num_channels();
-  cpu::Executor ex(c.world, (2 + c.world) * bytes + 4096, fence_channel + 1, test::stress_options(seed));
-  const uint32_t op = ex.register_op("all_reduce");
-  const test::RankFence fence{&ex, fence_channel, ex.register_op("rank_fence"), c.blocks};
-  const size_t partial = ex.allocate(bytes);
-  const size_t out = ex.allocate(bytes);
-  const size_t recv = ex.allocate(plan.recv_elems() * sizeof(float));
+  ArWorld w(c.world, plan, "all_reduce", seed, 1);
+  auto& [ex, op, partial, out, recv] = w;
+  const test::RankFence fence{&ex, plan.num_channels(), ex.register_op("rank_fence"), c.blocks};
   std::mt19937_64 rng(seed);
   std::vector<std::vector<std::vector<float>>> in(calls);
   std::vector<std::vector<std::vector<float>>> got(calls, std::vector<std::vector<float>>(c.world));
@@ -229,11 +237,8 @@ float dot(const std::vector<float>& a, const std::vector<float>& b, uint32_t k, 
 std::string run_gemm_ar(const GemmArCase& c, uint64_t seed, int calls) {
   const AllReducePlan plan = c.plan();
   const size_t bytes = plan.elems() * sizeof(float);
-  cpu::Executor ex(c.world, (2 + c.world) * bytes + 4096, plan.num_channels(), test::stress_options(seed));
-  const uint32_t op = ex.register_op("gemm_ar");
-  const size_t partial = ex.allocate(bytes);
-  const size_t out = ex.allocate(bytes);
-  const size_t recv = ex.allocate(plan.recv_elems() * sizeof(float));
+  ArWorld w(c.world, plan, "gemm_ar", seed);
+  auto& [ex, op, partial, out, recv] = w;
   std::mt19937_64 rng(seed);
   for (uint64_t e = 1; e <= uint64_t(calls); ++e) {
     std::vector<std::vector<float>> a(c.world), b(c.world);
