@@ -223,7 +223,12 @@ bool StreamGate::expired() const { return *expired_ != 0; }
 
 // ---- RankTimer -------------------------------------------------------------------------------------
 
-RankTimer::RankTimer(const World& world) : world_(&world) {
+RankTimer::RankTimer(const World& world)
+    : world_(&world),
+      // In a process world each process would decide alone whether its gate expired and retake
+      // the sample, so one process could run the step once more than its peers: no gate there
+      // (the processes' barrier before each step keeps them together; host enqueue time counts).
+      gated_(world.local_ranks().size() == size_t(world.size())) {
   const int n = world.size();
   start_.assign(n, nullptr);
   compute_done_.assign(n, nullptr);

@@ -120,7 +120,8 @@ class RankTimer {
   // Enqueues `step` between the events, waits for the world (World::synchronize, so a device
   // timeout surfaces as TimeoutError) and returns the slowest rank's time in microseconds -- of
   // the ranks this process drives: in a process world, its own (the processes pass a barrier
-  // before each step, so their steps start together).
+  // before each step, so their steps start together, and the gate is off: a retake decided by one
+  // process alone would desynchronise the ranks).
   double time(const std::function<void()>& step);
   bool gated() const { return gated_; }
 

@@ -158,6 +158,11 @@ std::vector<StreamWaitRecord> ErrorChannel::stream_waits(cudaStream_t stream) co
   return out;
 }
 
+void ErrorChannel::forget_stream_waits(uint32_t op_id) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  std::erase_if(stream_waits_, [&](const StreamWaitRecord& w) { return w.op_id == op_id; });
+}
+
 void ErrorChannel::clear_stream_waits() {
   std::lock_guard<std::mutex> lock(mutex_);
   stream_waits_.clear();

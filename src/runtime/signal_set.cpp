@@ -36,7 +36,10 @@ SignalSlice::~SignalSlice() {
 
 uint64_t SignalSlice::begin_call() {
   TL_REQUIRE(set_ != nullptr, "SignalSlice::begin_call", "this", "empty slice", "a slice from SignalSet");
-  if (!replayable_ && set_->capturing()) replayable_ = true;
+  if (!replayable_ && set_->capturing()) {
+    replayable_ = true;
+    set_->heap_->world().errors().forget_stream_waits(op_id_);
+  }
   if (!replayable_) return ++epoch_;
   epoch_ = 1;
   set_->reset_for_call(*this);
@@ -174,12 +177,26 @@ bool may_join(cudaStream_t waiter, cudaStream_t other) {
 
 bool SignalSet::capturing() const {
   const World& world = heap_->world();
-  for (int r : world.local_ranks()) {
+  const std::vector<int>& ranks = world.local_ranks();
+  cudaStreamCaptureStatus first = cudaStreamCaptureStatusNone;
+  unsigned long long first_id = 0;
+  for (size_t i = 0; i < ranks.size(); ++i) {
     cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
-    TL_CUDA_CHECK(cudaStreamIsCapturing(world.compute_stream(r), &status));
-    if (status != cudaStreamCaptureStatusNone) return true;
+    unsigned long long id = 0;
+    TL_CUDA_CHECK(cudaStreamGetCaptureInfo(world.compute_stream(ranks[i]), &status, &id));
+    if (i == 0) {
+      first = status;
+      first_id = id;
+    } else if (status != first || id != first_id) {
+      // The call's barrier runs on every rank this process drives: a rank outside the capture
+      // would run it now and wait for peers whose barriers only the graph holds.
+      detail::throw_invalid_argument(
+          "SignalSlice::begin_call", "rank", ranks[i],
+          "a compute stream in the same CUDA-graph capture as rank " + std::to_string(ranks[0]) +
+              "'s (a captured call captures the compute streams of every rank this process drives)");
+    }
   }
-  return false;
+  return first != cudaStreamCaptureStatusNone;
 }
 
 void SignalSet::reset_for_call(const SignalSlice& slice) {

@@ -29,9 +29,11 @@ struct ArCase {
   uint32_t cols = 8;
   ArMethod method = ArMethod::kOneShot;
   uint32_t blocks = 3;
+  bool producer_fed = false;  // not in_place: the partial is announced chunk by chunk by its writer
 
   AllReducePlan plan() const {
-    return {.rows = rows, .cols = cols, .comm_rows = comm_rows, .world = static_cast<uint32_t>(world), .method = method};
+    return {.rows = rows, .cols = cols, .comm_rows = comm_rows, .world = static_cast<uint32_t>(world), .method = method,
+            .in_place = !producer_fed, .ready_arrivals = 1};
   }
   std::string name() const {
     std::ostringstream os;
@@ -159,13 +161,19 @@ std::string run_back_to_back(const ArCase& c, uint64_t seed, int calls) {
              const int r = ctx.rank();
              for (int k = 0; k < calls; ++k) {
                fence.arrive_and_wait(ctx, 3 * uint64_t(k) + 1);
+               const SignalView sig = ex.signals(r, 0, plan.num_channels(), k + 1, op);
                if (ctx.block() == 0) {
                  std::memcpy(ex.at<float>(r, partial), in[k][r].data(), bytes);
                  std::memset(ex.at<float>(r, out), test::kPoison, bytes);
+                 if (c.producer_fed) {  // the writer announces each chunk, as a GEMM epilogue would
+                   for (uint32_t ch = 0; ch < plan.num_chunks(); ++ch) {
+                     ctx.producer_tile_notify(sig, plan.ready_channel(ch), NotifyMode::kAdd);
+                   }
+                 }
                }
                fence.arrive_and_wait(ctx, 3 * uint64_t(k) + 2);
-               all_reduce_block(ctx, plan, ex.signals(r, 0, plan.num_channels(), k + 1, op), ex.heap(r),
-                                ex.at<float>(r, partial), ex.at<float>(r, recv), ex.at<float>(r, out));
+               all_reduce_block(ctx, plan, sig, ex.heap(r), ex.at<float>(r, partial), ex.at<float>(r, recv),
+                                ex.at<float>(r, out));
                fence.arrive_and_wait(ctx, 3 * uint64_t(k) + 3);
                if (ctx.block() == 0) {
                  const float* o = ex.at<float>(r, out);
@@ -191,14 +199,17 @@ std::string run_back_to_back(const ArCase& c, uint64_t seed, int calls) {
 }
 
 TEST_P(AllReduceProtocol, ConsecutiveCallsWithoutHostSync) {
-  for (int world : {2, 3, 5}) {
-    for (uint64_t seed = 1; seed <= 3; ++seed) {
-      ArCase c;
-      c.world = world;
-      c.rows = 9;
-      c.comm_rows = 2;
-      c.method = GetParam();
-      EXPECT_EQ(run_back_to_back(c, seed * 19 + world, 4), "");
+  for (bool producer_fed : {false, true}) {
+    for (int world : {2, 3, 5}) {
+      for (uint64_t seed = 1; seed <= 3; ++seed) {
+        ArCase c;
+        c.world = world;
+        c.rows = 9;
+        c.comm_rows = 2;
+        c.method = GetParam();
+        c.producer_fed = producer_fed;
+        EXPECT_EQ(run_back_to_back(c, seed * 19 + world, 4), "") << (producer_fed ? "producer-fed" : "in place");
+      }
     }
   }
 }

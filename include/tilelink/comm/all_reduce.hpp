@@ -84,7 +84,8 @@ struct AllReducePlan {
   // Two-shot: the chunks `rank` fetches from their owners, in order.
   TL_HOST_DEVICE uint32_t num_fetched(uint32_t rank) const { return num_chunks() - num_reduced(rank); }
   TL_HOST_DEVICE uint32_t fetched_chunk(uint32_t rank, uint32_t i) const {
-    // The i-th chunk not owned by `rank`: skip one in every `world`, starting after `rank`.
+    // The i-th chunk not owned by `rank`: skip one in every `world`, starting after `rank`
+    // (world >= 2: at world 1 a rank owns every chunk and fetches none).
     const uint32_t others = world - 1;
     const uint32_t round = i / others, k = i % others;
     return round * world + (k < rank ? k : k + 1);
@@ -93,8 +94,10 @@ struct AllReducePlan {
 
 // One block of one rank: announce this rank's partial (in_place), reduce its chunks as the
 // peers' parts arrive (each block its share, in order), then -- two-shot -- fetch the other
-// owners' sums; the exit barrier last. Every wait of the first part depends only on the
-// partials' producers, so any number of resident blocks makes progress once they run.
+// owners' sums; the exit barrier last. The reduction's waits depend only on the partials'
+// producers (and every rank's block 0 for in_place); the fetches wait for the owners' reductions,
+// so on the GPU every rank's blocks must be resident at once (a grid within the SM budget, as
+// every protocol here needs).
 TL_PROTOCOL
 template <class Ctx>
 TL_HOST_DEVICE void all_reduce_block(Ctx& ctx, const AllReducePlan& plan, const SignalView& sig,

@@ -55,6 +55,9 @@ class ErrorChannel final : public StreamWaitObserver {
   // The waits noted on `stream` since the last clear, oldest first.
   std::vector<StreamWaitRecord> stream_waits(cudaStream_t stream) const;
   void clear_stream_waits();
+  // Drops the waits of op `op_id` (its slice turned replayable: its channels are zeroed each call,
+  // so an earlier wait's value would read as a stall).
+  void forget_stream_waits(uint32_t op_id);
 
  private:
   int device_;

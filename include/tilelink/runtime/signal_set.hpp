@@ -40,6 +40,12 @@ class SignalSlice {
   // every rank has zeroed them. The barriers' waits are bounded like every device wait
   // (WaitKind::kCallBarrier). A stream memop wait (rank_wait) of a replayable slice is not
   // watched by World::synchronize: its channel takes the same value in every call.
+  //
+  // Capture is collective: every process captures the same calls, and a process captures the
+  // compute streams of every rank it drives in one capture (else InvalidArgument, before anything
+  // is enqueued). The previous call's work on the ranks' other streams must be complete or joined
+  // into the compute streams before a captured call replays (the ops join theirs at the end of a
+  // call; a bare collective's comm stream is joined here where the capture allows it).
   uint64_t begin_call();
   // Makes the slice replayable now (e.g. to run the same path before and during capture).
   void make_replayable() { replayable_ = true; }

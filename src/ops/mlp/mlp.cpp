@@ -115,7 +115,12 @@ void Mlp::set_operands(int rank, const void* w1, const void* w2, void* out) {
   }
   const size_t r = static_cast<size_t>(rank);
   fc1_->set_operands(rank, w1, y_[r].get<void>());
-  fc2_->set_operands(rank, h_[r].get<void>(), w2, out);
+  try {
+    fc2_->set_operands(rank, h_[r].get<void>(), w2, out);
+  } catch (...) {
+    fc1_->set_operands(rank, args_.w1[r], y_[r].get<void>());  // both GEMMs on the previous operands
+    throw;
+  }
   args_.w1[r] = w1;
   args_.w2[r] = w2;
   args_.out[r] = out;
