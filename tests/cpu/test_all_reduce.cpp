@@ -66,6 +66,24 @@ struct ArWorld {
         recv(ex.allocate(plan.recv_elems() * sizeof(float))) {}
 };
 
+// The first element of any rank's out that is not, bit for bit, want(i) (i over the rows x cols
+// elements); "" if none. `what` names the case and call in the message.
+template <class Want, class Got>
+std::string first_mismatch(const std::string& what, int world, uint64_t elems, uint32_t cols, Want&& want, Got&& got) {
+  for (uint64_t i = 0; i < elems; ++i) {
+    const float w = want(i);
+    for (int r = 0; r < world; ++r) {
+      const float g = got(r, i);
+      if (std::memcmp(&g, &w, sizeof(float)) != 0) {
+        std::ostringstream os;
+        os << what << ", rank " << r << " row " << i / cols << " col " << i % cols << ": got " << g << ", expected " << w;
+        return os.str();
+      }
+    }
+  }
+  return "";
+}
+
 // `calls` calls (epochs 1..calls) in one executor, one run() each; the first wrong element, or "".
 std::string run_all_reduce(const ArCase& c, uint64_t seed, int calls, const Protocol& protocol = real_all_reduce) {
   const AllReducePlan plan = c.plan();
@@ -86,19 +104,15 @@ std::string run_all_reduce(const ArCase& c, uint64_t seed, int calls, const Prot
                protocol(ctx, plan, ex.signals(r, 0, plan.num_channels(), e, op), ex.heap(r), ex.at<float>(r, partial),
                         ex.at<float>(r, recv), ex.at<float>(r, out));
              }}});
-    for (uint64_t i = 0; i < plan.elems(); ++i) {
-      float want = 0.f;
-      for (int q = 0; q < c.world; ++q) want += in[q][i];
-      for (int r = 0; r < c.world; ++r) {
-        const float got = ex.at<float>(r, out)[i];
-        if (std::memcmp(&got, &want, sizeof(float)) != 0) {
-          std::ostringstream os;
-          os << c.name() << ": call " << e << ", rank " << r << " row " << i / c.cols << " col " << i % c.cols
-             << ": got " << got << ", expected " << want;
-          return os.str();
-        }
-      }
-    }
+    const std::string err = first_mismatch(
+        c.name() + ": call " + std::to_string(e), c.world, plan.elems(), c.cols,
+        [&](uint64_t i) {
+          float want = 0.f;
+          for (int q = 0; q < c.world; ++q) want += in[q][i];
+          return want;
+        },
+        [&](int r, uint64_t i) { return ex.at<float>(r, out)[i]; });
+    if (!err.empty()) return err;
   }
   return "";
 }
@@ -182,18 +196,15 @@ std::string run_back_to_back(const ArCase& c, uint64_t seed, int calls) {
              }
            }}});
   for (int k = 0; k < calls; ++k) {
-    for (uint64_t i = 0; i < plan.elems(); ++i) {
-      float want = 0.f;
-      for (int q = 0; q < c.world; ++q) want += in[k][q][i];
-      for (int r = 0; r < c.world; ++r) {
-        if (std::memcmp(&got[k][r][i], &want, sizeof(float)) != 0) {
-          std::ostringstream os;
-          os << c.name() << ": back-to-back call " << k + 1 << ", rank " << r << " element " << i << ": got "
-             << got[k][r][i] << ", expected " << want;
-          return os.str();
-        }
-      }
-    }
+    const std::string err = first_mismatch(
+        c.name() + ": back-to-back call " + std::to_string(k + 1), c.world, plan.elems(), c.cols,
+        [&](uint64_t i) {
+          float want = 0.f;
+          for (int q = 0; q < c.world; ++q) want += in[k][q][i];
+          return want;
+        },
+        [&](int r, uint64_t i) { return got[k][r][i]; });
+    if (!err.empty()) return err;
   }
   return "";
 }
@@ -283,21 +294,15 @@ std::string run_gemm_ar(const GemmArCase& c, uint64_t seed, int calls) {
                all_reduce_block(ctx, plan, ex.signals(r, 0, plan.num_channels(), e, op), ex.heap(r),
                                 ex.at<float>(r, partial), ex.at<float>(r, recv), ex.at<float>(r, out));
              }}});
-    for (uint32_t i = 0; i < c.m; ++i) {
-      for (uint32_t j = 0; j < c.n; ++j) {
-        float want = 0.f;
-        for (int q = 0; q < c.world; ++q) want += dot(a[q], b[q], c.k, i, j);
-        for (int r = 0; r < c.world; ++r) {
-          const float got = ex.at<float>(r, out)[size_t(i) * c.n + j];
-          if (std::memcmp(&got, &want, sizeof(float)) != 0) {
-            std::ostringstream os;
-            os << c.name() << ": call " << e << ", rank " << r << " (" << i << ", " << j << "): got " << got
-               << ", expected " << want;
-            return os.str();
-          }
-        }
-      }
-    }
+    const std::string err = first_mismatch(
+        c.name() + ": call " + std::to_string(e), c.world, plan.elems(), c.n,
+        [&](uint64_t i) {
+          float want = 0.f;
+          for (int q = 0; q < c.world; ++q) want += dot(a[q], b[q], c.k, uint32_t(i / c.n), uint32_t(i % c.n));
+          return want;
+        },
+        [&](int r, uint64_t i) { return ex.at<float>(r, out)[i]; });
+    if (!err.empty()) return err;
   }
   return "";
 }
