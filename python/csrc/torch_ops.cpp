@@ -155,7 +155,9 @@ void refuse_build_under_capture(const char* op, const Group& g, const std::strin
 // and signal slices different, so the group is marked unusable.
 [[noreturn]] void build_failed(Group& g, const char* op, const std::string& shape, size_t cached,
                                const std::exception& e) {
-  const std::string why = std::string(op) + ": building the op for shape " + shape + " failed: " + e.what();
+  const bool timeout = dynamic_cast<const TimeoutError*>(&e) != nullptr;  // a rank that never arrived
+  const std::string why = std::string(op) + ": building the op for shape " + shape + " failed: " +
+                          (timeout ? "TimeoutError: " : "") + e.what();
   if (dynamic_cast<const InvalidArgument*>(&e) != nullptr) {
     TORCH_CHECK_VALUE(false, why, " (", cached, " shapes already built in this group keep their own symmetric "
                       "buffers; a full heap needs a larger tilelink.init(heap_bytes=...))");
@@ -216,6 +218,18 @@ void init(const at::Tensor& id_tensor, int64_t rank, int64_t world_size, int64_t
     TL_CUDA_CHECK(cudaEventCreateWithFlags(&g->caller_ready, cudaEventDisableTiming));
     TL_CUDA_CHECK(cudaEventCreateWithFlags(&g->op_done, cudaEventDisableTiming));
     groups()[group_name] = std::move(g);
+  });
+}
+
+// Waits for this rank's TileLink work in the group (its streams). A wait that never completed --
+// a rank that stopped calling, or never joined -- is raised as its TimeoutError (op, rank, tile,
+// channel), where torch.cuda.synchronize would only see that a kernel trapped.
+void synchronize(const std::string& group_name) {
+  translated("tilelink.synchronize", [&] {
+    std::lock_guard<std::mutex> lock(g_mutex);
+    Group& g = group_of("tilelink.synchronize", group_name);
+    c10::cuda::CUDAGuard guard(g.device);
+    g.world->synchronize();
   });
 }
 
@@ -382,6 +396,7 @@ at::Tensor mlp(const at::Tensor& x_shard, const at::Tensor& w1, const at::Tensor
 TORCH_LIBRARY(tilelink, m) {
   m.def("_unique_id() -> Tensor");
   m.def("_init(Tensor unique_id, int rank, int world_size, int device, str group_name, int heap_bytes) -> ()");
+  m.def("_synchronize(str group_name) -> ()");
   m.def("ag_gemm(Tensor x_shard, Tensor weight, str group_name) -> Tensor");
   m.def("gemm_rs(Tensor x, Tensor weight, str group_name) -> Tensor");
   m.def("mlp(Tensor x_shard, Tensor w1, Tensor w2, str group_name, str activation=\"swiglu\") -> Tensor");
@@ -390,6 +405,7 @@ TORCH_LIBRARY(tilelink, m) {
 TORCH_LIBRARY_IMPL(tilelink, CompositeExplicitAutograd, m) {
   m.impl("_unique_id", &unique_id);
   m.impl("_init", &init);
+  m.impl("_synchronize", &synchronize);
 }
 
 // CPU too: a CPU tensor reaches the argument check and gets its ValueError, not a dispatch error.

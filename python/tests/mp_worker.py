@@ -1,7 +1,9 @@
 """One rank of the GPU tests, started by torchrun (python/tests/test_gpu.py): every operator against
 a torch reference built from all ranks' shards, fresh random inputs each call, outputs over
 poisoned memory, several calls (mlp with SwiGLU and GELU); then a step of both operators (AG+GEMM -> SiLU -> GEMM+RS)
-captured in a CUDA graph and replayed on fresh inputs, with an eager step between two replays.
+captured in a CUDA graph and replayed on fresh inputs, with an eager step between two replays and two
+replays back to back; the mlp operator captured alone. With TILELINK_TEST_FAULT the last rank stops
+calling and the others must get a TimeoutError that names it.
 Exits non-zero on the first mismatch."""
 import os
 import sys
@@ -115,8 +117,85 @@ def graph_replays(group, rank, size):
         # The element bound is a worst case; stale or partly stale inputs also show here.
         relative = float((got.float() - want).norm() / want.norm())
         assert relative < 1e-2, f"rank {rank}: {name}: relative error {relative:.3g}"
+    # Two replays back to back, with new inputs between them and no host synchronisation: the
+    # second replay's call barrier must keep it from overtaking a peer still in the first.
+    results = []
+    for i in range(2):
+        want, bound = fresh_inputs(3001 + i)
+        graph.replay()
+        results.append((out.clone(), want, bound))
+    for i, (got, want, bound) in enumerate(results):
+        check(f"captured step, back-to-back replay {i}", got, want, bound)
     torch.cuda.synchronize()
     dist.barrier()
+
+
+def mlp_graph_replays(group, rank, size):
+    """The mlp operator captured alone, replayed back to back on fresh inputs."""
+    m_per_rank, hidden, i_local = 128, 256, 128
+    m = m_per_rank * size
+    x_shard = torch.empty(m_per_rank, hidden, dtype=torch.bfloat16, device="cuda")
+    w1 = torch.empty(2 * i_local, hidden, dtype=torch.bfloat16, device="cuda")
+    w2 = torch.empty(hidden, i_local, dtype=torch.bfloat16, device="cuda")
+    rows = slice(rank * m_per_rank, (rank + 1) * m_per_rank)
+
+    def fresh_inputs(seed):
+        g = torch.Generator(device="cuda").manual_seed(seed)  # the same on every rank
+        x = torch.randn(m, hidden, generator=g, device="cuda").bfloat16()
+        w1s = [(torch.randn(2 * i_local, hidden, generator=g, device="cuda") / hidden ** 0.5).bfloat16() for _ in range(size)]
+        w2s = [(torch.randn(hidden, i_local, generator=g, device="cuda") / i_local ** 0.5).bfloat16() for _ in range(size)]
+        x_shard.copy_(x[rows])
+        w1.copy_(w1s[rank])
+        w2.copy_(w2s[rank])
+        return mlp_reference(x, w1s, w2s, "swiglu", rows)
+
+    fresh_inputs(4000)
+    torch.ops.tilelink.mlp(x_shard, w1, w2, group)  # builds the op outside the capture
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        out = torch.ops.tilelink.mlp(x_shard, w1, w2, group)
+    results = []
+    for i in range(3):
+        want, bound = fresh_inputs(4001 + i)
+        out.fill_(float("nan"))
+        graph.replay()
+        results.append((out.clone(), want, bound))
+    for i, (got, want, bound) in enumerate(results):
+        check(f"captured mlp, replay {i}", got, want, bound)
+    torch.cuda.synchronize()
+    dist.barrier()
+
+
+def stay_away_or_name_the_absent(fault, group, rank, size):
+    """The last rank stops calling; every other rank must get a TimeoutError that names it, from the
+    next call's wait ("call": the op was built; tilelink.synchronize raises it) or from building an
+    op ("build": World::barrier, raised by the call). Prints what it got; the absent rank sleeps
+    past the others' bound (its memory stays mapped) and leaves."""
+    absent = size - 1
+    g = torch.Generator(device="cuda").manual_seed(5000)
+    x = torch.randn(128, 256, generator=g, device="cuda").bfloat16()
+    w = torch.randn(256, 256, generator=g, device="cuda").bfloat16()
+    torch.ops.tilelink.ag_gemm(x, w, group)  # every rank: builds the op and makes one call
+    tilelink.synchronize(group)
+    dist.barrier()
+    if rank == absent:
+        import time
+        time.sleep(15)
+        os._exit(0)
+    try:
+        if fault == "call":
+            torch.ops.tilelink.ag_gemm(x, w, group)
+            tilelink.synchronize(group)
+        else:
+            xs = torch.randn(128 * size, 256, generator=g, device="cuda").bfloat16()
+            torch.ops.tilelink.gemm_rs(xs, w, group)  # a new op: its build is collective
+            tilelink.synchronize(group)
+        print(f"rank {rank}: NOT NAMED: the call completed without rank {absent}", flush=True)
+    except RuntimeError as e:
+        print(f"rank {rank}: NAMED ({fault}): {e}", flush=True)
+    # Destructors would meet a lost CUDA context and peers that have left.
+    os._exit(0)
 
 
 def main():
@@ -127,6 +206,8 @@ def main():
     dist.init_process_group("gloo" if shared_gpu else "nccl")
     rank, size = dist.get_rank(), dist.get_world_size()
     group = tilelink.init()
+    if os.environ.get("TILELINK_TEST_FAULT"):
+        return stay_away_or_name_the_absent(os.environ["TILELINK_TEST_FAULT"], group, rank, size)
     shapes = [(256, 512, 384), (128, 512, 256)]  # (rows per rank, N, K): a second shape builds a second op
     for call in range(4):
         m_per_rank, n, k = shapes[call % 2]
@@ -147,13 +228,16 @@ def main():
         bound = 1e-2 + sum(p.abs() for p in partials) / 256
         check(f"gemm_rs call {call}", z, sum(partials), bound=bound)
 
-        check_mlp(rank, size, m_per_rank, k, 128 if call % 2 == 0 else 256, ["swiglu", "gelu"][call // 2 % 2],
+        # Calls 2 and 3 repeat the shapes of 0 and 1 with new tensors (the op re-pointed, not rebuilt).
+        check_mlp(rank, size, m_per_rank, k, 128 if call % 2 == 0 else 256, ["swiglu", "gelu"][call % 2],
                   group, seed=1500 + call)
     torch.cuda.synchronize()
     dist.barrier()
     print(f"rank {rank} of {size}: ag_gemm, gemm_rs and mlp match torch over 4 calls", flush=True)
     graph_replays(group, rank, size)
     print(f"rank {rank} of {size}: a captured step matches torch over 3 replays", flush=True)
+    mlp_graph_replays(group, rank, size)
+    print(f"rank {rank} of {size}: a captured mlp matches torch over 3 back-to-back replays", flush=True)
     dist.destroy_process_group()
     return 0
 

@@ -126,3 +126,8 @@ def test_real_call_refuses_cpu_tensors_before_any_launch():
         torch.ops.tilelink.mlp(x, w, torch.zeros(32, 8, dtype=torch.bfloat16), "g")
     with pytest.raises(ValueError, match="argument 'activation' = 'relu'"):
         torch.ops.tilelink.mlp(x, w, torch.zeros(32, 8, dtype=torch.bfloat16), "g", "relu")
+
+
+def test_synchronize_refuses_a_group_not_initialised():
+    with pytest.raises(ValueError, match="argument 'group_name' = 'nope': expected a group this process initialised"):
+        tilelink.synchronize("nope")

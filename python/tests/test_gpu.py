@@ -38,10 +38,9 @@ def mps_daemon(nproc):
     return env, stop
 
 
-@requires_gpu
-@pytest.mark.parametrize("nproc", [1, 2, 4])
-def test_ops_match_torch_under_torchrun(nproc):
-    env = {**os.environ, "TILELINK_WAIT_TIMEOUT_MS": "20000"}
+def torchrun(nproc, env, timeout=600):
+    """Runs the worker under torchrun (under a private MPS daemon when the ranks share a GPU);
+    returns the CompletedProcess."""
     stop = None
     if nproc > torch.cuda.device_count():
         if shutil.which("nvidia-cuda-mps-control") is None:
@@ -54,7 +53,7 @@ def test_ops_match_torch_under_torchrun(nproc):
         [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={nproc}", str(WORKER)],
         env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
     try:
-        stdout, stderr = proc.communicate(timeout=600)
+        stdout, stderr = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
         os.killpg(proc.pid, signal.SIGKILL)
         stdout, stderr = proc.communicate()
@@ -63,6 +62,29 @@ def test_ops_match_torch_under_torchrun(nproc):
             stop()
     proc = subprocess.CompletedProcess(proc.args, proc.returncode, stdout, stderr)
     print(proc.stdout[-4000:], proc.stderr[:3000], "\n...\n", proc.stderr[-6000:])
+    return proc
+
+
+@requires_gpu
+@pytest.mark.parametrize("nproc", [1, 2, 4])
+def test_ops_match_torch_under_torchrun(nproc):
+    proc = torchrun(nproc, {**os.environ, "TILELINK_WAIT_TIMEOUT_MS": "20000"})
     assert proc.returncode == 0, f"torchrun --nproc-per-node {nproc} exited {proc.returncode}"
     assert proc.stdout.count("ag_gemm, gemm_rs and mlp match torch over 4 calls") == nproc
     assert proc.stdout.count("a captured step matches torch over 3 replays") == nproc
+    assert proc.stdout.count("a captured mlp matches torch over 3 back-to-back replays") == nproc
+
+
+@requires_gpu
+@pytest.mark.parametrize("fault", ["call", "build"])
+def test_a_rank_that_stops_calling_is_named(fault):
+    """Three ranks; the last stops calling. The other two must raise a TimeoutError naming it: from
+    an op's wait (tilelink.synchronize) or from building an op (World::barrier), not hang."""
+    nproc = 3
+    proc = torchrun(nproc, {**os.environ, "TILELINK_TEST_FAULT": fault, "TILELINK_WAIT_TIMEOUT_MS": "3000",
+                            "TILELINK_BARRIER_TIMEOUT_MS": "3000"}, timeout=180)
+    named = [line for line in proc.stdout.splitlines() if f"NAMED ({fault})" in line]
+    assert len(named) == nproc - 1, f"expected {nproc - 1} ranks to name the absent rank, got: {named}"
+    needle = "rank 2 never arrived at World::barrier" if fault == "build" else "rank 2's"
+    for line in named:
+        assert "TimeoutError" in line and needle in line, line

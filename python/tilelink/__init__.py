@@ -23,7 +23,7 @@ import os
 
 import torch
 
-__all__ = ["init", "ag_gemm", "gemm_rs", "mlp", "library_path"]
+__all__ = ["init", "synchronize", "ag_gemm", "gemm_rs", "mlp", "library_path"]
 
 # NVLink multicast stays off (the project's rule), also for what torch starts in this process.
 for _var, _value in (("NVSHMEM_DISABLE_NVLS", "1"), ("NCCL_NVLS_ENABLE", "0"), ("TORCH_SYMM_MEM_DISABLE_MULTICAST", "1")):
@@ -83,6 +83,18 @@ def init(group=None, heap_bytes: int = 1 << 30) -> str:
     torch.ops.tilelink._init(carrier.cpu(), rank, size, device, name, heap_bytes)
     _initialised[name] = members
     return name
+
+
+def synchronize(group=None) -> None:
+    """Waits for this rank's TileLink work in `group` (default: the world group; its name works
+    too). A wait that never completed -- a rank that stopped calling, died or never joined -- is
+    raised as RuntimeError("...TimeoutError: ...") naming the op, rank, tile and channel, where
+    torch.cuda.synchronize would only report that a kernel trapped. After a timeout the process's
+    CUDA context is lost: the report is the point."""
+    import torch.distributed as dist
+
+    name = group if isinstance(group, str) else (group if group is not None else dist.group.WORLD).group_name
+    torch.ops.tilelink._synchronize(name)
 
 
 def ag_gemm(x_shard: torch.Tensor, weight: torch.Tensor, group_name: str) -> torch.Tensor:

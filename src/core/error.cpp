@@ -11,6 +11,7 @@ const char* to_string(WaitKind kind) {
     case WaitKind::kPeerTile: return "peer_tile_wait";
     case WaitKind::kRankWait: return "rank_wait";
     case WaitKind::kCallBarrier: return "call_barrier";
+    case WaitKind::kWorldBarrier: return "world_barrier";
     case WaitKind::kNone: break;
   }
   return "wait";

@@ -121,6 +121,10 @@ std::string ErrorChannel::describe(const ErrorRecord& record) const {
   if (record.kind == WaitKind::kCallBarrier) {
     msg += "; it waited for every rank to enter the call (the entry barrier of a replayable slice, which "
            "zeroes the slice's channels between calls)";
+  } else if (record.kind == WaitKind::kWorldBarrier) {
+    msg += "; rank " + std::to_string(record.channel) + " never arrived at World::barrier (a collective step that "
+           "every process takes: tilelink.init, building an op, claiming signals) -- it exited, hung, or took "
+           "another path";
   } else if (describer) {
     const std::string what = describer(record.channel, record.rank, record.peer);
     if (!what.empty()) msg += "; it waited for " + what;

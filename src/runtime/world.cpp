@@ -2,6 +2,8 @@
 
 #include "core/driver.hpp"
 #include "runtime/nvshmem_backend.hpp"
+#include "runtime/world_barrier.hpp"
+#include "tilelink/runtime/device_buffer.hpp"
 
 #include <algorithm>
 #include <chrono>
@@ -24,6 +26,13 @@ struct World::Impl {
   std::vector<cudaEvent_t> comm_done;
   std::vector<cudaStream_t> watch;  // per rank (shared by ranks of one device): stall diagnostics
   std::unique_ptr<ErrorChannel> errors;
+  // Process worlds: World::barrier's slot arrays (NVSHMEM symmetric memory, one word per rank), the
+  // device table of every rank's array, and the count of barriers this process has entered.
+  uint64_t* barrier_slots = nullptr;
+  uint64_t** barrier_peers = nullptr;
+  uint64_t barrier_passes = 0;
+  uint32_t barrier_op = 0;
+  uint64_t barrier_timeout_ns = 0;
 
   // The first local rank on `r`'s device (it owns the device's watch stream).
   int first_on_device(int r) const {
@@ -73,17 +82,42 @@ struct World::Impl {
       if (comm_done[r] != nullptr) cudaEventDestroy(comm_done[r]);
       if (watch[r] != nullptr && first_on_device(r) == r) cudaStreamDestroy(watch[r]);
     }
+    if (barrier_peers != nullptr) cudaFree(barrier_peers);
+    // Collective, like the allocation (every process destroys its Worlds in the same order).
+    if (barrier_slots != nullptr) detail::nvshmem::free(barrier_slots);
+  }
+
+  // World::barrier's state (process worlds; collective: the same allocation in every process).
+  void create_barrier(int rank, int size, int device, uint64_t timeout_ns) {
+    barrier_timeout_ns = timeout_ns;
+    const size_t bytes = sizeof(uint64_t) * static_cast<size_t>(size);
+    barrier_slots = static_cast<uint64_t*>(
+        detail::nvshmem::malloc(bytes, "World::barrier's slots (rank " + std::to_string(rank) + ")"));
+    TL_CUDA_CHECK(cudaMemset(barrier_slots, 0, bytes));
+    std::vector<uint64_t*> peers(static_cast<size_t>(size));
+    for (int p = 0; p < size; ++p) {
+      peers[p] = static_cast<uint64_t*>(p == rank ? barrier_slots : detail::nvshmem::peer_pointer(barrier_slots, p));
+      TL_REQUIRE(peers[p] != nullptr, "World::process", "rank", p,
+                 "a rank this GPU reaches by load/store (World::barrier's slots; ranks on other nodes need the "
+                 "put-with-signal path, not built yet)");
+    }
+    barrier_peers = static_cast<uint64_t**>(device_malloc(
+        sizeof(uint64_t*) * static_cast<size_t>(size), device, "World::barrier's peer table (rank " + std::to_string(rank) + ")"));
+    TL_CUDA_CHECK(cudaMemcpy(barrier_peers, peers.data(), sizeof(uint64_t*) * peers.size(), cudaMemcpyHostToDevice));
+    barrier_op = errors->register_op("World::barrier");
+    // Every rank's slots are zero before any rank arrives (NVSHMEM's own barrier, once).
+    TL_CUDA_CHECK(cudaDeviceSynchronize());
+    detail::nvshmem::barrier_all();
   }
 };
 
 namespace {
 
-uint64_t timeout_from_env(uint64_t fallback) {
-  if (const char* ms = std::getenv("TILELINK_WAIT_TIMEOUT_MS")) {
+uint64_t timeout_from_env(uint64_t fallback, const char* variable = "TILELINK_WAIT_TIMEOUT_MS") {
+  if (const char* ms = std::getenv(variable)) {
     char* end = nullptr;
     const unsigned long long v = std::strtoull(ms, &end, 10);
-    TL_REQUIRE(end != ms && *end == '\0', "World", "TILELINK_WAIT_TIMEOUT_MS", ms,
-               "a whole number of milliseconds");
+    TL_REQUIRE(end != ms && *end == '\0', "World", variable, ms, "a whole number of milliseconds");
     return v * 1'000'000ull;
   }
   return fallback;
@@ -241,7 +275,10 @@ World World::process(const ProcessRank& me, const UniqueId& id, WorldOptions opt
   w->local = {me.rank};
   w->create_streams();
   w->errors = std::make_unique<ErrorChannel>(me.device, timeout_from_env(options.wait_timeout_ns));
-  return World(std::move(w));
+  w->create_barrier(me.rank, me.size, me.device, timeout_from_env(options.barrier_timeout_ns, "TILELINK_BARRIER_TIMEOUT_MS"));
+  World world(std::move(w));
+  detail::preload_world_barrier(world);
+  return world;
 }
 
 namespace {
@@ -312,7 +349,23 @@ void World::barrier() const {
   // would then meet the sticky error and exit the process naming only itself; synchronize() turns
   // it into the waiter's TimeoutError (op, rank, tile, channel).
   synchronize();
-  detail::nvshmem::barrier_all();
+  // A bounded barrier of our own (NVSHMEM's host barrier cannot be bounded): a rank that never
+  // arrives ends in a TimeoutError naming it, not in a hang.
+  const int me = impl_->local.front();
+  SignalView slots;
+  slots.peer_channels = impl_->barrier_peers;
+  slots.local_channels = impl_->barrier_slots;
+  slots.epoch = 1;
+  slots.num_channels = static_cast<uint32_t>(size());
+  slots.rank = me;
+  slots.world = size();
+  slots.scope = scope();
+  slots.op_id = impl_->barrier_op;
+  slots.errors = impl_->errors->view();
+  slots.errors.timeout_ns = impl_->barrier_timeout_ns;
+  set_device(me);
+  detail::launch_world_barrier(slots, ++impl_->barrier_passes, impl_->compute[me]);
+  synchronize();
 }
 MemScope World::scope() const {
   return impl_->mode == WorldMode::kVirtual ? MemScope::kGpu : MemScope::kSys;

@@ -5,6 +5,7 @@
 // the same fresh seed (the launch's unique id), with poisoned outputs and repeated calls.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -13,6 +14,7 @@
 #include <memory>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "../gpu/cublas_ref.hpp"
@@ -256,6 +258,69 @@ TEST(ProcessWorld, OpsNotYetAcrossProcessesRefuseByName) {
   EXPECT_NE(why.find("process world"), std::string::npos) << why;
 }
 
+// ---- A rank that never arrives (ctest gpu_process_fault_*: TILELINK_PROCESS_FAULT set) --------------
+// The last rank stays away; every other rank must end in a TimeoutError that names it, not hang. A
+// timed-out wait traps and the waiting process's CUDA context is lost, so each fault has a launch of
+// its own and main() leaves without destructors. The absent rank stays alive (its memory mapped)
+// until the others have reported, then leaves too.
+int absent_rank() { return world().size() - 1; }
+void stay_away() {
+  // Past the others' bound (the suite sets TILELINK_*_TIMEOUT_MS to a few seconds).
+  std::this_thread::sleep_for(std::chrono::seconds(12));
+}
+
+TEST(ProcessFault, BarrierNamesTheRankThatNeverArrives) {
+  ASSERT_GE(world().size(), 2) << "needs a peer to stay away";
+  if (me() == absent_rank()) return stay_away();
+  try {
+    world().barrier();
+    ADD_FAILURE() << "rank " << me() << ": World::barrier returned although rank " << absent_rank() << " never arrived";
+  } catch (const TimeoutError& e) {
+    EXPECT_EQ(e.op_name(), "World::barrier") << e.what();
+    EXPECT_EQ(e.record().kind, WaitKind::kWorldBarrier) << e.what();
+    const std::string named = "rank " + std::to_string(absent_rank()) + " never arrived at World::barrier";
+    EXPECT_NE(std::string(e.what()).find(named), std::string::npos) << e.what();
+    std::printf("rank %d: %s\n", me(), e.what());
+  }
+}
+
+TEST(ProcessFault, AnOpsWaitNamesTheRankThatNeverCalls) {
+  ASSERT_GE(world().size(), 2) << "needs a peer to stay away";
+  const int w = world().size();
+  const uint32_t m_per_rank = 128, n = 256, k = 128, m = m_per_rank * uint32_t(w);
+  SymmetricHeap heap(world(), size_t(m) * k * 2 + (4 << 20));
+  SignalSet signals(heap, 4096);
+  SymmetricBuffer gathered = heap.allocate(size_t(m) * k * 2);
+  DeviceBuffer b(size_t(n) * k * 2, world().device(me())), c(size_t(m) * n * 2, world().device(me()));
+  AgGemmArguments args;
+  args.a = &gathered;
+  args.m_per_rank = m_per_rank;
+  args.n = n;
+  args.k = k;
+  args.config.comm.resource = CommResource::kSm;
+  args.config.comm.comm_rows = 128;
+  args.b.assign(w, nullptr);
+  args.c.assign(w, nullptr);
+  args.b[me()] = b.get();
+  args.c[me()] = c.get();
+  ASSERT_EQ(AgGemm::can_implement(world(), heap, args), "");
+  AgGemm op(world(), heap, signals, args, "process_fault_ag_gemm");  // built by every rank (collective)
+  op.run();                                                          // one call by every rank
+  world().synchronize();
+  world().barrier();
+  if (me() == absent_rank()) return stay_away();
+  try {
+    op.run();  // the absent rank makes no second call
+    world().synchronize();
+    ADD_FAILURE() << "rank " << me() << ": the call completed although rank " << absent_rank() << " never made it";
+  } catch (const TimeoutError& e) {
+    EXPECT_NE(e.op_name().find("process_fault_ag_gemm"), std::string::npos) << e.what();
+    const std::string named = "rank " + std::to_string(absent_rank()) + "'s";
+    EXPECT_NE(std::string(e.what()).find(named), std::string::npos) << e.what();
+    std::printf("rank %d: %s\n", me(), e.what());
+  }
+}
+
 // After every test, the device of this process must be idle: a kernel still waiting on a peer
 // would otherwise trap later, inside whatever comes next (an NVSHMEM barrier, which then exits
 // the process without saying more). Waiting here turns it into the waiter's TimeoutError (op, rank,
@@ -279,11 +344,23 @@ class DeviceIdleAfterEachTest : public ::testing::EmptyTestEventListener {
 int main(int argc, char** argv) {
   // One JUnit file per rank: process_<size>_rank_<rank>.xml in TILELINK_PROCESS_RESULTS. Set before
   // InitGoogleTest, which installs the XML printer from the flag (a --gtest_output still wins).
+  // The fault tests (a rank that never arrives) kill the waiters' CUDA contexts: they run only in
+  // launches of their own (TILELINK_PROCESS_FAULT), and those run nothing else.
+  const bool fault_mode = std::getenv("TILELINK_PROCESS_FAULT") != nullptr;
   if (const char* dir = std::getenv("TILELINK_PROCESS_RESULTS")) {
     const char* rank = std::getenv("RANK");
     const char* size = std::getenv("WORLD_SIZE");
-    GTEST_FLAG_SET(output, std::string("xml:") + dir + "/process_" + (size ? size : "1") + "_rank_" +
-                               (rank ? rank : "0") + ".xml");
+    GTEST_FLAG_SET(output, std::string("xml:") + dir + (fault_mode ? "/process_fault_" : "/process_") +
+                               (size ? size : "1") + "_rank_" + (rank ? rank : "0") + ".xml");
+  }
+  {
+    std::string filter = GTEST_FLAG_GET(filter);
+    if (fault_mode) {
+      filter = std::getenv("TILELINK_PROCESS_FAULT");
+    } else {
+      filter += filter.find('-') == std::string::npos ? "-ProcessFault.*" : ":ProcessFault.*";
+    }
+    GTEST_FLAG_SET(filter, filter);
   }
   ::testing::InitGoogleTest(&argc, argv);
   tilelink::configure_cuda_environment();
@@ -299,6 +376,13 @@ int main(int argc, char** argv) {
     return 1;
   }
   tilelink::test::process::g_seed = std::hash<std::string>{}(std::getenv("TILELINK_UNIQUE_ID"));
+  if (fault_mode) {
+    // No destructors: the waiters' contexts are lost, and the heaps' collective frees would wait
+    // for peers that have left.
+    const int rc = RUN_ALL_TESTS();
+    std::fflush(stdout);
+    std::_Exit(rc);
+  }
   ::testing::UnitTest::GetInstance()->listeners().Append(new tilelink::test::process::DeviceIdleAfterEachTest);
   return RUN_ALL_TESTS();
 }

@@ -12,6 +12,7 @@ enum class WaitKind : uint32_t {
   kPeerTile = 2,      // peer_tile_wait: a channel in the peer's memory
   kRankWait = 3,      // rank_wait: a stream memop wait (watched by the host)
   kCallBarrier = 4,   // the entry barrier of a replayable slice's call (SignalSlice::begin_call)
+  kWorldBarrier = 5,  // World::barrier in a process world: channel p is rank p's arrival
 };
 
 const char* to_string(WaitKind kind);

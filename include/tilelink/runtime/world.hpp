@@ -29,6 +29,11 @@ struct WorldOptions {
   // Bound of every device wait and of World::synchronize on stalled stream waits.
   // The environment variable TILELINK_WAIT_TIMEOUT_MS overrides it.
   uint64_t wait_timeout_ns = 5'000'000'000ull;
+  // Bound of World::barrier in a process world (a collective step: building an op, claiming
+  // signals, tilelink.init). Processes reach those at times their own work decides (loading data,
+  // the first call of a shape), so it is as long as NCCL's default; a rank that has not arrived by
+  // then is named in a TimeoutError. TILELINK_BARRIER_TIMEOUT_MS overrides it.
+  uint64_t barrier_timeout_ns = 600'000'000'000ull;
 };
 
 enum class WorldMode { kVirtual, kMultiGpu, kProcess };
@@ -102,9 +107,11 @@ class World {
   // process world. Ops launch, wait and synchronise for these only.
   const std::vector<int>& local_ranks() const;
   bool is_local(int rank) const;
-  // Host barrier over every process of the world (nothing to do in one-process worlds). It first
-  // waits for this process's streams (synchronize(), so a timed-out wait is reported by name), so
-  // call it with no work enqueued that needs a peer to pass the barrier first.
+  // Barrier over every process of the world (nothing to do in one-process worlds). It first waits
+  // for this process's streams (synchronize(), so a timed-out wait is reported by name), so call it
+  // with no work enqueued that needs a peer to pass the barrier first. Bounded: a rank that has not
+  // arrived after WorldOptions::barrier_timeout_ns is named in a TimeoutError (and the waiting
+  // kernel traps: this process's CUDA context is lost, as after any timed-out wait).
   void barrier() const;
   MemScope scope() const;
   int device(int rank) const;
