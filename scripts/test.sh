@@ -37,7 +37,7 @@ python_summary="Python suite (pytest): not run (python3 has no torch and pytest:
 run_pytest() {
   [[ $have_torch == ON ]] || return 0
   rm -f "$build/pytest-results.xml"
-  TILELINK_TORCH_LIBRARY="$build/python/_tilelink_torch.so" PYTHONPATH="$root/python${PYTHONPATH:+:$PYTHONPATH}" \
+  TILELINK_TORCH_LIBRARY="$build/python/_tilelink_torch.so" TILELINK_PROCESS_TESTS="$build/tests/tilelink_process_tests" PYTHONPATH="$root/python${PYTHONPATH:+:$PYTHONPATH}" \
     "$python" -m pytest -rs -p no:cacheprovider --junitxml="$build/pytest-results.xml" "$root/python/tests" || status=1
   python_summary=$("$python" - "$build/pytest-results.xml" <<'PY'
 import sys, xml.etree.ElementTree as ET

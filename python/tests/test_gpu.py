@@ -38,9 +38,9 @@ def mps_daemon(nproc):
     return env, stop
 
 
-def torchrun(nproc, env, timeout=600):
-    """Runs the worker under torchrun (under a private MPS daemon when the ranks share a GPU);
-    returns the CompletedProcess."""
+def torchrun(nproc, env, timeout=600, command=(sys.executable, str(WORKER))):
+    """Runs `command` (default: the worker) under torchrun, under a private MPS daemon when the ranks
+    share a GPU; returns the CompletedProcess."""
     stop = None
     if nproc > torch.cuda.device_count():
         if shutil.which("nvidia-cuda-mps-control") is None:
@@ -50,7 +50,8 @@ def torchrun(nproc, env, timeout=600):
     # torchrun and its workers in a session of their own, so that a timeout stops all of them
     # (not only torchrun) before the MPS daemon is asked to quit.
     proc = subprocess.Popen(
-        [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={nproc}", str(WORKER)],
+        [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={nproc}", "--no-python",
+         *command],
         env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
     try:
         stdout, stderr = proc.communicate(timeout=timeout)
@@ -88,3 +89,20 @@ def test_a_rank_that_stops_calling_is_named(fault):
     needle = "rank 2 never arrived at World::barrier" if fault == "build" else "rank 2's"
     for line in named:
         assert "TimeoutError" in line and needle in line, line
+
+
+@requires_gpu
+@pytest.mark.parametrize("nproc", [2, 3])
+def test_cpp_ranks_under_plain_torchrun(nproc):
+    """C++ ranks started by torchrun itself (no `tilelink launch`): World::from_launcher takes the
+    NVSHMEM unique id over torchrun's store (libtilelink_torchrun.so), and the process suite's world,
+    heap, AG+GEMM and GEMM+RS tests pass on every rank."""
+    binary = os.environ.get("TILELINK_PROCESS_TESTS")
+    if not binary or not os.path.exists(binary):
+        pytest.skip("TILELINK_PROCESS_TESTS (the built tilelink_process_tests) is not set: scripts/test.sh sets it")
+    env = {**os.environ, "TILELINK_WAIT_TIMEOUT_MS": "20000"}
+    env.pop("TILELINK_UNIQUE_ID", None)
+    proc = torchrun(nproc, env, timeout=300,
+                    command=(binary, "--gtest_filter=ProcessWorld.*:Process/ProcessAgGemm.*:Process/ProcessGemmRs.*/pull"))
+    assert proc.returncode == 0, f"torchrun --nproc-per-node {nproc} tilelink_process_tests exited {proc.returncode}"
+    assert proc.stdout.count("[  PASSED  ]") == nproc and "FAILED" not in proc.stdout

@@ -2,6 +2,7 @@
 
 #include "core/driver.hpp"
 #include "runtime/nvshmem_backend.hpp"
+#include "runtime/torchrun_store.hpp"
 #include "runtime/world_barrier.hpp"
 #include "tilelink/runtime/device_buffer.hpp"
 
@@ -301,10 +302,13 @@ World World::from_launcher(WorldOptions options) {
   const int rank = env_int("RANK", 0, size - 1);
   const int local_rank = env_int("LOCAL_RANK", 0, kMaxWorldSize - 1);
   const char* hex = std::getenv("TILELINK_UNIQUE_ID");
-  TL_REQUIRE(hex != nullptr, "World::from_launcher", "TILELINK_UNIQUE_ID", "unset",
-             "the NVSHMEM unique id as 256 hex digits (`tilelink launch` sets it; from Python, "
-             "tilelink.init() passes it over torch.distributed)");
-  const UniqueId id = UniqueId::from_hex(hex, "World::from_launcher");  // every input checked before CUDA
+  TL_REQUIRE(hex != nullptr || detail::under_torchrun(), "World::from_launcher", "TILELINK_UNIQUE_ID", "unset",
+             "the NVSHMEM unique id as 256 hex digits (`tilelink launch` sets it), or torchrun's MASTER_ADDR and "
+             "MASTER_PORT (rank 0 then hands the id over torchrun's store); from Python, tilelink.init() passes it "
+             "over torch.distributed");
+  // Every input checked before CUDA.
+  const UniqueId id = hex != nullptr ? UniqueId::from_hex(hex, "World::from_launcher")
+                                     : detail::unique_id_from_torch_store(rank, size);
   return process(ProcessRank{rank, size, local_rank % device_count()}, id, options);
 }
 

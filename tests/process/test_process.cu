@@ -372,10 +372,15 @@ int main(int argc, char** argv) {
     static tilelink::World world = tilelink::World::from_launcher();
     tilelink::test::process::g_world = &world;
   } catch (const std::exception& e) {
-    std::cerr << "tilelink_process_tests: " << e.what() << "\n(run it under `tilelink launch --nproc N -- ...`)\n";
+    std::cerr << "tilelink_process_tests: " << e.what()
+              << "\n(run it under `tilelink launch --nproc N -- ...` or `torchrun --no-python ...`)\n";
     return 1;
   }
-  tilelink::test::process::g_seed = std::hash<std::string>{}(std::getenv("TILELINK_UNIQUE_ID"));
+  // Fresh per launch and the same in every process: `tilelink launch`'s unique id, or torchrun's
+  // run id and port.
+  auto env = [](const char* name) { const char* v = std::getenv(name); return std::string(v ? v : ""); };
+  tilelink::test::process::g_seed = std::hash<std::string>{}(
+      env("TILELINK_UNIQUE_ID") + env("TORCHELASTIC_RUN_ID") + env("MASTER_PORT"));
   if (fault_mode) {
     // No destructors: the waiters' contexts are lost, and the heaps' collective frees would wait
     // for peers that have left.

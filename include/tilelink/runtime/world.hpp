@@ -93,8 +93,10 @@ class World {
   // rank and size. All ranks are assumed to run on the same kind of GPU with the same SM share.
   static World process(const ProcessRank& me, const UniqueId& id, WorldOptions options = {});
   // process() from the environment a launcher sets: RANK, WORLD_SIZE, LOCAL_RANK (torchrun's names;
-  // the device is LOCAL_RANK modulo the visible devices) and TILELINK_UNIQUE_ID (the id as hex, set
-  // by `tilelink launch`). Throws InvalidArgument naming the first variable that is missing or bad.
+  // the device is LOCAL_RANK modulo the visible devices) and the unique id: TILELINK_UNIQUE_ID (hex,
+  // set by `tilelink launch`), else -- under torchrun (MASTER_ADDR, MASTER_PORT) -- rank 0 makes it
+  // and hands it over torchrun's store (torch's c10d::TCPStore, in the plugin
+  // libtilelink_torchrun.so). Throws InvalidArgument naming the first variable that is missing or bad.
   static World from_launcher(WorldOptions options = {});
 
   World(World&&) noexcept;
