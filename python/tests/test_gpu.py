@@ -5,6 +5,7 @@ touched). Without MPS several processes on one GPU time-slice (about 4.5 ms per 
 multi-process cases need it and are skipped where nvidia-cuda-mps-control is missing."""
 import os
 import pathlib
+import re
 import shutil
 import signal
 import subprocess
@@ -84,7 +85,9 @@ def test_a_rank_that_stops_calling_is_named(fault):
     nproc = 3
     proc = torchrun(nproc, {**os.environ, "TILELINK_TEST_FAULT": fault, "TILELINK_WAIT_TIMEOUT_MS": "3000",
                             "TILELINK_BARRIER_TIMEOUT_MS": "3000"}, timeout=180)
-    named = [line for line in proc.stdout.splitlines() if f"NAMED ({fault})" in line]
+    # The ranks' lines may interleave on the shared pipe: split at each rank's report.
+    reports = re.split(r"(?=rank \d+: (?:NOT )?NAMED)", proc.stdout)
+    named = [r for r in reports if f"NAMED ({fault})" in r]
     assert len(named) == nproc - 1, f"expected {nproc - 1} ranks to name the absent rank, got: {named}"
     needle = "rank 2 never arrived at World::barrier" if fault == "build" else "rank 2's"
     for line in named:

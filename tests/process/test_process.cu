@@ -288,12 +288,20 @@ TEST(ProcessFault, AnOpsWaitNamesTheRankThatNeverCalls) {
   ASSERT_GE(world().size(), 2) << "needs a peer to stay away";
   const int w = world().size();
   const uint32_t m_per_rank = 128, n = 256, k = 128, m = m_per_rank * uint32_t(w);
-  SymmetricHeap heap(world(), size_t(m) * k * 2 + (4 << 20));
-  SignalSet signals(heap, 4096);
-  SymmetricBuffer gathered = heap.allocate(size_t(m) * k * 2);
-  DeviceBuffer b(size_t(n) * k * 2, world().device(me())), c(size_t(m) * n * 2, world().device(me()));
+  // Never destroyed: the heap's collective free would wait for a peer that has left, on a lost
+  // context (the Python test leaves with os._exit for the same reason).
+  struct Setup {
+    SymmetricHeap heap;
+    SignalSet signals;
+    SymmetricBuffer gathered;
+    DeviceBuffer b, c;
+    Setup(size_t a_bytes, size_t b_bytes, size_t c_bytes)
+        : heap(world(), a_bytes + (4 << 20)), signals(heap, 4096), gathered(heap.allocate(a_bytes)),
+          b(b_bytes, world().device(me())), c(c_bytes, world().device(me())) {}
+  };
+  auto* setup = new Setup(size_t(m) * k * 2, size_t(n) * k * 2, size_t(m) * n * 2);
   AgGemmArguments args;
-  args.a = &gathered;
+  args.a = &setup->gathered;
   args.m_per_rank = m_per_rank;
   args.n = n;
   args.k = k;
@@ -301,16 +309,17 @@ TEST(ProcessFault, AnOpsWaitNamesTheRankThatNeverCalls) {
   args.config.comm.comm_rows = 128;
   args.b.assign(w, nullptr);
   args.c.assign(w, nullptr);
-  args.b[me()] = b.get();
-  args.c[me()] = c.get();
-  ASSERT_EQ(AgGemm::can_implement(world(), heap, args), "");
-  AgGemm op(world(), heap, signals, args, "process_fault_ag_gemm");  // built by every rank (collective)
-  op.run();                                                          // one call by every rank
+  args.b[me()] = setup->b.get();
+  args.c[me()] = setup->c.get();
+  ASSERT_EQ(AgGemm::can_implement(world(), setup->heap, args), "");
+  // Built by every rank (collective), and one call by every rank.
+  auto* op = new AgGemm(world(), setup->heap, setup->signals, args, "process_fault_ag_gemm");
+  op->run();
   world().synchronize();
   world().barrier();
   if (me() == absent_rank()) return stay_away();
   try {
-    op.run();  // the absent rank makes no second call
+    op->run();  // the absent rank makes no second call
     world().synchronize();
     ADD_FAILURE() << "rank " << me() << ": the call completed although rank " << absent_rank() << " never made it";
   } catch (const TimeoutError& e) {
