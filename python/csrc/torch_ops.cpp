@@ -63,7 +63,14 @@ struct Group {
     std::unique_ptr<Mlp> op;
   };
   std::map<MlpShape, MlpOp> mlp;
-  size_t built() const { return ag.size() + rs.size() + mlp.size(); }
+  // rows per rank, q heads, kv heads, head dim, causal, zig-zag
+  using SpShape = std::tuple<int64_t, int64_t, int64_t, int64_t, bool, bool>;
+  struct Sp {
+    SymmetricBuffer kv;
+    std::unique_ptr<SpAttention> op;
+  };
+  std::map<SpShape, Sp> sp;
+  size_t built() const { return ag.size() + rs.size() + mlp.size() + sp.size(); }
 };
 
 std::mutex g_mutex;
@@ -186,6 +193,23 @@ void on_callers_stream(Group& g, F&& enqueue) {
   TL_CUDA_CHECK(cudaStreamWaitEvent(caller, g.op_done, 0));
 }
 
+// A per-rank pointer argument of a process world: this rank's entry; the others are not read.
+template <class T>
+std::vector<T> own_entry(const Group& g, T mine) {
+  std::vector<T> v(static_cast<size_t>(g.size), nullptr);
+  v[static_cast<size_t>(g.rank)] = mine;
+  return v;
+}
+
+// This rank's shard into its own slot of a gathered symmetric buffer (slot r at r * shard bytes), on
+// `stream`: the all-gather's source. The previous call's exit barrier (every peer has read the
+// slot) is earlier on the same stream.
+void copy_own_shard(const Group& g, const SymmetricBuffer& gathered, const at::Tensor& shard, cudaStream_t stream) {
+  const size_t bytes = static_cast<size_t>(shard.numel()) * shard.element_size();
+  char* slot = static_cast<char*>(gathered.data(g.rank)) + static_cast<size_t>(g.rank) * bytes;
+  TL_CUDA_CHECK(cudaMemcpyAsync(slot, shard.data_ptr(), bytes, cudaMemcpyDeviceToDevice, stream));
+}
+
 at::Tensor unique_id() {
   return translated("tilelink._unique_id", [] {
     const UniqueId id = make_unique_id();
@@ -255,10 +279,8 @@ at::Tensor ag_gemm(const at::Tensor& x_shard, const at::Tensor& weight, const st
         args.m_per_rank = static_cast<uint32_t>(m_per_rank);
         args.n = static_cast<uint32_t>(n);
         args.k = static_cast<uint32_t>(k);
-        args.b.assign(g.size, nullptr);
-        args.c.assign(g.size, nullptr);
-        args.b[g.rank] = weight.data_ptr();
-        args.c[g.rank] = out.data_ptr();
+        args.b = own_entry<const void*>(g, weight.data_ptr());
+        args.c = own_entry<void*>(g, out.data_ptr());
         e.gathered = g.heap->allocate(a_bytes);
         args.a = &e.gathered;
         e.op = std::make_unique<AgGemm>(*g.world, *g.heap, *g.signals, args, "torch_ag_gemm");
@@ -269,9 +291,7 @@ at::Tensor ag_gemm(const at::Tensor& x_shard, const at::Tensor& weight, const st
     }
     e.op->set_operands(g.rank, weight.data_ptr(), out.data_ptr());
     on_callers_stream(g, [&](cudaStream_t compute) {
-      char* mine = static_cast<char*>(e.gathered.data(g.rank)) + size_t(g.rank) * m_per_rank * k * 2;
-      TL_CUDA_CHECK(cudaMemcpyAsync(mine, x_shard.data_ptr(), size_t(m_per_rank) * k * 2, cudaMemcpyDeviceToDevice,
-                                    compute));
+      copy_own_shard(g, e.gathered, x_shard, compute);
       e.op->run();
     });
     return out;
@@ -302,12 +322,9 @@ at::Tensor gemm_rs(const at::Tensor& x, const at::Tensor& weight, const std::str
         args.n = static_cast<uint32_t>(n);
         args.k = static_cast<uint32_t>(k);
         args.config.scatter = GemmRsScatter::kPull;  // the scatter a process world runs (no affine heap)
-        args.a.assign(g.size, nullptr);
-        args.b.assign(g.size, nullptr);
-        args.out.assign(g.size, nullptr);
-        args.a[g.rank] = x.data_ptr();
-        args.b[g.rank] = weight.data_ptr();
-        args.out[g.rank] = out.data_ptr();
+        args.a = own_entry<const void*>(g, x.data_ptr());
+        args.b = own_entry<const void*>(g, weight.data_ptr());
+        args.out = own_entry<void*>(g, out.data_ptr());
         e.partial = g.heap->allocate(size_t(m) * n * 2);
         args.partial = &e.partial;
         e.op = std::make_unique<GemmRs>(*g.world, *g.heap, *g.signals, args, "torch_gemm_rs");
@@ -364,12 +381,9 @@ at::Tensor mlp(const at::Tensor& x_shard, const at::Tensor& w1, const at::Tensor
         args.intermediate = static_cast<uint32_t>(i_local * g.size);
         args.config.activation = swiglu ? MlpActivation::kSwiGlu : MlpActivation::kGelu;
         args.config.fc2.scatter = GemmRsScatter::kPull;  // the scatter a process world runs (no affine heap)
-        args.w1.assign(g.size, nullptr);
-        args.w2.assign(g.size, nullptr);
-        args.out.assign(g.size, nullptr);
-        args.w1[g.rank] = w1.data_ptr();
-        args.w2[g.rank] = w2.data_ptr();
-        args.out[g.rank] = out.data_ptr();
+        args.w1 = own_entry<const void*>(g, w1.data_ptr());
+        args.w2 = own_entry<const void*>(g, w2.data_ptr());
+        args.out = own_entry<void*>(g, out.data_ptr());
         e.x = g.heap->allocate(size_t(m) * hidden * 2);
         e.partial = g.heap->allocate(size_t(m) * hidden * 2);
         args.x = &e.x;
@@ -382,12 +396,93 @@ at::Tensor mlp(const at::Tensor& x_shard, const at::Tensor& w1, const at::Tensor
     }
     e.op->set_operands(g.rank, w1.data_ptr(), w2.data_ptr(), out.data_ptr());
     on_callers_stream(g, [&](cudaStream_t compute) {
-      char* mine = static_cast<char*>(e.x.data(g.rank)) + size_t(g.rank) * m_per_rank * hidden * 2;
-      TL_CUDA_CHECK(cudaMemcpyAsync(mine, x_shard.data_ptr(), size_t(m_per_rank) * hidden * 2,
-                                    cudaMemcpyDeviceToDevice, compute));
+      copy_own_shard(g, e.x, x_shard, compute);
       e.op->run();
     });
     return out;
+  });
+}
+
+// A 3-D, contiguous bf16 CUDA tensor on the group's device (tokens x heads x head dim).
+void check_heads(const char* op, const char* name, const at::Tensor& t, const Group& g) {
+  TORCH_CHECK_VALUE(t.defined(), op, ": argument '", name, "' is undefined");
+  TORCH_CHECK_VALUE(t.is_cuda(), op, ": argument '", name, "' is on ", t.device().str(),
+                    ": expected a CUDA tensor on this rank's device");
+  TORCH_CHECK_VALUE(t.scalar_type() == at::kBFloat16, op, ": argument '", name, "' has dtype ", t.scalar_type(),
+                    ": expected torch.bfloat16");
+  TORCH_CHECK_VALUE(t.dim() == 3, op, ": argument '", name, "' has ", t.dim(),
+                    " dimensions: expected 3 (tokens, heads, head_dim)");
+  TORCH_CHECK_VALUE(t.is_contiguous(), op, ": argument '", name, "' is not contiguous: expected a packed tensor");
+  TORCH_CHECK_VALUE(reinterpret_cast<uintptr_t>(t.data_ptr()) % 16 == 0, op, ": argument '", name,
+                    "' starts at a pointer not 16-byte aligned: expected 16-byte alignment (TMA)");
+  check_device(op, name, t, g);
+}
+
+// q: this rank's S/P x Hq x D queries; k, v: its S/P x Hkv x D keys and values, the sequence sharded
+// by `layout` ("zigzag": rank r holds chunks r and 2P-1-r of 2P; "contiguous": chunk r of P).
+// Returns this rank's O (S/P x Hq x D, bf16) and LSE (Hq x S/P, fp32, natural log) over every key
+// of the sequence, the K/V all-gather overlapped with flash attention.
+std::tuple<at::Tensor, at::Tensor> sp_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                                                const std::string& group_name, bool causal, const std::string& layout) {
+  constexpr const char* kOp = "tilelink.sp_attention";
+  return translated(kOp, [&] {
+    std::lock_guard<std::mutex> lock(g_mutex);
+    TORCH_CHECK_VALUE(layout == "zigzag" || layout == "contiguous", kOp, ": argument 'layout' = '", layout,
+                      "': expected 'zigzag' or 'contiguous'");
+    Group& g = group_of(kOp, group_name);
+    check_heads(kOp, "q", q, g);
+    check_heads(kOp, "k", k, g);
+    check_heads(kOp, "v", v, g);
+    TORCH_CHECK_VALUE(k.sizes() == v.sizes(), kOp, ": arguments 'k' and 'v' have shapes ", k.sizes(), " and ",
+                      v.sizes(), ": expected the same");
+    TORCH_CHECK_VALUE(q.size(0) == k.size(0) && q.size(2) == k.size(2), kOp, ": arguments 'q' and 'k' have shapes ",
+                      q.sizes(), " and ", k.sizes(), ": expected the same tokens and head_dim");
+    TORCH_CHECK_VALUE(k.size(1) > 0 && q.size(1) % k.size(1) == 0, kOp, ": argument 'q' has ", q.size(1),
+                      " heads: expected a multiple of k's ", k.size(1), " (GQA)");
+    const int64_t spr = q.size(0), q_heads = q.size(1), kv_heads = k.size(1), d = q.size(2);
+    const bool zigzag = layout == "zigzag";
+    c10::cuda::CUDAGuard guard(g.device);
+    const Group::SpShape key{spr, q_heads, kv_heads, d, causal, zigzag};
+    const std::string shape = "(tokens per rank, q heads, kv heads, head_dim) = (" + std::to_string(spr) + ", " +
+                              std::to_string(q_heads) + ", " + std::to_string(kv_heads) + ", " + std::to_string(d) +
+                              "), " + (causal ? "causal, " : "full, ") + layout;
+    if (g.sp.count(key) == 0) refuse_build_under_capture(kOp, g, shape);
+    at::Tensor o = at::empty_like(q);
+    at::Tensor lse = at::empty({q_heads, spr}, q.options().dtype(at::kFloat));
+    const size_t half_row = size_t(kv_heads) * d * 2;  // bytes of a token's K (or V)
+    auto [it, fresh] = g.sp.try_emplace(key);
+    Group::Sp& e = it->second;
+    if (fresh) {
+      try {
+        SpAttentionArguments args;
+        args.seq_per_rank = static_cast<uint32_t>(spr);
+        args.q_heads = static_cast<uint32_t>(q_heads);
+        args.kv_heads = static_cast<uint32_t>(kv_heads);
+        args.head_dim = static_cast<uint32_t>(d);
+        args.causal = causal;
+        args.config.layout = zigzag ? SeqLayout::kZigZag : SeqLayout::kContiguous;
+        args.q = own_entry<const void*>(g, q.data_ptr());
+        args.o = own_entry<void*>(g, o.data_ptr());
+        args.lse = own_entry<float*>(g, lse.data_ptr<float>());
+        e.kv = g.heap->allocate(size_t(spr) * g.size * 2 * half_row);
+        args.kv = &e.kv;
+        e.op = std::make_unique<SpAttention>(*g.world, *g.heap, *g.signals, args, "torch_sp_attention");
+      } catch (const std::exception& ex) {
+        g.sp.erase(it);
+        build_failed(g, kOp, shape, g.built(), ex);
+      }
+    }
+    e.op->set_operands(g.rank, q.data_ptr(), o.data_ptr(), lse.data_ptr<float>());
+    on_callers_stream(g, [&](cudaStream_t compute) {
+      // This rank's K/V rows [K | V] into its slot of the gathered buffer.
+      char* slot = static_cast<char*>(e.kv.data(g.rank)) + size_t(g.rank) * spr * 2 * half_row;
+      TL_CUDA_CHECK(cudaMemcpy2DAsync(slot, 2 * half_row, k.data_ptr(), half_row, half_row, spr,
+                                      cudaMemcpyDeviceToDevice, compute));
+      TL_CUDA_CHECK(cudaMemcpy2DAsync(slot + half_row, 2 * half_row, v.data_ptr(), half_row, half_row, spr,
+                                      cudaMemcpyDeviceToDevice, compute));
+      e.op->run();
+    });
+    return std::make_tuple(o, lse);
   });
 }
 
@@ -400,6 +495,8 @@ TORCH_LIBRARY(tilelink, m) {
   m.def("ag_gemm(Tensor x_shard, Tensor weight, str group_name) -> Tensor");
   m.def("gemm_rs(Tensor x, Tensor weight, str group_name) -> Tensor");
   m.def("mlp(Tensor x_shard, Tensor w1, Tensor w2, str group_name, str activation=\"swiglu\") -> Tensor");
+  m.def("sp_attention(Tensor q, Tensor k, Tensor v, str group_name, bool causal=True, str layout=\"zigzag\") "
+        "-> (Tensor, Tensor)");
 }
 
 TORCH_LIBRARY_IMPL(tilelink, CompositeExplicitAutograd, m) {
@@ -413,11 +510,13 @@ TORCH_LIBRARY_IMPL(tilelink, CUDA, m) {
   m.impl("ag_gemm", &ag_gemm);
   m.impl("gemm_rs", &gemm_rs);
   m.impl("mlp", &mlp);
+  m.impl("sp_attention", &sp_attention);
 }
 TORCH_LIBRARY_IMPL(tilelink, CPU, m) {
   m.impl("ag_gemm", &ag_gemm);
   m.impl("gemm_rs", &gemm_rs);
   m.impl("mlp", &mlp);
+  m.impl("sp_attention", &sp_attention);
 }
 
 }  // namespace tilelink::torch_ops

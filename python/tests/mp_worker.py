@@ -1,4 +1,5 @@
-"""One rank of the GPU tests, started by torchrun (python/tests/test_gpu.py): every operator against
+"""One rank of the GPU tests, started by torchrun (python/tests/test_gpu.py): every operator (ag_gemm,
+gemm_rs, mlp, sp_attention) against
 a torch reference built from all ranks' shards, fresh random inputs each call, outputs over
 poisoned memory, several calls (mlp with SwiGLU and GELU); then a step of both operators (AG+GEMM -> SiLU -> GEMM+RS)
 captured in a CUDA graph and replayed on fresh inputs, with an eager step between two replays and two
@@ -64,6 +65,41 @@ def check_mlp(rank, size, m_per_rank, hidden, i_local, activation, group, seed):
     check(name, got, want, bound)
     relative = float((got.float() - want).norm() / want.norm())
     assert relative < 1e-2, f"rank {rank}: {name}: relative error {relative:.3g}"
+
+
+def positions(rank, size, spr, layout):
+    """The sequence positions of this rank's rows: "zigzag" holds chunks r and 2P-1-r of 2P."""
+    if layout == "contiguous":
+        return torch.arange(rank * spr, (rank + 1) * spr)
+    half = spr // 2
+    return torch.cat([torch.arange(rank * half, (rank + 1) * half),
+                      torch.arange((2 * size - 1 - rank) * half, (2 * size - rank) * half)])
+
+
+def check_sp_attention(rank, size, group, seed, spr, q_heads, kv_heads, d, causal, layout):
+    """sp_attention against attention in fp32 over the whole sequence, this rank's rows and LSE."""
+    g = torch.Generator(device="cuda").manual_seed(seed)  # the same on every rank
+    seq = spr * size
+    q_all = torch.randn(seq, q_heads, d, generator=g, device="cuda").bfloat16()  # in position order
+    k_all = torch.randn(seq, kv_heads, d, generator=g, device="cuda").bfloat16()
+    v_all = torch.randn(seq, kv_heads, d, generator=g, device="cuda").bfloat16()
+    mine = positions(rank, size, spr, layout).cuda()
+    poison_next_allocation(spr * q_heads, d)
+    o, lse = torch.ops.tilelink.sp_attention(q_all[mine].contiguous(), k_all[mine].contiguous(),
+                                             v_all[mine].contiguous(), group, causal, layout)
+    rep = q_heads // kv_heads
+    k = k_all.float().repeat_interleave(rep, dim=1).transpose(0, 1)  # [Hq, S, D]
+    v = v_all.float().repeat_interleave(rep, dim=1).transpose(0, 1)
+    q = q_all[mine].float().transpose(0, 1)                           # [Hq, spr, D]
+    s = q @ k.transpose(1, 2) / d ** 0.5                               # [Hq, spr, S]
+    if causal:
+        s = s.masked_fill(torch.arange(seq, device="cuda")[None, None, :] > mine[None, :, None], float("-inf"))
+    want_lse = torch.logsumexp(s, dim=-1)                              # [Hq, spr]
+    want = (torch.softmax(s, dim=-1) @ v).transpose(0, 1)              # [spr, Hq, D]
+    name = f"sp_attention ({spr}, {q_heads}, {kv_heads}, {d}, {'causal' if causal else 'full'}, {layout})"
+    check(name, o.reshape(spr, -1), want.reshape(spr, -1), bound=2e-2 + 2e-2 * want.abs().reshape(spr, -1))
+    err = (lse - want_lse).abs()
+    assert bool((err <= 1e-3 + 1e-3 * want_lse.abs()).all()), f"rank {rank}: {name}: LSE off by up to {float(err.max())}"
 
 
 def graph_replays(group, rank, size):
@@ -231,9 +267,12 @@ def main():
         # Calls 2 and 3 repeat the shapes of 0 and 1 with new tensors (the op re-pointed, not rebuilt).
         check_mlp(rank, size, m_per_rank, k, 128 if call % 2 == 0 else 256, ["swiglu", "gelu"][call % 2],
                   group, seed=1500 + call)
+        # Calls 2 and 3 repeat the shapes of 0 and 1 with new tensors.
+        check_sp_attention(rank, size, group, 1700 + call, spr=128 * (1 + call % 2), q_heads=4, kv_heads=2,
+                           d=[128, 64][call % 2], causal=call % 2 == 0, layout=["zigzag", "contiguous"][call % 2])
     torch.cuda.synchronize()
     dist.barrier()
-    print(f"rank {rank} of {size}: ag_gemm, gemm_rs and mlp match torch over 4 calls", flush=True)
+    print(f"rank {rank} of {size}: ag_gemm, gemm_rs, mlp and sp_attention match torch over 4 calls", flush=True)
     graph_replays(group, rank, size)
     print(f"rank {rank} of {size}: a captured step matches torch over 3 replays", flush=True)
     mlp_graph_replays(group, rank, size)

@@ -31,6 +31,9 @@ def test_schemas():
         "tilelink::gemm_rs(Tensor x, Tensor weight, str group_name) -> Tensor")
     assert str(torch.ops.tilelink.mlp.default._schema) == (
         "tilelink::mlp(Tensor x_shard, Tensor w1, Tensor w2, str group_name, str activation=\"swiglu\") -> Tensor")
+    assert str(torch.ops.tilelink.sp_attention.default._schema) == (
+        "tilelink::sp_attention(Tensor q, Tensor k, Tensor v, str group_name, bool causal=True, "
+        "str layout=\"zigzag\") -> (Tensor, Tensor)")
 
 
 @pytest.mark.parametrize("m_per_rank,n,k", [(128, 256, 64), (37, 96, 200)])
@@ -131,3 +134,34 @@ def test_real_call_refuses_cpu_tensors_before_any_launch():
 def test_synchronize_refuses_a_group_not_initialised():
     with pytest.raises(ValueError, match="argument 'group_name' = 'nope': expected a group this process initialised"):
         tilelink.synchronize("nope")
+
+
+@pytest.mark.parametrize("q_heads,kv_heads,d", [(8, 2, 128), (4, 4, 64)])
+def test_sp_attention_fake_shape(fake_group, q_heads, kv_heads, d):
+    with FakeTensorMode():
+        q = torch.empty(256, q_heads, d, dtype=torch.bfloat16, device="cuda")
+        kv = torch.empty(256, kv_heads, d, dtype=torch.bfloat16, device="cuda")
+        o, lse = torch.ops.tilelink.sp_attention(q, kv, kv, fake_group)
+    assert tuple(o.shape) == (256, q_heads, d) and o.dtype == torch.bfloat16
+    assert tuple(lse.shape) == (q_heads, 256) and lse.dtype == torch.float32
+
+
+def test_sp_attention_errors_name_the_argument(fake_group):
+    with FakeTensorMode():
+        q = torch.empty(256, 8, 64, dtype=torch.bfloat16, device="cuda")
+        kv = torch.empty(256, 2, 64, dtype=torch.bfloat16, device="cuda")
+        with pytest.raises(ValueError, match="argument 'layout' = 'striped'"):
+            torch.ops.tilelink.sp_attention(q, kv, kv, fake_group, True, "striped")
+        with pytest.raises(ValueError, match="argument 'q' has 8 heads: expected a multiple of k's 3"):
+            k3 = torch.empty(256, 3, 64, dtype=torch.bfloat16, device="cuda")
+            torch.ops.tilelink.sp_attention(q, k3, k3, fake_group)
+        with pytest.raises(ValueError, match="arguments 'k' and 'v' have shapes"):
+            torch.ops.tilelink.sp_attention(q, kv, torch.empty(128, 2, 64, dtype=torch.bfloat16, device="cuda"), fake_group)
+        with pytest.raises(ValueError, match="argument 'k' has 2 dimensions"):
+            torch.ops.tilelink.sp_attention(q, kv[:, 0], kv, fake_group)
+    # The real operator: the same checks before any launch.
+    qc = torch.zeros(256, 8, 64, dtype=torch.bfloat16)
+    with pytest.raises(ValueError, match="argument 'layout' = 'striped'"):
+        torch.ops.tilelink.sp_attention(qc, qc, qc, "g", True, "striped")
+    with pytest.raises(ValueError, match="argument 'group_name' = 'g'"):
+        torch.ops.tilelink.sp_attention(qc, qc, qc, "g")

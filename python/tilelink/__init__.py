@@ -14,6 +14,11 @@ Operators (bf16, 2-D, contiguous, on this rank's GPU; weights in nn.Linear's N x
   mlp(x_shard [M/P, H], w1 [2I/P or I/P, H], w2 [H, I/P], group_name, activation="swiglu") -> [M/P, H]:
       the tensor-parallel MLP block with sequence parallelism, AG+GEMM -> activation -> GEMM+RS;
       "swiglu": w1 is the gate rows, then the up rows, act = silu(gate) * up; "gelu": erf GELU.
+  sp_attention(q [S/P, Hq, D], k [S/P, Hkv, D], v [S/P, Hkv, D], group_name, causal=True,
+               layout="zigzag") -> (o [S/P, Hq, D], lse [Hq, S/P] fp32):
+      sequence-parallel attention: this rank's queries over the whole sequence's keys, the K/V
+      all-gather overlapped with flash attention; D 64 or 128, GQA; "zigzag": rank r holds chunks r
+      and 2P-1-r of the sequence in 2P chunks, "contiguous": chunk r of P.
 Each runs on the current CUDA stream (no host synchronisation); the first call of a shape in a
 group builds the op and is collective, like the call itself.
 """
@@ -23,7 +28,7 @@ import os
 
 import torch
 
-__all__ = ["init", "synchronize", "ag_gemm", "gemm_rs", "mlp", "library_path"]
+__all__ = ["init", "synchronize", "ag_gemm", "gemm_rs", "mlp", "sp_attention", "library_path"]
 
 # NVLink multicast stays off (the project's rule), also for what torch starts in this process.
 for _var, _value in (("NVSHMEM_DISABLE_NVLS", "1"), ("NCCL_NVLS_ENABLE", "0"), ("TORCH_SYMM_MEM_DISABLE_MULTICAST", "1")):
@@ -111,3 +116,9 @@ def mlp(x_shard: torch.Tensor, w1: torch.Tensor, w2: torch.Tensor, group_name: s
         activation: str = "swiglu") -> torch.Tensor:
     """torch.ops.tilelink.mlp: the MLP block, AG+GEMM -> activation -> GEMM+RS, this rank's rows."""
     return torch.ops.tilelink.mlp(x_shard, w1, w2, group_name, activation)
+
+
+def sp_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, group_name: str, causal: bool = True,
+                 layout: str = "zigzag") -> tuple[torch.Tensor, torch.Tensor]:
+    """torch.ops.tilelink.sp_attention: this rank's attention output and LSE over the whole sequence."""
+    return torch.ops.tilelink.sp_attention(q, k, v, group_name, causal, layout)

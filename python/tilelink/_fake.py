@@ -81,3 +81,30 @@ def _mlp_fake(x_shard: torch.Tensor, w1: torch.Tensor, w2: torch.Tensor, group_n
                          "(each rank's output block is whole 128-row GEMM tiles of fc2)")
     del size
     return x_shard.new_empty((x_shard.shape[0], hidden))
+
+
+def _check_heads(op: str, name: str, t: torch.Tensor) -> None:
+    if t.dtype != torch.bfloat16:
+        raise ValueError(f"{op}: argument '{name}' has dtype {t.dtype}: expected torch.bfloat16")
+    if t.dim() != 3:
+        raise ValueError(f"{op}: argument '{name}' has {t.dim()} dimensions: expected 3 (tokens, heads, head_dim)")
+
+
+@torch.library.register_fake("tilelink::sp_attention")
+def _sp_attention_fake(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, group_name: str, causal: bool = True,
+                       layout: str = "zigzag") -> tuple[torch.Tensor, torch.Tensor]:
+    op = "tilelink.sp_attention"
+    if layout not in ("zigzag", "contiguous"):
+        raise ValueError(f"{op}: argument 'layout' = {layout!r}: expected 'zigzag' or 'contiguous'")
+    for name, t in (("q", q), ("k", k), ("v", v)):
+        _check_heads(op, name, t)
+    if k.shape != v.shape:
+        raise ValueError(f"{op}: arguments 'k' and 'v' have shapes {tuple(k.shape)} and {tuple(v.shape)}: "
+                         "expected the same")
+    if q.shape[0] != k.shape[0] or q.shape[2] != k.shape[2]:
+        raise ValueError(f"{op}: arguments 'q' and 'k' have shapes {tuple(q.shape)} and {tuple(k.shape)}: "
+                         "expected the same tokens and head_dim")
+    if k.shape[1] == 0 or q.shape[1] % k.shape[1] != 0:
+        raise ValueError(f"{op}: argument 'q' has {q.shape[1]} heads: expected a multiple of k's {k.shape[1]} (GQA)")
+    _group_size(op, group_name)
+    return q.new_empty(q.shape), q.new_empty((q.shape[1], q.shape[0]), dtype=torch.float32)

@@ -255,22 +255,18 @@ class Sm90FlashAttentionKernelImpl final : public Sm90FlashAttentionKernel {
     const int64_t pitch = static_cast<int64_t>(plan.ag.pitch / sizeof(Element));
     p_.q_shape = make_shape(spr, int32_t(kHeadDim), int32_t(plan.q_heads), int32_t(1));
     p_.kv_shape = make_shape(spr, int32_t(kHeadDim), int32_t(plan.kv_heads), int32_t(plan.world()));
-    auto q = make_tensor(make_gmem_ptr(static_cast<const Element*>(prob.q)), p_.q_shape,
-                         make_stride(int64_t(plan.q_heads) * kHeadDim, _1{}, int64_t(kHeadDim),
-                                     int64_t(plan.q_heads) * kHeadDim * spr));
     const auto kv_stride = make_stride(pitch, _1{}, int64_t(kHeadDim), pitch * spr);
     auto k = make_tensor(make_gmem_ptr(static_cast<const Element*>(prob.kv)), p_.kv_shape, kv_stride);
     auto v = make_tensor(make_gmem_ptr(static_cast<const Element*>(prob.kv) + plan.v_offset(0)), p_.kv_shape,
                          kv_stride);
-    p_.tma_q = make_tma_copy(SM90_TMA_LOAD{}, q, typename Traits::SmemLayoutQ{},
-                             Shape<Int<Traits::kBlockM>, Int<kHeadDim>>{}, _1{});
+    p_.plan = plan;
+    set_q(prob.q);
     p_.tma_k = make_tma_copy(SM90_TMA_LOAD{}, k, take<0, 2>(typename Traits::SmemLayoutKV{}),
                              Shape<Int<Traits::kBlockN>, Int<kHeadDim>>{}, _1{});
     p_.tma_v = make_tma_copy(SM90_TMA_LOAD{}, v, take<0, 2>(typename Traits::SmemLayoutKV{}),
                              Shape<Int<Traits::kBlockN>, Int<kHeadDim>>{}, _1{});
     p_.o = static_cast<Element*>(prob.o);
     p_.lse = prob.lse;
-    p_.plan = plan;
     p_.chunk_order = prob.chunk_order;
     p_.o_acc = prob.o_acc;
     p_.ml = prob.ml;
@@ -298,6 +294,11 @@ class Sm90FlashAttentionKernelImpl final : public Sm90FlashAttentionKernel {
     TL_CUDA_CHECK(cudaGetLastError());
   }
   void set_trace(const TraceView& trace) override { p_.trace = trace; }
+  void set_operands(const void* q, void* o, float* lse) override {
+    set_q(q);
+    p_.o = static_cast<Element*>(o);
+    p_.lse = lse;
+  }
   void set_only_shard(int32_t shard) override {
     if (p_.plan.local_first) {
       throw InvalidArgument("sp_attention kernel: set_only_shard(" + std::to_string(shard) +
@@ -314,6 +315,17 @@ class Sm90FlashAttentionKernelImpl final : public Sm90FlashAttentionKernel {
   static Sm90FlashAttentionConfigInfo info() { return {kHeadDim, &can_implement, &make}; }
 
  private:
+  // Q's TMA descriptor (seq_per_rank x q_heads x head_dim, packed; p_.q_shape and p_.plan set).
+  void set_q(const void* q_ptr) {
+    using namespace cute;
+    const int64_t spr = static_cast<int64_t>(p_.plan.seq_per_rank());
+    auto q = make_tensor(make_gmem_ptr(static_cast<const Element*>(q_ptr)), p_.q_shape,
+                         make_stride(int64_t(p_.plan.q_heads) * kHeadDim, _1{}, int64_t(kHeadDim),
+                                     int64_t(p_.plan.q_heads) * kHeadDim * spr));
+    p_.tma_q = make_tma_copy(SM90_TMA_LOAD{}, q, typename Traits::SmemLayoutQ{},
+                             Shape<Int<Traits::kBlockM>, Int<kHeadDim>>{}, _1{});
+  }
+
   static constexpr int kSmemBytes = static_cast<int>(sizeof(typename Traits::SharedStorage));
   typename Traits::Params p_;
   int grid_ = 0;

@@ -57,6 +57,8 @@ class Sm90FlashAttentionKernel {
   // tile = the chunk's channel) and the consumers' store of O (role 1, tile = the item); a
   // default TraceView: off.
   virtual void set_trace(const TraceView& trace) = 0;
+  // Later runs read Q from `q` and write O and LSE to `o` and `lse` (same shapes).
+  virtual void set_operands(const void* q, void* o, float* lse) = 0;
   virtual int ctas() const = 0;
 };
 

@@ -108,7 +108,6 @@ detail::Sm90FlashAttentionProblem problem(const World& world, const SpAttentionA
 }  // namespace
 
 std::string SpAttention::can_implement(const World& world, const SymmetricHeap& heap, const SpAttentionArguments& a) {
-  if (std::string e = check_one_process_world(world, "SpAttention"); !e.empty()) return e;
   if (a.seq_per_rank == 0) return "argument 'seq_per_rank' = 0: expected at least one token per rank";
   if (uint64_t(a.seq_per_rank) * world.size() > 0x7FFFFFFFull) {
     return "argument 'seq_per_rank' = " + std::to_string(a.seq_per_rank) + ": expected world * seq_per_rank below 2^31";
@@ -199,34 +198,55 @@ SpAttention::SpAttention(const World& world, SymmetricHeap& heap, SignalSet& sig
   }
   const uint32_t comm_blocks = args_.config.comm.resource == CommResource::kSm ? ag_->num_blocks() : 0;
   const detail::Sm90FlashAttentionConfigInfo& kernel = *find_kernel(args_.head_dim);
-  for (int r = 0; r < world.size(); ++r) {
-    std::vector<uint32_t> order(plan_.num_kv_chunks());
-    for (uint32_t j = 0; j < order.size(); ++j) order[j] = plan_.kv_chunk(static_cast<uint32_t>(r), j);
-    chunk_order_.emplace_back(order.size() * sizeof(uint32_t), world.device(r));
-    TL_CUDA_CHECK(cudaMemcpy(chunk_order_.back().get(), order.data(), chunk_order_.back().bytes(),
-                             cudaMemcpyHostToDevice));
-  }
+  // Per-rank state, indexed by rank; in a process world only this process's rank has any.
+  const size_t n_ranks = static_cast<size_t>(world.size());
+  chunk_order_.resize(n_ranks);
+  o_acc_.resize(n_ranks);
+  ml_.resize(n_ranks);
+  kernels_.resize(n_ranks);
+  plain_kernels_.resize(n_ranks);
   const uint64_t o_elems = uint64_t(plan_.seq_per_rank()) * plan_.q_heads * plan_.head_dim;
   const uint64_t lse_elems = uint64_t(plan_.seq_per_rank()) * plan_.q_heads;
-  for (int r = 0; r < world.size(); ++r) {
+  for (int r : world.local_ranks()) {
+    const size_t ri = static_cast<size_t>(r);
+    std::vector<uint32_t> order(plan_.num_kv_chunks());
+    for (uint32_t j = 0; j < order.size(); ++j) order[j] = plan_.kv_chunk(static_cast<uint32_t>(r), j);
+    chunk_order_[ri] = DeviceBuffer(order.size() * sizeof(uint32_t), world.device(r));
+    TL_CUDA_CHECK(cudaMemcpy(chunk_order_[ri].get(), order.data(), chunk_order_[ri].bytes(), cudaMemcpyHostToDevice));
     detail::Sm90FlashAttentionProblem p = problem(world, args_, plan_, args_.kv, r);
-    p.chunk_order = chunk_order_[static_cast<size_t>(r)].get<uint32_t>();
+    p.chunk_order = chunk_order_[ri].get<uint32_t>();
     p.sig = ag_->signals().device_view(r, "sm90_flash_attention_hd" + std::to_string(args_.head_dim));
     p.sm_count = attention_sm_count(world, r, args_, comm_blocks);
     p.wait = true;
     if (plan_.local_first) {
-      o_acc_.emplace_back(o_elems * sizeof(float), world.device(r));
-      ml_.emplace_back(2 * lse_elems * sizeof(float), world.device(r));
-      p.o_acc = o_acc_.back().get<float>();
-      p.ml = ml_.back().get<float>();
+      o_acc_[ri] = DeviceBuffer(o_elems * sizeof(float), world.device(r));
+      ml_[ri] = DeviceBuffer(2 * lse_elems * sizeof(float), world.device(r));
+      p.o_acc = o_acc_[ri].get<float>();
+      p.ml = ml_[ri].get<float>();
     }
-    kernels_.push_back(kernel.make(p));
+    kernels_[ri] = kernel.make(p);
     // The non-overlapped baseline: one pass over K/V already gathered, on the whole budget.
     p.plan = one_pass(plan_);
     p.sm_count = world.sm_budget(r);
     p.wait = false;
-    plain_kernels_.push_back(kernel.make(p));
+    plain_kernels_[ri] = kernel.make(p);
   }
+}
+
+void SpAttention::set_operands(int rank, const void* q, void* o, float* lse) {
+  const char* where = "SpAttention::set_operands";
+  world_->check_local_rank(rank, where);
+  for (const auto& [name, ptr] : {std::pair<const char*, const void*>{"q", q}, {"o", o}, {"lse", lse}}) {
+    if (ptr == nullptr || reinterpret_cast<uintptr_t>(ptr) % 16 != 0) {
+      detail::throw_invalid_argument(where, name, detail::to_display(ptr), "a 16-byte aligned device pointer");
+    }
+  }
+  const size_t r = static_cast<size_t>(rank);
+  args_.q[r] = q;
+  args_.o[r] = o;
+  args_.lse[r] = lse;
+  kernels_[r]->set_operands(q, o, lse);
+  plain_kernels_[r]->set_operands(q, o, lse);
 }
 
 SpAttention::~SpAttention() = default;
@@ -254,7 +274,7 @@ uint64_t SpAttention::run() {
 }
 
 void SpAttention::set_trace(const TraceBuffer* trace) {
-  for (int r = 0; r < world_->size(); ++r) {
+  for (int r : world_->local_ranks()) {
     kernels_[static_cast<size_t>(r)]->set_trace(trace != nullptr ? trace->view(r) : TraceView{});
   }
   ag_->set_trace(trace);
@@ -262,7 +282,7 @@ void SpAttention::set_trace(const TraceBuffer* trace) {
 
 void SpAttention::run_attention_only() {
   const World& world = *world_;
-  for (int r = 0; r < world.size(); ++r) {
+  for (int r : world.local_ranks()) {
     world.set_device(r);
     plain_kernels_[static_cast<size_t>(r)]->run(0, world.compute_stream(r));
   }
@@ -271,12 +291,17 @@ void SpAttention::run_attention_only() {
 void SpAttention::run_non_overlapped() {
   const World& world = *world_;
   ag_->run();
-  for (int r = 0; r < world.size(); ++r) world.compute_after_comm(r);
+  for (int r : world.local_ranks()) world.compute_after_comm(r);
   run_attention_only();
 }
 
 void SpAttention::run_ring() {
   const World& world = *world_;
+  if (world.mode() == WorldMode::kProcess) {
+    // Its steps hand shards on with CUDA events between ranks, which processes cannot share.
+    detail::throw_invalid_argument("SpAttention::run_ring", "world", "a process world",
+                                   "a one-process world (the ring baseline drives every rank)");
+  }
   const int P = world.size();
   const uint32_t spr = plan_.seq_per_rank();
   const uint64_t o_elems = uint64_t(spr) * plan_.q_heads * plan_.head_dim;

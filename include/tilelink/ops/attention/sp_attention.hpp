@@ -70,15 +70,19 @@ class SpAttention {
 
   static std::string can_implement(const World& world, const SymmetricHeap& heap, const SpAttentionArguments& args);
 
-  // The fused op: enqueues one call on every rank; returns its epoch.
+  // The fused op: enqueues one call on every rank this process drives; returns its epoch.
   uint64_t run();
+  // Later calls of `rank` (a rank this process drives) read Q from `q` and write O and LSE to `o`
+  // and `lse` (the same shapes and layouts; 16-byte aligned): the PyTorch operator's fresh tensors
+  // every call. K/V stay in the symmetric buffer. Throws InvalidArgument naming a bad pointer.
+  void set_operands(int rank, const void* q, void* o, float* lse);
   // The attention alone on K/V already gathered (no waits): the non-overlapped baseline's second
   // half and the kernel's isolated time.
   void run_attention_only();
   // The non-overlapped baseline: the same all-gather, then (the compute stream waiting for the
   // whole of it) the kernel without waits.
   void run_non_overlapped();
-  // The ring-attention schedule (a baseline): world steps; at step s rank r attends to the shard
+  // The ring-attention schedule (a baseline; one-process worlds only): world steps; at step s rank r attends to the shard
   // of rank r - s while the copy engine passes the shard it holds on to rank r + 1, and merges
   // the step's partial O by LSE. Same outputs as run().
   void run_ring();
