@@ -24,7 +24,7 @@ LAYERS = [
     ("core", ["core"]),
     ("primitives", ["primitives"]),
     ("mapping", ["mapping"]),
-    ("runtime", ["runtime"]),
+    ("runtime", ["runtime", "torchrun"]),  # torchrun: the runtime's store plugin (dlopen), no TileLink includes
     ("comm", ["comm"]),
     ("executor", ["executor"]),
     ("ops", ["ops/*"]),  # ops/common and one folder per op
