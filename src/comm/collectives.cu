@@ -84,6 +84,24 @@ std::string describe_all_gather_channel(const AllGatherPlan& plan, uint32_t ch) 
          ", " + std::to_string(local0 + rows.rows) + ") (all-gather tile " + std::to_string(c) + ")";
 }
 
+std::string describe_all_gather_entry_state(const AllGatherPlan& plan, const ErrorRecord& r) {
+  const uint32_t world = plan.world();
+  if (plan.barrier_channel() + world > r.snapshot_count) return "";
+  std::string missing;
+  int count = 0;
+  for (uint32_t q = 0; q < world; ++q) {
+    const uint64_t v = r.snapshot[plan.barrier_channel() + q];
+    if (static_cast<int64_t>(v - r.epoch) < 0) {  // set-mode arrivals: the epoch, once entered
+      missing += (missing.empty() ? "" : ", ") + std::to_string(q);
+      ++count;
+    }
+  }
+  if (missing.empty()) return "";
+  return std::string(count == 1 ? "rank " : "ranks ") + missing + " had" +
+         " not entered this call when the wait gave up (the all-gather's entry barrier in rank " +
+         std::to_string(r.rank) + "'s memory; no shard moves before every rank has entered)";
+}
+
 std::string AllGather::can_implement(const World& world, const SymmetricHeap& heap,
                                      const AllGatherArguments& a) {
   const AllGatherConfig& c = a.config;
@@ -152,6 +170,12 @@ AllGather::AllGather(const World& world, SymmetricHeap& heap, SignalSet& signals
   }
   slice_ = signals.allocate(plan_.num_channels(), name);
   slice_.set_describer([plan = plan_](uint32_t ch, int, int) { return describe_all_gather_channel(plan, ch); });
+  // With an entry barrier (the copy engine's streams; push), a tile that never comes may be held
+  // by a rank that never entered the call: the report names it.
+  const bool entry_barrier = args.config.resource == CommResource::kCopyEngine || plan_.method == AgMethod::kPush;
+  slice_.set_state_describer([plan = plan_, entry_barrier](const ErrorRecord& r) {
+    return entry_barrier ? describe_all_gather_entry_state(plan, r) : std::string();
+  });
 }
 
 uint64_t AllGather::run() {

@@ -86,6 +86,13 @@ void ErrorChannel::set_describer(uint32_t op_id, ChannelDescriber describer) {
   describers_[op_id] = std::move(describer);
 }
 
+void ErrorChannel::set_state_describer(uint32_t op_id, StateDescriber describer) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  TL_REQUIRE(op_id < describers_.size(), "ErrorChannel::set_state_describer", "op_id", op_id, "a registered op");
+  if (state_describers_.size() < describers_.size()) state_describers_.resize(describers_.size());
+  state_describers_[op_id] = std::move(describer);
+}
+
 std::string ErrorChannel::op_name(uint32_t op_id) const {
   std::lock_guard<std::mutex> lock(mutex_);
   return op_id < op_names_.size() ? op_names_[op_id] : "op#" + std::to_string(op_id);
@@ -111,10 +118,12 @@ ErrorRecord ErrorChannel::device_record() const {
 
 std::string ErrorChannel::describe(const ErrorRecord& record) const {
   ChannelDescriber describer;
+  StateDescriber state;
   std::string kernel;
   {
     std::lock_guard<std::mutex> lock(mutex_);
     if (record.op_id < describers_.size()) describer = describers_[record.op_id];
+    if (record.op_id < state_describers_.size()) state = state_describers_[record.op_id];
     if (record.kernel < kernel_names_.size()) kernel = kernel_names_[record.kernel];
   }
   std::string msg = describe_timeout(record, op_name(record.op_id), kernel);
@@ -128,6 +137,10 @@ std::string ErrorChannel::describe(const ErrorRecord& record) const {
   } else if (describer) {
     const std::string what = describer(record.channel, record.rank, record.peer);
     if (!what.empty()) msg += "; it waited for " + what;
+  }
+  if (state && record.snapshot_count > 0) {
+    const std::string upstream = state(record);
+    if (!upstream.empty()) msg += "; " + upstream;
   }
   return msg;
 }

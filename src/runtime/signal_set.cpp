@@ -51,6 +51,11 @@ void SignalSlice::set_describer(ErrorChannel::ChannelDescriber describer) const 
   set_->heap_->world().errors().set_describer(op_id_, std::move(describer));
 }
 
+void SignalSlice::set_state_describer(ErrorChannel::StateDescriber describer) const {
+  TL_REQUIRE(set_ != nullptr, "SignalSlice::set_state_describer", "this", "empty slice", "a slice from SignalSet");
+  set_->heap_->world().errors().set_state_describer(op_id_, std::move(describer));
+}
+
 SignalView SignalSlice::device_view(int rank) const { return make_view(rank, true); }
 SignalView SignalSlice::device_view(int rank, const std::string& kernel) const {
   SignalView v = make_view(rank, true);

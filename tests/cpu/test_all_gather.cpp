@@ -248,5 +248,33 @@ INSTANTIATE_TEST_SUITE_P(Sm, AllGatherBackToBack,
                                            Variant{AgMethod::kPull, CommOrder::kFullMesh, true}),
                          variant_name);
 
+// A timeout's report names the ranks that had not entered the call, from the snapshot of the
+// waiter's entry-barrier channels (set-mode: a rank's channel holds the epoch once it entered).
+TEST(AllGatherTimeoutReport, NamesTheRanksThatHadNotEnteredTheCall) {
+  const AllGatherPlan plan = test::all_gather_plan(4, 256, 128, 64, AgMethod::kPull, CommOrder::kFullMesh);
+  ErrorRecord r{};
+  r.rank = 0;
+  r.epoch = 7;
+  r.snapshot_count = plan.num_channels() < ErrorRecord::kSnapshotChannels ? plan.num_channels()
+                                                                           : ErrorRecord::kSnapshotChannels;
+  for (uint32_t q = 0; q < 4; ++q) r.snapshot[plan.barrier_channel() + q] = 7;
+  EXPECT_EQ(describe_all_gather_entry_state(plan, r), "");  // every rank entered
+  r.snapshot[plan.barrier_channel() + 2] = 6;                 // rank 2 still in call 6
+  const std::string one = describe_all_gather_entry_state(plan, r);
+  EXPECT_NE(one.find("rank 2 had not entered this call"), std::string::npos) << one;
+  r.snapshot[plan.barrier_channel() + 3] = 0;  // rank 3 never came at all
+  const std::string two = describe_all_gather_entry_state(plan, r);
+  EXPECT_NE(two.find("ranks 2, 3 had not entered this call"), std::string::npos) << two;
+  r.snapshot[plan.barrier_channel() + 2] = 8;  // ahead (already in the next call) counts as entered
+  EXPECT_EQ(describe_all_gather_entry_state(plan, r).find("rank 2"), std::string::npos);
+  r.epoch = 2;  // the wrap-safe comparison: a value far below the epoch is not "ahead"
+  r.snapshot[plan.barrier_channel() + 0] = r.snapshot[plan.barrier_channel() + 1] = 2;
+  r.snapshot[plan.barrier_channel() + 2] = 2;
+  r.snapshot[plan.barrier_channel() + 3] = ~0ull;  // -1 as a signed difference: behind
+  EXPECT_NE(describe_all_gather_entry_state(plan, r).find("rank 3 had not"), std::string::npos);
+  r.snapshot_count = 3;  // the snapshot does not cover the barrier: nothing said
+  EXPECT_EQ(describe_all_gather_entry_state(plan, r), "");
+}
+
 }  // namespace
 }  // namespace tilelink

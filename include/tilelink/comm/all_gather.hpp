@@ -14,6 +14,7 @@
 #include <string>
 
 #include "tilelink/comm/protocol_common.hpp"
+#include "tilelink/core/error_record.hpp"
 #include "tilelink/mapping/mapping.hpp"
 #include "tilelink/primitives/symmetric.hpp"
 
@@ -190,6 +191,10 @@ void all_gather_stream(HostCtx& h, const AllGatherPlan& plan, const SignalView& 
 // What channel `ch` of the slice carries, in words, for timeout reports: whose rows, or which
 // rank's arrival at a barrier. Host only.
 std::string describe_all_gather_channel(const AllGatherPlan& plan, uint32_t ch);
+// The ranks that had not entered the call by the time a wait gave up, from the record's snapshot of
+// the waiter's entry-barrier channels ("" when every rank had, or the snapshot does not cover them).
+// For all-gathers with an entry barrier (copy engine, push).
+std::string describe_all_gather_entry_state(const AllGatherPlan& plan, const ErrorRecord& record);
 
 // A consumer's wait for rows [row0, row0 + rows) of the gathered tensor.
 TL_PROTOCOL

@@ -32,6 +32,14 @@ struct ErrorRecord {
   uint64_t expected;
   uint64_t observed;
   uint64_t elapsed_ns;
+  // The waiter's slice as it was when the wait gave up: the call's epoch and the first
+  // snapshot_count channels of the slice in the waiter's memory (device waits; 0 elsewhere). An
+  // op's state describer reads it (ErrorChannel::set_state_describer): which ranks had entered the
+  // call, say, when a tile never came because its mover was held at a barrier.
+  uint64_t epoch;
+  uint32_t snapshot_count;
+  static constexpr uint32_t kSnapshotChannels = 32;
+  uint64_t snapshot[kSnapshotChannels];
 
   static constexpr uint32_t kEmpty = 0;
   static constexpr uint32_t kWriting = 1;

@@ -43,6 +43,11 @@ class ErrorChannel final : public StreamWaitObserver {
 
   using ChannelDescriber = std::function<std::string(uint32_t channel, int waiter, int peer)>;
   void set_describer(uint32_t op_id, ChannelDescriber describer);
+  // What the slice's state at the time says (ErrorRecord::snapshot; "" when nothing to add), for a
+  // wait that failed because of something upstream: the all-gather names the ranks that had not
+  // entered the call when a tile they held up never came.
+  using StateDescriber = std::function<std::string(const ErrorRecord& record)>;
+  void set_state_describer(uint32_t op_id, StateDescriber describer);
 
   // A device waiter timed out (the record is complete).
   bool has_device_error() const;
@@ -67,6 +72,7 @@ class ErrorChannel final : public StreamWaitObserver {
   mutable std::mutex mutex_;
   std::vector<std::string> op_names_;
   std::vector<ChannelDescriber> describers_;
+  std::vector<StateDescriber> state_describers_;  // by op id; empty: none
   std::vector<std::string> kernel_names_;  // by kernel id; 0 is unnamed  // by op id; empty: none
   std::vector<StreamWaitRecord> stream_waits_;
 };

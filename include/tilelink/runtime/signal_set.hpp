@@ -52,6 +52,8 @@ class SignalSlice {
   bool replayable() const { return replayable_; }
   // Names what each channel carries in timeout reports (ErrorChannel::set_describer).
   void set_describer(ErrorChannel::ChannelDescriber describer) const;
+  // What the slice's channels at the time of a timeout say (ErrorChannel::set_state_describer).
+  void set_state_describer(ErrorChannel::StateDescriber describer) const;
 
   // Views at the current epoch, for kernels of `rank` / for host code and host primitives.
   SignalView device_view(int rank) const;

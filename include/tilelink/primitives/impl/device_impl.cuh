@@ -61,6 +61,13 @@ TL_DEVICE void report_timeout(const SignalView& sig, WaitKind kind, uint32_t cha
     r->expected = expected;
     r->observed = observed;
     r->elapsed_ns = elapsed_ns;
+    r->epoch = sig.epoch;
+    uint32_t n = 0;
+    if (sig.local_channels != nullptr) {
+      n = sig.num_channels < ErrorRecord::kSnapshotChannels ? sig.num_channels : ErrorRecord::kSnapshotChannels;
+      for (uint32_t i = 0; i < n; ++i) r->snapshot[i] = ld_acquire(sig.local_channels + i, sig.scope);
+    }
+    r->snapshot_count = n;
     __threadfence_system();
     r->state = ErrorRecord::kValid;
     __threadfence_system();
