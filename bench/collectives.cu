@@ -304,4 +304,97 @@ Table bench_reduce_scatter(const ReduceScatterBenchOptions& o) {
   return table;
 }
 
+Table bench_all_reduce(const AllReduceBenchOptions& o) {
+  const char* where = "bench_all_reduce";
+  TL_REQUIRE(o.world >= 2, where, "world", o.world, ">= 2");
+  const int w = o.world;
+  const size_t elems = size_t(o.rows) * o.cols, bytes = elems * sizeof(float);
+  World world = make_bench_world(w);
+  // Two ops (one-shot, two-shot), each with world slots of staging, plus partial and out.
+  SymmetricHeap heap(world, heap_capacity(size_t(2 * w + 2) * align_up(bytes, kMiB), 1 << 14));
+  SignalSet signals(heap, 1 << 14);
+  SymmetricBuffer partial = heap.allocate(bytes), out = heap.allocate(bytes);
+  AllReduceArguments args;
+  args.partial = &partial;
+  args.out = &out;
+  args.rows = o.rows;
+  args.cols = o.cols;
+  args.config = o.config;
+  if (const std::string why = AllReduce::can_implement(world, heap, args); !why.empty()) {
+    throw InvalidArgument("bench all_reduce: " + why);
+  }
+  args.config.method = AllReduceMethod::kOneShot;
+  AllReduce one_shot(world, heap, signals, args, "bench.all_reduce.one_shot");
+  args.config.method = AllReduceMethod::kTwoShot;
+  AllReduce two_shot(world, heap, signals, args, "bench.all_reduce.two_shot");
+
+  // Check both: every rank's out is the sum over ranks (random_float's grid makes it exact).
+  for (int r = 0; r < w; ++r) {
+    world.set_device(r);
+    fill_random_floats(partial.as<float>(r), elems, rank_seed(o.seed, r), world.comm_stream(r));
+  }
+  std::vector<float> expected(elems, 0.0f), got(elems);
+  for (int q = 0; q < w; ++q) {
+    for (size_t i = 0; i < elems; ++i) expected[i] += random_float(rank_seed(o.seed, q), i);
+  }
+  for (AllReduce* op : {&one_shot, &two_shot}) {
+    for (int r = 0; r < w; ++r) {
+      world.set_device(r);
+      TL_CUDA_CHECK(cudaMemsetAsync(out.data(r), 0xFF, bytes, world.comm_stream(r)));
+    }
+    world.synchronize();
+    op->run();
+    world.synchronize();
+    for (int r = 0; r < w; ++r) {
+      world.set_device(r);
+      TL_CUDA_CHECK(cudaMemcpy(got.data(), out.data(r), bytes, cudaMemcpyDeviceToHost));
+      if (std::memcmp(got.data(), expected.data(), bytes) != 0) {
+        throw Error(std::string("all_reduce check failed (") + (op == &one_shot ? "one-shot" : "two-shot") +
+                    ") on rank " + std::to_string(r));
+      }
+    }
+  }
+
+  std::vector<DeviceBuffer> scratch;
+  for (int r = 0; r < w; ++r) scratch.emplace_back(size_t(w - 1) * bytes, world.device(r));
+  auto run_baseline = [&] {
+    for (int r = 0; r < w; ++r) {
+      world.set_device(r);
+      for (int s = 1; s < w; ++s) {
+        TL_CUDA_CHECK(cudaMemcpyAsync(scratch[r].get<char>() + size_t(s - 1) * bytes, partial.data((r + s) % w), bytes,
+                                      cudaMemcpyDeviceToDevice, world.comm_stream(r)));
+      }
+    }
+  };
+  const Measured m1 = measure(world, o.timing, [&] { one_shot.run(); }, run_baseline);
+  const Measured m2 = measure(world, o.timing, [&] { two_shot.run(); }, run_baseline);
+
+  Table table;
+  table.name = "all_reduce";
+  table.title = "all-reduce (fp32), " + ranks_phrase(w) + ", " + std::to_string(o.rows) + " x " +
+                std::to_string(o.cols) + " (" + format_bytes(bytes) + " per rank)";
+  table.params = {{"world", int64_t(w)},
+                  {"rows", int64_t(o.rows)},
+                  {"cols", int64_t(o.cols)},
+                  {"size_bytes", int64_t(bytes)},
+                  {"path", std::string(to_string(o.config.path))},
+                  {"auto_picks", std::string(AllReduce::auto_method(w, bytes) == ArMethod::kOneShot ? "one_shot"
+                                                                                                      : "two_shot")},
+                  {"chunks", int64_t(one_shot.plan().num_chunks())},
+                  {"ctas", int64_t(one_shot.num_blocks())},
+                  {"warmup", int64_t(o.timing.warmup)},
+                  {"iters", int64_t(o.timing.iters)},
+                  {"seed", std::to_string(o.seed)},
+                  {"check", std::string("passed")}};
+  add_results(table, "all_reduce one_shot", w, double(bytes), m1);
+  const double algbw = gb_per_s(double(bytes), m2.op.median);
+  table.add_row({std::string("tilelink all_reduce two_shot"), m2.op.median, m2.op.min, m2.op.max, algbw,
+                 algbw * 2.0 * double(w - 1) / double(w), m2.baseline.median / m2.op.median});
+  table.notes.push_back("busbw of the all-reduce rows: algbw * 2 (world - 1) / world for two-shot (nccl-tests' "
+                        "all-reduce factor); the one-shot row uses the generic (world - 1) / world");
+  table.notes.push_back("memcpy baseline: each rank copies every peer's partial with cudaMemcpyAsync (one-shot's "
+                        "bytes, no signals, no sum)");
+  return table;
+}
+
 }  // namespace tilelink::bench

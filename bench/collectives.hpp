@@ -24,9 +24,19 @@ struct ReduceScatterBenchOptions : RunOptions {
   ReduceScatterConfig config;
 };
 
+struct AllReduceBenchOptions : RunOptions {
+  AllReduceBenchOptions() { world = 2; }
+  uint32_t rows = 128;   // tokens (decode: 1 ... 512)
+  uint32_t cols = 8192;  // fp32 columns (the hidden size)
+  AllReduceConfig config;  // its method is ignored: one-shot and two-shot are both timed
+};
+
 // Times AllGather::run / ReduceScatter::run across all ranks (slowest rank per call) and the
 // same bytes moved by cudaMemcpyAsync D2D. collectives.cu.
 Table bench_all_gather(const AllGatherBenchOptions& options);
 Table bench_reduce_scatter(const ReduceScatterBenchOptions& options);
+// AllReduce::run one-shot and two-shot (which one `auto` picks is noted) against each rank copying
+// every peer's partial with cudaMemcpyAsync (one-shot's bytes, no signals, no sum).
+Table bench_all_reduce(const AllReduceBenchOptions& options);
 
 }  // namespace tilelink::bench

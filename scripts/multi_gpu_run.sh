@@ -154,6 +154,11 @@ if wants bench; then
   run_step predicted_vs_measured 60 "$logs/predicted_vs_measured.log" python3 "$root/bench/predicted_vs_measured.py" \
     --tilelink "$tl" "$logs/bench_ag_gemm_sweep.json" "$logs/bench_gemm_rs_sweep.json"
   show "$logs/predicted_vs_measured.log" "." 80
+  # The all-reduce at decode sizes over NVLink (issue 21): one-shot and two-shot, 8 and 512 tokens.
+  run_step bench_all_reduce 60 "$logs/bench_all_reduce.log" bash -c \
+    '"$0" bench all_reduce --world "$1" --rows 8 --cols 8192 && "$0" bench all_reduce --world "$1" --rows 512 --cols 8192' \
+    "$tl" "$world"
+  show "$logs/bench_all_reduce.log" "^(==|tilelink|cudaMemcpy)" 20
 fi
 if wants torch; then
   run_step torch_baselines 200 "$logs/torch_baselines.log" python3 -m torch.distributed.run --standalone \

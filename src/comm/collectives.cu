@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <string>
 
+#include "comm/collective_launch.cuh"
 #include "runtime/checks.hpp"
 
 namespace tilelink {
@@ -21,11 +22,7 @@ template <bool kBulk>
 __global__ void __launch_bounds__(1024) all_gather_kernel(AllGatherPlan plan, SignalView sig,
                                                           SymmetricView heap, void* gathered, TraceView trace) {
   extern __shared__ __align__(128) char smem[];
-  BulkStaging staging{};
-  if constexpr (kBulk) {
-    if (threadIdx.x == 0) staging = BulkSmem::init(smem);
-    __syncthreads();
-  }
+  BulkStaging staging = detail::collective_staging<kBulk>(smem);
   DeviceBlockCtx<kBulk> ctx{sig.rank, sig.world, &staging, trace};
   all_gather_block(ctx, plan, sig, heap, gathered);
 }
@@ -35,27 +32,9 @@ __global__ void __launch_bounds__(1024) reduce_scatter_kernel(ReduceScatterPlan 
                                                               SymmetricView heap, float* partial,
                                                               float* recv, float* out) {
   extern __shared__ __align__(128) char smem[];
-  BulkStaging staging{};
-  if constexpr (kBulk) {
-    if (threadIdx.x == 0) staging = BulkSmem::init(smem);
-    __syncthreads();
-  }
+  BulkStaging staging = detail::collective_staging<kBulk>(smem);
   DeviceBlockCtx<kBulk> ctx{sig.rank, sig.world, &staging};
   reduce_scatter_block(ctx, plan, sig, heap, partial, recv, out);
-}
-
-// Shared memory and launch for one rank; kernel attributes set once per process and device.
-template <class Kernel, class... Args>
-void launch(const World& world, int rank, Kernel kernel, bool bulk, uint32_t blocks,
-            uint32_t threads, Args... args) {
-  world.set_device(rank);
-  const size_t smem = bulk ? BulkSmem::bytes() : 0;
-  if (bulk) {
-    TL_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                       static_cast<int>(smem)));
-  }
-  kernel<<<blocks, threads, smem, world.comm_stream(rank)>>>(args...);
-  TL_CUDA_CHECK(cudaGetLastError());
 }
 
 }  // namespace
@@ -205,10 +184,10 @@ void AllGather::transfer(int r) {
     StreamCtx h{r, world.size(), world.comm_stream(r)};
     all_gather_stream_transfer(h, plan_, slice_.host_view(r), heap_->host_view(r), gathered_[r]);
   } else if (args_.config.path == DataPath::kBulk) {
-    launch(world, r, all_gather_kernel<true>, true, num_blocks_, args_.config.threads, plan_,
+    detail::launch(world, r, all_gather_kernel<true>, true, num_blocks_, args_.config.threads, plan_,
            slice_.device_view(r, "all_gather_kernel<bulk>"), heap_->device_view(r), gathered_[r], trace_view(r));
   } else {
-    launch(world, r, all_gather_kernel<false>, false, num_blocks_, args_.config.threads, plan_,
+    detail::launch(world, r, all_gather_kernel<false>, false, num_blocks_, args_.config.threads, plan_,
            slice_.device_view(r, "all_gather_kernel<ldst>"), heap_->device_view(r), gathered_[r], trace_view(r));
   }
 }
@@ -265,10 +244,10 @@ uint64_t ReduceScatter::run() {
     float* partial = args_.partial->as<float>(r);
     float* recv = recv_.as<float>(r);
     if (bulk) {
-      launch(world, r, reduce_scatter_kernel<true>, true, num_blocks_, args_.config.threads, plan_,
+      detail::launch(world, r, reduce_scatter_kernel<true>, true, num_blocks_, args_.config.threads, plan_,
              slice_.device_view(r, "reduce_scatter_kernel"), heap_->device_view(r), partial, recv, args_.out[r]);
     } else {
-      launch(world, r, reduce_scatter_kernel<false>, false, num_blocks_, args_.config.threads, plan_,
+      detail::launch(world, r, reduce_scatter_kernel<false>, false, num_blocks_, args_.config.threads, plan_,
              slice_.device_view(r, "reduce_scatter_kernel"), heap_->device_view(r), partial, recv, args_.out[r]);
     }
   }

@@ -1,4 +1,4 @@
-// `tilelink bench primitives|all_gather|reduce_scatter`: the micro-benchmarks of the primitives
+// `tilelink bench primitives|all_gather|reduce_scatter|all_reduce`: the micro-benchmarks of the primitives
 // and the collectives the ops are built from.
 #include <chrono>
 #include <cstdlib>
@@ -146,12 +146,43 @@ void add_reduce_scatter(Tool& tool) {
   };
 }
 
+void add_all_reduce(Tool& tool) {
+  struct Args {
+    tb::AllReduceBenchOptions o;
+    std::string json;
+  };
+  auto a = std::make_shared<Args>();
+  Command& c = tool.add("bench", "all_reduce",
+                        "time tilelink::AllReduce (fp32), one-shot and two-shot, against cudaMemcpyAsync");
+  CLI::App* app = c.app;
+  add_world(app, a->o.world, 2);
+  app->add_option("--rows", a->o.rows, "rows (tokens; decode: 1 ... 512)")->capture_default_str()->check(CLI::Range(1u, 1u << 24));
+  app->add_option("--cols", a->o.cols, "fp32 columns per row, a multiple of 4 (the hidden size)")
+      ->capture_default_str()
+      ->check(CLI::Range(4u, 1u << 24));
+  add_enum_option(app, "--path", a->o.config.path, {DataPath::kLdSt, DataPath::kBulk},
+                  "SM data path: ldst or bulk (TMA); default ldst", false);
+  app->add_option("--comm-rows", a->o.config.comm_rows, "rows per chunk; 0 = automatic")->capture_default_str();
+  app->add_option("--blocks", a->o.config.num_blocks, "CTAs per rank; 0 = automatic")->capture_default_str();
+  add_timing(app, a->o.timing);
+  add_json(app, a->json);
+  c.seed = add_seed(app, a->o.seed);
+  c.run = [a](const std::string& line) {
+    if (a->o.cols % 4 != 0) {
+      throw InvalidArgument("--cols " + std::to_string(a->o.cols) + ": expected a multiple of 4 (rows move as 16-byte vectors)");
+    }
+    return run_once(a->o.world, "bench all_reduce", line, a->o.seed, a->json,
+                    [&] { return tb::bench_all_reduce(a->o); });
+  };
+}
+
 }  // namespace
 
 void register_collectives(Tool& tool) {
   add_primitives(tool);
   add_all_gather(tool);
   add_reduce_scatter(tool);
+  add_all_reduce(tool);
 }
 
 }  // namespace tilelink::tool

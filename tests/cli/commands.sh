@@ -73,6 +73,7 @@ rm -rf "$fake"
 no_gpu bench primitives
 no_gpu bench all_gather --world 2
 no_gpu bench reduce_scatter --world 2
+no_gpu bench all_reduce --world 3 --rows 7 --cols 96 --path bulk
 no_gpu bench ag_gemm --world 2
 no_gpu bench ag_gemm --shapes paper --explain
 no_gpu bench ag_gemm --resource sm --method push --order ring --path bulk --comm-rows 256 --blocks 4 --gemm-sms 60 --swizzle 2 --kernel x

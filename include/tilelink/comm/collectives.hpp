@@ -1,4 +1,5 @@
-// Standalone collectives built from the protocols: all-gather and reduce-scatter over a World.
+// Standalone collectives built from the protocols: all-gather, reduce-scatter and all-reduce over a
+// World.
 // They are what the overlapped ops' communication halves are made of, and the GPU tests of the
 // primitives at every world size. Arguments are validated before anything is launched.
 #pragma once
@@ -7,6 +8,7 @@
 #include <vector>
 
 #include "tilelink/comm/all_gather.hpp"
+#include "tilelink/comm/all_reduce.hpp"
 #include "tilelink/comm/reduce_scatter.hpp"
 #include "tilelink/runtime/signal_set.hpp"
 #include "tilelink/runtime/symmetric_heap.hpp"
@@ -158,6 +160,63 @@ class ReduceScatter {
   SymmetricHeap* heap_;
   ReduceScatterArguments args_;
   ReduceScatterPlan plan_;
+  SymmetricBuffer recv_;
+  SignalSlice slice_;
+  uint32_t num_blocks_ = 0;
+};
+
+// ---- all-reduce (comm/all_reduce.hpp) ----------------------------------------------------------------
+
+enum class AllReduceMethod : uint32_t {
+  kAuto = 0,     // one-shot for small buffers (latency), two-shot for large ones (bandwidth)
+  kOneShot = 1,
+  kTwoShot = 2,
+};
+const char* to_string(AllReduceMethod v);
+
+struct AllReduceConfig {
+  AllReduceMethod method = AllReduceMethod::kAuto;
+  DataPath path = DataPath::kLdSt;
+  uint32_t comm_rows = 0;   // rows per chunk; 0 = about four chunks per rank, at most 128 rows
+  uint32_t num_blocks = 0;  // CTAs per rank; 0 = min(chunks, SM budget)
+  uint32_t threads = 512;
+};
+
+struct AllReduceArguments {
+  // rows x cols floats on every rank, in the heap: the rank's partial (in place before run()), and
+  // where every rank gets the sum over ranks (in rank order 0..P-1, fp32: bit-identical everywhere).
+  const SymmetricBuffer* partial = nullptr;
+  const SymmetricBuffer* out = nullptr;
+  uint32_t rows = 0;  // any positive count
+  uint32_t cols = 0;  // a multiple of 4
+  AllReduceConfig config;
+};
+
+class AllReduce {
+ public:
+  // Validates (InvalidArgument naming the argument; nothing launched), resolves the method and the
+  // chunking, allocates the staging slots (world x rows x cols floats) and claims a signal slice.
+  AllReduce(const World& world, SymmetricHeap& heap, SignalSet& signals, const AllReduceArguments& args,
+            const std::string& name = "all_reduce");
+  static std::string can_implement(const World& world, const SymmetricHeap& heap, const AllReduceArguments& args);
+  // The method kAuto picks for `bytes` of partial per rank on `world` ranks: one-shot up to
+  // kOneShotMaxBytes (or at two ranks, where both move the same), two-shot above. A rule of
+  // thumb from the peers' custom all-reduces (vLLM, TensorRT-LLM), not yet measured here.
+  static constexpr uint64_t kOneShotMaxBytes = 256 << 10;
+  static ArMethod auto_method(int world, uint64_t bytes);
+  // Enqueues one call on every local rank's comm stream, after its compute stream's work so far;
+  // returns the epoch. The sum is complete on the comm stream (World::compute_after_comm joins it).
+  uint64_t run();
+
+  const AllReducePlan& plan() const { return plan_; }
+  const SignalSlice& signals() const { return slice_; }
+  uint32_t num_blocks() const { return num_blocks_; }
+
+ private:
+  const World* world_;
+  SymmetricHeap* heap_;
+  AllReduceArguments args_;
+  AllReducePlan plan_;
   SymmetricBuffer recv_;
   SignalSlice slice_;
   uint32_t num_blocks_ = 0;
