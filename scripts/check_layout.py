@@ -33,7 +33,7 @@ LAYERS = [
     ("testing", ["testing"]),
     ("bench", ["bench"]),
     ("tools", ["tools"]),
-    ("tests", ["tests/cpu", "tests/gpu", "tests/process", "tests/fuzz", "tests/downstream", "tests/cli"]),
+    ("tests", ["tests/cpu", "tests/gpu", "tests/process", "tests/fuzz", "tests/downstream", "tests/cli", "tests/torchrun"]),
 ]
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"')
 

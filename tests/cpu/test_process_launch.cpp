@@ -36,15 +36,18 @@ class ScopedEnv {
   void unset(const char* name) { unsetenv(name); }
 
  private:
-  static constexpr const char* kNames[] = {"RANK", "WORLD_SIZE", "LOCAL_RANK", "TILELINK_UNIQUE_ID"};
+  static constexpr const char* kNames[] = {"RANK",        "WORLD_SIZE",  "LOCAL_RANK",
+                                           "TILELINK_UNIQUE_ID", "MASTER_ADDR", "MASTER_PORT",
+                                           "TILELINK_TORCHRUN_LIBRARY"};
+  static constexpr size_t kCount = sizeof(kNames) / sizeof(kNames[0]);
   static constexpr const char* kUnset = "\x01unset";
   static size_t index(const char* name) {
-    for (size_t i = 0; i < 4; ++i) {
+    for (size_t i = 0; i < kCount; ++i) {
       if (std::string(kNames[i]) == name) return i;
     }
     return 0;
   }
-  std::string saved_[4];
+  std::string saved_[kCount];
 };
 
 // The message of the InvalidArgument `call` throws, or "" if it throws none.
@@ -89,6 +92,7 @@ TEST(FromLauncher, NamesTheFirstMissingOrBadVariable) {
   env.unset("RANK");
   env.unset("LOCAL_RANK");
   env.unset("TILELINK_UNIQUE_ID");
+  env.unset("MASTER_ADDR");  // not under torchrun: the id must come in TILELINK_UNIQUE_ID
   const std::string unset_why = refusal([] { World::from_launcher(); });
   EXPECT_NE(unset_why.find("'WORLD_SIZE' = unset"), std::string::npos) << unset_why;
   env.set("WORLD_SIZE", "0");
@@ -106,6 +110,30 @@ TEST(FromLauncher, NamesTheFirstMissingOrBadVariable) {
   EXPECT_NE(refusal([] { World::from_launcher(); }).find("TILELINK_UNIQUE_ID"), std::string::npos);
   env.set("TILELINK_UNIQUE_ID", "abc");
   EXPECT_NE(refusal([] { World::from_launcher(); }).find("256 hex digits"), std::string::npos);
+}
+
+// Under torchrun (MASTER_ADDR, MASTER_PORT; no TILELINK_UNIQUE_ID) the id travels over torchrun's
+// store through the plugin: a bad port is refused by name, a missing plugin says where it looked.
+TEST(FromLauncher, UnderTorchrunNamesABadPortAndAMissingPlugin) {
+  ScopedEnv env;
+  env.set("WORLD_SIZE", "2");
+  env.set("RANK", "1");  // a reader: it makes no id
+  env.set("LOCAL_RANK", "1");
+  env.unset("TILELINK_UNIQUE_ID");
+  env.set("MASTER_ADDR", "127.0.0.1");
+  env.set("MASTER_PORT", "port");
+  const std::string port_why = refusal([] { World::from_launcher(); });
+  EXPECT_NE(port_why.find("'MASTER_PORT' = port"), std::string::npos) << port_why;
+  env.set("MASTER_PORT", "29999");
+  env.set("TILELINK_TORCHRUN_LIBRARY", "/nonexistent/libtilelink_torchrun.so");
+  std::string why;
+  try {
+    World::from_launcher();
+  } catch (const std::exception& e) {
+    why = e.what();
+  }
+  EXPECT_NE(why.find("/nonexistent/libtilelink_torchrun.so: no such file"), std::string::npos) << why;
+  EXPECT_NE(why.find("tilelink launch"), std::string::npos) << why;
 }
 
 }  // namespace
