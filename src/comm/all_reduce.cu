@@ -93,14 +93,15 @@ AllReduce::AllReduce(const World& world, SymmetricHeap& heap, SignalSet& signals
                  : args.config.method == AllReduceMethod::kTwoShot ? ArMethod::kTwoShot
                                                                    : auto_method(world.size(), uint64_t(args.rows) *
                                                                                                    args.cols * 4);
-  // About four chunks per rank (two-shot spreads the chunks' owners over the ranks), at most 128
-  // rows each.
-  const uint32_t target_chunks = 4 * w;
+  // Two chunks per CTA the rank's SM budget allows, and at least four per rank (two-shot spreads the
+  // chunks' owners over the ranks); at most 128 rows each. Measured on the H200 (docs/PERF.md):
+  // four chunks per rank left 2 ranks with 8 CTAs each, at a tenth of the copy engine's speed.
+  const uint32_t budget = static_cast<uint32_t>(world.sm_budget(world.local_ranks().front()));
+  const uint32_t target_chunks = std::max(2 * budget, 4 * w);
   plan_.comm_rows = args.config.comm_rows != 0 ? args.config.comm_rows
                                                : std::clamp((args.rows + target_chunks - 1) / target_chunks, 1u, 128u);
   plan_.in_place = true;
   recv_ = heap.allocate(plan_.recv_elems() * sizeof(float));
-  const uint32_t budget = static_cast<uint32_t>(world.sm_budget(world.local_ranks().front()));
   num_blocks_ = args.config.num_blocks != 0 ? args.config.num_blocks : std::clamp(plan_.num_chunks(), 1u, budget);
   if (args.config.path == DataPath::kBulk) {
     world.preload_kernel(all_reduce_kernel<true>);

@@ -177,7 +177,8 @@ const char* to_string(AllReduceMethod v);
 struct AllReduceConfig {
   AllReduceMethod method = AllReduceMethod::kAuto;
   DataPath path = DataPath::kLdSt;
-  uint32_t comm_rows = 0;   // rows per chunk; 0 = about four chunks per rank, at most 128 rows
+  uint32_t comm_rows = 0;   // rows per chunk; 0 = two chunks per CTA of the SM budget (at least four
+                            // per rank), at most 128 rows
   uint32_t num_blocks = 0;  // CTAs per rank; 0 = min(chunks, SM budget)
   uint32_t threads = 512;
 };
