@@ -64,8 +64,11 @@ Measured measure(const World& world, const TimingOptions& timing, const std::fun
 }
 
 // `size`: bytes per rank by the nccl-tests convention (all-gather: the gathered output;
-// reduce-scatter: the input), so algbw and busbw compare with theirs.
-void add_results(Table& table, const std::string& op_name, int world, double size, const Measured& m) {
+// reduce-scatter and all-reduce: the input), so algbw and busbw compare with theirs; `bus_factor`
+// theirs too: (world - 1) / world, 2 (world - 1) / world for an all-reduce (by its size, whatever
+// the algorithm).
+void add_results(Table& table, const std::string& op_name, int world, double size, const Measured& m,
+                 double bus_factor = 0) {
   table.columns = {{"variant", "variant", 0},
                    {"time_us", "time µs", 1},
                    {"min_us", "min µs", 1},
@@ -73,7 +76,7 @@ void add_results(Table& table, const std::string& op_name, int world, double siz
                    {"algbw_gb_per_s", "algbw GB/s", 1},
                    {"busbw_gb_per_s", "busbw GB/s", 1},
                    {"speed_vs_memcpy", "vs memcpy", 2}};
-  const double bus_factor = double(world - 1) / double(world);
+  if (bus_factor == 0) bus_factor = double(world - 1) / double(world);
   auto row = [&](const std::string& name, const Stats& s) {
     const double algbw = gb_per_s(size, s.median);
     table.add_row({name, s.median, s.min, s.max, algbw, algbw * bus_factor, m.baseline.median / s.median});
@@ -82,7 +85,9 @@ void add_results(Table& table, const std::string& op_name, int world, double siz
   row("cudaMemcpyAsync D2D", m.baseline);
   table.notes.push_back("time = slowest rank's CUDA-event time per call; median, min and max of " +
                         std::to_string(m.op.samples) + " calls after warm-up");
-  table.notes.push_back("algbw = size / time, busbw = algbw * (world - 1) / world (nccl-tests), 10^9 bytes/s");
+  table.notes.push_back("algbw = size / time, busbw = algbw * " +
+                        std::string(bus_factor > double(world - 1) / double(world) ? "2 (world - 1)" : "(world - 1)") +
+                        " / world (nccl-tests), 10^9 bytes/s");
   table.notes.push_back("vs memcpy = memcpy time / time (> 1: faster than the copy-engine baseline)");
   table.notes.push_back(ranks_on_gpus() ? "one rank per GPU: peer traffic crosses NVLink"
                                         : "virtual ranks share one GPU: peer traffic is HBM -> HBM, not NVLink");
@@ -386,12 +391,11 @@ Table bench_all_reduce(const AllReduceBenchOptions& o) {
                   {"iters", int64_t(o.timing.iters)},
                   {"seed", std::to_string(o.seed)},
                   {"check", std::string("passed")}};
-  add_results(table, "all_reduce one_shot", w, double(bytes), m1);
+  const double bus_factor = 2.0 * double(w - 1) / double(w);  // nccl-tests' all-reduce factor
+  add_results(table, "all_reduce one_shot", w, double(bytes), m1, bus_factor);
   const double algbw = gb_per_s(double(bytes), m2.op.median);
   table.add_row({std::string("tilelink all_reduce two_shot"), m2.op.median, m2.op.min, m2.op.max, algbw,
-                 algbw * 2.0 * double(w - 1) / double(w), m2.baseline.median / m2.op.median});
-  table.notes.push_back("busbw of the all-reduce rows: algbw * 2 (world - 1) / world for two-shot (nccl-tests' "
-                        "all-reduce factor); the one-shot row uses the generic (world - 1) / world");
+                 algbw * bus_factor, m2.baseline.median / m2.op.median});
   table.notes.push_back("memcpy baseline: each rank copies every peer's partial with cudaMemcpyAsync (one-shot's "
                         "bytes, no signals, no sum)");
   return table;

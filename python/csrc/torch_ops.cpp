@@ -250,10 +250,14 @@ void init(const at::Tensor& id_tensor, int64_t rank, int64_t world_size, int64_t
 // channel), where torch.cuda.synchronize would only see that a kernel trapped.
 void synchronize(const std::string& group_name) {
   translated("tilelink.synchronize", [&] {
-    std::lock_guard<std::mutex> lock(g_mutex);
-    Group& g = group_of("tilelink.synchronize", group_name);
-    c10::cuda::CUDAGuard guard(g.device);
-    g.world->synchronize();
+    Group* g = nullptr;
+    {
+      std::lock_guard<std::mutex> lock(g_mutex);
+      g = &group_of("tilelink.synchronize", group_name);
+    }
+    // Waits without the lock (other threads' ops go on); groups are never destroyed.
+    c10::cuda::CUDAGuard guard(g->device);
+    g->world->synchronize();
   });
 }
 

@@ -98,7 +98,12 @@ def synchronize(group=None) -> None:
     CUDA context is lost: the report is the point."""
     import torch.distributed as dist
 
-    name = group if isinstance(group, str) else (group if group is not None else dist.group.WORLD).group_name
+    if isinstance(group, str):
+        name = group
+    else:
+        if group is None and not (dist.is_available() and dist.is_initialized()):
+            raise RuntimeError("tilelink.synchronize: torch.distributed is not initialised and no group was given")
+        name = (group if group is not None else dist.group.WORLD).group_name
     torch.ops.tilelink._synchronize(name)
 
 

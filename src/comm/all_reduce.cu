@@ -96,6 +96,8 @@ AllReduce::AllReduce(const World& world, SymmetricHeap& heap, SignalSet& signals
   // Two chunks per CTA the rank's SM budget allows, and at least four per rank (two-shot spreads the
   // chunks' owners over the ranks); at most 128 rows each. Measured on the H200 (docs/PERF.md):
   // four chunks per rank left 2 ranks with 8 CTAs each, at a tenth of the copy engine's speed.
+  // The plan must be the same on every rank: the budget is (virtual ranks: floor(SMs / world); a
+  // process world assumes every rank on the same kind of GPU with the same SM share).
   const uint32_t budget = static_cast<uint32_t>(world.sm_budget(world.local_ranks().front()));
   const uint32_t target_chunks = std::max(2 * budget, 4 * w);
   plan_.comm_rows = args.config.comm_rows != 0 ? args.config.comm_rows

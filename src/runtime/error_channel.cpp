@@ -131,14 +131,30 @@ std::string ErrorChannel::describe(const ErrorRecord& record) const {
     msg += "; it waited for every rank to enter the call (the entry barrier of a replayable slice, which "
            "zeroes the slice's channels between calls)";
   } else if (record.kind == WaitKind::kWorldBarrier) {
-    msg += "; rank " + std::to_string(record.channel) + " never arrived at World::barrier (a collective step that "
-           "every process takes: tilelink.init, building an op, claiming signals) -- it exited, hung, or took "
-           "another path";
+    // Every rank whose slot was still behind (the snapshot is this rank's slots), else the one waited on.
+    std::string missing;
+    int count = 0;
+    for (uint32_t q = 0; q < record.snapshot_count; ++q) {
+      if (static_cast<int64_t>(record.snapshot[q] - record.expected) < 0) {
+        missing += (missing.empty() ? "" : ", ") + std::to_string(q);
+        ++count;
+      }
+    }
+    if (count == 0) {
+      missing = std::to_string(record.channel);
+      count = 1;
+    }
+    msg += std::string(count == 1 ? "; rank " : "; ranks ") + missing +
+           " never arrived at World::barrier (a collective step that every process takes: tilelink.init, "
+           "building an op, claiming signals) -- exited, hung, or took another path";
   } else if (describer) {
     const std::string what = describer(record.channel, record.rank, record.peer);
     if (!what.empty()) msg += "; it waited for " + what;
   }
-  if (state && record.snapshot_count > 0) {
+  // Only for the op's own tile waits: the barriers have their own wording, and the call barrier
+  // zeroes the channels the snapshot reads.
+  const bool tile_wait = record.kind == WaitKind::kConsumerTile || record.kind == WaitKind::kPeerTile;
+  if (state && tile_wait && record.snapshot_count > 0) {
     const std::string upstream = state(record);
     if (!upstream.empty()) msg += "; " + upstream;
   }

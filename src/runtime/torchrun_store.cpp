@@ -18,7 +18,7 @@ constexpr const char* kSymbol = "tilelink_torch_store_broadcast";
 using Broadcast = int (*)(const char*, int, int, const char*, unsigned char*, size_t, int, int, long, char*, size_t);
 
 // TILELINK_TORCHRUN_LIBRARY, else beside the executable or one folder up (the build tree: the
-// tool, tests/), else the loader's own search (LD_LIBRARY_PATH, an installed lib/).
+// tool, tests/) or in ../lib (an install), else the loader's own search (LD_LIBRARY_PATH).
 Broadcast load_plugin() {
   std::vector<std::string> tried;
   if (const char* path = std::getenv("TILELINK_TORCHRUN_LIBRARY")) {
@@ -29,6 +29,7 @@ Broadcast load_plugin() {
     if (!ec) {
       tried.push_back((exe.parent_path() / kPlugin).string());
       tried.push_back((exe.parent_path().parent_path() / kPlugin).string());
+      tried.push_back((exe.parent_path().parent_path() / "lib" / kPlugin).string());  // an install's bin/ and lib/
     }
     tried.push_back(kPlugin);
   }
@@ -74,9 +75,9 @@ UniqueId unique_id_from_torch_store(int rank, int size) {
   const bool agent_store = env_or_empty("TORCHELASTIC_USE_AGENT_STORE") == "True";
   const std::string restart = env_or_empty("TORCHELASTIC_RESTART_COUNT");
   const std::string key = "tilelink/attempt_" + (restart.empty() ? std::string("0") : restart) + "/nvshmem_unique_id";
+  const Broadcast broadcast = load_plugin();  // first: a missing plugin fails alike on every rank
   UniqueId id;
   if (rank == 0) id = make_unique_id();
-  const Broadcast broadcast = load_plugin();
   char error[1024] = {0};
   constexpr long kTimeoutMs = 600'000;  // torch.distributed's default for its own rendezvous
   if (broadcast(host.c_str(), static_cast<int>(port), !agent_store && rank == 0, key.c_str(), id.bytes.data(),

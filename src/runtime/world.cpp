@@ -84,8 +84,9 @@ struct World::Impl {
       if (watch[r] != nullptr && first_on_device(r) == r) cudaStreamDestroy(watch[r]);
     }
     if (barrier_peers != nullptr) cudaFree(barrier_peers);
-    // Collective, like the allocation (every process destroys its Worlds in the same order).
-    if (barrier_slots != nullptr) detail::nvshmem::free(barrier_slots);
+    // barrier_slots stays allocated (world-size words) until the process exits, like NVSHMEM
+    // itself: nvshmem_free is collective, and a World destroyed after a barrier timed out, or at
+    // the exit of a process whose peer died, would wait there for ranks that will never come.
   }
 
   // World::barrier's state (process worlds; collective: the same allocation in every process).
@@ -368,7 +369,8 @@ void World::barrier() const {
   slots.errors = impl_->errors->view();
   slots.errors.timeout_ns = impl_->barrier_timeout_ns;
   set_device(me);
-  detail::launch_world_barrier(slots, ++impl_->barrier_passes, impl_->compute[me]);
+  detail::launch_world_barrier(slots, impl_->barrier_passes + 1, impl_->compute[me]);
+  ++impl_->barrier_passes;  // only once the arrival is enqueued: every process counts alike
   synchronize();
 }
 MemScope World::scope() const {

@@ -49,5 +49,8 @@ extern "C" __attribute__((visibility("default"))) int tilelink_torch_store_broad
   } catch (const std::exception& e) {
     std::snprintf(error, error_len, "%s", e.what());
     return 1;
+  } catch (...) {  // nothing may cross the C boundary
+    std::snprintf(error, error_len, "an exception that is not a std::exception");
+    return 1;
   }
 }

@@ -476,6 +476,8 @@ int main(int argc, char** argv) {
     GTEST_FLAG_SET(output, std::string("xml:") + dir + (fault_mode ? "/process_fault_" : "/process_") +
                                (size ? size : "1") + "_rank_" + (rank ? rank : "0") + ".xml");
   }
+  ::testing::InitGoogleTest(&argc, argv);
+  // After InitGoogleTest, so that a --gtest_filter of the command line keeps the exclusion.
   {
     std::string filter = GTEST_FLAG_GET(filter);
     if (fault_mode) {
@@ -485,7 +487,6 @@ int main(int argc, char** argv) {
     }
     GTEST_FLAG_SET(filter, filter);
   }
-  ::testing::InitGoogleTest(&argc, argv);
   tilelink::configure_cuda_environment();
   if (!tilelink::test::gpu_present()) {
     std::cout << "no CUDA GPU found: process test skipped\n";

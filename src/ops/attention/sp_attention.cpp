@@ -247,12 +247,13 @@ void SpAttention::set_operands(int rank, const void* q, void* o, float* lse) {
   args_.lse[r] = lse;
   kernels_[r]->set_operands(q, o, lse);
   plain_kernels_[r]->set_operands(q, o, lse);
+  ring_.reset();  // the ring baseline's kernels read the old Q: rebuilt at its next call
 }
 
 SpAttention::~SpAttention() = default;
 
 int SpAttention::attention_ctas(int rank) const {
-  world_->check_rank(rank, "SpAttention::attention_ctas");
+  world_->check_local_rank(rank, "SpAttention::attention_ctas");  // other processes' kernels are not here
   return kernels_[static_cast<size_t>(rank)]->ctas();
 }
 

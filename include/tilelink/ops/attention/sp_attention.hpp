@@ -100,7 +100,7 @@ class SpAttention {
   // came from ("" when none).
   const SpAttentionConfig& config() const { return args_.config; }
   const std::string& tuned_from() const { return tuned_from_; }
-  int attention_ctas(int rank) const;
+  int attention_ctas(int rank) const;  // a rank this process drives
   // FLOPs of the attention on `rank` (4 * d per visible query-key pair and q head).
   double flops(int rank) const;
 
