@@ -5,10 +5,11 @@
 # (bench/predicted_vs_measured.py), mlp llama3-70b, moe_ag and moe mixtral-8x7b), whose
 # non-overlapped baselines use NCCL;
 # and beside them PyTorch's side on the same shapes (bench/torch_baselines.py: NCCL all-gather /
-# reduce-scatter bus bandwidth, cuBLAS, async-TP's fused ops); the process-world suite with one
-# process per GPU (tilelink launch); and TileLink's PyTorch operators under torchrun, one process
-# per GPU (python/tests/mp_worker.py against torch, bench/torch_ops.py, and the LLaMA MLP example
-# against NCCL + matmul and async-TP). Key lines go to stdout and
+# reduce-scatter bus bandwidth, cuBLAS, async-TP's fused ops); bench all_reduce; the process-world
+# suite with one process per GPU (tilelink launch, and torchrun --no-python); and TileLink's PyTorch
+# operators under torchrun, one process per GPU (python/tests/mp_worker.py against torch,
+# bench/torch_ops.py, and the LLaMA MLP example against NCCL + matmul and async-TP). Key lines go
+# to stdout and
 # $OUT/summary.txt; every log, JSON and chart into $OUT/multi_gpu_results.tar.gz (the device
 # tool brings back at most 8 files).
 #
@@ -111,7 +112,7 @@ if wants tests || wants bench || wants python; then
   # The PyTorch operators too, where python3 has torch.
   python3 -c "import torch" >/dev/null 2>&1 && py=ON || py=OFF
   targets="tilelink_cli tilelink_gpu_tests tilelink_process_tests"
-  [[ $py == ON ]] && targets+=" tilelink_torch"
+  [[ $py == ON ]] && targets+=" tilelink_torch tilelink_torchrun"
   # shellcheck disable=SC2016  # the inner script expands its own arguments
   run_step build 420 "$logs/build.log" bash -c \
     '"$0/scripts/install_deps.sh" && cmake -S "$0" -B "$1" -G Ninja -DCMAKE_BUILD_TYPE=Release -DTILELINK_BUILD_PYTHON=$3 &&
@@ -134,6 +135,12 @@ if wants tests; then
   run_step process_tests 120 "$logs/process_tests.log" "$tl" launch --nproc "$world" --grace 20 -- \
     "$build/tests/tilelink_process_tests" --gtest_brief=1
   show "$logs/process_tests.log" "^\[  (FAILED|PASSED|SKIPPED) |tilelink launch:" 40
+  # The same suite started by torchrun itself: the unique id over torchrun's store (needs the plugin).
+  if [[ $py == ON ]]; then
+    run_step process_tests_torchrun 150 "$logs/process_tests_torchrun.log" python3 -m torch.distributed.run \
+      --standalone --nproc-per-node "$world" --no-python "$build/tests/tilelink_process_tests" --gtest_brief=1
+    show "$logs/process_tests_torchrun.log" "^\[  (FAILED|PASSED|SKIPPED) " 40
+  fi
   # The notify -> wait round trip between two processes on two GPUs, next to one process driving both.
   run_step signal_processes 90 "$logs/signal_processes.log" "$tl" launch --nproc 2 --grace 20 -- \
     env TILELINK_RANKS=processes "$tl" bench primitives --world 2 --quick
