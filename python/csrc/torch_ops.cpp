@@ -105,17 +105,21 @@ Group& group_of(const char* op, const std::string& name) {
 }
 
 // A 2-D, contiguous bf16 CUDA tensor (then device_matches: on the group's device).
-void check_matrix(const char* op, const char* name, const at::Tensor& t) {
+// A contiguous bf16 CUDA tensor of `dims` dimensions (`dims_what` names them in the error), 16-byte
+// aligned (then check_device: on the group's device).
+void check_bf16(const char* op, const char* name, const at::Tensor& t, int64_t dims, const char* dims_what) {
   TORCH_CHECK_VALUE(t.defined(), op, ": argument '", name, "' is undefined");
   TORCH_CHECK_VALUE(t.is_cuda(), op, ": argument '", name, "' is on ", t.device().str(),
                     ": expected a CUDA tensor on this rank's device");
   TORCH_CHECK_VALUE(t.scalar_type() == at::kBFloat16, op, ": argument '", name, "' has dtype ", t.scalar_type(),
                     ": expected torch.bfloat16");
-  TORCH_CHECK_VALUE(t.dim() == 2, op, ": argument '", name, "' has ", t.dim(), " dimensions: expected 2");
-  TORCH_CHECK_VALUE(t.is_contiguous(), op, ": argument '", name, "' is not contiguous: expected a row-major tensor");
+  TORCH_CHECK_VALUE(t.dim() == dims, op, ": argument '", name, "' has ", t.dim(), " dimensions: expected ", dims,
+                    dims_what);
+  TORCH_CHECK_VALUE(t.is_contiguous(), op, ": argument '", name, "' is not contiguous: expected a row-major (C-contiguous) tensor");
   TORCH_CHECK_VALUE(reinterpret_cast<uintptr_t>(t.data_ptr()) % 16 == 0, op, ": argument '", name,
                     "' starts at a pointer not 16-byte aligned: expected 16-byte alignment (TMA)");
 }
+void check_matrix(const char* op, const char* name, const at::Tensor& t) { check_bf16(op, name, t, 2, ""); }
 void check_device(const char* op, const char* name, const at::Tensor& t, const Group& g) {
   TORCH_CHECK_VALUE(t.get_device() == g.device, op, ": argument '", name, "' is on ", t.device().str(),
                     ": expected cuda:", g.device, " (this rank's device in the group)");
@@ -407,18 +411,9 @@ at::Tensor mlp(const at::Tensor& x_shard, const at::Tensor& w1, const at::Tensor
   });
 }
 
-// A 3-D, contiguous bf16 CUDA tensor on the group's device (tokens x heads x head dim).
+// A 3-D (tokens x heads x head dim), contiguous bf16 CUDA tensor on the group's device.
 void check_heads(const char* op, const char* name, const at::Tensor& t, const Group& g) {
-  TORCH_CHECK_VALUE(t.defined(), op, ": argument '", name, "' is undefined");
-  TORCH_CHECK_VALUE(t.is_cuda(), op, ": argument '", name, "' is on ", t.device().str(),
-                    ": expected a CUDA tensor on this rank's device");
-  TORCH_CHECK_VALUE(t.scalar_type() == at::kBFloat16, op, ": argument '", name, "' has dtype ", t.scalar_type(),
-                    ": expected torch.bfloat16");
-  TORCH_CHECK_VALUE(t.dim() == 3, op, ": argument '", name, "' has ", t.dim(),
-                    " dimensions: expected 3 (tokens, heads, head_dim)");
-  TORCH_CHECK_VALUE(t.is_contiguous(), op, ": argument '", name, "' is not contiguous: expected a packed tensor");
-  TORCH_CHECK_VALUE(reinterpret_cast<uintptr_t>(t.data_ptr()) % 16 == 0, op, ": argument '", name,
-                    "' starts at a pointer not 16-byte aligned: expected 16-byte alignment (TMA)");
+  check_bf16(op, name, t, 3, " (tokens, heads, head_dim)");
   check_device(op, name, t, g);
 }
 

@@ -105,11 +105,7 @@ AllReduce::AllReduce(const World& world, SymmetricHeap& heap, SignalSet& signals
   plan_.in_place = true;
   recv_ = heap.allocate(plan_.recv_elems() * sizeof(float));
   num_blocks_ = args.config.num_blocks != 0 ? args.config.num_blocks : std::clamp(plan_.num_chunks(), 1u, budget);
-  if (args.config.path == DataPath::kBulk) {
-    world.preload_kernel(all_reduce_kernel<true>);
-  } else {
-    world.preload_kernel(all_reduce_kernel<false>);
-  }
+  world.preload_kernel(args.config.path == DataPath::kBulk ? all_reduce_kernel<true> : all_reduce_kernel<false>);
   slice_ = signals.allocate(plan_.num_channels(), name);
   slice_.set_describer([plan = plan_](uint32_t ch, int, int) { return describe_all_reduce_channel(plan, ch); });
 }
@@ -118,18 +114,12 @@ uint64_t AllReduce::run() {
   const uint64_t epoch = slice_.begin_call();
   const World& world = *world_;
   const bool bulk = args_.config.path == DataPath::kBulk;
+  const auto kernel = bulk ? all_reduce_kernel<true> : all_reduce_kernel<false>;
   for (int r : world.local_ranks()) {
     world.comm_after_compute(r);
-    float* partial = args_.partial->as<float>(r);
-    float* recv = recv_.as<float>(r);
-    float* out = args_.out->as<float>(r);
-    if (bulk) {
-      detail::launch(world, r, all_reduce_kernel<true>, true, num_blocks_, args_.config.threads, plan_,
-                     slice_.device_view(r, "all_reduce_kernel<bulk>"), heap_->device_view(r), partial, recv, out);
-    } else {
-      detail::launch(world, r, all_reduce_kernel<false>, false, num_blocks_, args_.config.threads, plan_,
-                     slice_.device_view(r, "all_reduce_kernel<ldst>"), heap_->device_view(r), partial, recv, out);
-    }
+    detail::launch(world, r, kernel, bulk, num_blocks_, args_.config.threads, plan_,
+                   slice_.device_view(r, bulk ? "all_reduce_kernel<bulk>" : "all_reduce_kernel<ldst>"),
+                   heap_->device_view(r), args_.partial->as<float>(r), recv_.as<float>(r), args_.out->as<float>(r));
   }
   return epoch;
 }

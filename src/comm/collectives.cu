@@ -141,11 +141,7 @@ AllGather::AllGather(const World& world, SymmetricHeap& heap, SignalSet& signals
     gathered_.push_back(static_cast<char*>(args.gathered->data(r)) + args.gathered_offset);
   }
   if (args.config.resource == CommResource::kSm) {
-    if (args.config.path == DataPath::kBulk) {
-      world.preload_kernel(all_gather_kernel<true>);
-    } else {
-      world.preload_kernel(all_gather_kernel<false>);
-    }
+    world.preload_kernel(args.config.path == DataPath::kBulk ? all_gather_kernel<true> : all_gather_kernel<false>);
   }
   slice_ = signals.allocate(plan_.num_channels(), name);
   slice_.set_describer([plan = plan_](uint32_t ch, int, int) { return describe_all_gather_channel(plan, ch); });
@@ -183,12 +179,12 @@ void AllGather::transfer(int r) {
     world.set_device(r);
     StreamCtx h{r, world.size(), world.comm_stream(r)};
     all_gather_stream_transfer(h, plan_, slice_.host_view(r), heap_->host_view(r), gathered_[r]);
-  } else if (args_.config.path == DataPath::kBulk) {
-    detail::launch(world, r, all_gather_kernel<true>, true, num_blocks_, args_.config.threads, plan_,
-           slice_.device_view(r, "all_gather_kernel<bulk>"), heap_->device_view(r), gathered_[r], trace_view(r));
   } else {
-    detail::launch(world, r, all_gather_kernel<false>, false, num_blocks_, args_.config.threads, plan_,
-           slice_.device_view(r, "all_gather_kernel<ldst>"), heap_->device_view(r), gathered_[r], trace_view(r));
+    const bool bulk = args_.config.path == DataPath::kBulk;
+    detail::launch(world, r, bulk ? all_gather_kernel<true> : all_gather_kernel<false>, bulk, num_blocks_,
+                   args_.config.threads, plan_,
+                   slice_.device_view(r, bulk ? "all_gather_kernel<bulk>" : "all_gather_kernel<ldst>"),
+                   heap_->device_view(r), gathered_[r], trace_view(r));
   }
 }
 
@@ -227,11 +223,7 @@ ReduceScatter::ReduceScatter(const World& world, SymmetricHeap& heap, SignalSet&
   // About two reduction items per block, so that every block has work whatever comm_rows is.
   const uint32_t per_item = (args.rows_per_rank + 2 * num_blocks_ - 1) / (2 * num_blocks_);
   plan_.reduce_rows = std::clamp(per_item, 1u, args.config.comm_rows);
-  if (args.config.path == DataPath::kBulk) {
-    world.preload_kernel(reduce_scatter_kernel<true>);
-  } else {
-    world.preload_kernel(reduce_scatter_kernel<false>);
-  }
+  world.preload_kernel(args.config.path == DataPath::kBulk ? reduce_scatter_kernel<true> : reduce_scatter_kernel<false>);
   slice_ = signals.allocate(plan_.num_channels(), name);
 }
 
@@ -239,17 +231,12 @@ uint64_t ReduceScatter::run() {
   const uint64_t epoch = slice_.begin_call();
   const World& world = *world_;
   const bool bulk = args_.config.path == DataPath::kBulk;
+  const auto kernel = bulk ? reduce_scatter_kernel<true> : reduce_scatter_kernel<false>;
   for (int r : world.local_ranks()) {
     world.comm_after_compute(r);
-    float* partial = args_.partial->as<float>(r);
-    float* recv = recv_.as<float>(r);
-    if (bulk) {
-      detail::launch(world, r, reduce_scatter_kernel<true>, true, num_blocks_, args_.config.threads, plan_,
-             slice_.device_view(r, "reduce_scatter_kernel"), heap_->device_view(r), partial, recv, args_.out[r]);
-    } else {
-      detail::launch(world, r, reduce_scatter_kernel<false>, false, num_blocks_, args_.config.threads, plan_,
-             slice_.device_view(r, "reduce_scatter_kernel"), heap_->device_view(r), partial, recv, args_.out[r]);
-    }
+    detail::launch(world, r, kernel, bulk, num_blocks_, args_.config.threads, plan_,
+                   slice_.device_view(r, "reduce_scatter_kernel"), heap_->device_view(r),
+                   args_.partial->as<float>(r), recv_.as<float>(r), args_.out[r]);
   }
   return epoch;
 }

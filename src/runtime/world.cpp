@@ -32,8 +32,7 @@ struct World::Impl {
   uint64_t* barrier_slots = nullptr;
   uint64_t** barrier_peers = nullptr;
   uint64_t barrier_passes = 0;
-  uint32_t barrier_op = 0;
-  uint64_t barrier_timeout_ns = 0;
+  SignalView barrier_view;  // the slots as the barrier kernel sees them (its own bound)
 
   // The first local rank on `r`'s device (it owns the device's watch stream).
   int first_on_device(int r) const {
@@ -91,7 +90,6 @@ struct World::Impl {
 
   // World::barrier's state (process worlds; collective: the same allocation in every process).
   void create_barrier(int rank, int size, int device, uint64_t timeout_ns) {
-    barrier_timeout_ns = timeout_ns;
     const size_t bytes = sizeof(uint64_t) * static_cast<size_t>(size);
     barrier_slots = static_cast<uint64_t*>(
         detail::nvshmem::malloc(bytes, "World::barrier's slots (rank " + std::to_string(rank) + ")"));
@@ -106,7 +104,16 @@ struct World::Impl {
     barrier_peers = static_cast<uint64_t**>(device_malloc(
         sizeof(uint64_t*) * static_cast<size_t>(size), device, "World::barrier's peer table (rank " + std::to_string(rank) + ")"));
     TL_CUDA_CHECK(cudaMemcpy(barrier_peers, peers.data(), sizeof(uint64_t*) * peers.size(), cudaMemcpyHostToDevice));
-    barrier_op = errors->register_op("World::barrier");
+    barrier_view.peer_channels = barrier_peers;
+    barrier_view.local_channels = barrier_slots;
+    barrier_view.epoch = 1;
+    barrier_view.num_channels = static_cast<uint32_t>(size);
+    barrier_view.rank = rank;
+    barrier_view.world = size;
+    barrier_view.scope = MemScope::kSys;
+    barrier_view.op_id = errors->register_op("World::barrier");
+    barrier_view.errors = errors->view();
+    barrier_view.errors.timeout_ns = timeout_ns;
     // Every rank's slots are zero before any rank arrives (NVSHMEM's own barrier, once).
     TL_CUDA_CHECK(cudaDeviceSynchronize());
     detail::nvshmem::barrier_all();
@@ -357,19 +364,8 @@ void World::barrier() const {
   // A bounded barrier of our own (NVSHMEM's host barrier cannot be bounded): a rank that never
   // arrives ends in a TimeoutError naming it, not in a hang.
   const int me = impl_->local.front();
-  SignalView slots;
-  slots.peer_channels = impl_->barrier_peers;
-  slots.local_channels = impl_->barrier_slots;
-  slots.epoch = 1;
-  slots.num_channels = static_cast<uint32_t>(size());
-  slots.rank = me;
-  slots.world = size();
-  slots.scope = scope();
-  slots.op_id = impl_->barrier_op;
-  slots.errors = impl_->errors->view();
-  slots.errors.timeout_ns = impl_->barrier_timeout_ns;
   set_device(me);
-  detail::launch_world_barrier(slots, impl_->barrier_passes + 1, impl_->compute[me]);
+  detail::launch_world_barrier(impl_->barrier_view, impl_->barrier_passes + 1, impl_->compute[me]);
   ++impl_->barrier_passes;  // only once the arrival is enqueued: every process counts alike
   synchronize();
 }
