@@ -10,6 +10,8 @@
 #include <cute/tensor.hpp>
 #include <cutlass/cutlass.h>
 
+#include "tilelink/primitives/trace.cuh"
+
 namespace tilelink::detail {
 
 template <class Base, class Hook>
@@ -64,6 +66,24 @@ CUTLASS_DEVICE void store_landed_then(int thread_idx, Notify&& notify) {
   __syncwarp();
   if (thread_idx == 0) notify();
   __syncwarp();
+}
+
+// The end of a notifying hook's after(): with `enabled`, once the tile's stores have landed, thread
+// 0 runs notify() (traced as the tile's kNotify); then thread 0 traces the tile's whole epilogue
+// from `start` (both only with `trace` on). `traced_tile` names the tile in the trace.
+template <class Notify>
+CUTLASS_DEVICE void notify_landed_tile(bool enabled, int thread_idx, const TraceView& trace, uint32_t traced_tile,
+                                       uint64_t start, Notify&& notify) {
+  if (enabled) {
+    store_landed_then(thread_idx, [&] {
+      const uint64_t t_notify = trace_start(trace);
+      notify();
+      trace_span(trace, TraceKind::kNotify, traced_tile, TraceRole::kConsumer, t_notify, global_time_ns());
+    });
+  }
+  if (trace.on() && thread_idx == 0) {
+    trace_span(trace, TraceKind::kEpilogue, traced_tile, TraceRole::kConsumer, start, global_time_ns());
+  }
 }
 
 // The hook part of a plain GEMM: the problem and coordinates as they are, nothing before.

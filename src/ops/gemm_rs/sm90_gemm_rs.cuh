@@ -66,21 +66,14 @@ struct GemmRsNotify {
     if (m_tile >= m_tiles()) return;
     const uint32_t n_tile = static_cast<uint32_t>(cute::get<1>(coord));
     const uint32_t traced_tile = m_tile * plan.n_tiles() + n_tile;
-    if (enabled) {
-      store_landed_then(thread_idx, [&] {
-        const uint32_t channel = plan.tile_channel(m_tile, n_tile);
-        const uint64_t t_notify = trace_start(trace);
-        if (plan.scatter == GemmRsScatter::kEpiloguePush) {
-          tilelink::peer_tile_notify(sig, channel, static_cast<int>(plan.tile_owner(m_tile)), NotifyMode::kAdd);
-        } else {
-          tilelink::producer_tile_notify(sig, channel, NotifyMode::kAdd);
-        }
-        trace_span(trace, TraceKind::kNotify, traced_tile, TraceRole::kConsumer, t_notify, global_time_ns());
-      });
-    }
-    if (trace.on() && thread_idx == 0) {
-      trace_span(trace, TraceKind::kEpilogue, traced_tile, TraceRole::kConsumer, start, global_time_ns());
-    }
+    notify_landed_tile(enabled, thread_idx, trace, traced_tile, start, [&] {
+      const uint32_t channel = plan.tile_channel(m_tile, n_tile);
+      if (plan.scatter == GemmRsScatter::kEpiloguePush) {
+        tilelink::peer_tile_notify(sig, channel, static_cast<int>(plan.tile_owner(m_tile)), NotifyMode::kAdd);
+      } else {
+        tilelink::producer_tile_notify(sig, channel, NotifyMode::kAdd);
+      }
+    });
   }
 };
 

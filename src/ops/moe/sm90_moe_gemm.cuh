@@ -77,16 +77,8 @@ struct MoeGemmNotify : PlainEpilogueView {
     const uint32_t n_tile = static_cast<uint32_t>(cute::get<1>(coord));
     if (n_tile >= n_tiles) return;
     const uint32_t tile = m_tile * n_tiles + n_tile;
-    if (enabled) {
-      store_landed_then(thread_idx, [&] {
-        const uint64_t t_notify = trace_start(trace);
-        tilelink::producer_tile_notify(sig, channel0 + tile);
-        trace_span(trace, TraceKind::kNotify, tile, TraceRole::kConsumer, t_notify, global_time_ns());
-      });
-    }
-    if (trace.on() && thread_idx == 0) {
-      trace_span(trace, TraceKind::kEpilogue, tile, TraceRole::kConsumer, start, global_time_ns());
-    }
+    notify_landed_tile(enabled != 0, thread_idx, trace, tile, start,
+                       [&] { tilelink::producer_tile_notify(sig, channel0 + tile); });
   }
 };
 
