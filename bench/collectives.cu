@@ -383,8 +383,7 @@ Table bench_all_reduce(const AllReduceBenchOptions& o) {
                   {"cols", int64_t(o.cols)},
                   {"size_bytes", int64_t(bytes)},
                   {"path", std::string(to_string(o.config.path))},
-                  {"auto_picks", std::string(AllReduce::auto_method(w, bytes) == ArMethod::kOneShot ? "one_shot"
-                                                                                                      : "two_shot")},
+                  {"auto_picks", std::string(to_string(AllReduce::auto_method(w, bytes)))},
                   {"chunks", int64_t(one_shot.plan().num_chunks())},
                   {"ctas", int64_t(one_shot.num_blocks())},
                   {"warmup", int64_t(o.timing.warmup)},

@@ -37,6 +37,8 @@ enum class ArMethod : uint32_t {
   kTwoShot = 1,
 };
 
+inline const char* to_string(ArMethod m) { return m == ArMethod::kOneShot ? "one_shot" : "two_shot"; }
+
 struct AllReducePlan {
   uint32_t rows = 0;       // any positive count
   uint32_t cols = 0;       // floats per row (a multiple of 4); rows are contiguous

@@ -8,5 +8,8 @@ namespace tilelink::h200 {
 inline constexpr int kSms = 132;
 inline constexpr double kBf16GemmFlops = 790e12;  // dense bf16 GEMM, cuBLAS (DESIGN.md section 7)
 inline constexpr double kCtaCopyBandwidth = 48e9;  // one CTA's ld/st or bulk copy, bytes/s (docs/PERF.md)
+inline constexpr double kHbmBandwidth = 4.3e12;    // bytes read + written per second (KINDS.md D2D copy)
+inline constexpr double kNvlinkBandwidth = 390e9;  // bytes/s into one GPU (DESIGN.md section 7: 370-415 GB/s)
+inline constexpr double kNotifyLatency = 0.86e-6;  // one-way notify -> wait (docs/PERF.md: 0.74-0.88 us)
 
 }  // namespace tilelink::h200

@@ -25,13 +25,13 @@ OpConfig plan_op_config(uint32_t comm_rows = 1024) {
 struct CostModel {
   double flops = h200::kBf16GemmFlops;     // dense bf16 GEMM, cuBLAS on an H200 (DESIGN.md §7)
   int sms = h200::kSms;
-  double nvlink_bandwidth = 390e9;          // bytes/s into one GPU (DESIGN.md §7: 370-415 GB/s)
+  double nvlink_bandwidth = h200::kNvlinkBandwidth;  // bytes/s into one GPU (DESIGN.md §7: 370-415 GB/s)
   double network_bandwidth = 50e9;          // bytes/s into one GPU from other nodes (400 Gb/s NIC)
-  double notify_latency = 0.86e-6;          // one-way notify -> wait (docs/PERF.md: 0.74-0.88 µs)
+  double notify_latency = h200::kNotifyLatency;     // one-way notify -> wait (docs/PERF.md: 0.74-0.88 µs)
   double ce_chunk_overhead = 5.0e-6;        // per copy-engine chunk (docs/PERF.md: ~5 µs)
   double ce_bandwidth = 2.0e12;             // copy engine, large chunks (docs/PERF.md: 2041 GB/s)
   double sm_copy_bandwidth_per_cta = h200::kCtaCopyBandwidth;  // one CTA's ld/st or bulk copy
-  double hbm_bandwidth = 4.3e12;            // bytes read + written per second (KINDS.md D2D copy)
+  double hbm_bandwidth = h200::kHbmBandwidth;       // bytes read + written per second (KINDS.md D2D copy)
 
   // One rank's share of this GPU: `sms` of its SMs and that share of its throughput (tune's
   // predictions for a rank's SM budget).

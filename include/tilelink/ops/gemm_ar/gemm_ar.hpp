@@ -1,0 +1,141 @@
+// GEMM+AR: the row-parallel linear layer of decode-time tensor parallelism with its all-reduce
+// started per tile by the GEMM (issue 21), and optionally the layer boundary after it.
+//
+// Every rank r holds A_r (M x K_r, row-major bf16; any M > 0) and B_r (N x K_r, K contiguous, the
+// nn.Linear weight) and gets C = sum_q A_q * B_q^T (M x N bf16) in `out`, summed in fp32 in rank
+// order 0..P-1: every rank's C is the same bits, call after call.
+// With the decode boundary (`residual`, `residual_out`, `norm_weight` given): h = C + residual is
+// written to residual_out (which may be `residual` itself) and out = RMSNorm(h) * norm_weight --
+// what vLLM's fused_add_rms_norm does after the all-reduce, here in fp32 with one rounding each:
+// h = bf16(fp32 sum + residual), out = bf16(h * rsqrt(mean(h^2) + eps) * weight). (vLLM rounds
+// the all-reduce's sum to bf16 before the add, so the bits may differ from its.)
+//
+// The CUTLASS 4.2 sm90 GEMM writes the rank's partial into a symmetric buffer the op owns, K cut
+// into `splits` slices for small M (more CTAs streaming the weight; the reduction sums the slices
+// with the ranks), and its epilogue notifies each finished tile; reduction CTAs on the comm stream
+// sum the ranks' tiles as they arrive, one-shot or two-shot (gemm_ar_protocol.hpp).
+// With one rank, one slice and no norm the GEMM writes `out` itself and nothing else runs.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "tilelink/comm/collectives.hpp"
+#include "tilelink/ops/gemm_ar/gemm_ar_policy.hpp"
+#include "tilelink/ops/gemm_ar/gemm_ar_protocol.hpp"
+#include "tilelink/runtime/device_buffer.hpp"
+#include "tilelink/runtime/signal_set.hpp"
+#include "tilelink/runtime/symmetric_heap.hpp"
+#include "tilelink/runtime/trace_buffer.hpp"
+#include "tilelink/runtime/world.hpp"
+
+namespace tilelink {
+
+struct GemmArConfig {
+  // auto: the estimate's fastest (gemm_ar_policy.hpp) of the fused and non-overlapped schedules and
+  // of one-shot and two-shot.
+  AllReduceMethod method = AllReduceMethod::kAuto;
+  GemmArSchedule schedule = GemmArSchedule::kAuto;
+  uint32_t splits = 0;         // K slices per rank; 0 = automatic (enough work units for the GEMM's SMs)
+  uint32_t reduce_blocks = 0;  // reduction CTAs per rank; 0 = automatic
+  uint32_t gemm_sms = 0;       // GEMM CTAs per rank; 0 = budget - reduce_blocks (fused) or budget
+};
+
+// "method one_shot, schedule fused, splits auto, reduction CTAs auto".
+std::string describe(const GemmArConfig& c);
+
+struct GemmArArguments {
+  std::vector<const void*> a;  // per rank: M x K bf16
+  std::vector<const void*> b;  // per rank: N x K bf16
+  std::vector<void*> out;      // per rank: M x N bf16
+  // The decode boundary; all empty: off. Per rank: residual M x N (read), residual_out M x N
+  // (written; may equal residual), norm_weight N. The ranks' residuals must be equal (the
+  // two-shot owner of a tile adds its own).
+  std::vector<const void*> residual;
+  std::vector<void*> residual_out;
+  std::vector<const void*> norm_weight;
+  float eps = 1e-6f;
+  uint32_t m = 0, n = 0, k = 0;  // k: each rank's slice of the inner dimension
+  GemmArConfig config;
+
+  bool has_norm() const { return !residual.empty() || !residual_out.empty() || !norm_weight.empty(); }
+};
+
+// The configuration the op runs for `config` on one rank's problem (the same on every rank: it
+// depends only on the shape, the world, the budget and the rates): each knob as configured, the
+// automatic ones by the estimate (gemm_ar_policy.hpp), and why in words.
+GemmArChoice gemm_ar_choice(const GemmArShape& shape, const GemmArConfig& config, const GemmArRates& rates = {});
+// The rates GemmAr's estimate runs at on `world`: an H200's; virtual ranks share one GPU's HBM,
+// which also carries their peers' traffic.
+GemmArRates gemm_ar_rates(const World& world);
+
+namespace detail {
+class Sm90GemmArKernel;
+}
+
+class GemmAr {
+ public:
+  GemmAr(const World& world, SymmetricHeap& heap, SignalSet& signals, const GemmArArguments& args,
+         const std::string& name = "gemm_ar");
+  ~GemmAr();
+  GemmAr(const GemmAr&) = delete;
+  GemmAr& operator=(const GemmAr&) = delete;
+
+  // "" when `args` can run on `world`, else why not (argument, value, expectation). The op allocates
+  // its partials from `heap` (splits x M x N bf16 per rank, and M x N for two-shot).
+  static std::string can_implement(const World& world, const SymmetricHeap& heap, const GemmArArguments& args);
+
+  // Enqueues one call on every local rank (fused: GEMM on the compute stream, reduction on the comm
+  // stream; non-overlapped: both on the compute stream); the call is complete on the compute
+  // stream. Returns its epoch.
+  uint64_t run();
+  // The GEMM alone (no notifies, no reduction; benchmarks): into the partial buffer, or into `out`
+  // when the GEMM writes the output itself (one rank, one slice, no norm).
+  void run_gemm_only();
+  // The all-reduce alone of what the partial buffer holds (every slice), on the compute stream
+  // with the non-overlapped schedule's CTAs: the chain's second half after another GEMM (cuBLAS
+  // in the benchmarks) wrote `partial(rank)`. With splits > 1 every slice is summed.
+  uint64_t run_all_reduce_only();
+  // This rank's partial buffer: splits() slices of M x N bf16, slice s at s * M * N elements.
+  void* partial(int rank) const { return partial_.data(rank); }
+  // Points `rank`'s next calls at other operands (a, b, out; and with the norm residual,
+  // residual_out, norm_weight, else nullptr). Host-only; between calls.
+  void set_operands(int rank, const void* a, const void* b, void* out, const void* residual = nullptr,
+                    void* residual_out = nullptr, const void* norm_weight = nullptr);
+
+  const GemmArPlan& plan() const { return plan_; }
+  ArMethod method() const { return plan_.method; }
+  uint32_t splits() const { return plan_.splits; }
+  uint32_t reduce_blocks() const { return reduce_blocks_; }
+  int gemm_ctas() const;
+  const GemmArConfig& config() const { return args_.config; }
+  // The configuration in use (every automatic knob resolved) and the estimate it was chosen by.
+  const GemmArChoice& choice() const { return choice_; }
+  // One line: the method, schedule, splits and CTAs in use, and why (for the tool's output).
+  std::string describe_choice() const;
+
+ private:
+  void make_kernel(int rank);
+  bool gemm_writes_out() const;
+  void launch_reduce(int rank, cudaStream_t stream, const GemmArPlan& plan, uint32_t blocks);
+
+  const World* world_;
+  SymmetricHeap* heap_;
+  GemmArArguments args_;
+  GemmArPlan plan_;
+  GemmArPlan chain_plan_;  // in_place: the all-reduce after a GEMM that notified nothing
+  SignalSlice slice_;
+  SignalSlice chain_slice_;
+  SymmetricBuffer partial_;
+  SymmetricBuffer reduced_;  // two-shot only
+  uint32_t reduce_blocks_ = 0;
+  uint32_t chain_blocks_ = 0;
+  int gemm_sms_ = 0;
+  GemmArChoice choice_;
+  std::vector<DeviceBuffer> m_order_;  // per rank, identity tile-row order
+  std::vector<std::unique_ptr<detail::Sm90GemmArKernel>> kernels_;
+};
+
+}  // namespace tilelink

@@ -1,0 +1,88 @@
+// GEMM+AR's automatic choices and the estimate they are made by (GemmAr applies them; `tilelink
+// plan gemm_ar` prints the same estimates with its cost model's rates).
+//
+// The estimate, per call of one rank:
+//  - the GEMM: (tile, K slice) units in waves over its CTAs; a wave takes the longer of one unit's
+//    MMA time (a whole tile, whatever M: at small M the MMA, not the weight's bytes, bounds a CTA)
+//    and its share of the bytes over HBM (the weight once, A once, the partials written once);
+//  - the all-reduce of each wave's tiles once the wave is done, on no more CTAs than its units of
+//    work (tile parts): one-shot reads every peer's slices
+//    ((world - 1) x splits x the wave's share of M x N bf16), two-shot a 1/world share of them and
+//    then the owners' sums ((world - 1) / world); each at the lesser of the link and the reduction
+//    CTAs' copy rate, after one notify latency per exchange; at world 1 only the slices' sum;
+//  - fused: each wave's reduction under the next wave; non-overlapped: GEMM on the whole budget,
+//    then the all-reduce on the whole budget.
+// The rates are an H200's (core/h200_rates.hpp) and, for peers, NVLink's: a prediction, checked
+// against the measurements in docs/PERF.md.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "tilelink/comm/all_reduce.hpp"
+#include "tilelink/core/h200_rates.hpp"
+
+namespace tilelink {
+
+enum class GemmArSchedule : uint32_t {
+  kFused = 0,          // reduction CTAs next to the GEMM, per tile as it finishes
+  kNonOverlapped = 1,  // the GEMM (every SM of the budget), then the all-reduce on the same stream
+  kAuto = 2,           // the estimate's faster of the two
+};
+const char* to_string(GemmArSchedule s);
+
+struct GemmArRates {
+  double flops = h200::kBf16GemmFlops;  // of the whole GPU
+  int sms = h200::kSms;
+  double hbm_bandwidth = h200::kHbmBandwidth;
+  double link_bandwidth = h200::kNvlinkBandwidth;  // into one rank from its peers
+  double network_bandwidth = 50e9;                 // into one rank from other nodes
+  double remote_fraction = 0;                      // of the peers, those on other nodes
+  double cta_bandwidth = h200::kCtaCopyBandwidth;
+  double notify_latency = h200::kNotifyLatency;
+};
+
+// One rank's problem: the world, its SM budget, the output M x N, its K, the norm epilogue.
+struct GemmArShape {
+  int world = 1;
+  int sm_budget = h200::kSms;
+  uint32_t m = 0, n = 0, k = 0;
+  bool norm = false;
+};
+
+// A configuration in full: what the op runs.
+struct GemmArChoice {
+  GemmArSchedule schedule = GemmArSchedule::kFused;
+  ArMethod method = ArMethod::kOneShot;
+  uint32_t splits = 1;
+  uint32_t reduce_blocks = 0;
+  uint32_t parts = 1;  // column parts per tile: the reduction's unit of work
+  int gemm_sms = 0;
+  double estimate = 0;  // seconds per call, the estimate's
+  std::string why;
+};
+
+// The op's knobs (0 / auto = the estimate's choice).
+struct GemmArConfig;
+
+namespace gemm_ar_policy {
+
+struct Tile {
+  uint32_t m = 0, n = 0;
+};
+Tile gemm_tile();  // the compiled GEMM's output tile
+
+// Seconds per call of `c` on `s` at `rates`.
+double estimate(const GemmArShape& s, const GemmArChoice& c, const GemmArRates& rates = {});
+// The GEMM alone on `ctas` CTAs with `splits` slices (the chain's first half with splits 1).
+double gemm_time(const GemmArShape& s, uint32_t splits, int ctas, const GemmArRates& rates = {});
+// The all-reduce alone of complete partials (`splits` slices) with `ctas` CTAs, each tile in
+// `parts` units of work (no more CTAs than units are busy).
+double all_reduce_time(const GemmArShape& s, ArMethod method, uint32_t splits, uint32_t ctas, uint32_t parts,
+                       const GemmArRates& rates = {});
+// Column parts per tile for `ctas` reduction CTAs over `tiles` tiles: a power of two, at most
+// tile_n / 16 (16 columns a part at least).
+uint32_t parts_for(uint32_t ctas, uint32_t tiles);
+
+}  // namespace gemm_ar_policy
+}  // namespace tilelink

@@ -1,0 +1,297 @@
+// Host side of GEMM+AR: validation, the automatic choices, per-rank kernels, launch.
+#include "tilelink/ops/gemm_ar/gemm_ar.hpp"
+
+#include <algorithm>
+#include <string>
+
+#include "ops/gemm_ar/sm90_gemm_ar_kernel.hpp"
+#include "runtime/checks.hpp"
+#include "tilelink/core/error.hpp"
+
+namespace tilelink {
+
+namespace detail {
+
+Sm90GemmArConfigInfo sm90_gemm_ar_128x128x64_c1x1();
+
+const std::vector<Sm90GemmArConfigInfo>& sm90_gemm_ar_configs() {
+  static const std::vector<Sm90GemmArConfigInfo> configs = {sm90_gemm_ar_128x128x64_c1x1()};
+  return configs;
+}
+
+}  // namespace detail
+
+std::string describe(const GemmArConfig& c) {
+  auto count = [](uint32_t v) { return v == 0 ? std::string("auto") : std::to_string(v); };
+  return std::string("method ") + to_string(c.method) + ", schedule " + to_string(c.schedule) + ", splits " +
+         count(c.splits) + ", reduction CTAs " + count(c.reduce_blocks) + ", GEMM CTAs " + count(c.gemm_sms);
+}
+
+namespace {
+
+constexpr uint32_t kMaxSplits = 16;
+
+// What channel `ch` of a slice with `plan` carries, for timeout reports.
+std::string describe_gemm_ar_channel(const GemmArPlan& plan, uint32_t ch) {
+  if (ch < plan.ready_channel(0)) {
+    return ch < plan.world ? "the reduction's exit barrier: rank " + std::to_string(ch) +
+                                 "'s arrival (that rank had not finished reading this rank's partial)"
+                           : "the reduction's exit barrier: this rank's own reduction blocks to finish";
+  }
+  auto tile = [&](uint32_t t) {
+    const RowRange r = plan.tile_rows(t), c = plan.tile_cols(t);
+    return "tile " + std::to_string(t) + " (rows [" + std::to_string(r.row0) + ", " + std::to_string(r.row0 + r.rows) +
+           "), columns [" + std::to_string(c.row0) + ", " + std::to_string(c.row0 + c.rows) + "))";
+  };
+  if (ch < plan.ready_channel(plan.tiles())) {
+    const uint32_t t = ch - plan.ready_channel(0);
+    return plan.in_place ? "the partial's " + tile(t) + " to be in place"
+                         : "the GEMM's " + tile(t) + " (" + std::to_string(plan.splits) + " K slice(s) per call)";
+  }
+  if (plan.method == ArMethod::kTwoShot && ch < plan.reduced_channel(plan.tiles())) {
+    const uint32_t t = ch - plan.reduced_channel(0);
+    return "the sum of " + tile(t) + " from its owner, rank " + std::to_string(plan.owner(t));
+  }
+  const uint32_t mt = ch - plan.row_channel(0);
+  return "tile row " + std::to_string(mt) + " of the new residual, before its RMSNorm (this rank's blocks)";
+}
+
+GemmArChoice choose(const World& world, const GemmArArguments& a) {
+  const GemmArShape shape{world.size(), world.sm_budget(world.local_ranks().front()), a.m, a.n, a.k, a.has_norm()};
+  return gemm_ar_choice(shape, a.config, gemm_ar_rates(world));
+}
+
+detail::Sm90GemmArProblem problem_of(const World& world, const GemmArArguments& a, const GemmArChoice& ch,
+                                     const detail::Sm90GemmArConfigInfo& kernel) {
+  detail::Sm90GemmArProblem p;
+  p.m = a.m;
+  p.n = a.n;
+  p.k = a.k;
+  p.plan.world = static_cast<uint32_t>(world.size());
+  p.plan.m = a.m;
+  p.plan.n = a.n;
+  p.plan.bm = kernel.tile_m;
+  p.plan.bn = kernel.tile_n;
+  p.plan.splits = ch.splits;
+  p.plan.parts = ch.parts;
+  p.plan.method = ch.method;
+  p.plan.norm = a.has_norm();
+  p.sm_count = ch.gemm_sms;
+  return p;
+}
+
+}  // namespace
+
+GemmArRates gemm_ar_rates(const World& world) {
+  GemmArRates r;
+  if (world.mode() == WorldMode::kVirtual) {
+    r.hbm_bandwidth /= world.size();
+    r.link_bandwidth = r.hbm_bandwidth;
+  }
+  return r;
+}
+
+std::string GemmAr::can_implement(const World& world, const SymmetricHeap&, const GemmArArguments& a) {
+  const auto& kernel = detail::sm90_gemm_ar_configs().front();
+  const GemmArConfig& c = a.config;
+  if (a.m == 0) return "argument 'm' = 0: expected at least one row";
+  if (std::string e = check_rank_pointers(world, a.a, "a"); !e.empty()) return e;
+  if (std::string e = check_rank_pointers(world, a.b, "b"); !e.empty()) return e;
+  if (std::string e = check_rank_pointers(world, a.out, "out"); !e.empty()) return e;
+  if (a.has_norm()) {
+    if (std::string e = check_rank_pointers(world, a.residual, "residual"); !e.empty()) return e;
+    if (std::string e = check_rank_pointers(world, a.residual_out, "residual_out"); !e.empty()) return e;
+    if (std::string e = check_rank_pointers(world, a.norm_weight, "norm_weight"); !e.empty()) return e;
+    if (!(a.eps > 0.f)) return "argument 'eps' = " + std::to_string(a.eps) + ": expected a positive value";
+    for (int r : world.local_ranks()) {
+      if (a.out[static_cast<size_t>(r)] == a.residual_out[static_cast<size_t>(r)]) {
+        return "arguments 'out' and 'residual_out' of rank " + std::to_string(r) +
+               " are the same buffer: expected two (the norm reads the new residual while it writes out)";
+      }
+    }
+  }
+  if (c.method != AllReduceMethod::kAuto && c.method != AllReduceMethod::kOneShot &&
+      c.method != AllReduceMethod::kTwoShot) {
+    return "argument 'config.method' = " + std::to_string(static_cast<uint32_t>(c.method)) +
+           ": expected auto, one_shot or two_shot";
+  }
+  if (c.schedule != GemmArSchedule::kFused && c.schedule != GemmArSchedule::kNonOverlapped &&
+      c.schedule != GemmArSchedule::kAuto) {
+    return "argument 'config.schedule' = " + std::to_string(static_cast<uint32_t>(c.schedule)) +
+           ": expected auto, fused or non_overlapped";
+  }
+  const int budget = world.sm_budget(world.local_ranks().front());
+  if (c.splits > kMaxSplits) {
+    return "argument 'config.splits' = " + std::to_string(c.splits) + ": expected at most " + std::to_string(kMaxSplits);
+  }
+  if (c.reduce_blocks > static_cast<uint32_t>(budget)) {
+    return "argument 'config.reduce_blocks' = " + std::to_string(c.reduce_blocks) +
+           ": expected at most the rank's SM budget of " + std::to_string(budget);
+  }
+  const GemmArChoice ch = choose(world, a);
+  if (ch.gemm_sms < 1) {
+    return "argument 'config.reduce_blocks' = " + std::to_string(ch.reduce_blocks) + ": the reduction takes all " +
+           std::to_string(budget) + " SMs of the rank's budget, leaving none for the GEMM";
+  }
+  return kernel.can_implement(problem_of(world, a, ch, kernel));
+}
+
+GemmAr::GemmAr(const World& world, SymmetricHeap& heap, SignalSet& signals, const GemmArArguments& args,
+               const std::string& name)
+    : world_(&world), heap_(&heap), args_(args) {
+  if (std::string why = can_implement(world, heap, args); !why.empty()) throw InvalidArgument("GemmAr '" + name + "': " + why);
+  const auto& kernel = detail::sm90_gemm_ar_configs().front();
+  choice_ = choose(world, args);
+  const GemmArChoice& ch = choice_;
+  plan_ = problem_of(world, args, ch, kernel).plan;
+  reduce_blocks_ = ch.reduce_blocks;
+  gemm_sms_ = ch.gemm_sms;
+  chain_plan_ = plan_;
+  chain_plan_.in_place = true;
+  // The all-reduce after the GEMM runs alone: the non-overlapped schedule's CTAs and parts, or, for
+  // run_all_reduce_only next to a fused op, up to the whole budget, down to a part per CTA.
+  if (ch.schedule != GemmArSchedule::kNonOverlapped || reduce_blocks_ == 0) {
+    const uint32_t budget = static_cast<uint32_t>(world.sm_budget(world.local_ranks().front()));
+    const uint32_t reduced_tiles = std::max(plan_.num_reduced(0), 1u);
+    chain_blocks_ = std::clamp(reduced_tiles * (plan_.bn / 16), 1u, budget);
+    chain_plan_.parts = gemm_ar_policy::parts_for(chain_blocks_, reduced_tiles);
+  } else {
+    chain_blocks_ = reduce_blocks_;
+  }
+  slice_ = signals.allocate(plan_.num_channels(), name);
+  slice_.set_describer([plan = plan_](uint32_t ch, int, int) { return describe_gemm_ar_channel(plan, ch); });
+  chain_slice_ = signals.allocate(chain_plan_.num_channels(), name + " (all-reduce after the GEMM)");
+  chain_slice_.set_describer([plan = chain_plan_](uint32_t ch, int, int) { return describe_gemm_ar_channel(plan, ch); });
+  partial_ = heap.allocate(uint64_t(plan_.splits) * plan_.elems() * 2);
+  if (plan_.method == ArMethod::kTwoShot) reduced_ = heap.allocate(plan_.elems() * 2);
+  const size_t n_ranks = static_cast<size_t>(world.size());
+  kernels_.resize(n_ranks);
+  m_order_.resize(n_ranks);
+  for (int r : world.local_ranks()) {
+    std::vector<uint32_t> order(plan_.m_tiles());
+    for (uint32_t i = 0; i < order.size(); ++i) order[i] = i;
+    DeviceBuffer table(order.size() * sizeof(uint32_t), world.device(r));
+    TL_CUDA_CHECK(cudaMemcpy(table.get(), order.data(), table.bytes(), cudaMemcpyHostToDevice));
+    m_order_[static_cast<size_t>(r)] = std::move(table);
+    make_kernel(r);
+    detail::preload_gemm_ar_reduce();
+  }
+}
+
+GemmAr::~GemmAr() = default;
+
+int GemmAr::gemm_ctas() const { return kernels_[static_cast<size_t>(world_->local_ranks().front())]->ctas(); }
+
+std::string GemmAr::describe_choice() const {
+  return choice_.why + (gemm_writes_out() ? " (the GEMM writes out itself: one rank, one slice, no norm)" : "");
+}
+
+bool GemmAr::gemm_writes_out() const { return plan_.world == 1 && plan_.splits == 1 && !plan_.norm; }
+
+void GemmAr::make_kernel(int r) {
+  const auto& kernel = detail::sm90_gemm_ar_configs().front();
+  const size_t i = static_cast<size_t>(r);
+  detail::Sm90GemmArProblem p;
+  p.a = args_.a[i];
+  p.b = args_.b[i];
+  p.d = gemm_writes_out() ? args_.out[i] : partial_.data(r);
+  p.m = args_.m;
+  p.n = args_.n;
+  p.k = args_.k;
+  p.m_order = m_order_[i].get<uint32_t>();
+  p.plan = plan_;
+  p.sig = slice_.device_view(r, std::string("sm90_gemm_ar_") + kernel.name);
+  p.device = world_->device(r);
+  p.sm_count = gemm_sms_;
+  kernels_[i] = kernel.make(p);
+}
+
+void GemmAr::set_operands(int rank, const void* a, const void* b, void* out, const void* residual,
+                          void* residual_out, const void* norm_weight) {
+  world_->check_local_rank(rank, "GemmAr::set_operands");
+  auto aligned = [](const void* p) { return p != nullptr && reinterpret_cast<uintptr_t>(p) % 16 == 0; };
+  TL_REQUIRE(aligned(a), "GemmAr::set_operands", "a", a, "a 16-byte aligned M x K bf16 input");
+  TL_REQUIRE(aligned(b), "GemmAr::set_operands", "b", b, "a 16-byte aligned N x K bf16 weight");
+  TL_REQUIRE(aligned(out), "GemmAr::set_operands", "out", out, "a 16-byte aligned M x N bf16 output");
+  if (plan_.norm) {
+    TL_REQUIRE(aligned(residual), "GemmAr::set_operands", "residual", residual, "a 16-byte aligned M x N bf16 residual");
+    TL_REQUIRE(aligned(residual_out) && residual_out != out, "GemmAr::set_operands", "residual_out", residual_out,
+               "a 16-byte aligned M x N bf16 buffer other than out");
+    TL_REQUIRE(aligned(norm_weight), "GemmAr::set_operands", "norm_weight", norm_weight,
+               "a 16-byte aligned N bf16 weight");
+  }
+  const size_t r = static_cast<size_t>(rank);
+  const bool gemm_changed = args_.a[r] != a || args_.b[r] != b || (gemm_writes_out() && args_.out[r] != out);
+  const GemmArArguments before = args_;
+  args_.a[r] = a;
+  args_.b[r] = b;
+  args_.out[r] = out;
+  if (plan_.norm) {
+    args_.residual[r] = residual;
+    args_.residual_out[r] = residual_out;
+    args_.norm_weight[r] = norm_weight;
+  }
+  if (!gemm_changed) return;
+  try {
+    make_kernel(rank);
+  } catch (...) {
+    args_ = before;
+    throw;
+  }
+}
+
+void GemmAr::launch_reduce(int r, cudaStream_t stream, const GemmArPlan& plan, uint32_t blocks) {
+  const size_t i = static_cast<size_t>(r);
+  const SignalSlice& slice = plan.in_place ? chain_slice_ : slice_;
+  detail::GemmArReduceArgs a;
+  a.partial = partial_.data(r);
+  a.reduced = plan.method == ArMethod::kTwoShot ? reduced_.data(r) : nullptr;
+  a.out = args_.out[i];
+  if (plan.norm) {
+    a.residual = args_.residual[i];
+    a.residual_out = args_.residual_out[i];
+    a.norm_weight = args_.norm_weight[i];
+    a.eps = args_.eps;
+  }
+  world_->set_device(r);
+  detail::launch_gemm_ar_reduce(plan, slice.device_view(r, "gemm_ar_reduce"), heap_->device_view(r), a, blocks, stream);
+}
+
+uint64_t GemmAr::run() {
+  const World& world = *world_;
+  const bool fused = choice_.schedule == GemmArSchedule::kFused;
+  const uint64_t epoch = (fused ? slice_ : chain_slice_).begin_call();
+  for (int r : world.local_ranks()) {
+    auto& kernel = *kernels_[static_cast<size_t>(r)];
+    world.set_device(r);
+    if (gemm_writes_out()) {
+      kernel.run(epoch, world.compute_stream(r), false);
+    } else if (fused) {
+      // The reduction reads peers' partials until its exit barrier; the previous call's reduction
+      // (and so every peer's reading of this rank's partial) completes before this GEMM writes.
+      world.comm_after_compute(r);
+      kernel.run(epoch, world.compute_stream(r), true);
+      launch_reduce(r, world.comm_stream(r), plan_, reduce_blocks_);
+      world.compute_after_comm(r);
+    } else {
+      kernel.run(epoch, world.compute_stream(r), false);
+      launch_reduce(r, world.compute_stream(r), chain_plan_, chain_blocks_);
+    }
+  }
+  return epoch;
+}
+
+void GemmAr::run_gemm_only() {
+  for (int r : world_->local_ranks()) {
+    world_->set_device(r);
+    kernels_[static_cast<size_t>(r)]->run(slice_.epoch(), world_->compute_stream(r), false);
+  }
+}
+
+uint64_t GemmAr::run_all_reduce_only() {
+  const uint64_t epoch = chain_slice_.begin_call();
+  for (int r : world_->local_ranks()) launch_reduce(r, world_->compute_stream(r), chain_plan_, chain_blocks_);
+  return epoch;
+}
+
+}  // namespace tilelink

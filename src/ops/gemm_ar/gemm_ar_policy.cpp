@@ -1,0 +1,225 @@
+// GEMM+AR's estimate and automatic choices (ops/gemm_ar/gemm_ar_policy.hpp).
+#include "tilelink/ops/gemm_ar/gemm_ar_policy.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "ops/gemm_ar/sm90_gemm_ar_kernel.hpp"
+#include "tilelink/ops/gemm_ar/gemm_ar.hpp"
+
+namespace tilelink {
+
+const char* to_string(GemmArSchedule s) {
+  switch (s) {
+    case GemmArSchedule::kFused: return "fused";
+    case GemmArSchedule::kNonOverlapped: return "non_overlapped";
+    case GemmArSchedule::kAuto: break;
+  }
+  return "auto";
+}
+
+namespace gemm_ar_policy {
+namespace {
+
+uint32_t tiles_of(const GemmArShape& s) {
+  const Tile t = gemm_tile();
+  return ((s.m + t.m - 1) / t.m) * ((s.n + t.n - 1) / t.n);
+}
+
+// The GEMM's waves' end times (seconds from its start).
+std::vector<double> wave_ends(const GemmArShape& s, uint32_t splits, int ctas, const GemmArRates& r) {
+  const Tile t = gemm_tile();
+  const uint64_t units = uint64_t(tiles_of(s)) * splits;
+  const uint64_t c = uint64_t(std::max(ctas, 1));
+  const double k_slice = double(s.k) / splits;
+  const double unit_mma = 2.0 * t.m * t.n * k_slice / (r.flops / r.sms);
+  const double bytes = (double(s.n) + s.m) * s.k * 2.0 + double(s.m) * s.n * 2.0 * splits;
+  std::vector<double> ends;
+  double at = 0;
+  for (uint64_t done = 0; done < units; done += c) {
+    const double in_wave = double(std::min(c, units - done));
+    at += std::max(unit_mma, bytes * in_wave / double(units) / r.hbm_bandwidth);
+    ends.push_back(at);
+  }
+  return ends;
+}
+
+// Seconds to bring `bytes` into the rank from its peers with `ctas` CTAs.
+double pull(double bytes, uint32_t ctas, const GemmArRates& r) {
+  if (bytes <= 0) return 0;
+  const double rate = ctas * r.cta_bandwidth;
+  const double local = bytes * (1 - r.remote_fraction) / std::min(rate, r.link_bandwidth);
+  const double remote = bytes * r.remote_fraction / std::min(rate, r.network_bandwidth);
+  return std::max(local, remote);
+}
+
+struct ArParts {
+  double reduce = 0, gather = 0;
+};
+
+// The all-reduce of `fraction` of the output's tiles: the CTAs busy are at most its units of work
+// (tiles reduced, or fetched, times parts).
+ArParts all_reduce(const GemmArShape& s, ArMethod method, uint32_t splits, uint32_t ctas, uint32_t parts,
+                   double fraction, const GemmArRates& r) {
+  const double bytes = double(s.m) * s.n * 2.0 * fraction;
+  const double w = s.world;
+  const double tiles = std::max(1.0, tiles_of(s) * fraction);
+  auto busy = [&](double units) { return static_cast<uint32_t>(std::max(1.0, std::min<double>(ctas, units * parts))); };
+  ArParts p;
+  if (s.world == 1) {  // the slices' local sum, read and written at the CTAs' rate
+    if (splits > 1 || s.norm) p.reduce = bytes * (splits + 1) / (busy(tiles) * r.cta_bandwidth);
+    return p;
+  }
+  // Each rank reads its own slices locally and the peers' over the link.
+  if (method == ArMethod::kOneShot) {
+    p.reduce = r.notify_latency + pull(bytes * splits * (w - 1), busy(tiles), r);
+  } else {
+    p.reduce = r.notify_latency + pull(bytes * splits * (w - 1) / w, busy(tiles / w), r);
+    p.gather = r.notify_latency + pull(bytes * (w - 1) / w, busy(tiles * (w - 1) / w), r);
+  }
+  return p;
+}
+
+}  // namespace
+
+Tile gemm_tile() {
+  const auto& kernel = detail::sm90_gemm_ar_configs().front();
+  return {kernel.tile_m, kernel.tile_n};
+}
+
+double gemm_time(const GemmArShape& s, uint32_t splits, int ctas, const GemmArRates& r) {
+  return wave_ends(s, splits, ctas, r).back();
+}
+
+double all_reduce_time(const GemmArShape& s, ArMethod method, uint32_t splits, uint32_t ctas, uint32_t parts,
+                       const GemmArRates& r) {
+  const ArParts p = all_reduce(s, method, splits, ctas, parts, 1.0, r);
+  return p.reduce + p.gather;
+}
+
+uint32_t parts_for(uint32_t ctas, uint32_t tiles) {
+  const uint32_t most = std::max(1u, gemm_tile().n / 16);
+  uint32_t parts = 1;
+  while (parts * 2 <= most && uint64_t(parts) * 2 * tiles <= ctas) parts *= 2;
+  return parts;
+}
+
+double estimate(const GemmArShape& s, const GemmArChoice& c, const GemmArRates& r) {
+  const bool reduction = s.world > 1 || s.norm || c.splits > 1;
+  if (c.schedule == GemmArSchedule::kNonOverlapped) {
+    return gemm_time(s, c.splits, c.gemm_sms, r) +
+           (reduction ? all_reduce_time(s, c.method, c.splits, c.reduce_blocks, c.parts, r) : 0.0);
+  }
+  const std::vector<double> ends = wave_ends(s, c.splits, c.gemm_sms, r);
+  if (!reduction) return ends.back();
+  double reduced = 0, gathered = 0;
+  for (double end : ends) {
+    const ArParts p = all_reduce(s, c.method, c.splits, c.reduce_blocks, c.parts, 1.0 / ends.size(), r);
+    reduced = std::max(reduced, end) + p.reduce;
+    gathered = std::max(gathered, reduced) + p.gather;
+  }
+  return std::max({ends.back(), reduced, gathered});
+}
+
+}  // namespace gemm_ar_policy
+
+namespace {
+
+// K slices at most, and at least this many columns each (shorter slices spend more on the
+// pipeline's fill than they gain in CTAs).
+constexpr uint32_t kMaxSplits = 16;
+constexpr uint32_t kMinSliceK = 512;
+
+// The configuration for one schedule and method: the knobs as configured, the others by rule --
+//  - K slices: the most (tile, slice) units that fit in one wave of the GEMM's room (a CTA left
+//    for the reduction next to a fused GEMM);
+//  - reduction CTAs: one per tile it reduces; fused, at most 1/8 of the budget and no more than
+//    the GEMM's single wave leaves; non-overlapped, at most the budget;
+//  - GEMM CTAs: the budget less the reduction's when both run at once.
+GemmArChoice complete(const GemmArShape& s, const GemmArConfig& c, GemmArSchedule schedule, ArMethod method,
+                      bool one_slice) {
+  GemmArChoice ch;
+  ch.schedule = schedule;
+  ch.method = method;
+  const int budget = s.sm_budget;
+  const uint32_t tiles = gemm_ar_policy::tiles_of(s);
+  const uint32_t w = static_cast<uint32_t>(s.world);
+  const bool fused = schedule == GemmArSchedule::kFused;
+  const uint32_t room = static_cast<uint32_t>(std::max(1, fused ? budget - 1 : budget));
+  if (c.splits != 0 || one_slice) {
+    ch.splits = one_slice ? 1 : c.splits;
+  } else {
+    uint32_t n = std::min(kMaxSplits, std::max(1u, room / std::max(tiles, 1u)));
+    while (n > 1 && (s.k % (8 * n) != 0 || s.k / n < kMinSliceK)) --n;
+    ch.splits = n;
+  }
+  const bool reduction = w > 1 || s.norm || ch.splits > 1;
+  const uint32_t reduced = method == ArMethod::kOneShot ? tiles : (tiles + w - 1) / w;
+  const uint64_t units = uint64_t(tiles) * ch.splits;
+  if (c.reduce_blocks != 0) {
+    ch.reduce_blocks = c.reduce_blocks;
+  } else if (!fused) {  // alone after the GEMM: every SM, down to one per unit of work
+    ch.reduce_blocks = std::clamp(reduced * (gemm_ar_policy::gemm_tile().n / 16), 1u, static_cast<uint32_t>(budget));
+  } else {
+    ch.reduce_blocks = std::clamp(reduced, 1u, static_cast<uint32_t>(std::max(1, budget / 8)));
+    if (units < uint64_t(budget)) {
+      ch.reduce_blocks = std::min(ch.reduce_blocks, static_cast<uint32_t>(uint64_t(budget) - units));
+    }
+  }
+  if (!reduction) ch.reduce_blocks = 0;  // one rank, one slice, no norm: the GEMM writes the output
+  const int left = fused && reduction ? budget - static_cast<int>(ch.reduce_blocks) : budget;
+  ch.gemm_sms = c.gemm_sms != 0 ? std::min(left, static_cast<int>(c.gemm_sms)) : left;
+  ch.parts = gemm_ar_policy::parts_for(std::max(ch.reduce_blocks, 1u), std::max(reduced, 1u));
+  return ch;
+}
+
+}  // namespace
+
+GemmArChoice gemm_ar_choice(const GemmArShape& s, const GemmArConfig& c, const GemmArRates& rates) {
+  std::vector<GemmArSchedule> schedules;
+  if (c.schedule == GemmArSchedule::kAuto) {
+    schedules = {GemmArSchedule::kFused, GemmArSchedule::kNonOverlapped};
+  } else {
+    schedules = {c.schedule};
+  }
+  std::vector<ArMethod> methods;
+  if (c.method == AllReduceMethod::kOneShot) {
+    methods = {ArMethod::kOneShot};
+  } else if (c.method == AllReduceMethod::kTwoShot) {
+    methods = {ArMethod::kTwoShot};
+  } else {
+    methods = {ArMethod::kOneShot, ArMethod::kTwoShot};
+  }
+  // Automatic slices: the rule's count, and one slice (a plain GEMM: fewer partial bytes to reduce).
+  std::vector<bool> one_slice = {false};
+  if (c.splits == 0) one_slice.push_back(true);
+  GemmArChoice best;
+  bool have = false;
+  size_t candidates = 0;
+  for (GemmArSchedule schedule : schedules) {
+    for (ArMethod method : methods) {
+      for (bool one : one_slice) {
+        GemmArChoice ch = complete(s, c, schedule, method, one);
+        if (ch.gemm_sms < 1) continue;
+        ch.estimate = gemm_ar_policy::estimate(s, ch, rates);
+        ++candidates;
+        if (!have || ch.estimate < best.estimate) best = ch;  // ties: the first (fused, one-shot, the rule)
+        have = true;
+      }
+    }
+  }
+  if (!have) best = complete(s, c, schedules.front(), methods.front(), false);  // can_implement names the problem
+  const bool chosen = candidates > 1;
+  best.why = to_string(best.schedule) + std::string(", ") + to_string(best.method) + ", " +
+             std::to_string(best.splits) + " K slice(s) x " + std::to_string(gemm_ar_policy::tiles_of(s)) +
+             " tiles on " + std::to_string(best.gemm_sms) + " GEMM CTAs, " + std::to_string(best.reduce_blocks) +
+             " reduction CTAs; estimate " + std::to_string(best.estimate * 1e6).substr(0, 6) + " us" +
+             (chosen ? " (the fastest estimate of " + std::to_string(candidates) +
+                           " schedule x method x slices candidates)"
+                     : "");
+  return best;
+}
+
+}  // namespace tilelink

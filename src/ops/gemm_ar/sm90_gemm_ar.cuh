@@ -1,0 +1,92 @@
+// CUTLASS 4.2 sm90 assembly of GEMM+AR's GEMM. Included only by one-configuration .cu files.
+//
+//  - The mainloop runs the problem as a batch of K slices, (M, N, K / splits, splits), A's and
+//    B's batch stride K / splits elements (the slices' columns of the same rows), D's M * N.
+//  - Sm90HookedEpilogue with GemmArNotify: after Base::store of a tile, once its TMA stores have
+//    landed (store_landed_then), add 1 to the tile's ready channel on this rank (splits per tile).
+//  - Sm90RowOrderedTileScheduler with the identity order: tile rows in order, slices outermost.
+#pragma once
+
+#include <cute/tensor.hpp>
+#include <cutlass/cutlass.h>
+
+#include <string>
+
+#include "ops/common/sm90_bf16_tn_gemm.cuh"
+#include "ops/common/sm90_hooked_epilogue.cuh"
+#include "ops/common/sm90_persistent_launcher.cuh"
+#include "ops/gemm_ar/sm90_gemm_ar_kernel.hpp"
+#include "tilelink/core/error.hpp"
+#include "tilelink/primitives/device.cuh"
+#include "tilelink/primitives/trace.cuh"
+
+namespace tilelink::detail {
+
+struct GemmArNotify : PlainEpilogueView {
+  GemmArPlan plan;
+  SignalView sig;
+  bool enabled = true;
+  TraceView trace;
+
+  CUTLASS_DEVICE uint64_t before() const { return trace_start(trace); }
+
+  template <class TileCoord>
+  CUTLASS_DEVICE void after(TileCoord const& coord, int thread_idx, uint64_t start) const {
+    const uint32_t m_tile = static_cast<uint32_t>(cute::get<0>(coord));
+    if (m_tile >= plan.m_tiles()) return;
+    const uint32_t t = m_tile * plan.n_tiles() + static_cast<uint32_t>(cute::get<1>(coord));
+    notify_landed_tile(enabled, thread_idx, trace, t, start,
+                       [&] { tilelink::producer_tile_notify(sig, plan.ready_channel(t), NotifyMode::kAdd); });
+  }
+};
+
+template <class Base>
+using Sm90GemmArEpilogue = Sm90HookedEpilogue<Base, GemmArNotify>;
+
+template <class TileShape, class ClusterShape>
+using Sm90GemmArTypes = Sm90Bf16TnGemm<TileShape, ClusterShape, NoWrap, Sm90GemmArEpilogue>;
+
+template <class TileShape, class ClusterShape>
+class Sm90GemmArKernelImpl final
+    : public Sm90GemmKernelImpl<Sm90GemmArKernelImpl<TileShape, ClusterShape>, Sm90GemmArKernel,
+                                Sm90GemmArTypes<TileShape, ClusterShape>, Sm90GemmArProblem, Sm90GemmArConfigInfo> {
+  using Types = Sm90GemmArTypes<TileShape, ClusterShape>;
+  using Kernel = typename Types::Kernel;
+  using Sm90GemmArKernelImpl::Sm90GemmKernelImpl::launcher_;
+
+ public:
+  static std::string can_implement(const Sm90GemmArProblem& p) {
+    const uint32_t s = p.plan.splits;
+    if (s == 0 || p.k % s != 0 || (p.k / s) % Types::kAlign != 0) {
+      return "argument 'config.splits' = " + std::to_string(s) + ": expected a count that cuts k = " +
+             std::to_string(p.k) + " into slices of a multiple of 8 columns";
+    }
+    return Types::check(p.m, p.n, p.k / s, p.k, p.sm_count, 1);
+  }
+
+  explicit Sm90GemmArKernelImpl(const Sm90GemmArProblem& p) {
+    this->require(p, "gemm_ar kernel");
+    const uint32_t s = p.plan.splits, ks = p.k / s;
+    typename Kernel::Arguments args{};
+    Types::set_problem(args, p.m, p.n, ks, p.a, p.k, p.b, p.d, p.m_order, 1);
+    args.problem_shape = {static_cast<int>(p.m), static_cast<int>(p.n), static_cast<int>(ks), static_cast<int>(s)};
+    args.mainloop.dA = cute::make_stride(static_cast<int64_t>(p.k), cute::Int<1>{}, static_cast<int64_t>(ks));
+    args.mainloop.dB = cute::make_stride(static_cast<int64_t>(p.k), cute::Int<1>{}, static_cast<int64_t>(ks));
+    args.epilogue.dD = cute::make_stride(static_cast<int64_t>(p.n), cute::Int<1>{}, static_cast<int64_t>(p.m) * p.n);
+    args.epilogue.dC = args.epilogue.dD;
+    args.epilogue.hook.plan = p.plan;
+    args.epilogue.hook.sig = p.sig;
+    launcher_.init(args, p.device, p.sm_count,
+                   "gemm_ar kernel, (m, n, k) = (" + std::to_string(p.m) + ", " + std::to_string(p.n) + ", " +
+                       std::to_string(p.k) + "), splits " + std::to_string(s));
+  }
+
+  void run(uint64_t epoch, cudaStream_t stream, bool notify) override {
+    launcher_.params().epilogue.hook.sig.epoch = epoch;
+    launcher_.params().epilogue.hook.enabled = notify;
+    launcher_.launch(stream);
+  }
+  void set_trace(const TraceView& trace) override { launcher_.params().epilogue.hook.trace = trace; }
+};
+
+}  // namespace tilelink::detail

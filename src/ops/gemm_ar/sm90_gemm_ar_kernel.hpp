@@ -1,0 +1,72 @@
+// The GEMM of GEMM+AR of one rank, behind a plain C++ interface; the CUTLASS assembly is in
+// sm90_gemm_ar.cuh, one configuration per .cu.
+//
+// CUTLASS 4.2's persistent warp-specialized cooperative GEMM computes the rank's partial A_r *
+// B_r^T as a batch of `splits` K slices (slice s: columns [s * k / splits, (s + 1) * k / splits)
+// of A and B, written at d + s * m * n), tile rows in order, and its epilogue adds 1 to each
+// finished tile's ready channel once the tile's TMA stores have landed (GemmArPlan). The
+// reduction kernel (gemm_ar_reduce.cu) runs next to it on the comm stream.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "tilelink/ops/gemm_ar/gemm_ar_protocol.hpp"
+#include "tilelink/primitives/signal.hpp"
+#include "tilelink/primitives/symmetric.hpp"
+#include "tilelink/primitives/trace.hpp"
+
+namespace tilelink::detail {
+
+struct Sm90GemmArProblem {
+  const void* a = nullptr;  // M x K bf16 row-major (this rank's K slice)
+  const void* b = nullptr;  // N x K bf16, K contiguous
+  void* d = nullptr;        // splits slices of M x N bf16
+  uint32_t m = 0, n = 0, k = 0;  // k: the rank's whole K (split into plan.splits slices)
+  const uint32_t* m_order = nullptr;  // [ceil(m / tile_m)]
+  GemmArPlan plan;
+  SignalView sig;
+  int device = 0;
+  int sm_count = 0;
+};
+
+class Sm90GemmArKernel {
+ public:
+  virtual ~Sm90GemmArKernel() = default;
+  // notify = false: the GEMM alone, its epilogue notifies nothing.
+  virtual void run(uint64_t epoch, cudaStream_t stream, bool notify = true) = 0;
+  virtual int ctas() const = 0;
+  virtual void set_trace(const TraceView& trace) = 0;
+};
+
+struct Sm90GemmArConfigInfo {
+  const char* name;
+  uint32_t tile_m, tile_n, tile_k;
+  uint32_t cluster_m, cluster_n;
+  std::string (*can_implement)(const Sm90GemmArProblem& p);
+  std::unique_ptr<Sm90GemmArKernel> (*make)(const Sm90GemmArProblem& p);
+};
+
+const std::vector<Sm90GemmArConfigInfo>& sm90_gemm_ar_configs();
+
+// The reduction of one rank (gemm_ar_reduce_block): `partial` is this rank's splits x M x N
+// partial (peers' through `heap`), `reduced` its two-shot staging (M x N), `out` M x N; with the
+// plan's norm, residual / residual_out (M x N) and norm_weight (N). `blocks` CTAs on `stream`.
+struct GemmArReduceArgs {
+  const void* partial = nullptr;
+  void* reduced = nullptr;
+  void* out = nullptr;
+  const void* residual = nullptr;
+  void* residual_out = nullptr;
+  const void* norm_weight = nullptr;
+  float eps = 1e-6f;
+};
+void preload_gemm_ar_reduce();
+void launch_gemm_ar_reduce(const GemmArPlan& plan, const SignalView& sig, const SymmetricView& heap,
+                           const GemmArReduceArgs& args, uint32_t blocks, cudaStream_t stream);
+
+}  // namespace tilelink::detail

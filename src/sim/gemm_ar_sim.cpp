@@ -1,0 +1,60 @@
+#include "tilelink/sim/gemm_ar_sim.hpp"
+
+#include <algorithm>
+
+#include "tilelink/core/error.hpp"
+
+namespace tilelink::sim {
+
+GemmArRates gemm_ar_rates(const CostModel& cost, int world, int nodes) {
+  GemmArRates r;
+  r.flops = cost.flops;
+  r.sms = cost.sms;
+  r.hbm_bandwidth = cost.hbm_bandwidth;
+  r.link_bandwidth = cost.nvlink_bandwidth;
+  r.network_bandwidth = cost.network_bandwidth;
+  r.cta_bandwidth = cost.sm_copy_bandwidth_per_cta;
+  r.notify_latency = cost.notify_latency;
+  // Peers on other nodes: (world - world / nodes) of the world - 1 peers.
+  r.remote_fraction = world > 1 && nodes > 1 ? double(world - world / nodes) / double(world - 1) : 0.0;
+  return r;
+}
+
+GemmArPrediction predict_gemm_ar(const GemmArProblem& p, const GemmArPlanConfig& c, const CostModel& cost) {
+  constexpr const char* kWhere = "predict_gemm_ar";
+  check_world(kWhere, p.world, p.nodes);
+  check_split(kWhere, "k", p.k, p.world, "K is split evenly");
+  TL_REQUIRE(p.m > 0, kWhere, "m", p.m, "> 0");
+  TL_REQUIRE(p.n > 0 && p.n % 8 == 0, kWhere, "n", p.n, "a positive multiple of 8");
+  const GemmArShape s{p.world, cost.sms, p.m, p.n, p.k / uint32_t(p.world), c.norm};
+  const GemmArRates r = gemm_ar_rates(cost, p.world, p.nodes);
+  GemmArPrediction out;
+  out.weight_bytes = double(p.n) * s.k * 2.0;
+  out.choice = gemm_ar_choice(s, c.op, r);
+  TL_REQUIRE(out.choice.gemm_sms >= 1, kWhere, "reduce_blocks", c.op.reduce_blocks,
+             "a count that leaves the GEMM an SM");
+  auto forced = [&](GemmArSchedule schedule, AllReduceMethod method) {
+    GemmArConfig f = c.op;
+    f.schedule = schedule;
+    if (method != AllReduceMethod::kAuto) f.method = method;
+    return gemm_ar_choice(s, f, r).estimate;
+  };
+  out.fused_one_shot = forced(GemmArSchedule::kFused, AllReduceMethod::kOneShot);
+  out.fused_two_shot = forced(GemmArSchedule::kFused, AllReduceMethod::kTwoShot);
+  out.non_overlapped = forced(GemmArSchedule::kNonOverlapped, AllReduceMethod::kAuto);
+  // The chain: one slice on every SM (a plain GEMM), then the faster all-reduce on every SM.
+  out.t_gemm = gemm_ar_policy::gemm_time(s, 1, s.sm_budget, r);
+  if (p.world > 1 || c.norm) {
+    // Every SM, each tile cut into as many parts as a part per CTA allows.
+    const gemm_ar_policy::Tile tile = gemm_ar_policy::gemm_tile();
+    const uint32_t tiles = ((p.m + tile.m - 1) / tile.m) * ((p.n + tile.n - 1) / tile.n);
+    const uint32_t ctas = uint32_t(s.sm_budget), parts = gemm_ar_policy::parts_for(ctas, tiles);
+    out.t_ar = std::min(gemm_ar_policy::all_reduce_time(s, ArMethod::kOneShot, 1, ctas, parts, r),
+                        gemm_ar_policy::all_reduce_time(s, ArMethod::kTwoShot, 1, ctas, parts, r));
+  }
+  out.chain = out.t_gemm + out.t_ar;
+  out.ideal = std::max(out.t_gemm, out.t_ar);
+  return out;
+}
+
+}  // namespace tilelink::sim

@@ -1,0 +1,99 @@
+// GEMM+AR's automatic choices (ops/gemm_ar/gemm_ar_policy.hpp), no GPU: the choice is the fastest
+// estimate of its candidates, configured knobs are kept, the estimate is never slower than the
+// chain (a plain GEMM on every SM, then the all-reduce on every SM) that the non-overlapped
+// schedule with one slice is, and `plan gemm_ar` (sim) reports the op's own choice.
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "tilelink/ops/gemm_ar/gemm_ar.hpp"
+#include "tilelink/sim/gemm_ar_sim.hpp"
+
+namespace tilelink {
+namespace {
+
+std::vector<GemmArShape> shapes() {
+  std::vector<GemmArShape> out;
+  for (int world : {1, 2, 4, 8}) {
+    for (uint32_t m : {1u, 7u, 64u, 129u, 512u, 4096u}) {
+      for (auto [n, k] : {std::pair{8192u, 28672u}, std::pair{4096u, 4096u}, std::pair{16384u, 53248u}}) {
+        for (bool norm : {false, true}) out.push_back({world, 132, m, n, k / uint32_t(world), norm});
+      }
+    }
+  }
+  return out;
+}
+
+std::string name(const GemmArShape& s) {
+  return "world " + std::to_string(s.world) + " m " + std::to_string(s.m) + " n " + std::to_string(s.n) + " k " +
+         std::to_string(s.k) + (s.norm ? " norm" : "");
+}
+
+TEST(GemmArPolicy, TheChoiceIsTheFastestEstimateOfItsCandidates) {
+  for (const GemmArShape& s : shapes()) {
+    const GemmArChoice best = gemm_ar_choice(s, GemmArConfig{});
+    EXPECT_NEAR(best.estimate, gemm_ar_policy::estimate(s, best), 1e-12) << name(s);
+    for (GemmArSchedule schedule : {GemmArSchedule::kFused, GemmArSchedule::kNonOverlapped}) {
+      for (AllReduceMethod method : {AllReduceMethod::kOneShot, AllReduceMethod::kTwoShot}) {
+        for (uint32_t splits : {0u, 1u}) {
+          GemmArConfig c;
+          c.schedule = schedule;
+          c.method = method;
+          c.splits = splits;
+          const GemmArChoice forced = gemm_ar_choice(s, c);
+          EXPECT_EQ(forced.schedule, schedule);
+          EXPECT_LE(best.estimate, forced.estimate * (1 + 1e-9))
+              << name(s) << ": " << best.why << " is slower than " << forced.why;
+        }
+      }
+    }
+    EXPECT_GE(best.gemm_sms, 1) << name(s);
+    EXPECT_LE(best.gemm_sms + (best.schedule == GemmArSchedule::kFused ? int(best.reduce_blocks) : 0), s.sm_budget)
+        << name(s) << ": " << best.why;
+    EXPECT_GE(best.parts, 1u);
+    EXPECT_EQ(gemm_ar_policy::gemm_tile().n % (8 * best.parts), 0u) << name(s);
+    EXPECT_EQ(s.k % (8 * best.splits), 0u) << name(s);
+  }
+}
+
+TEST(GemmArPolicy, NeverSlowerThanTheChainByTheEstimate) {
+  for (const GemmArShape& s : shapes()) {
+    const GemmArChoice best = gemm_ar_choice(s, GemmArConfig{});
+    sim::GemmArProblem p{s.m, s.n, s.k * uint32_t(s.world), s.world, 1};
+    sim::GemmArPlanConfig pc;
+    pc.norm = s.norm;
+    const sim::GemmArPrediction r = sim::predict_gemm_ar(p, pc);
+    EXPECT_NEAR(r.choice.estimate, best.estimate, 1e-12) << name(s);
+    EXPECT_LE(best.estimate, r.chain * 1.02) << name(s) << ": " << best.why << " against the chain's "
+                                             << r.chain * 1e6 << " us";
+  }
+}
+
+TEST(GemmArPolicy, ConfiguredKnobsAreKept) {
+  const GemmArShape s{8, 132, 32, 8192, 3584, false};
+  GemmArConfig c;
+  c.schedule = GemmArSchedule::kFused;
+  c.method = AllReduceMethod::kTwoShot;
+  c.splits = 4;
+  c.reduce_blocks = 12;
+  c.gemm_sms = 100;
+  const GemmArChoice ch = gemm_ar_choice(s, c);
+  EXPECT_EQ(ch.schedule, GemmArSchedule::kFused);
+  EXPECT_EQ(ch.method, ArMethod::kTwoShot);
+  EXPECT_EQ(ch.splits, 4u);
+  EXPECT_EQ(ch.reduce_blocks, 12u);
+  EXPECT_EQ(ch.gemm_sms, 100);
+  EXPECT_NE(ch.why.find("fused, two_shot, 4 K slice(s)"), std::string::npos) << ch.why;
+}
+
+TEST(GemmArPolicy, OneRankOneSliceNoNormRunsTheGemmAlone) {
+  GemmArConfig c;
+  c.splits = 1;
+  const GemmArChoice ch = gemm_ar_choice({1, 132, 512, 8192, 8192, false}, c);
+  EXPECT_EQ(ch.gemm_sms, 132) << ch.why;  // no reduction runs: every SM to the GEMM
+  EXPECT_DOUBLE_EQ(ch.estimate, gemm_ar_policy::gemm_time({1, 132, 512, 8192, 8192, false}, 1, 132));
+}
+
+}  // namespace
+}  // namespace tilelink

@@ -1,0 +1,295 @@
+// GEMM+AR (ops/gemm_ar) on virtual ranks: worlds 1, 2, 3, 4, 8 x M in {1, 2, 7, 64, 129, 500}
+// (M < world, M not a multiple of the tile) x one-shot / two-shot x with and without the decode
+// boundary (residual add + RMSNorm), N with a tail tile; fresh random inputs, poisoned outputs.
+// Reference: each rank's and K slice's partial by cuBLAS in fp32, summed on the host; the op's
+// sum of bf16-rounded slices must be within one bf16 rounding of each slice and of the result.
+// Every rank's output must be the same bits, and a repeated call on the same inputs too. The norm
+// is checked against the host's RMSNorm of the op's own new residual.
+#include <gtest/gtest.h>
+
+#include <cublas_v2.h>
+#include <cuda_bf16.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "cublas_ref.hpp"
+#include "gpu_test_util.hpp"
+#include "tilelink/ops/gemm_ar/gemm_ar.hpp"
+
+namespace tilelink::test::gemm_ar {
+namespace {
+
+constexpr uint32_t kN = 264;  // two full 128-column tiles and an 8-column tail
+constexpr uint32_t kK = 1024;
+constexpr uint32_t kRows[] = {1, 2, 7, 64, 129, 500};
+constexpr float kEps = 1e-5f;
+
+float bf(__nv_bfloat16 x) { return __bfloat162float(x); }
+
+// slice_ref (M x N fp32) = A[:, k0:k0+ks] * B[:, k0:k0+ks]^T, A and B with row pitch k.
+void cublas_slice(cublasHandle_t h, const void* a, const void* b, float* ref, uint32_t m, uint32_t n, uint32_t k,
+                  uint32_t k0, uint32_t ks) {
+  const float alpha = 1.0f, beta = 0.0f;
+  const auto* a16 = static_cast<const __nv_bfloat16*>(a) + k0;
+  const auto* b16 = static_cast<const __nv_bfloat16*>(b) + k0;
+  TL_CUBLAS_CHECK(cublasGemmEx(h, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(n), static_cast<int>(m),
+                               static_cast<int>(ks), &alpha, b16, CUDA_R_16BF, static_cast<int>(k), a16, CUDA_R_16BF,
+                               static_cast<int>(k), &beta, ref, CUDA_R_32F, static_cast<int>(n), CUBLAS_COMPUTE_32F,
+                               CUBLAS_GEMM_DEFAULT));
+  TL_CUDA_CHECK(cudaDeviceSynchronize());
+}
+
+struct Problem {
+  std::vector<DeviceBuffer> a, b, out, residual, residual_out, weight;
+  DeviceBuffer ref;
+  GemmArArguments args;
+  std::vector<std::vector<__nv_bfloat16>> host_residual, host_weight;
+
+  Problem(TestWorld& env, uint32_t m, bool norm, const GemmArConfig& config)
+      : ref(size_t(m) * kN * 4, env.world.device(0)) {
+    const int w = env.world.size();
+    args.m = m;
+    args.n = kN;
+    args.k = kK;
+    args.eps = kEps;
+    args.config = config;
+    for (int r = 0; r < w; ++r) {
+      const int dev = env.world.device(r);
+      a.emplace_back(size_t(m) * kK * 2, dev);
+      b.emplace_back(size_t(kN) * kK * 2, dev);
+      out.emplace_back(size_t(m) * kN * 2, dev);
+      args.a.push_back(a[r].get());
+      args.b.push_back(b[r].get());
+      args.out.push_back(out[r].get());
+      if (norm) {
+        residual.emplace_back(size_t(m) * kN * 2, dev);
+        residual_out.emplace_back(size_t(m) * kN * 2, dev);
+        weight.emplace_back(size_t(kN) * 2, dev);
+        args.residual.push_back(residual[r].get());
+        args.residual_out.push_back(residual_out[r].get());
+        args.norm_weight.push_back(weight[r].get());
+      }
+    }
+  }
+
+  // Fresh A, B (and residual, weight: the same on every rank) and poisoned outputs.
+  void fresh(std::mt19937_64& rng) {
+    const uint32_t m = args.m;
+    const std::vector<__nv_bfloat16> res = random_bf16(size_t(m) * kN, rng);
+    std::vector<__nv_bfloat16> g = random_bf16(kN, rng);
+    for (auto& x : g) x = __float2bfloat16(1.0f + 0.5f * bf(x));
+    for (size_t r = 0; r < a.size(); ++r) {
+      upload(a[r].get(), random_bf16(size_t(m) * kK, rng).data(), a[r].bytes());
+      upload(b[r].get(), random_bf16(size_t(kN) * kK, rng).data(), b[r].bytes());
+      poison(out[r].get(), out[r].bytes());
+      if (!residual.empty()) {
+        upload(residual[r].get(), res.data(), residual[r].bytes());
+        upload(weight[r].get(), g.data(), weight[r].bytes());
+        poison(residual_out[r].get(), residual_out[r].bytes());
+      }
+    }
+    host_residual.assign(1, res);
+    host_weight.assign(1, g);
+  }
+};
+
+// Checks every rank's result against cuBLAS; returns rank 0's output bits (out, then residual_out).
+std::vector<uint16_t> check(const CublasHandle& cublas, const World& world, Problem& p, uint32_t splits,
+                            const std::string& what) {
+  const uint32_t m = p.args.m;
+  const size_t elems = size_t(m) * kN;
+  const uint32_t ks = kK / splits;
+  std::vector<float> want(elems, 0.f), magnitude(elems, 0.f);
+  for (int r = 0; r < world.size(); ++r) {
+    for (uint32_t s = 0; s < splits; ++s) {
+      cublas_slice(cublas.get(), p.a[r].get(), p.b[r].get(), p.ref.get<float>(), m, kN, kK, s * ks, ks);
+      const std::vector<float> slice = download<float>(p.ref.get(), elems);
+      for (size_t i = 0; i < elems; ++i) {
+        want[i] += slice[i];
+        magnitude[i] += std::fabs(slice[i]);
+      }
+    }
+  }
+  const bool norm = !p.residual.empty();
+  std::vector<uint16_t> bits0;
+  for (int r = 0; r < world.size(); ++r) {
+    const auto got = download<__nv_bfloat16>(p.out[r].get(), elems);
+    const auto h = norm ? download<__nv_bfloat16>(p.residual_out[r].get(), elems) : got;
+    size_t bad = 0, first = 0;
+    float got_first = 0.f, want_first = 0.f;
+    for (size_t i = 0; i < elems; ++i) {
+      const float wi = want[i] + (norm ? bf(p.host_residual[0][i]) : 0.f);
+      const float tol = 0.0078125f * (magnitude[i] + std::fabs(wi)) + 1e-3f;
+      if (!(std::fabs(bf(h[i]) - wi) <= tol) && bad++ == 0) {
+        first = i;
+        got_first = bf(h[i]);
+        want_first = wi;
+      }
+    }
+    EXPECT_EQ(bad, 0u) << what << ", rank " << r << (norm ? " residual_out" : " out") << ": first bad element row "
+                       << first / kN << " col " << first % kN << " got " << got_first << " want " << want_first;
+    if (norm) {  // out = RMSNorm(h) * weight, from the op's own h
+      size_t bad_norm = 0, first_norm = 0;
+      for (uint32_t row = 0; row < m; ++row) {
+        double ss = 0;
+        for (uint32_t c = 0; c < kN; ++c) ss += double(bf(h[size_t(row) * kN + c])) * bf(h[size_t(row) * kN + c]);
+        const double inv = 1.0 / std::sqrt(ss / kN + kEps);
+        for (uint32_t c = 0; c < kN; ++c) {
+          const size_t i = size_t(row) * kN + c;
+          const double wi = bf(h[i]) * inv * bf(p.host_weight[0][c]);
+          if (!(std::fabs(bf(got[i]) - wi) <= 0.0078125 * std::fabs(wi) + 1e-4) && bad_norm++ == 0) first_norm = i;
+        }
+      }
+      EXPECT_EQ(bad_norm, 0u) << what << ", rank " << r << " out (RMSNorm): first bad element row " << first_norm / kN
+                              << " col " << first_norm % kN;
+    }
+    std::vector<uint16_t> bits(elems * (norm ? 2 : 1));
+    std::memcpy(bits.data(), got.data(), elems * 2);
+    if (norm) std::memcpy(bits.data() + elems, h.data(), elems * 2);
+    if (r == 0) {
+      bits0 = bits;
+    } else {
+      EXPECT_TRUE(bits == bits0) << what << ": rank " << r << "'s result is not rank 0's bits";
+    }
+  }
+  return bits0;
+}
+
+class GemmArTest : public ::testing::TestWithParam<int> {};
+
+void run_cases(int world_size, GemmArSchedule schedule, uint32_t splits, const uint32_t* rows, size_t n_rows) {
+  TestWorld env(world_size, 64 << 20, 4096);
+  CublasHandle cublas;
+  std::mt19937_64 rng(1234 + world_size);
+  for (size_t ri = 0; ri < n_rows; ++ri) {
+    const uint32_t m = rows[ri];
+    for (AllReduceMethod method : {AllReduceMethod::kOneShot, AllReduceMethod::kTwoShot}) {
+      for (bool norm : {false, true}) {
+        GemmArConfig config;
+        config.method = method;
+        config.schedule = schedule;
+        config.splits = splits;
+        const std::string what = "world " + std::to_string(world_size) + " m " + std::to_string(m) + " " +
+                                 to_string(method) + (norm ? " norm" : "") + " " + to_string(schedule);
+        SCOPED_TRACE(what);
+        Problem p(env, m, norm, config);
+        ASSERT_EQ(GemmAr::can_implement(env.world, env.heap, p.args), "");
+        GemmAr op(env.world, env.heap, env.signals, p.args, "gemm_ar");
+        EXPECT_EQ(op.method(), method == AllReduceMethod::kOneShot ? ArMethod::kOneShot : ArMethod::kTwoShot);
+        p.fresh(rng);
+        op.run();
+        env.world.synchronize();
+        const std::vector<uint16_t> first = check(cublas, env.world, p, op.splits(), what + ", call 1");
+        // The same inputs again over poisoned outputs: the same bits.
+        for (auto& o : p.out) poison(o.get(), o.bytes());
+        for (auto& o : p.residual_out) poison(o.get(), o.bytes());
+        op.run();
+        env.world.synchronize();
+        EXPECT_TRUE(check(cublas, env.world, p, op.splits(), what + ", call 2") == first)
+            << what << ": a repeated call changed the bits";
+        p.fresh(rng);
+        op.run();
+        env.world.synchronize();
+        check(cublas, env.world, p, op.splits(), what + ", call 3 (fresh inputs)");
+      }
+    }
+  }
+}
+
+TEST_P(GemmArTest, SumsEveryRanksPartialOnEveryRankAtAnyM) {
+  TL_SKIP_WITHOUT_GPU();
+  run_cases(GetParam(), GemmArSchedule::kFused, 0, kRows, std::size(kRows));
+}
+
+TEST_P(GemmArTest, NonOverlappedScheduleAndExplicitSplits) {
+  TL_SKIP_WITHOUT_GPU();
+  constexpr uint32_t rows[] = {7, 129};
+  run_cases(GetParam(), GemmArSchedule::kNonOverlapped, 1, rows, std::size(rows));
+  run_cases(GetParam(), GemmArSchedule::kFused, 4, rows, std::size(rows));
+}
+
+INSTANTIATE_TEST_SUITE_P(World, GemmArTest, ::testing::Values(1, 2, 3, 4, 8), world_name);
+
+// The automatic configuration (schedule, method, slices by the estimate), a residual updated in
+// place (residual_out == residual), new operands between calls (set_operands), and the all-reduce
+// alone after cuBLAS wrote the partial (the chain's second half).
+TEST(GemmArOps, AutoInPlaceResidualNewOperandsAndTheAllReduceAlone) {
+  TL_SKIP_WITHOUT_GPU();
+  for (int world_size : {1, 3}) {
+    SCOPED_TRACE("world " + std::to_string(world_size));
+    TestWorld env(world_size, 64 << 20, 4096);
+    CublasHandle cublas;
+    std::mt19937_64 rng(77 + world_size);
+    {
+      Problem p(env, 7, true, GemmArConfig{});
+      for (int r = 0; r < world_size; ++r) p.args.residual_out[r] = p.residual[r].get();
+      GemmAr op(env.world, env.heap, env.signals, p.args, "gemm_ar_auto");
+      EXPECT_NE(op.describe_choice().find("estimate"), std::string::npos) << op.describe_choice();
+      const GemmArShape shape{world_size, env.world.sm_budget(0), 7, kN, kK, true};
+      // The op runs what the estimate picks for its world (model-selected path, named in words).
+      const GemmArChoice want = gemm_ar_choice(shape, GemmArConfig{}, gemm_ar_rates(env.world));
+      EXPECT_EQ(op.choice().schedule, want.schedule);
+      EXPECT_EQ(op.choice().method, want.method);
+      EXPECT_EQ(op.choice().splits, want.splits);
+      EXPECT_EQ(op.choice().reduce_blocks, want.reduce_blocks);
+      EXPECT_EQ(op.choice().parts, want.parts);
+      p.fresh(rng);
+      op.run();
+      env.world.synchronize();
+      for (int r = 0; r < world_size; ++r) {  // the new residual is in `residual`: check() reads residual_out
+        TL_CUDA_CHECK(cudaMemcpy(p.residual_out[r].get(), p.residual[r].get(), p.residual[r].bytes(),
+                                 cudaMemcpyDeviceToDevice));
+      }
+      check(cublas, env.world, p, op.splits(), "auto, residual in place");
+      // New operands (another problem of the same shape), then a call on them.
+      Problem q(env, 7, true, GemmArConfig{});
+      for (int r = 0; r < world_size; ++r) {
+        op.set_operands(r, q.a[r].get(), q.b[r].get(), q.out[r].get(), q.residual[r].get(), q.residual_out[r].get(),
+                        q.weight[r].get());
+      }
+      q.fresh(rng);
+      op.run();
+      env.world.synchronize();
+      check(cublas, env.world, q, op.splits(), "auto, new operands");
+    }
+    {
+      GemmArConfig config;
+      config.splits = 1;
+      Problem p(env, 129, false, config);
+      GemmAr op(env.world, env.heap, env.signals, p.args, "gemm_ar_chain");
+      p.fresh(rng);
+      for (int r = 0; r < world_size; ++r) {
+        TL_CUDA_CHECK(cudaSetDevice(env.world.device(r)));
+        cublas_reference_bf16(cublas.get(), p.a[r].get(), p.b[r].get(), op.partial(r), 129, kN, kK);
+      }
+      op.run_all_reduce_only();
+      env.world.synchronize();
+      check(cublas, env.world, p, 1, "cuBLAS, then the all-reduce alone");
+    }
+  }
+}
+
+TEST(GemmArErrors, BadArgumentsAreRefusedByName) {
+  TL_SKIP_WITHOUT_GPU();
+  TestWorld env(2, 16 << 20, 1024);
+  Problem p(env, 8, true, GemmArConfig{});
+  expect_refusals<GemmAr>(env, p.args,
+                          {{[](GemmArArguments& a) { a.m = 0; }, "'m' = 0"},
+                           {[](GemmArArguments& a) { a.n = 12; }, "'n' = 12"},
+                           {[](GemmArArguments& a) { a.b[1] = nullptr; }, "'b'"},
+                           {[](GemmArArguments& a) { a.norm_weight.clear(); }, "'norm_weight'"},
+                           {[](GemmArArguments& a) { a.residual_out[0] = a.out[0]; }, "'residual_out'"},
+                           {[](GemmArArguments& a) { a.eps = 0.f; }, "'eps'"},
+                           {[](GemmArArguments& a) { a.config.splits = 3; }, "'config.splits' = 3"},
+                           {[](GemmArArguments& a) { a.config.splits = 64; }, "'config.splits' = 64"},
+                           {[](GemmArArguments& a) { a.config.reduce_blocks = 100000; }, "'config.reduce_blocks'"},
+                           {[](GemmArArguments& a) { a.config.method = static_cast<AllReduceMethod>(7); },
+                            "'config.method'"}});
+}
+
+}  // namespace
+}  // namespace tilelink::test::gemm_ar
