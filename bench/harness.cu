@@ -76,6 +76,7 @@ Stats summarize(std::vector<double> samples) {
   s.min = samples.front();
   s.max = samples.back();
   s.samples = n;
+  s.p99 = samples[std::min(n - 1, (99 * n + 99) / 100 - 1)];
   return s;
 }
 

@@ -22,6 +22,7 @@ struct Stats {
   double min = 0;
   double max = 0;
   size_t samples = 0;
+  double p99 = 0;  // the 99th percentile (nearest rank)
 };
 // Throws Error if `samples` is empty.
 Stats summarize(std::vector<double> samples);

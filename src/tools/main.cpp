@@ -43,6 +43,7 @@ constexpr int kExitUsage = 64;
   X(collectives)                       \
   X(ag_gemm)                           \
   X(gemm_rs)                           \
+  X(gemm_ar)                           \
   X(mlp)                               \
   X(moe)                               \
   X(sp_attention)

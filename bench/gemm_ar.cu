@@ -1,0 +1,145 @@
+// GEMM+AR on virtual ranks or one rank per GPU, one table per M:
+//
+//   cuBLAS GEMM            every rank's partial M x N x K/P (T_gemm)
+//   all-reduce alone       the op's bf16 all-reduce of complete partials (one-shot or two-shot as
+//                          auto picks, every SM of the budget; T_ar)
+//   chain                  cuBLAS, then that all-reduce (what a decode engine runs today)
+//   ideal                  max(T_gemm, T_ar)
+//   tilelink one-shot / two-shot   GemmAr::run, fused schedule
+//   tilelink auto          GemmAr::run as configured by default: the estimate's choice
+//   non-overlapped         GemmAr with the non-overlapped schedule: its GEMM, then its all-reduce
+//   fused GEMM alone       GemmAr::run_gemm_only (the same GEMM, no notifies, no reduction)
+//
+// Every fused variant's output is checked once against the chain's. Times are the slowest rank's
+// per call, variants interleaved call by call; median and p99 over the timed calls.
+#include <algorithm>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "bench/gemm_ar.hpp"
+#include "bench/gemm_helpers.hpp"
+#include "bench/harness.hpp"
+#include "bench/random.hpp"
+#include "bench/setup.hpp"
+#include "bench/world_choice.hpp"
+#include "tilelink/core/error.hpp"
+
+namespace tilelink::bench {
+
+Table bench_gemm_ar(const GemmArBenchOptions& o) {
+  const char* where = "bench gemm_ar";
+  TL_REQUIRE(o.world >= 1, where, "world", o.world, ">= 1");
+  TL_REQUIRE(o.k % uint32_t(o.world) == 0, where, "k", o.k, "a multiple of the world size");
+  const int w = o.world;
+  const uint32_t m = o.m, n = o.n, k = o.k / uint32_t(w);
+  const size_t elems = size_t(m) * n, bytes = elems * 2;
+  // Five ops, each with its K slices of partials (at most one per GEMM CTA's tile, 16) and a
+  // two-shot buffer; the signals.
+  const size_t tiles = size_t((m + 127) / 128) * ((n + 127) / 128);
+  const size_t slices = std::max<size_t>(std::min<size_t>(16, 132 / tiles + 1), o.config.splits);
+  const size_t padded = (bytes + kMiB - 1) / kMiB * kMiB;
+  // Each op's two slices: the exit barrier, ready and reduced per tile, a row channel per tile row.
+  const uint32_t channels = 10 * (uint32_t(w) + 1 + 2 * uint32_t(tiles) + (m + 127) / 128) + 1024;
+  BenchMemory mem(w, 5 * (slices + 1) * padded + size_t(channels) * 8 + 8 * kMiB, channels);
+  World& world = mem.world;
+  std::vector<DeviceBuffer> a, b, out, out_ref;
+  GemmArArguments args;
+  args.m = m;
+  args.n = n;
+  args.k = k;
+  args.config = o.config;
+  for (int r = 0; r < w; ++r) {
+    world.set_device(r);
+    a.emplace_back(size_t(m) * k * 2, world.device(r));
+    b.emplace_back(size_t(n) * k * 2, world.device(r));
+    out.emplace_back(bytes, world.device(r));
+    out_ref.emplace_back(bytes, world.device(r));
+    fill_bf16(a[r].get(), size_t(m) * k, rank_seed(o.seed, r), world.compute_stream(r), 0.25f);
+    fill_bf16(b[r].get(), size_t(n) * k, rank_seed(o.seed + 1, r), world.compute_stream(r), 0.25f);
+    args.a.push_back(a[r].get());
+    args.b.push_back(b[r].get());
+    args.out.push_back(out[r].get());
+  }
+  auto make = [&](AllReduceMethod method, GemmArSchedule schedule, uint32_t splits, std::vector<DeviceBuffer>& dst,
+                  const char* name) {
+    GemmArArguments x = args;
+    x.config.method = method;
+    x.config.schedule = schedule;
+    if (splits != 0) x.config.splits = splits;
+    for (int r = 0; r < w; ++r) x.out[size_t(r)] = dst[size_t(r)].get();
+    check_implementable<GemmAr>(world, mem.heap, x, where);
+    return std::make_unique<GemmAr>(world, mem.heap, mem.signals, x, name);
+  };
+  auto one = make(AllReduceMethod::kOneShot, GemmArSchedule::kFused, 0, out, "bench.gemm_ar.one_shot");
+  auto two = make(AllReduceMethod::kTwoShot, GemmArSchedule::kFused, 0, out, "bench.gemm_ar.two_shot");
+  auto automatic = make(AllReduceMethod::kAuto, GemmArSchedule::kAuto, 0, out, "bench.gemm_ar.auto");
+  auto non = make(AllReduceMethod::kAuto, GemmArSchedule::kNonOverlapped, 0, out, "bench.gemm_ar.non_overlapped");
+  // The chain: cuBLAS writes each rank's whole partial into the op's buffer (one slice), then the
+  // op's all-reduce alone.
+  auto chain_op = make(AllReduceMethod::kAuto, GemmArSchedule::kNonOverlapped, 1, out_ref, "bench.gemm_ar.chain");
+  Cublas cublas(world);
+  world.synchronize();
+
+  auto gemm_all = [&] {
+    for (int r = 0; r < w; ++r) {
+      world.set_device(r);
+      cublas_gemm(cublas.handles[r], a[r].get(), b[r].get(), chain_op->partial(r), m, n, k);
+    }
+  };
+  auto all_reduce = [&] { chain_op->run_all_reduce_only(); };
+  auto chain = [&] {
+    gemm_all();
+    all_reduce();
+  };
+  for (GemmAr* op : {one.get(), two.get(), automatic.get(), non.get()}) {
+    check_against(world, where, [&] { op->run(); }, chain, out, out_ref, elems);
+  }
+
+  bool gated = true;
+  const std::vector<Stats> t = repeat_interleaved(
+      world, o.timing.warmup, o.timing.iters,
+      {gemm_all, all_reduce, chain, [&] { one->run(); }, [&] { two->run(); }, [&] { automatic->run(); },
+       [&] { non->run(); }, [&] { automatic->run_gemm_only(); }},
+      &gated);
+  const Stats &t_gemm = t[0], &t_ar = t[1], &t_chain = t[2];
+  const double weight_bytes = double(n) * k * 2;  // one rank's weight, read once per call
+
+  Table table;
+  table.name = "gemm_ar";
+  table.title = "GEMM+AR, " + ranks_phrase(w) + ": m=" + std::to_string(m) + " n=" + std::to_string(n) +
+                " k=" + std::to_string(o.k) + " (" + std::to_string(k) + " per rank), bf16, fp32 reduction";
+  table.columns = {{"variant", "variant", 0},        {"time_us", "median µs", 1}, {"p99_us", "p99 µs", 1},
+                   {"min_us", "min µs", 1},          {"weight_gbs", "weight GB/s", 0},
+                   {"vs_chain", "speedup vs chain", 3}, {"vs_ideal", "ideal / time", 3}};
+  const double ideal = std::max(t_gemm.median, t_ar.median);
+  auto row = [&](const std::string& name, const Stats& s) {
+    table.add_row({name, s.median, s.p99, s.min, gb_per_s(weight_bytes, s.median), t_chain.median / s.median,
+                   ideal / s.median});
+  };
+  row("cuBLAS GEMM (T_gemm)", t_gemm);
+  row(std::string("all-reduce alone, ") + to_string(chain_op->method()) + " (T_ar)", t_ar);
+  table.add_row({std::string("ideal max(T_gemm, T_ar)"), ideal, Value{}, Value{}, gb_per_s(weight_bytes, ideal),
+                 t_chain.median / ideal, 1.0});
+  row("chain (cuBLAS, then the all-reduce)", t_chain);
+  row("tilelink fused one-shot", t[3]);
+  row("tilelink fused two-shot", t[4]);
+  row(std::string("tilelink auto (") + to_string(automatic->choice().schedule) + ", " +
+          to_string(automatic->method()) + ")",
+      t[5]);
+  row("tilelink non-overlapped (its GEMM, then its all-reduce)", t[6]);
+  row("the auto op's GEMM alone (its K slices; no notifies, no reduction)", t[7]);
+  table.params = {{"world", int64_t(w)}, {"m", int64_t(m)}, {"n", int64_t(n)}, {"k", int64_t(o.k)}};
+  table.notes.push_back("auto: " + automatic->describe_choice() + " (the estimate of gemm_ar_policy.hpp)");
+  table.notes.push_back("one-shot: " + one->describe_choice() + "; two-shot: " + two->describe_choice());
+  table.notes.push_back("weight GB/s = one rank's weight (n x k/P bf16) / time: the GEMM is weight-bandwidth-bound "
+                        "at small m");
+  table.notes.push_back("check: every fused variant's output on every rank equals the chain's within bf16 tolerance");
+  table.notes.push_back("time = slowest rank's CUDA-event time per call; median and p99 of " +
+                        std::to_string(t_chain.samples) + " calls after " + std::to_string(o.timing.warmup) +
+                        " warm-up calls, the variants interleaved call by call" +
+                        (gated ? "" : "; host enqueue time included (the gate expired)"));
+  return table;
+}
+
+}  // namespace tilelink::bench
