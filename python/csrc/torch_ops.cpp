@@ -1,4 +1,5 @@
-// TileLink's PyTorch operators: torch.ops.tilelink.{ag_gemm, gemm_rs, mlp} on torch tensors, over a
+// TileLink's PyTorch operators: torch.ops.tilelink.{ag_gemm, gemm_rs, gemm_ar, gemm_ar_rmsnorm, mlp,
+// sp_attention} on torch tensors, over a
 // process world (one process per rank, World::process) set up once per torch.distributed group by
 // tilelink.init(). Loaded by the Python package (torch.ops.load_library); no pybind.
 //
@@ -57,6 +58,8 @@ struct Group {
   };
   std::map<Shape, Ag> ag;
   std::map<Shape, Rs> rs;
+  using ArShape = std::tuple<int64_t, int64_t, int64_t, bool>;  // m, n, k, with the RMSNorm boundary
+  std::map<ArShape, std::unique_ptr<GemmAr>> ar;
   using MlpShape = std::tuple<int64_t, int64_t, int64_t, int>;  // rows per rank, H, I / P, activation
   struct MlpOp {
     SymmetricBuffer x, partial;
@@ -70,7 +73,7 @@ struct Group {
     std::unique_ptr<SpAttention> op;
   };
   std::map<SpShape, Sp> sp;
-  size_t built() const { return ag.size() + rs.size() + mlp.size() + sp.size(); }
+  size_t built() const { return ag.size() + rs.size() + ar.size() + mlp.size() + sp.size(); }
 };
 
 std::mutex g_mutex;
@@ -347,6 +350,76 @@ at::Tensor gemm_rs(const at::Tensor& x, const at::Tensor& weight, const std::str
   });
 }
 
+// x: this rank's M x K slice of the inner dimension (any M); weight: N x K. Returns the sum over
+// ranks of x @ weight^T (M x N, the same bits on every rank): the row-parallel linear layer of
+// decode with its all-reduce. With `residual` (M x N) and `norm_weight` (N): h = sum + residual and
+// RMSNorm(h) * norm_weight, returned as (normed, h) -- the decode layer boundary.
+std::tuple<at::Tensor, at::Tensor> gemm_ar_impl(const char* op_name, const at::Tensor& x, const at::Tensor& weight,
+                                                const std::string& group_name, const at::Tensor* residual,
+                                                const at::Tensor* norm_weight, double eps) {
+  return translated(op_name, [&] {
+    std::lock_guard<std::mutex> lock(g_mutex);
+    Group& g = checked_operands(op_name, "x", x, weight, group_name);
+    const int64_t m = x.size(0), k = x.size(1), n = weight.size(0);
+    const bool norm = residual != nullptr;
+    if (norm) {
+      check_bf16(op_name, "residual", *residual, 2, " (M x N)");
+      TORCH_CHECK_VALUE(residual->size(0) == m && residual->size(1) == n, op_name, ": argument 'residual' has shape ",
+                        residual->sizes(), ": expected [", m, ", ", n, "] (x's rows, weight's rows)");
+      check_bf16(op_name, "norm_weight", *norm_weight, 1, " (N)");
+      TORCH_CHECK_VALUE(norm_weight->size(0) == n, op_name, ": argument 'norm_weight' has ", norm_weight->size(0),
+                        " elements: expected weight's ", n, " rows");
+      TORCH_CHECK_VALUE(eps > 0, op_name, ": argument 'eps' = ", eps, ": expected a positive value");
+      check_device(op_name, "residual", *residual, g);
+      check_device(op_name, "norm_weight", *norm_weight, g);
+    }
+    c10::cuda::CUDAGuard guard(g.device);
+    const std::string shape = "(m, n, k) = (" + std::to_string(m) + ", " + std::to_string(n) + ", " +
+                              std::to_string(k) + ")" + (norm ? " with RMSNorm" : "");
+    const Group::ArShape key{m, n, k, norm};
+    if (g.ar.count(key) == 0) refuse_build_under_capture(op_name, g, shape);
+    at::Tensor out = at::empty({m, n}, x.options());
+    at::Tensor h = norm ? at::empty({m, n}, x.options()) : at::Tensor();
+    auto [it, fresh] = g.ar.try_emplace(key);
+    if (fresh) {
+      try {
+        GemmArArguments args;
+        args.m = static_cast<uint32_t>(m);
+        args.n = static_cast<uint32_t>(n);
+        args.k = static_cast<uint32_t>(k);
+        args.a = own_entry<const void*>(g, x.data_ptr());
+        args.b = own_entry<const void*>(g, weight.data_ptr());
+        args.out = own_entry<void*>(g, out.data_ptr());
+        if (norm) {
+          args.residual = own_entry<const void*>(g, residual->data_ptr());
+          args.residual_out = own_entry<void*>(g, h.data_ptr());
+          args.norm_weight = own_entry<const void*>(g, norm_weight->data_ptr());
+          args.eps = static_cast<float>(eps);
+        }
+        it->second = std::make_unique<GemmAr>(*g.world, *g.heap, *g.signals, args, "torch_gemm_ar");
+      } catch (const std::exception& ex) {
+        g.ar.erase(it);
+        build_failed(g, op_name, shape, g.built(), ex);
+      }
+    }
+    GemmAr& op = *it->second;
+    op.set_operands(g.rank, x.data_ptr(), weight.data_ptr(), out.data_ptr(), norm ? residual->data_ptr() : nullptr,
+                    norm ? h.data_ptr() : nullptr, norm ? norm_weight->data_ptr() : nullptr);
+    on_callers_stream(g, [&](cudaStream_t) { op.run(); });
+    return std::make_tuple(out, h);
+  });
+}
+
+at::Tensor gemm_ar(const at::Tensor& x, const at::Tensor& weight, const std::string& group_name) {
+  return std::get<0>(gemm_ar_impl("tilelink.gemm_ar", x, weight, group_name, nullptr, nullptr, 0.0));
+}
+
+std::tuple<at::Tensor, at::Tensor> gemm_ar_rmsnorm(const at::Tensor& x, const at::Tensor& weight,
+                                                   const at::Tensor& residual, const at::Tensor& norm_weight,
+                                                   const std::string& group_name, double eps) {
+  return gemm_ar_impl("tilelink.gemm_ar_rmsnorm", x, weight, group_name, &residual, &norm_weight, eps);
+}
+
 // x_shard: this rank's M/P x H tokens; w1: this rank's fc1 rows, (2 I/P) x H for "swiglu" (the
 // gate rows, then the up rows) or I/P x H for "gelu"; w2: this rank's fc2 slice, H x I/P (both in
 // nn.Linear's layout). Returns this rank's M/P rows of sum_r act(allgather(x) w1_r^T) w2_r^T: the
@@ -493,6 +566,9 @@ TORCH_LIBRARY(tilelink, m) {
   m.def("_synchronize(str group_name) -> ()");
   m.def("ag_gemm(Tensor x_shard, Tensor weight, str group_name) -> Tensor");
   m.def("gemm_rs(Tensor x, Tensor weight, str group_name) -> Tensor");
+  m.def("gemm_ar(Tensor x, Tensor weight, str group_name) -> Tensor");
+  m.def("gemm_ar_rmsnorm(Tensor x, Tensor weight, Tensor residual, Tensor norm_weight, str group_name, "
+        "float eps=1e-06) -> (Tensor, Tensor)");
   m.def("mlp(Tensor x_shard, Tensor w1, Tensor w2, str group_name, str activation=\"swiglu\") -> Tensor");
   m.def("sp_attention(Tensor q, Tensor k, Tensor v, str group_name, bool causal=True, str layout=\"zigzag\") "
         "-> (Tensor, Tensor)");
@@ -508,12 +584,16 @@ TORCH_LIBRARY_IMPL(tilelink, CompositeExplicitAutograd, m) {
 TORCH_LIBRARY_IMPL(tilelink, CUDA, m) {
   m.impl("ag_gemm", &ag_gemm);
   m.impl("gemm_rs", &gemm_rs);
+  m.impl("gemm_ar", &gemm_ar);
+  m.impl("gemm_ar_rmsnorm", &gemm_ar_rmsnorm);
   m.impl("mlp", &mlp);
   m.impl("sp_attention", &sp_attention);
 }
 TORCH_LIBRARY_IMPL(tilelink, CPU, m) {
   m.impl("ag_gemm", &ag_gemm);
   m.impl("gemm_rs", &gemm_rs);
+  m.impl("gemm_ar", &gemm_ar);
+  m.impl("gemm_ar_rmsnorm", &gemm_ar_rmsnorm);
   m.impl("mlp", &mlp);
   m.impl("sp_attention", &sp_attention);
 }

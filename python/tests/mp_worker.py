@@ -1,5 +1,5 @@
 """One rank of the GPU tests, started by torchrun (python/tests/test_gpu.py): every operator (ag_gemm,
-gemm_rs, mlp, sp_attention) against
+gemm_rs, gemm_ar, gemm_ar_rmsnorm, mlp, sp_attention) against
 a torch reference built from all ranks' shards, fresh random inputs each call, outputs over
 poisoned memory, several calls (mlp with SwiGLU and GELU); then a step of both operators (AG+GEMM -> SiLU -> GEMM+RS)
 captured in a CUDA graph and replayed on fresh inputs, with an eager step between two replays and two
@@ -203,6 +203,43 @@ def mlp_graph_replays(group, rank, size):
     dist.barrier()
 
 
+def same_bits_on_every_rank(name, t):
+    """Every rank's `t` is the same bits (the all-reduce sums in rank order on every rank)."""
+    import hashlib
+
+    digest = hashlib.sha256(bytes(t.contiguous().view(torch.uint8).cpu().flatten().tolist())).hexdigest()
+    digests = [None] * dist.get_world_size()
+    dist.all_gather_object(digests, digest)
+    if len(set(digests)) != 1:
+        raise AssertionError(f"rank {dist.get_rank()}: {name}: the ranks' results differ ({digests})")
+
+
+def check_gemm_ar(rank, size, group, seed, m, n=264, k=512):
+    """gemm_ar and gemm_ar_rmsnorm at any m against torch from every rank's shard; the same bits on
+    every rank and on a repeated call with the same inputs."""
+    g = torch.Generator(device="cuda").manual_seed(seed)  # the same on every rank
+    xs = [torch.randn(m, k, generator=g, device="cuda").bfloat16() for _ in range(size)]
+    ws = [(torch.randn(n, k, generator=g, device="cuda") / k ** 0.5).bfloat16() for _ in range(size)]
+    residual = torch.randn(m, n, generator=g, device="cuda").bfloat16()
+    gamma = (1 + 0.5 * torch.randn(n, generator=g, device="cuda")).bfloat16()
+    want = sum(xs[r].float() @ ws[r].float().T for r in range(size))
+    # Each K slice's partial is rounded to bf16 before the sum: 2^-8 of at most |x| |w|^T each.
+    bound = 1e-2 + sum(xs[r].float().abs() @ ws[r].float().abs().T for r in range(size)) / 256
+    poison_next_allocation(m, n)
+    y = torch.ops.tilelink.gemm_ar(xs[rank], ws[rank], group)
+    check(f"gemm_ar m={m}", y, want, bound=bound)
+    same_bits_on_every_rank(f"gemm_ar m={m}", y)
+    y2 = torch.ops.tilelink.gemm_ar(xs[rank], ws[rank], group)
+    if not torch.equal(y.view(torch.int16), y2.view(torch.int16)):
+        raise AssertionError(f"rank {rank}: gemm_ar m={m}: a repeated call changed the bits")
+    out, h = torch.ops.tilelink.gemm_ar_rmsnorm(xs[rank], ws[rank], residual, gamma, group, 1e-5)
+    check(f"gemm_ar_rmsnorm m={m} (h)", h, want + residual.float(), bound=bound)
+    hf = h.float()
+    normed = hf * torch.rsqrt(hf.pow(2).mean(dim=1, keepdim=True) + 1e-5) * gamma.float()
+    check(f"gemm_ar_rmsnorm m={m} (out)", out, normed, bound=1e-2)
+    same_bits_on_every_rank(f"gemm_ar_rmsnorm m={m}", torch.cat([out, h]))
+
+
 def stay_away_or_name_the_absent(fault, group, rank, size):
     """The last rank stops calling; every other rank must get a TimeoutError that names it, from the
     next call's wait ("call": the op was built; tilelink.synchronize raises it) or from building an
@@ -273,6 +310,11 @@ def main():
     torch.cuda.synchronize()
     dist.barrier()
     print(f"rank {rank} of {size}: ag_gemm, gemm_rs, mlp and sp_attention match torch over 4 calls", flush=True)
+    for i, m in enumerate([1, 7, 129, 500, 7]):  # the last repeats a shape with new tensors
+        check_gemm_ar(rank, size, group, 1900 + i, m)
+    torch.cuda.synchronize()
+    dist.barrier()
+    print(f"rank {rank} of {size}: gemm_ar and gemm_ar_rmsnorm match torch at m = 1, 7, 129, 500", flush=True)
     graph_replays(group, rank, size)
     print(f"rank {rank} of {size}: a captured step matches torch over 3 replays", flush=True)
     mlp_graph_replays(group, rank, size)

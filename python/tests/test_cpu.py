@@ -29,6 +29,13 @@ def test_schemas():
         "tilelink::ag_gemm(Tensor x_shard, Tensor weight, str group_name) -> Tensor")
     assert str(torch.ops.tilelink.gemm_rs.default._schema) == (
         "tilelink::gemm_rs(Tensor x, Tensor weight, str group_name) -> Tensor")
+    assert str(torch.ops.tilelink.gemm_ar.default._schema) == (
+        "tilelink::gemm_ar(Tensor x, Tensor weight, str group_name) -> Tensor")
+    schema = torch.ops.tilelink.gemm_ar_rmsnorm.default._schema
+    assert [(a.name, str(a.type)) for a in schema.arguments] == [
+        ("x", "Tensor"), ("weight", "Tensor"), ("residual", "Tensor"), ("norm_weight", "Tensor"),
+        ("group_name", "str"), ("eps", "float")]
+    assert schema.arguments[-1].default_value == pytest.approx(1e-6) and len(schema.returns) == 2
     assert str(torch.ops.tilelink.mlp.default._schema) == (
         "tilelink::mlp(Tensor x_shard, Tensor w1, Tensor w2, str group_name, str activation=\"swiglu\") -> Tensor")
     assert str(torch.ops.tilelink.sp_attention.default._schema) == (
@@ -52,6 +59,37 @@ def test_gemm_rs_fake_shape(fake_group, m, n, k):
         w = torch.empty(n, k, dtype=torch.bfloat16, device="cuda")
         y = torch.ops.tilelink.gemm_rs(x, w, fake_group)
     assert tuple(y.shape) == (m // 4, n)
+
+
+@pytest.mark.parametrize("m", [1, 7, 129])
+def test_gemm_ar_fake_shapes_at_any_m(fake_group, m):
+    with FakeTensorMode():
+        x = torch.empty(m, 64, dtype=torch.bfloat16, device="cuda")
+        w = torch.empty(96, 64, dtype=torch.bfloat16, device="cuda")
+        y = torch.ops.tilelink.gemm_ar(x, w, fake_group)
+        res = torch.empty(m, 96, dtype=torch.bfloat16, device="cuda")
+        g = torch.empty(96, dtype=torch.bfloat16, device="cuda")
+        out, h = torch.ops.tilelink.gemm_ar_rmsnorm(x, w, res, g, fake_group, 1e-5)
+    assert tuple(y.shape) == (m, 96) and y.dtype == torch.bfloat16
+    assert tuple(out.shape) == (m, 96) and tuple(h.shape) == (m, 96)
+
+
+def test_gemm_ar_rmsnorm_fake_errors_name_the_argument(fake_group):
+    def empty(*shape, dtype=torch.bfloat16):
+        return torch.empty(*shape, dtype=dtype, device="cuda")
+
+    with FakeTensorMode():
+        x, w = empty(8, 64), empty(96, 64)
+        with pytest.raises(ValueError, match="'residual' has shape \\[8, 48\\]: expected \\[8, 96\\]"):
+            torch.ops.tilelink.gemm_ar_rmsnorm(x, w, empty(8, 48), empty(96), fake_group)
+        with pytest.raises(ValueError, match="'norm_weight' has shape \\[95\\]: expected \\[96\\]"):
+            torch.ops.tilelink.gemm_ar_rmsnorm(x, w, empty(8, 96), empty(95), fake_group)
+        with pytest.raises(ValueError, match="'norm_weight' has dtype torch.float32"):
+            torch.ops.tilelink.gemm_ar_rmsnorm(x, w, empty(8, 96), empty(96, dtype=torch.float32), fake_group)
+        with pytest.raises(ValueError, match="'eps' = 0.0: expected a positive value"):
+            torch.ops.tilelink.gemm_ar_rmsnorm(x, w, empty(8, 96), empty(96), fake_group, 0.0)
+        with pytest.raises(ValueError, match="'weight' has 32 columns: expected x's 64"):
+            torch.ops.tilelink.gemm_ar(x, empty(96, 32), fake_group)
 
 
 @pytest.mark.parametrize("activation,fc1_rows", [("swiglu", 2 * 96), ("gelu", 96)])
@@ -125,6 +163,11 @@ def test_real_call_refuses_cpu_tensors_before_any_launch():
         torch.ops.tilelink.ag_gemm(x, w, "g")
     with pytest.raises(ValueError, match="argument 'x' is on cpu"):
         torch.ops.tilelink.gemm_rs(x, w, "g")
+    with pytest.raises(ValueError, match="argument 'x' is on cpu"):
+        torch.ops.tilelink.gemm_ar(x, w, "g")
+    with pytest.raises(ValueError, match="argument 'x' is on cpu"):
+        torch.ops.tilelink.gemm_ar_rmsnorm(x, w, torch.zeros(64, 16, dtype=torch.bfloat16),
+                                           torch.zeros(16, dtype=torch.bfloat16), "g")
     with pytest.raises(ValueError, match="argument 'x_shard' is on cpu"):
         torch.ops.tilelink.mlp(x, w, torch.zeros(32, 8, dtype=torch.bfloat16), "g")
     with pytest.raises(ValueError, match="argument 'activation' = 'relu'"):

@@ -11,6 +11,12 @@ Operators (bf16, 2-D, contiguous, on this rank's GPU; weights in nn.Linear's N x
       the all-gathered x times weight^T, the gather overlapped with the GEMM.
   gemm_rs(x [M, K], weight [N, K], group_name) -> [M/P, N]:
       this rank's rows of the sum over ranks of x @ weight^T, the reduce-scatter overlapped.
+  gemm_ar(x [M, K], weight [N, K], group_name) -> [M, N]:
+      the sum over ranks of x @ weight^T on every rank (any M: decode's row-parallel linear),
+      the all-reduce started per tile by the GEMM; the same bits on every rank.
+  gemm_ar_rmsnorm(x [M, K], weight [N, K], residual [M, N], norm_weight [N], group_name,
+                  eps=1e-6) -> (out [M, N], h [M, N]):
+      the decode layer boundary after it: h = gemm_ar(x, weight) + residual, out = RMSNorm(h) * norm_weight.
   mlp(x_shard [M/P, H], w1 [2I/P or I/P, H], w2 [H, I/P], group_name, activation="swiglu") -> [M/P, H]:
       the tensor-parallel MLP block with sequence parallelism, AG+GEMM -> activation -> GEMM+RS;
       "swiglu": w1 is the gate rows, then the up rows, act = silu(gate) * up; "gelu": erf GELU.
@@ -28,7 +34,8 @@ import os
 
 import torch
 
-__all__ = ["init", "synchronize", "ag_gemm", "gemm_rs", "mlp", "sp_attention", "library_path"]
+__all__ = ["init", "synchronize", "ag_gemm", "gemm_rs", "gemm_ar", "gemm_ar_rmsnorm", "mlp", "sp_attention",
+           "library_path"]
 
 # NVLink multicast stays off (the project's rule), also for what torch starts in this process.
 for _var, _value in (("NVSHMEM_DISABLE_NVLS", "1"), ("NCCL_NVLS_ENABLE", "0"), ("TORCH_SYMM_MEM_DISABLE_MULTICAST", "1")):
@@ -115,6 +122,17 @@ def ag_gemm(x_shard: torch.Tensor, weight: torch.Tensor, group_name: str) -> tor
 def gemm_rs(x: torch.Tensor, weight: torch.Tensor, group_name: str) -> torch.Tensor:
     """torch.ops.tilelink.gemm_rs: x @ weight^T summed over the group, this rank's rows."""
     return torch.ops.tilelink.gemm_rs(x, weight, group_name)
+
+
+def gemm_ar(x: torch.Tensor, weight: torch.Tensor, group_name: str) -> torch.Tensor:
+    """torch.ops.tilelink.gemm_ar: x @ weight^T summed over the group, on every rank."""
+    return torch.ops.tilelink.gemm_ar(x, weight, group_name)
+
+
+def gemm_ar_rmsnorm(x: torch.Tensor, weight: torch.Tensor, residual: torch.Tensor, norm_weight: torch.Tensor,
+                    group_name: str, eps: float = 1e-6) -> tuple[torch.Tensor, torch.Tensor]:
+    """torch.ops.tilelink.gemm_ar_rmsnorm: (RMSNorm(h) * norm_weight, h) with h = gemm_ar(x, weight) + residual."""
+    return torch.ops.tilelink.gemm_ar_rmsnorm(x, weight, residual, norm_weight, group_name, eps)
 
 
 def mlp(x_shard: torch.Tensor, w1: torch.Tensor, w2: torch.Tensor, group_name: str,

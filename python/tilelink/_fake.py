@@ -83,6 +83,32 @@ def _mlp_fake(x_shard: torch.Tensor, w1: torch.Tensor, w2: torch.Tensor, group_n
     return x_shard.new_empty((x_shard.shape[0], hidden))
 
 
+@torch.library.register_fake("tilelink::gemm_ar")
+def _gemm_ar_fake(x: torch.Tensor, weight: torch.Tensor, group_name: str) -> torch.Tensor:
+    _check_operands("tilelink.gemm_ar", "x", x, weight, group_name)
+    return x.new_empty((x.shape[0], weight.shape[0]))
+
+
+@torch.library.register_fake("tilelink::gemm_ar_rmsnorm")
+def _gemm_ar_rmsnorm_fake(x: torch.Tensor, weight: torch.Tensor, residual: torch.Tensor, norm_weight: torch.Tensor,
+                          group_name: str, eps: float = 1e-6) -> tuple[torch.Tensor, torch.Tensor]:
+    op = "tilelink.gemm_ar_rmsnorm"
+    _check_operands(op, "x", x, weight, group_name)
+    m, n = x.shape[0], weight.shape[0]
+    _check_matrix(op, "residual", residual)
+    if tuple(residual.shape) != (m, n):
+        raise ValueError(f"{op}: argument 'residual' has shape {list(residual.shape)}: expected [{m}, {n}] "
+                         "(x's rows, weight's rows)")
+    if norm_weight.dtype != torch.bfloat16:
+        raise ValueError(f"{op}: argument 'norm_weight' has dtype {norm_weight.dtype}: expected torch.bfloat16")
+    if norm_weight.dim() != 1 or norm_weight.shape[0] != n:
+        raise ValueError(f"{op}: argument 'norm_weight' has shape {list(norm_weight.shape)}: expected [{n}] "
+                         "(weight's rows)")
+    if not eps > 0:
+        raise ValueError(f"{op}: argument 'eps' = {eps}: expected a positive value")
+    return x.new_empty((m, n)), x.new_empty((m, n))
+
+
 def _check_heads(op: str, name: str, t: torch.Tensor) -> None:
     if t.dtype != torch.bfloat16:
         raise ValueError(f"{op}: argument '{name}' has dtype {t.dtype}: expected torch.bfloat16")
