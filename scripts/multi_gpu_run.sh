@@ -162,10 +162,19 @@ if wants bench; then
     --tilelink "$tl" "$logs/bench_ag_gemm_sweep.json" "$logs/bench_gemm_rs_sweep.json"
   show "$logs/predicted_vs_measured.log" "." 80
   # The all-reduce at decode sizes over NVLink (issue 21): one-shot and two-shot, 8 and 512 tokens.
+  # shellcheck disable=SC2016  # the inner script expands its own arguments
   run_step bench_all_reduce 60 "$logs/bench_all_reduce.log" bash -c \
     '"$0" bench all_reduce --world "$1" --rows 8 --cols 8192 && "$0" bench all_reduce --world "$1" --rows 512 --cols 8192' \
     "$tl" "$world"
   show "$logs/bench_all_reduce.log" "^(==|tilelink|cudaMemcpy)" 20
+  # GEMM + all-reduce at decode's token counts (issue 21): the op against cuBLAS + its all-reduce,
+  # with the estimate the op chose by beside it (plan gemm_ar: predicted, not measured).
+  # shellcheck disable=SC2016  # the inner script expands its own arguments
+  run_step bench_gemm_ar 120 "$logs/bench_gemm_ar.log" bash -c \
+    '"$0" plan gemm_ar --world "$1" --model llama3-70b --proj down --m 1,8,32,128,512 &&
+     "$0" bench gemm_ar --world "$1" --model llama3-70b --proj down --m 1,8,32,128,512 --iters 200 --warmup 20 \
+       --json "$2/bench_gemm_ar.json"' "$tl" "$world" "$logs"
+  show "$logs/bench_gemm_ar.log" "^( *[0-9]+ |==|cuBLAS|all-reduce|chain|tilelink|the auto|note: auto)" 80
 fi
 if wants torch; then
   run_step torch_baselines 200 "$logs/torch_baselines.log" python3 -m torch.distributed.run --standalone \
