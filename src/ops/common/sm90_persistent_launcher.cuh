@@ -12,7 +12,9 @@
 #include <cutlass/device_kernel.h>
 
 #include <algorithm>
+#include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 
 #include "tilelink/core/error.hpp"
@@ -32,14 +34,11 @@ class Sm90PersistentLauncher {
   }
 
   // Fills args.hw_info for `sm_count` CTAs on `device`, checks the problem with CUTLASS and builds
-  // the Params. `what` names the op in errors.
+  // the Params. `what` names the op in errors. Called again whenever an op's operands move (every
+  // call of a PyTorch operator): the module load and the occupancy query run once per device.
   void init(typename Kernel::Arguments& args, int device, int sm_count, const std::string& what) {
     TL_CUDA_CHECK(cudaSetDevice(device));
-    preload();
-    int max_clusters = 0;
-    cudaLaunchAttribute attr{};
-    const cudaLaunchConfig_t one = config(dim3(kClusterM, kClusterN, 1), nullptr, attr);
-    TL_CUDA_CHECK(cudaOccupancyMaxActiveClusters(&max_clusters, cutlass::device_kernel<Kernel>, &one));
+    const int max_clusters = max_active_clusters(device);
     const int clusters = std::min(sm_count / (kClusterM * kClusterN), max_clusters);
     if (clusters < 1) {
       throw InvalidArgument(what + ": no " + std::to_string(kClusterM) + "x" + std::to_string(kClusterN) +
@@ -58,6 +57,22 @@ class Sm90PersistentLauncher {
   }
 
   typename Kernel::Params& params() { return params_; }
+
+  // The most clusters of this kernel resident at once on `device` (the current device), after
+  // preload(); queried once per device.
+  static int max_active_clusters(int device) {
+    static std::mutex mutex;
+    static std::map<int, int> known;
+    std::lock_guard<std::mutex> lock(mutex);
+    if (auto it = known.find(device); it != known.end()) return it->second;
+    preload();
+    int max_clusters = 0;
+    cudaLaunchAttribute attr{};
+    const cudaLaunchConfig_t one = config(dim3(kClusterM, kClusterN, 1), nullptr, attr);
+    TL_CUDA_CHECK(cudaOccupancyMaxActiveClusters(&max_clusters, cutlass::device_kernel<Kernel>, &one));
+    known.emplace(device, max_clusters);
+    return max_clusters;
+  }
   dim3 grid() const { return grid_; }
   int ctas() const { return static_cast<int>(grid_.x * grid_.y * grid_.z); }
 
