@@ -20,8 +20,7 @@
 #include "bench/gemm_ar.hpp"
 #include "bench/gemm_helpers.hpp"
 #include "bench/harness.hpp"
-#include "bench/random.hpp"
-#include "bench/setup.hpp"
+#include "bench/gemm_ar_setup.hpp"
 #include "bench/world_choice.hpp"
 #include "tilelink/core/error.hpp"
 
@@ -30,37 +29,18 @@ namespace tilelink::bench {
 Table bench_gemm_ar(const GemmArBenchOptions& o) {
   const char* where = "bench gemm_ar";
   TL_REQUIRE(o.world >= 1, where, "world", o.world, ">= 1");
-  TL_REQUIRE(o.k % uint32_t(o.world) == 0, where, "k", o.k, "a multiple of the world size");
+  GemmArSetup setup(o.world, o.m, o.n, o.k, o.config, o.seed, 5, where);
   const int w = o.world;
-  const uint32_t m = o.m, n = o.n, k = o.k / uint32_t(w);
+  const uint32_t m = setup.m, n = setup.n, k = setup.k_local;
   const size_t elems = size_t(m) * n, bytes = elems * 2;
-  // Five ops, each with its K slices of partials (at most one per GEMM CTA's tile, 16) and a
-  // two-shot buffer; the signals.
-  const size_t tiles = size_t((m + 127) / 128) * ((n + 127) / 128);
-  const size_t slices = std::max<size_t>(std::min<size_t>(16, 132 / tiles + 1), o.config.splits);
-  const size_t padded = (bytes + kMiB - 1) / kMiB * kMiB;
-  // Each op's two slices: the exit barrier, ready and reduced per tile, a row channel per tile row.
-  const uint32_t channels = 10 * (uint32_t(w) + 1 + 2 * uint32_t(tiles) + (m + 127) / 128) + 1024;
-  BenchMemory mem(w, 5 * (slices + 1) * padded + size_t(channels) * 8 + 8 * kMiB, channels);
-  World& world = mem.world;
-  std::vector<DeviceBuffer> a, b, out, out_ref;
-  GemmArArguments args;
-  args.m = m;
-  args.n = n;
-  args.k = k;
-  args.config = o.config;
-  for (int r = 0; r < w; ++r) {
-    world.set_device(r);
-    a.emplace_back(size_t(m) * k * 2, world.device(r));
-    b.emplace_back(size_t(n) * k * 2, world.device(r));
-    out.emplace_back(bytes, world.device(r));
-    out_ref.emplace_back(bytes, world.device(r));
-    fill_bf16(a[r].get(), size_t(m) * k, rank_seed(o.seed, r), world.compute_stream(r), 0.25f);
-    fill_bf16(b[r].get(), size_t(n) * k, rank_seed(o.seed + 1, r), world.compute_stream(r), 0.25f);
-    args.a.push_back(a[r].get());
-    args.b.push_back(b[r].get());
-    args.out.push_back(out[r].get());
-  }
+  World& world = setup.world;
+  BenchMemory& mem = setup;
+  std::vector<DeviceBuffer>& a = setup.a;
+  std::vector<DeviceBuffer>& b = setup.b;
+  std::vector<DeviceBuffer>& out = setup.out;
+  std::vector<DeviceBuffer> out_ref;
+  for (int r = 0; r < w; ++r) out_ref.emplace_back(bytes, world.device(r));
+  const GemmArArguments& args = setup.args;
   auto make = [&](AllReduceMethod method, GemmArSchedule schedule, uint32_t splits, std::vector<DeviceBuffer>& dst,
                   const char* name) {
     GemmArArguments x = args;

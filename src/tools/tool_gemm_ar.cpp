@@ -1,16 +1,21 @@
-// `tilelink bench|plan gemm_ar`: GEMM+AR (tilelink::GemmAr), decode's row-parallel linear layer
-// with its all-reduce started per tile by the GEMM.
+// `tilelink bench|plan|trace gemm_ar`: GEMM+AR (tilelink::GemmAr), decode's row-parallel linear
+// layer with its all-reduce started per tile by the GEMM.
+#include <cstdio>
 #include <iostream>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "bench/gemm_ar.hpp"
+#include "bench/gemm_ar_setup.hpp"
 #include "tilelink/sim/gemm_ar_sim.hpp"
 #include "tools/command.hpp"
 #include "tools/models.hpp"
 #include "tools/options.hpp"
+#include "tools/op_commands.hpp"
 #include "tools/output.hpp"
+#include "tools/trace_runner.hpp"
+#include "tools/tune_runner.hpp"
 
 namespace tilelink::tool {
 namespace {
@@ -62,22 +67,132 @@ struct PlanArgs {
   std::string json;
 };
 
+// The knobs of one op (trace): any of them given is used as is, the rest automatic.
+void add_knobs(CLI::App* app, GemmArConfig& c) {
+  add_enum_option(app, "--method", c.method,
+                  {AllReduceMethod::kAuto, AllReduceMethod::kOneShot, AllReduceMethod::kTwoShot},
+                  "the all-reduce: auto (the estimate's faster), one_shot or two_shot; default auto", false);
+  add_enum_option(app, "--schedule", c.schedule,
+                  {GemmArSchedule::kAuto, GemmArSchedule::kFused, GemmArSchedule::kNonOverlapped},
+                  "auto (the estimate's faster), fused or non_overlapped; default auto", false);
+  app->add_option("--splits", c.splits, "K slices per rank; 0 = automatic")->capture_default_str();
+  app->add_option("--reduce-blocks", c.reduce_blocks, "reduction CTAs per rank; 0 = automatic")->capture_default_str();
+}
+
+// `trace` and `tune gemm_ar`'s run arguments: one shape (--m, --n, --k or --model/--proj) and,
+// for trace, the knobs.
+struct RunArgs : RunArgsBase<tb::GemmArBenchOptions> {
+  std::string model, proj = "down";
+  void add_to(Command& c, Timed timed) {
+    add_world(c.app, o.world, 1);
+    c.app->add_option("--m", o.m, "tokens")->capture_default_str()->check(CLI::Range(1u, 1u << 20));
+    CLI::Option* on = c.app->add_option("--n", o.n, "columns of the output (the hidden size)")->capture_default_str();
+    CLI::Option* ok = c.app->add_option("--k", o.k, "inner dimension over all ranks (each rank holds k / world)")
+                          ->capture_default_str();
+    add_dense_model(c.app, model)->excludes(on)->excludes(ok);
+    c.app->add_option("--proj", proj, "with --model: o (k = hidden) or down (k = intermediate)")
+        ->capture_default_str()
+        ->check(CLI::IsMember({"o", "down"}));
+    if (with_knobs) add_knobs(c.app, o.config);
+    add_timing(c.app, o.timing, timed);
+    c.seed = add_seed(c.app, o.seed);
+  }
+  tb::GemmArBenchOptions resolved() const {
+    tb::GemmArBenchOptions r = o;
+    if (!model.empty()) {
+      uint32_t hidden = 0, intermediate = 0;
+      apply_dense_model(model, hidden, intermediate);
+      r.n = hidden;
+      r.k = proj == "o" ? hidden : intermediate;
+    }
+    return r;
+  }
+};
+
+TraceResult trace_gemm_ar(const TraceOptions<tb::GemmArBenchOptions>& o) {
+  tb::GemmArSetup s(o.op.world, o.op.m, o.op.n, o.op.k, o.op.config, o.op.seed, 1, "trace gemm_ar");
+  GemmAr op(s.world, s.heap, s.signals, s.args, "trace.gemm_ar");
+  TraceResult result;
+  const bool gated = record_traced_call(s.world, op, o.capacity, o.op.timing, result);
+  const bool one_clock = s.world.mode() == WorldMode::kVirtual;
+  check_gemm_rs(result.records.begin(), result.records.end(), s.w, one_clock, result);
+  result.checked = gemm_rs_checked(one_clock);
+  result.config = op.describe_choice() + provenance("", gated);
+  return result;
+}
+
+// tune gemm_ar's candidates: both schedules x both methods x K slices (the rule's, 1, 2, 4, 8);
+// the reduction CTAs and parts by the op's rule.
+std::vector<GemmArConfig> tune_candidates() {
+  std::vector<GemmArConfig> out;
+  for (GemmArSchedule schedule : {GemmArSchedule::kFused, GemmArSchedule::kNonOverlapped}) {
+    for (AllReduceMethod method : {AllReduceMethod::kOneShot, AllReduceMethod::kTwoShot}) {
+      for (uint32_t splits : {0u, 1u, 2u, 4u, 8u}) {
+        GemmArConfig c;
+        c.schedule = schedule;
+        c.method = method;
+        c.splits = splits;
+        c.use_tune_cache = false;
+        out.push_back(c);
+      }
+    }
+  }
+  return out;
+}
+
+tb::Table tune_gemm_ar(const TuneOptions<tb::GemmArBenchOptions>& options, std::ostream& progress) {
+  const tb::GemmArBenchOptions& o = options.op;
+  tb::GemmArSetup setup(o.world, o.m, o.n, o.k, GemmArConfig{}, o.seed, 2, "tune gemm_ar", 8);
+  World& world = setup.world;
+  world.synchronize();
+  auto args_of = [&](const GemmArConfig& config) {
+    GemmArArguments a = setup.args;
+    a.config = config;
+    a.config.use_tune_cache = false;
+    return a;
+  };
+  const std::vector<GemmArConfig> candidates = tune_candidates();
+  size_t step = 0;
+  const GemmArConfig best = staged_search<GemmArConfig>(
+      {{"configuration", [&](const GemmArConfig&) { return candidates; }, candidates.size()}},
+      whole_op_timer<GemmAr>(setup, args_of, o.timing), progress, &step);
+  GemmArConfig automatic;
+  automatic.use_tune_cache = false;
+  bool gated = true;
+  const std::vector<tb::Stats> t =
+      retime_and_check<GemmAr>(world, setup.heap, setup.signals, args_of(best), args_of(automatic), o.timing,
+                               setup.out, size_t(setup.m) * setup.n, "tune gemm_ar", &gated);
+  tb::Table table = tune_table("gemm_ar",
+                               "tune GEMM+AR, " + tb::ranks_phrase(o.world) + ": m=" + std::to_string(o.m) +
+                                   " n=" + std::to_string(o.n) + " k=" + std::to_string(o.k) + " (" +
+                                   std::to_string(setup.k_local) + " per rank), bf16",
+                               automatic, best, t, step, "schedule x method x K slices", o.timing, gated,
+                               kSameAsAutomatic);
+  store_tuned(options.cache, gemm_ar_tune_key(world, args_of(best)), best, automatic, t, table);
+  return table;
+}
+
+// tune --dry-run: the candidates with the estimate of each (no GPU; an H200's rates, one rank per GPU).
+int dry_run_gemm_ar(const tb::GemmArBenchOptions& o, const TuneSearch& search) {
+  const GemmArShape shape{o.world, search.sms, o.m, o.n, o.k / uint32_t(std::max(1, o.world)), false};
+  std::cout << "== tune gemm_ar (dry run), world " << o.world << ", m=" << o.m << " n=" << o.n << " k=" << o.k
+            << ", " << shape.sm_budget << " SMs per rank: the candidates and their estimates (predicted) ==\n";
+  for (const GemmArConfig& c : tune_candidates()) {
+    const GemmArChoice ch = gemm_ar_choice(shape, c);
+    std::printf("%-70s %8.1f us  (%s)\n", describe(c).c_str(), ch.estimate * 1e6, ch.why.c_str());
+  }
+  const GemmArChoice automatic = gemm_ar_choice(shape, GemmArConfig{});
+  std::cout << "automatic: " << automatic.why << "\n";
+  return 0;
+}
+
 void add_plan(Tool& tool) {
   auto a = std::make_shared<PlanArgs>();
   Command& c = tool.add("plan", "gemm_ar",
                         "GEMM+AR: every rank gets sum_q A_q * B_q (decode); predicted per M, no GPU");
   add_plan_world(c.app, a->problem.world, a->problem.nodes);
   a->shapes.add_to(c.app);
-  add_enum_option(c.app, "--method", a->config.op.method,
-                  {AllReduceMethod::kAuto, AllReduceMethod::kOneShot, AllReduceMethod::kTwoShot},
-                  "the op's all-reduce: auto (the estimate's faster), one_shot or two_shot; default auto", false);
-  add_enum_option(c.app, "--schedule", a->config.op.schedule,
-                  {GemmArSchedule::kAuto, GemmArSchedule::kFused, GemmArSchedule::kNonOverlapped},
-                  "the op's schedule: auto (the estimate's faster), fused or non_overlapped; default auto", false);
-  c.app->add_option("--splits", a->config.op.splits, "K slices per rank; 0 = the op's automatic count")
-      ->capture_default_str();
-  c.app->add_option("--reduce-blocks", a->config.op.reduce_blocks, "reduction CTAs per rank; 0 = automatic")
-      ->capture_default_str();
+  add_knobs(c.app, a->config.op);
   c.app->add_flag("--norm", a->config.norm, "with the residual + RMSNorm epilogue");
   a->cost.add_to(c.app);
   add_json(c.app, a->json);
@@ -162,6 +277,16 @@ void add_bench(Tool& tool) {
 
 void register_gemm_ar(Tool& tool) {
   add_bench(tool);
+  add_trace_command(tool, RunArgs{}, "gemm_ar",
+                    "GEMM+AR: each GEMM tile's (and K slice's) epilogue and notify; the reduction blocks' waits and "
+                    "per-part reductions",
+                    "records per rank", trace_gemm_ar, [](const tb::GemmArBenchOptions& o) {
+                      return "(m, n, k) = (" + std::to_string(o.m) + ", " + std::to_string(o.n) + ", " +
+                             std::to_string(o.k) + ")";
+                    });
+  add_tune_command(tool, RunArgs{}, "gemm_ar",
+                   "GEMM+AR: both schedules x both all-reduce methods x K slices, each the whole op over all ranks",
+                   "print the candidates with the estimate of each; no GPU needed", dry_run_gemm_ar, tune_gemm_ar);
   add_plan(tool);
 }
 

@@ -1,6 +1,7 @@
 // `tilelink trace <op>`: the ordering checks the ops' traces share (trace_runner.hpp).
 #include "tools/trace_runner.hpp"
 
+#include <algorithm>
 #include <map>
 #include <string>
 #include <utility>
@@ -26,7 +27,8 @@ void check_gemm_rs(RecordIt begin, RecordIt end, int world, bool one_clock, Trac
   std::map<std::pair<uint32_t, uint32_t>, uint64_t> notified;  // (sender, tile) -> start
   for (RecordIt r = begin; r != end; ++r) {
     if (r->kind == static_cast<uint32_t>(TraceKind::kNotify) && r->role == static_cast<uint16_t>(TraceRole::kConsumer)) {
-      notified[{r->rank, r->tile}] = r->start_ns;
+      auto [it, fresh] = notified.try_emplace({r->rank, r->tile}, r->start_ns);  // the last of several (K slices)
+      if (!fresh) it->second = std::max(it->second, r->start_ns);
     }
   }
   for (RecordIt r = begin; r != end; ++r) {

@@ -121,8 +121,9 @@ TwoParts record_two_parts(const World& world, Op& op, First&& first, Second&& se
 void check_ag_gemm(RecordIt begin, RecordIt end, TraceResult& result);
 inline constexpr const char* kAgGemmChecked = "GEMM tiles whose loads began after their wait ended";
 
-// GEMM+RS's records: every tile an owner reduced, each sender's notify of it (the GEMM tile,
-// numbered over the whole M) began before the reduction began. The notify's start is the safe
+// GEMM+RS's (and GEMM+AR's) records: every tile an owner reduced, each sender's notify of it (the
+// GEMM tile, numbered over the whole M; the last one when a tile has several, GEMM+AR's K slices)
+// began before the reduction began. The notify's start is the safe
 // bound: its end is read after the signal is already visible to the owner. Times are compared
 // only when the ranks share one GPU's clock (`one_clock`); else only that every notify was
 // recorded.

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "tilelink/core/error.hpp"
 #include "tilelink/ops/gemm_ar/gemm_ar.hpp"
 #include "tilelink/sim/gemm_ar_sim.hpp"
 
@@ -85,6 +86,28 @@ TEST(GemmArPolicy, ConfiguredKnobsAreKept) {
   EXPECT_EQ(ch.reduce_blocks, 12u);
   EXPECT_EQ(ch.gemm_sms, 100);
   EXPECT_NE(ch.why.find("fused, two_shot, 4 K slice(s)"), std::string::npos) << ch.why;
+}
+
+TEST(GemmArConfigJson, RoundTripsAndNamesABadField) {
+  GemmArConfig c;
+  c.method = AllReduceMethod::kOneShot;
+  c.schedule = GemmArSchedule::kNonOverlapped;
+  c.splits = 4;
+  c.reduce_blocks = 9;
+  c.gemm_sms = 120;
+  GemmArConfig back;
+  from_config_json(to_config_json(c), "test", back);
+  EXPECT_EQ(describe(back), describe(c));
+  EXPECT_FALSE(is_automatic(back));
+  EXPECT_TRUE(is_automatic(GemmArConfig{}));
+  try {
+    from_config_json(R"({"method": "three_shot", "schedule": "fused", "splits": 0, "reduce_blocks": 0, "gemm_sms": 0})",
+                     "cache.json", back);
+    FAIL() << "an unknown method was accepted";
+  } catch (const InvalidArgument& e) {
+    EXPECT_NE(std::string(e.what()).find("'method'"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(from_config_json("{}", "cache.json", back), InvalidArgument);
 }
 
 TEST(GemmArPolicy, OneRankOneSliceNoNormRunsTheGemmAlone) {

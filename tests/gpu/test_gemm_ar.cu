@@ -273,6 +273,43 @@ TEST(GemmArOps, AutoInPlaceResidualNewOperandsAndTheAllReduceAlone) {
   }
 }
 
+// method = auto: a tune cache entry for this GPU, world and shape selects the configuration it
+// names (and a caller who turns the cache off gets the estimate's); the cached path's result is
+// right.
+TEST(GemmArOps, ATuneCacheEntrySelectsThePathItNames) {
+  TL_SKIP_WITHOUT_GPU();
+  TestWorld env(2, 64 << 20, 4096);
+  CublasHandle cublas;
+  std::mt19937_64 rng(99);
+  Problem p(env, 7, false, GemmArConfig{});
+  const ScopedTuneCache cache("gemm_ar_tune");
+  GemmArConfig stored;
+  stored.schedule = GemmArSchedule::kNonOverlapped;
+  stored.method = AllReduceMethod::kTwoShot;
+  stored.splits = 2;
+  {
+    TuneCache c = TuneCache::load(cache.path());
+    c.put(gemm_ar_tune_key(env.world, p.args), {"gemm_ar", to_config_json(stored), 1.0, 2.0, "2026-12-04"});
+    c.save();
+  }
+  GemmAr tuned(env.world, env.heap, env.signals, p.args, "gemm_ar_tuned");
+  EXPECT_EQ(tuned.tuned_from(), cache.path());
+  EXPECT_EQ(tuned.choice().schedule, GemmArSchedule::kNonOverlapped);
+  EXPECT_EQ(tuned.choice().method, ArMethod::kTwoShot);
+  EXPECT_EQ(tuned.choice().splits, 2u);
+  EXPECT_NE(tuned.describe_choice().find("tune cache"), std::string::npos) << tuned.describe_choice();
+  GemmArArguments plain_args = p.args;
+  plain_args.config.use_tune_cache = false;
+  GemmAr plain(env.world, env.heap, env.signals, plain_args, "gemm_ar_plain");
+  EXPECT_EQ(plain.tuned_from(), "");
+  const GemmArShape shape{2, env.world.sm_budget(0), 7, kN, kK, false};
+  EXPECT_EQ(plain.choice().schedule, gemm_ar_choice(shape, GemmArConfig{}, gemm_ar_rates(env.world)).schedule);
+  p.fresh(rng);
+  tuned.run();
+  env.world.synchronize();
+  check(cublas, env.world, p, tuned.splits(), "the tune cache's configuration");
+}
+
 TEST(GemmArErrors, BadArgumentsAreRefusedByName) {
   TL_SKIP_WITHOUT_GPU();
   TestWorld env(2, 16 << 20, 1024);

@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <string>
 
+#include "ops/common/config_json.hpp"
+#include "ops/common/tuned_config.hpp"
 #include "ops/gemm_ar/sm90_gemm_ar_kernel.hpp"
 #include "runtime/checks.hpp"
 #include "tilelink/core/error.hpp"
@@ -25,6 +27,39 @@ std::string describe(const GemmArConfig& c) {
   auto count = [](uint32_t v) { return v == 0 ? std::string("auto") : std::to_string(v); };
   return std::string("method ") + to_string(c.method) + ", schedule " + to_string(c.schedule) + ", splits " +
          count(c.splits) + ", reduction CTAs " + count(c.reduce_blocks) + ", GEMM CTAs " + count(c.gemm_sms);
+}
+
+bool is_automatic(const GemmArConfig& c) {
+  const GemmArConfig d;
+  return c.method == d.method && c.schedule == d.schedule && c.splits == d.splits &&
+         c.reduce_blocks == d.reduce_blocks && c.gemm_sms == d.gemm_sms;
+}
+
+std::string to_config_json(const GemmArConfig& c) {
+  return detail::json{{"method", to_string(c.method)},
+                      {"schedule", to_string(c.schedule)},
+                      {"splits", c.splits},
+                      {"reduce_blocks", c.reduce_blocks},
+                      {"gemm_sms", c.gemm_sms}}
+      .dump();
+}
+
+void from_config_json(const std::string& json, const std::string& source, GemmArConfig& c) {
+  c = detail::parse_config_json(json, source, "a GEMM+AR configuration", [&](const detail::json& j) {
+    GemmArConfig out;
+    out.method = detail::enum_field(
+        j, "method", {AllReduceMethod::kAuto, AllReduceMethod::kOneShot, AllReduceMethod::kTwoShot}, source);
+    out.schedule = detail::enum_field(
+        j, "schedule", {GemmArSchedule::kAuto, GemmArSchedule::kFused, GemmArSchedule::kNonOverlapped}, source);
+    out.splits = j.at("splits").get<uint32_t>();
+    out.reduce_blocks = j.at("reduce_blocks").get<uint32_t>();
+    out.gemm_sms = j.at("gemm_sms").get<uint32_t>();
+    return out;
+  });
+}
+
+TuneKey gemm_ar_tune_key(const World& world, const GemmArArguments& a) {
+  return make_tune_key(world, "gemm_ar", a.m, a.n, a.k);
 }
 
 namespace {
@@ -140,10 +175,14 @@ GemmAr::GemmAr(const World& world, SymmetricHeap& heap, SignalSet& signals, cons
                const std::string& name)
     : world_(&world), heap_(&heap), args_(args) {
   if (std::string why = can_implement(world, heap, args); !why.empty()) throw InvalidArgument("GemmAr '" + name + "': " + why);
+  // With every knob on automatic, the tune cache's configuration for this GPU, world and shape.
+  args_ = detail::with_tuned_config<GemmAr>(
+      world, heap, args, [&] { return gemm_ar_tune_key(world, args); }, [](auto&, const auto&) {}, &tuned_from_);
   const auto& kernel = detail::sm90_gemm_ar_configs().front();
-  choice_ = choose(world, args);
+  choice_ = choose(world, args_);
+  if (!tuned_from_.empty()) choice_.why += " (the tune cache's configuration, " + tuned_from_ + ")";
   const GemmArChoice& ch = choice_;
-  plan_ = problem_of(world, args, ch, kernel).plan;
+  plan_ = problem_of(world, args_, ch, kernel).plan;
   reduce_blocks_ = ch.reduce_blocks;
   gemm_sms_ = ch.gemm_sms;
   chain_plan_ = plan_;
@@ -204,6 +243,14 @@ void GemmAr::make_kernel(int r) {
   p.device = world_->device(r);
   p.sm_count = gemm_sms_;
   kernels_[i] = kernel.make(p);
+  if (trace_ != nullptr) kernels_[i]->set_trace(trace_->view(r));
+}
+
+void GemmAr::set_trace(const TraceBuffer* trace) {
+  trace_ = trace;
+  for (int r : world_->local_ranks()) {
+    kernels_[static_cast<size_t>(r)]->set_trace(trace != nullptr ? trace->view(r) : TraceView{});
+  }
 }
 
 void GemmAr::set_operands(int rank, const void* a, const void* b, void* out, const void* residual,
@@ -254,7 +301,8 @@ void GemmAr::launch_reduce(int r, cudaStream_t stream, const GemmArPlan& plan, u
     a.eps = args_.eps;
   }
   world_->set_device(r);
-  detail::launch_gemm_ar_reduce(plan, slice.device_view(r, "gemm_ar_reduce"), heap_->device_view(r), a, blocks, stream);
+  detail::launch_gemm_ar_reduce(plan, slice.device_view(r, "gemm_ar_reduce"), heap_->device_view(r), a, blocks, stream,
+                                trace_ != nullptr ? trace_->view(r) : TraceView{});
 }
 
 uint64_t GemmAr::run() {

@@ -12,6 +12,7 @@
 #include "ops/common/cluster_launch.hpp"
 #include "ops/gemm_ar/sm90_gemm_ar_kernel.hpp"
 #include "tilelink/comm/device_ctx.cuh"
+#include "tilelink/primitives/trace.cuh"
 #include "tilelink/runtime/world.hpp"
 
 namespace tilelink::detail {
@@ -43,9 +44,9 @@ __device__ float block_sum(float v, float* scratch) {
 }
 
 __global__ void __launch_bounds__(kThreads) gemm_ar_reduce_kernel(GemmArPlan plan, SignalView sig, SymmetricView heap,
-                                                                  GemmArReduceArgs a) {
+                                                                  GemmArReduceArgs a, TraceView trace) {
   __shared__ float scratch[kThreads / 32 + 1];
-  DeviceBlockCtx<false> ctx{sig.rank, sig.world, nullptr, TraceView{}};
+  DeviceBlockCtx<false> ctx{sig.rank, sig.world, nullptr, trace};
   const uint32_t rank = static_cast<uint32_t>(sig.rank);
   const auto* partial = static_cast<const __nv_bfloat16*>(a.partial);
   auto* reduced = static_cast<__nv_bfloat16*>(a.reduced);
@@ -54,7 +55,8 @@ __global__ void __launch_bounds__(kThreads) gemm_ar_reduce_kernel(GemmArPlan pla
   const uint32_t sources = plan.world * plan.splits;
   const bool two_shot = plan.method == ArMethod::kTwoShot;
 
-  auto reduce_tile = [&](uint32_t, RowRange rows, RowRange cols) {
+  auto reduce_tile = [&](uint32_t t, RowRange rows, RowRange cols) {
+    const uint64_t t0 = trace_start(trace);
     const uint32_t vpr = cols.rows / 8;  // n and bn are multiples of 8
     const uint32_t total = rows.rows * vpr;
     for (uint32_t e = threadIdx.x; e < total; e += kThreads) {
@@ -80,6 +82,10 @@ __global__ void __launch_bounds__(kThreads) gemm_ar_reduce_kernel(GemmArPlan pla
       const uint4 packed = pack_bf16x8(acc);
       store16(dest + at, packed);
       if (two_shot) store16(reduced + at, packed);
+    }
+    if (trace.on()) {  // the whole block's part of the tile (on is uniform over the block)
+      __syncthreads();
+      if (threadIdx.x == 0) trace_span(trace, TraceKind::kReduce, t, TraceRole::kComm, t0, global_time_ns());
     }
   };
   auto fetch_tile = [&](uint32_t, uint32_t owner, RowRange rows, RowRange cols) {
@@ -119,8 +125,9 @@ __global__ void __launch_bounds__(kThreads) gemm_ar_reduce_kernel(GemmArPlan pla
 }  // namespace
 
 void launch_gemm_ar_reduce(const GemmArPlan& plan, const SignalView& sig, const SymmetricView& heap,
-                           const GemmArReduceArgs& args, uint32_t blocks, cudaStream_t stream) {
-  launch_in_clusters(gemm_ar_reduce_kernel, blocks, kThreads, 1, stream, plan, sig, heap, args);
+                           const GemmArReduceArgs& args, uint32_t blocks, cudaStream_t stream,
+                           const TraceView& trace) {
+  launch_in_clusters(gemm_ar_reduce_kernel, blocks, kThreads, 1, stream, plan, sig, heap, args, trace);
 }
 
 void preload_gemm_ar_reduce() { preload_kernel(gemm_ar_reduce_kernel); }

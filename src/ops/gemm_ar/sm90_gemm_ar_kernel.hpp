@@ -66,7 +66,10 @@ struct GemmArReduceArgs {
   float eps = 1e-6f;
 };
 void preload_gemm_ar_reduce();
+// With `trace` on, thread 0 of each CTA records its waits (TraceRole::kComm, tile = the channel)
+// and each part's reduction (TraceKind::kReduce, tile = the GEMM tile).
 void launch_gemm_ar_reduce(const GemmArPlan& plan, const SignalView& sig, const SymmetricView& heap,
-                           const GemmArReduceArgs& args, uint32_t blocks, cudaStream_t stream);
+                           const GemmArReduceArgs& args, uint32_t blocks, cudaStream_t stream,
+                           const TraceView& trace = {});
 
 }  // namespace tilelink::detail

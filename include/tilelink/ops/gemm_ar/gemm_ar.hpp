@@ -29,6 +29,7 @@
 #include "tilelink/runtime/signal_set.hpp"
 #include "tilelink/runtime/symmetric_heap.hpp"
 #include "tilelink/runtime/trace_buffer.hpp"
+#include "tilelink/runtime/tune_cache.hpp"
 #include "tilelink/runtime/world.hpp"
 
 namespace tilelink {
@@ -41,10 +42,19 @@ struct GemmArConfig {
   uint32_t splits = 0;         // K slices per rank; 0 = automatic (enough work units for the GEMM's SMs)
   uint32_t reduce_blocks = 0;  // reduction CTAs per rank; 0 = automatic
   uint32_t gemm_sms = 0;       // GEMM CTAs per rank; 0 = budget - reduce_blocks (fused) or budget
+  // With every knob above on automatic, use the configuration `tilelink tune gemm_ar` stored for
+  // this GPU, world and shape, if the tune cache has one (runtime/tune_cache.hpp); else the
+  // estimate's.
+  bool use_tune_cache = true;
 };
 
 // "method one_shot, schedule fused, splits auto, reduction CTAs auto".
 std::string describe(const GemmArConfig& c);
+// True when every knob is on automatic (use_tune_cache is not a knob).
+bool is_automatic(const GemmArConfig& c);
+// The knobs as a JSON object (text), and back (InvalidArgument naming `source` and the field).
+std::string to_config_json(const GemmArConfig& c);
+void from_config_json(const std::string& json, const std::string& source, GemmArConfig& c);
 
 struct GemmArArguments {
   std::vector<const void*> a;  // per rank: M x K bf16
@@ -70,6 +80,9 @@ GemmArChoice gemm_ar_choice(const GemmArShape& shape, const GemmArConfig& config
 // The rates GemmAr's estimate runs at on `world`: an H200's; virtual ranks share one GPU's HBM,
 // which also carries their peers' traffic.
 GemmArRates gemm_ar_rates(const World& world);
+
+// The tune cache's key of `args` on `world`: m, n and k per rank.
+TuneKey gemm_ar_tune_key(const World& world, const GemmArArguments& args);
 
 namespace detail {
 class Sm90GemmArKernel;
@@ -105,12 +118,21 @@ class GemmAr {
   void set_operands(int rank, const void* a, const void* b, void* out, const void* residual = nullptr,
                     void* residual_out = nullptr, const void* norm_weight = nullptr);
 
+  // Later calls record the device timeline into `trace` (nullptr: off): every GEMM tile's epilogue
+  // and notify (consumer thread 0; tile = m_tile * n_tiles + n_tile, each K slice its own), and the
+  // reduction blocks' waits (tile = the channel) and reductions (TraceKind::kReduce, one per part,
+  // tile = the same GEMM tile numbering). tilelink trace gemm_ar renders it.
+  void set_trace(const TraceBuffer* trace);
+
   const GemmArPlan& plan() const { return plan_; }
   ArMethod method() const { return plan_.method; }
   uint32_t splits() const { return plan_.splits; }
   uint32_t reduce_blocks() const { return reduce_blocks_; }
   int gemm_ctas() const;
+  // The configuration asked for (the tune cache's, when it supplied one) and the cache file it came
+  // from ("" when none).
   const GemmArConfig& config() const { return args_.config; }
+  const std::string& tuned_from() const { return tuned_from_; }
   // The configuration in use (every automatic knob resolved) and the estimate it was chosen by.
   const GemmArChoice& choice() const { return choice_; }
   // One line: the method, schedule, splits and CTAs in use, and why (for the tool's output).
@@ -136,6 +158,8 @@ class GemmAr {
   GemmArChoice choice_;
   std::vector<DeviceBuffer> m_order_;  // per rank, identity tile-row order
   std::vector<std::unique_ptr<detail::Sm90GemmArKernel>> kernels_;
+  const TraceBuffer* trace_ = nullptr;
+  std::string tuned_from_;
 };
 
 }  // namespace tilelink
