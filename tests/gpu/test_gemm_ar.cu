@@ -317,7 +317,7 @@ TEST(GemmArErrors, BadArgumentsAreRefusedByName) {
   expect_refusals<GemmAr>(env, p.args,
                           {{[](GemmArArguments& a) { a.m = 0; }, "'m' = 0"},
                            {[](GemmArArguments& a) { a.n = 12; }, "'n' = 12"},
-                           {[](GemmArArguments& a) { a.b[1] = nullptr; }, "'b'"},
+                           {[](GemmArArguments& a) { a.b[1] = nullptr; }, "'b[1]'"},
                            {[](GemmArArguments& a) { a.norm_weight.clear(); }, "'norm_weight'"},
                            {[](GemmArArguments& a) { a.residual_out[0] = a.out[0]; }, "'residual_out'"},
                            {[](GemmArArguments& a) { a.eps = 0.f; }, "'eps'"},

@@ -1,7 +1,7 @@
 // Model of GEMM+AR (decode's row-parallel linear + all-reduce), one rank per GPU: the op's own
 // estimate (ops/gemm_ar/gemm_ar_policy.hpp) at the cost model's rates (sim/timeline.hpp), for the
-// configuration the op would choose and for each forced variant, next to the chain (the GEMM on
-// every SM with one slice, then the all-reduce on every SM).
+// configuration the op would choose and for each forced variant, next to the chain (cuBLAS, then
+// the all-reduce on every SM).
 #pragma once
 
 #include <cstdint>
@@ -25,7 +25,7 @@ struct GemmArPlanConfig {
 };
 
 struct GemmArPrediction {
-  double t_gemm = 0;          // the GEMM alone on every SM, one slice
+  double t_gemm = 0;          // cuBLAS: its FLOPs or the weight's bytes over HBM, the longer
   double t_ar = 0;            // the all-reduce alone on every SM (the faster method)
   double ideal = 0;           // max(t_gemm, t_ar)
   double chain = 0;           // the GEMM, then the all-reduce

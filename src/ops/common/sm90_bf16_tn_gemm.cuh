@@ -22,8 +22,17 @@ namespace tilelink::detail {
 template <class Base>
 using NoWrap = Base;
 
+struct Cooperative {
+  using Kernel = cutlass::gemm::KernelTmaWarpSpecializedCooperative;
+  using Epilogue = cutlass::epilogue::TmaWarpSpecializedCooperative;
+};
+struct PingPong {
+  using Kernel = cutlass::gemm::KernelTmaWarpSpecializedPingpong;
+  using Epilogue = cutlass::epilogue::TmaWarpSpecialized;
+};
+
 template <class TileShape, class ClusterShape, template <class> class MainloopWrap = NoWrap,
-          template <class> class EpilogueWrap = NoWrap>
+          template <class> class EpilogueWrap = NoWrap, class Schedule = Cooperative, bool Ordered = true>
 struct Sm90Bf16TnGemm {
   using ElementA = cutlass::bfloat16_t;
   using ElementB = cutlass::bfloat16_t;
@@ -37,17 +46,18 @@ struct Sm90Bf16TnGemm {
   using Epilogue = EpilogueWrap<typename cutlass::epilogue::collective::CollectiveBuilder<
       cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, TileShape, ClusterShape,
       cutlass::epilogue::collective::EpilogueTileAuto, ElementAcc, ElementAcc, void, LayoutD, kAlign, ElementD,
-      LayoutD, kAlign, cutlass::epilogue::TmaWarpSpecializedCooperative>::CollectiveOp>;
+      LayoutD, kAlign, typename Schedule::Epilogue>::CollectiveOp>;
 
   using Mainloop = MainloopWrap<typename cutlass::gemm::collective::CollectiveBuilder<
       cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, ElementA, LayoutA, kAlign, ElementB, LayoutB, kAlign,
       ElementAcc, TileShape, ClusterShape,
       cutlass::gemm::collective::StageCountAutoCarveout<static_cast<int>(sizeof(typename Epilogue::SharedStorage))>,
-      cutlass::gemm::KernelTmaWarpSpecializedCooperative>::CollectiveOp>;
+      typename Schedule::Kernel>::CollectiveOp>;
 
-  using Kernel = cutlass::gemm::kernel::GemmUniversal<cute::Shape<int, int, int, int>, Mainloop, Epilogue,
-                                                      RowOrderedSchedulerTag>;
-  static_assert(std::is_same_v<typename Kernel::TileScheduler, Sm90RowOrderedTileScheduler>);
+  using Kernel = cutlass::gemm::kernel::GemmUniversal<
+      cute::Shape<int, int, int, int>, Mainloop, Epilogue,
+      std::conditional_t<Ordered, RowOrderedSchedulerTag, cutlass::gemm::PersistentScheduler>>;
+  static_assert(!Ordered || std::is_same_v<typename Kernel::TileScheduler, Sm90RowOrderedTileScheduler>);
 
   static constexpr uint32_t kTileM = cute::size<0>(TileShape{});
   static constexpr uint32_t kTileN = cute::size<1>(TileShape{});
@@ -97,8 +107,10 @@ struct Sm90Bf16TnGemm {
     args.epilogue.dD = cute::make_stride(static_cast<int64_t>(n), cute::Int<1>{}, int64_t(0));
     args.epilogue.dC = args.epilogue.dD;
     args.scheduler.max_swizzle_size = swizzle;
-    args.scheduler.m_order = m_order;
-    args.scheduler.m_tiles = (m + kTileM - 1) / kTileM;
+    if constexpr (Ordered) {
+      args.scheduler.m_order = m_order;
+      args.scheduler.m_tiles = (m + kTileM - 1) / kTileM;
+    }
   }
 };
 

@@ -15,10 +15,17 @@ namespace tilelink {
 namespace detail {
 
 Sm90GemmArConfigInfo sm90_gemm_ar_128x128x64_c1x1();
+Sm90GemmArConfigInfo sm90_gemm_ar_64x128x64_c1x1_pingpong();
 
 const std::vector<Sm90GemmArConfigInfo>& sm90_gemm_ar_configs() {
-  static const std::vector<Sm90GemmArConfigInfo> configs = {sm90_gemm_ar_128x128x64_c1x1()};
+  static const std::vector<Sm90GemmArConfigInfo> configs = {sm90_gemm_ar_128x128x64_c1x1(),
+                                                            sm90_gemm_ar_64x128x64_c1x1_pingpong()};
   return configs;
+}
+
+const Sm90GemmArConfigInfo& sm90_gemm_ar_config(uint32_t m) {
+  const auto& configs = sm90_gemm_ar_configs();
+  return m <= configs[1].tile_m ? configs[1] : configs[0];
 }
 
 }  // namespace detail
@@ -127,7 +134,7 @@ GemmArRates gemm_ar_rates(const World& world) {
 }
 
 std::string GemmAr::can_implement(const World& world, const SymmetricHeap&, const GemmArArguments& a) {
-  const auto& kernel = detail::sm90_gemm_ar_configs().front();
+  const auto& kernel = detail::sm90_gemm_ar_config(a.m);
   const GemmArConfig& c = a.config;
   if (a.m == 0) return "argument 'm' = 0: expected at least one row";
   if (std::string e = check_rank_pointers(world, a.a, "a"); !e.empty()) return e;
@@ -178,7 +185,7 @@ GemmAr::GemmAr(const World& world, SymmetricHeap& heap, SignalSet& signals, cons
   // With every knob on automatic, the tune cache's configuration for this GPU, world and shape.
   args_ = detail::with_tuned_config<GemmAr>(
       world, heap, args, [&] { return gemm_ar_tune_key(world, args); }, [](auto&, const auto&) {}, &tuned_from_);
-  const auto& kernel = detail::sm90_gemm_ar_configs().front();
+  const auto& kernel = detail::sm90_gemm_ar_config(args.m);
   choice_ = choose(world, args_);
   if (!tuned_from_.empty()) choice_.why += " (the tune cache's configuration, " + tuned_from_ + ")";
   const GemmArChoice& ch = choice_;
@@ -193,7 +200,7 @@ GemmAr::GemmAr(const World& world, SymmetricHeap& heap, SignalSet& signals, cons
     const uint32_t budget = static_cast<uint32_t>(world.sm_budget(world.local_ranks().front()));
     const uint32_t reduced_tiles = std::max(plan_.num_reduced(0), 1u);
     chain_blocks_ = std::clamp(reduced_tiles * (plan_.bn / 16), 1u, budget);
-    chain_plan_.parts = gemm_ar_policy::parts_for(chain_blocks_, reduced_tiles);
+    chain_plan_.parts = gemm_ar_policy::parts_for(chain_blocks_, reduced_tiles, plan_.bn);
   } else {
     chain_blocks_ = reduce_blocks_;
   }
@@ -228,7 +235,7 @@ std::string GemmAr::describe_choice() const {
 bool GemmAr::gemm_writes_out() const { return plan_.world == 1 && plan_.splits == 1 && !plan_.norm; }
 
 void GemmAr::make_kernel(int r) {
-  const auto& kernel = detail::sm90_gemm_ar_configs().front();
+  const auto& kernel = detail::sm90_gemm_ar_config(args_.m);
   const size_t i = static_cast<size_t>(r);
   detail::Sm90GemmArProblem p;
   p.a = args_.a[i];

@@ -24,17 +24,17 @@ namespace gemm_ar_policy {
 namespace {
 
 uint32_t tiles_of(const GemmArShape& s) {
-  const Tile t = gemm_tile();
+  const Tile t = gemm_tile(s.m);
   return ((s.m + t.m - 1) / t.m) * ((s.n + t.n - 1) / t.n);
 }
 
 // The GEMM's waves' end times (seconds from its start).
 std::vector<double> wave_ends(const GemmArShape& s, uint32_t splits, int ctas, const GemmArRates& r) {
-  const Tile t = gemm_tile();
+  const Tile t = gemm_tile(s.m);
   const uint64_t units = uint64_t(tiles_of(s)) * splits;
   const uint64_t c = uint64_t(std::max(ctas, 1));
   const double k_slice = double(s.k) / splits;
-  const double unit_mma = 2.0 * t.m * t.n * k_slice / (r.flops / r.sms);
+  const double unit_mma = 2.0 * t.m * t.n * k_slice / (kTileMmaShare * r.flops / r.sms);
   const double bytes = (double(s.n) + s.m) * s.k * 2.0 + double(s.m) * s.n * 2.0 * splits;
   std::vector<double> ends;
   double at = 0;
@@ -84,8 +84,8 @@ ArParts all_reduce(const GemmArShape& s, ArMethod method, uint32_t splits, uint3
 
 }  // namespace
 
-Tile gemm_tile() {
-  const auto& kernel = detail::sm90_gemm_ar_configs().front();
+Tile gemm_tile(uint32_t m) {
+  const auto& kernel = detail::sm90_gemm_ar_config(m);
   return {kernel.tile_m, kernel.tile_n};
 }
 
@@ -99,8 +99,8 @@ double all_reduce_time(const GemmArShape& s, ArMethod method, uint32_t splits, u
   return p.reduce + p.gather;
 }
 
-uint32_t parts_for(uint32_t ctas, uint32_t tiles) {
-  const uint32_t most = std::max(1u, gemm_tile().n / 16);
+uint32_t parts_for(uint32_t ctas, uint32_t tiles, uint32_t tile_n) {
+  const uint32_t most = std::max(1u, tile_n / 16);
   uint32_t parts = 1;
   while (parts * 2 <= most && uint64_t(parts) * 2 * tiles <= ctas) parts *= 2;
   return parts;
@@ -161,7 +161,7 @@ GemmArChoice complete(const GemmArShape& s, const GemmArConfig& c, GemmArSchedul
   if (c.reduce_blocks != 0) {
     ch.reduce_blocks = c.reduce_blocks;
   } else if (!fused) {  // alone after the GEMM: every SM, down to one per unit of work
-    ch.reduce_blocks = std::clamp(reduced * (gemm_ar_policy::gemm_tile().n / 16), 1u, static_cast<uint32_t>(budget));
+    ch.reduce_blocks = std::clamp(reduced * (gemm_ar_policy::gemm_tile(s.m).n / 16), 1u, static_cast<uint32_t>(budget));
   } else {
     ch.reduce_blocks = std::clamp(reduced, 1u, static_cast<uint32_t>(std::max(1, budget / 8)));
     if (units < uint64_t(budget)) {
@@ -171,7 +171,8 @@ GemmArChoice complete(const GemmArShape& s, const GemmArConfig& c, GemmArSchedul
   if (!reduction) ch.reduce_blocks = 0;  // one rank, one slice, no norm: the GEMM writes the output
   const int left = fused && reduction ? budget - static_cast<int>(ch.reduce_blocks) : budget;
   ch.gemm_sms = c.gemm_sms != 0 ? std::min(left, static_cast<int>(c.gemm_sms)) : left;
-  ch.parts = gemm_ar_policy::parts_for(std::max(ch.reduce_blocks, 1u), std::max(reduced, 1u));
+  ch.parts = gemm_ar_policy::parts_for(std::max(ch.reduce_blocks, 1u), std::max(reduced, 1u),
+                                       gemm_ar_policy::gemm_tile(s.m).n);
   return ch;
 }
 

@@ -4,13 +4,15 @@
 //    B's batch stride K / splits elements (the slices' columns of the same rows), D's M * N.
 //  - Sm90HookedEpilogue with GemmArNotify: after Base::store of a tile, once its TMA stores have
 //    landed (store_landed_then), add 1 to the tile's ready channel on this rank (splits per tile).
-//  - Sm90RowOrderedTileScheduler with the identity order: tile rows in order, slices outermost.
+//  - Sm90RowOrderedTileScheduler with the identity order (cooperative 128-row tiles), or CUTLASS's
+//    persistent scheduler (ping-pong 64-row tiles for small M, each consumer warp group its tile).
 #pragma once
 
 #include <cute/tensor.hpp>
 #include <cutlass/cutlass.h>
 
 #include <string>
+#include <type_traits>
 
 #include "ops/common/sm90_bf16_tn_gemm.cuh"
 #include "ops/common/sm90_hooked_epilogue.cuh"
@@ -43,14 +45,18 @@ struct GemmArNotify : PlainEpilogueView {
 template <class Base>
 using Sm90GemmArEpilogue = Sm90HookedEpilogue<Base, GemmArNotify>;
 
-template <class TileShape, class ClusterShape>
-using Sm90GemmArTypes = Sm90Bf16TnGemm<TileShape, ClusterShape, NoWrap, Sm90GemmArEpilogue>;
+// Cooperative tiles of 128+ rows in the row-ordered scheduler (identity order), or ping-pong
+// tiles of 64 rows in CUTLASS's own persistent scheduler (small M).
+template <class TileShape, class ClusterShape, class Schedule = Cooperative>
+using Sm90GemmArTypes = Sm90Bf16TnGemm<TileShape, ClusterShape, NoWrap, Sm90GemmArEpilogue, Schedule,
+                                       std::is_same_v<Schedule, Cooperative>>;
 
-template <class TileShape, class ClusterShape>
+template <class TileShape, class ClusterShape, class Schedule = Cooperative>
 class Sm90GemmArKernelImpl final
-    : public Sm90GemmKernelImpl<Sm90GemmArKernelImpl<TileShape, ClusterShape>, Sm90GemmArKernel,
-                                Sm90GemmArTypes<TileShape, ClusterShape>, Sm90GemmArProblem, Sm90GemmArConfigInfo> {
-  using Types = Sm90GemmArTypes<TileShape, ClusterShape>;
+    : public Sm90GemmKernelImpl<Sm90GemmArKernelImpl<TileShape, ClusterShape, Schedule>, Sm90GemmArKernel,
+                                Sm90GemmArTypes<TileShape, ClusterShape, Schedule>, Sm90GemmArProblem,
+                                Sm90GemmArConfigInfo> {
+  using Types = Sm90GemmArTypes<TileShape, ClusterShape, Schedule>;
   using Kernel = typename Types::Kernel;
   using Sm90GemmArKernelImpl::Sm90GemmKernelImpl::launcher_;
 

@@ -52,6 +52,8 @@ struct Sm90GemmArConfigInfo {
 };
 
 const std::vector<Sm90GemmArConfigInfo>& sm90_gemm_ar_configs();
+// The configuration the op runs at `m` rows (gemm_ar_policy::gemm_tile).
+const Sm90GemmArConfigInfo& sm90_gemm_ar_config(uint32_t m);
 
 // The reduction of one rank (gemm_ar_reduce_block): `partial` is this rank's splits x M x N
 // partial (peers' through `heap`), `reduced` its two-shot staging (M x N), `out` M x N; with the

@@ -3,7 +3,8 @@
 //
 // The estimate, per call of one rank:
 //  - the GEMM: (tile, K slice) units in waves over its CTAs; a wave takes the longer of one unit's
-//    MMA time (a whole tile, whatever M: at small M the MMA, not the weight's bytes, bounds a CTA)
+//    MMA time (a whole tile, whatever M, at kTileMmaShare of the per-SM rate: at small M the MMA,
+//    not the weight's bytes, bounds a CTA)
 //    and its share of the bytes over HBM (the weight once, A once, the partials written once);
 //  - the all-reduce of each wave's tiles once the wave is done, on no more CTAs than its units of
 //    work (tile parts): one-shot reads every peer's slices
@@ -70,7 +71,13 @@ namespace gemm_ar_policy {
 struct Tile {
   uint32_t m = 0, n = 0;
 };
-Tile gemm_tile();  // the compiled GEMM's output tile
+// The output tile of the GEMM the op runs at `m` rows: 64 x 128 (ping-pong) up to 64 rows, else
+// 128 x 128 (cooperative).
+Tile gemm_tile(uint32_t m);
+// The share of the cost model's per-SM GEMM throughput these tiles' MMAs reach at small M
+// (measured on the H200: a 128 x 128 tile at M <= 128 ran at 2.7 TFLOP/s per SM, 0.45 of
+// 790 / 132; docs/PERF.md, sixth session).
+inline constexpr double kTileMmaShare = 0.45;
 
 // Seconds per call of `c` on `s` at `rates`.
 double estimate(const GemmArShape& s, const GemmArChoice& c, const GemmArRates& rates = {});
@@ -80,9 +87,9 @@ double gemm_time(const GemmArShape& s, uint32_t splits, int ctas, const GemmArRa
 // `parts` units of work (no more CTAs than units are busy).
 double all_reduce_time(const GemmArShape& s, ArMethod method, uint32_t splits, uint32_t ctas, uint32_t parts,
                        const GemmArRates& rates = {});
-// Column parts per tile for `ctas` reduction CTAs over `tiles` tiles: a power of two, at most
-// tile_n / 16 (16 columns a part at least).
-uint32_t parts_for(uint32_t ctas, uint32_t tiles);
+// Column parts per tile for `ctas` reduction CTAs over `tiles` tiles of `tile_n` columns: a power
+// of two, at most tile_n / 16 (16 columns a part at least).
+uint32_t parts_for(uint32_t ctas, uint32_t tiles, uint32_t tile_n);
 
 }  // namespace gemm_ar_policy
 }  // namespace tilelink
