@@ -199,7 +199,13 @@ GemmAr::GemmAr(const World& world, SymmetricHeap& heap, SignalSet& signals, cons
   if (ch.schedule != GemmArSchedule::kNonOverlapped || reduce_blocks_ == 0) {
     const uint32_t budget = static_cast<uint32_t>(world.sm_budget(world.local_ranks().front()));
     const uint32_t reduced_tiles = std::max(plan_.num_reduced(0), 1u);
-    chain_blocks_ = std::clamp(reduced_tiles * (plan_.bn / 16), 1u, budget);
+    GemmArConfig alone = args_.config;
+    alone.schedule = GemmArSchedule::kNonOverlapped;
+    alone.splits = ch.splits;
+    alone.method = ch.method == ArMethod::kOneShot ? AllReduceMethod::kOneShot : AllReduceMethod::kTwoShot;
+    alone.reduce_blocks = 0;
+    const GemmArShape shape{world.size(), static_cast<int>(budget), args_.m, args_.n, args_.k, args_.has_norm()};
+    chain_blocks_ = std::clamp(gemm_ar_choice(shape, alone, gemm_ar_rates(world)).reduce_blocks, 1u, budget);
     chain_plan_.parts = gemm_ar_policy::parts_for(chain_blocks_, reduced_tiles, plan_.bn);
   } else {
     chain_blocks_ = reduce_blocks_;

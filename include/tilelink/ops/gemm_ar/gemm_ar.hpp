@@ -35,8 +35,8 @@
 namespace tilelink {
 
 struct GemmArConfig {
-  // auto: the estimate's fastest (gemm_ar_policy.hpp) of the fused and non-overlapped schedules and
-  // of one-shot and two-shot.
+  // auto: the estimate's fastest (gemm_ar_policy.hpp) of one-shot and two-shot and of the K slices;
+  // the schedule auto is non-overlapped (the fused one measured slower so far).
   AllReduceMethod method = AllReduceMethod::kAuto;
   GemmArSchedule schedule = GemmArSchedule::kAuto;
   uint32_t splits = 0;         // K slices per rank; 0 = automatic (enough work units for the GEMM's SMs)

@@ -28,7 +28,8 @@ namespace tilelink {
 enum class GemmArSchedule : uint32_t {
   kFused = 0,          // reduction CTAs next to the GEMM, per tile as it finishes
   kNonOverlapped = 1,  // the GEMM (every SM of the budget), then the all-reduce on the same stream
-  kAuto = 2,           // the estimate's faster of the two
+  kAuto = 2,           // non-overlapped, the estimate's fastest method and slices (the fused schedule
+                       // measured slower everywhere so far: docs/PERF.md, sixth session)
 };
 const char* to_string(GemmArSchedule s);
 

@@ -125,7 +125,10 @@ TL_HOST_DEVICE void gemm_ar_reduce_block(Ctx& ctx, const GemmArPlan& plan, const
   const uint32_t w = plan.world;
   const uint32_t rank = static_cast<uint32_t>(ctx.rank());
   const bool two_shot = plan.method == ArMethod::kTwoShot;
-  if (plan.in_place) {
+  // One rank whose partials are in place: nothing to announce or wait for (the stream ordered the
+  // GEMM first), and no peer reads this rank's buffers (no exit barrier).
+  const bool alone = w == 1 && plan.in_place;
+  if (plan.in_place && !alone) {
     for (uint32_t t = ctx.block(); t < plan.tiles(); t += ctx.num_blocks()) {
       ctx.producer_tile_notify(sig, plan.ready_channel(t));
     }
@@ -134,7 +137,7 @@ TL_HOST_DEVICE void gemm_ar_reduce_block(Ctx& ctx, const GemmArPlan& plan, const
   const uint32_t parts = plan.parts;
   for (uint32_t i = ctx.block(); i < plan.num_reduced(rank) * parts; i += ctx.num_blocks()) {
     const uint32_t t = plan.reduced_tile(rank, i / parts);
-    for (uint32_t s = 0; s < w; ++s) {  // own rank first, then the peers in ring order
+    for (uint32_t s = 0; s < w && !alone; ++s) {  // own rank first, then the peers in ring order
       const uint32_t q = swizzled_peer(rank, s, w);
       ctx.peer_tile_wait(sig, plan.ready_channel(t), static_cast<int>(q), plan.ready_arrivals(), static_cast<int32_t>(t));
     }
@@ -163,7 +166,7 @@ TL_HOST_DEVICE void gemm_ar_reduce_block(Ctx& ctx, const GemmArPlan& plan, const
       norm_row(row);
     }
   }
-  rank_exit_barrier(ctx, sig, plan.exit_channel());
+  if (w > 1) rank_exit_barrier(ctx, sig, plan.exit_channel());
 }
 
 }  // namespace tilelink
