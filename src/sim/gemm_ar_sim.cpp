@@ -51,7 +51,8 @@ GemmArPrediction predict_gemm_ar(const GemmArProblem& p, const GemmArPlanConfig&
     const gemm_ar_policy::Tile tile = gemm_ar_policy::gemm_tile(p.m);
     const uint32_t tiles = ((p.m + tile.m - 1) / tile.m) * ((p.n + tile.n - 1) / tile.n);
     const uint32_t ctas = uint32_t(s.sm_budget), parts = gemm_ar_policy::parts_for(ctas, tiles, tile.n);
-    out.t_ar = std::min(gemm_ar_policy::all_reduce_time(s, ArMethod::kOneShot, 1, ctas, parts, r),
+    out.t_ar = gemm_ar_policy::kReduceKernelTime +  // the chain launches its all-reduce too
+               std::min(gemm_ar_policy::all_reduce_time(s, ArMethod::kOneShot, 1, ctas, parts, r),
                         gemm_ar_policy::all_reduce_time(s, ArMethod::kTwoShot, 1, ctas, parts, r));
   }
   out.chain = out.t_gemm + out.t_ar;

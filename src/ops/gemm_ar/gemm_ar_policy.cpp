@@ -110,7 +110,7 @@ double estimate(const GemmArShape& s, const GemmArChoice& c, const GemmArRates& 
   const bool reduction = s.world > 1 || s.norm || c.splits > 1;
   if (c.schedule == GemmArSchedule::kNonOverlapped) {
     return gemm_time(s, c.splits, c.gemm_sms, r) +
-           (reduction ? all_reduce_time(s, c.method, c.splits, c.reduce_blocks, c.parts, r) : 0.0);
+           (reduction ? kReduceKernelTime + all_reduce_time(s, c.method, c.splits, c.reduce_blocks, c.parts, r) : 0.0);
   }
   const std::vector<double> ends = wave_ends(s, c.splits, c.gemm_sms, r);
   if (!reduction) return ends.back();
@@ -120,7 +120,7 @@ double estimate(const GemmArShape& s, const GemmArChoice& c, const GemmArRates& 
     reduced = std::max(reduced, end) + p.reduce;
     gathered = std::max(gathered, reduced) + p.gather;
   }
-  return std::max({ends.back(), reduced, gathered});
+  return kReduceKernelTime + std::max({ends.back(), reduced, gathered});
 }
 
 }  // namespace gemm_ar_policy
@@ -131,7 +131,6 @@ namespace {
 // pipeline's fill than they gain in CTAs).
 constexpr uint32_t kMaxSplits = 16;
 constexpr uint32_t kMinSliceK = 512;
-constexpr double kCtaBytes = 32 << 10;
 
 // The configuration for one schedule and method: the knobs as configured, the others by rule --
 //  - K slices: the most (tile, slice) units that fit in one wave of the GEMM's room (a CTA left
@@ -159,17 +158,13 @@ GemmArChoice complete(const GemmArShape& s, const GemmArConfig& c, GemmArSchedul
   const bool reduction = w > 1 || s.norm || ch.splits > 1;
   const uint32_t reduced = method == ArMethod::kOneShot ? tiles : (tiles + w - 1) / w;
   const uint64_t units = uint64_t(tiles) * ch.splits;
-  // Bytes one rank's reduction reads (its share of every rank's slices): a CTA per kCtaBytes of
-  // them at least -- a CTA more costs its launch and its arrival at the exit barrier, which at
-  // decode's few kilobytes outweighs its copy (measured on the H200: 132 CTAs summing 32 KiB at
-  // world 1 added 7 us to the GEMM).
-  const double read = double(s.m) * s.n * 2.0 * ch.splits * (method == ArMethod::kOneShot ? w : 1.0);
-  const uint32_t by_bytes = static_cast<uint32_t>(std::min(1e6, std::ceil(read / kCtaBytes)));
   if (c.reduce_blocks != 0) {
     ch.reduce_blocks = c.reduce_blocks;
-  } else if (!fused) {  // alone after the GEMM: every SM, down to one per unit of work or per kCtaBytes
-    ch.reduce_blocks = std::clamp(std::min(reduced * (gemm_ar_policy::gemm_tile(s.m).n / 16), by_bytes), 1u,
-                                  static_cast<uint32_t>(budget));
+  } else if (!fused) {
+    // Alone after the GEMM: a CTA per unit of work (tile part), up to every SM. At decode's sizes a
+    // unit is a few dependent loads' latency, not bandwidth: measured on the H200, one CTA per 32
+    // KiB (1 CTA for M = 1) took 62 us for what 132 CTAs did in 8.
+    ch.reduce_blocks = std::clamp(reduced * (gemm_ar_policy::gemm_tile(s.m).n / 16), 1u, static_cast<uint32_t>(budget));
   } else {
     ch.reduce_blocks = std::clamp(reduced, 1u, static_cast<uint32_t>(std::max(1, budget / 8)));
     if (units < uint64_t(budget)) {

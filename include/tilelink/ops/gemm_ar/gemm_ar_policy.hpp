@@ -79,6 +79,10 @@ Tile gemm_tile(uint32_t m);
 // (measured on the H200: a 128 x 128 tile at M <= 128 ran at 2.7 TFLOP/s per SM, 0.45 of
 // 790 / 132; docs/PERF.md, sixth session).
 inline constexpr double kTileMmaShare = 0.45;
+// What the reduction kernel adds beyond its copies: its launch after the GEMM, its blocks' waits
+// and the exit barrier (measured on the H200 at world 1: the all-reduce of 32 KiB after the GEMM
+// added 7.4 us).
+inline constexpr double kReduceKernelTime = 7e-6;
 
 // Seconds per call of `c` on `s` at `rates`.
 double estimate(const GemmArShape& s, const GemmArChoice& c, const GemmArRates& rates = {});
