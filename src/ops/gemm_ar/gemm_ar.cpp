@@ -198,14 +198,9 @@ GemmAr::GemmAr(const World& world, SymmetricHeap& heap, SignalSet& signals, cons
   // run_all_reduce_only next to a fused op, up to the whole budget, down to a part per CTA.
   if (ch.schedule != GemmArSchedule::kNonOverlapped || reduce_blocks_ == 0) {
     const uint32_t budget = static_cast<uint32_t>(world.sm_budget(world.local_ranks().front()));
+    // A CTA per unit of work (tile part), as the non-overlapped schedule's rule.
     const uint32_t reduced_tiles = std::max(plan_.num_reduced(0), 1u);
-    GemmArConfig alone = args_.config;
-    alone.schedule = GemmArSchedule::kNonOverlapped;
-    alone.splits = ch.splits;
-    alone.method = ch.method == ArMethod::kOneShot ? AllReduceMethod::kOneShot : AllReduceMethod::kTwoShot;
-    alone.reduce_blocks = 0;
-    const GemmArShape shape{world.size(), static_cast<int>(budget), args_.m, args_.n, args_.k, args_.has_norm()};
-    chain_blocks_ = std::clamp(gemm_ar_choice(shape, alone, gemm_ar_rates(world)).reduce_blocks, 1u, budget);
+    chain_blocks_ = std::clamp(reduced_tiles * (plan_.bn / 16), 1u, budget);
     chain_plan_.parts = gemm_ar_policy::parts_for(chain_blocks_, reduced_tiles, plan_.bn);
   } else {
     chain_blocks_ = reduce_blocks_;
