@@ -12,9 +12,10 @@
 //
 // Every fused variant's output is checked once against the chain's. Times are the slowest rank's
 // per call, variants interleaved call by call; median and p99 over the timed calls.
+#include <cuda_bf16.h>
+
 #include <algorithm>
 #include <cmath>
-#include <cstring>
 #include <functional>
 #include <memory>
 #include <string>
@@ -45,21 +46,16 @@ void check_against_chain(const World& world, const char* where, GemmAr& op, cons
   uint64_t far = 0;
   for (int r = 0; r < world.size(); ++r) {
     world.set_device(r);
-    std::vector<uint16_t> g(elems), w(elems);
+    std::vector<__nv_bfloat16> g(elems), w(elems);
     TL_CUDA_CHECK(cudaMemcpy(g.data(), got[size_t(r)].get(), elems * 2, cudaMemcpyDeviceToHost));
     TL_CUDA_CHECK(cudaMemcpy(w.data(), want[size_t(r)].get(), elems * 2, cudaMemcpyDeviceToHost));
-    auto f = [](uint16_t b) {
-      const uint32_t bits = uint32_t(b) << 16;
-      float x;
-      std::memcpy(&x, &bits, 4);
-      return x;
-    };
     double ss = 0;
-    for (size_t i = 0; i < elems; ++i) ss += double(f(w[i])) * f(w[i]);
+    for (size_t i = 0; i < elems; ++i) ss += double(__bfloat162float(w[i])) * __bfloat162float(w[i]);
     const double rms = std::sqrt(ss / double(elems));
     for (size_t i = 0; i < elems; ++i) {
-      const double tol = std::ldexp(std::fabs(f(w[i])), -6) + std::ldexp(rms * partials, -6) + 1e-6;
-      if (!(std::fabs(double(f(g[i])) - f(w[i])) <= tol)) ++far;
+      const double want_i = __bfloat162float(w[i]);
+      const double tol = std::ldexp(std::fabs(want_i), -6) + std::ldexp(rms * partials, -6) + 1e-6;
+      if (!(std::fabs(double(__bfloat162float(g[i])) - want_i) <= tol)) ++far;
     }
   }
   if (far != 0) {

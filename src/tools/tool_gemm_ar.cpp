@@ -31,6 +31,10 @@ struct Shapes {
         ->delimiter(',')
         ->capture_default_str()
         ->check(CLI::Range(1u, 1u << 20));
+    add_nk(app);
+  }
+  // --n, --k, --model and --proj (every command's; trace and tune take one --m of their own).
+  void add_nk(CLI::App* app) {
     CLI::Option* on = app->add_option("--n", n, "columns of the output (the hidden size)")->capture_default_str();
     CLI::Option* ok = app->add_option("--k", k, "inner dimension over all ranks (each rank holds k / world)")
                           ->capture_default_str();
@@ -82,29 +86,18 @@ void add_knobs(CLI::App* app, GemmArConfig& c) {
 // `trace` and `tune gemm_ar`'s run arguments: one shape (--m, --n, --k or --model/--proj) and,
 // for trace, the knobs.
 struct RunArgs : RunArgsBase<tb::GemmArBenchOptions> {
-  std::string model, proj = "down";
+  Shapes shape;
   void add_to(Command& c, Timed timed) {
     add_world(c.app, o.world, 1);
     c.app->add_option("--m", o.m, "tokens")->capture_default_str()->check(CLI::Range(1u, 1u << 20));
-    CLI::Option* on = c.app->add_option("--n", o.n, "columns of the output (the hidden size)")->capture_default_str();
-    CLI::Option* ok = c.app->add_option("--k", o.k, "inner dimension over all ranks (each rank holds k / world)")
-                          ->capture_default_str();
-    add_dense_model(c.app, model)->excludes(on)->excludes(ok);
-    c.app->add_option("--proj", proj, "with --model: o (k = hidden) or down (k = intermediate)")
-        ->capture_default_str()
-        ->check(CLI::IsMember({"o", "down"}));
+    shape.add_nk(c.app);
     if (with_knobs) add_knobs(c.app, o.config);
     add_timing(c.app, o.timing, timed);
     c.seed = add_seed(c.app, o.seed);
   }
   tb::GemmArBenchOptions resolved() const {
     tb::GemmArBenchOptions r = o;
-    if (!model.empty()) {
-      uint32_t hidden = 0, intermediate = 0;
-      apply_dense_model(model, hidden, intermediate);
-      r.n = hidden;
-      r.k = proj == "o" ? hidden : intermediate;
-    }
+    shape.resolve(r.n, r.k);
     return r;
   }
 };

@@ -197,10 +197,8 @@ GemmAr::GemmAr(const World& world, SymmetricHeap& heap, SignalSet& signals, cons
   // The all-reduce after the GEMM runs alone: the non-overlapped schedule's CTAs and parts, or, for
   // run_all_reduce_only next to a fused op, up to the whole budget, down to a part per CTA.
   if (ch.schedule != GemmArSchedule::kNonOverlapped || reduce_blocks_ == 0) {
-    const uint32_t budget = static_cast<uint32_t>(world.sm_budget(world.local_ranks().front()));
-    // A CTA per unit of work (tile part), as the non-overlapped schedule's rule.
     const uint32_t reduced_tiles = std::max(plan_.num_reduced(0), 1u);
-    chain_blocks_ = std::clamp(reduced_tiles * (plan_.bn / 16), 1u, budget);
+    chain_blocks_ = gemm_ar_policy::blocks_alone(reduced_tiles, plan_.bn, world.sm_budget(world.local_ranks().front()));
     chain_plan_.parts = gemm_ar_policy::parts_for(chain_blocks_, reduced_tiles, plan_.bn);
   } else {
     chain_blocks_ = reduce_blocks_;

@@ -99,6 +99,11 @@ double all_reduce_time(const GemmArShape& s, ArMethod method, uint32_t splits, u
   return p.reduce + p.gather;
 }
 
+uint32_t blocks_alone(uint32_t reduced_tiles, uint32_t tile_n, int budget) {
+  return std::clamp(std::max(reduced_tiles, 1u) * std::max(tile_n / 16, 1u), 1u,
+                    static_cast<uint32_t>(std::max(budget, 1)));
+}
+
 uint32_t parts_for(uint32_t ctas, uint32_t tiles, uint32_t tile_n) {
   const uint32_t most = std::max(1u, tile_n / 16);
   uint32_t parts = 1;
@@ -107,7 +112,7 @@ uint32_t parts_for(uint32_t ctas, uint32_t tiles, uint32_t tile_n) {
 }
 
 double estimate(const GemmArShape& s, const GemmArChoice& c, const GemmArRates& r) {
-  const bool reduction = s.world > 1 || s.norm || c.splits > 1;
+  const bool reduction = reduces(s, c.splits);
   if (c.schedule == GemmArSchedule::kNonOverlapped) {
     return gemm_time(s, c.splits, c.gemm_sms, r) +
            (reduction ? kReduceKernelTime + all_reduce_time(s, c.method, c.splits, c.reduce_blocks, c.parts, r) : 0.0);
@@ -155,16 +160,13 @@ GemmArChoice complete(const GemmArShape& s, const GemmArConfig& c, GemmArSchedul
     while (n > 1 && (s.k % (8 * n) != 0 || s.k / n < kMinSliceK)) --n;
     ch.splits = n;
   }
-  const bool reduction = w > 1 || s.norm || ch.splits > 1;
+  const bool reduction = gemm_ar_policy::reduces(s, ch.splits);
   const uint32_t reduced = method == ArMethod::kOneShot ? tiles : (tiles + w - 1) / w;
   const uint64_t units = uint64_t(tiles) * ch.splits;
   if (c.reduce_blocks != 0) {
     ch.reduce_blocks = c.reduce_blocks;
   } else if (!fused) {
-    // Alone after the GEMM: a CTA per unit of work (tile part), up to every SM. At decode's sizes a
-    // unit is a few dependent loads' latency, not bandwidth: measured on the H200, one CTA per 32
-    // KiB (1 CTA for M = 1) took 62 us for what 132 CTAs did in 8.
-    ch.reduce_blocks = std::clamp(reduced * (gemm_ar_policy::gemm_tile(s.m).n / 16), 1u, static_cast<uint32_t>(budget));
+    ch.reduce_blocks = gemm_ar_policy::blocks_alone(reduced, gemm_ar_policy::gemm_tile(s.m).n, budget);
   } else {
     ch.reduce_blocks = std::clamp(reduced, 1u, static_cast<uint32_t>(std::max(1, budget / 8)));
     if (units < uint64_t(budget)) {

@@ -84,6 +84,15 @@ inline constexpr double kTileMmaShare = 0.45;
 // added 7.4 us).
 inline constexpr double kReduceKernelTime = 7e-6;
 
+// Whether a reduction kernel runs at all: peers to sum, the norm, or K slices (else the GEMM
+// writes the output itself).
+inline bool reduces(const GemmArShape& s, uint32_t splits) { return s.world > 1 || s.norm || splits > 1; }
+// Reduction CTAs when the all-reduce runs alone after the GEMM: one per unit of work (a tile part
+// of at least 16 of the tile's `tile_n` columns) of the `reduced_tiles` it sums, at most `budget`.
+// At decode's sizes a unit is a few dependent loads' latency, not bandwidth (measured on the H200:
+// one CTA per 32 KiB took 62 us for what 132 CTAs did in 8).
+uint32_t blocks_alone(uint32_t reduced_tiles, uint32_t tile_n, int budget);
+
 // Seconds per call of `c` on `s` at `rates`.
 double estimate(const GemmArShape& s, const GemmArChoice& c, const GemmArRates& rates = {});
 // The GEMM alone on `ctas` CTAs with `splits` slices (the chain's first half with splits 1).
