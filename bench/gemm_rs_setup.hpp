@@ -29,7 +29,7 @@ struct GemmRsSetup : BenchMemory {
   // m: output rows over all ranks; k: the inner dimension over all ranks (each rank holds k / w).
   GemmRsSetup(int world_size, uint32_t m_, uint32_t n_, uint32_t k, const GemmRsConfig& config, uint64_t seed,
               const char* where)
-      : BenchMemory(checked_world(world_size, k, where), 3 * size_t(m_) * n_ * 2 + (16u << 20), 1u << 16),
+      : BenchMemory(checked_world(world_size, m_, k, where), 3 * size_t(m_) * n_ * 2 + (16u << 20), 1u << 16),
         w(world_size),
         m(m_),
         n(n_),
@@ -63,9 +63,12 @@ struct GemmRsSetup : BenchMemory {
   }
 
  private:
-  // `world_size` once it and k are checked, before any rank is made.
-  static int checked_world(int world_size, uint32_t k, const char* where) {
+  // `world_size` once it, m and k are checked, before any rank is made.
+  static int checked_world(int world_size, uint32_t m, uint32_t k, const char* where) {
     TL_REQUIRE(world_size >= 1, where, "world", world_size, ">= 1");
+    TL_REQUIRE(m > 0 && m % world_size == 0, where, "m", m,
+               "a positive multiple of the world size " + std::to_string(world_size) +
+                   " (the baselines reduce-scatter equal blocks; the op itself takes any m)");
     TL_REQUIRE(k % world_size == 0 && (k / world_size) % 8 == 0, where, "k", k,
                "a multiple of 8 * world (" + std::to_string(8 * world_size) + "): K is split over the ranks");
     return world_size;

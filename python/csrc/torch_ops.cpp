@@ -317,8 +317,8 @@ at::Tensor gemm_rs(const at::Tensor& x, const at::Tensor& weight, const std::str
     std::lock_guard<std::mutex> lock(g_mutex);
     Group& g = checked_operands(kOp, "x", x, weight, group_name);
     const int64_t m = x.size(0), k = x.size(1), n = weight.size(0);
-    TORCH_CHECK_VALUE(m % (128 * g.size) == 0, kOp, ": argument 'x' has ", m, " rows: expected a multiple of 128 x the group's ",
-                      g.size, " ranks (each rank's output block is whole 128-row GEMM tiles)");
+    TORCH_CHECK_VALUE(m > 0 && m % g.size == 0, kOp, ": argument 'x' has ", m, " rows: expected a positive multiple of the group's ",
+                      g.size, " ranks (equal output blocks, as reduce_scatter_tensor)");
     c10::cuda::CUDAGuard guard(g.device);
     const std::string shape =
         "(m, n, k) = (" + std::to_string(m) + ", " + std::to_string(n) + ", " + std::to_string(k) + ")";
@@ -444,8 +444,6 @@ at::Tensor mlp(const at::Tensor& x_shard, const at::Tensor& w1, const at::Tensor
     TORCH_CHECK_VALUE(i_local % 8 == 0, kOp, ": argument 'w2' has ", i_local,
                       " columns (I/P): expected a multiple of 8 (TMA needs 16-byte rows)");
     const int64_t m = m_per_rank * g.size;
-    TORCH_CHECK_VALUE(m % (128 * g.size) == 0, kOp, ": argument 'x_shard' has ", m_per_rank,
-                      " rows: expected a multiple of 128 (each rank's output block is whole 128-row GEMM tiles of fc2)");
     c10::cuda::CUDAGuard guard(g.device);
     const Group::MlpShape key{m_per_rank, hidden, i_local, swiglu ? 0 : 1};
     const std::string shape = "(m_per_rank, hidden, intermediate / P) = (" + std::to_string(m_per_rank) + ", " +

@@ -271,6 +271,26 @@ def stay_away_or_name_the_absent(fault, group, rank, size):
     os._exit(0)
 
 
+def check_dense(rank, size, group, call, m_per_rank, n, k):
+    """ag_gemm and gemm_rs at (m_per_rank x size, n, k) against torch, on poisoned outputs."""
+    m = m_per_rank * size
+    g = torch.Generator(device="cuda").manual_seed(1000 + call)  # the same on every rank
+    x = torch.randn(m, k, generator=g, device="cuda").bfloat16()
+    ws = [torch.randn(n, k, generator=g, device="cuda").bfloat16() for _ in range(size)]
+    poison_next_allocation(m, n)
+    y = torch.ops.tilelink.ag_gemm(x[rank * m_per_rank:(rank + 1) * m_per_rank].contiguous(), ws[rank], group)
+    check(f"ag_gemm call {call} ({m}, {n}, {k})", y, x.float() @ ws[rank].float().T, bound=1e-2)
+
+    xs = [torch.randn(m, k, generator=g, device="cuda").bfloat16() for _ in range(size)]
+    poison_next_allocation(m_per_rank, n)
+    z = torch.ops.tilelink.gemm_rs(xs[rank], ws[rank], group)
+    rows = slice(rank * m_per_rank, (rank + 1) * m_per_rank)
+    partials = [(xs[r].float() @ ws[r].float().T)[rows] for r in range(size)]
+    # Each rank's partial is rounded to bf16 before the sum: 2^-8 of its magnitude, each.
+    bound = 1e-2 + sum(p.abs() for p in partials) / 256
+    check(f"gemm_rs call {call} ({m}, {n}, {k})", z, sum(partials), bound=bound)
+
+
 def main():
     local = int(os.environ["LOCAL_RANK"])
     torch.cuda.set_device(local % torch.cuda.device_count())
@@ -284,32 +304,21 @@ def main():
     shapes = [(256, 512, 384), (128, 512, 256)]  # (rows per rank, N, K): a second shape builds a second op
     for call in range(4):
         m_per_rank, n, k = shapes[call % 2]
-        m = m_per_rank * size
-        g = torch.Generator(device="cuda").manual_seed(1000 + call)  # the same on every rank
-        x = torch.randn(m, k, generator=g, device="cuda").bfloat16()
-        ws = [torch.randn(n, k, generator=g, device="cuda").bfloat16() for _ in range(size)]
-        poison_next_allocation(m, n)
-        y = torch.ops.tilelink.ag_gemm(x[rank * m_per_rank:(rank + 1) * m_per_rank].contiguous(), ws[rank], group)
-        check(f"ag_gemm call {call}", y, x.float() @ ws[rank].float().T, bound=1e-2)
-
-        xs = [torch.randn(m, k, generator=g, device="cuda").bfloat16() for _ in range(size)]
-        poison_next_allocation(m_per_rank, n)
-        z = torch.ops.tilelink.gemm_rs(xs[rank], ws[rank], group)
-        rows = slice(rank * m_per_rank, (rank + 1) * m_per_rank)
-        partials = [(xs[r].float() @ ws[r].float().T)[rows] for r in range(size)]
-        # Each rank's partial is rounded to bf16 before the sum: 2^-8 of its magnitude, each.
-        bound = 1e-2 + sum(p.abs() for p in partials) / 256
-        check(f"gemm_rs call {call}", z, sum(partials), bound=bound)
-
+        check_dense(rank, size, group, call, m_per_rank, n, k)
         # Calls 2 and 3 repeat the shapes of 0 and 1 with new tensors (the op re-pointed, not rebuilt).
         check_mlp(rank, size, m_per_rank, k, 128 if call % 2 == 0 else 256, ["swiglu", "gelu"][call % 2],
                   group, seed=1500 + call)
         # Calls 2 and 3 repeat the shapes of 0 and 1 with new tensors.
         check_sp_attention(rank, size, group, 1700 + call, spr=128 * (1 + call % 2), q_heads=4, kv_heads=2,
                            d=[128, 64][call % 2], causal=call % 2 == 0, layout=["zigzag", "contiguous"][call % 2])
+    # Any rows per rank: owner blocks that end in a partial GEMM tile row.
+    for call, m_per_rank in enumerate((7, 139), start=4):
+        check_dense(rank, size, group, call, m_per_rank, 264, 200)
+        check_mlp(rank, size, m_per_rank, 200, 136, "swiglu", group, seed=1500 + call)
     torch.cuda.synchronize()
     dist.barrier()
-    print(f"rank {rank} of {size}: ag_gemm, gemm_rs, mlp and sp_attention match torch over 4 calls", flush=True)
+    print(f"rank {rank} of {size}: ag_gemm, gemm_rs, mlp and sp_attention match torch over 4 calls, "
+          "ag_gemm, gemm_rs and mlp at 7 and 139 rows per rank", flush=True)
     for i, m in enumerate([1, 7, 129, 500, 7]):  # the last repeats a shape with new tensors
         check_gemm_ar(rank, size, group, 1900 + i, m)
     torch.cuda.synchronize()

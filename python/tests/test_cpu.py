@@ -116,8 +116,8 @@ def test_mlp_fake_errors_name_the_argument(fake_group):
             torch.ops.tilelink.mlp(x, empty(200, 64), empty(64, 100), fake_group)
         with pytest.raises(ValueError, match="'w2' has shape \\(64, 48\\): expected \\[64, 96\\]"):
             torch.ops.tilelink.mlp(x, w1, empty(64, 48), fake_group)
-        with pytest.raises(ValueError, match="'x_shard' has 64 rows: expected a multiple of 128"):
-            torch.ops.tilelink.mlp(empty(64, 64), w1, w2, fake_group)
+        # Any rows per rank: the fake output follows x_shard.
+        assert torch.ops.tilelink.mlp(empty(7, 64), w1, w2, fake_group).shape == (7, 64)
 
 
 def test_fake_errors_name_the_argument(fake_group):
@@ -127,9 +127,13 @@ def test_fake_errors_name_the_argument(fake_group):
             torch.ops.tilelink.ag_gemm(x, torch.empty(8, 16, dtype=torch.bfloat16, device="cuda"), fake_group)
         with pytest.raises(ValueError, match="'x_shard' has dtype torch.float32"):
             torch.ops.tilelink.ag_gemm(x.float(), torch.empty(8, 32, dtype=torch.bfloat16, device="cuda"), fake_group)
-        with pytest.raises(ValueError, match="'x' has 640 rows: expected a multiple of 128 x the group's 4"):
-            torch.ops.tilelink.gemm_rs(torch.empty(640, 32, dtype=torch.bfloat16, device="cuda"),
+        with pytest.raises(ValueError, match="'x' has 642 rows: expected a positive multiple of the group's 4"):
+            torch.ops.tilelink.gemm_rs(torch.empty(642, 32, dtype=torch.bfloat16, device="cuda"),
                                        torch.empty(8, 32, dtype=torch.bfloat16, device="cuda"), fake_group)
+        # Equal blocks of any row count.
+        assert torch.ops.tilelink.gemm_rs(torch.empty(12, 32, dtype=torch.bfloat16, device="cuda"),
+                                          torch.empty(8, 32, dtype=torch.bfloat16, device="cuda"),
+                                          fake_group).shape == (3, 8)
         with pytest.raises(ValueError, match="'x_shard' has 36 columns \\(K\\): expected a multiple of 8"):
             torch.ops.tilelink.ag_gemm(torch.empty(64, 36, dtype=torch.bfloat16, device="cuda"),
                                        torch.empty(8, 36, dtype=torch.bfloat16, device="cuda"), fake_group)

@@ -53,9 +53,9 @@ def _ag_gemm_fake(x_shard: torch.Tensor, weight: torch.Tensor, group_name: str) 
 @torch.library.register_fake("tilelink::gemm_rs")
 def _gemm_rs_fake(x: torch.Tensor, weight: torch.Tensor, group_name: str) -> torch.Tensor:
     size = _check_operands("tilelink.gemm_rs", "x", x, weight, group_name)
-    if x.shape[0] % (128 * size) != 0:
-        raise ValueError(f"tilelink.gemm_rs: argument 'x' has {x.shape[0]} rows: expected a multiple of 128 x the "
-                         f"group's {size} ranks (each rank's output block is whole 128-row GEMM tiles)")
+    if x.shape[0] == 0 or x.shape[0] % size != 0:
+        raise ValueError(f"tilelink.gemm_rs: argument 'x' has {x.shape[0]} rows: expected a positive multiple of the "
+                         f"group's {size} ranks (equal output blocks, as reduce_scatter_tensor)")
     return x.new_empty((x.shape[0] // size, weight.shape[0]))
 
 
@@ -76,9 +76,6 @@ def _mlp_fake(x_shard: torch.Tensor, w1: torch.Tensor, w2: torch.Tensor, group_n
     if i_local % 8 != 0:
         raise ValueError(f"{op}: argument 'w2' has {i_local} columns (I/P): expected a multiple of 8 "
                          "(TMA needs 16-byte rows)")
-    if x_shard.shape[0] % 128 != 0:
-        raise ValueError(f"{op}: argument 'x_shard' has {x_shard.shape[0]} rows: expected a multiple of 128 "
-                         "(each rank's output block is whole 128-row GEMM tiles of fc2)")
     del size
     return x_shard.new_empty((x_shard.shape[0], hidden))
 

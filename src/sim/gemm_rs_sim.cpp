@@ -13,12 +13,10 @@ constexpr const char* kWhere = "predict_gemm_rs";
 
 void validate(const GemmRsProblem& p, const GemmRsPlanConfig& c, const CostModel& cost) {
   check_world(kWhere, p.world, p.nodes);
-  check_split(kWhere, "m", p.m, p.world, "each rank owns m / world rows");
+  TL_REQUIRE(p.m > 0, kWhere, "m", p.m, "at least one row (rank r owns rows [r * ceil(m / world), ...))");
   check_split(kWhere, "k", p.k, p.world, "K is split evenly");
   TL_REQUIRE(p.n > 0 && p.n % 4 == 0, kWhere, "n", p.n, "a positive multiple of 4");
   TL_REQUIRE(c.bm > 0 && c.bn > 0 && c.bn % 4 == 0, kWhere, "bn", c.bn, "bm > 0 and bn a positive multiple of 4");
-  TL_REQUIRE((p.m / uint32_t(p.world)) % c.bm == 0, kWhere, "m", p.m,
-             "m / world a multiple of bm = " + std::to_string(c.bm) + " (owner blocks are whole tile rows)");
   TL_REQUIRE(c.op.reduce_blocks < uint32_t(cost.sms), kWhere, "reduce_blocks", c.op.reduce_blocks,
              "0 (automatic) to " + std::to_string(cost.sms - 1));
   TL_REQUIRE(c.op.scatter != GemmRsScatter::kCopyEngine || c.op.granularity != SignalGranularity::kTile, kWhere,
@@ -40,7 +38,8 @@ GemmRsPrediction predict_gemm_rs(const GemmRsProblem& p, const GemmRsPlanConfig&
   const uint32_t ranks_per_node = w / static_cast<uint32_t>(p.nodes);
   GemmRsFusedPlan plan;
   plan.world = w;
-  plan.rows_per_rank = p.m / w;
+  plan.m = p.m;
+  plan.rows_per_rank = GemmRsFusedPlan::owner_pitch(p.m, w);
   plan.n = p.n;
   plan.bm = c.bm;
   plan.bn = c.bn;
@@ -113,14 +112,14 @@ GemmRsPrediction predict_gemm_rs(const GemmRsProblem& p, const GemmRsPlanConfig&
       }
     }
     if (plan.scatter == GemmRsScatter::kCopyEngine) {  // one stream, groups in completion order
-      const double group_bytes = double(plan.group_rows()) * p.n * p.partial_bytes;
-      const uint32_t rows_per_group = plan.group_rows() / plan.bm;
+      const uint32_t rows_per_group = plan.group_tile_rows();
       double stream = 0.0;
       std::vector<double> copied(size_t(w) * plan.groups(), 0.0);
       for (uint32_t m_tile : m_order) {
         const uint32_t o = plan.tile_owner(m_tile), row = m_tile - o * plan.m_tiles();
         if (o == 0 || (row + 1) % rows_per_group != 0) continue;
         const uint32_t g = row / rows_per_group;
+        const double group_bytes = double(plan.group_rows(o, g)) * p.n * p.partial_bytes;
         const double start = std::max(stream, group_done[size_t(o) * plan.groups() + g]);
         stream = start + cost.ce_chunk_overhead + group_bytes / std::min(cost.ce_bandwidth, link(o));
         copied[size_t(o) * plan.groups() + g] = stream;

@@ -21,7 +21,7 @@
 namespace tilelink::tool {
 namespace {
 
-constexpr const char* kM = "rows of the output over all ranks (each rank gets m / world)";
+constexpr const char* kM = "rows of the output over all ranks, a multiple of the world (each rank gets m / world; the op itself takes any m)";
 constexpr const char* kN = "columns of the output";
 constexpr const char* kK = "inner dimension over all ranks (each rank holds k / world)";
 

@@ -118,14 +118,15 @@ inline std::string run_ag_gemm(const AgGemmCase& c, uint64_t seed, int calls) {
 inline std::string run_gemm_rs_fused(GemmRsFusedPlan plan, uint32_t k, uint64_t seed, int calls,
                                      uint32_t reduce_blocks = 2) {
   const int w = static_cast<int>(plan.world);
-  const uint32_t m = plan.world * plan.rows_per_rank;
+  const uint32_t m = plan.m;  // rows of A; the buffers hold every owner's block of R rows
+  const uint32_t buf_rows = plan.world * plan.rows_per_rank;
   constexpr uint32_t kComputeBlocks = 3;
   cpu::Executor ex(w, 16 << 20, plan.num_channels(), stress_options(seed));
   const uint32_t op = ex.register_op("gemm_rs_fused");
   const size_t a_off = ex.allocate(size_t(m) * k * 4);
   const size_t b_off = ex.allocate(size_t(plan.n) * k * 4);
-  const size_t partial_off = ex.allocate(size_t(m) * plan.n * 4);
-  const size_t recv_off = ex.allocate(size_t(m) * plan.n * 4);
+  const size_t partial_off = ex.allocate(size_t(buf_rows) * plan.n * 4);
+  const size_t recv_off = ex.allocate(size_t(buf_rows) * plan.n * 4);
   const size_t out_off = ex.allocate(size_t(plan.rows_per_rank) * plan.n * 4);
   std::vector<std::vector<uint32_t>> m_order(w, std::vector<uint32_t>(plan.world * plan.m_tiles()));
   for (int r = 0; r < w; ++r) make_gemm_rs_m_order(plan, uint32_t(r), m_order[r].data());
@@ -139,8 +140,8 @@ inline std::string run_gemm_rs_fused(GemmRsFusedPlan plan, uint32_t k, uint64_t 
       std::memcpy(ex.at<float>(r, a_off), a[r].data(), a[r].size() * 4);
       std::memcpy(ex.at<float>(r, b_off), b[r].data(), b[r].size() * 4);
       std::memset(ex.at<float>(r, out_off), kPoison, size_t(plan.rows_per_rank) * plan.n * 4);
-      std::memset(ex.at<float>(r, partial_off), kPoison, size_t(m) * plan.n * 4);
-      std::memset(ex.at<float>(r, recv_off), kPoison, size_t(m) * plan.n * 4);
+      std::memset(ex.at<float>(r, partial_off), kPoison, size_t(buf_rows) * plan.n * 4);
+      std::memset(ex.at<float>(r, recv_off), kPoison, size_t(buf_rows) * plan.n * 4);
     }
     const uint64_t epoch = uint64_t(call);
     std::vector<cpu::Role> roles = {
@@ -158,8 +159,8 @@ inline std::string run_gemm_rs_fused(GemmRsFusedPlan plan, uint32_t k, uint64_t 
            const float* recv = ex.at<float>(r, recv_off);
            float* out = ex.at<float>(r, out_off);
            gemm_rs_fused_reduce_block(ctx, plan, ex.signals(r, 0, plan.num_channels(), epoch, op),
-                                      [&](uint32_t, uint32_t row0, uint32_t col0, uint32_t cols) {
-                                        for (uint32_t e = 0; e < plan.bm * cols; ++e) {
+                                      [&](uint32_t, uint32_t row0, uint32_t rows, uint32_t col0, uint32_t cols) {
+                                        for (uint32_t e = 0; e < rows * cols; ++e) {
                                           const uint64_t at = uint64_t(row0 + e / cols) * plan.n + col0 + e % cols;
                                           float acc = 0.f;
                                           for (int s = 0; s < w; ++s) {
@@ -181,7 +182,17 @@ inline std::string run_gemm_rs_fused(GemmRsFusedPlan plan, uint32_t k, uint64_t 
 
     for (int o = 0; o < w; ++o) {
       const float* got = ex.at<float>(o, out_off);
-      for (uint32_t row = 0; row < plan.rows_per_rank; ++row) {
+      // Past the owner's rows (a short last block, none past M) nothing is written.
+      const uint32_t rows = plan.block_rows(uint32_t(o));
+      for (size_t e = size_t(rows) * plan.n; e < size_t(plan.rows_per_rank) * plan.n; ++e) {
+        unsigned char bytes[4];
+        std::memcpy(bytes, got + e, 4);
+        if (bytes[0] != kPoison || bytes[1] != kPoison || bytes[2] != kPoison || bytes[3] != kPoison) {
+          return "world " + std::to_string(w) + " m " + std::to_string(m) + ": owner " + std::to_string(o) +
+                 " wrote out element " + std::to_string(e) + " past its " + std::to_string(rows) + " rows";
+        }
+      }
+      for (uint32_t row = 0; row < rows; ++row) {
         for (uint32_t col = 0; col < plan.n; ++col) {
           const uint32_t global_row = uint32_t(o) * plan.rows_per_rank + row;
           float want = 0.f;

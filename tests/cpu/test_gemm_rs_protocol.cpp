@@ -2,7 +2,8 @@
 // blocks store each finished C tile where the variant puts it and notify per tile, reduction
 // blocks sum every sender's tiles as their signal groups complete. The result must equal a
 // reference (per-rank partial GEMMs, then a sum in rank order) bit for bit, for every signal
-// granularity, world sizes 1-8, tiles that divide nothing, over consecutive calls.
+// granularity, world sizes 1-8, tiles that divide nothing, any M (partial tile rows, short and
+// empty owner blocks), over consecutive calls.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -26,6 +27,7 @@ TEST_P(GemmRsFusedProtocolTest, MatchesPartialGemmsSummedInRankOrder) {
     if (scatter == GemmRsScatter::kCopyEngine && g == SignalGranularity::kTile) continue;  // refused by the op
     GemmRsFusedPlan plan;
     plan.world = static_cast<uint32_t>(world);
+    plan.m = 8 * plan.world;
     plan.rows_per_rank = 8;  // 2 tile rows of 4
     plan.n = 20;             // 3 tile columns of 8, the last short
     plan.bm = 4;
@@ -45,6 +47,53 @@ INSTANTIATE_TEST_SUITE_P(World, GemmRsFusedProtocolTest,
                            return "world" + std::to_string(std::get<0>(info.param)) + "_" +
                                   to_string(std::get<1>(info.param));
                          });
+
+// Any M: owner blocks of R = ceil(M / P) rows whose last tile row is partial (R = 5, 7), short
+// last blocks (P does not divide M), and owners with no rows at all (M < P).
+TEST_P(GemmRsFusedProtocolTest, MatchesAtAnyRowCount) {
+  const auto [world, scatter] = GetParam();
+  const uint32_t w = static_cast<uint32_t>(world);
+  for (uint32_t m : {1u, 3u, 5u * w, 7u * w + (w > 1 ? 1u : 0u), 2u * w + w / 2}) {
+    for (SignalGranularity g : {SignalGranularity::kTile, SignalGranularity::kTileRow, SignalGranularity::kRank}) {
+      if (scatter == GemmRsScatter::kCopyEngine && g == SignalGranularity::kTile) continue;
+      GemmRsFusedPlan plan;
+      plan.world = w;
+      plan.m = m;
+      plan.rows_per_rank = GemmRsFusedPlan::owner_pitch(m, w);
+      plan.n = 12;
+      plan.bm = 4;
+      plan.bn = 8;
+      plan.granularity = g;
+      plan.scatter = scatter;
+      plan.band = 2;
+      EXPECT_EQ(run_gemm_rs_fused(plan, 5, 5000 + world * 31 + m, 2), "") << "m " << m;
+    }
+  }
+}
+
+TEST(GemmRsFusedPlan, OwnerBlocksOfAnyRowCount) {
+  GemmRsFusedPlan plan;
+  plan.world = 4;
+  plan.bm = 4;
+  plan.m = 10;  // R = 3: blocks of 3, 3, 3 and 1 rows, one partial tile row each
+  plan.rows_per_rank = GemmRsFusedPlan::owner_pitch(plan.m, plan.world);
+  EXPECT_EQ(plan.rows_per_rank, 3u);
+  EXPECT_EQ(plan.m_tiles(), 1u);
+  EXPECT_EQ((std::vector<uint32_t>{plan.block_rows(0), plan.block_rows(1), plan.block_rows(2), plan.block_rows(3)}),
+            (std::vector<uint32_t>{3, 3, 3, 1}));
+  EXPECT_EQ(plan.tile_row0(3), 9u);
+  EXPECT_EQ(plan.rows_of_tile(3), 1u);
+  plan.m = 2;  // M < P: R = 1, owners 2 and 3 get nothing
+  plan.rows_per_rank = GemmRsFusedPlan::owner_pitch(plan.m, plan.world);
+  EXPECT_EQ((std::vector<uint32_t>{plan.block_rows(0), plan.block_rows(1), plan.block_rows(2), plan.block_rows(3)}),
+            (std::vector<uint32_t>{1, 1, 0, 0}));
+  EXPECT_EQ(plan.tile_rows(3, 0), 0u);
+  plan.m = 4 * 9;  // R = 9: tile rows of 4, 4 and 1
+  plan.rows_per_rank = GemmRsFusedPlan::owner_pitch(plan.m, plan.world);
+  EXPECT_EQ(plan.m_tiles(), 3u);
+  EXPECT_EQ(plan.tile_rows(2, 2), 1u);
+  EXPECT_EQ(plan.tile_row0(2 * 3 + 2), 2u * 9 + 8);
+}
 
 TEST(GemmRsFusedPlan, ReductionWalksBandsColumnByColumnAndCoversTheBlockOnce) {
   GemmRsFusedPlan plan;

@@ -197,7 +197,10 @@ TEST(GemmRsSim, RefusesWhatTheOpCannotRun) {
   GemmRsPlanConfig c;
   EXPECT_THROW(predict_gemm_rs(GemmRsProblem{8192, 8190, 28672, 2, 2, 8, 1}, c), InvalidArgument);  // n % 4
   EXPECT_THROW(predict_gemm_rs(GemmRsProblem{8192, 8192, 1001, 2, 2, 8, 1}, c), InvalidArgument);   // k % world
-  EXPECT_THROW(predict_gemm_rs(GemmRsProblem{8192 + 64 * 8, 8192, 28672, 2, 2, 8, 1}, c), InvalidArgument);  // m/P % bm
+  EXPECT_THROW(predict_gemm_rs(GemmRsProblem{0, 8192, 28672, 2, 2, 8, 1}, c), InvalidArgument);  // no rows
+  // Any M (the op's partial tile rows, short last blocks): predicted, never faster than whole tiles.
+  const double whole = predict_gemm_rs(GemmRsProblem{8192, 8192, 28672, 2, 2, 8, 1}, c).fused;
+  EXPECT_GE(predict_gemm_rs(GemmRsProblem{8192 + 64 * 8 + 3, 8192, 28672, 2, 2, 8, 1}, c).fused, whole);
   GemmRsPlanConfig ce = c;
   ce.op.scatter = GemmRsScatter::kCopyEngine;  // per tile: refused, as by the op
   EXPECT_THROW(predict_gemm_rs(GemmRsProblem{}, ce), InvalidArgument);

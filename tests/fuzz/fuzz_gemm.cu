@@ -94,8 +94,11 @@ std::vector<std::vector<float>> cublas_partials(Harness& h, const test::TestWorl
 Outcome run_draw(Harness& h, const GemmRsDraw& d, uint64_t seed) {
   test::TestWorld& env = h.world(d.world);
   const World& world = env.world;
-  const uint32_t w = static_cast<uint32_t>(d.world), rows = d.args.m / w;
-  const size_t partial_bytes = size_t(d.args.m) * d.args.n * 2, block = size_t(rows) * d.args.n;
+  // Any M: owner q gets GemmRs::rows_of rows from q * pitch (pitch = ceil(M / P)); out has room
+  // for a whole pitch, and the rows past the owner's must keep their poison.
+  const uint32_t w = static_cast<uint32_t>(d.world);
+  const size_t pitch = d.args.m == 0 ? 0 : GemmRs::buffer_rows(d.args.m, d.world) / w;
+  const size_t partial_bytes = std::max<size_t>(pitch * w, 1) * d.args.n * 2, block = std::max<size_t>(pitch, 1) * d.args.n;
   SymmetricBuffer partial = symmetric(env, partial_bytes);
   SymmetricBuffer recv;
   std::vector<DeviceBuffer> a, b, out;
@@ -138,11 +141,16 @@ Outcome run_draw(Harness& h, const GemmRsDraw& d, uint64_t seed) {
     world.synchronize();
     if (fresh_inputs(call)) {
       const auto partials = cublas_partials(h, env, args.a, args.b, d.args.m, d.args.n, d.args.k);
-      for (int q = 0; q < d.world; ++q) want[q] = test::reduce_scatter_reference(partials, size_t(q), block, &magnitude[q]);
+      for (int q = 0; q < d.world; ++q) {
+        want[q] = test::reduce_scatter_range(partials, size_t(q) * pitch * d.args.n,
+                                             size_t(GemmRs::rows_of(d.args.m, d.world, q)) * d.args.n, &magnitude[q]);
+      }
     }
     for (int q = 0; q < d.world; ++q) {
-      const auto got = test::download<__nv_bfloat16>(out[q].get(), block);
+      const auto whole = test::download<__nv_bfloat16>(out[q].get(), block);
+      const std::vector<__nv_bfloat16> got(whole.begin(), whole.begin() + static_cast<std::ptrdiff_t>(want[q].size()));
       const std::string where = at_call(call) + ", owner " + std::to_string(q);
+      if (std::string e = check_poisoned(whole, want[q].size(), where + " past its rows"); !e.empty()) return failure(e, call);
       // Fresh inputs: the reference (each partial may differ from cuBLAS's by a bf16 rounding, the
       // sum by one more); the same inputs again: the previous call's bits.
       std::string e = fresh_inputs(call) ? compare_bf16(got, want[q], &magnitude[q], 2e-2f, 1e-2f, d.args.n, where)

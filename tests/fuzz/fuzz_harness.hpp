@@ -156,6 +156,15 @@ inline std::string compare_bf16(const std::vector<__nv_bfloat16>& got, const std
          ", reference " + std::to_string(want[first]);
 }
 
+// "" if got[from..] still holds the poison (nothing was written past an output's rows), else
+// where it first does not.
+inline std::string check_poisoned(const std::vector<__nv_bfloat16>& got, size_t from, const std::string& what) {
+  for (size_t i = from; i < got.size(); ++i) {
+    if (bits(got[i]) != kPoisonBf16) return what + ": element " + std::to_string(i) + " was written";
+  }
+  return "";
+}
+
 // "" if a and b hold the same bytes, else where they first differ.
 template <class T>
 std::string compare_bits(const std::vector<T>& got, const std::vector<T>& previous, const std::string& what) {

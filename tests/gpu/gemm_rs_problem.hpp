@@ -18,15 +18,17 @@
 namespace tilelink::test {
 
 // C = A * B^T over the ranks of `env`, reduced and scattered: the symmetric partial and receive
-// buffers (M x N bf16 each, from env's heap), every rank's random A (M x K) and B (N x K) and its
-// out (M / world x N), and `args` naming them with the default configuration.
+// buffers (GemmRs::buffer_rows x N bf16 each, from env's heap), every rank's random A (M x K) and
+// B (N x K) and its out (room for ceil(M / world) rows x N, the most any owner gets), and `args`
+// naming them with the default configuration.
 struct GemmRsProblem {
   SymmetricBuffer partial, recv;
   std::vector<DeviceBuffer> a, b, out;
   GemmRsArguments args;
 
   GemmRsProblem(TestWorld& env, uint32_t m, uint32_t n, uint32_t k, std::mt19937_64& rng)
-      : partial(env.heap.allocate(size_t(m) * n * 2)), recv(env.heap.allocate(size_t(m) * n * 2)) {
+      : partial(env.heap.allocate(GemmRs::buffer_rows(m, env.world.size()) * n * 2)),
+        recv(env.heap.allocate(GemmRs::buffer_rows(m, env.world.size()) * n * 2)) {
     const int world = env.world.size();
     args.partial = &partial;
     args.recv = &recv;
@@ -36,7 +38,7 @@ struct GemmRsProblem {
     for (int r = 0; r < world; ++r) {
       a.emplace_back(size_t(m) * k * 2, env.world.device(r));
       b.emplace_back(size_t(n) * k * 2, env.world.device(r));
-      out.emplace_back(size_t(m / uint32_t(world)) * n * 2, env.world.device(r));
+      out.emplace_back(GemmRs::buffer_rows(m, world) / uint32_t(world) * n * 2, env.world.device(r));
       upload(a[r].get(), random_bf16(size_t(m) * k, rng).data(), a[r].bytes());
       upload(b[r].get(), random_bf16(size_t(n) * k, rng).data(), b[r].bytes());
       args.a.push_back(a[r].get());
@@ -48,9 +50,10 @@ struct GemmRsProblem {
   GemmRsProblem& operator=(const GemmRsProblem&) = delete;
 };
 
-// Expects every owner's output (out[q], M / world x N bf16) to be the sum over ranks, in rank
-// order in fp32, of each rank's bf16 partial A_r B_r^T by cuBLAS (`ref[r]`, M x N bf16, scratch),
-// within a bf16 rounding per partial and of the sum. Returns each owner's output bits.
+// Expects every owner's output (out[q]: its GemmRs::rows_of rows x N bf16) to be the sum over
+// ranks, in rank order in fp32, of each rank's bf16 partial A_r B_r^T by cuBLAS (`ref[r]`, M x N
+// bf16, scratch), within a bf16 rounding per partial and of the sum, and the rest of out[q] to
+// hold the 0xFF poison still. Returns each owner's output bits.
 inline std::vector<std::vector<uint16_t>> expect_rank_order_sum(cublasHandle_t cublas, const World& world,
                                                                 const std::vector<DeviceBuffer>& a,
                                                                 const std::vector<DeviceBuffer>& b,
@@ -58,8 +61,7 @@ inline std::vector<std::vector<uint16_t>> expect_rank_order_sum(cublasHandle_t c
                                                                 std::vector<DeviceBuffer>& ref, uint32_t m,
                                                                 uint32_t n, uint32_t k) {
   const int world_size = world.size();
-  const uint32_t rows_per_rank = m / uint32_t(world_size);
-  const size_t out_elems = size_t(rows_per_rank) * n;
+  const uint32_t pitch = uint32_t(GemmRs::buffer_rows(m, world_size) / uint32_t(world_size));  // owner q: rows from q * pitch
   std::vector<std::vector<__nv_bfloat16>> partials(world_size);
   for (int r = 0; r < world_size; ++r) {
     cublas_reference_bf16(cublas, a[r].get(), b[r].get(), ref[r].get(), m, n, k);
@@ -67,10 +69,20 @@ inline std::vector<std::vector<uint16_t>> expect_rank_order_sum(cublasHandle_t c
   }
   std::vector<std::vector<uint16_t>> bits(world_size);
   for (int q = 0; q < world_size; ++q) {
-    const auto got = download<__nv_bfloat16>(out[q].get(), out_elems);
+    const size_t out_elems = size_t(GemmRs::rows_of(m, world_size, q)) * n;
+    // The whole buffer: past the owner's rows it must still hold the poison (0xFF bytes).
+    const auto whole = download<__nv_bfloat16>(out[q].get(), out[q].bytes() / 2);
+    const std::vector<__nv_bfloat16> got(whole.begin(), whole.begin() + static_cast<std::ptrdiff_t>(out_elems));
+    size_t untouched = 0;
+    for (size_t i = out_elems; i < whole.size(); ++i) {
+      uint16_t v;
+      std::memcpy(&v, &whole[i], 2);
+      untouched += v == 0xFFFF;
+    }
+    EXPECT_EQ(untouched, whole.size() - out_elems) << "owner " << q << ": written past its " << out_elems / n << " rows";
     size_t bad = 0, first = 0;
     for (size_t i = 0; i < out_elems; ++i) {
-      const size_t at = size_t(q) * rows_per_rank * n + i;
+      const size_t at = size_t(q) * pitch * n + i;
       float want = 0.f, magnitude = 0.f;
       for (int s = 0; s < world_size; ++s) {
         want += __bfloat162float(partials[s][at]);

@@ -13,18 +13,26 @@ namespace tilelink::test {
 // Owner `owner`'s block of a reduce-scatter: element i is the fp32 sum over ranks q = 0, 1, ...,
 // P-1, in that order, of partials[q][owner * block + i] (each partial holds P blocks of `block`
 // floats). With `magnitude`, also the same sums of absolute values: the scale of a tolerance.
-inline std::vector<float> reduce_scatter_reference(const std::vector<std::vector<float>>& partials, size_t owner,
-                                                   size_t block, std::vector<float>* magnitude = nullptr) {
-  std::vector<float> sum(block, 0.f);
-  if (magnitude != nullptr) magnitude->assign(block, 0.f);
+// Elements [begin, begin + count) of the sum of `partials` in rank order (an owner's rows of a
+// reduce-scatter), and the sum of magnitudes for tolerances.
+inline std::vector<float> reduce_scatter_range(const std::vector<std::vector<float>>& partials, size_t begin,
+                                               size_t count, std::vector<float>* magnitude = nullptr) {
+  std::vector<float> sum(count, 0.f);
+  if (magnitude != nullptr) magnitude->assign(count, 0.f);
   for (size_t q = 0; q < partials.size(); ++q) {
-    const float* p = partials[q].data() + owner * block;
-    for (size_t i = 0; i < block; ++i) {
+    const float* p = partials[q].data() + begin;
+    for (size_t i = 0; i < count; ++i) {
       sum[i] += p[i];
       if (magnitude != nullptr) (*magnitude)[i] += std::fabs(p[i]);
     }
   }
   return sum;
+}
+
+// Owner `owner`'s equal block of `block` elements.
+inline std::vector<float> reduce_scatter_reference(const std::vector<std::vector<float>>& partials, size_t owner,
+                                                   size_t block, std::vector<float>* magnitude = nullptr) {
+  return reduce_scatter_range(partials, owner * block, block, magnitude);
 }
 
 // The activation of a gate value g (and, for SwiGLU, its up value u) in fp32: silu(g) * u, or

@@ -1,7 +1,9 @@
-// GEMM+RS on virtual ranks (world 1, 2, 4, 8) against cuBLAS per rank (bf16 partials) and an
+// GEMM+RS on virtual ranks (worlds 1, 2, 3, 4, 8) against cuBLAS per rank (bf16 partials) and an
 // fp32 reduction in rank order on the host, for every scatter variant (pull, epilogue push, copy
-// engine) and signal granularity; N and K not multiples of the 128x256x64 tile. Each case makes two fresh-input calls (outputs poisoned first),
-// then 100 calls on the second call's inputs, each checked bit-identical to it.
+// engine) and signal granularity; N and K not multiples of the 128x256x64 tile, and M any row
+// count (partial tile rows, short and empty owner blocks). Each case makes two fresh-input calls
+// (outputs and buffers poisoned first; nothing may be written past an owner's rows), then calls on
+// the second call's inputs, each checked bit-identical to it.
 #include <cublas_v2.h>
 #include <cuda_bf16.h>
 #include <gtest/gtest.h>
@@ -24,61 +26,42 @@
 
 namespace tilelink::test::gemm_rs {
 
-class GemmRsTest : public ::testing::TestWithParam<std::tuple<int, SignalGranularity, GemmRsScatter>> {};
-
-TEST_P(GemmRsTest, MatchesCublasPartialsSummedInRankOrder) {
-  TL_SKIP_WITHOUT_GPU();
-  const auto [world_size, granularity, scatter] = GetParam();
+// Runs the op at (m, n, k) on `world_size` virtual ranks: two calls of fresh inputs over poisoned
+// outputs and buffers, each against cuBLAS partials summed in rank order, then `repeats` calls on
+// the second call's inputs, each bit-identical to it.
+void check_gemm_rs(int world_size, uint32_t m, uint32_t n, uint32_t k, SignalGranularity granularity,
+                   GemmRsScatter scatter, int repeats) {
   const uint64_t seed = std::random_device{}();
-  SCOPED_TRACE("seed " + std::to_string(seed));
+  SCOPED_TRACE("seed " + std::to_string(seed) + ", m " + std::to_string(m));
   std::mt19937_64 rng(seed);
-  constexpr uint32_t kRowsPerRank = 256, kN = 264, kK = 200;
-  const uint32_t m = kRowsPerRank * world_size;
-  const size_t partial_bytes = size_t(m) * kN * 2, out_elems = size_t(kRowsPerRank) * kN;
-
-  TestWorld env(world_size, 2 * partial_bytes + (2 << 20), 4096);
+  const size_t buffer_bytes = GemmRs::buffer_rows(m, world_size) * n * 2;
+  TestWorld env(world_size, 2 * buffer_bytes + (2 << 20), 4096);
   const World& world = env.world;
-  SymmetricBuffer partial = env.heap.allocate(partial_bytes);
-  SymmetricBuffer recv = env.heap.allocate(partial_bytes);
-  std::vector<DeviceBuffer> a, b, out, ref;
-  GemmRsArguments args;
-  args.partial = &partial;
-  args.m = m;
-  args.n = kN;
-  args.k = kK;
-  args.recv = &recv;
-  args.config.granularity = granularity;
-  args.config.scatter = scatter;
-  for (int r = 0; r < world_size; ++r) {
-    a.emplace_back(size_t(m) * kK * 2, world.device(r));
-    b.emplace_back(size_t(kN) * kK * 2, world.device(r));
-    out.emplace_back(out_elems * 2, world.device(r));
-    ref.emplace_back(partial_bytes, world.device(r));
-    args.a.push_back(a[r].get());
-    args.b.push_back(b[r].get());
-    args.out.push_back(out[r].get());
-  }
-  ASSERT_EQ(GemmRs::can_implement(world, env.heap, args), "");
-  GemmRs op(world, env.heap, env.signals, args, "gemm_rs_test");
+  GemmRsProblem p(env, m, n, k, rng);
+  p.args.config.granularity = granularity;
+  p.args.config.scatter = scatter;
+  std::vector<DeviceBuffer> ref;
+  for (int r = 0; r < world_size; ++r) ref.emplace_back(size_t(m) * n * 2, world.device(r));
+  ASSERT_EQ(GemmRs::can_implement(world, env.heap, p.args), "");
+  GemmRs op(world, env.heap, env.signals, p.args, "gemm_rs_test");
   cublasHandle_t cublas = nullptr;
   TL_CUBLAS_CHECK(cublasCreate(&cublas));
 
-  constexpr int kRepeats = 100;
   std::vector<std::vector<uint16_t>> previous(world_size);
-  for (int call = 1; call <= 2 + kRepeats; ++call) {
+  for (int call = 1; call <= 2 + repeats; ++call) {
     SCOPED_TRACE("call " + std::to_string(call));
     const bool repeat = call > 2;  // same inputs as call 2: bit-identical output
     settle();
-    if (!repeat) {
+    if (!repeat && call > 1) {  // the problem's constructor drew call 1's inputs
       for (int r = 0; r < world_size; ++r) {
-        upload(a[r].get(), random_bf16(size_t(m) * kK, rng).data(), a[r].bytes());
-        upload(b[r].get(), random_bf16(size_t(kN) * kK, rng).data(), b[r].bytes());
+        upload(p.a[r].get(), random_bf16(size_t(m) * k, rng).data(), p.a[r].bytes());
+        upload(p.b[r].get(), random_bf16(size_t(n) * k, rng).data(), p.b[r].bytes());
       }
     }
     for (int r = 0; r < world_size; ++r) {
-      TL_CUDA_CHECK(cudaMemset(out[r].get(), 0xFF, out[r].bytes()));
-      TL_CUDA_CHECK(cudaMemset(partial.data(r), 0xFF, partial_bytes));
-      TL_CUDA_CHECK(cudaMemset(recv.data(r), 0xFF, partial_bytes));
+      TL_CUDA_CHECK(cudaMemset(p.out[r].get(), 0xFF, p.out[r].bytes()));
+      TL_CUDA_CHECK(cudaMemset(p.partial.data(r), 0xFF, buffer_bytes));
+      TL_CUDA_CHECK(cudaMemset(p.recv.data(r), 0xFF, buffer_bytes));
     }
     settle();
     op.run();
@@ -86,18 +69,57 @@ TEST_P(GemmRsTest, MatchesCublasPartialsSummedInRankOrder) {
 
     if (repeat) {
       for (int q = 0; q < world_size; ++q) {
-        const auto got = download<__nv_bfloat16>(out[q].get(), out_elems);
-        std::vector<uint16_t> bits(out_elems);
-        std::memcpy(bits.data(), got.data(), out_elems * 2);
+        const auto got = download<__nv_bfloat16>(p.out[q].get(), previous[q].size());
+        std::vector<uint16_t> bits(previous[q].size());
+        std::memcpy(bits.data(), got.data(), bits.size() * 2);
         ASSERT_EQ(bits, previous[q]) << "owner " << q << ": same inputs, different bits";
       }
       continue;
     }
     // Reference: every rank's bf16 partial by cuBLAS, summed over ranks in order in fp32.
-    previous = expect_rank_order_sum(cublas, world, a, b, out, ref, m, kN, kK);
+    previous = expect_rank_order_sum(cublas, world, p.a, p.b, p.out, ref, m, n, k);
+    if (::testing::Test::HasFailure()) break;
   }
   TL_CUBLAS_CHECK(cublasDestroy(cublas));
 }
+
+class GemmRsTest : public ::testing::TestWithParam<std::tuple<int, SignalGranularity, GemmRsScatter>> {};
+
+// 256 rows per owner (whole tile rows), N and K off the tile; 100 repeated calls.
+TEST_P(GemmRsTest, MatchesCublasPartialsSummedInRankOrder) {
+  TL_SKIP_WITHOUT_GPU();
+  const auto [world_size, granularity, scatter] = GetParam();
+  check_gemm_rs(world_size, 256 * uint32_t(world_size), 264, 200, granularity, scatter, 100);
+}
+
+// Any M: owner blocks that end in a partial tile row (M / P = 1, 7, 136, 300), M not a multiple
+// of the world (short last blocks) and M < world (owners with no rows), every scatter variant.
+class GemmRsAnyMTest : public ::testing::TestWithParam<std::tuple<int, GemmRsScatter>> {};
+
+TEST_P(GemmRsAnyMTest, MatchesCublasAtAnyRowCount) {
+  TL_SKIP_WITHOUT_GPU();
+  const auto [world_size, scatter] = GetParam();
+  const uint32_t w = uint32_t(world_size);
+  const SignalGranularity granularity =
+      scatter == GemmRsScatter::kCopyEngine ? SignalGranularity::kTileRow : SignalGranularity::kTile;
+  for (uint32_t m : {1u, 2u, 7u, 7u * w, 136u * w, 300u * w + (w > 1 ? w - 1 : 0), 129u, 500u}) {
+    check_gemm_rs(world_size, m, 264, 200, granularity, scatter, 3);
+    if (::testing::Test::HasFailure()) return;
+  }
+  // Whole-block signals at a partial tile row.
+  if (scatter != GemmRsScatter::kEpiloguePush) {
+    check_gemm_rs(world_size, 136u * w + 1, 264, 200, SignalGranularity::kRank, scatter, 3);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(GemmRs, GemmRsAnyMTest,
+                         ::testing::Combine(::testing::Values(1, 2, 3, 4, 8),
+                                            ::testing::Values(GemmRsScatter::kPull, GemmRsScatter::kEpiloguePush,
+                                                              GemmRsScatter::kCopyEngine)),
+                         [](const ::testing::TestParamInfo<GemmRsAnyMTest::ParamType>& info) {
+                           return "world" + std::to_string(std::get<0>(info.param)) + "_" +
+                                  to_string(std::get<1>(info.param));
+                         });
 
 std::string case_name(const ::testing::TestParamInfo<GemmRsTest::ParamType>& info) {
   const SignalGranularity g = std::get<1>(info.param);
@@ -134,12 +156,12 @@ TEST(GemmRsArgumentsTest, RefusesWhatItCannotRun) {
     a.config.granularity = granularity;
   };
   expect_refusals<GemmRs>(env, good, {
-      {[](A& a) { a.m = 511; }, "'m' = 511"},
-      {[](A& a) { a.m = 384; }, "'m_per_rank' = 192"},  // 192 rows per rank: not whole 128-row tiles
+      {[](A& a) { a.m = 0; }, "'m' = 0"},
       {[](A& a) { a.n = 260; }, "'n' = 260"},
       {[](A& a) { a.k = 100; }, "'k' = 100"},
       {[](A& a) { a.out[1] = nullptr; }, "'out[1]' = nullptr"},
       {[](A& a) { a.m = 1024; }, "'partial' holds"},  // partial holds 512 x 256
+      {[](A& a) { a.m = 513; }, "'partial' holds"},   // 2 blocks of 257 rows: more than 512 x 256
       // The copy engine's receive buffer is missing.
       {[&](A& a) { copy_engine(a, SignalGranularity::kTileRow); }, "'recv'"},
       // With it, the copy engine moves whole tile rows, not tiles.

@@ -1,5 +1,5 @@
 // The fused tensor-parallel MLP (AG+GEMM -> SwiGLU / GELU -> GEMM+RS) on virtual ranks (world 1,
-// 2, 4, 8) against an independent chain: cuBLAS fc1 on the gathered tokens, the activation on the
+// 2, 4, 8; 128 or 61 tokens per rank) against an independent chain: cuBLAS fc1 on the gathered tokens, the activation on the
 // host in fp32, cuBLAS fc2 partials, summed over ranks in rank order in fp32. Each case makes two
 // calls with fresh random tokens (outputs poisoned, the peers' rows of the gathered tokens NaN);
 // the activation is also checked element by element against the host on the op's own fc1 output.
@@ -21,16 +21,17 @@
 
 namespace tilelink::test::mlp {
 
-class MlpTest : public ::testing::TestWithParam<std::tuple<int, MlpActivation, GemmRsScatter>> {};
+// (world, activation, fc2 scatter, rows per rank: 128 whole tile rows, 61 a partial one).
+class MlpTest : public ::testing::TestWithParam<std::tuple<int, MlpActivation, GemmRsScatter, uint32_t>> {};
 
 TEST_P(MlpTest, MatchesCublasChainWithHostActivation) {
   TL_SKIP_WITHOUT_GPU();
-  const auto [world_size, act, scatter] = GetParam();
+  const auto [world_size, act, scatter, kRowsPerRank] = GetParam();
   const uint64_t seed = std::random_device{}();
   SCOPED_TRACE("seed " + std::to_string(seed));
   std::mt19937_64 rng(seed);
   const uint32_t w = static_cast<uint32_t>(world_size);
-  constexpr uint32_t kRowsPerRank = 128, kHidden = 200, kInterPerRank = 136;
+  constexpr uint32_t kHidden = 200, kInterPerRank = 136;
   const uint32_t m = kRowsPerRank * w, inter = kInterPerRank * w;
   const uint32_t fc1_cols = act == MlpActivation::kSwiGlu ? 2 * kInterPerRank : kInterPerRank;
   const size_t x_bytes = size_t(m) * kHidden * 2, shard_bytes = size_t(kRowsPerRank) * kHidden * 2;
@@ -147,19 +148,20 @@ TEST_P(MlpTest, MatchesCublasChainWithHostActivation) {
 INSTANTIATE_TEST_SUITE_P(
     Mlp, MlpTest,
     ::testing::Combine(::testing::Values(1, 2, 4, 8), ::testing::Values(MlpActivation::kSwiGlu, MlpActivation::kGelu),
-                       ::testing::Values(GemmRsScatter::kPull)),
+                       ::testing::Values(GemmRsScatter::kPull), ::testing::Values(128u, 61u)),
     [](const ::testing::TestParamInfo<MlpTest::ParamType>& info) {
       return "world" + std::to_string(std::get<0>(info.param)) + "_" + to_string(std::get<1>(info.param)) + "_" +
-             to_string(std::get<2>(info.param));
+             to_string(std::get<2>(info.param)) + "_rows" + std::to_string(std::get<3>(info.param));
     });
 // The other fc2 scatter variants, once each at world 4.
 INSTANTIATE_TEST_SUITE_P(
     MlpScatter, MlpTest,
     ::testing::Combine(::testing::Values(4), ::testing::Values(MlpActivation::kSwiGlu),
-                       ::testing::Values(GemmRsScatter::kEpiloguePush, GemmRsScatter::kCopyEngine)),
+                       ::testing::Values(GemmRsScatter::kEpiloguePush, GemmRsScatter::kCopyEngine),
+                       ::testing::Values(128u, 61u)),
     [](const ::testing::TestParamInfo<MlpTest::ParamType>& info) {
       return "world" + std::to_string(std::get<0>(info.param)) + "_" + to_string(std::get<1>(info.param)) + "_" +
-             to_string(std::get<2>(info.param));
+             to_string(std::get<2>(info.param)) + "_rows" + std::to_string(std::get<3>(info.param));
     });
 
 TEST(MlpArgumentsTest, RefusesWhatItCannotRun) {

@@ -23,7 +23,7 @@
 namespace tilelink::sim {
 
 struct GemmRsProblem {
-  uint32_t m = 8192;   // rows of C (each rank owns m / world)
+  uint32_t m = 8192;   // rows of C (rank r owns rows [r * ceil(m / world), ...), any m)
   uint32_t n = 8192;   // columns of C
   uint32_t k = 28672;  // inner dimension across all ranks (each rank has k / world)
   uint32_t element_bytes = 2;  // inputs (bf16)

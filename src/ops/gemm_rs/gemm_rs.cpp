@@ -63,7 +63,8 @@ int gemm_sm_count(const World& world, int rank, const GemmRsArguments& a) {
 GemmRsFusedPlan make_plan(const World& world, const GemmRsArguments& a, const detail::Sm90GemmRsConfigInfo& kernel) {
   GemmRsFusedPlan plan;
   plan.world = static_cast<uint32_t>(world.size());
-  plan.rows_per_rank = a.m / plan.world;
+  plan.m = a.m;
+  plan.rows_per_rank = GemmRsFusedPlan::owner_pitch(a.m, plan.world);
   plan.n = a.n;
   plan.bm = kernel.tile_m;
   plan.bn = kernel.tile_n;
@@ -74,7 +75,7 @@ GemmRsFusedPlan make_plan(const World& world, const GemmRsArguments& a, const de
 
 uint32_t choose_swizzle(const World& world, const GemmRsArguments& a, const detail::Sm90GemmRsConfigInfo& kernel) {
   return gemm_rs_policy::auto_swizzle(a.config.swizzle, kernel.tile_m * kernel.cluster_m,
-                                      a.m / static_cast<uint32_t>(world.size()));
+                                      GemmRsFusedPlan::owner_pitch(a.m, static_cast<uint32_t>(world.size())));
 }
 
 // What channel `ch` of the slice carries, for timeout reports (the layout of GemmRsFusedPlan).
@@ -90,8 +91,8 @@ std::string describe_gemm_rs_channel(const GemmRsFusedPlan& plan, uint32_t ch, i
       return "tile " + std::to_string(g) + " (tile row " + std::to_string(g / plan.n_tiles()) + ", column " +
              std::to_string(g % plan.n_tiles()) + ")";
     }
-    return "rows [" + std::to_string(plan.group_row0(g)) + ", " + std::to_string(plan.group_row0(g) + plan.group_rows()) +
-           ")";
+    const uint32_t tile_rows = plan.granularity == SignalGranularity::kRank ? plan.rows_per_rank : plan.bm;
+    return "rows [" + std::to_string(plan.group_row0(g)) + ", " + std::to_string(plan.group_row0(g) + tile_rows) + ")";
   };
   if (ch < plan.group_channel(world, 0)) {
     const uint32_t owner = (ch - plan.group_channel(0, 0)) / plan.groups();
@@ -113,11 +114,7 @@ std::string describe_gemm_rs_channel(const GemmRsFusedPlan& plan, uint32_t ch, i
 
 std::string GemmRs::can_implement(const World& world, const SymmetricHeap& heap, const GemmRsArguments& a) {
   const auto& kernel = detail::sm90_gemm_rs_configs().front();
-  const uint32_t w = static_cast<uint32_t>(world.size());
-  if (a.m == 0 || a.m % w != 0) {
-    return "argument 'm' = " + std::to_string(a.m) + ": expected a positive multiple of the world size " +
-           std::to_string(w);
-  }
+  if (a.m == 0) return "argument 'm' = 0: expected at least one row";
   if (std::string e = check_rank_pointers(world, a.a, "a"); !e.empty()) return e;
   if (std::string e = check_rank_pointers(world, a.b, "b"); !e.empty()) return e;
   if (std::string e = check_rank_pointers(world, a.out, "out"); !e.empty()) return e;
@@ -150,7 +147,7 @@ std::string GemmRs::can_implement(const World& world, const SymmetricHeap& heap,
   p.sm_count = gemm_sm_count(world, 0, a);
   p.swizzle = static_cast<int>(choose_swizzle(world, a, kernel));
   if (std::string e = kernel.can_implement(p); !e.empty()) return e;
-  const uint64_t bytes = uint64_t(a.m) * a.n * 2;
+  const uint64_t bytes = buffer_rows(a.m, world.size()) * a.n * 2;
   if (std::string e = check_symmetric(world, heap, a.partial, 0, bytes, "partial"); !e.empty()) return e;
   switch (a.config.scatter) {
     case GemmRsScatter::kPull:
@@ -185,6 +182,18 @@ std::string GemmRs::can_implement(const World& world, const SymmetricHeap& heap,
          ": expected pull, push or ce";
 }
 
+uint32_t GemmRs::rows_of(uint32_t m, int world, int rank) {
+  GemmRsFusedPlan plan;
+  plan.world = static_cast<uint32_t>(world);
+  plan.m = m;
+  plan.rows_per_rank = GemmRsFusedPlan::owner_pitch(m, plan.world);
+  return plan.block_rows(static_cast<uint32_t>(rank));
+}
+
+uint64_t GemmRs::buffer_rows(uint32_t m, int world) {
+  return uint64_t(GemmRsFusedPlan::owner_pitch(m, static_cast<uint32_t>(world))) * static_cast<uint32_t>(world);
+}
+
 TuneKey gemm_rs_tune_key(const World& world, const GemmRsArguments& a) {
   return make_tune_key(world, "gemm_rs", a.m, a.n, a.k);
 }
@@ -210,7 +219,7 @@ GemmRs::GemmRs(const World& world, SymmetricHeap& heap, SignalSet& signals, cons
   swizzle_ = choose_swizzle(world, args, kernel);
   kernel_cluster_ = kernel.cluster_m * kernel.cluster_n;
   plan_.band = swizzle_ * kernel.cluster_m;
-  const uint32_t m_tiles = args.m / kernel.tile_m;
+  const uint32_t m_tiles = plan_.world * plan_.m_tiles();  // every owner block's tile rows
   const size_t n_ranks = static_cast<size_t>(world.size());  // per-rank state; other processes' entries stay empty
   kernels_.resize(n_ranks);
   m_order_.resize(n_ranks);

@@ -26,10 +26,11 @@ __global__ void __launch_bounds__(kThreads) gemm_rs_reduce_kernel(GemmRsFusedPla
                                                                   TraceView trace) {
   DeviceBlockCtx<false> ctx{sig.rank, sig.world, nullptr, trace};
   const uint32_t rank = static_cast<uint32_t>(sig.rank);
-  gemm_rs_fused_reduce_block(ctx, plan, sig, [&](uint32_t t, uint32_t row0, uint32_t col0, uint32_t cols) {
+  gemm_rs_fused_reduce_block(ctx, plan, sig, [&](uint32_t t, uint32_t row0, uint32_t rows, uint32_t col0,
+                                                         uint32_t cols) {
     const uint64_t t0 = trace_start(trace);
     const uint32_t vectors_per_row = cols / 8;  // n and bn are multiples of 8
-    const uint32_t total = plan.bm * vectors_per_row;
+    const uint32_t total = rows * vectors_per_row;
     for (uint32_t e0 = threadIdx.x; e0 < total; e0 += kVectors * kThreads) {
       uint64_t at[kVectors];
       bool live[kVectors];

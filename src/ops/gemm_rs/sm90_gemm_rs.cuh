@@ -1,11 +1,18 @@
 // CUTLASS 4.2 sm90 assembly of the fused GEMM+RS kernel (docs/design/gemm_rs_kernel.md has the
 // reading of CUTLASS's epilogue this relies on). Included only by one-configuration .cu files.
 //
+// The kernel's M runs over owner blocks, each in its own tile rows: P * m_tiles tile rows
+// (GemmRsFusedPlan), tile row m being row m % m_tiles of owner m / m_tiles, whose rows start at
+// owner * R of M (R = plan.rows_per_rank, any count: a block's last tile row may be partial).
+//  - Sm90GemmRsMainloop<Base>: Base = the builder's TMA warp-specialized mainloop. A's TMA
+//    descriptor spans A's own M rows; the producer sees A as (tile row within the block, owner),
+//    owner l's rows from l * R (rows past M load as zeros, a partial tile's rows past its block
+//    are the next owner's and are never stored); B ignores the owner.
 //  - Sm90NotifyEpilogue<Base>: Base = the builder's TMA warp-specialized epilogue, hooked
-//    (sm90_hooked_epilogue.cuh). The mainloop runs the plain (M, N, K) problem; the epilogue sees
-//    it as a batch over owners, (M/P, N, K, P), with D's batch stride the distance between owner
-//    blocks' destinations, so one TMA descriptor stores either into this rank's buffer or,
-//    through an affine heap, straight into each owner's receive slot. After Base::store of a
+//    (sm90_hooked_epilogue.cuh). It sees the problem as a batch over owners, (R, N, K, P), with
+//    D's batch stride the distance between owner blocks' destinations, so one TMA descriptor
+//    stores either into this rank's buffer or, through an affine heap, straight into each
+//    owner's receive slot, and a tile's rows past its block are clipped. After Base::store of a
 //    tile, once its TMA stores have been written (store_landed_then), it notifies the tile's
 //    signal group (add mode, one notify per tile): on this rank, or on the owner for the
 //    epilogue push.
@@ -22,6 +29,7 @@
 
 #include "ops/common/sm90_bf16_tn_gemm.cuh"
 #include "ops/common/sm90_hooked_epilogue.cuh"
+#include "ops/common/sm90_hooked_mainloop.cuh"
 #include "ops/common/sm90_persistent_launcher.cuh"
 #include "ops/gemm_rs/sm90_gemm_rs_kernel.hpp"
 #include "tilelink/core/error.hpp"
@@ -29,6 +37,69 @@
 #include "tilelink/primitives/trace.cuh"
 
 namespace tilelink::detail {
+
+// A kernel tile coordinate (m over every owner's tile rows, n, k, l) -> (tile row within the
+// owner block, n, k, owner). A cluster's padding tile row (m >= P * m_tiles) maps past the last
+// block's rows, where TMA loads zeros and stores nothing.
+template <class TileCoord>
+TL_HOST_DEVICE auto owner_block_coord(const GemmRsFusedPlan& plan, TileCoord const& coord) {
+  const int m = static_cast<int>(cute::get<0>(coord));
+  const int mt = static_cast<int>(plan.m_tiles()), last = static_cast<int>(plan.world) - 1;
+  const int owner = m < mt * (last + 1) ? m / mt : last;
+  return cute::make_coord(m - owner * mt, static_cast<int>(cute::get<1>(coord)), static_cast<int>(cute::get<2>(coord)),
+                          owner);
+}
+
+// The producer's hook (sm90_hooked_mainloop.cuh): no waits (A is in place), the owner block's
+// coordinate for the loads.
+struct GemmRsOwnerLoads {
+  GemmRsFusedPlan plan;
+  uint32_t n_tiles = 0;
+  bool enabled = false;
+  TraceView trace;
+
+  template <uint32_t kTileM>
+  CUTLASS_DEVICE void wait(uint32_t, uint32_t) const {}
+  template <class BlockCoord>
+  CUTLASS_DEVICE auto load_coord(BlockCoord const& blk_coord) const {
+    return owner_block_coord(plan, blk_coord);
+  }
+};
+
+template <class Base>
+struct Sm90GemmRsMainloop : Sm90HookedMainloop<Base, GemmRsOwnerLoads> {
+  using Hooked = Sm90HookedMainloop<Base, GemmRsOwnerLoads>;
+  using typename Hooked::Arguments;
+  using typename Hooked::Params;
+
+  // Base's Params with A's descriptor over A's own M rows (the kernel's M counts padded blocks).
+  template <class ProblemShape>
+  static Params to_underlying_arguments(ProblemShape const& problem_shape, Arguments const& args,
+                                        void* workspace) {
+    const auto rows = cute::make_shape(static_cast<int>(args.hook.plan.m), cute::get<1>(problem_shape),
+                                       cute::get<2>(problem_shape), cute::get<3>(problem_shape));
+    return Params{Base::to_underlying_arguments(rows, args, workspace), args.hook};
+  }
+
+  template <class ProblemShape_MNKL>
+  CUTLASS_DEVICE auto load_init(ProblemShape_MNKL const& problem_shape_MNKL, Params const& params) const {
+    const GemmRsFusedPlan& plan = params.hook.plan;
+    const auto inputs = Base::load_init(
+        cute::make_shape(static_cast<int>(plan.m), cute::get<1>(problem_shape_MNKL), cute::get<2>(problem_shape_MNKL),
+                         cute::get<3>(problem_shape_MNKL)),
+        params);
+    // A: (BLK_M, BLK_K, m, k, l) -> (BLK_M, BLK_K, tile row within the block, k, owner), owner l's
+    // rows from l * R; B: a zero l stride, so that the owner coordinate leaves B alone.
+    const auto gA = cute::get<0>(inputs);
+    const auto gA_m_tiles = cute::make_tensor(
+        gA.data(), cute::make_layout(cute::replace<2>(gA.shape(), static_cast<int>(plan.m_tiles())), gA.stride()));
+    const auto gA_blocks = with_batch_mode(gA_m_tiles, static_cast<int>(plan.world),
+                                           static_cast<int>(plan.rows_per_rank) * cute::E<0>{});
+    const auto gB = cute::get<1>(inputs);
+    const auto gB_any_l = with_batch_mode(gB, cute::get<4>(gB.shape()), cute::Int<0>{});
+    return cute::make_tuple(gA_blocks, gB_any_l);
+  }
+};
 
 // What a finished tile notifies; the epilogue's hook (sm90_hooked_epilogue.cuh). With a TraceView
 // on, consumer thread 0 records each tile's epilogue (store and notify) and, inside it, the
@@ -41,8 +112,8 @@ struct GemmRsNotify {
 
   TL_HOST_DEVICE uint32_t m_tiles() const { return plan.world * plan.m_tiles(); }  // tile rows of M
 
-  // The epilogue's view: (M, N, K, 1) -> (M/P, N, K, P), and a tile row of M -> (row within the
-  // owner block, owner). Padding tiles land past the block's rows, where TMA writes nothing.
+  // The epilogue's view: (P * m_tiles * bm, N, K, 1) -> (R, N, K, P), and a kernel tile row ->
+  // (row within the owner block, owner). Rows past a block's R land nowhere (TMA clips them).
   template <class ProblemShape>
   TL_HOST_DEVICE auto problem(ProblemShape const& problem) const {
     return cute::make_shape(static_cast<int>(plan.rows_per_rank), static_cast<int>(cute::get<1>(problem)),
@@ -50,11 +121,7 @@ struct GemmRsNotify {
   }
   template <class TileCoord>
   TL_HOST_DEVICE auto coord(TileCoord const& coord) const {
-    const int m = static_cast<int>(cute::get<0>(coord));
-    const int mt = static_cast<int>(plan.m_tiles()), last = static_cast<int>(plan.world) - 1;
-    const int owner = m < mt * (last + 1) ? m / mt : last;
-    return cute::make_coord(m - owner * mt, static_cast<int>(cute::get<1>(coord)),
-                            static_cast<int>(cute::get<2>(coord)), owner);
+    return owner_block_coord(plan, coord);
   }
   CUTLASS_DEVICE uint64_t before() const { return trace_start(trace); }
 
@@ -80,9 +147,10 @@ struct GemmRsNotify {
 template <class Base>
 using Sm90NotifyEpilogue = Sm90HookedEpilogue<Base, GemmRsNotify>;
 
-// The kernel type for one configuration: the bf16 TN GEMM with the notifying epilogue.
+// The kernel type for one configuration: the bf16 TN GEMM with the owner-block mainloop and the
+// notifying epilogue.
 template <class TileShape, class ClusterShape>
-using Sm90GemmRsTypes = Sm90Bf16TnGemm<TileShape, ClusterShape, NoWrap, Sm90NotifyEpilogue>;
+using Sm90GemmRsTypes = Sm90Bf16TnGemm<TileShape, ClusterShape, Sm90GemmRsMainloop, Sm90NotifyEpilogue>;
 
 template <class TileShape, class ClusterShape>
 class Sm90GemmRsKernelImpl final
@@ -95,9 +163,8 @@ class Sm90GemmRsKernelImpl final
 
  public:
   static std::string can_implement(const Sm90GemmRsProblem& p) {
-    if (p.plan.rows_per_rank % kTileM != 0) {
-      return "argument 'm_per_rank' = " + std::to_string(p.plan.rows_per_rank) + ": expected a multiple of " +
-             std::to_string(kTileM) + " (owner blocks are whole GEMM tile rows)";
+    if (p.plan.bm != kTileM) {
+      return "plan tile rows = " + std::to_string(p.plan.bm) + ": expected the kernel's " + std::to_string(kTileM);
     }
     return Types::check(p.m, p.n, p.k, p.k, p.sm_count, p.swizzle);
   }
@@ -106,7 +173,11 @@ class Sm90GemmRsKernelImpl final
     this->require(p, "gemm_rs kernel");
     const int m = static_cast<int>(p.m), n = static_cast<int>(p.n), k = static_cast<int>(p.k);
     typename Kernel::Arguments args{};
-    Types::set_problem(args, p.m, p.n, p.k, p.a, p.k, p.b, p.d, p.m_order, p.swizzle);
+    // The kernel's M: every owner block in whole tile rows (the mainloop and epilogue map them).
+    Types::set_problem(args, p.plan.world * p.plan.m_tiles() * kTileM, p.n, p.k, p.a, p.k, p.b, p.d, p.m_order,
+                       p.swizzle);
+    args.mainloop.hook.plan = p.plan;
+    args.mainloop.hook.n_tiles = p.plan.n_tiles();
     args.epilogue.dD = cute::make_stride(static_cast<int64_t>(p.n), cute::Int<1>{}, p.d_batch_stride);
     args.epilogue.dC = args.epilogue.dD;
     args.epilogue.hook = {p.plan, p.sig, true, TraceView{}};

@@ -59,7 +59,7 @@ const std::vector<Sm90GemmRsConfigInfo>& sm90_gemm_rs_configs();
 
 // The reduction of owner `rank`: for each tile of its block, wait for every sender's part, sum
 // the senders' partial tiles in rank order in fp32 into `out` (rows_per_rank x n bf16), then the
-// exit barrier. `buf`, `recv`: this rank's M x n bf16 buffers (recv: copy-engine scatter only).
+// exit barrier. `buf`, `recv`: this rank's P * R x n bf16 buffers (R = plan.rows_per_rank) (recv: copy-engine scatter only).
 // `blocks` CTAs (a multiple of `cluster`), in clusters of `cluster` CTAs (the GEMM's), on `stream`.
 // Loads the reduction kernel's module on the current device (lazy loading, see World).
 void preload_gemm_rs_reduce();

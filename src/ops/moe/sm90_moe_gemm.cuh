@@ -117,10 +117,7 @@ struct Sm90MoeGemmMainloop : Sm90HookedMainloop<Base, MoeGemmWait> {
         params);
     // (BLK_M, BLK_K, m, k, l): a zero l stride, so that the expert coordinate leaves A alone.
     const auto gA = cute::get<0>(a_inputs);
-    static_assert(decltype(cute::rank(gA.layout()))::value == 5);
-    const auto gA_any_l =
-        cute::make_tensor(gA.data(), cute::make_layout(gA.shape(), cute::replace<4>(gA.stride(), cute::Int<0>{})));
-    return cute::make_tuple(gA_any_l, cute::get<1>(b_inputs));
+    return cute::make_tuple(with_batch_mode(gA, cute::get<4>(gA.shape()), cute::Int<0>{}), cute::get<1>(b_inputs));
   }
 };
 

@@ -1,8 +1,9 @@
 // GEMM+RS: the row-parallel linear layer with its reduce-scatter hidden under the GEMM.
 //
 // Every rank r holds A_r (M x K_r, row-major bf16) and B_r (N x K_r, K contiguous, the
-// nn.Linear layout; K x N is refused) and gets rows [r*M/P, (r+1)*M/P) of sum_q A_q * B_q^T
-// (bf16 out, fp32 reduction in rank order 0..P-1: bit-identical run after run).
+// nn.Linear layout; K x N is refused) and gets rows [r*R, min((r+1)*R, M)) of sum_q A_q * B_q^T,
+// R = ceil(M/P) (torch.chunk's split; M/P when P divides M, and ranks past the end own no rows
+// when M < P), in bf16, from an fp32 reduction in rank order 0..P-1: bit-identical run after run.
 //
 // The fused CUTLASS 4.2 kernel computes the rank's bf16 partial, owner blocks of other ranks
 // first, and its epilogue notifies each finished tile's signal group; `reduce_blocks` CTAs of
@@ -10,11 +11,12 @@
 // rows as they arrive. How tiles reach their owner (config.scatter, gemm_rs_fused.hpp):
 //  - pull: the GEMM writes `partial` (its own rows); owners read the senders' partials.
 //  - push: the GEMM's epilogue stores each tile straight into its owner's `partial`, in slot r
-//    (rows [r*M/P, (r+1)*M/P)) -- needs an affine heap (SymmetricHeap::affine_stride).
+//    (rows [r*R, (r+1)*R)) -- needs an affine heap (SymmetricHeap::affine_stride).
 //  - ce: the GEMM writes `partial`; the copy engine moves each finished group (tile row or owner
 //    block) into the owner's `recv`, slot r.
 // With one rank the reduce-scatter is the identity: the GEMM writes `out` itself, nothing else runs.
-// M/P must be a multiple of 128 (owner blocks are whole tile rows), N and K_r of 8.
+// Any M >= 1 (the GEMM tiles each owner block on its own, a partial tile row at its end); N and
+// K_r multiples of 8.
 #pragma once
 
 #include <cstdint>
@@ -37,9 +39,9 @@ namespace tilelink {
 struct GemmRsArguments {
   std::vector<const void*> a;              // per rank: M x K bf16
   std::vector<const void*> b;              // per rank: N x K bf16
-  std::vector<void*> out;                  // per rank: M/P x N bf16
-  const SymmetricBuffer* partial = nullptr;  // M x N bf16 on every rank
-  const SymmetricBuffer* recv = nullptr;     // M x N bf16 on every rank; scatter 'ce' only
+  std::vector<void*> out;                  // per rank: GemmRs::rows_of(m, P, r) x N bf16
+  const SymmetricBuffer* partial = nullptr;  // P * ceil(M/P) x N bf16 on every rank (M x N when P | M)
+  const SymmetricBuffer* recv = nullptr;     // as partial; scatter 'ce' only
   uint32_t m = 0, n = 0, k = 0;            // k: each rank's slice of the inner dimension
   GemmRsConfig config;
 };
@@ -60,6 +62,10 @@ class GemmRs {
   GemmRs& operator=(const GemmRs&) = delete;
 
   static std::string can_implement(const World& world, const SymmetricHeap& heap, const GemmRsArguments& args);
+  // Rows of the output rank `rank` of `world` ranks gets for M = m (R = ceil(m / world) or fewer),
+  // and the rows `partial` and `recv` hold (world * R).
+  static uint32_t rows_of(uint32_t m, int world, int rank);
+  static uint64_t buffer_rows(uint32_t m, int world);
 
   // Enqueues one call on every rank (GEMM on the compute stream, reduction on the comm stream);
   // the call is complete on the compute stream. Returns its epoch.
@@ -68,7 +74,7 @@ class GemmRs {
   // time. Leaves the signals as they were.
   void run_gemm_only();
   // Points `rank`'s next calls at other operands: A (M x K), the weight (N x K) and the output
-  // (M/P x N), as a framework that allocates a call's output itself needs (the PyTorch ops):
+  // (rows_of(M, P, rank) x N), as a framework that allocates a call's output itself needs (the PyTorch ops):
   // host-only, no synchronisation; the GEMM's descriptors are rebuilt when a pointer they hold
   // changed. Call it between calls (the stream order keeps the previous call's operands).
   // Throws InvalidArgument on a null or misaligned pointer.

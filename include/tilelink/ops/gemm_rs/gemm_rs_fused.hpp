@@ -2,10 +2,16 @@
 //
 // Rank r computes its partial P_r = A_r * B_r^T (M x N) tile by tile, owner blocks of other ranks
 // first (rank r starts with r + 1's rows, its own last). Owner q ends with rows
-// [q * M/P, (q + 1) * M/P) of sum_r P_r, summed in rank order 0..P-1 in fp32 whatever the arrival
-// order: the same inputs give bit-identical outputs, and all three variants give the same bits.
+// [q * R, min((q + 1) * R, M)) of sum_r P_r, R = ceil(M / P) (torch.chunk's split: any M, ranks
+// past the end own no rows), summed in rank order 0..P-1 in fp32 whatever the arrival order: the
+// same inputs give bit-identical outputs, and all three variants give the same bits.
 //
-// Where a finished tile goes (GemmRsScatter), with `buf` the op's symmetric M x N buffer:
+// Any M: the GEMM walks each owner block in its own tile rows (ceil(R / bm) of them), so a tile
+// never straddles two owners; a block's last tile row is partial, and the rows it would have past
+// the block (past M, or the next owner's) are never reduced or copied. Symmetric buffers hold P
+// blocks of R rows (P * R >= M), the rows of block q at q * R.
+//
+// Where a finished tile goes (GemmRsScatter), with `buf` the op's symmetric P * R x N buffer:
 //  - kPull: into r's own buf (row = global row); the epilogue notifies the tile's group on r
 //    (producer_tile_notify). Owner q's reduction waits on every sender's channel (peer_tile_wait)
 //    and reads the senders' buf rows of its block remotely.
@@ -18,8 +24,8 @@
 //    its own block from its buf, every other sender's slot from its recv.
 //
 // Signal granularity (decoupled from the tile size): one channel per GEMM tile, per row of tiles,
-// or per owner block. Owner blocks are whole GEMM tile rows (rows_per_rank % bm == 0). The copy
-// engine moves whole groups, which must be contiguous rows: per tile row or per owner block.
+// or per owner block. The copy engine moves whole groups, which must be contiguous rows: per tile
+// row or per owner block.
 // Across calls: in call e+1 a rank's GEMM overwrites its buf and its copies overwrite peers' recv
 // slots, which owners read in call e; the reduction's exit barrier (every rank done reading)
 // precedes the rank's next GEMM and copies.
@@ -50,7 +56,8 @@ inline const char* to_string(GemmRsScatter s) {
 
 struct GemmRsFusedPlan {
   uint32_t world = 1;
-  uint32_t rows_per_rank = 0;  // M / P, a multiple of bm
+  uint32_t m = 0;              // rows of the product over all owners
+  uint32_t rows_per_rank = 0;  // R = ceil(M / P): the owner blocks' pitch (owner_pitch)
   uint32_t n = 0;
   uint32_t bm = 0;             // GEMM tile
   uint32_t bn = 0;
@@ -58,7 +65,28 @@ struct GemmRsFusedPlan {
   GemmRsScatter scatter = GemmRsScatter::kPull;
   uint32_t band = 1;           // tile rows the GEMM walks together along N (its rasterization band)
 
-  TL_HOST_DEVICE uint32_t m_tiles() const { return rows_per_rank / bm; }  // per owner block
+  // The pitch of owner blocks for M rows over P ranks.
+  TL_HOST_DEVICE static uint32_t owner_pitch(uint32_t m, uint32_t world) { return (m + world - 1) / world; }
+  TL_HOST_DEVICE uint32_t m_tiles() const { return (rows_per_rank + bm - 1) / bm; }  // per owner block
+  // Rows owner `owner` ends with (R, fewer for the last, none past M).
+  TL_HOST_DEVICE uint32_t block_rows(uint32_t owner) const {
+    const uint64_t row0 = uint64_t(owner) * rows_per_rank;
+    return row0 >= m ? 0u : (m - row0 < rows_per_rank ? m - static_cast<uint32_t>(row0) : rows_per_rank);
+  }
+  // Rows of tile row `row` (within a block) that hold owner `owner`'s data.
+  TL_HOST_DEVICE uint32_t tile_rows(uint32_t owner, uint32_t row) const {
+    const uint32_t rows = block_rows(owner);
+    return rows <= row * bm ? 0u : (rows - row * bm < bm ? rows - row * bm : bm);
+  }
+  // A kernel tile row (over all owners: owner * m_tiles() + row) -> its first row of M, its rows.
+  TL_HOST_DEVICE uint32_t tile_row0(uint32_t m_tile) const {
+    const uint32_t owner = tile_owner(m_tile);
+    return owner * rows_per_rank + (m_tile - owner * m_tiles()) * bm;
+  }
+  TL_HOST_DEVICE uint32_t rows_of_tile(uint32_t m_tile) const {
+    const uint32_t owner = tile_owner(m_tile);
+    return tile_rows(owner, m_tile - owner * m_tiles());
+  }
   TL_HOST_DEVICE uint32_t n_tiles() const { return (n + bn - 1) / bn; }
   TL_HOST_DEVICE uint32_t tiles_per_block() const { return m_tiles() * n_tiles(); }
   TL_HOST_DEVICE uint32_t groups() const {
@@ -73,9 +101,13 @@ struct GemmRsFusedPlan {
                                                         : 0u;
   }
   TL_HOST_DEVICE uint32_t arrivals_per_group() const { return tiles_per_block() / groups(); }
-  // Rows [row0, row0 + rows) of the block that group g covers (tile-row and block groups only).
+  // Rows [row0, row0 + rows) of owner `owner`'s block that group g covers (tile-row and block
+  // groups only); its tile rows.
   TL_HOST_DEVICE uint32_t group_row0(uint32_t g) const { return granularity == SignalGranularity::kRank ? 0 : g * bm; }
-  TL_HOST_DEVICE uint32_t group_rows() const { return granularity == SignalGranularity::kRank ? rows_per_rank : bm; }
+  TL_HOST_DEVICE uint32_t group_rows(uint32_t owner, uint32_t g) const {
+    return granularity == SignalGranularity::kRank ? block_rows(owner) : tile_rows(owner, g);
+  }
+  TL_HOST_DEVICE uint32_t group_tile_rows() const { return granularity == SignalGranularity::kRank ? m_tiles() : 1u; }
 
   // Tile rows per band within a block: `band`, at least 1, at most the block's.
   TL_HOST_DEVICE uint32_t band_tiles() const { return band < m_tiles() ? (band > 0 ? band : 1) : m_tiles(); }
@@ -112,7 +144,7 @@ struct GemmRsFusedPlan {
     const uint32_t t = (m_tile - owner * m_tiles()) * n_tiles() + n_tile;
     return group_channel(owner, group_of(t));
   }
-  // Row of `buf` (M x N) on the rank the tile's data lands on, for row `row` of M computed by
+  // Row of `buf` (P * R x N) on the rank the tile's data lands on, for row `row` of M computed by
   // `rank`: its own buf (kPull, kCopyEngine) or the owner's slot `rank` (kEpiloguePush).
   TL_HOST_DEVICE uint32_t landing_row(uint32_t rank, uint32_t row) const {
     if (scatter != GemmRsScatter::kEpiloguePush) return row;
@@ -138,14 +170,14 @@ inline void make_gemm_rs_m_order(const GemmRsFusedPlan& plan, uint32_t rank, uin
 // kCopyEngine, one rank's comm stream: for each group of another owner, in the order the GEMM
 // completes them (the last of its tile rows in m_order), wait for the group's tiles, copy its
 // rows into the owner's recv slot of this rank, set the owner's channel. `buf` and `recv`: this
-// rank's M x n buffers of `elem` bytes per element; m_order: make_gemm_rs_m_order's.
+// rank's P * R x n buffers of `elem` bytes per element; m_order: make_gemm_rs_m_order's.
 template <class HostCtx>
 void gemm_rs_copy_engine_scatter(HostCtx& h, const GemmRsFusedPlan& plan, const SignalView& sig,
                                  const SymmetricView& heap, const uint32_t* m_order, const void* buf, void* recv,
                                  uint32_t elem) {
   const uint32_t rank = static_cast<uint32_t>(h.rank());
   const uint64_t row_bytes = uint64_t(plan.n) * elem;
-  const uint32_t tile_rows_per_group = plan.group_rows() / plan.bm;
+  const uint32_t tile_rows_per_group = plan.group_tile_rows();
   for (uint32_t j = 0; j < plan.world * plan.m_tiles(); ++j) {
     const uint32_t owner = plan.tile_owner(m_order[j]);
     const uint32_t row_in_block = m_order[j] - owner * plan.m_tiles();
@@ -154,8 +186,11 @@ void gemm_rs_copy_engine_scatter(HostCtx& h, const GemmRsFusedPlan& plan, const 
     h.rank_wait(sig, plan.group_channel(owner, g), plan.arrivals_per_group());
     const uint64_t src_row = uint64_t(owner) * plan.rows_per_rank + plan.group_row0(g);
     const uint64_t dst_row = uint64_t(rank) * plan.rows_per_rank + plan.group_row0(g);
-    void* dst = heap.translate(static_cast<char*>(recv) + dst_row * row_bytes, static_cast<int>(owner));
-    h.rank_copy_data(dst, static_cast<const char*>(buf) + src_row * row_bytes, plan.group_rows() * row_bytes);
+    const uint32_t rows = plan.group_rows(owner, g);  // none: a block or tile row past M
+    if (rows != 0) {
+      void* dst = heap.translate(static_cast<char*>(recv) + dst_row * row_bytes, static_cast<int>(owner));
+      h.rank_copy_data(dst, static_cast<const char*>(buf) + src_row * row_bytes, rows * row_bytes);
+    }
     h.rank_notify(sig, plan.recv_channel(rank, g), static_cast<int>(owner));
   }
 }
@@ -176,9 +211,9 @@ TL_HOST_DEVICE const T* gemm_rs_sender_rows(const GemmRsFusedPlan& plan, const S
 }
 
 // Reduction blocks of one owner: each tile of its block once every sender's part has arrived, in
-// block-strided order over the GEMM's finishing order (reduce_tile); `sum_tile(t, row0, col0, cols)` sums the senders' rows [row0, row0 + bm)
-// (within the block, see gemm_rs_sender_rows), columns [col0, col0 + cols), in rank order
-// 0..P-1. Then the exit barrier: peers read or write this rank's buffers until every rank is
+// block-strided order over the GEMM's finishing order (reduce_tile); `sum_tile(t, row0, rows,
+// col0, cols)` sums the senders' rows [row0, row0 + rows) (within the block, see
+// gemm_rs_sender_rows; rows may be 0 past M), columns [col0, col0 + cols), in rank order 0..P-1. Then the exit barrier: peers read or write this rank's buffers until every rank is
 // past it.
 TL_PROTOCOL
 template <class Ctx, class SumTile>
@@ -201,8 +236,8 @@ TL_HOST_DEVICE void gemm_rs_fused_reduce_block(Ctx& ctx, const GemmRsFusedPlan& 
         }
       }
     }
-    const uint32_t col0 = (t % plan.n_tiles()) * plan.bn;
-    sum_tile(t, (t / plan.n_tiles()) * plan.bm, col0, plan.n - col0 < plan.bn ? plan.n - col0 : plan.bn);
+    const uint32_t col0 = (t % plan.n_tiles()) * plan.bn, row = t / plan.n_tiles();
+    sum_tile(t, row * plan.bm, plan.tile_rows(owner, row), col0, plan.n - col0 < plan.bn ? plan.n - col0 : plan.bn);
   }
   rank_exit_barrier(ctx, sig, plan.exit_channel());
 }

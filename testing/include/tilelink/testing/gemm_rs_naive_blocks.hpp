@@ -12,7 +12,7 @@ namespace tilelink {
 // Compute blocks of one rank: the fused kernel's tile order (rows of m_order, all N tiles of a
 // row before the next) with a naive GEMM standing in for the CUTLASS mainloop, each tile stored
 // where plan.scatter puts it and then notified, as the kernel's epilogue does. The CPU executor
-// runs it in CI. a: M x k, b: n x k (k contiguous), buf: symmetric M x n, all floats.
+// runs it in CI. a: M x k, b: n x k (k contiguous), buf: symmetric P * R x n (R = plan.rows_per_rank), all floats.
 TL_PROTOCOL
 template <class Ctx>
 TL_HOST_DEVICE void gemm_rs_fused_compute_block(Ctx& ctx, const GemmRsFusedPlan& plan, const SignalView& sig,
@@ -27,7 +27,9 @@ TL_HOST_DEVICE void gemm_rs_fused_compute_block(Ctx& ctx, const GemmRsFusedPlan&
     const uint32_t owner = plan.tile_owner(m_tile);
     float* dst = push ? heap.translate(buf, static_cast<int>(owner)) : buf;
     const ColRange cols = tile_cols(n_tile, plan.bn, plan.n);
-    for_each_tile_element(ctx.lanes(), m_tile * plan.bm, plan.bm, cols, [&](uint32_t row, uint32_t col) {
+    // The block's rows of the tile (the kernel also computes the rest, which lands nowhere read).
+    for_each_tile_element(ctx.lanes(), plan.tile_row0(m_tile), plan.rows_of_tile(m_tile), cols,
+                          [&](uint32_t row, uint32_t col) {
       const float acc = naive_dot(a + uint64_t(row) * k, b + uint64_t(col) * k, k, 1, 0);  // b is n x k
       dst[uint64_t(plan.landing_row(rank, row)) * plan.n + col] = acc;
     });
