@@ -23,8 +23,10 @@ void validate(const GemmRsProblem& p, const GemmRsPlanConfig& c, const CostModel
              "granularity", std::string("tile"), "tile_row or rank with the copy-engine scatter (it moves whole groups of rows)");
 }
 
-// The op's automatic band: up to 8 two-row cluster bands (16 tile rows), at least 4 per block.
-uint32_t auto_band(uint32_t m_tiles) {
+// The op's automatic band: up to 8 two-row cluster bands (16 tile rows), at least 4 per block;
+// 16 with the epilogue reducer (gemm_rs_policy::auto_swizzle).
+uint32_t auto_band(uint32_t m_tiles, GemmRsReducer reducer) {
+  if (reducer == GemmRsReducer::kEpilogue) return 16;
   uint32_t band = 2;
   while (band < 16 && 4 * 2 * band <= m_tiles) band *= 2;
   return band;
@@ -45,13 +47,18 @@ GemmRsPrediction predict_gemm_rs(const GemmRsProblem& p, const GemmRsPlanConfig&
   plan.bn = c.bn;
   plan.granularity = c.op.granularity;
   plan.scatter = c.op.scatter;
-  plan.band = c.band != 0 ? c.band : auto_band(plan.m_tiles());
+  plan.reducer = gemm_rs_policy::reducer(c.op.reducer);
+  plan.band = c.band != 0 ? c.band : auto_band(plan.m_tiles(), plan.reducer);
   const uint32_t k_local = p.k / w;
+  const bool in_epilogue = plan.reducer == GemmRsReducer::kEpilogue && w > 1;
 
   GemmRsPrediction out;
-  // As configured, else the op's rule for one rank per GPU at this cost model's rates.
+  out.reducer = plan.reducer;
+  // As configured, else the op's rule for one rank per GPU at this cost model's rates; none when
+  // the GEMM's epilogue sums.
   const uint32_t reduce_ctas =
-      c.op.reduce_blocks != 0
+      in_epilogue ? 0u
+      : c.op.reduce_blocks != 0
           ? c.op.reduce_blocks
           : gemm_rs_policy::reduce_blocks(0, cost.sms,
                                           {p.world, k_local, true, cost.flops / cost.sms, cost.sm_copy_bandwidth_per_cta});
@@ -78,6 +85,16 @@ GemmRsPrediction predict_gemm_rs(const GemmRsProblem& p, const GemmRsPlanConfig&
   make_gemm_rs_m_order(plan, 0, m_order.data());
   std::vector<double> free_at(ctas, 0.0);
   std::vector<double> finish(size_t(w) * tpb, 0.0);
+  // Sender q's part of owner 0's tile t lands (and is announced) as rank 0's part of owner
+  // (P - q) mod P's tile t does, by symmetry: after its MMA, its store into the owner (push), the
+  // notify.
+  const auto part_arrival = [&](uint32_t q, uint32_t t) {
+    const uint32_t o = (w - q) % w;
+    const double store = plan.scatter == GemmRsScatter::kEpiloguePush
+                             ? tile_bytes(t) / std::min(cost.sm_copy_bandwidth_per_cta, link(o))
+                             : 0.0;
+    return finish[size_t(o) * tpb + t] + store + cost.notify_latency;
+  };
   for (uint32_t i = 0; i < w * tpb; ++i) {
     const uint32_t m_tile = m_order[i / plan.n_tiles()];
     const uint32_t owner = plan.tile_owner(m_tile);
@@ -86,12 +103,24 @@ GemmRsPrediction predict_gemm_rs(const GemmRsProblem& p, const GemmRsPlanConfig&
     const double start = cta;
     cta = start + tile_mma;
     finish[size_t(owner) * tpb + t] = cta;
-    out.timeline.push_back({"cta " + std::to_string(i % ctas),
-                            "tile " + std::to_string(t) + " for rank " + std::to_string(owner), start, cta});
+    const std::string lane = "cta " + std::to_string(i % ctas);
+    out.timeline.push_back({lane, "tile " + std::to_string(t) + " for rank " + std::to_string(owner), start, cta});
+    if (in_epilogue && owner == 0) {
+      // The own tile's sum right after its epilogue, once every sender's part is in (each computed
+      // in this round before the owner's own tiles, so already in `finish`): world tiles read
+      // (the peers' over the link with the pull), one written, at the epilogue's sum rate.
+      double ready = cta;
+      for (uint32_t q = 1; q < w; ++q) ready = std::max(ready, part_arrival(q, t));
+      const double sum = tile_bytes(t) * (w + 1) / cost.epilogue_sum_bandwidth_per_cta;
+      out.timeline.push_back({lane, "sum tile " + std::to_string(t), ready, ready + sum});
+      cta = ready + sum;
+    }
   }
   const double compute_end = *std::max_element(free_at.begin(), free_at.end());
   if (one_rank) {
     out.fused = compute_end;
+  } else if (in_epilogue) {
+    out.fused = compute_end + 2 * cost.notify_latency;  // then the exit barrier's round trip
   } else {
     // When rank 0's part of `owner`'s tile t has landed (push: its store into the owner), then
     // when its signal group is complete and notified: the owner's reduction waits per group.

@@ -61,6 +61,9 @@ void CostOptions::add_to(CLI::App* app) {
   app->add_option("--ce-gbps", ce_gbps, "cost model: copy-engine GB/s of large chunks (default 2000)");
   app->add_option("--ce-chunk-us", ce_chunk_us, "cost model: fixed µs per copy-engine chunk (default 5)");
   app->add_option("--sm-copy-gbps", sm_copy_gbps, "cost model: one CTA's copy GB/s (default 48)");
+  app->add_option("--epilogue-sum-gbps", epilogue_sum_gbps,
+                  "cost model: GB/s of a GEMM CTA summing an own tile in its epilogue (gemm_rs --reducer epilogue; "
+                  "default 96, derived from the measured CTA copy rate, not yet measured)");
 }
 
 sim::CostModel CostOptions::model() const {
@@ -71,6 +74,7 @@ sim::CostModel CostOptions::model() const {
   if (ce_gbps > 0) c.ce_bandwidth = ce_gbps * 1e9;
   if (ce_chunk_us >= 0) c.ce_chunk_overhead = ce_chunk_us * 1e-6;
   if (sm_copy_gbps > 0) c.sm_copy_bandwidth_per_cta = sm_copy_gbps * 1e9;
+  if (epilogue_sum_gbps > 0) c.epilogue_sum_bandwidth_per_cta = epilogue_sum_gbps * 1e9;
   return c;
 }
 

@@ -78,8 +78,11 @@ std::string hidden_note(double t_comp, double t_comm, double non_overlapped, dou
 // The table of a plan command (non-overlapped, decomposed where the model has it, fused, ideal),
 // its timeline files and its JSON (meta.kind "prediction").
 template <class Prediction>
+// `alternatives`: further fused variants (label, predicted seconds) printed after the op's row,
+// e.g. a configuration the op does not take by default.
 void print_plan(const std::string& name, const std::string& title, const Prediction& r, const PlanOutputs& out,
-                const std::string& timeline_title) {
+                const std::string& timeline_title,
+                const std::vector<std::pair<std::string, double>>& alternatives = {}) {
   tb::Table table;
   table.name = name;
   table.title = title;
@@ -91,6 +94,7 @@ void print_plan(const std::string& name, const std::string& title, const Predict
   row("non-overlapped", r.non_overlapped);
   if constexpr (requires { r.decomposed; }) row("decomposed", r.decomposed);
   row("fused (tilelink)", r.fused);
+  for (const auto& [label, t] : alternatives) row(label, t);
   row("ideal max(comp, comm)", r.ideal);
   table.notes.push_back(hidden_note(r.t_comp, r.t_comm, r.non_overlapped, r.fused));
   tb::print_table(std::cout, table);

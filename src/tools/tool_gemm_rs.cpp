@@ -34,6 +34,16 @@ void add_scatter(CLI::App* app, GemmRsScatter& scatter, const std::string& help)
                   {GemmRsScatter::kPull, GemmRsScatter::kEpiloguePush, GemmRsScatter::kCopyEngine}, help);
 }
 
+void add_reducer(CLI::App* app, GemmRsReducer& reducer, const std::string& help) {
+  add_enum_option(app, "--reducer", reducer, {GemmRsReducer::kBlocks, GemmRsReducer::kEpilogue, GemmRsReducer::kAuto},
+                  help);
+}
+
+constexpr const char* kReducerHelp =
+    "who sums the owner's tiles: blocks (reduction CTAs beside the GEMM), epilogue (the GEMM's own CTAs after "
+    "each own tile; needs --granularity tile, --reduce-blocks 0) or auto (the op's rule: blocks until the "
+    "epilogue has been measured)";
+
 void add_granularity(CLI::App* app, SignalGranularity& granularity, const std::string& help) {
   add_enum_option(app, "--granularity", granularity,
                   {SignalGranularity::kTile, SignalGranularity::kTileRow, SignalGranularity::kRank}, help);
@@ -49,6 +59,7 @@ void add_knobs(CLI::App* app, GemmRsConfig& c, CLI::Option_group*& knobs) {
                 "virtual ranks, by the GEMM's rate with one rank per GPU")
       ->capture_default_str();
   g->add_option("--gemm-sms", c.gemm_sms, "GEMM CTAs per rank; 0 = the rest of the budget")->capture_default_str();
+  add_reducer(g, c.reducer, kReducerHelp);
   g->add_option("--swizzle", c.swizzle,
                 "tile rasterization swizzle: 1, 2, 4 or 8; 0 = automatic (a band inside one owner block)")
       ->capture_default_str()
@@ -68,10 +79,23 @@ int plan(const PlanGemmRs& a, const sim::CostModel& cost) {
             << "world=" << p.world << "  nodes=" << p.nodes << "  m=" << p.m << "  n=" << p.n << "  k=" << p.k
             << "  bm=" << a.config.bm << "  bn=" << a.config.bn << "  reduce_ctas=" << r.reduce_ctas << (op.reduce_blocks == 0 ? " (automatic)" : "")
             << "  granularity=" << to_string(op.granularity) << "  scatter=" << to_string(op.scatter)
+            << "  reducer=" << to_string(r.reducer) << (op.reducer == GemmRsReducer::kAuto ? " (automatic)" : "")
             << "  band=" << (a.config.band == 0 ? std::string("auto") : std::to_string(a.config.band)) << "\n\n";
+  // With the reducer on automatic, the other placement of the sums too (same knobs otherwise;
+  // the epilogue's needs a signal per tile and no reduction CTAs).
+  std::vector<std::pair<std::string, double>> alternatives;
+  if (op.reducer == GemmRsReducer::kAuto && p.world > 1 && op.granularity == SignalGranularity::kTile) {
+    sim::GemmRsPlanConfig other = a.config;
+    other.op.reducer =
+        r.reducer == GemmRsReducer::kBlocks ? GemmRsReducer::kEpilogue : GemmRsReducer::kBlocks;
+    if (other.op.reducer == GemmRsReducer::kEpilogue) other.op.reduce_blocks = 0;
+    alternatives.push_back({std::string("fused, reducer ") + to_string(other.op.reducer),
+                            sim::predict_gemm_rs(p, other, cost).fused});
+  }
   print_plan("plan_gemm_rs", "GEMM+RS, predicted per rank", r, a.out,
              "gemm_rs rank 0, predicted: " + std::to_string(p.world) + " ranks, m=" + std::to_string(p.m) +
-                 " n=" + std::to_string(p.n) + " k=" + std::to_string(p.k));
+                 " n=" + std::to_string(p.n) + " k=" + std::to_string(p.k),
+             alternatives);
   return 0;
 }
 
@@ -84,6 +108,7 @@ void add_plan_options(CLI::App* app, PlanGemmRs& a) {
   app->add_option("--band", a.config.band, "tile rows per band of the compute order; 0 = the op's rule")
       ->capture_default_str();
   add_granularity(app, a.config.op.granularity, "signal per tile, row (of tiles) or rank");
+  add_reducer(app, a.config.op.reducer, kReducerHelp);
 }
 
 const GemmOp<tb::GemmRsBenchOptions> kOp{"gemm_rs", true, gemm_rs_paper_shapes, kM, kN, kK, add_knobs};

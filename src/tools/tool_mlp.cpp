@@ -5,9 +5,12 @@
 #include <iostream>
 #include <memory>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "bench/mlp.hpp"
 #include "bench/mlp_setup.hpp"
+#include "tilelink/ops/gemm_rs/gemm_rs_policy.hpp"
 #include "tilelink/ops/mlp/mlp.hpp"
 #include "tilelink/sim/mlp_sim.hpp"
 #include "tools/command.hpp"
@@ -60,6 +63,10 @@ struct RunArgs : RunArgsBase<tb::MlpBenchOptions> {
       add_enum_option(g, "--granularity", o.config.fc2.granularity,
                       {SignalGranularity::kTile, SignalGranularity::kTileRow, SignalGranularity::kRank},
                       "fc2's signal per tile, row (of tiles) or rank");
+      add_enum_option(g, "--reducer", o.config.fc2.reducer,
+                      {GemmRsReducer::kBlocks, GemmRsReducer::kEpilogue, GemmRsReducer::kAuto},
+                      "fc2's sums: blocks (reduction CTAs), epilogue (the GEMM's CTAs; needs --granularity tile) or "
+                      "auto (the op's rule)");
     }
     add_timing(c.app, o.timing, timed);
     c.seed = add_seed(c.app, o.seed);
@@ -106,8 +113,20 @@ int plan(PlanMlp a, const sim::CostModel& cost) {
             << "  intermediate=" << p.intermediate << "  activation=" << to_string(p.activation)
             << "  fc1 all-gather " << to_string(comm.resource) << ", " << comm.comm_rows << "-row tiles  fc2 scatter "
             << to_string(a.config.fc2.op.scatter) << ", " << r.fc2_reduce_ctas << " reduction CTAs"
-            << (a.config.fc2.op.reduce_blocks == 0 ? " (automatic)" : "") << "\n\n";
-  print_plan("plan_mlp", "MLP, predicted per rank", r, a.out, "tilelink plan mlp, rank 0 (predicted)");
+            << (a.config.fc2.op.reduce_blocks == 0 ? " (automatic)" : "") << ", reducer "
+            << to_string(gemm_rs_policy::reducer(a.config.fc2.op.reducer)) << "\n\n";
+  // With fc2's reducer on automatic, the other placement of its sums too.
+  std::vector<std::pair<std::string, double>> alternatives;
+  const GemmRsConfig& fc2 = a.config.fc2.op;
+  if (fc2.reducer == GemmRsReducer::kAuto && p.world > 1 && fc2.granularity == SignalGranularity::kTile) {
+    sim::MlpPlanConfig other = a.config;
+    const GemmRsReducer now = gemm_rs_policy::reducer(fc2.reducer);
+    other.fc2.op.reducer = now == GemmRsReducer::kBlocks ? GemmRsReducer::kEpilogue : GemmRsReducer::kBlocks;
+    if (other.fc2.op.reducer == GemmRsReducer::kEpilogue) other.fc2.op.reduce_blocks = 0;
+    alternatives.push_back({std::string("fused, fc2 reducer ") + to_string(other.fc2.op.reducer),
+                            sim::predict_mlp(p, other, cost).fused});
+  }
+  print_plan("plan_mlp", "MLP, predicted per rank", r, a.out, "tilelink plan mlp, rank 0 (predicted)", alternatives);
   std::printf("activation %.1f us (its bytes at the HBM bandwidth)\n", r.t_act * 1e6);
   return 0;
 }
@@ -121,6 +140,9 @@ void add_plan_options(CLI::App* app, PlanMlp& a) {
   add_enum_option(app, "--scatter", a.config.fc2.op.scatter,
                   {GemmRsScatter::kPull, GemmRsScatter::kEpiloguePush, GemmRsScatter::kCopyEngine},
                   "fc2: pull, push or ce");
+  add_enum_option(app, "--reducer", a.config.fc2.op.reducer,
+                  {GemmRsReducer::kBlocks, GemmRsReducer::kEpilogue, GemmRsReducer::kAuto},
+                  "fc2: blocks (reduction CTAs), epilogue (the GEMM's CTAs) or auto (the op's rule)");
 }
 
 // ---- tune and trace ----------------------------------------------------------------------------

@@ -25,12 +25,15 @@ double predict_us(const GemmRsConfig& c, const GemmRsTuneShape& s, const sim::Co
   q.bm = tile.m;
   q.bn = tile.n;
   q.op = c;
-  q.op.reduce_blocks = gemm_rs_policy::reduce_blocks(c.reduce_blocks, s.sm_budget, load(s));
+  q.op.reduce_blocks = gemm_rs_policy::reducer(c.reducer) == GemmRsReducer::kEpilogue
+                           ? 0u
+                           : gemm_rs_policy::reduce_blocks(c.reduce_blocks, s.sm_budget, load(s));
   return sim::predict_gemm_rs(p, q, gpu.share(s.sm_budget)).fused * 1e6;
 }
 
 bool same_comm(const GemmRsConfig& a, const GemmRsConfig& b) {
-  return a.scatter == b.scatter && a.granularity == b.granularity && a.reduce_blocks == b.reduce_blocks;
+  return a.scatter == b.scatter && a.granularity == b.granularity && a.reduce_blocks == b.reduce_blocks &&
+         a.reducer == b.reducer;
 }
 
 }  // namespace
@@ -52,6 +55,7 @@ std::vector<RankedGemmRsConfig> gemm_rs_comm_candidates(const GemmRsConfig& base
         c.scatter = GemmRsConfig{}.scatter;
         c.granularity = GemmRsConfig{}.granularity;
         c.reduce_blocks = GemmRsConfig{}.reduce_blocks;
+        c.reducer = GemmRsConfig{}.reducer;
       },
       [&](const GemmRsConfig& c) { return predict_us(c, shape, gpu); });
   if (shape.world == 1) return {auto_ranked};
@@ -70,6 +74,14 @@ std::vector<RankedGemmRsConfig> gemm_rs_comm_candidates(const GemmRsConfig& base
         c.scatter = scatter;
         c.granularity = g;
         c.reduce_blocks = blocks;
+        all.push_back({c, predict_us(c, shape, gpu)});
+      }
+      if (g == SignalGranularity::kTile && scatter != GemmRsScatter::kCopyEngine) {  // the GEMM's CTAs sum
+        GemmRsConfig c = base;
+        c.scatter = scatter;
+        c.granularity = g;
+        c.reduce_blocks = 0;
+        c.reducer = GemmRsReducer::kEpilogue;
         all.push_back({c, predict_us(c, shape, gpu)});
       }
     }

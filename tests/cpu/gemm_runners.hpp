@@ -144,31 +144,33 @@ inline std::string run_gemm_rs_fused(GemmRsFusedPlan plan, uint32_t k, uint64_t 
       std::memset(ex.at<float>(r, recv_off), kPoison, size_t(buf_rows) * plan.n * 4);
     }
     const uint64_t epoch = uint64_t(call);
+    // Owner r's sum of a tile in rank order (the reduction blocks', or with kEpilogue the compute
+    // blocks' after an own tile).
+    const auto sum_tile = [&](int r) {
+      return [&, r](uint32_t, uint32_t row0, uint32_t rows, uint32_t col0, uint32_t cols) {
+        const SymmetricView heap = ex.heap(r);
+        const float* buf = ex.at<float>(r, partial_off);
+        const float* recv = ex.at<float>(r, recv_off);
+        float* out = ex.at<float>(r, out_off);
+        for (uint32_t e = 0; e < rows * cols; ++e) {
+          const uint64_t at = uint64_t(row0 + e / cols) * plan.n + col0 + e % cols;
+          float acc = 0.f;
+          for (int s = 0; s < w; ++s) acc += gemm_rs_sender_rows(plan, heap, uint32_t(r), uint32_t(s), buf, recv)[at];
+          out[at] = acc;
+        }
+      };
+    };
     std::vector<cpu::Role> roles = {
         {"compute", kComputeBlocks,
          [&](cpu::BlockCtx& ctx) {
            const int r = ctx.rank();
            gemm_rs_fused_compute_block(ctx, plan, ex.signals(r, 0, plan.num_channels(), epoch, op), ex.heap(r),
                                        m_order[r].data(), ex.at<float>(r, a_off), ex.at<float>(r, b_off), k,
-                                       ex.at<float>(r, partial_off));
+                                       ex.at<float>(r, partial_off), sum_tile(r));
          }},
         {"reduce", reduce_blocks, [&](cpu::BlockCtx& ctx) {
            const int r = ctx.rank();
-           const SymmetricView heap = ex.heap(r);
-           const float* buf = ex.at<float>(r, partial_off);
-           const float* recv = ex.at<float>(r, recv_off);
-           float* out = ex.at<float>(r, out_off);
-           gemm_rs_fused_reduce_block(ctx, plan, ex.signals(r, 0, plan.num_channels(), epoch, op),
-                                      [&](uint32_t, uint32_t row0, uint32_t rows, uint32_t col0, uint32_t cols) {
-                                        for (uint32_t e = 0; e < rows * cols; ++e) {
-                                          const uint64_t at = uint64_t(row0 + e / cols) * plan.n + col0 + e % cols;
-                                          float acc = 0.f;
-                                          for (int s = 0; s < w; ++s) {
-                                            acc += gemm_rs_sender_rows(plan, heap, uint32_t(r), uint32_t(s), buf, recv)[at];
-                                          }
-                                          out[at] = acc;
-                                        }
-                                      });
+           gemm_rs_fused_reduce_block(ctx, plan, ex.signals(r, 0, plan.num_channels(), epoch, op), sum_tile(r));
          }}};
     if (plan.scatter == GemmRsScatter::kCopyEngine) {
       roles.push_back({"scatter", 1, [&](cpu::BlockCtx& ctx) {
@@ -204,7 +206,8 @@ inline std::string run_gemm_rs_fused(GemmRsFusedPlan plan, uint32_t k, uint64_t 
             want += partial;
           }
           const std::string e = float_mismatch(got[size_t(row) * plan.n + col], want, [&] {
-            return "world " + std::to_string(w) + " scatter " + to_string(plan.scatter) + " granularity " +
+            return "world " + std::to_string(w) + " scatter " + to_string(plan.scatter) + " reducer " +
+                   to_string(plan.reducer) + " granularity " +
                    std::to_string(int(plan.granularity)) + ": call " + std::to_string(call) + ", owner " +
                    std::to_string(o) + " out[" + std::to_string(row) + "][" + std::to_string(col) + "]";
           });

@@ -34,6 +34,7 @@
 #include "../fuzz/fuzz_space.hpp"
 #include "protocol_runners.hpp"
 #include "tilelink/comm/all_gather_policy.hpp"
+#include "tilelink/ops/gemm_rs/gemm_rs_policy.hpp"
 #include "tilelink/ops/moe/moe_policy.hpp"
 
 namespace tilelink::test {
@@ -172,7 +173,13 @@ Reduced<GemmRsCase> reduce(const fuzz::GemmRsDraw& d, Rng& extra) {
   if (d.args.config.scatter == GemmRsScatter::kCopyEngine && d.args.config.granularity == SignalGranularity::kTile) {
     return refuse<GemmRsCase>("scatter = ce with granularity = tile: the copy engine moves whole groups of rows");
   }
+  if (static_cast<uint32_t>(d.args.config.reducer) > 2) return refuse<GemmRsCase>("reducer: not blocks, epilogue or auto");
+  const GemmRsReducer reducer = gemm_rs_policy::reducer(d.args.config.reducer);
+  if (reducer == GemmRsReducer::kEpilogue && d.args.config.granularity != SignalGranularity::kTile) {
+    return refuse<GemmRsCase>("reducer = epilogue with granularity row or rank: an own tile would wait for its own later tiles");
+  }
   GemmRsCase c;
+  c.plan.reducer = reducer;
   c.plan.world = w;
   c.plan.m = d.args.m;  // any M: short and empty owner blocks, partial tile rows
   c.plan.rows_per_rank = GemmRsFusedPlan::owner_pitch(d.args.m, w);

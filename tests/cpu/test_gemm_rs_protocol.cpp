@@ -35,7 +35,11 @@ TEST_P(GemmRsFusedProtocolTest, MatchesPartialGemmsSummedInRankOrder) {
     plan.granularity = g;
     plan.scatter = scatter;
     plan.band = 1 + uint32_t(world) % 3;  // 1, 2 or 3 (past the block's 2 tile rows)
-    EXPECT_EQ(run_gemm_rs_fused(plan, 6, 3000 + world, 2), "");
+    for (GemmRsReducer reducer : {GemmRsReducer::kBlocks, GemmRsReducer::kEpilogue}) {
+      if (reducer == GemmRsReducer::kEpilogue && g != SignalGranularity::kTile) continue;  // refused by the op
+      plan.reducer = reducer;
+      EXPECT_EQ(run_gemm_rs_fused(plan, 6, 3000 + world, 2), "");
+    }
   }
 }
 
@@ -66,6 +70,7 @@ TEST_P(GemmRsFusedProtocolTest, MatchesAtAnyRowCount) {
       plan.granularity = g;
       plan.scatter = scatter;
       plan.band = 2;
+      plan.reducer = g == SignalGranularity::kTile && m % 2 == 1 ? GemmRsReducer::kEpilogue : GemmRsReducer::kBlocks;
       EXPECT_EQ(run_gemm_rs_fused(plan, 5, 5000 + world * 31 + m, 2), "") << "m " << m;
     }
   }

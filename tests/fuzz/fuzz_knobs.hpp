@@ -296,6 +296,19 @@ inline GemmRsConfig gemm_rs_config(Rng& r, const Space& s, int world) {
   }
   c.gemm_sms = gemm_sms(r, s, world);
   c.swizzle = swizzle(r);
+  switch (r.weighted({40, 25, 33, 2})) {
+    case 0: c.reducer = GemmRsReducer::kAuto; break;
+    case 1: c.reducer = GemmRsReducer::kBlocks; break;
+    case 2:  // the GEMM's epilogue sums: a signal per tile (so no copy engine), no reduction CTAs
+      c.reducer = GemmRsReducer::kEpilogue;
+      if (r.chance(85)) {
+        c.reduce_blocks = 0;
+        c.granularity = SignalGranularity::kTile;
+        if (c.scatter == GemmRsScatter::kCopyEngine) c.scatter = GemmRsScatter::kPull;
+      }
+      break;
+    default: c.reducer = static_cast<GemmRsReducer>(r.range32(3, 9)); break;  // refused
+  }
   c.use_tune_cache = r.chance(50);
   return c;
 }

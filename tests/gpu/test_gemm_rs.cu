@@ -30,7 +30,7 @@ namespace tilelink::test::gemm_rs {
 // outputs and buffers, each against cuBLAS partials summed in rank order, then `repeats` calls on
 // the second call's inputs, each bit-identical to it.
 void check_gemm_rs(int world_size, uint32_t m, uint32_t n, uint32_t k, SignalGranularity granularity,
-                   GemmRsScatter scatter, int repeats) {
+                   GemmRsScatter scatter, int repeats, GemmRsReducer reducer = GemmRsReducer::kAuto) {
   const uint64_t seed = std::random_device{}();
   SCOPED_TRACE("seed " + std::to_string(seed) + ", m " + std::to_string(m));
   std::mt19937_64 rng(seed);
@@ -40,6 +40,7 @@ void check_gemm_rs(int world_size, uint32_t m, uint32_t n, uint32_t k, SignalGra
   GemmRsProblem p(env, m, n, k, rng);
   p.args.config.granularity = granularity;
   p.args.config.scatter = scatter;
+  p.args.config.reducer = reducer;
   std::vector<DeviceBuffer> ref;
   for (int r = 0; r < world_size; ++r) ref.emplace_back(size_t(m) * n * 2, world.device(r));
   ASSERT_EQ(GemmRs::can_implement(world, env.heap, p.args), "");
@@ -112,6 +113,28 @@ TEST_P(GemmRsAnyMTest, MatchesCublasAtAnyRowCount) {
   }
 }
 
+// The epilogue reducer: the GEMM's own CTAs sum each own tile after its epilogue (no reduction
+// CTAs); a signal per tile, pull or push; whole tile rows and any M; the same bits over calls.
+class GemmRsEpilogueReducerTest : public ::testing::TestWithParam<std::tuple<int, GemmRsScatter>> {};
+
+TEST_P(GemmRsEpilogueReducerTest, MatchesCublasWhenTheGemmSums) {
+  TL_SKIP_WITHOUT_GPU();
+  const auto [world_size, scatter] = GetParam();
+  const uint32_t w = uint32_t(world_size);
+  for (uint32_t m : {256u * w, 1u, 7u * w, 136u * w + (w > 1 ? 1u : 0u), 500u}) {
+    check_gemm_rs(world_size, m, 264, 200, SignalGranularity::kTile, scatter, 5, GemmRsReducer::kEpilogue);
+    if (::testing::Test::HasFailure()) return;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(GemmRs, GemmRsEpilogueReducerTest,
+                         ::testing::Combine(::testing::Values(1, 2, 3, 4, 8),
+                                            ::testing::Values(GemmRsScatter::kPull, GemmRsScatter::kEpiloguePush)),
+                         [](const ::testing::TestParamInfo<GemmRsEpilogueReducerTest::ParamType>& info) {
+                           return "world" + std::to_string(std::get<0>(info.param)) + "_" +
+                                  to_string(std::get<1>(info.param));
+                         });
+
 INSTANTIATE_TEST_SUITE_P(GemmRs, GemmRsAnyMTest,
                          ::testing::Combine(::testing::Values(1, 2, 3, 4, 8),
                                             ::testing::Values(GemmRsScatter::kPull, GemmRsScatter::kEpiloguePush,
@@ -171,6 +194,18 @@ TEST(GemmRsArgumentsTest, RefusesWhatItCannotRun) {
        },
        "'config.granularity' = tile"},
       {[](A& a) { a.config.granularity = static_cast<SignalGranularity>(3); }, "'config.granularity' = 3"},
+      // The epilogue reducer sums per tile, with no reduction CTAs.
+      {[](A& a) {
+         a.config.reducer = GemmRsReducer::kEpilogue;
+         a.config.granularity = SignalGranularity::kTileRow;
+       },
+       "'config.granularity' = row with config.reducer = epilogue"},
+      {[](A& a) {
+         a.config.reducer = GemmRsReducer::kEpilogue;
+         a.config.reduce_blocks = 4;
+       },
+       "'config.reduce_blocks' = 4 with config.reducer = epilogue"},
+      {[](A& a) { a.config.reducer = static_cast<GemmRsReducer>(5); }, "'config.reducer' = 5"},
       // The reduction in whole clusters, up to the budget, leaves the GEMM nothing: its knob is named.
       {[&](A& a) { a.config.reduce_blocks = static_cast<uint32_t>(env.world.sm_budget(0)); },
        "'config.reduce_blocks' = " + std::to_string(env.world.sm_budget(0)) + ": the reduction takes"},

@@ -8,6 +8,11 @@ namespace tilelink::h200 {
 inline constexpr int kSms = 132;
 inline constexpr double kBf16GemmFlops = 790e12;  // dense bf16 GEMM, cuBLAS (DESIGN.md section 7)
 inline constexpr double kCtaCopyBandwidth = 48e9;  // one CTA's ld/st or bulk copy, bytes/s (docs/PERF.md)
+// GEMM+RS's epilogue sum (GemmRsReducer::kEpilogue): 256 threads with 16 loads of 16 bytes in
+// flight each, twice the measured reduction CTA's 512 x 4, and both latency-bound: 2 x
+// kCtaCopyBandwidth. Derived, not yet measured (no GPU was lent when it was written, 2026-12-04);
+// `tilelink bench gemm_rs --reducer epilogue` next to `plan gemm_rs --reducer epilogue` checks it.
+inline constexpr double kEpilogueSumBandwidth = 2 * kCtaCopyBandwidth;
 inline constexpr double kHbmBandwidth = 4.3e12;    // bytes read + written per second (KINDS.md D2D copy)
 inline constexpr double kNvlinkBandwidth = 390e9;  // bytes/s into one GPU (DESIGN.md section 7: 370-415 GB/s)
 inline constexpr double kNotifyLatency = 0.86e-6;  // one-way notify -> wait (docs/PERF.md: 0.74-0.88 us)

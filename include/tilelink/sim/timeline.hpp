@@ -31,6 +31,7 @@ struct CostModel {
   double ce_chunk_overhead = 5.0e-6;        // per copy-engine chunk (docs/PERF.md: ~5 µs)
   double ce_bandwidth = 2.0e12;             // copy engine, large chunks (docs/PERF.md: 2041 GB/s)
   double sm_copy_bandwidth_per_cta = h200::kCtaCopyBandwidth;  // one CTA's ld/st or bulk copy
+  double epilogue_sum_bandwidth_per_cta = h200::kEpilogueSumBandwidth;  // GEMM+RS's epilogue sums (derived)
   double hbm_bandwidth = h200::kHbmBandwidth;       // bytes read + written per second (KINDS.md D2D copy)
 
   // One rank's share of this GPU: `sms` of its SMs and that share of its throughput (tune's

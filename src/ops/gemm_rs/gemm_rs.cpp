@@ -50,7 +50,9 @@ uint32_t gemm_rs_policy::reduce_blocks(uint32_t configured, int sm_budget, const
 
 namespace {
 
+// The reduction CTAs beside the GEMM: none when the GEMM's epilogue sums.
 uint32_t reduce_blocks_of(const World& world, const GemmRsArguments& a) {
+  if (gemm_rs_policy::reducer(a.config.reducer) == GemmRsReducer::kEpilogue) return 0;
   return gemm_rs_policy::reduce_blocks(
       a.config.reduce_blocks, world.sm_budget(0),
       {world.size(), a.k, world.mode() == WorldMode::kMultiGpu});
@@ -70,12 +72,14 @@ GemmRsFusedPlan make_plan(const World& world, const GemmRsArguments& a, const de
   plan.bn = kernel.tile_n;
   plan.granularity = a.config.granularity;
   plan.scatter = a.config.scatter;
+  plan.reducer = gemm_rs_policy::reducer(a.config.reducer);
   return plan;
 }
 
 uint32_t choose_swizzle(const World& world, const GemmRsArguments& a, const detail::Sm90GemmRsConfigInfo& kernel) {
   return gemm_rs_policy::auto_swizzle(a.config.swizzle, kernel.tile_m * kernel.cluster_m,
-                                      GemmRsFusedPlan::owner_pitch(a.m, static_cast<uint32_t>(world.size())));
+                                      GemmRsFusedPlan::owner_pitch(a.m, static_cast<uint32_t>(world.size())),
+                                      gemm_rs_policy::reducer(a.config.reducer));
 }
 
 // What channel `ch` of the slice carries, for timeout reports (the layout of GemmRsFusedPlan).
@@ -85,6 +89,10 @@ std::string describe_gemm_rs_channel(const GemmRsFusedPlan& plan, uint32_t ch, i
     return ch < world ? "the reduction's exit barrier: rank " + std::to_string(ch) +
                             "'s arrival (that rank had not finished reading this rank's partials)"
                       : "the reduction's exit barrier: this rank's own reduction blocks to finish";
+  }
+  if (plan.reducer == GemmRsReducer::kEpilogue && ch == plan.reduced_channel()) {
+    return "the own tiles this rank's GEMM epilogue has summed (" + std::to_string(plan.tiles_per_block()) +
+           " per call; an own tile's sum waits for every sender's part of it)";
   }
   auto group_rows = [&](uint32_t g) {
     if (plan.granularity == SignalGranularity::kTile) {
@@ -122,6 +130,21 @@ std::string GemmRs::can_implement(const World& world, const SymmetricHeap& heap,
       a.config.granularity != SignalGranularity::kRank) {
     return "argument 'config.granularity' = " + std::to_string(static_cast<uint32_t>(a.config.granularity)) +
            ": expected kTile, kTileRow or kRank";
+  }
+  if (static_cast<uint32_t>(a.config.reducer) > 2) {
+    return "argument 'config.reducer' = " + std::to_string(static_cast<uint32_t>(a.config.reducer)) +
+           ": expected blocks, epilogue or auto";
+  }
+  if (gemm_rs_policy::reducer(a.config.reducer) == GemmRsReducer::kEpilogue) {
+    if (a.config.granularity != SignalGranularity::kTile) {
+      return std::string("argument 'config.granularity' = ") + to_string(a.config.granularity) +
+             " with config.reducer = epilogue: an own tile's sum would wait for its own GEMM's later tiles of "
+             "the same signal group; expected tile";
+    }
+    if (a.config.reduce_blocks != 0) {
+      return "argument 'config.reduce_blocks' = " + std::to_string(a.config.reduce_blocks) +
+             " with config.reducer = epilogue: the GEMM's own CTAs sum; expected 0";
+    }
   }
   if (a.config.reduce_blocks > static_cast<uint32_t>(world.sm_budget(0))) {
     return "argument 'config.reduce_blocks' = " + std::to_string(a.config.reduce_blocks) +
@@ -259,6 +282,10 @@ void GemmRs::make_kernel(int r) {
   p.m_order = m_order_[static_cast<size_t>(r)].get<uint32_t>();
   p.plan = plan_;
   p.sig = slice_.device_view(r, std::string("sm90_gemm_rs_") + kernel.name);
+  p.heap = heap_->device_view(r);
+  p.buf = args_.partial->data(r);
+  p.recv = args_.recv != nullptr ? args_.recv->data(r) : nullptr;
+  p.out = args_.out[static_cast<size_t>(r)];
   p.device = world_->device(r);
   p.sm_count = gemm_sm_count(*world_, r, args_);
   p.swizzle = static_cast<int>(swizzle_);
@@ -275,9 +302,10 @@ void GemmRs::set_operands(int rank, const void* a, const void* b, void* out) {
   TL_REQUIRE(out != nullptr && reinterpret_cast<uintptr_t>(out) % 16 == 0, "GemmRs::set_operands", "out", out,
              "a 16-byte aligned M/P x N bf16 output on the rank's device");
   const size_t r = static_cast<size_t>(rank);
-  // The GEMM holds A and B, and `out` too at world 1 (it writes the output itself); the reduction
-  // takes `out` at each launch.
-  const bool gemm_changed = args_.a[r] != a || args_.b[r] != b || (world_->size() == 1 && args_.out[r] != out);
+  // The GEMM holds A and B, and `out` too at world 1 (it writes the output itself) or when its
+  // epilogue sums; the reduction kernel takes `out` at each launch.
+  const bool gemm_holds_out = world_->size() == 1 || plan_.reducer == GemmRsReducer::kEpilogue;
+  const bool gemm_changed = args_.a[r] != a || args_.b[r] != b || (gemm_holds_out && args_.out[r] != out);
   if (!gemm_changed) {
     args_.out[r] = out;
     return;
@@ -309,6 +337,16 @@ uint64_t GemmRs::run() {
     world.comm_after_compute(r);
     kernels_[static_cast<size_t>(r)]->run(epoch, world.compute_stream(r));
     if (plan_.scatter == GemmRsScatter::kCopyEngine) enqueue_scatter(r);
+    if (plan_.reducer == GemmRsReducer::kEpilogue) {
+      // The GEMM's consumers summed this rank's tiles; one block after it on the compute stream
+      // passes the exit barrier (no SM held beside the GEMM: virtual ranks stay co-resident).
+      detail::launch_gemm_rs_reduce(plan_, slice_.device_view(r, "gemm_rs_exit"), heap_->device_view(r),
+                                    args_.partial->data(r), args_.recv != nullptr ? args_.recv->data(r) : nullptr,
+                                    args_.out[static_cast<size_t>(r)], 1, 1, world.compute_stream(r),
+                                    trace_ != nullptr ? trace_->view(r) : TraceView{});
+      if (plan_.scatter == GemmRsScatter::kCopyEngine) scatter_.join_into(r, world.compute_stream(r));
+      continue;
+    }
     detail::launch_gemm_rs_reduce(plan_, slice_.device_view(r, "gemm_rs_reduce"), heap_->device_view(r), args_.partial->data(r),
                                   args_.recv != nullptr ? args_.recv->data(r) : nullptr,
                                   args_.out[static_cast<size_t>(r)], reduce_blocks_, kernel_cluster_,

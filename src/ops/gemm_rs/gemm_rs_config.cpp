@@ -9,13 +9,14 @@ std::string describe(const GemmRsConfig& c) {
   std::string s = std::string("scatter ") + to_string(c.scatter) + ", signal per " + to_string(c.granularity) +
                   ", reduction CTAs " + num(c.reduce_blocks) + ", swizzle " + num(c.swizzle);
   if (c.gemm_sms != 0) s += ", GEMM SMs " + std::to_string(c.gemm_sms);
+  if (c.reducer != GemmRsReducer::kAuto) s += std::string(", reducer ") + to_string(c.reducer);
   return s;
 }
 
 bool is_automatic(const GemmRsConfig& c) {
   const GemmRsConfig d;
   return c.scatter == d.scatter && c.granularity == d.granularity && c.reduce_blocks == d.reduce_blocks &&
-         c.gemm_sms == d.gemm_sms && c.swizzle == d.swizzle;
+         c.gemm_sms == d.gemm_sms && c.swizzle == d.swizzle && c.reducer == d.reducer;
 }
 
 std::string to_config_json(const GemmRsConfig& c) {
@@ -23,7 +24,8 @@ std::string to_config_json(const GemmRsConfig& c) {
                       {"granularity", to_string(c.granularity)},
                       {"reduce_blocks", c.reduce_blocks},
                       {"gemm_sms", c.gemm_sms},
-                      {"swizzle", c.swizzle}}
+                      {"swizzle", c.swizzle},
+                      {"reducer", to_string(c.reducer)}}
       .dump();
 }
 
@@ -37,6 +39,10 @@ void from_config_json(const std::string& json, const std::string& source, GemmRs
     out.reduce_blocks = j.at("reduce_blocks").get<uint32_t>();
     out.gemm_sms = j.at("gemm_sms").get<uint32_t>();
     out.swizzle = j.at("swizzle").get<uint32_t>();
+    if (j.contains("reducer")) {
+      out.reducer = detail::enum_field(
+          j, "reducer", {GemmRsReducer::kBlocks, GemmRsReducer::kEpilogue, GemmRsReducer::kAuto}, source);
+    }
     return out;
   });
 }

@@ -20,6 +20,7 @@
 #pragma once
 
 #include <cute/tensor.hpp>
+#include <cutlass/arch/barrier.h>
 #include <cutlass/cutlass.h>
 #include <cutlass/epilogue/collective/collective_builder.hpp>
 #include <cutlass/gemm/collective/collective_builder.hpp>
@@ -31,6 +32,7 @@
 #include "ops/common/sm90_hooked_epilogue.cuh"
 #include "ops/common/sm90_hooked_mainloop.cuh"
 #include "ops/common/sm90_persistent_launcher.cuh"
+#include "ops/gemm_rs/gemm_rs_sum.cuh"
 #include "ops/gemm_rs/sm90_gemm_rs_kernel.hpp"
 #include "tilelink/core/error.hpp"
 #include "tilelink/primitives/device.cuh"
@@ -101,14 +103,43 @@ struct Sm90GemmRsMainloop : Sm90HookedMainloop<Base, GemmRsOwnerLoads> {
   }
 };
 
+// The waits of gemm_rs_wait_parts, run by one consumer thread of the epilogue (the others meet
+// it at a named barrier after).
+struct GemmRsThreadWaits {
+  int rank_;
+  TL_DEVICE int rank() const { return rank_; }
+  TL_DEVICE void consumer_tile_wait(const SignalView& sig, uint32_t channel, uint32_t count, uint32_t arrivals,
+                                    int32_t tile) const {
+    tilelink::consumer_tile_wait(sig, channel, count, arrivals, tile);
+  }
+  TL_DEVICE void peer_tile_wait(const SignalView& sig, uint32_t channel, int peer, uint32_t arrivals,
+                                int32_t tile) const {
+    tilelink::peer_tile_wait(sig, channel, peer, arrivals, tile);
+  }
+};
+
+// The epilogue's 256 consumer threads (both warp groups of the cooperative kernel) meet; CUTLASS's
+// own epilogue uses the reserved barriers below FirstUserBarrier.
+CUTLASS_DEVICE void gemm_rs_consumers_sync() {
+  cutlass::arch::NamedBarrier::sync(256, static_cast<uint32_t>(cutlass::arch::ReservedNamedBarriers::FirstUserBarrier));
+}
+
 // What a finished tile notifies; the epilogue's hook (sm90_hooked_epilogue.cuh). With a TraceView
 // on, consumer thread 0 records each tile's epilogue (store and notify) and, inside it, the
 // notify, both named by the GEMM tile (m_tile * n_tiles + n_tile over the whole M).
+// With plan.reducer == kEpilogue, after an own tile (owner == this rank) the consumers sum it over
+// the senders (gemm_rs_epilogue_reduce's steps: thread 0 waits for the parts, all 256 threads sum
+// into `out`, thread 0 counts the tile on reduced_channel), traced as the tile's kReduce.
 struct GemmRsNotify {
   GemmRsFusedPlan plan;
   SignalView sig;
-  bool enabled = true;  // false: the GEMM alone (benchmarks)
+  bool enabled = true;  // false: the GEMM alone (benchmarks; no notifies and no sums)
   TraceView trace;
+  // kEpilogue: where the sums read and write (gemm_rs_sender_rows; out: the rank's output block).
+  SymmetricView heap;
+  const __nv_bfloat16* buf = nullptr;
+  const __nv_bfloat16* recv = nullptr;
+  __nv_bfloat16* out = nullptr;
 
   TL_HOST_DEVICE uint32_t m_tiles() const { return plan.world * plan.m_tiles(); }  // tile rows of M
 
@@ -132,6 +163,7 @@ struct GemmRsNotify {
     const uint32_t m_tile = static_cast<uint32_t>(cute::get<0>(coord));
     if (m_tile >= m_tiles()) return;
     const uint32_t n_tile = static_cast<uint32_t>(cute::get<1>(coord));
+    if (n_tile >= plan.n_tiles()) return;  // a cluster's padding tile along N (none with clusters along M)
     const uint32_t traced_tile = m_tile * plan.n_tiles() + n_tile;
     notify_landed_tile(enabled, thread_idx, trace, traced_tile, start, [&] {
       const uint32_t channel = plan.tile_channel(m_tile, n_tile);
@@ -141,6 +173,29 @@ struct GemmRsNotify {
         tilelink::producer_tile_notify(sig, channel, NotifyMode::kAdd);
       }
     });
+    const uint32_t owner = plan.tile_owner(m_tile);
+    if (!enabled || plan.reducer != GemmRsReducer::kEpilogue || owner != static_cast<uint32_t>(sig.rank)) return;
+    // The own part has landed (notify_landed_tile's storing warp waited for it and fenced);
+    // thread 0 waits for the senders' parts, then every consumer reads what the waits guard.
+    const uint64_t t_sum = trace_start(trace);
+    const uint32_t t = (m_tile - owner * plan.m_tiles()) * plan.n_tiles() + n_tile;
+    if (thread_idx == 0) {
+      GemmRsThreadWaits waits{sig.rank};
+      gemm_rs_wait_parts(waits, plan, sig, t);
+    }
+    gemm_rs_consumers_sync();
+    gemm_rs_sum_tile(plan, owner, t, [&](uint32_t, uint32_t row0, uint32_t rows, uint32_t col0, uint32_t cols) {
+      // 4 x 4 vectors in flight per thread: the consumers' registers are free after the store (the
+      // reduction kernel's 512 threads hold 4).
+      gemm_rs_sum_rows<4, 4>(plan, heap, owner, buf, recv, out, row0, rows, col0, cols,
+                             static_cast<uint32_t>(thread_idx), 256u);
+    });
+    gemm_rs_consumers_sync();  // every thread's sums, then thread 0's release covers them
+    if (thread_idx == 0) {
+      tilelink::producer_tile_notify(sig, plan.reduced_channel(), NotifyMode::kAdd);
+      trace_span(trace, TraceKind::kReduce, owner * plan.tiles_per_block() + t, TraceRole::kConsumer, t_sum,
+                 global_time_ns());
+    }
   }
 };
 
@@ -180,7 +235,12 @@ class Sm90GemmRsKernelImpl final
     args.mainloop.hook.n_tiles = p.plan.n_tiles();
     args.epilogue.dD = cute::make_stride(static_cast<int64_t>(p.n), cute::Int<1>{}, p.d_batch_stride);
     args.epilogue.dC = args.epilogue.dD;
-    args.epilogue.hook = {p.plan, p.sig, true, TraceView{}};
+    args.epilogue.hook.plan = p.plan;
+    args.epilogue.hook.sig = p.sig;
+    args.epilogue.hook.heap = p.heap;
+    args.epilogue.hook.buf = static_cast<const __nv_bfloat16*>(p.buf);
+    args.epilogue.hook.recv = static_cast<const __nv_bfloat16*>(p.recv);
+    args.epilogue.hook.out = static_cast<__nv_bfloat16*>(p.out);
     launcher_.init(args, p.device, p.sm_count,
                    "gemm_rs kernel, (m, n, k) = (" + std::to_string(m) + ", " + std::to_string(n) + ", " +
                        std::to_string(k) + ")");

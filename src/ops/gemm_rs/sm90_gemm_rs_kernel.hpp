@@ -6,7 +6,9 @@
 // rows at d + l * d_batch_stride (the rank's own buffer, or, for the epilogue push, the owner's
 // receive slot through an affine heap) and, once a tile's TMA stores have landed, notifies the
 // tile's signal group (GemmRsFusedPlan). The reduction kernel (gemm_rs_reduce.cu) runs next to
-// it on the comm stream.
+// it on the comm stream, or, with plan.reducer == kEpilogue, the GEMM's consumers sum each own tile
+// right after its epilogue and the reduction kernel (one block, after the GEMM) only passes the
+// exit barrier.
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -32,6 +34,12 @@ struct Sm90GemmRsProblem {
   const uint32_t* m_order = nullptr;  // [m / tile_m]
   GemmRsFusedPlan plan;
   SignalView sig;
+  // plan.reducer == kEpilogue: the sums' operands (gemm_rs_sender_rows: this rank's partial and
+  // receive buffers) and the rank's output block.
+  SymmetricView heap;
+  const void* buf = nullptr;
+  const void* recv = nullptr;
+  void* out = nullptr;
   int device = 0;
   int sm_count = 0;
   int swizzle = 1;

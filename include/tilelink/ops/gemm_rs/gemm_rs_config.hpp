@@ -16,6 +16,10 @@ struct GemmRsConfig {
                                // (gemm_rs_policy::reduce_blocks: by the machine the ranks run on)
   uint32_t gemm_sms = 0;       // GEMM CTAs per rank; 0 = budget - reduce_blocks
   uint32_t swizzle = 0;        // rasterization swizzle: 1, 2, 4 or 8; 0 = automatic (GemmRs::swizzle())
+  // Who sums the owner's tiles: reduction CTAs beside the GEMM (blocks, reduce_blocks of them) or
+  // the GEMM's own CTAs after their own tiles' epilogues (epilogue: no SM taken, needs a signal
+  // per tile); auto = gemm_rs_policy::reducer.
+  GemmRsReducer reducer = GemmRsReducer::kAuto;
   // With every knob above on automatic, use the configuration `tilelink tune gemm_rs` stored for
   // this GPU, world and shape, if the tune cache has one (runtime/tune_cache.hpp).
   bool use_tune_cache = true;
@@ -25,7 +29,8 @@ struct GemmRsConfig {
 std::string describe(const GemmRsConfig& c);
 // True when every knob is on automatic, as in GemmRsConfig{} (use_tune_cache is not a knob).
 bool is_automatic(const GemmRsConfig& c);
-// The knobs as a JSON object (text): scatter, granularity, reduce_blocks, gemm_sms, swizzle.
+// The knobs as a JSON object (text): scatter, granularity, reduce_blocks, gemm_sms, swizzle,
+// reducer (absent in entries written before it existed: auto).
 std::string to_config_json(const GemmRsConfig& c);
 // `c` = the configuration in `json` (to_config_json's form; use_tune_cache at its default); an
 // InvalidArgument naming `source` and the field when `json` is not one.

@@ -26,6 +26,10 @@
 // Signal granularity (decoupled from the tile size): one channel per GEMM tile, per row of tiles,
 // or per owner block. The copy engine moves whole groups, which must be contiguous rows: per tile
 // row or per owner block.
+// Who sums (GemmRsReducer): reduction blocks beside the GEMM, or -- kEpilogue -- the GEMM block
+// that computed the owner's own part of a tile, right after storing it, with every GEMM block
+// taking part and no SM set aside; the reduction blocks then only count the sums and pass the
+// exit barrier.
 // Across calls: in call e+1 a rank's GEMM overwrites its buf and its copies overwrite peers' recv
 // slots, which owners read in call e; the reduction's exit barrier (every rank done reading)
 // precedes the rank's next GEMM and copies.
@@ -45,6 +49,16 @@ enum class SignalGranularity : uint32_t { kTile = 0, kTileRow = 1, kRank = 2 };
 
 enum class GemmRsScatter : uint32_t { kPull = 0, kEpiloguePush = 1, kCopyEngine = 2 };
 
+// Who sums an owner's tiles: reduction CTAs beside the GEMM (kBlocks: `reduce_blocks` SMs taken
+// from the GEMM for the whole call), or the owner's own GEMM CTAs, each right after the epilogue
+// of one of its own tiles (kEpilogue: no SM taken; the reduction is spread over the GEMM, one own
+// tile row per round over the owners).
+// kAuto: in a configuration only (GemmRsConfig), the op's rule (gemm_rs_policy::reducer).
+// kEpilogue needs a signal per tile (so pull or push, not the copy engine's groups): an own tile's
+// sum waits for its own part too, which with coarser groups would include later tiles of its own
+// GEMM (found by the protocol fuzzer: a tile-row group deadlocks).
+enum class GemmRsReducer : uint32_t { kBlocks = 0, kEpilogue = 1, kAuto = 2 };
+
 // The tool's names: --granularity tile|row|rank.
 inline const char* to_string(SignalGranularity g) {
   return g == SignalGranularity::kTile ? "tile" : g == SignalGranularity::kTileRow ? "row" : "rank";
@@ -52,6 +66,10 @@ inline const char* to_string(SignalGranularity g) {
 
 inline const char* to_string(GemmRsScatter s) {
   return s == GemmRsScatter::kPull ? "pull" : s == GemmRsScatter::kEpiloguePush ? "push" : "ce";
+}
+
+inline const char* to_string(GemmRsReducer r) {
+  return r == GemmRsReducer::kBlocks ? "blocks" : r == GemmRsReducer::kEpilogue ? "epilogue" : "auto";
 }
 
 struct GemmRsFusedPlan {
@@ -63,6 +81,7 @@ struct GemmRsFusedPlan {
   uint32_t bn = 0;
   SignalGranularity granularity = SignalGranularity::kTile;
   GemmRsScatter scatter = GemmRsScatter::kPull;
+  GemmRsReducer reducer = GemmRsReducer::kBlocks;
   uint32_t band = 1;           // tile rows the GEMM walks together along N (its rasterization band)
 
   // The pitch of owner blocks for M rows over P ranks.
@@ -133,8 +152,12 @@ struct GemmRsFusedPlan {
   TL_HOST_DEVICE uint32_t recv_channel(uint32_t sender, uint32_t group) const {
     return group_channel(world, 0) + sender * groups() + group;
   }
-  TL_HOST_DEVICE uint32_t num_channels() const {
+  // kEpilogue: on the owner, one arrival per own tile summed (the exit barrier waits for all).
+  TL_HOST_DEVICE uint32_t reduced_channel() const {
     return scatter == GemmRsScatter::kCopyEngine ? recv_channel(world, 0) : group_channel(world, 0);
+  }
+  TL_HOST_DEVICE uint32_t num_channels() const {
+    return reduced_channel() + (reducer == GemmRsReducer::kEpilogue ? 1u : 0u);
   }
 
   // The channel a GEMM tile (m_tile over all of M, n_tile) notifies, and the owner of its rows.
@@ -210,36 +233,74 @@ TL_HOST_DEVICE const T* gemm_rs_sender_rows(const GemmRsFusedPlan& plan, const S
   }
 }
 
-// Reduction blocks of one owner: each tile of its block once every sender's part has arrived, in
-// block-strided order over the GEMM's finishing order (reduce_tile); `sum_tile(t, row0, rows,
-// col0, cols)` sums the senders' rows [row0, row0 + rows) (within the block, see
-// gemm_rs_sender_rows; rows may be 0 past M), columns [col0, col0 + cols), in rank order 0..P-1. Then the exit barrier: peers read or write this rank's buffers until every rank is
-// past it.
+// The waits before owner ctx.rank() sums tile t of its block (row-major over m_tiles x n_tiles):
+// every sender's part of the tile's group has arrived (on its own channel for the epilogue push,
+// on each sender's for the pull, on its receive channels for the copy engine, its own part on its
+// own channel).
+TL_PROTOCOL
+template <class Ctx>
+TL_HOST_DEVICE void gemm_rs_wait_parts(Ctx& ctx, const GemmRsFusedPlan& plan, const SignalView& sig, uint32_t t) {
+  const uint32_t owner = static_cast<uint32_t>(ctx.rank());
+  const uint32_t g = plan.group_of(t);
+  const uint32_t channel = plan.group_channel(owner, g);
+  const int32_t tile = static_cast<int32_t>(t);
+  if (plan.scatter == GemmRsScatter::kEpiloguePush) {
+    ctx.consumer_tile_wait(sig, channel, 1, plan.world * plan.arrivals_per_group(), tile);
+    return;
+  }
+  for (uint32_t s = 0; s < plan.world; ++s) {
+    if (plan.scatter == GemmRsScatter::kCopyEngine && s != owner) {
+      ctx.consumer_tile_wait(sig, plan.recv_channel(s, g), 1, 1, tile);
+    } else {
+      ctx.peer_tile_wait(sig, channel, static_cast<int>(s), plan.arrivals_per_group(), tile);
+    }
+  }
+}
+
+// Tile t of owner `owner`'s block handed to `sum_tile(t, row0, rows, col0, cols)`: rows [row0,
+// row0 + rows) of the block (see gemm_rs_sender_rows; rows may be 0 past M), columns [col0, col0 +
+// cols), to be summed over the senders in rank order 0..P-1.
+template <class SumTile>
+TL_HOST_DEVICE void gemm_rs_sum_tile(const GemmRsFusedPlan& plan, uint32_t owner, uint32_t t, SumTile&& sum_tile) {
+  const uint32_t col0 = (t % plan.n_tiles()) * plan.bn, row = t / plan.n_tiles();
+  sum_tile(t, row * plan.bm, plan.tile_rows(owner, row), col0, plan.n - col0 < plan.bn ? plan.n - col0 : plan.bn);
+}
+
+// Reduction blocks of one owner. kBlocks: each tile of its block once every sender's part has
+// arrived (gemm_rs_wait_parts), in block-strided order over the GEMM's finishing order
+// (reduce_tile), summed by `sum_tile` (gemm_rs_sum_tile). kEpilogue: the GEMM's own CTAs sum (each
+// own tile after its epilogue: gemm_rs_epilogue_reduce); the blocks only wait until all of them
+// have (reduced_channel). Then the exit barrier: peers read or write this rank's buffers until
+// every rank is past it.
 TL_PROTOCOL
 template <class Ctx, class SumTile>
 TL_HOST_DEVICE void gemm_rs_fused_reduce_block(Ctx& ctx, const GemmRsFusedPlan& plan, const SignalView& sig,
                                                SumTile&& sum_tile) {
   const uint32_t owner = static_cast<uint32_t>(ctx.rank());
-  for (uint32_t i = ctx.block(); i < plan.tiles_per_block(); i += ctx.num_blocks()) {
-    const uint32_t t = plan.reduce_tile(i);
-    const uint32_t g = plan.group_of(t);
-    const uint32_t channel = plan.group_channel(owner, g);
-    const int32_t tile = static_cast<int32_t>(t);
-    if (plan.scatter == GemmRsScatter::kEpiloguePush) {
-      ctx.consumer_tile_wait(sig, channel, 1, plan.world * plan.arrivals_per_group(), tile);
-    } else {
-      for (uint32_t s = 0; s < plan.world; ++s) {
-        if (plan.scatter == GemmRsScatter::kCopyEngine && s != owner) {
-          ctx.consumer_tile_wait(sig, plan.recv_channel(s, g), 1, 1, tile);
-        } else {
-          ctx.peer_tile_wait(sig, channel, static_cast<int>(s), plan.arrivals_per_group(), tile);
-        }
-      }
+  if (plan.reducer == GemmRsReducer::kEpilogue) {
+    ctx.consumer_tile_wait(sig, plan.reduced_channel(), 1, plan.tiles_per_block());
+  } else {
+    for (uint32_t i = ctx.block(); i < plan.tiles_per_block(); i += ctx.num_blocks()) {
+      const uint32_t t = plan.reduce_tile(i);
+      gemm_rs_wait_parts(ctx, plan, sig, t);
+      gemm_rs_sum_tile(plan, owner, t, sum_tile);
     }
-    const uint32_t col0 = (t % plan.n_tiles()) * plan.bn, row = t / plan.n_tiles();
-    sum_tile(t, row * plan.bm, plan.tile_rows(owner, row), col0, plan.n - col0 < plan.bn ? plan.n - col0 : plan.bn);
   }
   rank_exit_barrier(ctx, sig, plan.exit_channel());
+}
+
+// kEpilogue, a GEMM block of owner ctx.rank() that has just stored and notified its own part of
+// tile t of its own block: wait for every sender's part, sum (gemm_rs_sum_tile), and count the
+// tile summed. Deadlock-free with persistent blocks that take tiles in time order: every rank
+// computes an owner round's other owners' tiles before its own (make_gemm_rs_m_order), so the
+// parts an own tile waits for are never behind a block that waits on a later round.
+TL_PROTOCOL
+template <class Ctx, class SumTile>
+TL_HOST_DEVICE void gemm_rs_epilogue_reduce(Ctx& ctx, const GemmRsFusedPlan& plan, const SignalView& sig, uint32_t t,
+                                            SumTile&& sum_tile) {
+  gemm_rs_wait_parts(ctx, plan, sig, t);
+  gemm_rs_sum_tile(plan, static_cast<uint32_t>(ctx.rank()), t, sum_tile);
+  ctx.producer_tile_notify(sig, plan.reduced_channel(), NotifyMode::kAdd);
 }
 
 }  // namespace tilelink

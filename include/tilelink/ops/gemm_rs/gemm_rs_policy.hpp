@@ -6,6 +6,7 @@
 #include <cstdint>
 
 #include "tilelink/core/h200_rates.hpp"
+#include "tilelink/ops/gemm_rs/gemm_rs_fused.hpp"
 
 namespace tilelink::gemm_rs_policy {
 
@@ -45,6 +46,14 @@ inline constexpr double kReduceHeadroom = 3.0;
 // rounded up to whole clusters of the GEMM kernel (launched in clusters, see gemm_rs_reduce.cu).
 uint32_t reduce_blocks(uint32_t configured, int sm_budget, const ReduceLoad& load = {});
 
+// Who sums the owner's tiles: `configured`, else the reduction blocks everywhere for now. The
+// epilogue reduction takes no SM from the GEMM and is what the cost model prefers on 8 GPUs
+// (`tilelink plan gemm_rs` prints both); it has not run on a GPU yet (written 2026-12-04, when no
+// GPU was lent), and the rule takes it where the measurements say so once they exist.
+inline GemmRsReducer reducer(GemmRsReducer configured) {
+  return configured != GemmRsReducer::kAuto ? configured : GemmRsReducer::kBlocks;
+}
+
 // GEMM CTAs: the configured count, else the rank's budget less the reduction CTAs. No slack SMs
 // (unlike AG+GEMM): the reduction runs in whole clusters next to the GEMM and neither waits for
 // SMs the other holds. May be < 1.
@@ -56,9 +65,14 @@ inline int gemm_sm_count(int sm_budget, uint32_t reduce_blocks, uint32_t configu
 // The configured swizzle, else the widest band (up to 8 cluster rows of `cluster_rows` rows) that
 // leaves at least 4 bands per owner block of `rows_per_rank` rows: rows of a band share B's
 // k-slices in L2, and the compute order interleaves the owners band by band, so the reductions run
-// under the GEMM.
-inline uint32_t auto_swizzle(uint32_t configured, uint32_t cluster_rows, uint32_t rows_per_rank) {
+// under the GEMM. With the epilogue reducer, the widest band (8): the plan model's own tiles then
+// fall in whole waves at each round's end, an even share of sums per CTA (narrow bands put 4 own
+// tiles on some CTAs and 1 on others: `plan gemm_rs --reducer epilogue --band 2` against 16,
+// 184 against 165 us at world 8 on 8192 x 4096 x 14336).
+inline uint32_t auto_swizzle(uint32_t configured, uint32_t cluster_rows, uint32_t rows_per_rank,
+                             GemmRsReducer reducer = GemmRsReducer::kBlocks) {
   if (configured != 0) return configured;
+  if (reducer == GemmRsReducer::kEpilogue) return 8;
   uint32_t s = 1;
   while (s < 8 && 4 * 2 * s * cluster_rows <= rows_per_rank) s *= 2;
   return s;

@@ -11,13 +11,15 @@ namespace tilelink {
 
 // Compute blocks of one rank: the fused kernel's tile order (rows of m_order, all N tiles of a
 // row before the next) with a naive GEMM standing in for the CUTLASS mainloop, each tile stored
-// where plan.scatter puts it and then notified, as the kernel's epilogue does. The CPU executor
-// runs it in CI. a: M x k, b: n x k (k contiguous), buf: symmetric P * R x n (R = plan.rows_per_rank), all floats.
+// where plan.scatter puts it and then notified, as the kernel's epilogue does; with
+// plan.reducer == kEpilogue, an own tile is then summed there (gemm_rs_epilogue_reduce, by
+// `sum_tile`). The CPU executor runs it in CI. a: M x k, b: n x k (k contiguous), buf: symmetric
+// P * R x n (R = plan.rows_per_rank), all floats.
 TL_PROTOCOL
-template <class Ctx>
+template <class Ctx, class SumTile>
 TL_HOST_DEVICE void gemm_rs_fused_compute_block(Ctx& ctx, const GemmRsFusedPlan& plan, const SignalView& sig,
                                                 const SymmetricView& heap, const uint32_t* m_order, const float* a,
-                                                const float* b, uint32_t k, float* buf) {
+                                                const float* b, uint32_t k, float* buf, SumTile&& sum_tile) {
   const uint32_t rank = static_cast<uint32_t>(ctx.rank());
   const bool push = plan.scatter == GemmRsScatter::kEpiloguePush;
   const uint32_t tiles = plan.world * plan.m_tiles() * plan.n_tiles();
@@ -38,6 +40,9 @@ TL_HOST_DEVICE void gemm_rs_fused_compute_block(Ctx& ctx, const GemmRsFusedPlan&
       ctx.peer_tile_notify(sig, plan.tile_channel(m_tile, n_tile), static_cast<int>(owner), NotifyMode::kAdd);
     } else {
       ctx.producer_tile_notify(sig, plan.tile_channel(m_tile, n_tile), NotifyMode::kAdd);
+    }
+    if (plan.reducer == GemmRsReducer::kEpilogue && owner == rank) {
+      gemm_rs_epilogue_reduce(ctx, plan, sig, (m_tile - owner * plan.m_tiles()) * plan.n_tiles() + n_tile, sum_tile);
     }
   }
 }
