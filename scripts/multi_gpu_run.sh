@@ -2,7 +2,8 @@
 # Issue 8 in one device call, on a machine with 2 or more GPUs: build; the GPU test suite with one
 # rank per GPU; tilelink bench at world = the GPU count, one rank per GPU (ag_gemm and gemm_rs
 # --sweep, with the plan model's prediction for every swept shape beside the measurement
-# (bench/predicted_vs_measured.py), mlp llama3-70b, moe_ag and moe mixtral-8x7b), whose
+# (bench/predicted_vs_measured.py), both places of gemm_rs's sums (--reducer) on the paper shapes
+# beside plan gemm_rs, mlp llama3-70b, moe_ag and moe mixtral-8x7b), whose
 # non-overlapped baselines use NCCL;
 # and beside them PyTorch's side on the same shapes (bench/torch_baselines.py: NCCL all-gather /
 # reduce-scatter bus bandwidth, cuBLAS, async-TP's fused ops); bench all_reduce; the process-world
@@ -161,6 +162,20 @@ if wants bench; then
   run_step predicted_vs_measured 60 "$logs/predicted_vs_measured.log" python3 "$root/bench/predicted_vs_measured.py" \
     --tilelink "$tl" "$logs/bench_ag_gemm_sweep.json" "$logs/bench_gemm_rs_sweep.json"
   show "$logs/predicted_vs_measured.log" "." 80
+  # Where GEMM+RS's sums run (issue 25): reduction CTAs beside the GEMM, or the GEMM's own CTAs
+  # after each own tile (--reducer epilogue), measured on the paper's shapes, each beside the plan
+  # model's prediction of both (plan: predicted, not measured).
+  # shellcheck disable=SC2016  # the inner script expands its own arguments
+  run_step gemm_rs_reducers 200 "$logs/gemm_rs_reducers.log" bash -c \
+    'tl=$0 world=$1 logs=$2
+     for s in "8192 8192 28672" "8192 4096 14336" "8192 12288 49152"; do
+       read -r m n k <<<"$s"
+       "$tl" plan gemm_rs --world "$world" --m "$m" --n "$n" --k "$k" || exit 1
+     done
+     for r in blocks epilogue; do
+       "$tl" bench gemm_rs --world "$world" --shapes paper --reducer "$r" --json "$logs/bench_gemm_rs_$r.json" || exit 1
+     done' "$tl" "$world" "$logs"
+  show "$logs/gemm_rs_reducers.log" "$bench_lines|^fused|^world=" 80
   # The all-reduce at decode sizes over NVLink (issue 21): one-shot and two-shot, 8 and 512 tokens.
   # shellcheck disable=SC2016  # the inner script expands its own arguments
   run_step bench_all_reduce 60 "$logs/bench_all_reduce.log" bash -c \
