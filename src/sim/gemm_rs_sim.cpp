@@ -23,12 +23,17 @@ void validate(const GemmRsProblem& p, const GemmRsPlanConfig& c, const CostModel
              "granularity", std::string("tile"), "tile_row or rank with the copy-engine scatter (it moves whole groups of rows)");
 }
 
-// The op's automatic band: up to 8 two-row cluster bands (16 tile rows), at least 4 per block;
-// 16 with the epilogue reducer (gemm_rs_policy::auto_swizzle).
-uint32_t auto_band(uint32_t m_tiles, GemmRsReducer reducer) {
-  if (reducer == GemmRsReducer::kEpilogue) return 16;
+// The op's automatic band (its kernel clusters two tile rows): up to 8 cluster bands (16 tile
+// rows), at least 4 per block; with the epilogue reducer the widest the scheduler runs without
+// padding tiles (gemm_rs_policy::auto_swizzle).
+uint32_t auto_band(const GemmRsFusedPlan& plan) {
+  constexpr uint32_t kClusterM = 2;
+  if (plan.reducer == GemmRsReducer::kEpilogue) {
+    return kClusterM * gemm_rs_policy::auto_swizzle(0, kClusterM * plan.bm, plan.rows_per_rank, plan.reducer,
+                                                    plan.world * plan.m_tiles(), plan.n_tiles(), kClusterM);
+  }
   uint32_t band = 2;
-  while (band < 16 && 4 * 2 * band <= m_tiles) band *= 2;
+  while (band < 16 && 4 * 2 * band <= plan.m_tiles()) band *= 2;
   return band;
 }
 
@@ -48,7 +53,7 @@ GemmRsPrediction predict_gemm_rs(const GemmRsProblem& p, const GemmRsPlanConfig&
   plan.granularity = c.op.granularity;
   plan.scatter = c.op.scatter;
   plan.reducer = gemm_rs_policy::reducer(c.op.reducer);
-  plan.band = c.band != 0 ? c.band : auto_band(plan.m_tiles(), plan.reducer);
+  plan.band = c.band != 0 ? c.band : auto_band(plan);
   const uint32_t k_local = p.k / w;
   const bool in_epilogue = plan.reducer == GemmRsReducer::kEpilogue && w > 1;
 

@@ -79,9 +79,12 @@ CUTE_DEVICE void flash_gemm(TiledMma& mma, TA const& a, TB const& b, TC& c) {
 
 // Ping-pong between the two consumer warpgroups (FA3's warp scheduler barrier): a warpgroup issues
 // its GEMMs only after the other has issued its own, so that one warpgroup's softmax runs while
-// the other's GEMMs hold the tensor cores. Named barrier 8 + w belongs to consumer warpgroup w
-// (0 or 1); each phase is one sync on the own barrier and one arrive on the other's.
-constexpr uint32_t kFlashSchedulerBarrier = 8;
+// the other's GEMMs hold the tensor cores. User barrier w (hardware barrier 8 + w: NamedBarrier's
+// uint32_t form counts from CUTLASS's 8 reserved ones) belongs to consumer warpgroup w (0 or 1);
+// each phase is one sync on the own barrier and one arrive on the other's. (Until 2026-12-04 this
+// said 8, i.e. hardware 16 and 17, which ptxas wrapped to 0 and 1: __syncthreads' barrier and
+// CUTLASS's epilogue barrier; found by review, not yet re-measured on a GPU.)
+constexpr uint32_t kFlashSchedulerBarrier = 0;
 CUTE_DEVICE void flash_scheduler_sync(int wg) {
   cutlass::arch::NamedBarrier::sync(256, kFlashSchedulerBarrier + static_cast<uint32_t>(wg));
 }

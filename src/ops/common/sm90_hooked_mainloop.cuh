@@ -18,19 +18,10 @@
 #include <cute/tensor.hpp>
 #include <cutlass/cutlass.h>
 
+#include "ops/common/cute_views.hpp"
 #include "tilelink/primitives/trace.cuh"
 
 namespace tilelink::detail {
-
-// A producer's tiled view of an operand, (BLK, BLK_K, tile, k tile, l), with its batch mode l
-// given `extent` and `stride` (a coordinate stride of the operand's TMA tensor): Int<0> for an
-// operand the batch coordinate must leave alone, a multiple of E<0> to step through rows.
-template <class Tiled, class Extent, class Stride>
-CUTLASS_DEVICE auto with_batch_mode(Tiled const& tiled, Extent extent, Stride stride) {
-  static_assert(decltype(cute::rank(tiled.layout()))::value == 5);
-  return cute::make_tensor(tiled.data(), cute::make_layout(cute::replace<4>(tiled.shape(), extent),
-                                                           cute::replace<4>(tiled.stride(), stride)));
-}
 
 template <class Base, class Hook>
 struct Sm90HookedMainloop : Base {

@@ -77,9 +77,9 @@ GemmRsFusedPlan make_plan(const World& world, const GemmRsArguments& a, const de
 }
 
 uint32_t choose_swizzle(const World& world, const GemmRsArguments& a, const detail::Sm90GemmRsConfigInfo& kernel) {
-  return gemm_rs_policy::auto_swizzle(a.config.swizzle, kernel.tile_m * kernel.cluster_m,
-                                      GemmRsFusedPlan::owner_pitch(a.m, static_cast<uint32_t>(world.size())),
-                                      gemm_rs_policy::reducer(a.config.reducer));
+  const GemmRsFusedPlan plan = make_plan(world, a, kernel);
+  return gemm_rs_policy::auto_swizzle(a.config.swizzle, kernel.tile_m * kernel.cluster_m, plan.rows_per_rank,
+                                      plan.reducer, plan.world * plan.m_tiles(), plan.n_tiles(), kernel.cluster_m);
 }
 
 // What channel `ch` of the slice carries, for timeout reports (the layout of GemmRsFusedPlan).
@@ -241,7 +241,9 @@ GemmRs::GemmRs(const World& world, SymmetricHeap& heap, SignalSet& signals, cons
   reduce_blocks_ = reduce_blocks_of(world, args);
   swizzle_ = choose_swizzle(world, args, kernel);
   kernel_cluster_ = kernel.cluster_m * kernel.cluster_n;
-  plan_.band = swizzle_ * kernel.cluster_m;
+  // The band the scheduler really runs (it narrows a swizzle for few tiles).
+  plan_.band = gemm_rs_policy::scheduler_swizzle(swizzle_, plan_.world * plan_.m_tiles(), plan_.n_tiles()) *
+               kernel.cluster_m;
   const uint32_t m_tiles = plan_.world * plan_.m_tiles();  // every owner block's tile rows
   const size_t n_ranks = static_cast<size_t>(world.size());  // per-rank state; other processes' entries stay empty
   kernels_.resize(n_ranks);

@@ -32,6 +32,7 @@
 #include "ops/common/sm90_hooked_epilogue.cuh"
 #include "ops/common/sm90_hooked_mainloop.cuh"
 #include "ops/common/sm90_persistent_launcher.cuh"
+#include "ops/gemm_rs/gemm_rs_owner_view.hpp"
 #include "ops/gemm_rs/gemm_rs_sum.cuh"
 #include "ops/gemm_rs/sm90_gemm_rs_kernel.hpp"
 #include "tilelink/core/error.hpp"
@@ -39,18 +40,6 @@
 #include "tilelink/primitives/trace.cuh"
 
 namespace tilelink::detail {
-
-// A kernel tile coordinate (m over every owner's tile rows, n, k, l) -> (tile row within the
-// owner block, n, k, owner). A cluster's padding tile row (m >= P * m_tiles) maps past the last
-// block's rows, where TMA loads zeros and stores nothing.
-template <class TileCoord>
-TL_HOST_DEVICE auto owner_block_coord(const GemmRsFusedPlan& plan, TileCoord const& coord) {
-  const int m = static_cast<int>(cute::get<0>(coord));
-  const int mt = static_cast<int>(plan.m_tiles()), last = static_cast<int>(plan.world) - 1;
-  const int owner = m < mt * (last + 1) ? m / mt : last;
-  return cute::make_coord(m - owner * mt, static_cast<int>(cute::get<1>(coord)), static_cast<int>(cute::get<2>(coord)),
-                          owner);
-}
 
 // The producer's hook (sm90_hooked_mainloop.cuh): no waits (A is in place), the owner block's
 // coordinate for the loads.
@@ -90,15 +79,9 @@ struct Sm90GemmRsMainloop : Sm90HookedMainloop<Base, GemmRsOwnerLoads> {
         cute::make_shape(static_cast<int>(plan.m), cute::get<1>(problem_shape_MNKL), cute::get<2>(problem_shape_MNKL),
                          cute::get<3>(problem_shape_MNKL)),
         params);
-    // A: (BLK_M, BLK_K, m, k, l) -> (BLK_M, BLK_K, tile row within the block, k, owner), owner l's
-    // rows from l * R; B: a zero l stride, so that the owner coordinate leaves B alone.
-    const auto gA = cute::get<0>(inputs);
-    const auto gA_m_tiles = cute::make_tensor(
-        gA.data(), cute::make_layout(cute::replace<2>(gA.shape(), static_cast<int>(plan.m_tiles())), gA.stride()));
-    const auto gA_blocks = with_batch_mode(gA_m_tiles, static_cast<int>(plan.world),
-                                           static_cast<int>(plan.rows_per_rank) * cute::E<0>{});
-    const auto gB = cute::get<1>(inputs);
-    const auto gB_any_l = with_batch_mode(gB, cute::get<4>(gB.shape()), cute::Int<0>{});
+    // A per owner block (owner l's rows from l * R), B whatever the owner.
+    const auto gA_blocks = owner_block_a(cute::get<0>(inputs), plan);
+    const auto gB_any_l = any_owner_b(cute::get<1>(inputs));
     return cute::make_tuple(gA_blocks, gB_any_l);
   }
 };
@@ -118,11 +101,12 @@ struct GemmRsThreadWaits {
   }
 };
 
-// The epilogue's 256 consumer threads (both warp groups of the cooperative kernel) meet; CUTLASS's
-// own epilogue uses the reserved barriers below FirstUserBarrier.
-CUTLASS_DEVICE void gemm_rs_consumers_sync() {
-  cutlass::arch::NamedBarrier::sync(256, static_cast<uint32_t>(cutlass::arch::ReservedNamedBarriers::FirstUserBarrier));
-}
+// The epilogue's 256 consumer threads (both warp groups of the cooperative kernel) meet on the
+// first user barrier: NamedBarrier::sync's uint32_t form counts from the reserved ones (user id 0
+// is hardware barrier 8, after CUTLASS's own), so it takes 0, not FirstUserBarrier (16 is past the
+// hardware's 16 barriers: ptxas wrapped it to barrier 0, __syncthreads').
+constexpr uint32_t kGemmRsSumBarrier = 0;
+CUTLASS_DEVICE void gemm_rs_consumers_sync() { cutlass::arch::NamedBarrier::sync(256, kGemmRsSumBarrier); }
 
 // What a finished tile notifies; the epilogue's hook (sm90_hooked_epilogue.cuh). With a TraceView
 // on, consumer thread 0 records each tile's epilogue (store and notify) and, inside it, the

@@ -62,17 +62,37 @@ inline int gemm_sm_count(int sm_budget, uint32_t reduce_blocks, uint32_t configu
   return configured != 0 ? std::min(left, static_cast<int>(configured)) : left;
 }
 
-// The configured swizzle, else the widest band (up to 8 cluster rows of `cluster_rows` rows) that
-// leaves at least 4 bands per owner block of `rows_per_rank` rows: rows of a band share B's
-// k-slices in L2, and the compute order interleaves the owners band by band, so the reductions run
-// under the GEMM. With the epilogue reducer, the widest band (8): the plan model's own tiles then
-// fall in whole waves at each round's end, an even share of sums per CTA (narrow bands put 4 own
-// tiles on some CTAs and 1 on others: `plan gemm_rs --reducer epilogue --band 2` against 16,
-// 184 against 165 us at world 8 on 8192 x 4096 x 14336).
+// The swizzle CUTLASS's persistent scheduler runs for a requested one, with `m_ctas` x `n_ctas`
+// CTA tiles (its get_log_swizzle_size: 8 needs both at least 6, 4 at least 3, 2 at least 2). It
+// also rounds both counts up to multiples of the swizzle (times the cluster): padding tiles, each
+// a whole mainloop.
+inline uint32_t scheduler_swizzle(uint32_t requested, uint32_t m_ctas, uint32_t n_ctas) {
+  const uint32_t d = std::min(m_ctas, n_ctas);
+  if (requested >= 8 && d >= 6) return 8;
+  if (requested >= 4 && d >= 3) return 4;
+  if (requested >= 2 && d >= 2) return 2;
+  return 1;
+}
+
+// The configured swizzle, else, with the reduction blocks, the widest band (up to 8 cluster rows
+// of `cluster_rows` rows) that leaves at least 4 bands per owner block of `rows_per_rank` rows:
+// rows of a band share B's k-slices in L2, and the compute order interleaves the owners band by
+// band, so the reductions run under the GEMM. With the epilogue reducer, the widest band that
+// CUTLASS runs as asked without padding tiles (`m_ctas` CTA tile rows over all owners, `n_ctas`
+// tile columns; clusters of `cluster_m` rows): the plan model's own tiles then fall in whole
+// waves at each round's end, an even share of sums per CTA (narrow bands put 4 own tiles on some
+// CTAs and 1 on others: `plan gemm_rs --reducer epilogue --band 2` against 16, 184 against 165 us
+// at world 8 on 8192 x 4096 x 14336).
 inline uint32_t auto_swizzle(uint32_t configured, uint32_t cluster_rows, uint32_t rows_per_rank,
-                             GemmRsReducer reducer = GemmRsReducer::kBlocks) {
+                             GemmRsReducer reducer = GemmRsReducer::kBlocks, uint32_t m_ctas = 0,
+                             uint32_t n_ctas = 0, uint32_t cluster_m = 1) {
   if (configured != 0) return configured;
-  if (reducer == GemmRsReducer::kEpilogue) return 8;
+  if (reducer == GemmRsReducer::kEpilogue) {
+    for (uint32_t s = 8; s > 1; s /= 2) {
+      if (scheduler_swizzle(s, m_ctas, n_ctas) == s && m_ctas % (s * cluster_m) == 0 && n_ctas % s == 0) return s;
+    }
+    return 1;
+  }
   uint32_t s = 1;
   while (s < 8 && 4 * 2 * s * cluster_rows <= rows_per_rank) s *= 2;
   return s;

@@ -1,0 +1,42 @@
+// GEMM+RS's owner-block views (host and device; tests/cpu/test_gemm_rs_views.cu checks them on
+// identity tensors): the kernel's M is P owner blocks of whole tile rows (GemmRsFusedPlan), and
+// each block starts at row owner * R of A and of the owner's destination.
+#pragma once
+
+#include <cute/tensor.hpp>
+
+#include "ops/common/cute_views.hpp"
+#include "tilelink/ops/gemm_rs/gemm_rs_fused.hpp"
+
+namespace tilelink::detail {
+
+// A kernel tile coordinate (m over every owner's tile rows, n, k, l) -> (tile row within the
+// owner block, n, k, owner). A cluster's padding tile row (m >= P * m_tiles) maps past the last
+// block's rows, where TMA loads zeros and stores nothing.
+template <class TileCoord>
+CUTE_HOST_DEVICE auto owner_block_coord(const GemmRsFusedPlan& plan, TileCoord const& coord) {
+  const int m = static_cast<int>(cute::get<0>(coord));
+  const int mt = static_cast<int>(plan.m_tiles()), last = static_cast<int>(plan.world) - 1;
+  const int owner = m < mt * (last + 1) ? m / mt : last;
+  return cute::make_coord(m - owner * mt, static_cast<int>(cute::get<1>(coord)), static_cast<int>(cute::get<2>(coord)),
+                          owner);
+}
+
+// The producer's A, (BLK_M, BLK_K, m, k, l) over A's own rows -> (BLK_M, BLK_K, tile row within
+// the block, k, owner), owner l's rows from l * R. The step is R times the row mode's own stride:
+// in the TMA coordinate tensor of a K-major A, TMA's coordinate 0 is K and the rows are E<1>
+// (CuTe orders the TMA modes by the shared-memory layout's contiguous mode), so a step written
+// as R * E<0> would have moved along K (found by review before the kernel first ran).
+template <class TiledA>
+CUTE_HOST_DEVICE auto owner_block_a(TiledA const& gA, const GemmRsFusedPlan& plan) {
+  return with_batch_mode(with_tile_count(gA, static_cast<int>(plan.m_tiles())), static_cast<int>(plan.world),
+                         static_cast<int>(plan.rows_per_rank) * cute::get<0>(gA.stride()));
+}
+
+// The producer's B, whose batch coordinate (the owner) must leave it alone.
+template <class TiledB>
+CUTE_HOST_DEVICE auto any_owner_b(TiledB const& gB) {
+  return with_batch_mode(gB, cute::get<4>(gB.shape()), cute::Int<0>{});
+}
+
+}  // namespace tilelink::detail
