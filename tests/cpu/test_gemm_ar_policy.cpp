@@ -76,6 +76,29 @@ TEST(GemmArPolicy, NeverSlowerThanItsOwnNonOverlappedChain) {
   }
 }
 
+// Auto is the argmin of what it searches: no non-overlapped configuration that names its method
+// and slices (the rule's count or one) has a smaller estimate, and the estimate it reports is the
+// policy's estimate of the choice it returns.
+TEST(GemmArPolicy, AutoIsTheFastestEstimateOfItsSearchSpace) {
+  for (const GemmArShape& s : shapes()) {
+    const GemmArChoice best = gemm_ar_choice(s, GemmArConfig{});
+    EXPECT_DOUBLE_EQ(best.estimate, gemm_ar_policy::estimate(s, best)) << name(s);  // the default rates
+    EXPECT_EQ(best.schedule, GemmArSchedule::kNonOverlapped) << name(s);
+    for (AllReduceMethod method : {AllReduceMethod::kOneShot, AllReduceMethod::kTwoShot}) {
+      for (uint32_t splits : {1u, best.splits}) {
+        GemmArConfig c;
+        c.schedule = GemmArSchedule::kNonOverlapped;
+        c.method = method;
+        c.splits = splits;
+        const GemmArChoice other = gemm_ar_choice(s, c);
+        if (other.gemm_sms < 1) continue;
+        EXPECT_LE(best.estimate, other.estimate * (1 + 1e-9))
+            << name(s) << ": auto " << best.why << " against " << other.why;
+      }
+    }
+  }
+}
+
 TEST(GemmArPolicy, ConfiguredKnobsAreKept) {
   const GemmArShape s{8, 132, 32, 8192, 3584, false};
   GemmArConfig c;
