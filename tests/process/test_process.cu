@@ -172,6 +172,8 @@ INSTANTIATE_TEST_SUITE_P(Process, ProcessAgGemm,
 struct RsScatter {
   const char* name;
   GemmRsScatter scatter;
+  GemmRsReducer reducer = GemmRsReducer::kAuto;
+  uint32_t rows = 256;  // per rank: whole tile rows, or (136) a partial last one
 };
 
 class ProcessGemmRs : public ::testing::TestWithParam<RsScatter> {};
@@ -179,7 +181,7 @@ class ProcessGemmRs : public ::testing::TestWithParam<RsScatter> {};
 TEST_P(ProcessGemmRs, MatchesTheSumOfEveryRanksCublasProduct) {
   const RsScatter s = GetParam();
   const int w = world().size();
-  const uint32_t rows = 256, n = 512, k = 256, m = rows * uint32_t(w);
+  const uint32_t rows = s.rows, n = 512, k = 256, m = rows * uint32_t(w);
   SymmetricHeap heap(world(), size_t(m) * n * 2 * 2 + (4 << 20));
   SignalSet signals(heap, 4096);
   SymmetricBuffer partial = heap.allocate(size_t(m) * n * 2), recv = heap.allocate(size_t(m) * n * 2);
@@ -196,6 +198,7 @@ TEST_P(ProcessGemmRs, MatchesTheSumOfEveryRanksCublasProduct) {
   args.n = n;
   args.k = k;
   args.config.scatter = s.scatter;
+  args.config.reducer = s.reducer;
   args.a.assign(w, nullptr);
   args.b.assign(w, nullptr);
   args.out.assign(w, nullptr);
@@ -249,7 +252,10 @@ TEST_P(ProcessGemmRs, MatchesTheSumOfEveryRanksCublasProduct) {
 INSTANTIATE_TEST_SUITE_P(Process, ProcessGemmRs,
                          ::testing::Values(RsScatter{"pull", GemmRsScatter::kPull},
                                            RsScatter{"push", GemmRsScatter::kEpiloguePush},
-                                           RsScatter{"ce", GemmRsScatter::kCopyEngine}),
+                                           RsScatter{"ce", GemmRsScatter::kCopyEngine},
+                                           // the GEMM's epilogue sums; a partial last tile row
+                                           RsScatter{"pull_epilogue", GemmRsScatter::kPull, GemmRsReducer::kEpilogue},
+                                           RsScatter{"pull_136_rows", GemmRsScatter::kPull, GemmRsReducer::kAuto, 136}),
                          [](const auto& info) { return std::string(info.param.name); });
 
 // SP attention over processes: every process draws every rank's Q/K/V from the shared seed, puts its
