@@ -145,8 +145,11 @@ Table bench_gemm_rs(const GemmRsBenchOptions& o) {
   // The shape as `tilelink plan gemm_rs` takes it (bench/predicted_vs_measured.py reads these).
   table.params = {{"world", int64_t(w)}, {"m", int64_t(m)}, {"n", int64_t(n)}, {"k", int64_t(o.k)}};
   table.notes.push_back(std::string("config: scatter ") + to_string(op.config().scatter) + ", signal per " +
-                        granularity_name(op.config().granularity) + ", " + std::to_string(op.reduce_blocks()) +
-                        " reduction CTAs, swizzle " + std::to_string(op.swizzle()));
+                        granularity_name(op.config().granularity) + ", " +
+                        (op.plan().reducer == GemmRsReducer::kEpilogue
+                             ? std::string("sums in the GEMM's epilogue (reducer epilogue)")
+                             : std::to_string(op.reduce_blocks()) + " reduction CTAs") +
+                        ", swizzle " + std::to_string(op.swizzle()));
   if (!op.tuned_from().empty()) table.notes.push_back("config from the tune cache " + op.tuned_from());
   table.notes.push_back("check: fused output of every rank equals cuBLAS + reduce-scatter within bf16 tolerance");
   result.common_notes(w, t_fused.samples, o.timing.warmup, gated);

@@ -125,8 +125,10 @@ TraceResult trace_gemm_rs(const TraceOptions<tb::GemmRsBenchOptions>& o) {
   result.checked = gemm_rs_checked(s.world.mode() == WorldMode::kVirtual);
   result.config = std::string("scatter ") + to_string(op.config().scatter) + ", signal per " +
                   to_string(op.config().granularity) + ", " +
-                  std::to_string(op.reduce_blocks()) + " reduction CTAs per rank, swizzle " +
-                  std::to_string(op.swizzle()) + provenance(op.tuned_from(), gated);
+                  (op.plan().reducer == GemmRsReducer::kEpilogue
+                       ? std::string("sums in the GEMM's epilogue")
+                       : std::to_string(op.reduce_blocks()) + " reduction CTAs per rank") +
+                  ", swizzle " + std::to_string(op.swizzle()) + provenance(op.tuned_from(), gated);
   return result;
 }
 
