@@ -15,7 +15,7 @@
 //  - kPull: into r's own buf (row = global row); the epilogue notifies the tile's group on r
 //    (producer_tile_notify). Owner q's reduction waits on every sender's channel (peer_tile_wait)
 //    and reads the senders' buf rows of its block remotely.
-//  - kEpiloguePush: into owner q's buf, slot r (rows [r * M/P, (r + 1) * M/P) hold sender r's
+//  - kEpiloguePush: into owner q's buf, slot r (rows [r * R, (r + 1) * R) hold sender r's
 //    part); the epilogue notifies q (peer_tile_notify). q's reduction waits on its own channel for
 //    all senders' arrivals and reads only local memory.
 //  - kCopyEngine: as kPull into r's own buf; the copy engine, on r's comm stream, waits for each
@@ -26,10 +26,12 @@
 // Signal granularity (decoupled from the tile size): one channel per GEMM tile, per row of tiles,
 // or per owner block. The copy engine moves whole groups, which must be contiguous rows: per tile
 // row or per owner block.
+//
 // Who sums (GemmRsReducer): reduction blocks beside the GEMM, or -- kEpilogue -- the GEMM block
 // that computed the owner's own part of a tile, right after storing it, with every GEMM block
 // taking part and no SM set aside; the reduction blocks then only count the sums and pass the
 // exit barrier.
+//
 // Across calls: in call e+1 a rank's GEMM overwrites its buf and its copies overwrite peers' recv
 // slots, which owners read in call e; the reduction's exit barrier (every rank done reading)
 // precedes the rank's next GEMM and copies.
