@@ -143,7 +143,11 @@ Table bench_gemm_rs(const GemmRsBenchOptions& o) {
   result.row("fused GEMM alone (no scatter, no reduction)", t_alone);
   Table& table = result.table;
   // The shape as `tilelink plan gemm_rs` takes it (bench/predicted_vs_measured.py reads these).
-  table.params = {{"world", int64_t(w)}, {"m", int64_t(m)}, {"n", int64_t(n)}, {"k", int64_t(o.k)}};
+  table.params = {{"world", int64_t(w)},
+                  {"m", int64_t(m)},
+                  {"n", int64_t(n)},
+                  {"k", int64_t(o.k)},
+                  {"reducer", std::string(to_string(op.plan().reducer))}};
   table.notes.push_back(std::string("config: scatter ") + to_string(op.config().scatter) + ", signal per " +
                         granularity_name(op.config().granularity) + ", " +
                         (op.plan().reducer == GemmRsReducer::kEpilogue

@@ -2,8 +2,8 @@
 """The plan model's prediction next to the measurement, shape by shape (issue 25).
 
 For every AG+GEMM and GEMM+RS table in the `tilelink bench ... --json` files given (each table
-carries its world and m, n, k in `params`), runs `tilelink plan <op>` for the same world and shape
-with `--json`, and prints, for the fused op and its non-overlapped and decomposed baselines, the
+carries its world and m, n, k in `params`, and GEMM+RS the reducer that summed), runs `tilelink
+plan <op>` for the same world, shape (and reducer) with `--json`, and prints, for the fused op and its non-overlapped and decomposed baselines, the
 measured and predicted times and their ratio. Meant for one rank per GPU (scripts/multi_gpu_run.sh);
 on virtual ranks the model is told nothing of the shared GPU, so its numbers are not comparable.
 
@@ -34,11 +34,19 @@ def time_of(table, prefix):
     return None
 
 
+def plan_command(tilelink, op, params, out, extra):
+    """The `tilelink plan` command for a bench table's params (GEMM+RS: the reducer that ran)."""
+    cmd = [tilelink, "plan", op, "--world", str(params["world"]), "--m", str(params["m"]),
+           "--n", str(params["n"]), "--k", str(params["k"]), "--json", out]
+    if op == "gemm_rs" and params.get("reducer") in ("blocks", "epilogue"):
+        cmd += ["--reducer", params["reducer"]]
+    return cmd + extra
+
+
 def predict(tilelink, op, params, extra):
     with tempfile.TemporaryDirectory() as tmp:
         out = os.path.join(tmp, "plan.json")
-        cmd = [tilelink, "plan", op, "--world", str(params["world"]), "--m", str(params["m"]),
-               "--n", str(params["n"]), "--k", str(params["k"]), "--json", out] + extra
+        cmd = plan_command(tilelink, op, params, out, extra)
         done = subprocess.run(cmd, capture_output=True, text=True)
         if done.returncode != 0:
             raise RuntimeError(f"{' '.join(cmd)} exited {done.returncode}: {done.stderr.strip() or done.stdout.strip()}")
@@ -53,7 +61,7 @@ def main():
     ap.add_argument("bench_json", nargs="+")
     a = ap.parse_args()
     compared = 0
-    print(f"{'op':8} {'world':>5} {'m':>6} {'n':>6} {'k':>6}  {'variant':15} {'measured µs':>12} "
+    print(f"{'op':8} {'world':>5} {'m':>6} {'n':>6} {'k':>6} {'reducer':>8}  {'variant':15} {'measured µs':>12} "
           f"{'predicted µs':>13} {'predicted / measured':>21}")
     for path in a.bench_json:
         with open(path) as f:
@@ -68,7 +76,8 @@ def main():
                 measured, predicted = time_of(table, bench_prefix), time_of(plan, plan_prefix)
                 if measured is None or predicted is None:
                     continue
-                print(f"{op:8} {params['world']:>5} {params['m']:>6} {params['n']:>6} {params['k']:>6}  {label:15} "
+                print(f"{op:8} {params['world']:>5} {params['m']:>6} {params['n']:>6} {params['k']:>6} "
+                      f"{params.get('reducer', '-'):>8}  {label:15} "
                       f"{measured:12.1f} {predicted:13.1f} {predicted / measured:21.2f}")
             compared += 1
     if compared == 0:

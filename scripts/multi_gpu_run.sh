@@ -167,15 +167,17 @@ if wants bench; then
   # model's prediction of both (plan: predicted, not measured).
   # shellcheck disable=SC2016  # the inner script expands its own arguments
   run_step gemm_rs_reducers 200 "$logs/gemm_rs_reducers.log" bash -c \
-    'tl=$0 world=$1 logs=$2
+    'tl=$0 world=$1 logs=$2 root=$3
      for s in "8192 8192 28672" "8192 4096 14336" "8192 12288 49152"; do
        read -r m n k <<<"$s"
        "$tl" plan gemm_rs --world "$world" --m "$m" --n "$n" --k "$k" || exit 1
      done
      for r in blocks epilogue; do
        "$tl" bench gemm_rs --world "$world" --shapes paper --reducer "$r" --json "$logs/bench_gemm_rs_$r.json" || exit 1
-     done' "$tl" "$world" "$logs"
-  show "$logs/gemm_rs_reducers.log" "$bench_lines|^fused|^world=" 80
+     done
+     python3 "$root/bench/predicted_vs_measured.py" --tilelink "$tl" \
+       "$logs/bench_gemm_rs_blocks.json" "$logs/bench_gemm_rs_epilogue.json"' "$tl" "$world" "$logs" "$root"
+  show "$logs/gemm_rs_reducers.log" "$bench_lines|^fused|^world=|^gemm_rs " 90
   # The all-reduce at decode sizes over NVLink (issue 21): one-shot and two-shot, 8 and 512 tokens.
   # shellcheck disable=SC2016  # the inner script expands its own arguments
   run_step bench_all_reduce 60 "$logs/bench_all_reduce.log" bash -c \
