@@ -44,9 +44,7 @@ GemmRsPrediction predict_gemm_rs(const GemmRsProblem& p, const GemmRsPlanConfig&
   const uint32_t w = static_cast<uint32_t>(p.world);
   const uint32_t ranks_per_node = w / static_cast<uint32_t>(p.nodes);
   GemmRsFusedPlan plan;
-  plan.world = w;
-  plan.m = p.m;
-  plan.rows_per_rank = GemmRsFusedPlan::owner_pitch(p.m, w);
+  plan.set_rows(p.m, w);
   plan.n = p.n;
   plan.bm = c.bm;
   plan.bn = c.bn;

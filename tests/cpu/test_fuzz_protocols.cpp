@@ -180,9 +180,7 @@ Reduced<GemmRsCase> reduce(const fuzz::GemmRsDraw& d, Rng& extra) {
   }
   GemmRsCase c;
   c.plan.reducer = reducer;
-  c.plan.world = w;
-  c.plan.m = d.args.m;  // any M: short and empty owner blocks, partial tile rows
-  c.plan.rows_per_rank = GemmRsFusedPlan::owner_pitch(d.args.m, w);
+  c.plan.set_rows(d.args.m, w);  // any M: short and empty owner blocks, partial tile rows
   c.plan.n = float_width(d.args.n);
   c.plan.bm = bm;
   c.plan.bn = extra.range32(1, c.plan.n + 1);

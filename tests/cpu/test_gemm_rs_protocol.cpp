@@ -26,9 +26,7 @@ TEST_P(GemmRsFusedProtocolTest, MatchesPartialGemmsSummedInRankOrder) {
   for (SignalGranularity g : {SignalGranularity::kTile, SignalGranularity::kTileRow, SignalGranularity::kRank}) {
     if (scatter == GemmRsScatter::kCopyEngine && g == SignalGranularity::kTile) continue;  // refused by the op
     GemmRsFusedPlan plan;
-    plan.world = static_cast<uint32_t>(world);
-    plan.m = 8 * plan.world;
-    plan.rows_per_rank = 8;  // 2 tile rows of 4
+    plan.set_rows(8 * static_cast<uint32_t>(world), static_cast<uint32_t>(world));  // 2 tile rows of 4 each
     plan.n = 20;             // 3 tile columns of 8, the last short
     plan.bm = 4;
     plan.bn = 8;
@@ -61,9 +59,7 @@ TEST_P(GemmRsFusedProtocolTest, MatchesAtAnyRowCount) {
     for (SignalGranularity g : {SignalGranularity::kTile, SignalGranularity::kTileRow, SignalGranularity::kRank}) {
       if (scatter == GemmRsScatter::kCopyEngine && g == SignalGranularity::kTile) continue;
       GemmRsFusedPlan plan;
-      plan.world = w;
-      plan.m = m;
-      plan.rows_per_rank = GemmRsFusedPlan::owner_pitch(m, w);
+      plan.set_rows(m, w);
       plan.n = 12;
       plan.bm = 4;
       plan.bn = 8;
@@ -80,21 +76,18 @@ TEST(GemmRsFusedPlan, OwnerBlocksOfAnyRowCount) {
   GemmRsFusedPlan plan;
   plan.world = 4;
   plan.bm = 4;
-  plan.m = 10;  // R = 3: blocks of 3, 3, 3 and 1 rows, one partial tile row each
-  plan.rows_per_rank = GemmRsFusedPlan::owner_pitch(plan.m, plan.world);
+  plan.set_rows(10, plan.world);  // R = 3: blocks of 3, 3, 3 and 1 rows, one partial tile row each
   EXPECT_EQ(plan.rows_per_rank, 3u);
   EXPECT_EQ(plan.m_tiles(), 1u);
   EXPECT_EQ((std::vector<uint32_t>{plan.block_rows(0), plan.block_rows(1), plan.block_rows(2), plan.block_rows(3)}),
             (std::vector<uint32_t>{3, 3, 3, 1}));
   EXPECT_EQ(plan.tile_row0(3), 9u);
   EXPECT_EQ(plan.rows_of_tile(3), 1u);
-  plan.m = 2;  // M < P: R = 1, owners 2 and 3 get nothing
-  plan.rows_per_rank = GemmRsFusedPlan::owner_pitch(plan.m, plan.world);
+  plan.set_rows(2, plan.world);  // M < P: R = 1, owners 2 and 3 get nothing
   EXPECT_EQ((std::vector<uint32_t>{plan.block_rows(0), plan.block_rows(1), plan.block_rows(2), plan.block_rows(3)}),
             (std::vector<uint32_t>{1, 1, 0, 0}));
   EXPECT_EQ(plan.tile_rows(3, 0), 0u);
-  plan.m = 4 * 9;  // R = 9: tile rows of 4, 4 and 1
-  plan.rows_per_rank = GemmRsFusedPlan::owner_pitch(plan.m, plan.world);
+  plan.set_rows(4 * 9, plan.world);  // R = 9: tile rows of 4, 4 and 1
   EXPECT_EQ(plan.m_tiles(), 3u);
   EXPECT_EQ(plan.tile_rows(2, 2), 1u);
   EXPECT_EQ(plan.tile_row0(2 * 3 + 2), 2u * 9 + 8);
@@ -102,7 +95,7 @@ TEST(GemmRsFusedPlan, OwnerBlocksOfAnyRowCount) {
 
 TEST(GemmRsFusedPlan, ReductionWalksBandsColumnByColumnAndCoversTheBlockOnce) {
   GemmRsFusedPlan plan;
-  plan.rows_per_rank = 20;  // 5 tile rows of 4
+  plan.set_rows(20, 1);  // 5 tile rows of 4
   plan.n = 24;              // 3 tile columns of 8
   plan.bm = 4;
   plan.bn = 8;
@@ -123,8 +116,7 @@ TEST(GemmRsFusedPlan, ReductionWalksBandsColumnByColumnAndCoversTheBlockOnce) {
 
 TEST(GemmRsFusedPlan, RoundsOverOwnersOwnRowsLastEveryTileRowOnce) {
   GemmRsFusedPlan plan;
-  plan.world = 4;
-  plan.rows_per_rank = 12;  // 3 tile rows of 4
+  plan.set_rows(4 * 12, 4);  // 3 tile rows of 4 per owner
   plan.bm = 4;
   for (uint32_t band : {1u, 2u, 3u}) {
     plan.band = band;

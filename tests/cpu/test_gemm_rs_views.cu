@@ -54,9 +54,7 @@ auto tiled_b(int n, int k) {
 
 GemmRsFusedPlan plan_of(uint32_t m, uint32_t world) {
   GemmRsFusedPlan plan;
-  plan.world = world;
-  plan.m = m;
-  plan.rows_per_rank = GemmRsFusedPlan::owner_pitch(m, world);
+  plan.set_rows(m, world);
   plan.n = 512;
   plan.bm = 128;
   plan.bn = 256;

@@ -64,9 +64,7 @@ int gemm_sm_count(const World& world, int rank, const GemmRsArguments& a) {
 
 GemmRsFusedPlan make_plan(const World& world, const GemmRsArguments& a, const detail::Sm90GemmRsConfigInfo& kernel) {
   GemmRsFusedPlan plan;
-  plan.world = static_cast<uint32_t>(world.size());
-  plan.m = a.m;
-  plan.rows_per_rank = GemmRsFusedPlan::owner_pitch(a.m, plan.world);
+  plan.set_rows(a.m, static_cast<uint32_t>(world.size()));
   plan.n = a.n;
   plan.bm = kernel.tile_m;
   plan.bn = kernel.tile_n;
@@ -207,9 +205,7 @@ std::string GemmRs::can_implement(const World& world, const SymmetricHeap& heap,
 
 uint32_t GemmRs::rows_of(uint32_t m, int world, int rank) {
   GemmRsFusedPlan plan;
-  plan.world = static_cast<uint32_t>(world);
-  plan.m = m;
-  plan.rows_per_rank = GemmRsFusedPlan::owner_pitch(m, plan.world);
+  plan.set_rows(m, static_cast<uint32_t>(world));
   return plan.block_rows(static_cast<uint32_t>(rank));
 }
 

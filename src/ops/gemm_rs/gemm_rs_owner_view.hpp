@@ -22,6 +22,14 @@ CUTE_HOST_DEVICE auto owner_block_coord(const GemmRsFusedPlan& plan, TileCoord c
                           owner);
 }
 
+// The kernel's problem (P blocks of whole tile rows, N, K, L) with A's own M rows: what A's TMA
+// descriptor and tiled view are built over.
+template <class ProblemShape>
+CUTE_HOST_DEVICE auto a_rows_problem(const GemmRsFusedPlan& plan, ProblemShape const& problem) {
+  return cute::make_shape(static_cast<int>(plan.m), cute::get<1>(problem), cute::get<2>(problem),
+                          cute::get<3>(problem));
+}
+
 // The producer's A, (BLK_M, BLK_K, m, k, l) over A's own rows -> (BLK_M, BLK_K, tile row within
 // the block, k, owner), owner l's rows from l * R. The step is R times the row mode's own stride:
 // in the TMA coordinate tensor of a K-major A, TMA's coordinate 0 is K and the rows are E<1>

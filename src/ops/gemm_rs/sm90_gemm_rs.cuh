@@ -67,18 +67,14 @@ struct Sm90GemmRsMainloop : Sm90HookedMainloop<Base, GemmRsOwnerLoads> {
   template <class ProblemShape>
   static Params to_underlying_arguments(ProblemShape const& problem_shape, Arguments const& args,
                                         void* workspace) {
-    const auto rows = cute::make_shape(static_cast<int>(args.hook.plan.m), cute::get<1>(problem_shape),
-                                       cute::get<2>(problem_shape), cute::get<3>(problem_shape));
-    return Params{Base::to_underlying_arguments(rows, args, workspace), args.hook};
+    return Params{Base::to_underlying_arguments(a_rows_problem(args.hook.plan, problem_shape), args, workspace),
+                  args.hook};
   }
 
   template <class ProblemShape_MNKL>
   CUTLASS_DEVICE auto load_init(ProblemShape_MNKL const& problem_shape_MNKL, Params const& params) const {
     const GemmRsFusedPlan& plan = params.hook.plan;
-    const auto inputs = Base::load_init(
-        cute::make_shape(static_cast<int>(plan.m), cute::get<1>(problem_shape_MNKL), cute::get<2>(problem_shape_MNKL),
-                         cute::get<3>(problem_shape_MNKL)),
-        params);
+    const auto inputs = Base::load_init(a_rows_problem(plan, problem_shape_MNKL), params);
     // A per owner block (owner l's rows from l * R), B whatever the owner.
     const auto gA_blocks = owner_block_a(cute::get<0>(inputs), plan);
     const auto gB_any_l = any_owner_b(cute::get<1>(inputs));

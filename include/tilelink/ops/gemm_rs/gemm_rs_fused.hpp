@@ -77,7 +77,7 @@ inline const char* to_string(GemmRsReducer r) {
 struct GemmRsFusedPlan {
   uint32_t world = 1;
   uint32_t m = 0;              // rows of the product over all owners
-  uint32_t rows_per_rank = 0;  // R = ceil(M / P): the owner blocks' pitch (owner_pitch)
+  uint32_t rows_per_rank = 0;  // R = ceil(M / P): the owner blocks' pitch (set by set_rows)
   uint32_t n = 0;
   uint32_t bm = 0;             // GEMM tile
   uint32_t bn = 0;
@@ -88,6 +88,13 @@ struct GemmRsFusedPlan {
 
   // The pitch of owner blocks for M rows over P ranks.
   TL_HOST_DEVICE static uint32_t owner_pitch(uint32_t m, uint32_t world) { return (m + world - 1) / world; }
+  // M rows over `ranks` owners: world, m and the pitch R that follows from them (kept as a field,
+  // not recomputed, because the kernels' address arithmetic reads it per tile).
+  TL_HOST_DEVICE void set_rows(uint32_t rows, uint32_t ranks) {
+    world = ranks;
+    m = rows;
+    rows_per_rank = owner_pitch(rows, ranks);
+  }
   TL_HOST_DEVICE uint32_t m_tiles() const { return (rows_per_rank + bm - 1) / bm; }  // per owner block
   // Rows owner `owner` ends with (R, fewer for the last, none past M).
   TL_HOST_DEVICE uint32_t block_rows(uint32_t owner) const {
