@@ -91,12 +91,15 @@ GemmRsPrediction predict_gemm_rs(const GemmRsProblem& p, const GemmRsPlanConfig&
   // Sender q's part of owner 0's tile t lands (and is announced) as rank 0's part of owner
   // (P - q) mod P's tile t does, by symmetry: after its MMA, its store into the owner (push), the
   // notify.
+  // Rank 0's store of its part of owner o's tile t into the owner (push only; none to itself).
+  const auto push_store = [&](uint32_t o, uint32_t t) {
+    return plan.scatter == GemmRsScatter::kEpiloguePush && o != 0
+               ? tile_bytes(t) / std::min(cost.sm_copy_bandwidth_per_cta, link(o))
+               : 0.0;
+  };
   const auto part_arrival = [&](uint32_t q, uint32_t t) {
     const uint32_t o = (w - q) % w;
-    const double store = plan.scatter == GemmRsScatter::kEpiloguePush
-                             ? tile_bytes(t) / std::min(cost.sm_copy_bandwidth_per_cta, link(o))
-                             : 0.0;
-    return finish[size_t(o) * tpb + t] + store + cost.notify_latency;
+    return finish[size_t(o) * tpb + t] + push_store(o, t) + cost.notify_latency;
   };
   for (uint32_t i = 0; i < w * tpb; ++i) {
     const uint32_t m_tile = m_order[i / plan.n_tiles()];
@@ -130,11 +133,8 @@ GemmRsPrediction predict_gemm_rs(const GemmRsProblem& p, const GemmRsPlanConfig&
     std::vector<double> group_done(size_t(w) * plan.groups(), 0.0);
     for (uint32_t o = 0; o < w; ++o) {
       for (uint32_t t = 0; t < tpb; ++t) {
-        const double store = plan.scatter == GemmRsScatter::kEpiloguePush && o != 0
-                                 ? tile_bytes(t) / std::min(cost.sm_copy_bandwidth_per_cta, link(o))
-                                 : 0.0;
         double& g = group_done[size_t(o) * plan.groups() + plan.group_of(t)];
-        g = std::max(g, finish[size_t(o) * tpb + t] + store);
+        g = std::max(g, finish[size_t(o) * tpb + t] + push_store(o, t));
       }
     }
     std::vector<double> arrival(size_t(w) * tpb, 0.0);
