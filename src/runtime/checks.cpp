@@ -19,10 +19,8 @@ std::string check_launch_shape(const World& world, uint32_t num_blocks, uint32_t
   return "";
 }
 
-std::string check_one_process_world(const World& world, const char* op) {
-  if (world.mode() != WorldMode::kProcess) return "";
-  return std::string("argument 'world' is a process world (World::process, one rank per process): expected a ") +
-         "one-process world (virtual_ranks or multi_gpu); " + op + " does not run across processes yet";
+void require_aligned(const char* where, const char* name, const void* p, const std::string& expected) {
+  TL_REQUIRE(p != nullptr && reinterpret_cast<uintptr_t>(p) % kTileAlignment == 0, where, name, p, expected);
 }
 
 std::string check_symmetric(const World& world, const SymmetricHeap& heap, const SymmetricBuffer* buf,

@@ -12,11 +12,13 @@
 
 namespace tilelink {
 
+// Throws InvalidArgument naming `where`, the argument `name`, its value and `expected` unless `p` is
+// a non-null, 16-byte aligned pointer (an operand the kernels read or write with TMA or 16-byte
+// vectors): the ops' set_operands.
+void require_aligned(const char* where, const char* name, const void* p, const std::string& expected);
+
 // SM-path launch shape: threads a multiple of 32 in [32, 1024], blocks within the SM budget.
 std::string check_launch_shape(const World& world, uint32_t num_blocks, uint32_t threads);
-
-// "" unless `world` is a process world (World::process) and `op` does not run on one yet.
-std::string check_one_process_world(const World& world, const char* op);
 
 // `bytes` from `offset` of a buffer of `heap` (of `world`), 16-byte aligned.
 std::string check_symmetric(const World& world, const SymmetricHeap& heap, const SymmetricBuffer* buf,

@@ -22,10 +22,28 @@ SideStreams::SideStreams(const World& world, bool high) : world_(&world) {
   }
 }
 
+SideStreams SideStreams::on_comm_streams(const World& world) {
+  SideStreams s;
+  s.world_ = &world;
+  s.shares_comm_ = true;
+  const size_t n = static_cast<size_t>(world.size());
+  s.streams_.assign(n, nullptr);
+  s.fork_.assign(n, nullptr);
+  s.join_.assign(n, nullptr);
+  for (int r : world.local_ranks()) {
+    world.set_device(r);
+    s.streams_[r] = world.comm_stream(r);
+    TL_CUDA_CHECK(cudaEventCreateWithFlags(&s.fork_[r], cudaEventDisableTiming));
+    TL_CUDA_CHECK(cudaEventCreateWithFlags(&s.join_[r], cudaEventDisableTiming));
+  }
+  return s;
+}
+
 SideStreams::~SideStreams() { release(); }
 
 SideStreams::SideStreams(SideStreams&& other) noexcept
     : world_(other.world_),
+      shares_comm_(other.shares_comm_),
       streams_(std::move(other.streams_)),
       fork_(std::move(other.fork_)),
       join_(std::move(other.join_)) {
@@ -38,6 +56,7 @@ SideStreams& SideStreams::operator=(SideStreams&& other) noexcept {
   if (this != &other) {
     release();
     world_ = other.world_;
+    shares_comm_ = other.shares_comm_;
     streams_ = std::move(other.streams_);
     fork_ = std::move(other.fork_);
     join_ = std::move(other.join_);
@@ -68,7 +87,7 @@ void SideStreams::release() noexcept {
     if (streams_[r] == nullptr) continue;
     cudaSetDevice(world_->device(static_cast<int>(r)));
     cudaStreamSynchronize(streams_[r]);
-    cudaStreamDestroy(streams_[r]);
+    if (!shares_comm_) cudaStreamDestroy(streams_[r]);  // the world's comm streams are the world's
   }
   for (cudaEvent_t e : fork_) {
     if (e != nullptr) cudaEventDestroy(e);

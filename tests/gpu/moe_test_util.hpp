@@ -77,11 +77,14 @@ inline std::vector<float> grouped_reference(const CublasHandle& cublas, const Mo
 // Checks every owner's out (tokens_per_rank x n bf16 on the device) against the chain on the
 // rank's fp32 GEMM rows y[r]: bf16(y), weighted top-k sums rounded to bf16 per rank, the
 // rank-order fp32 sum rounded to bf16. Tolerance relative to the sum of the terms' magnitudes.
+// With `only` >= 0, only that owner's out is read (a process world: the others are other
+// processes').
 inline std::string check_moe_outputs(const MoeMapping& m, const std::vector<float>& weights,
                                      const std::vector<std::vector<float>>& y, const std::vector<void*>& out,
-                                     uint32_t tokens_per_rank, uint32_t n, const std::string& where) {
+                                     uint32_t tokens_per_rank, uint32_t n, const std::string& where, int only = -1) {
   const uint32_t world = static_cast<uint32_t>(y.size()), topk = m.topk;
   for (uint32_t q = 0; q < world; ++q) {
+    if (only >= 0 && q != static_cast<uint32_t>(only)) continue;
     const auto got = download<__nv_bfloat16>(out[q], size_t(tokens_per_rank) * n);
     for (uint32_t i = 0; i < tokens_per_rank; ++i) {
       const uint32_t t = q * tokens_per_rank + i;
@@ -126,8 +129,8 @@ inline std::vector<__nv_bfloat16> sorted_rows(const MoeMapping& m, const std::ve
 // One rank's MoE layer up to the combine, on the sorted rows `a` (sorted_rows): cuBLAS per expert
 // with w1 (experts x n1 x hidden, n1 = 2k for SwiGLU: gate rows then up rows, else k), bf16, the
 // activation in fp32 on the host, bf16, cuBLAS per expert with w2 (experts x hidden x k): the
-// rows' fp32 outputs (rows x hidden), for check_moe_outputs. `scratch`: device memory on device 0
-// of at least rows x max(hidden, k) bf16.
+// rows' fp32 outputs (rows x hidden), for check_moe_outputs. `scratch`: device memory (on the
+// weights' device) of at least rows x max(hidden, k) bf16.
 inline std::vector<float> moe_layer_rank_reference(const CublasHandle& cublas, const MoeMapping& m,
                                                    const std::vector<__nv_bfloat16>& a, const void* w1, const void* w2,
                                                    uint32_t hidden, uint32_t k, MlpActivation act,
@@ -135,7 +138,7 @@ inline std::vector<float> moe_layer_rank_reference(const CublasHandle& cublas, c
   const size_t rows = size_t(m.num_tiles()) * m.bm;
   const uint32_t n1 = (act == MlpActivation::kSwiGlu ? 2 : 1) * k;
   upload(scratch.get(), a.data(), a.size() * 2);
-  const std::vector<float> y1 = grouped_reference(cublas, m, scratch.get(), w1, n1, hidden, 0);
+  const std::vector<float> y1 = grouped_reference(cublas, m, scratch.get(), w1, n1, hidden, scratch.device());
   std::vector<__nv_bfloat16> h(rows * k);
   for (size_t row = 0; row < rows; ++row) {
     for (uint32_t col = 0; col < k; ++col) {
@@ -145,7 +148,7 @@ inline std::vector<float> moe_layer_rank_reference(const CublasHandle& cublas, c
     }
   }
   upload(scratch.get(), h.data(), h.size() * 2);
-  return grouped_reference(cublas, m, scratch.get(), w2, hidden, k, 0);
+  return grouped_reference(cublas, m, scratch.get(), w2, hidden, k, scratch.device());
 }
 
 }  // namespace tilelink::test

@@ -249,9 +249,13 @@ std::string check_layer_trace(const MoeLayer& layer, uint32_t tiles, uint32_t n1
 }
 
 // With `cached`, the layer is built on automatic with `cached` in a tune cache for its GPU, world
-// and problem, and must run that configuration (keeping its own activation).
+// and problem, and must run that configuration (keeping its own activation). With `scope` =
+// kOwnTokens each rank passes only its own tokens' routing (the layer all-gathers it). With
+// `repoint`, the second call runs on a second set of routing, weights and outputs
+// (MoeLayer::set_operands), and the first set's outputs must keep their poison.
 std::string run_layer(int world_size, uint32_t topk, SyntheticRouting routing, MlpActivation act,
-                      std::mt19937_64& rng, bool traced = false, const MoeLayerConfig* cached = nullptr) {
+                      std::mt19937_64& rng, bool traced = false, const MoeLayerConfig* cached = nullptr,
+                      MoeRoutingScope scope = MoeRoutingScope::kAllTokens, bool repoint = false) {
   const LayerShape s = kLayer;
   const uint32_t tokens = s.tokens_per_rank * static_cast<uint32_t>(world_size);
   const uint32_t k = s.intermediate_per_rank, n1 = (act == MlpActivation::kSwiGlu ? 2 : 1) * k;
@@ -268,20 +272,32 @@ std::string run_layer(int world_size, uint32_t topk, SyntheticRouting routing, M
   args.topk = topk;
   args.recv = &recv;
   args.config.activation = act;
-  std::vector<DeviceBuffer> ids, weights, w1, w2, out;
+  args.routing = scope;
+  const bool own = scope == MoeRoutingScope::kOwnTokens;
+  const uint32_t routing_tokens = own ? s.tokens_per_rank : tokens;  // per rank
+  // Two sets of per-call operands: set 1 runs unless `repoint` moves the second call to set 2.
+  struct Operands {
+    std::vector<DeviceBuffer> ids, weights, w1, w2, out;
+  };
+  Operands sets[2];
+  for (Operands& o : sets) {
+    for (int r = 0; r < world_size; ++r) {
+      o.ids.emplace_back(size_t(routing_tokens) * topk * 4, world.device(r));
+      o.weights.emplace_back(size_t(routing_tokens) * topk * 4, world.device(r));
+      o.w1.emplace_back(size_t(s.experts) * n1 * s.hidden * 2, world.device(r));
+      o.w2.emplace_back(size_t(s.experts) * s.hidden * k * 2, world.device(r));
+      o.out.emplace_back(shard_bytes, world.device(r));
+      upload(o.w1[r].get(), random_bf16(o.w1[r].bytes() / 2, rng).data(), o.w1[r].bytes());
+      upload(o.w2[r].get(), random_bf16(o.w2[r].bytes() / 2, rng).data(), o.w2[r].bytes());
+    }
+    if (!repoint) break;
+  }
   for (int r = 0; r < world_size; ++r) {
-    ids.emplace_back(size_t(tokens) * topk * 4, world.device(r));
-    weights.emplace_back(size_t(tokens) * topk * 4, world.device(r));
-    w1.emplace_back(size_t(s.experts) * n1 * s.hidden * 2, world.device(r));
-    w2.emplace_back(size_t(s.experts) * s.hidden * k * 2, world.device(r));
-    out.emplace_back(shard_bytes, world.device(r));
-    upload(w1[r].get(), random_bf16(w1[r].bytes() / 2, rng).data(), w1[r].bytes());
-    upload(w2[r].get(), random_bf16(w2[r].bytes() / 2, rng).data(), w2[r].bytes());
-    args.ids.push_back(ids[r].get<int32_t>());
-    args.weights.push_back(weights[r].get<float>());
-    args.w1.push_back(w1[r].get());
-    args.w2.push_back(w2[r].get());
-    args.out.push_back(out[r].get());
+    args.ids.push_back(sets[0].ids[r].get<int32_t>());
+    args.weights.push_back(sets[0].weights[r].get<float>());
+    args.w1.push_back(sets[0].w1[r].get());
+    args.w2.push_back(sets[0].w2[r].get());
+    args.out.push_back(sets[0].out[r].get());
   }
   if (std::string why = MoeLayer::can_implement(world, env.heap, args); !why.empty()) return why;
   std::optional<ScopedTuneCache> cache;
@@ -305,19 +321,31 @@ std::string run_layer(int world_size, uint32_t topk, SyntheticRouting routing, M
   DeviceBuffer a_dev(size_t(layer.part1().mapping(0).max_rows()) * std::max(s.hidden, k) * 2, 0);
 
   for (int call = 1; call <= 2; ++call) {
-    const std::string where = "call " + std::to_string(call);
+    const std::string where = "call " + std::to_string(call) + (own ? " (own tokens' routing)" : "") +
+                              (repoint && call == 2 ? " (re-pointed)" : "");
     const std::vector<int32_t> routing_ids = synthetic_routing(rng, tokens, topk, s.experts, routing);
     const std::vector<float> weights_host = random_weights(size_t(tokens) * topk, rng);
     const std::vector<__nv_bfloat16> x_host = random_bf16(size_t(tokens) * s.hidden, rng);
+    Operands& o = sets[repoint && call == 2 ? 1 : 0];
     settle();
     for (int r = 0; r < world_size; ++r) {
-      upload(ids[r].get(), routing_ids.data(), ids[r].bytes());
-      upload(weights[r].get(), weights_host.data(), weights[r].bytes());
+      const size_t first = own ? size_t(r) * s.tokens_per_rank * topk : 0;  // the rank's routing
+      upload(o.ids[r].get(), routing_ids.data() + first, o.ids[r].bytes());
+      upload(o.weights[r].get(), weights_host.data() + first, o.weights[r].bytes());
       char* g = static_cast<char*>(x.data(r));
       TL_CUDA_CHECK(cudaMemset(g, 0xFF, x_bytes));  // bf16 0xFFFF is NaN
       upload(g + r * shard_bytes, reinterpret_cast<const char*>(x_host.data()) + r * shard_bytes, shard_bytes);
-      poison(out[r].get(), out[r].bytes());
+      for (Operands& each : sets) {
+        for (DeviceBuffer& b : each.out) poison(b.get(), b.bytes());
+        if (!repoint) break;
+      }
       poison(recv.data(r), recv.bytes());
+    }
+    if (repoint && call == 2) {
+      for (int r = 0; r < world_size; ++r) {
+        layer.set_operands(r, o.ids[r].get<int32_t>(), o.weights[r].get<float>(), o.w1[r].get(), o.w2[r].get(),
+                           o.out[r].get());
+      }
     }
     settle();
     // With `traced`, the second call records its timeline; the result must not change.
@@ -335,12 +363,22 @@ std::string run_layer(int world_size, uint32_t topk, SyntheticRouting routing, M
     const MoeMapping host = build_moe_mapping({tokens, topk, s.experts, routing_ids.data(), nullptr}, bm);
     const std::vector<__nv_bfloat16> a_host = sorted_rows(host, x_host, s.hidden);
     std::vector<std::vector<float>> y2;
+    std::vector<void*> outs;
     for (int r = 0; r < world_size; ++r) {
-      y2.push_back(moe_layer_rank_reference(cublas, host, a_host, w1[r].get(), w2[r].get(), s.hidden, k, act, a_dev));
+      y2.push_back(
+          moe_layer_rank_reference(cublas, host, a_host, o.w1[r].get(), o.w2[r].get(), s.hidden, k, act, a_dev));
+      outs.push_back(o.out[r].get());
     }
-    if (std::string e = check_moe_outputs(host, weights_host, y2, args.out, s.tokens_per_rank, s.hidden, where);
+    if (std::string e = check_moe_outputs(host, weights_host, y2, outs, s.tokens_per_rank, s.hidden, where);
         !e.empty()) {
       return e;
+    }
+    if (repoint && call == 2) {  // the first set's outputs were not written
+      for (int r = 0; r < world_size; ++r) {
+        if (!all_poison(download<uint8_t>(sets[0].out[r].get(), shard_bytes))) {
+          return where + ": rank " + std::to_string(r) + " wrote the output of its first operands";
+        }
+      }
     }
     if (traced && call == 2) {
       if (trace1.dropped() + trace2.dropped() != 0) return "trace records dropped";
@@ -367,6 +405,31 @@ TEST_P(MoeLayerTest, MatchesTheCublasChain) {
 }
 
 INSTANTIATE_TEST_SUITE_P(World, MoeLayerTest, worlds_and_routings(), world_routing_name);
+
+// Each rank passes only its own tokens' routing (what a router on the rank's shard gives): the
+// layer all-gathers it. The second call runs on new routing, weights and outputs (set_operands).
+TEST(MoeLayerOwnRouting, GathersTheRoutingAndFollowsNewOperands) {
+  TL_SKIP_WITHOUT_GPU();
+  for (int world : {1, 2, 3, 4, 8}) {
+    for (uint32_t topk : {1u, 2u, 6u}) {
+      std::mt19937_64 rng(4100 + 10 * world + topk);
+      const MlpActivation act = topk == 6 ? MlpActivation::kGelu : MlpActivation::kSwiGlu;
+      EXPECT_EQ(run_layer(world, topk, SyntheticRouting::kSkewed, act, rng, false, nullptr,
+                          MoeRoutingScope::kOwnTokens, true),
+                "")
+          << "world " << world << ", top-" << topk;
+    }
+  }
+}
+
+// The layer refuses a routing scope it does not know, by name.
+TEST(MoeLayerOwnRouting, RefusesAnUnknownScope) {
+  TL_SKIP_WITHOUT_GPU();
+  std::mt19937_64 rng(4200);
+  const std::string why = run_layer(2, 2, SyntheticRouting::kUniform, MlpActivation::kSwiGlu, rng, false, nullptr,
+                                    static_cast<MoeRoutingScope>(7));
+  EXPECT_NE(why.find("argument 'routing' = 7"), std::string::npos) << why;
+}
 
 // With every knob on automatic, the layer takes the tune cache's configuration for its GPU, world
 // and problem (another kernel for each part, swizzles, an SM all-gather, one gather CTA, two

@@ -20,25 +20,24 @@
 #include "../gpu/attention_ref.cuh"
 #include "../gpu/cublas_ref.hpp"
 #include "../gpu/gpu_test_util.hpp"
+#include "process_env.hpp"
 #include "tilelink/comm/collectives.hpp"
 #include "tilelink/ops/ag_gemm/ag_gemm.hpp"
 #include "tilelink/ops/attention/sp_attention.hpp"
 #include "tilelink/ops/gemm_rs/gemm_rs.hpp"
-#include "tilelink/ops/moe/moe_layer.hpp"
 #include "tilelink/runtime/signal_set.hpp"
 #include "tilelink/runtime/symmetric_heap.hpp"
 
 namespace tilelink::test::process {
-namespace {
 
 World* g_world = nullptr;
-uint64_t g_seed = 0;  // the same in every process of a launch, fresh per launch
+uint64_t g_seed = 0;
 
 const World& world() { return *g_world; }
 int me() { return world().local_ranks().front(); }
-
-// Every process draws the same values for (what, call).
 std::mt19937_64 shared_rng(uint64_t what, uint64_t call) { return std::mt19937_64(g_seed ^ (what << 32) ^ call); }
+
+namespace {
 
 // got (bf16) against want (fp32): bf16 rounding of the output plus accumulation-order noise.
 ::testing::AssertionResult close_to(const std::vector<__nv_bfloat16>& got, const std::vector<float>& want,
@@ -367,13 +366,6 @@ INSTANTIATE_TEST_SUITE_P(Process, ProcessSpAttention,
                                            SpCase{"full_contiguous_ce", false, SeqLayout::kContiguous,
                                                   CommResource::kCopyEngine}),
                          [](const auto& info) { return std::string(info.param.name); });
-
-TEST(ProcessWorld, OpsNotYetAcrossProcessesRefuseByName) {
-  SymmetricHeap heap(world(), 1 << 20);
-  MoeLayerArguments args;
-  const std::string why = MoeLayer::can_implement(world(), heap, args);
-  EXPECT_NE(why.find("process world"), std::string::npos) << why;
-}
 
 // ---- A rank that never arrives (ctest gpu_process_fault_*: TILELINK_PROCESS_FAULT set) --------------
 // The last rank stays away; every other rank must end in a TimeoutError that names it, not hang. A

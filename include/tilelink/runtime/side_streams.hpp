@@ -15,6 +15,10 @@ class SideStreams {
   SideStreams() = default;
   // A non-blocking stream per rank of `world`, at the device's highest priority when `high`.
   SideStreams(const World& world, bool high);
+  // The rank's own comm stream in place of a stream of its own (not owned): for an op whose third
+  // part can run after its communication, where another stream would not get a hardware queue of
+  // its own (World::check_extra_streams). shares_comm() says so; the op orders its launches.
+  static SideStreams on_comm_streams(const World& world);
   ~SideStreams();
   SideStreams(SideStreams&& other) noexcept;
   SideStreams& operator=(SideStreams&& other) noexcept;
@@ -22,6 +26,7 @@ class SideStreams {
   SideStreams& operator=(const SideStreams&) = delete;
 
   bool empty() const { return streams_.empty(); }
+  bool shares_comm() const { return shares_comm_; }
   cudaStream_t stream(int rank) const { return streams_[static_cast<size_t>(rank)]; }
   // Work enqueued next on stream(rank) runs after everything enqueued so far on `from`.
   void fork_from(int rank, cudaStream_t from);
@@ -32,6 +37,7 @@ class SideStreams {
   void release() noexcept;
 
   const World* world_ = nullptr;
+  bool shares_comm_ = false;  // streams_ are the world's comm streams: not destroyed here
   std::vector<cudaStream_t> streams_;
   std::vector<cudaEvent_t> fork_, join_;
 };

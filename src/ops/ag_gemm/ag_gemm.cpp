@@ -168,10 +168,8 @@ void AgGemm::make_kernels(int r) {
 
 void AgGemm::set_operands(int rank, const void* b, void* c) {
   world_->check_local_rank(rank, "AgGemm::set_operands");
-  TL_REQUIRE(b != nullptr && reinterpret_cast<uintptr_t>(b) % 16 == 0, "AgGemm::set_operands", "b", b,
-             "a 16-byte aligned N x K bf16 weight on the rank's device");
-  TL_REQUIRE(c != nullptr && reinterpret_cast<uintptr_t>(c) % 16 == 0, "AgGemm::set_operands", "c", c,
-             "a 16-byte aligned M x N bf16 output on the rank's device");
+  require_aligned("AgGemm::set_operands", "b", b, "a 16-byte aligned N x K bf16 weight on the rank's device");
+  require_aligned("AgGemm::set_operands", "c", c, "a 16-byte aligned M x N bf16 output on the rank's device");
   const size_t r = static_cast<size_t>(rank);
   if (args_.b[r] == b && args_.c[r] == c) return;
   const void* old_b = args_.b[r];

@@ -293,12 +293,9 @@ void GemmRs::make_kernel(int r) {
 
 void GemmRs::set_operands(int rank, const void* a, const void* b, void* out) {
   world_->check_local_rank(rank, "GemmRs::set_operands");
-  TL_REQUIRE(a != nullptr && reinterpret_cast<uintptr_t>(a) % 16 == 0, "GemmRs::set_operands", "a", a,
-             "a 16-byte aligned M x K bf16 input on the rank's device");
-  TL_REQUIRE(b != nullptr && reinterpret_cast<uintptr_t>(b) % 16 == 0, "GemmRs::set_operands", "b", b,
-             "a 16-byte aligned N x K bf16 weight on the rank's device");
-  TL_REQUIRE(out != nullptr && reinterpret_cast<uintptr_t>(out) % 16 == 0, "GemmRs::set_operands", "out", out,
-             "a 16-byte aligned M/P x N bf16 output on the rank's device");
+  require_aligned("GemmRs::set_operands", "a", a, "a 16-byte aligned M x K bf16 input on the rank's device");
+  require_aligned("GemmRs::set_operands", "b", b, "a 16-byte aligned N x K bf16 weight on the rank's device");
+  require_aligned("GemmRs::set_operands", "out", out, "a 16-byte aligned M/P x N bf16 output on the rank's device");
   const size_t r = static_cast<size_t>(rank);
   // The GEMM holds A and B, and `out` too at world 1 (it writes the output itself) or when its
   // epilogue sums; the reduction kernel takes `out` at each launch.

@@ -110,8 +110,7 @@ void Mlp::set_operands(int rank, const void* w1, const void* w2, void* out) {
   world_->check_local_rank(rank, "Mlp::set_operands");
   // Checked here first, so that a refusal leaves both GEMMs on the previous operands.
   for (const auto& [name, p] : {std::pair<const char*, const void*>{"w1", w1}, {"w2", w2}, {"out", out}}) {
-    TL_REQUIRE(p != nullptr && reinterpret_cast<uintptr_t>(p) % 16 == 0, "Mlp::set_operands", name, p,
-               "a 16-byte aligned device pointer (TMA)");
+    require_aligned("Mlp::set_operands", name, p, "a 16-byte aligned device pointer (TMA)");
   }
   const size_t r = static_cast<size_t>(rank);
   fc1_->set_operands(rank, w1, y_[r].get<void>());

@@ -60,11 +60,9 @@ uint64_t MoeAgGroupGemm::out_rows(const World& world, const MoeAgGroupGemmArgume
 
 std::string MoeAgGroupGemm::can_implement(const World& world, const SymmetricHeap& heap,
                                           const MoeAgGroupGemmArguments& a) {
-  if (std::string e = check_one_process_world(world, "MoeAgGroupGemm"); !e.empty()) return e;
   if (std::string e = moe_policy::check_shape(a.tokens_per_rank, world.size(), a.experts, a.topk); !e.empty()) {
     return e;
   }
-  if (std::string e = world.check_extra_streams(1, "the MoE gather stage"); !e.empty()) return e;
   if (std::string e = check_rank_pointers(world, a.ids, "ids"); !e.empty()) return e;
   if (std::string e = check_rank_pointers(world, a.w, "w"); !e.empty()) return e;
   if (std::string e = check_rank_pointers(world, a.out, "out"); !e.empty()) return e;
@@ -126,41 +124,82 @@ MoeAgGroupGemm::MoeAgGroupGemm(const World& world, SymmetricHeap& heap, SignalSe
   const uint32_t tokens = args.tokens_per_rank * static_cast<uint32_t>(world.size());
   ag_ = std::make_unique<AllGather>(world, heap, signals, all_gather_arguments(world, args), name);
   gather_slice_ = signals.allocate(tiles, name + " gather");
-  gather_streams_ = SideStreams(world, false);
-  const uint32_t comm_blocks = args.config.comm.resource == CommResource::kSm ? ag_->num_blocks() : 0;
+  // The gather stage on a stream of its own, or where that would not get a hardware queue of its
+  // own (a process under MPS with few queues), after the all-gather on the comm stream: the GEMM
+  // still overlaps the gather, the gather no longer the all-gather.
+  gather_streams_ = world.check_extra_streams(1, "the MoE gather stage").empty() ? SideStreams(world, false)
+                                                                                : SideStreams::on_comm_streams(world);
 
-  for (int r = 0; r < world.size(); ++r) {
+  // One entry per rank; those of other processes' ranks stay empty.
+  const size_t ranks = static_cast<size_t>(world.size());
+  mappings_.resize(ranks);
+  order_.resize(ranks);
+  sorted_.resize(ranks);
+  for (int r : world.local_ranks()) {
+    const size_t i = static_cast<size_t>(r);
     world.set_device(r);
-    mappings_.push_back(std::make_unique<MoeMappingBuffers>(tokens, args.topk, args.experts, tile_m_, world.device(r)));
-    order_.emplace_back(size_t(tiles) * sizeof(uint32_t), world.device(r));
-    sorted_.emplace_back(size_t(tiles) * tile_m_ * args.hidden * kElementBytes, world.device(r));
-
-    const MoeMappingView view = mappings_.back()->view(tiles);
-    detail::Sm90MoeGemmProblem p;
-    p.a = sorted_.back().get();
-    p.b = args.w[static_cast<size_t>(r)];
-    p.d = args.out[static_cast<size_t>(r)];
-    p.max_tiles = tiles;
-    p.n = args.n;
-    p.k = args.hidden;
-    p.experts = args.experts;
-    p.order = order_.back().get<uint32_t>();
-    p.num_tiles = mappings_.back()->num_tiles_device();
-    p.tile_expert = view.tile_expert;
-    p.sig = gather_slice_.device_view(r, "sm90_moe_gemm_" + kernel_name_);
-    p.channel0 = 0;
-    p.device = world.device(r);
-    p.sm_count = gemm_sm_count(world, r, args, comm_blocks);
-    p.swizzle = static_cast<int>(swizzle_);
-    detail::make_fused_and_plain(kernel, p, kernels_, plain_kernels_, r);
+    mappings_[i] = std::make_unique<MoeMappingBuffers>(tokens, args.topk, args.experts, tile_m_, world.device(r));
+    order_[i] = DeviceBuffer(size_t(tiles) * sizeof(uint32_t), world.device(r));
+    sorted_[i] = DeviceBuffer(size_t(tiles) * tile_m_ * args.hidden * kElementBytes, world.device(r));
+    make_kernels(r);
     detail::preload_moe_gather();
+  }
+}
+
+void MoeAgGroupGemm::make_kernels(int r) {
+  const size_t i = static_cast<size_t>(r);
+  const detail::Sm90MoeGemmConfigInfo& kernel = *find_kernel(kernel_name_);
+  const uint32_t tiles = mappings_[i]->max_tiles();
+  const uint32_t comm_blocks = args_.config.comm.resource == CommResource::kSm ? ag_->num_blocks() : 0;
+  detail::Sm90MoeGemmProblem p;
+  p.a = sorted_[i].get();
+  p.b = args_.w[i];
+  p.d = args_.out[i];
+  p.max_tiles = tiles;
+  p.n = args_.n;
+  p.k = args_.hidden;
+  p.experts = args_.experts;
+  p.order = order_[i].get<uint32_t>();
+  p.num_tiles = mappings_[i]->num_tiles_device();
+  p.tile_expert = mappings_[i]->view(tiles).tile_expert;
+  p.sig = gather_slice_.device_view(r, "sm90_moe_gemm_" + kernel_name_);
+  p.channel0 = 0;
+  p.device = world_->device(r);
+  p.sm_count = gemm_sm_count(*world_, r, args_, comm_blocks);
+  p.swizzle = static_cast<int>(swizzle_);
+  detail::make_fused_and_plain(kernel, p, kernels_, plain_kernels_, r);
+  if (trace_ != nullptr) kernels_[i]->set_trace(trace_->view(r));
+}
+
+void MoeAgGroupGemm::set_operands(int rank, const int32_t* ids, const void* w, void* out) {
+  world_->check_local_rank(rank, "MoeAgGroupGemm::set_operands");
+  constexpr const char* where = "MoeAgGroupGemm::set_operands";
+  require_aligned(where, "ids", ids, "a 16-byte aligned tokens x topk int32 array on the rank's device");
+  require_aligned(where, "w", w, "a 16-byte aligned experts x n x hidden bf16 weight on the rank's device");
+  require_aligned(where, "out", out, "a 16-byte aligned out_rows x n bf16 output on the rank's device");
+  const size_t r = static_cast<size_t>(rank);
+  args_.ids[r] = ids;  // read by the mapping at run time: no kernel holds it
+  if (args_.w[r] == w && args_.out[r] == out) return;
+  const MoeAgGroupGemmArguments before = args_;
+  args_.w[r] = w;
+  args_.out[r] = out;
+  try {
+    make_kernels(rank);  // both kernels or neither
+  } catch (...) {
+    args_ = before;  // the arguments keep naming what the kernels hold
+    throw;
   }
 }
 
 MoeAgGroupGemm::~MoeAgGroupGemm() = default;
 
+const MoeMappingBuffers& MoeAgGroupGemm::mapping(int rank) const {
+  world_->check_local_rank(rank, "MoeAgGroupGemm::mapping");
+  return *mappings_[static_cast<size_t>(rank)];
+}
+
 int MoeAgGroupGemm::gemm_ctas(int rank) const {
-  world_->check_rank(rank, "MoeAgGroupGemm::gemm_ctas");
+  world_->check_local_rank(rank, "MoeAgGroupGemm::gemm_ctas");
   return kernels_[static_cast<size_t>(rank)]->ctas();
 }
 
@@ -168,7 +207,7 @@ uint64_t MoeAgGroupGemm::run() {
   const World& world = *world_;
   ag_->begin_call();
   const uint64_t epoch = gather_slice_.begin_call();
-  for (int r = 0; r < world.size(); ++r) {
+  for (int r : world.local_ranks()) {
     const size_t i = static_cast<size_t>(r);
     world.set_device(r);
     // The all-gather overwrites rows the previous call's gather read (joined into the compute
@@ -176,28 +215,36 @@ uint64_t MoeAgGroupGemm::run() {
     world.comm_after_compute(r);
     const cudaStream_t compute = world.compute_stream(r);
     build_mapping(r);
-    MoeMappingBuffers& mapping = *mappings_[i];
     gather_streams_.fork_from(r, compute);
-    detail::launch_moe_gather(ag_->plan(), ag_->signals().device_view(r, "moe_gather"), mapping.view(mapping.max_tiles()),
-                              mapping.num_tiles_device(), order_[i].get<uint32_t>(), gather_slice_.device_view(r, "moe_gather"), 0,
-                              static_cast<const char*>(args_.x->data(r)) + args_.x_offset, sorted_[i].get(),
-                              args_.hidden * kElementBytes, gather_blocks_, gather_streams_.stream(r),
-                              trace_ != nullptr ? trace_->view(r) : TraceView{});
+    // On the comm stream the gather waits for rows the transfer below brings: it goes after it.
+    if (!gather_streams_.shares_comm()) launch_gather(r);
     kernels_[i]->run(epoch, compute);
     ag_->announce(r);
   }
   // Every rank's announcement before any rank's transfer (AllGather::announce says why).
-  for (int r = 0; r < world.size(); ++r) {
+  for (int r : world.local_ranks()) {
     ag_->transfer(r);
+    if (gather_streams_.shares_comm()) launch_gather(r);
     gather_streams_.join_into(r, world.compute_stream(r));
     world.compute_after_comm(r);
   }
   return epoch;
 }
 
+void MoeAgGroupGemm::launch_gather(int r) {
+  const size_t i = static_cast<size_t>(r);
+  MoeMappingBuffers& mapping = *mappings_[i];
+  detail::launch_moe_gather(ag_->plan(), ag_->signals().device_view(r, "moe_gather"), mapping.view(mapping.max_tiles()),
+                            mapping.num_tiles_device(), order_[i].get<uint32_t>(),
+                            gather_slice_.device_view(r, "moe_gather"), 0,
+                            static_cast<const char*>(args_.x->data(r)) + args_.x_offset, sorted_[i].get(),
+                            args_.hidden * kElementBytes, gather_blocks_, gather_streams_.stream(r),
+                            trace_ != nullptr ? trace_->view(r) : TraceView{});
+}
+
 void MoeAgGroupGemm::set_trace(const TraceBuffer* trace) {
   trace_ = trace;
-  for (int r = 0; r < world_->size(); ++r) {
+  for (int r : world_->local_ranks()) {
     kernels_[static_cast<size_t>(r)]->set_trace(trace != nullptr ? trace->view(r) : TraceView{});
   }
   ag_->set_trace(trace);
@@ -211,14 +258,14 @@ void MoeAgGroupGemm::build_mapping(int rank) {
 }
 
 void MoeAgGroupGemm::run_mapping_only() {
-  for (int r = 0; r < world_->size(); ++r) {
+  for (int r : world_->local_ranks()) {
     world_->set_device(r);
     build_mapping(r);
   }
 }
 
 void MoeAgGroupGemm::run_gemm_only() {
-  for (int r = 0; r < world_->size(); ++r) {
+  for (int r : world_->local_ranks()) {
     world_->set_device(r);
     plain_kernels_[static_cast<size_t>(r)]->run(gather_slice_.epoch(), world_->compute_stream(r));
   }

@@ -53,7 +53,8 @@ std::string check_mapping(const World& world, const MoeGemmRsArguments& a, uint3
            std::to_string(world.size()) + ")";
   }
   const uint32_t tokens = a.tokens_per_rank * static_cast<uint32_t>(world.size());
-  for (size_t r = 0; r < a.mapping.size(); ++r) {
+  for (int l : world.local_ranks()) {  // a process world reads only its own rank's entry
+    const size_t r = static_cast<size_t>(l);
     const MoeMappingBuffers* m = a.mapping[r];
     const std::string which = "argument 'mapping[" + std::to_string(r) + "]'";
     if (m == nullptr) return which + " is null";
@@ -77,7 +78,6 @@ uint32_t MoeGemmRs::tile_m_of(const std::string& kernel) {
 }
 
 std::string MoeGemmRs::can_implement(const World& world, const SymmetricHeap& heap, const MoeGemmRsArguments& a) {
-  if (std::string e = check_one_process_world(world, "MoeGemmRs"); !e.empty()) return e;
   if (std::string e = can_implement_shape(world, heap, a); !e.empty()) return e;
   if (std::string e = check_mapping(world, a, tile_m_of(a.config.kernel)); !e.empty()) return e;
   return check_rank_pointers(world, a.h, "h");
@@ -94,9 +94,6 @@ std::string MoeGemmRs::can_implement_shape(const World& world, const SymmetricHe
            std::to_string(a.topk) + ") at most " + std::to_string(detail::kMoeCombineMaxPairs);
   }
   const uint64_t tokens = uint64_t(a.tokens_per_rank) * world.size();
-  if (a.combine_streams == nullptr) {
-    if (std::string e = world.check_extra_streams(1, "the MoE combine stage"); !e.empty()) return e;
-  }
   const detail::Sm90MoeGemmConfigInfo* kernel = find_kernel(a.config.kernel);
   if (kernel == nullptr) return detail::unknown_config(detail::sm90_moe_gemm_configs(), a.config.kernel);
   if (std::string e = check_rank_pointers(world, a.w, "w"); !e.empty()) return e;
@@ -140,51 +137,92 @@ MoeGemmRs::MoeGemmRs(const World& world, SymmetricHeap& heap, SignalSet& signals
   if (args.combine_streams != nullptr) {
     combine_streams_ = args.combine_streams;
   } else {
-    own_streams_ = SideStreams(world, false);
+    // A stream of its own, or the comm stream where another would not get a hardware queue (the
+    // combine then shares it with nothing that waits: part 2 has no all-gather).
+    own_streams_ = world.check_extra_streams(1, "the MoE combine stage").empty() ? SideStreams(world, false)
+                                                                                 : SideStreams::on_comm_streams(world);
     combine_streams_ = &own_streams_;
   }
-  for (int r = 0; r < world.size(); ++r) {
+  // One entry per rank; those of other processes' ranks stay empty.
+  const size_t ranks = static_cast<size_t>(world.size());
+  y_.resize(ranks);
+  order_.resize(ranks);
+  kernels_.resize(ranks);
+  plain_kernels_.resize(ranks);
+  for (int r : world.local_ranks()) {
     const size_t i = static_cast<size_t>(r);
     world.set_device(r);
     const MoeMappingBuffers& mapping = *args.mapping[i];
-    y_.emplace_back(size_t(mapping.max_rows()) * args.n * 2, world.device(r));
-    order_.emplace_back(size_t(mapping.max_tiles()) * sizeof(uint32_t), world.device(r));
-    detail::Sm90MoeGemmProblem p;
-    p.a = args.h[i];
-    p.b = args.w[i];
-    p.d = y_.back().get();
-    p.max_tiles = plan_.max_tiles;
-    p.n = args.n;
-    p.k = args.k;
-    p.experts = args.experts;
-    p.order = order_.back().get<uint32_t>();
-    p.num_tiles = mapping.num_tiles_device();
-    p.tile_expert = mapping.view(plan_.max_tiles).tile_expert;
-    p.wait = false;
-    p.notify_sig = slice_.device_view(r, "sm90_moe_gemm_" + kernel_name_);
-    p.notify_channel0 = plan_.tile_channel(0, 0);
-    p.notify = true;
-    p.device = world.device(r);
-    p.sm_count = gemm_sm_count(world, r, args, combine_blocks_);
-    p.swizzle = static_cast<int>(moe_policy::swizzle(args.config.swizzle));
-    kernels_.push_back(kernel.make(p));
-    p.notify = false;
-    plain_kernels_.push_back(kernel.make(p));
+    y_[i] = DeviceBuffer(size_t(mapping.max_rows()) * args.n * 2, world.device(r));
+    order_[i] = DeviceBuffer(size_t(mapping.max_tiles()) * sizeof(uint32_t), world.device(r));
+    make_kernels(r);
     detail::preload_moe_combine();
+  }
+}
+
+void MoeGemmRs::make_kernels(int r) {
+  const size_t i = static_cast<size_t>(r);
+  const detail::Sm90MoeGemmConfigInfo& kernel = *find_kernel(kernel_name_);
+  const MoeMappingBuffers& mapping = *args_.mapping[i];
+  detail::Sm90MoeGemmProblem p;
+  p.a = args_.h[i];
+  p.b = args_.w[i];
+  p.d = y_[i].get();
+  p.max_tiles = plan_.max_tiles;
+  p.n = args_.n;
+  p.k = args_.k;
+  p.experts = args_.experts;
+  p.order = order_[i].get<uint32_t>();
+  p.num_tiles = mapping.num_tiles_device();
+  p.tile_expert = mapping.view(plan_.max_tiles).tile_expert;
+  p.wait = false;
+  p.notify_sig = slice_.device_view(r, "sm90_moe_gemm_" + kernel_name_);
+  p.notify_channel0 = plan_.tile_channel(0, 0);
+  p.notify = true;
+  p.device = world_->device(r);
+  p.sm_count = gemm_sm_count(*world_, r, args_, combine_blocks_);
+  p.swizzle = static_cast<int>(moe_policy::swizzle(args_.config.swizzle));
+  auto fused = kernel.make(p);
+  p.notify = false;
+  auto plain = kernel.make(p);
+  if (trace_ != nullptr) fused->set_trace(trace_->view(r));
+  kernels_[i] = std::move(fused);
+  plain_kernels_[i] = std::move(plain);
+}
+
+void MoeGemmRs::set_operands(int rank, const void* h, const void* w, const float* weights, void* out) {
+  world_->check_local_rank(rank, "MoeGemmRs::set_operands");
+  constexpr const char* where = "MoeGemmRs::set_operands";
+  require_aligned(where, "h", h, "16-byte aligned activation rows (mapping max_rows() x k bf16) on the rank's device");
+  require_aligned(where, "w", w, "a 16-byte aligned experts x n x k bf16 weight on the rank's device");
+  require_aligned(where, "weights", weights, "16-byte aligned routing weights (tokens x topk fp32) on the rank's device");
+  require_aligned(where, "out", out, "a 16-byte aligned tokens_per_rank x n bf16 output on the rank's device");
+  const size_t r = static_cast<size_t>(rank);
+  args_.weights[r] = weights;  // read by the combine at launch: no kernel holds them
+  args_.out[r] = out;
+  if (args_.h[r] == h && args_.w[r] == w) return;
+  const MoeGemmRsArguments before = args_;
+  args_.h[r] = h;
+  args_.w[r] = w;
+  try {
+    make_kernels(rank);  // both kernels or neither
+  } catch (...) {
+    args_ = before;  // the arguments keep naming what the kernels hold
+    throw;
   }
 }
 
 MoeGemmRs::~MoeGemmRs() = default;
 
 int MoeGemmRs::gemm_ctas(int rank) const {
-  world_->check_rank(rank, "MoeGemmRs::gemm_ctas");
+  world_->check_local_rank(rank, "MoeGemmRs::gemm_ctas");
   return kernels_[static_cast<size_t>(rank)]->ctas();
 }
 
 uint64_t MoeGemmRs::run() {
   const World& world = *world_;
   const uint64_t epoch = slice_.begin_call();
-  for (int r = 0; r < world.size(); ++r) {
+  for (int r : world.local_ranks()) {
     const size_t i = static_cast<size_t>(r);
     world.set_device(r);
     const cudaStream_t compute = world.compute_stream(r);
@@ -205,13 +243,13 @@ uint64_t MoeGemmRs::run() {
 
 void MoeGemmRs::set_trace(const TraceBuffer* trace) {
   trace_ = trace;
-  for (int r = 0; r < world_->size(); ++r) {
+  for (int r : world_->local_ranks()) {
     kernels_[static_cast<size_t>(r)]->set_trace(trace != nullptr ? trace->view(r) : TraceView{});
   }
 }
 
 void MoeGemmRs::run_gemm_only() {
-  for (int r = 0; r < world_->size(); ++r) {
+  for (int r : world_->local_ranks()) {
     world_->set_device(r);
     plain_kernels_[static_cast<size_t>(r)]->run(slice_.epoch(), world_->compute_stream(r));
   }

@@ -4,6 +4,7 @@
 #include <string>
 
 #include "ops/common/tuned_config.hpp"
+#include "ops/moe/moe_routing_gather.hpp"
 #include "runtime/checks.hpp"
 #include "tilelink/core/error.hpp"
 
@@ -52,8 +53,19 @@ MoeGemmRsArguments part2_arguments(const World& world, const MoeLayerArguments& 
 
 }  // namespace
 
+const char* to_string(MoeRoutingScope v) {
+  switch (v) {
+    case MoeRoutingScope::kAllTokens: return "all_tokens";
+    case MoeRoutingScope::kOwnTokens: return "own_tokens";
+  }
+  return "?";
+}
+
 std::string MoeLayer::can_implement(const World& world, const SymmetricHeap& heap, const MoeLayerArguments& a) {
-  if (std::string e = check_one_process_world(world, "MoeLayer"); !e.empty()) return e;
+  if (a.routing != MoeRoutingScope::kAllTokens && a.routing != MoeRoutingScope::kOwnTokens) {
+    return "argument 'routing' = " + std::to_string(static_cast<uint32_t>(a.routing)) +
+           ": expected kAllTokens or kOwnTokens";
+  }
   if (std::string e = detail::check_ffn(world.size(), a.intermediate, a.config.activation, "part 2"); !e.empty()) {
     return e;
   }
@@ -99,32 +111,75 @@ MoeLayer::MoeLayer(const World& world, SymmetricHeap& heap, SignalSet& signals, 
       world, heap, args, [&] { return moe_tune_key(world, args); },
       [](auto& tuned, const auto& callers) { tuned.activation = callers.activation; }, &tuned_from_);
   const uint32_t w = static_cast<uint32_t>(world.size());
-  std::vector<void*> y;
-  std::vector<const void*> h;
+  if (args_.routing == MoeRoutingScope::kOwnTokens && world.size() > 1) {
+    routing_ = std::make_unique<detail::MoeRoutingGather>(world, heap, signals, args_.tokens_per_rank, args_.topk,
+                                                          name + ".routing");
+  }
+  // One entry per rank; those of other processes' ranks stay empty.
+  const size_t ranks = static_cast<size_t>(w);
+  std::vector<void*> y(ranks, nullptr);
+  std::vector<const void*> h(ranks, nullptr);
+  std::vector<const int32_t*> ids(ranks, nullptr);
+  std::vector<const float*> weights(ranks, nullptr);
   MoeAgGroupGemmArguments p1 = part1_arguments(world, args_, {});
   const uint64_t rows = MoeAgGroupGemm::out_rows(world, p1);
-  for (int r = 0; r < world.size(); ++r) {
-    y_.emplace_back(size_t(rows) * part1_cols(args_, w) * 2, world.device(r));
-    h_.emplace_back(size_t(rows) * (args_.intermediate / w) * 2, world.device(r));
-    y.push_back(y_.back().get());
-    h.push_back(h_.back().get());
+  y_.resize(ranks);
+  h_.resize(ranks);
+  for (int r : world.local_ranks()) {
+    const size_t i = static_cast<size_t>(r);
+    y_[i] = DeviceBuffer(size_t(rows) * part1_cols(args_, w) * 2, world.device(r));
+    h_[i] = DeviceBuffer(size_t(rows) * (args_.intermediate / w) * 2, world.device(r));
+    y[i] = y_[i].get();
+    h[i] = h_[i].get();
+    ids[i] = part_ids(r);
+    weights[i] = part_weights(r);
   }
   p1.out = y;
+  p1.ids = ids;
   part1_ = std::make_unique<MoeAgGroupGemm>(world, heap, signals, p1, name + ".part1");
-  std::vector<const MoeMappingBuffers*> mapping;
-  for (int r = 0; r < world.size(); ++r) mapping.push_back(&part1_->mapping(r));
+  std::vector<const MoeMappingBuffers*> mapping(ranks, nullptr);
+  for (int r : world.local_ranks()) mapping[static_cast<size_t>(r)] = &part1_->mapping(r);
   // Part 2's combine runs on part 1's gather streams: the two never overlap (part 2 starts after
   // part 1 on every compute stream), and a third stream per rank would cost a hardware queue.
   MoeGemmRsArguments p2 = part2_arguments(world, args_, mapping, h);
+  p2.weights = weights;
   p2.combine_streams = &part1_->side_streams();
   part2_ = std::make_unique<MoeGemmRs>(world, heap, signals, p2, name + ".part2");
+}
+
+const int32_t* MoeLayer::part_ids(int rank) const {
+  return routing_ != nullptr ? routing_->ids(rank) : args_.ids[static_cast<size_t>(rank)];
+}
+
+const float* MoeLayer::part_weights(int rank) const {
+  return routing_ != nullptr ? routing_->weights(rank) : args_.weights[static_cast<size_t>(rank)];
+}
+
+void MoeLayer::set_operands(int rank, const int32_t* ids, const float* weights, const void* w1, const void* w2,
+                            void* out) {
+  world_->check_local_rank(rank, "MoeLayer::set_operands");
+  constexpr const char* where = "MoeLayer::set_operands";
+  require_aligned(where, "ids", ids, "16-byte aligned expert ids (int32) on the rank's device");
+  require_aligned(where, "weights", weights, "16-byte aligned routing weights (fp32) on the rank's device");
+  require_aligned(where, "w1", w1, "a 16-byte aligned experts x (2 I/P or I/P) x H bf16 weight on the rank's device");
+  require_aligned(where, "w2", w2, "a 16-byte aligned experts x H x I/P bf16 weight on the rank's device");
+  require_aligned(where, "out", out, "a 16-byte aligned tokens_per_rank x H bf16 output on the rank's device");
+  const size_t i = static_cast<size_t>(rank);
+  // Every pointer is checked above: what the parts refuse now is a kernel they could not rebuild.
+  part1_->set_operands(rank, routing_ != nullptr ? routing_->ids(rank) : ids, w1, y_[i].get());
+  part2_->set_operands(rank, h_[i].get(), w2, routing_ != nullptr ? routing_->weights(rank) : weights, out);
+  args_.ids[i] = ids;
+  args_.weights[i] = weights;
+  args_.w1[i] = w1;
+  args_.w2[i] = w2;
+  args_.out[i] = out;
 }
 
 MoeLayer::~MoeLayer() = default;
 
 void MoeLayer::run_activation() {
   const uint32_t w = static_cast<uint32_t>(world_->size());
-  for (int r = 0; r < world_->size(); ++r) {
+  for (int r : world_->local_ranks()) {
     world_->set_device(r);
     const MoeMappingBuffers& m = part1_->mapping(r);
     detail::launch_mlp_activation(args_.config.activation, y_[static_cast<size_t>(r)].get(),
@@ -134,6 +189,8 @@ void MoeLayer::run_activation() {
 }
 
 void MoeLayer::run() {
+  // Every token's routing on every rank, complete on the compute streams before part 1's mapping.
+  if (routing_ != nullptr) routing_->run(args_.ids, args_.weights);
   part1_->run();     // the mapping and the sorted part-1 rows, complete on every compute stream
   run_activation();  // the rows in use, after part 1 on the same stream
   part2_->run();     // its GEMM after the activation on the compute stream; complete there

@@ -19,8 +19,12 @@
 //    gather stage and loads the tile's expert's B;
 //  - comm stream: the all-gather of X (copy engine or SM blocks, config.comm);
 //  - a gather stream: gather_blocks CTAs copy each tile's token rows into expert-sorted order as
-//    soon as the all-gather channels of its token span have arrived, then notify the tile.
-// The call is complete on the compute stream.
+//    soon as the all-gather channels of its token span have arrived, then notify the tile. Where
+//    a stream more would not get a hardware queue of its own (World::check_extra_streams: a
+//    process under MPS with CUDA_DEVICE_MAX_CONNECTIONS=3), the gather runs after the all-gather
+//    on the comm stream instead (the GEMM still overlaps it).
+// The call is complete on the compute stream. Every kind of World runs it: a process world
+// (World::process, one rank per process) enqueues this process's rank, the others theirs.
 //
 // Layouts: X row-major in a SymmetricBuffer (world * tokens_per_rank rows, pitch hidden * 2
 // bytes; rank r's rows in place before run()); ids int32 tokens x topk on every rank's device
@@ -81,8 +85,13 @@ class MoeAgGroupGemm {
   // Rows `out` must hold: the most sorted rows any routing of these tokens can need.
   static uint64_t out_rows(const World& world, const MoeAgGroupGemmArguments& args);
 
-  // Enqueues one call on every rank; returns the gather's epoch.
+  // Enqueues one call on every rank this process drives; returns the gather's epoch.
   uint64_t run();
+  // Points later calls of `rank` (one this process drives) at new routing ids, weight and
+  // output: the per-call tensors of a PyTorch caller. The ids are read by the next call's
+  // mapping; the grouped GEMM is rebuilt only when the weight or output moved (both kernels or
+  // neither). The shapes are the op's; nothing is launched.
+  void set_operands(int rank, const int32_t* ids, const void* w, void* out);
   // The grouped GEMM alone on the sorted rows and mapping of the last call (no waits): its
   // isolated compute time.
   void run_gemm_only();
@@ -94,7 +103,8 @@ class MoeAgGroupGemm {
   // builds it first on each compute stream: its share of the call.
   void run_mapping_only();
 
-  const MoeMappingBuffers& mapping(int rank) const { return *mappings_[static_cast<size_t>(rank)]; }
+  // The mapping tables of `rank` (one this process drives).
+  const MoeMappingBuffers& mapping(int rank) const;
   const AllGather& all_gather() const { return *ag_; }
   AllGather& all_gather() { return *ag_; }
   uint32_t tile_m() const { return tile_m_; }
@@ -107,6 +117,8 @@ class MoeAgGroupGemm {
 
  private:
   void build_mapping(int rank);  // on the rank's compute stream
+  void make_kernels(int rank);   // the fused and plain grouped GEMMs of the rank's operands
+  void launch_gather(int rank);  // the gather stage of one call on the rank's gather stream
 
   const World* world_;
   MoeAgGroupGemmArguments args_;

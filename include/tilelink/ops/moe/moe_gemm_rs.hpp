@@ -23,7 +23,9 @@
 //    sum the rank's own block of the round over the P senders' slots, in rank order, into `out`
 //    (moe_rs_protocol.hpp); then an exit barrier (slots are rewritten by the next call). With no
 //    peers the combine writes `out` directly.
-// The call is complete on the compute stream.
+// The call is complete on the compute stream. Every kind of World runs it: a process world
+// (World::process, one rank per process) enqueues this process's rank; the combine's stores and
+// reads of peers' slots go through the heap's peer pointers.
 #pragma once
 
 #include <cstdint>
@@ -86,8 +88,13 @@ class MoeGemmRs {
   // The tile height the mapping must be built with for `kernel` ("" = default).
   static uint32_t tile_m_of(const std::string& kernel = "");
 
-  // Enqueues one call on every rank; returns the call's epoch.
+  // Enqueues one call on every rank this process drives; returns the call's epoch.
   uint64_t run();
+  // Points later calls of `rank` (one this process drives) at new activation rows, weight,
+  // routing weights and output. The routing weights and output are read at launch; the grouped
+  // GEMM is rebuilt only when the rows or weight moved (both kernels or neither). The mapping
+  // stays the one the op was built with; nothing is launched.
+  void set_operands(int rank, const void* h, const void* w, const float* weights, void* out);
   // The grouped GEMM alone (no notifies) on the rows and mapping in place: its isolated time.
   void run_gemm_only();
   // Later calls record the device timeline into `trace` (nullptr: off): the grouped GEMM's
@@ -96,14 +103,20 @@ class MoeGemmRs {
   void set_trace(const TraceBuffer* trace);
 
   const MoeRsPlan& plan() const { return plan_; }
-  // Rank r's grouped GEMM output (mapping max_rows() x n bf16, padding rows unspecified).
-  const void* y(int rank) const { return y_[static_cast<size_t>(rank)].get(); }
+  // Rank r's grouped GEMM output (mapping max_rows() x n bf16, padding rows unspecified; a rank
+  // this process drives).
+  const void* y(int rank) const {
+    world_->check_local_rank(rank, "MoeGemmRs::y");
+    return y_[static_cast<size_t>(rank)].get();
+  }
   uint32_t combine_blocks() const { return combine_blocks_; }
   uint32_t weight_sweeps() const { return sweeps_; }  // 0: token order
   int gemm_ctas(int rank) const;
   const std::string& kernel_name() const { return kernel_name_; }
 
  private:
+  void make_kernels(int rank);  // the rank's notifying and plain grouped GEMMs of its operands
+
   const World* world_;
   const SymmetricHeap* heap_;
   MoeGemmRsArguments args_;

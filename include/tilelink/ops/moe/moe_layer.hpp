@@ -11,7 +11,11 @@
 //
 // (bf16 between the stages as each part documents; fp32 accumulation and reductions in fixed
 // order: bit-identical run after run). Part 2 reads part 1's mapping tables: the routing is
-// sorted once per call, on the device.
+// sorted once per call, on the device. With routing = kOwnTokens each rank passes its own tokens'
+// routing and the layer all-gathers it first (a small all-gather on the heap).
+//
+// Every kind of World runs it: a process world (World::process, one rank per process) enqueues
+// this process's rank; per-rank vectors then need only this rank's entry.
 #pragma once
 
 #include <cstdint>
@@ -27,6 +31,18 @@
 
 namespace tilelink {
 
+namespace detail {
+class MoeRoutingGather;
+}
+
+// Whose routing MoeLayerArguments::ids and ::weights hold.
+enum class MoeRoutingScope : uint32_t {
+  kAllTokens = 0,  // every token's (tokens x topk), the same on every rank
+  kOwnTokens = 1,  // the rank's own tokens' (tokens_per_rank x topk): what a router run on the
+                   // rank's shard gives; the layer all-gathers the routing itself before part 1
+};
+const char* to_string(MoeRoutingScope v);
+
 struct MoeLayerArguments {
   const SymmetricBuffer* x = nullptr;  // world * tokens_per_rank rows of hidden bf16
   size_t x_offset = 0;
@@ -35,8 +51,9 @@ struct MoeLayerArguments {
   uint32_t intermediate = 0;  // I over all ranks (each expert's), a multiple of 8 * world
   uint32_t experts = 0;
   uint32_t topk = 0;
-  std::vector<const int32_t*> ids;    // per rank: all tokens' expert ids (tokens x topk int32, valid)
-  std::vector<const float*> weights;  // per rank: all tokens' routing weights (tokens x topk fp32)
+  std::vector<const int32_t*> ids;    // per rank: expert ids (x topk int32, valid), tokens as `routing` says
+  std::vector<const float*> weights;  // per rank: routing weights (x topk fp32), tokens as `routing` says
+  MoeRoutingScope routing = MoeRoutingScope::kAllTokens;
   std::vector<const void*> w1;        // per rank: experts x (2 I/P or I/P) x H bf16
   std::vector<const void*> w2;        // per rank: experts x H x I/P bf16
   std::vector<void*> out;             // per rank: tokens_per_rank x H bf16
@@ -60,8 +77,12 @@ class MoeLayer {
 
   static std::string can_implement(const World& world, const SymmetricHeap& heap, const MoeLayerArguments& args);
 
-  // Enqueues one call on every rank; complete on the compute streams.
+  // Enqueues one call on every rank this process drives; complete on the compute streams.
   void run();
+  // Points later calls of `rank` (one this process drives) at new routing, weights and output:
+  // the per-call tensors of a PyTorch caller (shapes as built). The routing is read by the next
+  // call; a part's grouped GEMM is rebuilt only when its weight moved. Nothing is launched.
+  void set_operands(int rank, const int32_t* ids, const float* weights, const void* w1, const void* w2, void* out);
   // The activation alone on every rank, on the rows of the last call (benchmarks).
   void run_activation();
 
@@ -73,15 +94,21 @@ class MoeLayer {
   // came from ("" when none).
   const MoeLayerConfig& config() const { return args_.config; }
   const std::string& tuned_from() const { return tuned_from_; }
-  // Rank r's part-1 output and activation (sorted rows; tests and benchmarks).
+  // Rank r's part-1 output and activation (sorted rows; tests and benchmarks; a rank this process
+  // drives).
   const void* part1_out(int rank) const { return y_[static_cast<size_t>(rank)].get(); }
   const void* activation_out(int rank) const { return h_[static_cast<size_t>(rank)].get(); }
 
  private:
+  // The routing each part reads on `rank`: the caller's, or the all-gathered copy (kOwnTokens).
+  const int32_t* part_ids(int rank) const;
+  const float* part_weights(int rank) const;
+
   const World* world_;
   MoeLayerArguments args_;
   std::string tuned_from_;
   std::vector<DeviceBuffer> y_, h_;
+  std::unique_ptr<detail::MoeRoutingGather> routing_;  // kOwnTokens with peers only
   std::unique_ptr<MoeAgGroupGemm> part1_;
   std::unique_ptr<MoeGemmRs> part2_;
 };

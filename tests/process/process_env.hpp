@@ -1,0 +1,20 @@
+// What the process suite's files share (tests/process): the launch's world, this process's rank and
+// the random numbers every process draws alike. Defined in test_process.cu, set up by its main().
+#pragma once
+
+#include <cstdint>
+#include <random>
+
+#include "tilelink/runtime/world.hpp"
+
+namespace tilelink::test::process {
+
+extern World* g_world;
+extern uint64_t g_seed;  // the same in every process of a launch, fresh per launch
+
+const World& world();
+int me();  // this process's rank
+// Every process draws the same values for (what, call).
+std::mt19937_64 shared_rng(uint64_t what, uint64_t call);
+
+}  // namespace tilelink::test::process
