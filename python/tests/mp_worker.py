@@ -1,5 +1,5 @@
 """One rank of the GPU tests, started by torchrun (python/tests/test_gpu.py): every operator (ag_gemm,
-gemm_rs, gemm_ar, gemm_ar_rmsnorm, mlp, sp_attention) against
+gemm_rs, gemm_ar, gemm_ar_rmsnorm, mlp, moe, sp_attention) against
 a torch reference built from all ranks' shards, fresh random inputs each call, outputs over
 poisoned memory, several calls (mlp with SwiGLU and GELU); then a step of both operators (AG+GEMM -> SiLU -> GEMM+RS)
 captured in a CUDA graph and replayed on fresh inputs, with an eager step between two replays and two
@@ -62,6 +62,63 @@ def check_mlp(rank, size, m_per_rank, hidden, i_local, activation, group, seed):
     got = torch.ops.tilelink.mlp(x[rows].contiguous(), w1s[rank], w2s[rank], group, activation)
     want, bound = mlp_reference(x, w1s, w2s, activation, rows)
     name = f"mlp {activation} ({m_per_rank}, {hidden}, {i_local})"
+    check(name, got, want, bound)
+    relative = float((got.float() - want).norm() / want.norm())
+    assert relative < 1e-2, f"rank {rank}: {name}: relative error {relative:.3g}"
+
+
+def moe_reference(x, ids, weights, w1s, w2s, activation, rows):
+    """The MoE layer's rows `rows` in fp32 from all ranks' expert slices (w1s[r]: E x n1 x H, w2s[r]:
+    E x H x I/P), and a bound for the op's bf16 intermediates as mlp_reference's, per routed term."""
+    xs, ids, weights = x[rows].float(), ids[rows], weights[rows].float()
+    want = torch.zeros(xs.shape[0], x.shape[1], device=x.device)
+    bound = torch.full_like(want, 1e-2)
+    for w1, w2 in zip(w1s, w2s):
+        part = torch.zeros_like(want)
+        mag = torch.zeros_like(want)
+        for j in range(ids.shape[1]):
+            for e in ids[:, j].unique().tolist():
+                sel = (ids[:, j] == e).nonzero().flatten()
+                y = xs[sel] @ w1[e].float().T
+                if activation == "swiglu":
+                    g, u = y.chunk(2, dim=1)
+                    h = torch.nn.functional.silu(g) * u
+                    dh = (2.1 * g.abs() * u.abs() + h.abs()) / 256
+                else:
+                    h = torch.nn.functional.gelu(y)
+                    dh = (1.13 * y.abs() + h.abs()) / 256
+                p = h @ w2[e].float().T
+                wj = weights[sel, j:j + 1]
+                part[sel] += wj * p
+                mag[sel] += wj.abs() * ((dh @ w2[e].float().abs().T) + p.abs() / 256)
+        want += part
+        bound += mag + part.abs() / 256  # each rank's combined rows rounded to bf16
+    return want, bound
+
+
+def check_moe(rank, size, group, seed, m_per_rank, hidden, i_local, experts, topk, activation, own_routing):
+    """moe against the torch reference: the routing of this rank's tokens (int64 ids, fp32 weights,
+    as torch.topk and softmax give) or of every token (int32 ids, bf16 weights)."""
+    g = torch.Generator(device="cuda").manual_seed(seed)  # the same on every rank
+    m = m_per_rank * size
+    fc1 = 2 * i_local if activation == "swiglu" else i_local
+    x = torch.randn(m, hidden, generator=g, device="cuda").bfloat16()
+    logits = torch.randn(m, experts, generator=g, device="cuda")
+    top, ids = torch.topk(logits, topk, dim=-1)
+    weights = torch.softmax(top, dim=-1)
+    w1s = [(torch.randn(experts, fc1, hidden, generator=g, device="cuda") / hidden ** 0.5).bfloat16() for _ in range(size)]
+    w2s = [(torch.randn(experts, hidden, i_local, generator=g, device="cuda") / i_local ** 0.5).bfloat16()
+           for _ in range(size)]
+    rows = slice(rank * m_per_rank, (rank + 1) * m_per_rank)
+    if own_routing:
+        ids_in, weights_in = ids[rows].contiguous(), weights[rows].contiguous()
+    else:
+        ids_in, weights_in = ids.int(), weights.bfloat16()
+    poison_next_allocation(m_per_rank, hidden)
+    got = torch.ops.tilelink.moe(x[rows].contiguous(), ids_in, weights_in, w1s[rank], w2s[rank], group, activation)
+    want, bound = moe_reference(x, ids, weights_in.float() if not own_routing else weights, w1s, w2s, activation, rows)
+    name = (f"moe {activation} ({m_per_rank}, {hidden}, {i_local}, {experts} experts, top-{topk}, "
+            f"{'own' if own_routing else 'every'} token routing)")
     check(name, got, want, bound)
     relative = float((got.float() - want).norm() / want.norm())
     assert relative < 1e-2, f"rank {rank}: {name}: relative error {relative:.3g}"
@@ -319,6 +376,13 @@ def main():
     dist.barrier()
     print(f"rank {rank} of {size}: ag_gemm, gemm_rs, mlp and sp_attention match torch over 4 calls, "
           "ag_gemm, gemm_rs and mlp at 7 and 139 rows per rank", flush=True)
+    # MoE: this rank's tokens' routing and every token's; calls 2 and 3 repeat shapes with new tensors.
+    for call, (m_per_rank, topk, activation, own) in enumerate([(96, 2, "swiglu", True), (40, 6, "gelu", False),
+                                                                (96, 2, "swiglu", True), (40, 6, "gelu", False)]):
+        check_moe(rank, size, group, 2100 + call, m_per_rank, 256, 128, 8, topk, activation, own)
+    torch.cuda.synchronize()
+    dist.barrier()
+    print(f"rank {rank} of {size}: moe matches torch over 4 calls (own and every token's routing)", flush=True)
     for i, m in enumerate([1, 7, 129, 500, 7]):  # the last repeats a shape with new tensors
         check_gemm_ar(rank, size, group, 1900 + i, m)
     torch.cuda.synchronize()

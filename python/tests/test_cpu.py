@@ -38,6 +38,9 @@ def test_schemas():
     assert schema.arguments[-1].default_value == pytest.approx(1e-6) and len(schema.returns) == 2
     assert str(torch.ops.tilelink.mlp.default._schema) == (
         "tilelink::mlp(Tensor x_shard, Tensor w1, Tensor w2, str group_name, str activation=\"swiglu\") -> Tensor")
+    assert str(torch.ops.tilelink.moe.default._schema) == (
+        "tilelink::moe(Tensor x_shard, Tensor topk_ids, Tensor topk_weights, Tensor w1, Tensor w2, str group_name, "
+        "str activation=\"swiglu\") -> Tensor")
     assert str(torch.ops.tilelink.sp_attention.default._schema) == (
         "tilelink::sp_attention(Tensor q, Tensor k, Tensor v, str group_name, bool causal=True, "
         "str layout=\"zigzag\") -> (Tensor, Tensor)")
@@ -212,3 +215,71 @@ def test_sp_attention_errors_name_the_argument(fake_group):
         torch.ops.tilelink.sp_attention(qc, qc, qc, "g", True, "striped")
     with pytest.raises(ValueError, match="argument 'group_name' = 'g'"):
         torch.ops.tilelink.sp_attention(qc, qc, qc, "g")
+
+
+def _moe_operands(tpr=64, hidden=64, i_local=32, experts=8, topk=2, rows=None, activation="swiglu",
+                  ids_dtype=torch.int64, device="cuda"):
+    fc1 = 2 * i_local if activation == "swiglu" else i_local
+    rows = tpr if rows is None else rows
+    return (torch.empty(tpr, hidden, dtype=torch.bfloat16, device=device),
+            torch.empty(rows, topk, dtype=ids_dtype, device=device),
+            torch.empty(rows, topk, dtype=torch.float32, device=device),
+            torch.empty(experts, fc1, hidden, dtype=torch.bfloat16, device=device),
+            torch.empty(experts, hidden, i_local, dtype=torch.bfloat16, device=device))
+
+
+@pytest.mark.parametrize("activation", ["swiglu", "gelu"])
+@pytest.mark.parametrize("routing_rows", ["own", "all"])
+def test_moe_fake_shape(fake_group, activation, routing_rows):
+    with FakeTensorMode():
+        ops = _moe_operands(tpr=37, rows=37 if routing_rows == "own" else 4 * 37, activation=activation)
+        y = torch.ops.tilelink.moe(*ops, fake_group, activation)
+    assert tuple(y.shape) == (37, 64) and y.dtype == torch.bfloat16
+
+
+def test_moe_errors_name_the_argument(fake_group):
+    with FakeTensorMode():
+        x, ids, wts, w1, w2 = _moe_operands()
+        cases = [
+            ("'activation' = 'relu'", (x, ids, wts, w1, w2, fake_group, "relu")),
+            ("'topk_ids' has 50 rows: expected x_shard's 64 \\(this rank's tokens\\) or 256",
+             (x, ids[:50], wts[:50], w1, w2, fake_group)),
+            ("'topk_ids' has dtype torch.float32", (x, wts, wts, w1, w2, fake_group)),
+            ("'topk_weights' has dtype torch.int64", (x, ids, ids, w1, w2, fake_group)),
+            ("'topk_weights' has shape \\[64, 3\\]: expected topk_ids' \\[64, 2\\]",
+             (x, ids, torch.empty(64, 3, device="cuda"), w1, w2, fake_group)),
+            ("'topk_ids' has 9 columns \\(k\\): expected 1 to the 8 experts",
+             (x, torch.empty(64, 9, dtype=torch.int64, device="cuda"), torch.empty(64, 9, device="cuda"), w1, w2,
+              fake_group)),
+            ("'w2' has shape \\[8, 64, 16\\]: expected \\[8, 64, 32\\]",
+             (x, ids, wts, w1, torch.empty(8, 64, 16, dtype=torch.bfloat16, device="cuda"), fake_group)),
+            ("'w1' has 2 dimensions: expected 3", (x, ids, wts, w1[0], w2, fake_group)),
+            ("'w1' has 12 gate rows per expert \\(I/P\\): expected a multiple of 8",
+             (x, ids, wts, torch.empty(8, 24, 64, dtype=torch.bfloat16, device="cuda"), w2, fake_group)),
+            ("'x_shard' has dtype torch.float32", (x.float(), ids, wts, w1, w2, fake_group)),
+            ("'group_name'", (x, ids, wts, w1, w2, "no-such-group")),
+        ]
+        for message, args in cases:
+            with pytest.raises(ValueError, match=message):
+                torch.ops.tilelink.moe(*args)
+    # The real operator: the same kind of checks, before any launch or group lookup of a CUDA op.
+    x, ids, wts, w1, w2 = _moe_operands(device="cpu")
+    with pytest.raises(ValueError, match="argument 'activation' = 'relu'"):
+        torch.ops.tilelink.moe(x, ids, wts, w1, w2, "g", "relu")
+    with pytest.raises(ValueError, match="argument 'x_shard' is on cpu: expected a CUDA tensor"):
+        torch.ops.tilelink.moe(x, ids, wts, w1, w2, "g")
+
+
+def test_compile_fullgraph_traces_an_moe_layer(fake_group):
+    """A router on this rank's tokens, then the MoE operator, under torch.compile(fullgraph=True)."""
+    import torch._dynamo.testing
+
+    def layer(x, router, w1, w2):
+        weights, ids = torch.topk(torch.softmax(x.float() @ router.float().T, dim=-1), 2, dim=-1)
+        return torch.ops.tilelink.moe(x, ids, weights, w1, w2, fake_group)
+
+    counter = torch._dynamo.testing.CompileCounterWithBackend("aot_eager")
+    compiled = torch.compile(layer, backend=counter, fullgraph=True)
+    x, _, _, w1, w2 = _moe_operands(device="meta")
+    y = compiled(x, torch.empty(8, 64, dtype=torch.bfloat16, device="meta"), w1, w2)
+    assert tuple(y.shape) == (64, 64) and counter.frame_count == 1

@@ -25,6 +25,12 @@ Operators (bf16, 2-D, contiguous, on this rank's GPU; weights in nn.Linear's N x
       sequence-parallel attention: this rank's queries over the whole sequence's keys, the K/V
       all-gather overlapped with flash attention; D 64 or 128, GQA; "zigzag": rank r holds chunks r
       and 2P-1-r of the sequence in 2P chunks, "contiguous": chunk r of P.
+  moe(x_shard [T/P, H], topk_ids [T/P or T, k], topk_weights [T/P or T, k], w1 [E, 2I/P or I/P, H],
+      w2 [E, H, I/P], group_name, activation="swiglu") -> [T/P, H]:
+      the tensor-parallel MoE layer with sequence parallelism: all-gather + grouped GEMM -> activation
+      -> grouped GEMM + top-k weighted combine + reduce-scatter, overlapped. The routing is a router's
+      top-k (ids int32 or int64, valid and distinct per token; weights fp32, bf16 or fp16) for this
+      rank's tokens (the op all-gathers it) or for every token (the same on every rank).
 Each runs on the current CUDA stream (no host synchronisation); the first call of a shape in a
 group builds the op and is collective, like the call itself.
 """
@@ -34,7 +40,7 @@ import os
 
 import torch
 
-__all__ = ["init", "synchronize", "ag_gemm", "gemm_rs", "gemm_ar", "gemm_ar_rmsnorm", "mlp", "sp_attention",
+__all__ = ["init", "synchronize", "ag_gemm", "gemm_rs", "gemm_ar", "gemm_ar_rmsnorm", "mlp", "moe", "sp_attention",
            "library_path"]
 
 # NVLink multicast stays off (the project's rule), also for what torch starts in this process.
@@ -139,6 +145,12 @@ def mlp(x_shard: torch.Tensor, w1: torch.Tensor, w2: torch.Tensor, group_name: s
         activation: str = "swiglu") -> torch.Tensor:
     """torch.ops.tilelink.mlp: the MLP block, AG+GEMM -> activation -> GEMM+RS, this rank's rows."""
     return torch.ops.tilelink.mlp(x_shard, w1, w2, group_name, activation)
+
+
+def moe(x_shard: torch.Tensor, topk_ids: torch.Tensor, topk_weights: torch.Tensor, w1: torch.Tensor,
+        w2: torch.Tensor, group_name: str, activation: str = "swiglu") -> torch.Tensor:
+    """torch.ops.tilelink.moe: the MoE layer, this rank's tokens combined over their top-k experts."""
+    return torch.ops.tilelink.moe(x_shard, topk_ids, topk_weights, w1, w2, group_name, activation)
 
 
 def sp_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, group_name: str, causal: bool = True,

@@ -131,3 +131,58 @@ def _sp_attention_fake(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, group_
         raise ValueError(f"{op}: argument 'q' has {q.shape[1]} heads: expected a multiple of k's {k.shape[1]} (GQA)")
     _group_size(op, group_name)
     return q.new_empty(q.shape), q.new_empty((q.shape[1], q.shape[0]), dtype=torch.float32)
+
+
+@torch.library.register_fake("tilelink::moe")
+def _moe_fake(x_shard: torch.Tensor, topk_ids: torch.Tensor, topk_weights: torch.Tensor, w1: torch.Tensor,
+              w2: torch.Tensor, group_name: str, activation: str = "swiglu") -> torch.Tensor:
+    op = "tilelink.moe"
+    if activation not in ("swiglu", "gelu"):
+        raise ValueError(f"{op}: argument 'activation' = {activation!r}: expected 'swiglu' or 'gelu'")
+    swiglu = activation == "swiglu"
+    _check_matrix(op, "x_shard", x_shard)
+    for name, w, dims in (("w1", w1, "experts, 2 I/P or I/P, H"), ("w2", w2, "experts, H, I/P")):
+        if w.dtype != torch.bfloat16:
+            raise ValueError(f"{op}: argument '{name}' has dtype {w.dtype}: expected torch.bfloat16")
+        if w.dim() != 3:
+            raise ValueError(f"{op}: argument '{name}' has {w.dim()} dimensions: expected 3 ({dims})")
+    tpr, hidden = x_shard.shape
+    experts, fc1_rows = w1.shape[0], w1.shape[1]
+    if tpr <= 0 or hidden <= 0:
+        raise ValueError(f"{op}: argument 'x_shard' has shape {tuple(x_shard.shape)}: expected no empty dimension")
+    if hidden % 8 != 0:
+        raise ValueError(f"{op}: argument 'x_shard' has {hidden} columns (H): expected a multiple of 8 "
+                         "(TMA needs 16-byte rows)")
+    if not 0 < experts <= 1024:
+        raise ValueError(f"{op}: argument 'w1' has {experts} experts (dimension 0): expected 1 to 1024")
+    if w1.shape[2] != hidden:
+        raise ValueError(f"{op}: argument 'w1' has shape {list(w1.shape)}: expected [{experts}, "
+                         f"{'2 I/P' if swiglu else 'I/P'}, {hidden}] (x_shard's H columns)")
+    if fc1_rows <= 0 or (swiglu and fc1_rows % 2 != 0):
+        raise ValueError(f"{op}: argument 'w1' has {fc1_rows} rows per expert: expected "
+                         + ("an even number (the gate rows, then the up rows)" if swiglu else "at least one"))
+    i_local = fc1_rows // 2 if swiglu else fc1_rows
+    if i_local % 8 != 0:
+        raise ValueError(f"{op}: argument 'w1' has {i_local} {'gate rows' if swiglu else 'rows'} per expert (I/P): "
+                         "expected a multiple of 8 (TMA needs 16-byte rows)")
+    if tuple(w2.shape) != (experts, hidden, i_local):
+        raise ValueError(f"{op}: argument 'w2' has shape {list(w2.shape)}: expected [{experts}, {hidden}, {i_local}] "
+                         "(w1's experts, x_shard's H, I/P)")
+    if topk_ids.dtype not in (torch.int32, torch.int64):
+        raise ValueError(f"{op}: argument 'topk_ids' has dtype {topk_ids.dtype}: expected torch.int32 or torch.int64")
+    if not topk_weights.dtype.is_floating_point:
+        raise ValueError(f"{op}: argument 'topk_weights' has dtype {topk_weights.dtype}: expected a floating dtype "
+                         "(float32, bfloat16 or float16)")
+    if topk_ids.dim() != 2:
+        raise ValueError(f"{op}: argument 'topk_ids' has {topk_ids.dim()} dimensions: expected 2 (tokens, k)")
+    size = _group_size(op, group_name)
+    tokens, topk = tpr * size, topk_ids.shape[1]
+    if topk_ids.shape[0] not in (tpr, tokens):
+        raise ValueError(f"{op}: argument 'topk_ids' has {topk_ids.shape[0]} rows: expected x_shard's {tpr} (this "
+                         f"rank's tokens) or {tokens} (every token of the group's {size} ranks)")
+    if not 0 < topk <= experts:
+        raise ValueError(f"{op}: argument 'topk_ids' has {topk} columns (k): expected 1 to the {experts} experts")
+    if tuple(topk_weights.shape) != tuple(topk_ids.shape):
+        raise ValueError(f"{op}: argument 'topk_weights' has shape {list(topk_weights.shape)}: expected topk_ids' "
+                         f"{list(topk_ids.shape)}")
+    return x_shard.new_empty((tpr, hidden))
