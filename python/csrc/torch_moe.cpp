@@ -3,8 +3,8 @@
 // GEMM (fc2) + top-k weighted combine + reduce-scatter, every part overlapped.
 //
 // x_shard [T/P, H] bf16: this rank's tokens. topk_ids / topk_weights: the routing, as a router
-// gives it -- [T/P, k] for this rank's own tokens (the op all-gathers it first) or [T, k] for every
-// token (the same on every rank); ids int32 or int64 (torch.topk's), weights fp32, bf16 or fp16
+// gives it -- [T/P, k] for this rank's own tokens or [T, k] for every token (the same on every
+// rank; the op reads this rank's rows); the op all-gathers the routing itself; ids int32 or int64 (torch.topk's), weights fp32, bf16 or fp16
 // (summed in fp32). The ids must be valid: each in [0, E), distinct within a token (as torch.topk
 // gives); the device does not check them. w1 [E, 2 I/P or I/P, H] and w2 [E, H, I/P] bf16: this
 // rank's slices of every expert's weights in nn.Linear's layout ("swiglu": the gate rows, then the
@@ -23,13 +23,12 @@ struct MoeEntry {
   std::unique_ptr<MoeLayer> op;
 };
 
-// The routing tensor `t` (ids or weights): 2-D, on the group's device, rows tokens_per_rank or all
-// tokens, k columns; returns it as `dtype`, contiguous and 16-byte aligned (a copy when it is not).
+// The routing tensor `t` (ids or weights: this rank's rows, shapes checked by the caller) on the
+// group's device, as `dtype`, contiguous and 16-byte aligned (a copy when it is not).
 at::Tensor routing_operand(const char* op, const char* name, const at::Tensor& t, const Group& g, at::ScalarType dtype) {
   TORCH_CHECK_VALUE(t.is_cuda(), op, ": argument '", name, "' is on ", t.device().str(),
                     ": expected a CUDA tensor on this rank's device");
   check_device(op, name, t, g);
-  TORCH_CHECK_VALUE(t.dim() == 2, op, ": argument '", name, "' has ", t.dim(), " dimensions: expected 2 (tokens, k)");
   at::Tensor c = t.scalar_type() == dtype ? t.contiguous() : t.to(dtype).contiguous();
   if (reinterpret_cast<uintptr_t>(c.data_ptr()) % 16 != 0) c = c.clone();  // an offset view
   return c;
@@ -74,27 +73,31 @@ at::Tensor moe(const at::Tensor& x_shard, const at::Tensor& topk_ids, const at::
                       ": argument 'topk_ids' has dtype ", topk_ids.scalar_type(), ": expected torch.int32 or torch.int64");
     TORCH_CHECK_VALUE(at::isFloatingType(topk_weights.scalar_type()), kOp, ": argument 'topk_weights' has dtype ",
                       topk_weights.scalar_type(), ": expected a floating dtype (float32, bfloat16 or float16)");
-    at::Tensor ids = routing_operand(kOp, "topk_ids", topk_ids, g, at::kInt);
-    at::Tensor weights = routing_operand(kOp, "topk_weights", topk_weights, g, at::kFloat);
-    const int64_t tokens = tpr * g.size, topk = ids.size(1);
-    TORCH_CHECK_VALUE(ids.size(0) == tpr || ids.size(0) == tokens, kOp, ": argument 'topk_ids' has ", ids.size(0),
-                      " rows: expected x_shard's ", tpr, " (this rank's tokens) or ", tokens,
+    TORCH_CHECK_VALUE(topk_ids.dim() == 2, kOp, ": argument 'topk_ids' has ", topk_ids.dim(),
+                      " dimensions: expected 2 (tokens, k)");
+    const int64_t tokens = tpr * g.size, topk = topk_ids.size(1);
+    TORCH_CHECK_VALUE(topk_ids.size(0) == tpr || topk_ids.size(0) == tokens, kOp, ": argument 'topk_ids' has ",
+                      topk_ids.size(0), " rows: expected x_shard's ", tpr, " (this rank's tokens) or ", tokens,
                       " (every token of the group's ", g.size, " ranks)");
     TORCH_CHECK_VALUE(topk > 0 && topk <= experts, kOp, ": argument 'topk_ids' has ", topk,
                       " columns (k): expected 1 to the ", experts, " experts");
-    TORCH_CHECK_VALUE(weights.sizes() == ids.sizes(), kOp, ": argument 'topk_weights' has shape ",
-                      topk_weights.sizes(), ": expected topk_ids' ", ids.sizes());
+    TORCH_CHECK_VALUE(topk_weights.sizes() == topk_ids.sizes(), kOp, ": argument 'topk_weights' has shape ",
+                      topk_weights.sizes(), ": expected topk_ids' ", topk_ids.sizes());
     TORCH_CHECK_VALUE(tokens * topk < (int64_t(1) << 31), kOp, ": arguments have ", tokens, " tokens x top-", topk,
                       ": expected fewer than 2^31 (token, expert) pairs");
-    const bool own = ids.size(0) == tpr;  // at one rank the two are the same
     c10::cuda::CUDAGuard guard(g.device);
     const std::string shape = "(tokens per rank, hidden, intermediate / P, experts, top-k) = (" + std::to_string(tpr) +
                               ", " + std::to_string(hidden) + ", " + std::to_string(i_local) + ", " +
-                              std::to_string(experts) + ", " + std::to_string(topk) + "), " + activation + ", " +
-                              (own ? "own tokens' routing" : "every token's routing");
+                              std::to_string(experts) + ", " + std::to_string(topk) + "), " + activation;
     const std::string key = std::string(kOp) + " " + shape;
     if (g.more.count(key) == 0) refuse_build_under_capture(kOp, g, shape);
-    at::Tensor out = at::empty({tpr, hidden}, x_shard.options());
+    at::Tensor out = at::empty({tpr, hidden}, x_shard.options());  // first: the caller's next allocation
+    // The layer always takes this rank's own tokens' routing and gathers the rest itself, so every
+    // rank builds the same op (its heap and signals stay alike) whichever form each rank passed.
+    const bool all = topk_ids.size(0) != tpr;
+    at::Tensor ids = routing_operand(kOp, "topk_ids", all ? topk_ids.narrow(0, g.rank * tpr, tpr) : topk_ids, g, at::kInt);
+    at::Tensor weights = routing_operand(kOp, "topk_weights",
+                                         all ? topk_weights.narrow(0, g.rank * tpr, tpr) : topk_weights, g, at::kFloat);
     auto [it, fresh] = g.more.try_emplace(key);
     if (fresh) {
       try {
@@ -105,7 +108,7 @@ at::Tensor moe(const at::Tensor& x_shard, const at::Tensor& topk_ids, const at::
         args.intermediate = static_cast<uint32_t>(i_local * g.size);
         args.experts = static_cast<uint32_t>(experts);
         args.topk = static_cast<uint32_t>(topk);
-        args.routing = own ? MoeRoutingScope::kOwnTokens : MoeRoutingScope::kAllTokens;
+        args.routing = MoeRoutingScope::kOwnTokens;
         args.config.activation = swiglu ? MlpActivation::kSwiGlu : MlpActivation::kGelu;
         args.ids = own_entry<const int32_t*>(g, ids.data_ptr<int32_t>());
         args.weights = own_entry<const float*>(g, weights.data_ptr<float>());

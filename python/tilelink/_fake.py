@@ -182,6 +182,9 @@ def _moe_fake(x_shard: torch.Tensor, topk_ids: torch.Tensor, topk_weights: torch
                          f"rank's tokens) or {tokens} (every token of the group's {size} ranks)")
     if not 0 < topk <= experts:
         raise ValueError(f"{op}: argument 'topk_ids' has {topk} columns (k): expected 1 to the {experts} experts")
+    if tokens * topk >= 1 << 31:
+        raise ValueError(f"{op}: arguments have {tokens} tokens x top-{topk}: expected fewer than 2^31 (token, expert) "
+                         "pairs")
     if tuple(topk_weights.shape) != tuple(topk_ids.shape):
         raise ValueError(f"{op}: argument 'topk_weights' has shape {list(topk_weights.shape)}: expected topk_ids' "
                          f"{list(topk_ids.shape)}")

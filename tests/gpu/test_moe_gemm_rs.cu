@@ -335,11 +335,11 @@ std::string run_layer(int world_size, uint32_t topk, SyntheticRouting routing, M
       char* g = static_cast<char*>(x.data(r));
       TL_CUDA_CHECK(cudaMemset(g, 0xFF, x_bytes));  // bf16 0xFFFF is NaN
       upload(g + r * shard_bytes, reinterpret_cast<const char*>(x_host.data()) + r * shard_bytes, shard_bytes);
-      for (Operands& each : sets) {
-        for (DeviceBuffer& b : each.out) poison(b.get(), b.bytes());
-        if (!repoint) break;
-      }
       poison(recv.data(r), recv.bytes());
+    }
+    for (Operands& each : sets) {
+      for (DeviceBuffer& b : each.out) poison(b.get(), b.bytes());
+      if (!repoint) break;
     }
     if (repoint && call == 2) {
       for (int r = 0; r < world_size; ++r) {

@@ -221,9 +221,10 @@ uint64_t MoeAgGroupGemm::run() {
     kernels_[i]->run(epoch, compute);
     ag_->announce(r);
   }
-  // Every rank's announcement before any rank's transfer (AllGather::announce says why).
+  // Every rank's announcement before any rank's transfer (AllGather::announce says why), and every
+  // rank's transfer before a gather that shares its comm stream (it waits for what they bring).
+  for (int r : world.local_ranks()) ag_->transfer(r);
   for (int r : world.local_ranks()) {
-    ag_->transfer(r);
     if (gather_streams_.shares_comm()) launch_gather(r);
     gather_streams_.join_into(r, world.compute_stream(r));
     world.compute_after_comm(r);

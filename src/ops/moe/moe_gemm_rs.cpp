@@ -198,10 +198,10 @@ void MoeGemmRs::set_operands(int rank, const void* h, const void* w, const float
   require_aligned(where, "weights", weights, "16-byte aligned routing weights (tokens x topk fp32) on the rank's device");
   require_aligned(where, "out", out, "a 16-byte aligned tokens_per_rank x n bf16 output on the rank's device");
   const size_t r = static_cast<size_t>(rank);
+  const MoeGemmRsArguments before = args_;
   args_.weights[r] = weights;  // read by the combine at launch: no kernel holds them
   args_.out[r] = out;
   if (args_.h[r] == h && args_.w[r] == w) return;
-  const MoeGemmRsArguments before = args_;
   args_.h[r] = h;
   args_.w[r] = w;
   try {

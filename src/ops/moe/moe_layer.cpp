@@ -66,6 +66,9 @@ std::string MoeLayer::can_implement(const World& world, const SymmetricHeap& hea
     return "argument 'routing' = " + std::to_string(static_cast<uint32_t>(a.routing)) +
            ": expected kAllTokens or kOwnTokens";
   }
+  if (a.routing == MoeRoutingScope::kOwnTokens) {
+    if (std::string e = detail::MoeRoutingGather::can_implement(a.tokens_per_rank, a.topk); !e.empty()) return e;
+  }
   if (std::string e = detail::check_ffn(world.size(), a.intermediate, a.config.activation, "part 2"); !e.empty()) {
     return e;
   }
@@ -166,8 +169,14 @@ void MoeLayer::set_operands(int rank, const int32_t* ids, const float* weights, 
   require_aligned(where, "out", out, "a 16-byte aligned tokens_per_rank x H bf16 output on the rank's device");
   const size_t i = static_cast<size_t>(rank);
   // Every pointer is checked above: what the parts refuse now is a kernel they could not rebuild.
+  // Both parts take the new operands or neither does.
   part1_->set_operands(rank, routing_ != nullptr ? routing_->ids(rank) : ids, w1, y_[i].get());
-  part2_->set_operands(rank, h_[i].get(), w2, routing_ != nullptr ? routing_->weights(rank) : weights, out);
+  try {
+    part2_->set_operands(rank, h_[i].get(), w2, routing_ != nullptr ? routing_->weights(rank) : weights, out);
+  } catch (...) {
+    part1_->set_operands(rank, part_ids(rank), args_.w1[i], y_[i].get());  // its kernels as they were
+    throw;
+  }
   args_.ids[i] = ids;
   args_.weights[i] = weights;
   args_.w1[i] = w1;

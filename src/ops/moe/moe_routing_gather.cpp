@@ -2,6 +2,8 @@
 
 #include <cuda_runtime_api.h>
 
+#include <string>
+
 #include "tilelink/core/error.hpp"
 #include "tilelink/primitives/symmetric.hpp"
 
@@ -16,6 +18,15 @@ uint64_t padded_row(uint32_t tokens_per_rank, uint32_t topk) {
 
 }  // namespace
 
+std::string MoeRoutingGather::can_implement(uint32_t tokens_per_rank, uint32_t topk) {
+  // The dense copies' source pitch (two padded shards) must stay below the 2^31-byte pitch limit.
+  if (tokens_per_rank == 0 || topk == 0 || padded_row(tokens_per_rank, topk) >= (uint64_t(1) << 30)) {
+    return "arguments 'tokens_per_rank' = " + std::to_string(tokens_per_rank) + " and 'topk' = " +
+           std::to_string(topk) + " with routing = kOwnTokens: expected 1 to 2^28 routing entries per rank";
+  }
+  return "";
+}
+
 uint64_t MoeRoutingGather::heap_bytes(int world, uint32_t tokens_per_rank, uint32_t topk) {
   return uint64_t(world) * 2 * padded_row(tokens_per_rank, topk);
 }
@@ -25,10 +36,7 @@ MoeRoutingGather::MoeRoutingGather(const World& world, SymmetricHeap& heap, Sign
     : world_(&world),
       shard_bytes_(uint64_t(tokens_per_rank) * topk * 4),
       row_bytes_(padded_row(tokens_per_rank, topk)) {
-  TL_REQUIRE(tokens_per_rank > 0 && topk > 0, "MoeRoutingGather", "tokens_per_rank * topk",
-             uint64_t(tokens_per_rank) * topk, "at least one routing entry per rank");
-  TL_REQUIRE(row_bytes_ <= 0xFFFFFFFFull, "MoeRoutingGather", "tokens_per_rank * topk",
-             uint64_t(tokens_per_rank) * topk, "a shard of routing below 4 GiB");
+  if (std::string e = can_implement(tokens_per_rank, topk); !e.empty()) throw InvalidArgument("MoeRoutingGather: " + e);
   gathered_ = heap.allocate(heap_bytes(world.size(), tokens_per_rank, topk));
   AllGatherArguments a;
   a.gathered = &gathered_;

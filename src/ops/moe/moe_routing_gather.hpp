@@ -34,6 +34,8 @@ class MoeRoutingGather {
   const int32_t* ids(int rank) const { return ids_[static_cast<size_t>(rank)].get<int32_t>(); }
   const float* weights(int rank) const { return weights_[static_cast<size_t>(rank)].get<float>(); }
 
+  // "" if a shard of tokens_per_rank x topk routing entries can be gathered, else why not.
+  static std::string can_implement(uint32_t tokens_per_rank, uint32_t topk);
   // The symmetric bytes it allocates for this shape (heap sizing).
   static uint64_t heap_bytes(int world, uint32_t tokens_per_rank, uint32_t topk);
 

@@ -96,8 +96,14 @@ class MoeLayer {
   const std::string& tuned_from() const { return tuned_from_; }
   // Rank r's part-1 output and activation (sorted rows; tests and benchmarks; a rank this process
   // drives).
-  const void* part1_out(int rank) const { return y_[static_cast<size_t>(rank)].get(); }
-  const void* activation_out(int rank) const { return h_[static_cast<size_t>(rank)].get(); }
+  const void* part1_out(int rank) const {
+    world_->check_local_rank(rank, "MoeLayer::part1_out");
+    return y_[static_cast<size_t>(rank)].get();
+  }
+  const void* activation_out(int rank) const {
+    world_->check_local_rank(rank, "MoeLayer::activation_out");
+    return h_[static_cast<size_t>(rank)].get();
+  }
 
  private:
   // The routing each part reads on `rank`: the caller's, or the all-gathered copy (kOwnTokens).
