@@ -7,7 +7,10 @@
 //                        cudaMemcpyAsync from every peer), then cuBLAS
 //   decomposed           per-shard cuBLAS GEMMs, each after its shard's copy, copies and GEMMs on
 //                        two streams (PyTorch async-TP style)
-//   tilelink fused       AgGemm::run
+//   tilelink fused       AgGemm::run (method fused, or the one --op-method names)
+//   tilelink decomposed / non-overlapped (op paths)
+//                        AgGemm::run with AgGemmConfig::method decomposed / non_overlapped: the
+//                        baselines' chains as the op runs them (its plain GEMM, its all-gather)
 //   fused kernel alone   the fused kernel without its waits, on a complete A
 //
 // The fused result is checked once against cuBLAS (bf16 outputs, relative tolerance). Times are
@@ -68,22 +71,37 @@ Table bench_ag_gemm(const AgGemmBenchOptions& o) {
   if (const std::string why = AgGemm::can_implement(world, heap, args); !why.empty()) {
     throw InvalidArgument("bench ag_gemm: " + why);
   }
-  AgGemm op(world, heap, setup.signals, args, "bench.ag_gemm");
+  // The op as asked (fused unless --op-method names another), and its two other methods.
+  AgGemmArguments main_args = args;
+  if (main_args.config.method == OpMethod::kAuto) main_args.config.method = OpMethod::kFused;
+  AgGemm op(world, heap, setup.signals, main_args, "bench.ag_gemm");
+  auto with_method = [&](OpMethod m) {
+    AgGemmArguments a = args;
+    a.config.method = m;
+    return a;
+  };
+  AgGemm op_dec(world, heap, setup.signals, with_method(OpMethod::kDecomposed), "bench.ag_gemm.decomposed");
+  AgGemm op_non(world, heap, setup.signals, with_method(OpMethod::kNonOverlapped), "bench.ag_gemm.non_overlapped");
   Cublas cublas(world);
   Events events(world, w);
   world.synchronize();
 
-  // Check once: the fused op against cuBLAS on the gathered A.
-  op.run();
-  world.synchronize();
-  uint64_t far = 0;
-  for (int r = 0; r < w; ++r) {
-    world.set_device(r);
-    cublas_gemm(cublas.handles[r], gathered.data(r), b[r].get(), c_ref[r].get(), m, n_local, k);
-    far += count_far(c[r].get(), c_ref[r].get(), c_elems, world.compute_stream(r));
-  }
-  if (far != 0) {
-    throw Error("bench ag_gemm: " + std::to_string(far) + " elements of C differ from cuBLAS beyond bf16 tolerance");
+  // Check once: each method of the op against cuBLAS on the gathered A.
+  for (AgGemm* each : {&op_dec, &op_non, &op}) {
+    for (int r = 0; r < w; ++r) TL_CUDA_CHECK(cudaMemset(c[r].get(), 0xFF, c_elems * 2));  // NaN unless written
+    world.synchronize();
+    each->run();
+    world.synchronize();
+    uint64_t far = 0;
+    for (int r = 0; r < w; ++r) {
+      world.set_device(r);
+      cublas_gemm(cublas.handles[r], gathered.data(r), b[r].get(), c_ref[r].get(), m, n_local, k);
+      far += count_far(c[r].get(), c_ref[r].get(), c_elems, world.compute_stream(r));
+    }
+    if (far != 0) {
+      throw Error("bench ag_gemm: method " + std::string(to_string(each->method())) + ": " + std::to_string(far) +
+                  " elements of C differ from cuBLAS beyond bf16 tolerance");
+    }
   }
   // The baselines' A starts with each rank's own shard; their copies bring the rest.
   for (int r = 0; r < w; ++r) {
@@ -130,6 +148,8 @@ Table bench_ag_gemm(const AgGemmBenchOptions& o) {
     }
   };
   auto fused = [&] { op.run(); };
+  auto op_decomposed = [&] { op_dec.run(); };
+  auto op_non_overlapped = [&] { op_non.run(); };
   auto fused_kernel_alone = [&] { op.run_gemm_only(); };
   if (baseline_uses_nccl(world)) {  // untimed: NCCL's communicators are made on first use (a second or so)
     non_overlapped();
@@ -139,7 +159,9 @@ Table bench_ag_gemm(const AgGemmBenchOptions& o) {
   bool gated = true;
   const std::vector<Stats> t = repeat_interleaved(
       world, o.timing.warmup, o.timing.iters,
-      {cublas_all, comm_alone, non_overlapped, decomposed, fused, fused_kernel_alone}, &gated);
+      {cublas_all, comm_alone, non_overlapped, decomposed, fused, fused_kernel_alone, op_decomposed,
+       op_non_overlapped},
+      &gated);
   const Stats &t_gemm = t[0], &t_comm = t[1], &t_non = t[2], &t_dec = t[3], &t_fused = t[4], &t_kernel = t[5];
   GemmOpTable out("ag_gemm",
                   "AG+GEMM, " + ranks_phrase(w) + ": m=" + std::to_string(m) +
@@ -151,7 +173,11 @@ Table bench_ag_gemm(const AgGemmBenchOptions& o) {
   out.ideal_row();
   out.row(std::string("non-overlapped (") + baseline_transport(world) + " all-gather, then cuBLAS)", t_non);
   out.row("decomposed (per-shard cuBLAS, 2 streams)", t_dec);
-  out.row("tilelink fused", t_fused);
+  out.row(op.method() == OpMethod::kFused ? std::string("tilelink fused")
+                                           : std::string("tilelink ") + to_string(op.method()) + " (--op-method)",
+          t_fused);
+  out.row("tilelink decomposed (op path)", t[6]);
+  out.row("tilelink non-overlapped (op path)", t[7]);
   out.row("fused kernel alone (no waits)", t_kernel);
   Table& table = out.table;
   const double ideal = out.ideal;
@@ -162,7 +188,16 @@ Table bench_ag_gemm(const AgGemmBenchOptions& o) {
   table.notes.push_back("config: kernel " + op.kernel_name() + ", all-gather " + comm_name(op.config().comm, op.all_gather().plan(), op.all_gather().num_blocks()) +
                         ", swizzle " + std::to_string(op.swizzle()) + ", GEMM CTAs per rank " +
                         std::to_string(op.gemm_ctas(0)) + " (SM budget " + std::to_string(world.sm_budget(0)) + ")");
-  table.notes.push_back("check: fused C of every rank equals cuBLAS within bf16 tolerance");
+  table.notes.push_back("check: C of every rank equals cuBLAS within bf16 tolerance, for each of the op's methods");
+  {
+    const ag_gemm_policy::MethodEstimates& e = op.method_estimates();
+    char line[240];
+    std::snprintf(line, sizeof(line),
+                  "method auto would run %s by the op's estimate (fused %.0f, decomposed %.0f, non-overlapped %.0f us)",
+                  to_string(ag_gemm_policy::choose_method(OpMethod::kAuto, e)), e.fused * 1e6, e.decomposed * 1e6,
+                  e.non_overlapped * 1e6);
+    table.notes.push_back(line);
+  }
   if (w > 1) {
     // Against the fused kernel without waits, so that the kernel's own speed (which the
     // non-overlapped baseline's cuBLAS does not share) does not count as communication.

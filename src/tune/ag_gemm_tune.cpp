@@ -41,6 +41,13 @@ std::vector<AgGemmConfig> ag_gemm_compute_candidates(const std::vector<std::stri
     c.kernel = i == 0 ? "" : kernels[i];
     detail::append_swizzles(out, c, i != 0);  // the first kernel's automatic swizzle: `automatic`, already first
   }
+  // The op's other methods (issue 21), timed like any candidate: where one wins, the cache
+  // stores it and AgGemm's automatic method runs it.
+  for (OpMethod m : {OpMethod::kFused, OpMethod::kDecomposed, OpMethod::kNonOverlapped}) {
+    AgGemmConfig c = automatic;
+    c.method = m;
+    out.push_back(c);
+  }
   return out;
 }
 

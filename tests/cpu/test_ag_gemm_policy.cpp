@@ -2,6 +2,8 @@
 // H200 runs in docs/PERF.md used.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include "tilelink/comm/all_gather_policy.hpp"
 #include "tilelink/ops/ag_gemm/ag_gemm_policy.hpp"
 
@@ -39,6 +41,53 @@ TEST(AgGemmPolicy, SwizzleBandStaysInAShardAndInTheRanksL2Share) {
   EXPECT_EQ(auto_swizzle(0, 256, 256, 64, l2), 1u);          // a shard of one band
   EXPECT_EQ(auto_swizzle(0, 128, 1024, 64, l2), 8u);         // 128-row bands: 8 fill the shard
   EXPECT_EQ(auto_swizzle(4, 256, 256, 8192, 0), 4u);         // configured wins
+}
+
+
+// The method estimate by hand (issue 21): 8 H200s, m = 8192, n = 28672 / 8, k = 8192, 128 x 256
+// tiles on 130 SMs. A tile takes 2 * 128 * 256 * 8192 / (790e12 / 132) = 89.66 us; the whole GEMM
+// is 64 x 14 = 896 tiles = 7 waves; a shard's 8 x 14 = 112 tiles one wave; the all-gather 7 shards
+// of 16 MiB at 390 GB/s = 301.1 us.
+TEST(AgGemmPolicy, MethodEstimatesByHand) {
+  MethodShape s;
+  s.world = 8;
+  s.m_per_rank = 1024;
+  s.n = 3584;
+  s.k = 8192;
+  s.gemm_sms = 130;
+  const double tile = 2.0 * 128 * 256 * 8192 / (790e12 / 132), comm = 7.0 * 1024 * 8192 * 2 / 390e9;
+  const MethodEstimates e = estimate_methods(s);
+  EXPECT_NEAR(e.non_overlapped, comm + 7 * tile, 1e-9);
+  EXPECT_NEAR(e.fused, 7 * tile, 1e-9);                 // the GEMM is longer than comm + a shard
+  EXPECT_NEAR(e.decomposed, 8 * (tile + 2e-6), 1e-9);   // every shard has landed by its turn
+  EXPECT_EQ(choose_method(OpMethod::kAuto, e), OpMethod::kFused);
+  // Virtual ranks: the all-gather shares the one HBM (4.3 TB/s read + write over 8 ranks).
+  s.one_rank_per_gpu = false;
+  EXPECT_NEAR(estimate_methods(s).non_overlapped, 7.0 * 1024 * 8192 * 2 / (4.3e12 / 16) + 7 * tile, 1e-9);
+  // One rank: no all-gather, one GEMM whichever the method (a tie: fused).
+  s.world = 1;
+  const MethodEstimates one = estimate_methods(s);
+  EXPECT_DOUBLE_EQ(one.fused, one.non_overlapped);
+  EXPECT_EQ(choose_method(OpMethod::kAuto, one), OpMethod::kFused);
+}
+
+TEST(AgGemmPolicy, AutoTakesTheFastestEstimateAndAConfiguredMethodStays) {
+  for (int i = 0; i < 27; ++i) {
+    MethodEstimates e;
+    e.fused = 1 + i % 3;
+    e.decomposed = 1 + (i / 3) % 3;
+    e.non_overlapped = 1 + i / 9;
+    const OpMethod m = choose_method(OpMethod::kAuto, e);
+    EXPECT_LE(e.of(m), std::min({e.fused, e.decomposed, e.non_overlapped})) << i;
+    if (e.fused <= std::min(e.decomposed, e.non_overlapped)) EXPECT_EQ(m, OpMethod::kFused) << "ties go to fused";
+  }
+  MethodEstimates slow_fused;
+  slow_fused.fused = 3;
+  slow_fused.decomposed = 2;
+  slow_fused.non_overlapped = 1;
+  EXPECT_EQ(choose_method(OpMethod::kAuto, slow_fused), OpMethod::kNonOverlapped);
+  EXPECT_EQ(choose_method(OpMethod::kFused, slow_fused), OpMethod::kFused);
+  EXPECT_EQ(choose_method(OpMethod::kDecomposed, slow_fused), OpMethod::kDecomposed);
 }
 
 }  // namespace

@@ -65,6 +65,7 @@ TEST(TuneCache, RoundTripsEntriesThroughTheFile) {
   a.kernel = "256x128x64_c1x2";
   a.swizzle = 4;
   a.comm = {CommResource::kSm, AgMethod::kPush, DataPath::kBulk, CommOrder::kRing, 256, 6, 512};
+  a.method = OpMethod::kDecomposed;
   AgGemmConfig b;
   b.comm.comm_rows = 2048;
   empty.put(key(8192), entry_of("ag_gemm", a, 1234.5, 1500.25));
@@ -80,6 +81,8 @@ TEST(TuneCache, RoundTripsEntriesThroughTheFile) {
   EXPECT_EQ(describe(c), describe(a));
   EXPECT_EQ(c.comm.num_blocks, 6u);
   EXPECT_EQ(c.comm.threads, 512u);
+  EXPECT_EQ(c.method, OpMethod::kDecomposed);
+  EXPECT_EQ(config_of<AgGemmConfig>(*back.find(key(4096))).method, OpMethod::kAuto);
   EXPECT_DOUBLE_EQ(e->time_us, 1234.5);
   EXPECT_DOUBLE_EQ(e->default_us, 1500.25);
   EXPECT_EQ(config_of<AgGemmConfig>(*back.find(key(4096))).comm.comm_rows, 2048u);
@@ -169,6 +172,9 @@ TEST(TuneCache, OnlyAllAutomaticConfigsTakeTheCache) {
   c = {};
   c.use_tune_cache = false;
   EXPECT_TRUE(is_automatic(c)) << "use_tune_cache is not a knob";
+  c = {};
+  c.method = OpMethod::kNonOverlapped;
+  EXPECT_TRUE(is_automatic(c)) << "a chosen method keeps the cache's other knobs (AgGemm keeps the method)";
 }
 
 TEST(TuneCache, KeepsGemmRsEntriesApartFromAgGemmOnes) {
@@ -253,8 +259,13 @@ TEST(GemmRsTuneSpace, ComputeThenCommunicationRankedByTheModel) {
 TEST(AgGemmTuneSpace, ComputeStageCoversEveryKernelAndSwizzleOnce) {
   const std::vector<std::string> kernels = {"128x256x64_c2x1", "256x128x64_c1x2", "128x256x64_c1x1"};
   const std::vector<AgGemmConfig> c = ag_gemm_compute_candidates(kernels);
-  ASSERT_EQ(c.size(), kernels.size() * 5);
+  ASSERT_EQ(c.size(), kernels.size() * 5 + 3) << "every kernel x swizzle, and the three methods";
   EXPECT_TRUE(is_automatic(c.front()));
+  EXPECT_EQ(c.front().method, OpMethod::kAuto);
+  std::set<OpMethod> methods;
+  for (const AgGemmConfig& x : c) methods.insert(x.method);
+  EXPECT_EQ(methods, (std::set<OpMethod>{OpMethod::kAuto, OpMethod::kFused, OpMethod::kDecomposed,
+                                          OpMethod::kNonOverlapped}));
   std::set<std::string> seen;
   for (const AgGemmConfig& x : c) {
     EXPECT_FALSE(x.use_tune_cache) << "a candidate must be timed as given";

@@ -1,4 +1,4 @@
-// AG+GEMM on virtual ranks (world 1, 2, 4, 8) against cuBLAS on the gathered A.
+// AG+GEMM on virtual ranks (world 1, 2, 4, 8; the methods also 3) against cuBLAS on the gathered A.
 //
 // Each case makes three calls with fresh random A shards (B fixed), poisons every rank's C and
 // the peer rows of every rank's gathered A before each call (a GEMM that reads a tile before it
@@ -34,7 +34,7 @@ using Comm = AgComm;
 constexpr const auto& kComms = kAgComms;
 
 void check_against_cublas(int world_size, const Comm& comm, const Shape& shape, const std::string& kernel,
-                          uint32_t swizzle) {
+                          uint32_t swizzle, OpMethod method = OpMethod::kAuto) {
   const uint64_t seed = std::random_device{}();
   SCOPED_TRACE("seed " + std::to_string(seed));
   std::mt19937_64 rng(seed);
@@ -55,6 +55,7 @@ void check_against_cublas(int world_size, const Comm& comm, const Shape& shape, 
   args.config.comm = {comm.resource, comm.method, comm.path, comm.order, shape.comm_rows, 0, 512};
   args.config.kernel = kernel;
   args.config.swizzle = swizzle;
+  args.config.method = method;
   for (int r = 0; r < world_size; ++r) {
     b.emplace_back(size_t(n) * k * 2, world.device(r));
     c.emplace_back(size_t(m) * n * 2, world.device(r));
@@ -65,6 +66,12 @@ void check_against_cublas(int world_size, const Comm& comm, const Shape& shape, 
   }
   ASSERT_EQ(AgGemm::can_implement(world, env.heap, args), "");
   AgGemm op(world, env.heap, env.signals, args, "ag_gemm_test");
+  if (method != OpMethod::kAuto) {
+    EXPECT_EQ(op.method(), method);
+    EXPECT_EQ(op.method_why(), "configured");
+  } else {
+    EXPECT_NE(op.method_why(), "") << "auto must say why it ran " << to_string(op.method());
+  }
   CublasHandle cublas;
 
   for (int call = 1; call <= kCalls; ++call) {
@@ -103,6 +110,28 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Combine(::testing::Values(1, 2, 4, 8), ::testing::ValuesIn(kComms), ::testing::ValuesIn(kShapes)),
     [](const ::testing::TestParamInfo<AgGemmTest::ParamType>& info) {
       return "world" + std::to_string(std::get<0>(info.param)) + "_" + std::get<1>(info.param).name + "_" +
+             std::get<2>(info.param).name;
+    });
+
+class AgGemmMethodTest : public ::testing::TestWithParam<std::tuple<int, OpMethod, Comm>> {};
+
+// The decomposed and non-overlapped methods (issue 21): the same results as cuBLAS, on the
+// all-gathers they run over, at odd worlds and off-grid shapes.
+TEST_P(AgGemmMethodTest, MatchesCublasOnTheGatheredA) {
+  TL_SKIP_WITHOUT_GPU();
+  const auto [world_size, method, comm] = GetParam();
+  for (const Shape& shape : kShapes) {
+    SCOPED_TRACE(shape.name);
+    check_against_cublas(world_size, comm, shape, "", 0, method);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    AgGemm, AgGemmMethodTest,
+    ::testing::Combine(::testing::Values(1, 2, 3, 4, 8), ::testing::Values(OpMethod::kDecomposed, OpMethod::kNonOverlapped),
+                       ::testing::Values(kComms[0], kComms[1], kComms[3])),
+    [](const ::testing::TestParamInfo<AgGemmMethodTest::ParamType>& info) {
+      return "world" + std::to_string(std::get<0>(info.param)) + "_" + to_string(std::get<1>(info.param)) + "_" +
              std::get<2>(info.param).name;
     });
 

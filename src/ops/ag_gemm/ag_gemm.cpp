@@ -12,6 +12,7 @@
 #include "tilelink/comm/all_gather_policy.hpp"
 #include "tilelink/ops/ag_gemm/ag_gemm_policy.hpp"
 #include "tilelink/ops/ag_gemm/ag_gemm_protocol.hpp"
+#include "tilelink/primitives/host.hpp"
 
 namespace tilelink {
 
@@ -65,6 +66,10 @@ std::string AgGemm::can_implement(const World& world, const SymmetricHeap& heap,
            ": expected 'nk' (B as N x K row-major, K contiguous; transpose a K x N weight once at load time)";
   }
   if (a.m_per_rank == 0) return "argument 'm_per_rank' = 0: expected at least one row";
+  if (static_cast<uint32_t>(a.config.method) > static_cast<uint32_t>(OpMethod::kNonOverlapped)) {
+    return "argument 'config.method' = " + std::to_string(static_cast<uint32_t>(a.config.method)) +
+           ": expected auto, fused, decomposed or non_overlapped";
+  }
   const uint64_t m = uint64_t(a.m_per_rank) * world.size();
   if (m > 0x7FFFFFFFull) {
     return "argument 'm_per_rank' = " + std::to_string(a.m_per_rank) + ": expected world * m_per_rank below 2^31";
@@ -120,15 +125,21 @@ AgGemm::AgGemm(const World& world, SymmetricHeap& heap, SignalSet& signals, cons
   if (std::string why = can_implement(world, heap, args); !why.empty()) {
     throw InvalidArgument("AgGemm '" + name + "': " + why);
   }
-  // With every knob on automatic, the tune cache's configuration for this GPU, world and shape.
+  // With every knob on automatic, the tune cache's configuration for this GPU, world and shape
+  // (its method too, unless the caller chose one).
   args_ = detail::with_tuned_config<AgGemm>(
-      world, heap, args, [&] { return ag_gemm_tune_key(world, args); }, [](auto&, const auto&) {}, &tuned_from_);
+      world, heap, args, [&] { return ag_gemm_tune_key(world, args); },
+      [](auto& tuned, const auto& callers) {
+        if (callers.method != OpMethod::kAuto) tuned.method = callers.method;
+      },
+      &tuned_from_);
   kernel_info_ = find_kernel(args_.config.kernel);
   const detail::Sm90AgGemmConfigInfo& kernel = *kernel_info_;
   kernel_name_ = kernel.name;
   swizzle_ = choose_swizzle(args_, kernel, world.l2_share(0));
   m_ = args_.m_per_rank * static_cast<uint32_t>(world.size());
   ag_ = std::make_unique<AllGather>(world, heap, signals, all_gather_arguments(world, args_), name);
+  choose_method(args.config.method, kernel);
 
   const uint32_t m_tiles = (m_ + kernel.tile_m - 1) / kernel.tile_m;
   m_order_host_.resize(static_cast<size_t>(world.size()));
@@ -140,7 +151,42 @@ AgGemm::AgGemm(const World& world, SymmetricHeap& heap, SignalSet& signals, cons
     TL_CUDA_CHECK(cudaMemcpy(table.get(), order.data(), table.bytes(), cudaMemcpyHostToDevice));
     m_order_host_[static_cast<size_t>(r)] = std::move(order);
     m_order_[static_cast<size_t>(r)] = std::move(table);
+    if (method_ == OpMethod::kDecomposed) {  // a shard's GEMM visits its own tile rows in order
+      const uint32_t shard_tiles = (args_.m_per_rank + kernel.tile_m - 1) / kernel.tile_m;
+      std::vector<uint32_t> identity(shard_tiles);
+      for (uint32_t t = 0; t < shard_tiles; ++t) identity[t] = t;
+      DeviceBuffer shard_table(shard_tiles * sizeof(uint32_t), world.device(r));
+      TL_CUDA_CHECK(cudaMemcpy(shard_table.get(), identity.data(), shard_table.bytes(), cudaMemcpyHostToDevice));
+      shard_order_.resize(static_cast<size_t>(world.size()));
+      shard_order_[static_cast<size_t>(r)] = std::move(shard_table);
+    }
     make_kernels(r);
+  }
+}
+
+void AgGemm::choose_method(OpMethod callers, const detail::Sm90AgGemmConfigInfo& kernel) {
+  const World& world = *world_;
+  ag_gemm_policy::MethodShape s;
+  s.world = static_cast<uint32_t>(world.size());
+  s.m_per_rank = args_.m_per_rank;
+  s.n = args_.n;
+  s.k = args_.k;
+  s.tile_m = kernel.tile_m;
+  s.tile_n = kernel.tile_n;
+  const uint32_t comm_blocks = args_.config.comm.resource == CommResource::kSm ? ag_->num_blocks() : 0;
+  s.gemm_sms = gemm_sm_count(world, world.local_ranks().front(), args_, comm_blocks);
+  s.one_rank_per_gpu = world.mode() != WorldMode::kVirtual;
+  estimates_ = ag_gemm_policy::estimate_methods(s);
+  method_ = ag_gemm_policy::choose_method(args_.config.method, estimates_);
+  auto us = [](double t) { return std::to_string(static_cast<long long>(t * 1e6 + 0.5)); };
+  const std::string estimates = "fused " + us(estimates_.fused) + " us, decomposed " + us(estimates_.decomposed) +
+                                " us, non-overlapped " + us(estimates_.non_overlapped) + " us";
+  if (callers != OpMethod::kAuto) {
+    method_why_ = "configured";
+  } else if (args_.config.method != OpMethod::kAuto) {
+    method_why_ = "the tune cache's measured winner (" + tuned_from_ + ")";
+  } else {
+    method_why_ = "the estimate's fastest (" + estimates + ")";
   }
 }
 
@@ -164,6 +210,20 @@ void AgGemm::make_kernels(int r) {
   p.swizzle = static_cast<int>(swizzle_);
   detail::make_fused_and_plain(kernel, p, kernels_, plain_kernels_, r);
   if (trace_ != nullptr) kernels_[static_cast<size_t>(r)]->set_trace(trace_->view(r));
+  if (method_ != OpMethod::kDecomposed) return;
+  // Decomposed: a plain GEMM per shard (its rows of the gathered A, its rows of C).
+  std::vector<std::unique_ptr<detail::Sm90AgGemmKernel>> shards;
+  for (int s = 0; s < world.size(); ++s) {
+    detail::Sm90AgGemmProblem q = p;
+    q.a = static_cast<const char*>(p.a) + uint64_t(s) * args_.m_per_rank * args_.k * kElementBytes;
+    q.c = static_cast<char*>(p.c) + uint64_t(s) * args_.m_per_rank * args_.n * kElementBytes;
+    q.m = args_.m_per_rank;
+    q.m_order = shard_order_[static_cast<size_t>(r)].get<uint32_t>();
+    q.wait = false;
+    shards.push_back(kernel.make(q));
+  }
+  shard_kernels_.resize(static_cast<size_t>(world.size()));
+  shard_kernels_[static_cast<size_t>(r)] = std::move(shards);
 }
 
 void AgGemm::set_operands(int rank, const void* b, void* c) {
@@ -193,11 +253,51 @@ int AgGemm::gemm_ctas(int rank) const {
 }
 
 uint64_t AgGemm::run() {
+  if (method_ == OpMethod::kNonOverlapped) return run_non_overlapped();
+  if (method_ == OpMethod::kDecomposed) return run_decomposed();
   // The GEMM goes first, so that it is running while the host still enqueues the all-gather (the
   // copy-engine path is one copy and one memop per communication tile).
   return ag_->run_under([&](int r, uint64_t epoch) {
     kernels_[static_cast<size_t>(r)]->run(epoch, world_->compute_stream(r));
   });
+}
+
+uint64_t AgGemm::run_non_overlapped() {
+  const World& world = *world_;
+  const uint64_t epoch = ag_->run();  // ordered after the previous call's GEMMs
+  for (int r : world.local_ranks()) {
+    world.compute_after_comm(r);  // all of A, and the peers done reading this rank's rows
+    plain_kernels_[static_cast<size_t>(r)]->run(0, world.compute_stream(r));
+  }
+  return epoch;
+}
+
+uint64_t AgGemm::run_decomposed() {
+  const World& world = *world_;
+  const uint64_t epoch = ag_->begin_call();
+  // Every rank's announcement, then every rank's transfer, before any stream waits on a shard
+  // (a stream left waiting on work the host has not enqueued yet: AllGather::announce).
+  for (int r : world.local_ranks()) {
+    world.comm_after_compute(r);
+    ag_->announce(r);
+  }
+  for (int r : world.local_ranks()) ag_->transfer(r);
+  const uint32_t w = static_cast<uint32_t>(world.size());
+  for (int r : world.local_ranks()) {
+    world.set_device(r);
+    const cudaStream_t compute = world.compute_stream(r);
+    const SignalView sig = ag_->signals().host_view(r);
+    for (uint32_t i = 0; i < w; ++i) {  // the own shard first, then in the all-gather's order
+      const uint32_t s = swizzled_peer(static_cast<uint32_t>(r), i, w);
+      if (s != static_cast<uint32_t>(r)) {
+        const ChannelRange ch = ag_->plan().consumer_channels(s * args_.m_per_rank, args_.m_per_rank);
+        for (uint32_t c = ch.first; c < ch.first + ch.count; ++c) rank_wait(compute, sig, c);
+      }
+      shard_kernels_[static_cast<size_t>(r)][s]->run(0, compute);
+    }
+    world.compute_after_comm(r);  // the exit barrier: peers done reading this rank's rows
+  }
+  return epoch;
 }
 
 void AgGemm::set_trace(const TraceBuffer* trace) {

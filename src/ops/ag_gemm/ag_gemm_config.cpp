@@ -15,6 +15,7 @@ std::string describe(const AgGemmConfig& c) {
   }
   s += ", comm rows " + (c.comm.comm_rows == 0 ? std::string("auto") : std::to_string(c.comm.comm_rows));
   if (c.gemm_sms != 0) s += ", GEMM SMs " + std::to_string(c.gemm_sms);
+  if (c.method != OpMethod::kAuto) s += std::string(", method ") + to_string(c.method);
   return s;
 }
 
@@ -27,6 +28,7 @@ std::string to_config_json(const AgGemmConfig& c) {
   return detail::json{{"kernel", c.kernel},
                       {"swizzle", c.swizzle},
                       {"gemm_sms", c.gemm_sms},
+                      {"op_method", to_string(c.method)},
                       {"comm", detail::all_gather_to_json(c.comm)}}
       .dump();
 }
@@ -37,6 +39,10 @@ void from_config_json(const std::string& json, const std::string& source, AgGemm
     out.kernel = j.at("kernel").get<std::string>();
     out.swizzle = j.at("swizzle").get<uint32_t>();
     out.gemm_sms = j.at("gemm_sms").get<uint32_t>();
+    if (j.contains("op_method")) {
+      out.method = detail::enum_field(
+          j, "op_method", {OpMethod::kAuto, OpMethod::kFused, OpMethod::kDecomposed, OpMethod::kNonOverlapped}, source);
+    }
     out.comm = detail::all_gather_from_json(j.at("comm"), source);
     return out;
   });

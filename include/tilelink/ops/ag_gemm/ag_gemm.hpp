@@ -17,6 +17,9 @@
 // CUTLASS 4.2 warp-specialized TMA + WGMMA kernel whose producer warp waits on the all-gather's
 // channels before it loads a tile's A rows (consumer_tile_wait), visiting tile rows in the order
 // they arrive (the rank's own shard first). The call is complete on the compute stream.
+// AgGemmConfig::method runs the same call decomposed (the compute stream waits for each shard's
+// channels, then a plain GEMM of the shard's rows) or non-overlapped (the whole all-gather, then
+// the plain GEMM); method() says which runs and why.
 #pragma once
 
 #include <cstdint>
@@ -26,6 +29,7 @@
 
 #include "tilelink/comm/collectives.hpp"
 #include "tilelink/ops/ag_gemm/ag_gemm_config.hpp"
+#include "tilelink/ops/ag_gemm/ag_gemm_policy.hpp"
 #include "tilelink/runtime/trace_buffer.hpp"
 #include "tilelink/runtime/device_buffer.hpp"
 #include "tilelink/runtime/signal_set.hpp"
@@ -101,6 +105,11 @@ class AgGemm {
   // from ("" when not from the cache).
   const AgGemmConfig& config() const { return args_.config; }
   const std::string& tuned_from() const { return tuned_from_; }
+  // The method that runs (AgGemmConfig::method resolved) and why: "configured", the tune
+  // cache's measured winner, or the estimate's fastest with the three estimates.
+  OpMethod method() const { return method_; }
+  const std::string& method_why() const { return method_why_; }
+  const ag_gemm_policy::MethodEstimates& method_estimates() const { return estimates_; }
   // The rank's tile-row visiting order (host copy).
   const std::vector<uint32_t>& m_order(int rank) const { return m_order_host_[static_cast<size_t>(rank)]; }
 
@@ -118,8 +127,16 @@ class AgGemm {
   std::vector<std::unique_ptr<detail::Sm90AgGemmKernel>> plain_kernels_;
   const detail::Sm90AgGemmConfigInfo* kernel_info_ = nullptr;
   const TraceBuffer* trace_ = nullptr;
+  OpMethod method_ = OpMethod::kFused;
+  std::string method_why_;
+  ag_gemm_policy::MethodEstimates estimates_;
+  std::vector<DeviceBuffer> shard_order_;  // decomposed: identity tile-row order of one shard
+  std::vector<std::vector<std::unique_ptr<detail::Sm90AgGemmKernel>>> shard_kernels_;  // [rank][shard]
 
   void make_kernels(int rank);
+  void choose_method(OpMethod callers, const detail::Sm90AgGemmConfigInfo& kernel);
+  uint64_t run_non_overlapped();
+  uint64_t run_decomposed();
 };
 
 }  // namespace tilelink

@@ -7,6 +7,7 @@
 
 #include "tilelink/comm/collectives.hpp"
 #include "tilelink/ops/common/all_gather_config.hpp"
+#include "tilelink/ops/common/op_method.hpp"
 
 namespace tilelink {
 
@@ -30,17 +31,25 @@ struct AgGemmConfig {
   uint32_t swizzle = 0;
   // Kernel configuration by name (see AgGemm::kernel_names()); "" = the default.
   std::string kernel;
+  // How a call runs (op_method.hpp): fused (the all-gather under the waiting GEMM), decomposed (a
+  // plain GEMM per shard once it has landed, on the copy engine's or SM blocks' all-gather), or
+  // non-overlapped (the whole all-gather, then the plain GEMM); auto = the tune cache's measured
+  // winner, else ag_gemm_policy::estimate_methods' fastest. AgGemm::method() says which runs.
+  OpMethod method = OpMethod::kAuto;
   // With every knob above on automatic, use the configuration `tilelink tune` stored for this
   // GPU, world and shape, if the tune cache has one (runtime/tune_cache.hpp).
   bool use_tune_cache = true;
 };
 
-// The configuration in words ("kernel default, swizzle auto, ce pull mesh, comm rows auto").
+// The configuration in words ("kernel default, swizzle auto, ce pull mesh, comm rows auto", then
+// the method unless auto).
 std::string describe(const AgGemmConfig& c);
-// True when every knob is on automatic, as in AgGemmConfig{} (use_tune_cache is not a knob).
+// True when every knob but the method is on automatic, as in AgGemmConfig{} (use_tune_cache is not
+// a knob): the tune cache then supplies them, and the method too unless the caller chose one.
 bool is_automatic(const AgGemmConfig& c);
-// The knobs as a JSON object (text): kernel, swizzle, gemm_sms and comm {resource, method, path,
-// order, comm_rows, num_blocks, threads}.
+// The knobs as a JSON object (text): kernel, swizzle, gemm_sms, op_method and comm {resource,
+// method, path, order, comm_rows, num_blocks, threads}. An entry without op_method (written
+// before the knob existed) reads as auto.
 std::string to_config_json(const AgGemmConfig& c);
 // `c` = the configuration in `json` (to_config_json's form; use_tune_cache at its default); an
 // InvalidArgument naming `source` and the field when `json` is not one.

@@ -6,6 +6,7 @@
 #include <cstdint>
 
 #include "tilelink/comm/all_gather_policy.hpp"
+#include "tilelink/ops/common/op_method.hpp"
 
 namespace tilelink::ag_gemm_policy {
 
@@ -19,5 +20,31 @@ inline uint32_t auto_swizzle(uint32_t configured, uint32_t band_rows, uint32_t m
   while (s < 8 && 2 * s * band_rows <= m_per_rank && 2ull * s * band_rows * row_bytes <= l2_share) s *= 2;
   return s;
 }
+
+// The method's estimate (OpMethod::kAuto without a tune-cache entry), per call of one rank, from
+// the rates the plan's cost model starts from (core/h200_rates.hpp); `tilelink plan ag_gemm`
+// prints it beside its timeline:
+//   a GEMM of `rows` rows on `sms` SMs: waves of bm x bn tiles at the dense bf16 rate per SM;
+//   the all-gather: (world - 1) shards over NVLink (one rank per GPU) or through the one HBM that
+//   virtual ranks share;
+//   non-overlapped = all-gather + GEMM(M);
+//   fused          = max(GEMM(M), all-gather + GEMM(last shard)): the last shard lands at the end;
+//   decomposed     = a GEMM per shard, each after its shard lands and the previous one, plus a
+//                    launch each (partial waves are its cost).
+struct MethodShape {
+  uint32_t world = 1, m_per_rank = 0, n = 0, k = 0;
+  uint32_t tile_m = 128, tile_n = 256;
+  int gemm_sms = 132;            // the GEMMs' CTAs (every method runs its GEMMs on the same count)
+  bool one_rank_per_gpu = true;  // peers over NVLink; false: virtual ranks sharing one GPU
+};
+struct MethodEstimates {
+  double fused = 0, decomposed = 0, non_overlapped = 0;  // seconds
+  double of(OpMethod m) const {
+    return m == OpMethod::kDecomposed ? decomposed : m == OpMethod::kNonOverlapped ? non_overlapped : fused;
+  }
+};
+MethodEstimates estimate_methods(const MethodShape& s);
+// The configured method, else the estimate's fastest (fused on a tie, then non-overlapped).
+OpMethod choose_method(OpMethod configured, const MethodEstimates& e);
 
 }  // namespace tilelink::ag_gemm_policy
