@@ -18,6 +18,8 @@
 #include <cuda_bf16.h>
 
 #include <algorithm>
+#include <functional>
+#include <memory>
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -48,7 +50,17 @@ Table bench_gemm_rs(const GemmRsBenchOptions& o) {
   std::vector<DeviceBuffer> &a = s.a, &b = s.b, &out = s.out;
   std::vector<DeviceBuffer> out_base;
   for (int r = 0; r < w; ++r) out_base.emplace_back(block_bytes, world.device(r));
-  GemmRs op(world, s.heap, s.signals, s.args, "bench.gemm_rs");
+  // The op as asked (fused unless --op-method names another), and its non-overlapped path (not
+  // beside the epilogue reducer, which sums inside the GEMM).
+  GemmRsArguments main_args = s.args;
+  if (main_args.config.method == OpMethod::kAuto) main_args.config.method = OpMethod::kFused;
+  GemmRs op(world, s.heap, s.signals, main_args, "bench.gemm_rs");
+  GemmRsArguments non_args = s.args;
+  non_args.config.method = OpMethod::kNonOverlapped;
+  std::unique_ptr<GemmRs> op_non;
+  if (GemmRs::can_implement(world, s.heap, non_args).empty()) {
+    op_non = std::make_unique<GemmRs>(world, s.heap, s.signals, non_args, "bench.gemm_rs.non_overlapped");
+  }
   Cublas cublas(world);
   Events events(world, w + 1);  // per rank: one per decomposed block, one "all pushed"
   world.synchronize();
@@ -119,15 +131,18 @@ Table bench_gemm_rs(const GemmRsBenchOptions& o) {
   };
   auto fused = [&] { op.run(); };
   auto fused_gemm_alone = [&] { op.run_gemm_only(); };
+  auto op_non_overlapped = [&] { op_non->run(); };
 
-  // Check once: the fused output against the non-overlapped chain's.
+  // Check once: the op's output (each method) against the non-overlapped chain's.
   check_against(world, "bench gemm_rs", fused, non_overlapped, out, out_base, block_elems);
+  if (op_non) check_against(world, "bench gemm_rs, op non-overlapped", op_non_overlapped, non_overlapped, out,
+                            out_base, block_elems);
 
   bool gated = true;
-  const std::vector<Stats> t = repeat_interleaved(world, o.timing.warmup, o.timing.iters,
-                                                  {gemm_all, reduce_scatter, non_overlapped, decomposed, fused,
-                                                   fused_gemm_alone},
-                                                  &gated);
+  std::vector<std::function<void()>> variants = {gemm_all, reduce_scatter, non_overlapped, decomposed, fused,
+                                                 fused_gemm_alone};
+  if (op_non) variants.push_back(op_non_overlapped);
+  const std::vector<Stats> t = repeat_interleaved(world, o.timing.warmup, o.timing.iters, variants, &gated);
   const Stats &t_gemm = t[0], &t_comm = t[1], &t_non = t[2], &t_dec = t[3], &t_fused = t[4], &t_alone = t[5];
   GemmOpTable result("gemm_rs",
                   "GEMM+RS, " + ranks_phrase(w) + ": m=" + std::to_string(m) +
@@ -139,7 +154,10 @@ Table bench_gemm_rs(const GemmRsBenchOptions& o) {
   result.ideal_row();
   result.row("non-overlapped (cuBLAS, then reduce-scatter)", t_non);
   result.row("decomposed (per-owner cuBLAS + copies, 2 streams)", t_dec);
-  result.row("tilelink fused", t_fused);
+  result.row(op.method() == OpMethod::kFused ? std::string("tilelink fused")
+                                              : std::string("tilelink ") + to_string(op.method()) + " (--op-method)",
+             t_fused);
+  if (op_non) result.row("tilelink non-overlapped (op path)", t[6]);
   result.row("fused GEMM alone (no scatter, no reduction)", t_alone);
   Table& table = result.table;
   // The shape as `tilelink plan gemm_rs` takes it (bench/predicted_vs_measured.py reads these).
@@ -155,7 +173,18 @@ Table bench_gemm_rs(const GemmRsBenchOptions& o) {
                              : std::to_string(op.reduce_blocks()) + " reduction CTAs") +
                         ", swizzle " + std::to_string(op.swizzle()));
   if (!op.tuned_from().empty()) table.notes.push_back("config from the tune cache " + op.tuned_from());
-  table.notes.push_back("check: fused output of every rank equals cuBLAS + reduce-scatter within bf16 tolerance");
+  table.notes.push_back("check: the op's output of every rank (each method) equals cuBLAS + reduce-scatter within "
+                        "bf16 tolerance");
+  {
+    const gemm_rs_policy::MethodEstimates& e = op.method_estimates();
+    char line[200];
+    std::snprintf(line, sizeof(line), "method auto would run %s by the op's estimate (fused %.0f, non-overlapped %.0f us)",
+                  to_string(op.plan().reducer == GemmRsReducer::kEpilogue
+                                ? OpMethod::kFused
+                                : gemm_rs_policy::choose_method(OpMethod::kAuto, e)),
+                  e.fused * 1e6, e.non_overlapped * 1e6);
+    table.notes.push_back(line);
+  }
   result.common_notes(w, t_fused.samples, o.timing.warmup, gated);
   return table;
 }

@@ -43,6 +43,13 @@ std::vector<GemmRsConfig> gemm_rs_compute_candidates() {
   automatic.use_tune_cache = false;
   std::vector<GemmRsConfig> out{automatic};
   detail::append_swizzles(out, automatic, false);
+  // The op's methods (issue 21), timed like any candidate: where non-overlapped wins, the cache
+  // stores it and GemmRs's automatic method runs it.
+  for (OpMethod m : {OpMethod::kFused, OpMethod::kNonOverlapped}) {
+    GemmRsConfig c = automatic;
+    c.method = m;
+    out.push_back(c);
+  }
   return out;
 }
 

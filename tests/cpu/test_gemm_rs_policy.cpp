@@ -1,6 +1,8 @@
 // GEMM+RS's automatic choices (ops/gemm_rs/gemm_rs_policy.hpp), by the machine the ranks run on.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include "tilelink/ops/gemm_rs/gemm_rs_policy.hpp"
 
 namespace tilelink::test {
@@ -8,6 +10,10 @@ namespace {
 
 using gemm_rs_policy::reduce_blocks;
 using gemm_rs_policy::ReduceLoad;
+using gemm_rs_policy::choose_method;
+using gemm_rs_policy::estimate_methods;
+using gemm_rs_policy::MethodEstimates;
+using gemm_rs_policy::MethodShape;
 
 TEST(GemmRsPolicy, ReductionOnVirtualRanksIsAThirtySecondOfTheBudgetInWholeClusters) {
   EXPECT_EQ(reduce_blocks(0, 16, {8, 3584, false}), 2u);    // world 8 on one H200: 16 SMs, one cluster
@@ -27,6 +33,44 @@ TEST(GemmRsPolicy, ReductionOnGpusKeepsPaceWithTheGemm) {
   fast.cta_bandwidth *= 2;
   EXPECT_EQ(reduce_blocks(0, 132, fast), 6u);
   EXPECT_EQ(reduce_blocks(0, 132, {2, 28672 / 2, true}), 2u);
+}
+
+// The method estimate by hand (issue 21): 8 H200s, 8192 x 8192 x 28672 (k 3584 per rank), 128 x
+// 256 tiles (39.2 us each on one SM), 2048 tiles over the owner blocks; each owner reads 7 peers'
+// 16 MiB parts over NVLink (301 us) and, fused, 12 reduction CTAs beside a GEMM on 120 SMs.
+TEST(GemmRsPolicy, MethodEstimatesByHand) {
+  MethodShape s;
+  s.world = 8;
+  s.m = 8192;
+  s.n = 8192;
+  s.k = 3584;
+  s.sm_budget = 132;
+  s.reduce_blocks = 12;
+  const double tile = 2.0 * 128 * 256 * 3584 / (790e12 / 132), block = 1024.0 * 8192 * 2;
+  const double link = 7 * block / 390e9;
+  auto reduction = [&](double ctas, double share) {
+    return std::max(9 * block * share / (ctas * 48e9), link * share);
+  };
+  const MethodEstimates e = estimate_methods(s);
+  EXPECT_NEAR(e.non_overlapped, 16 * tile + reduction(132, 1), 1e-9);       // 2048 / 132: 16 waves
+  EXPECT_NEAR(e.fused, std::max(18 * tile, reduction(12, 1)) + reduction(12, 1.0 / 8), 1e-9);  // 2048 / 120: 18
+  EXPECT_EQ(choose_method(OpMethod::kAuto, e), OpMethod::kFused);
+  // The epilogue reducer: the GEMM on every SM, then the own tiles' sums at 96 GB/s per CTA.
+  s.reducer = GemmRsReducer::kEpilogue;
+  s.reduce_blocks = 0;
+  EXPECT_NEAR(estimate_methods(s).fused, 16 * tile + 9 * block / (132 * 96e9), 1e-9);
+  // Few rows: one wave of GEMM, and 12 CTAs reduce slower than 132 do after it.
+  s = {};
+  s.world = 8;
+  s.m = 256;
+  s.n = 4096;
+  s.k = 14336 / 8;
+  s.reduce_blocks = 12;
+  EXPECT_EQ(choose_method(OpMethod::kAuto, estimate_methods(s)), OpMethod::kNonOverlapped);
+  EXPECT_EQ(choose_method(OpMethod::kFused, estimate_methods(s)), OpMethod::kFused) << "configured stays";
+  // One rank: the GEMM alone either way (a tie: fused).
+  s.world = 1;
+  EXPECT_EQ(choose_method(OpMethod::kAuto, estimate_methods(s)), OpMethod::kFused);
 }
 
 }  // namespace

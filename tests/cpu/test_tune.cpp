@@ -224,8 +224,10 @@ TEST(TuneCache, KeepsGemmRsEntriesApartFromAgGemmOnes) {
 
 TEST(GemmRsTuneSpace, ComputeThenCommunicationRankedByTheModel) {
   const std::vector<GemmRsConfig> compute = gemm_rs_compute_candidates();
-  ASSERT_EQ(compute.size(), 5u);
+  ASSERT_EQ(compute.size(), 7u) << "the swizzles, and the fused and non-overlapped methods";
   EXPECT_TRUE(is_automatic(compute.front()));
+  EXPECT_EQ(compute[5].method, OpMethod::kFused);
+  EXPECT_EQ(compute[6].method, OpMethod::kNonOverlapped);
   std::set<std::string> seen;
   for (const GemmRsConfig& x : compute) {
     EXPECT_FALSE(x.use_tune_cache) << "a candidate must be timed as given";

@@ -30,7 +30,8 @@ namespace tilelink::test::gemm_rs {
 // outputs and buffers, each against cuBLAS partials summed in rank order, then `repeats` calls on
 // the second call's inputs, each bit-identical to it.
 void check_gemm_rs(int world_size, uint32_t m, uint32_t n, uint32_t k, SignalGranularity granularity,
-                   GemmRsScatter scatter, int repeats, GemmRsReducer reducer = GemmRsReducer::kAuto) {
+                   GemmRsScatter scatter, int repeats, GemmRsReducer reducer = GemmRsReducer::kAuto,
+                   OpMethod method = OpMethod::kAuto) {
   const uint64_t seed = std::random_device{}();
   SCOPED_TRACE("seed " + std::to_string(seed) + ", m " + std::to_string(m));
   std::mt19937_64 rng(seed);
@@ -41,10 +42,16 @@ void check_gemm_rs(int world_size, uint32_t m, uint32_t n, uint32_t k, SignalGra
   p.args.config.granularity = granularity;
   p.args.config.scatter = scatter;
   p.args.config.reducer = reducer;
+  p.args.config.method = method;
   std::vector<DeviceBuffer> ref;
   for (int r = 0; r < world_size; ++r) ref.emplace_back(size_t(m) * n * 2, world.device(r));
   ASSERT_EQ(GemmRs::can_implement(world, env.heap, p.args), "");
   GemmRs op(world, env.heap, env.signals, p.args, "gemm_rs_test");
+  if (method != OpMethod::kAuto) {
+    EXPECT_EQ(op.method(), method);
+  } else {
+    EXPECT_NE(op.method_why(), "") << "auto must say why it ran " << to_string(op.method());
+  }
   cublasHandle_t cublas = nullptr;
   TL_CUBLAS_CHECK(cublasCreate(&cublas));
 
@@ -127,6 +134,31 @@ TEST_P(GemmRsEpilogueReducerTest, MatchesCublasWhenTheGemmSums) {
   }
 }
 
+// The non-overlapped method (issue 21): the GEMM on every SM, then the reduction with every SM on
+// the compute stream; every scatter, any M, the same bits over calls.
+class GemmRsNonOverlappedTest : public ::testing::TestWithParam<std::tuple<int, GemmRsScatter>> {};
+
+TEST_P(GemmRsNonOverlappedTest, MatchesCublasAfterTheWholeGemm) {
+  TL_SKIP_WITHOUT_GPU();
+  const auto [world_size, scatter] = GetParam();
+  const uint32_t w = uint32_t(world_size);
+  const SignalGranularity granularity =
+      scatter == GemmRsScatter::kCopyEngine ? SignalGranularity::kTileRow : SignalGranularity::kTile;
+  for (uint32_t m : {256u * w, 7u * w, 136u * w + (w > 1 ? 1u : 0u)}) {
+    check_gemm_rs(world_size, m, 264, 200, granularity, scatter, 3, GemmRsReducer::kAuto, OpMethod::kNonOverlapped);
+    if (::testing::Test::HasFailure()) return;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(GemmRs, GemmRsNonOverlappedTest,
+                         ::testing::Combine(::testing::Values(1, 2, 3, 4, 8),
+                                            ::testing::Values(GemmRsScatter::kPull, GemmRsScatter::kEpiloguePush,
+                                                              GemmRsScatter::kCopyEngine)),
+                         [](const ::testing::TestParamInfo<GemmRsNonOverlappedTest::ParamType>& info) {
+                           return "world" + std::to_string(std::get<0>(info.param)) + "_" +
+                                  to_string(std::get<1>(info.param));
+                         });
+
 INSTANTIATE_TEST_SUITE_P(GemmRs, GemmRsEpilogueReducerTest,
                          ::testing::Combine(::testing::Values(1, 2, 3, 4, 8),
                                             ::testing::Values(GemmRsScatter::kPull, GemmRsScatter::kEpiloguePush)),
@@ -206,6 +238,14 @@ TEST(GemmRsArgumentsTest, RefusesWhatItCannotRun) {
        },
        "'config.reduce_blocks' = 4 with config.reducer = epilogue"},
       {[](A& a) { a.config.reducer = static_cast<GemmRsReducer>(5); }, "'config.reducer' = 5"},
+      // The methods: no decomposed path yet, and non-overlapped sums after the GEMM, not in it.
+      {[](A& a) { a.config.method = OpMethod::kDecomposed; }, "'config.method' = decomposed"},
+      {[](A& a) {
+         a.config.method = OpMethod::kNonOverlapped;
+         a.config.reducer = GemmRsReducer::kEpilogue;
+       },
+       "'config.method' = non_overlapped with config.reducer = epilogue"},
+      {[](A& a) { a.config.method = static_cast<OpMethod>(9); }, "'config.method' = 9"},
       // The reduction in whole clusters, up to the budget, leaves the GEMM nothing: its knob is named.
       {[&](A& a) { a.config.reduce_blocks = static_cast<uint32_t>(env.world.sm_budget(0)); },
        "'config.reduce_blocks' = " + std::to_string(env.world.sm_budget(0)) + ": the reduction takes"},

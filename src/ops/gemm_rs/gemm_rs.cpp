@@ -58,8 +58,11 @@ uint32_t reduce_blocks_of(const World& world, const GemmRsArguments& a) {
       {world.size(), a.k, world.mode() == WorldMode::kMultiGpu});
 }
 
-int gemm_sm_count(const World& world, int rank, const GemmRsArguments& a) {
-  return gemm_rs_policy::gemm_sm_count(world.sm_budget(rank), reduce_blocks_of(world, a), a.config.gemm_sms);
+// The GEMM's CTAs: the budget less the reduction beside it; non-overlapped, the whole budget (the
+// reduction runs after it).
+int gemm_sm_count(const World& world, int rank, const GemmRsArguments& a, OpMethod method = OpMethod::kFused) {
+  const uint32_t beside = method == OpMethod::kNonOverlapped ? 0 : reduce_blocks_of(world, a);
+  return gemm_rs_policy::gemm_sm_count(world.sm_budget(rank), beside, a.config.gemm_sms);
 }
 
 GemmRsFusedPlan make_plan(const World& world, const GemmRsArguments& a, const detail::Sm90GemmRsConfigInfo& kernel) {
@@ -144,6 +147,19 @@ std::string GemmRs::can_implement(const World& world, const SymmetricHeap& heap,
              " with config.reducer = epilogue: the GEMM's own CTAs sum; expected 0";
     }
   }
+  if (static_cast<uint32_t>(a.config.method) > static_cast<uint32_t>(OpMethod::kNonOverlapped)) {
+    return "argument 'config.method' = " + std::to_string(static_cast<uint32_t>(a.config.method)) +
+           ": expected auto, fused or non_overlapped";
+  }
+  if (a.config.method == OpMethod::kDecomposed) {
+    return "argument 'config.method' = decomposed: GEMM+RS has no decomposed path yet; expected auto, fused or "
+           "non_overlapped";
+  }
+  if (a.config.method == OpMethod::kNonOverlapped &&
+      gemm_rs_policy::reducer(a.config.reducer) == GemmRsReducer::kEpilogue) {
+    return "argument 'config.method' = non_overlapped with config.reducer = epilogue: the epilogue sums inside "
+           "the GEMM, as it runs; expected the reduction blocks (reducer blocks or auto) or method fused";
+  }
   if (a.config.reduce_blocks > static_cast<uint32_t>(world.sm_budget(0))) {
     return "argument 'config.reduce_blocks' = " + std::to_string(a.config.reduce_blocks) +
            ": expected at most the rank's SM budget of " + std::to_string(world.sm_budget(0));
@@ -223,9 +239,13 @@ GemmRs::GemmRs(const World& world, SymmetricHeap& heap, SignalSet& signals, cons
   if (std::string why = can_implement(world, heap, args_in); !why.empty()) {
     throw InvalidArgument("GemmRs '" + name + "': " + why);
   }
-  // With every knob on automatic, the tune cache's configuration for this GPU, world and shape.
+  // With every knob on automatic, the tune cache's configuration for this GPU, world and shape
+  // (its method too, unless the caller chose one).
   args_ = detail::with_tuned_config<GemmRs>(
-      world, heap, args_in, [&] { return gemm_rs_tune_key(world, args_in); }, [](auto&, const auto&) {},
+      world, heap, args_in, [&] { return gemm_rs_tune_key(world, args_in); },
+      [](auto& tuned, const auto& callers) {
+        if (callers.method != OpMethod::kAuto) tuned.method = callers.method;
+      },
       &tuned_from_);
   const GemmRsArguments& args = args_;
   const auto& kernel = detail::sm90_gemm_rs_configs().front();
@@ -237,6 +257,7 @@ GemmRs::GemmRs(const World& world, SymmetricHeap& heap, SignalSet& signals, cons
   reduce_blocks_ = reduce_blocks_of(world, args);
   swizzle_ = choose_swizzle(world, args, kernel);
   kernel_cluster_ = kernel.cluster_m * kernel.cluster_n;
+  choose_method(args_in.config.method);
   // The band the scheduler really runs (it narrows a swizzle for few tiles).
   plan_.band = gemm_rs_policy::scheduler_swizzle(swizzle_, plan_.world * plan_.m_tiles(), plan_.n_tiles()) *
                kernel.cluster_m;
@@ -256,6 +277,36 @@ GemmRs::GemmRs(const World& world, SymmetricHeap& heap, SignalSet& signals, cons
     detail::preload_gemm_rs_reduce();
   }
   if (args.config.scatter == GemmRsScatter::kCopyEngine) scatter_ = SideStreams(world, true);
+}
+
+void GemmRs::choose_method(OpMethod callers) {
+  const World& world = *world_;
+  const int budget = world.sm_budget(world.local_ranks().front());
+  gemm_rs_policy::MethodShape s;
+  s.world = static_cast<uint32_t>(world.size());
+  s.m = args_.m;
+  s.n = args_.n;
+  s.k = args_.k;
+  s.sm_budget = budget;
+  s.reduce_blocks = reduce_blocks_;
+  s.reducer = plan_.reducer;
+  s.one_rank_per_gpu = world.mode() != WorldMode::kVirtual;
+  estimates_ = gemm_rs_policy::estimate_methods(s);
+  auto us = [](double t) { return std::to_string(static_cast<long long>(t * 1e6 + 0.5)); };
+  if (plan_.reducer == GemmRsReducer::kEpilogue) {  // can_implement refuses a configured non-overlapped
+    method_ = OpMethod::kFused;
+    method_why_ = callers != OpMethod::kAuto ? "configured" : "the epilogue reducer sums inside the GEMM";
+  } else {
+    method_ = gemm_rs_policy::choose_method(args_.config.method, estimates_);
+    method_why_ = callers != OpMethod::kAuto          ? "configured"
+                  : args_.config.method != OpMethod::kAuto ? "the tune cache's measured winner (" + tuned_from_ + ")"
+                                                           : "the estimate's faster (fused " + us(estimates_.fused) +
+                                                                 " us, non-overlapped " +
+                                                                 us(estimates_.non_overlapped) + " us)";
+  }
+  if (method_ == OpMethod::kNonOverlapped) {  // after the GEMM the reduction takes the whole budget
+    reduce_blocks_ = std::max(kernel_cluster_, static_cast<uint32_t>(budget) / kernel_cluster_ * kernel_cluster_);
+  }
 }
 
 void GemmRs::make_kernel(int r) {
@@ -285,7 +336,7 @@ void GemmRs::make_kernel(int r) {
   p.recv = args_.recv != nullptr ? args_.recv->data(r) : nullptr;
   p.out = args_.out[static_cast<size_t>(r)];
   p.device = world_->device(r);
-  p.sm_count = gemm_sm_count(*world_, r, args_);
+  p.sm_count = gemm_sm_count(*world_, r, args_, method_);
   p.swizzle = static_cast<int>(swizzle_);
   kernels_[static_cast<size_t>(r)] = kernel.make(p);
   if (trace_ != nullptr) kernels_[static_cast<size_t>(r)]->set_trace(trace_->view(r));
@@ -331,7 +382,19 @@ uint64_t GemmRs::run() {
     // (and so every peer's reading of this rank's partial) completes before this GEMM writes.
     world.comm_after_compute(r);
     kernels_[static_cast<size_t>(r)]->run(epoch, world.compute_stream(r));
-    if (plan_.scatter == GemmRsScatter::kCopyEngine) enqueue_scatter(r);
+    if (method_ == OpMethod::kNonOverlapped) {
+      // The GEMM on every SM of the budget, then, after it on the compute stream, the copies (ce)
+      // and the reduction on every SM: nothing beside the GEMM.
+      const cudaStream_t compute = world.compute_stream(r);
+      if (plan_.scatter == GemmRsScatter::kCopyEngine) enqueue_scatter(r, compute);
+      detail::launch_gemm_rs_reduce(plan_, slice_.device_view(r, "gemm_rs_reduce"), heap_->device_view(r),
+                                    args_.partial->data(r), args_.recv != nullptr ? args_.recv->data(r) : nullptr,
+                                    args_.out[static_cast<size_t>(r)], reduce_blocks_, kernel_cluster_, compute,
+                                    trace_ != nullptr ? trace_->view(r) : TraceView{});
+      if (plan_.scatter == GemmRsScatter::kCopyEngine) scatter_.join_into(r, compute);
+      continue;
+    }
+    if (plan_.scatter == GemmRsScatter::kCopyEngine) enqueue_scatter(r, world.comm_stream(r));
     if (plan_.reducer == GemmRsReducer::kEpilogue) {
       // The GEMM's consumers summed this rank's tiles; one block after it on the compute stream
       // passes the exit barrier (no SM held beside the GEMM: virtual ranks stay co-resident).
@@ -367,11 +430,12 @@ void GemmRs::run_gemm_only() {
   }
 }
 
-// The copies run on the rank's scatter stream, after everything so far on its comm stream (the
-// previous call's reduction and exit barrier: no owner still reads the slots they overwrite);
-// the comm stream waits for them after launching the reduction.
-void GemmRs::enqueue_scatter(int rank) {
-  scatter_.fork_from(rank, world_->comm_stream(rank));
+// The copies run on the rank's scatter stream, after everything so far on `after` (the comm
+// stream, fused: the previous call's reduction and exit barrier, so no owner still reads the slots
+// they overwrite; the compute stream, non-overlapped: also this call's GEMM); the stream that
+// runs the reduction waits for them after launching it.
+void GemmRs::enqueue_scatter(int rank, cudaStream_t after) {
+  scatter_.fork_from(rank, after);
   StreamCtx h{rank, world_->size(), scatter_.stream(rank)};
   gemm_rs_copy_engine_scatter(h, plan_, slice_.host_view(rank), heap_->host_view(rank),
                               host_m_order_[static_cast<size_t>(rank)].data(), args_.partial->data(rank),

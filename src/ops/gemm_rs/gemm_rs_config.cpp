@@ -10,6 +10,7 @@ std::string describe(const GemmRsConfig& c) {
                   ", reduction CTAs " + num(c.reduce_blocks) + ", swizzle " + num(c.swizzle);
   if (c.gemm_sms != 0) s += ", GEMM SMs " + std::to_string(c.gemm_sms);
   if (c.reducer != GemmRsReducer::kAuto) s += std::string(", reducer ") + to_string(c.reducer);
+  if (c.method != OpMethod::kAuto) s += std::string(", method ") + to_string(c.method);
   return s;
 }
 
@@ -25,7 +26,8 @@ std::string to_config_json(const GemmRsConfig& c) {
                       {"reduce_blocks", c.reduce_blocks},
                       {"gemm_sms", c.gemm_sms},
                       {"swizzle", c.swizzle},
-                      {"reducer", to_string(c.reducer)}}
+                      {"reducer", to_string(c.reducer)},
+                      {"op_method", to_string(c.method)}}
       .dump();
 }
 
@@ -42,6 +44,10 @@ void from_config_json(const std::string& json, const std::string& source, GemmRs
     if (j.contains("reducer")) {
       out.reducer = detail::enum_field(
           j, "reducer", {GemmRsReducer::kBlocks, GemmRsReducer::kEpilogue, GemmRsReducer::kAuto}, source);
+    }
+    if (j.contains("op_method")) {
+      out.method = detail::enum_field(
+          j, "op_method", {OpMethod::kAuto, OpMethod::kFused, OpMethod::kDecomposed, OpMethod::kNonOverlapped}, source);
     }
     return out;
   });

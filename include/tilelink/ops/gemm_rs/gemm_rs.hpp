@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "tilelink/ops/gemm_rs/gemm_rs_config.hpp"
+#include "tilelink/ops/gemm_rs/gemm_rs_policy.hpp"
 #include "tilelink/ops/gemm_rs/gemm_rs_fused.hpp"
 #include "tilelink/runtime/device_buffer.hpp"
 #include "tilelink/runtime/side_streams.hpp"
@@ -94,13 +95,20 @@ class GemmRs {
   const std::string& tuned_from() const { return tuned_from_; }
   uint32_t reduce_blocks() const { return reduce_blocks_; }
   uint32_t swizzle() const { return swizzle_; }
+  // The method that runs (GemmRsConfig::method resolved) and why: "configured", the tune cache's
+  // measured winner, the estimate's faster (with both estimates), or fused because the epilogue
+  // reducer sums inside the GEMM.
+  OpMethod method() const { return method_; }
+  const std::string& method_why() const { return method_why_; }
+  const gemm_rs_policy::MethodEstimates& method_estimates() const { return estimates_; }
 
  private:
   const World* world_;
   SymmetricHeap* heap_;
   GemmRsArguments args_;
-  void enqueue_scatter(int rank);
+  void enqueue_scatter(int rank, cudaStream_t after);
   void make_kernel(int rank);
+  void choose_method(OpMethod callers);
 
   GemmRsFusedPlan plan_;
   SignalSlice slice_;
@@ -115,6 +123,9 @@ class GemmRs {
   std::vector<std::unique_ptr<detail::Sm90GemmRsKernel>> kernels_;
   const TraceBuffer* trace_ = nullptr;
   std::string tuned_from_;
+  OpMethod method_ = OpMethod::kFused;
+  std::string method_why_;
+  gemm_rs_policy::MethodEstimates estimates_;
 };
 
 }  // namespace tilelink

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <string>
 
+#include "tilelink/ops/common/op_method.hpp"
 #include "tilelink/ops/gemm_rs/gemm_rs_fused.hpp"
 
 namespace tilelink {
@@ -20,6 +21,11 @@ struct GemmRsConfig {
   // the GEMM's own CTAs after their own tiles' epilogues (epilogue: no SM taken, needs a signal
   // per tile); auto = gemm_rs_policy::reducer.
   GemmRsReducer reducer = GemmRsReducer::kAuto;
+  // How a call runs (op_method.hpp): fused (the reduction under the GEMM, as above) or
+  // non-overlapped (the GEMM on every SM of the budget, then the reduction with every SM, on the
+  // compute stream); auto = the tune cache's measured winner, else gemm_rs_policy::estimate_methods'
+  // faster. Decomposed is not built for GEMM+RS yet and is refused. GemmRs::method() says which runs.
+  OpMethod method = OpMethod::kAuto;
   // With every knob above on automatic, use the configuration `tilelink tune gemm_rs` stored for
   // this GPU, world and shape, if the tune cache has one (runtime/tune_cache.hpp).
   bool use_tune_cache = true;
@@ -27,10 +33,11 @@ struct GemmRsConfig {
 
 // The configuration in words ("scatter pull, signal per tile, reduction CTAs auto, swizzle auto").
 std::string describe(const GemmRsConfig& c);
-// True when every knob is on automatic, as in GemmRsConfig{} (use_tune_cache is not a knob).
+// True when every knob but the method is on automatic, as in GemmRsConfig{} (use_tune_cache is not
+// a knob): the tune cache then supplies them, and the method too unless the caller chose one.
 bool is_automatic(const GemmRsConfig& c);
 // The knobs as a JSON object (text): scatter, granularity, reduce_blocks, gemm_sms, swizzle,
-// reducer (absent in entries written before it existed: auto).
+// reducer and op_method (each absent in entries written before it existed: auto).
 std::string to_config_json(const GemmRsConfig& c);
 // `c` = the configuration in `json` (to_config_json's form; use_tune_cache at its default); an
 // InvalidArgument naming `source` and the field when `json` is not one.

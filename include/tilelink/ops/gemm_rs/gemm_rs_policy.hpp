@@ -6,6 +6,7 @@
 #include <cstdint>
 
 #include "tilelink/core/h200_rates.hpp"
+#include "tilelink/ops/common/op_method.hpp"
 #include "tilelink/ops/gemm_rs/gemm_rs_fused.hpp"
 
 namespace tilelink::gemm_rs_policy {
@@ -96,6 +97,35 @@ inline uint32_t auto_swizzle(uint32_t configured, uint32_t cluster_rows, uint32_
   uint32_t s = 1;
   while (s < 8 && 4 * 2 * s * cluster_rows <= rows_per_rank) s *= 2;
   return s;
+}
+
+// The method's estimate (OpMethod::kAuto without a tune-cache entry), per call of one rank, from
+// the H200 rates (core/h200_rates.hpp); `tilelink plan gemm_rs` prints it beside its timeline:
+//   the GEMM on `sms` SMs: waves of the compiled tile over every owner block, at the dense bf16
+//   rate per SM;
+//   the reduction with `ctas` CTAs: the owner's block from each of the world ranks plus its
+//   output, at one CTA's copy rate each, and no faster than the peers' parts cross the link
+//   (NVLink one rank per GPU; virtual ranks: their share of the one HBM);
+//   non-overlapped = GEMM(every SM) + reduction(every SM);
+//   fused (reduction blocks) = max(GEMM(budget - blocks), reduction(blocks)) + the reduction of
+//   one tile row of the block (the last band's, after the GEMM);
+//   fused (epilogue reducer) = GEMM(every SM) + the own tiles' sums at the epilogue rate.
+struct MethodShape {
+  uint32_t world = 1, m = 0, n = 0, k = 0;  // k: one rank's K
+  int sm_budget = 132;
+  uint32_t reduce_blocks = 0;  // the fused call's reduction CTAs (0 with the epilogue reducer)
+  GemmRsReducer reducer = GemmRsReducer::kBlocks;
+  bool one_rank_per_gpu = true;
+};
+struct MethodEstimates {
+  double fused = 0, non_overlapped = 0;  // seconds
+  double of(OpMethod m) const { return m == OpMethod::kNonOverlapped ? non_overlapped : fused; }
+};
+MethodEstimates estimate_methods(const MethodShape& s);
+// The configured method, else the estimate's faster (fused on a tie).
+inline OpMethod choose_method(OpMethod configured, const MethodEstimates& e) {
+  if (configured != OpMethod::kAuto) return configured;
+  return e.non_overlapped < e.fused ? OpMethod::kNonOverlapped : OpMethod::kFused;
 }
 
 }  // namespace tilelink::gemm_rs_policy

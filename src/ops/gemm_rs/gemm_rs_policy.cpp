@@ -1,0 +1,42 @@
+// GEMM+RS's method estimate (gemm_rs_policy.hpp); the other rules that need the compiled kernel
+// are in gemm_rs.cpp.
+#include "tilelink/ops/gemm_rs/gemm_rs_policy.hpp"
+
+#include <algorithm>
+
+namespace tilelink::gemm_rs_policy {
+
+MethodEstimates estimate_methods(const MethodShape& s) {
+  const GemmTile tile = gemm_tile();
+  const uint32_t w = std::max(s.world, 1u);
+  const double per_sm = h200::kBf16GemmFlops / h200::kSms;
+  const double tile_time = 2.0 * tile.m * tile.n * s.k / per_sm;
+  const uint64_t rows_per_rank = (uint64_t(s.m) + w - 1) / w;
+  const uint64_t block_tile_rows = (rows_per_rank + tile.m - 1) / tile.m;
+  const uint64_t tiles = block_tile_rows * w * ((uint64_t(s.n) + tile.n - 1) / tile.n);
+  auto gemm = [&](int sms) {
+    const uint64_t ctas = uint64_t(std::max(sms, 1));
+    return double((tiles + ctas - 1) / ctas) * tile_time;
+  };
+  const double block_bytes = double(rows_per_rank) * s.n * 2;  // one rank's part of an owner block
+  const double link = s.one_rank_per_gpu ? h200::kNvlinkBandwidth : h200::kHbmBandwidth / (2.0 * w);
+  auto reduction = [&](double ctas, double rows_share) {  // rows_share: the fraction of the block
+    if (w == 1) return 0.0;
+    const double bytes = (w + 1) * block_bytes * rows_share, remote = (w - 1) * block_bytes * rows_share;
+    return std::max(bytes / (std::max(ctas, 1.0) * h200::kCtaCopyBandwidth), remote / link);
+  };
+  MethodEstimates e;
+  e.non_overlapped = gemm(s.sm_budget) + reduction(s.sm_budget, 1.0);
+  if (s.reducer == GemmRsReducer::kEpilogue) {
+    e.fused = gemm(s.sm_budget) +
+              (w > 1 ? (w + 1) * block_bytes / (std::max(s.sm_budget, 1) * h200::kEpilogueSumBandwidth) : 0.0);
+  } else {
+    const int blocks = static_cast<int>(s.reduce_blocks);
+    e.fused = std::max(gemm(s.sm_budget - blocks), reduction(blocks, 1.0)) +
+              reduction(blocks, 1.0 / double(std::max<uint64_t>(block_tile_rows, 1)));
+  }
+  if (w == 1) e.fused = e.non_overlapped = gemm(s.sm_budget);  // one rank: the GEMM alone either way
+  return e;
+}
+
+}  // namespace tilelink::gemm_rs_policy
