@@ -7,7 +7,7 @@
 //                        cudaMemcpyAsync from every peer), then cuBLAS
 //   decomposed           per-shard cuBLAS GEMMs, each after its shard's copy, copies and GEMMs on
 //                        two streams (PyTorch async-TP style)
-//   tilelink fused       AgGemm::run (method fused, or the one --op-method names)
+//   tilelink fused       AgGemm::run (method fused)
 //   tilelink decomposed / non-overlapped (op paths)
 //                        AgGemm::run with AgGemmConfig::method decomposed / non_overlapped: the
 //                        baselines' chains as the op runs them (its plain GEMM, its all-gather)
@@ -71,9 +71,9 @@ Table bench_ag_gemm(const AgGemmBenchOptions& o) {
   if (const std::string why = AgGemm::can_implement(world, heap, args); !why.empty()) {
     throw InvalidArgument("bench ag_gemm: " + why);
   }
-  // The op as asked (fused unless --op-method names another), and its two other methods.
+  // The fused op, and its two other methods (the tune cache's other knobs apply to all three).
   AgGemmArguments main_args = args;
-  if (main_args.config.method == OpMethod::kAuto) main_args.config.method = OpMethod::kFused;
+  main_args.config.method = OpMethod::kFused;
   AgGemm op(world, heap, setup.signals, main_args, "bench.ag_gemm");
   auto with_method = [&](OpMethod m) {
     AgGemmArguments a = args;
@@ -86,9 +86,18 @@ Table bench_ag_gemm(const AgGemmBenchOptions& o) {
   Events events(world, w);
   world.synchronize();
 
-  // Check once: each method of the op against cuBLAS on the gathered A.
-  for (AgGemm* each : {&op_dec, &op_non, &op}) {
-    for (int r = 0; r < w; ++r) TL_CUDA_CHECK(cudaMemset(c[r].get(), 0xFF, c_elems * 2));  // NaN unless written
+  // Check once: each method of the op against cuBLAS on the gathered A, each from C and the peers'
+  // rows of A poisoned (bf16 0xFFFF is NaN: a GEMM that read a row before it landed, or left C
+  // unwritten, shows).
+  for (AgGemm* each : {&op, &op_dec, &op_non}) {
+    for (int r = 0; r < w; ++r) {
+      world.set_device(r);
+      const cudaStream_t stream = world.compute_stream(r);
+      TL_CUDA_CHECK(cudaMemsetAsync(c[r].get(), 0xFF, c_elems * 2, stream));
+      char* g = static_cast<char*>(gathered.data(r));
+      if (r > 0) TL_CUDA_CHECK(cudaMemsetAsync(g, 0xFF, size_t(r) * shard_bytes, stream));
+      if (r + 1 < w) TL_CUDA_CHECK(cudaMemsetAsync(g + size_t(r + 1) * shard_bytes, 0xFF, size_t(w - r - 1) * shard_bytes, stream));
+    }
     world.synchronize();
     each->run();
     world.synchronize();
@@ -173,9 +182,7 @@ Table bench_ag_gemm(const AgGemmBenchOptions& o) {
   out.ideal_row();
   out.row(std::string("non-overlapped (") + baseline_transport(world) + " all-gather, then cuBLAS)", t_non);
   out.row("decomposed (per-shard cuBLAS, 2 streams)", t_dec);
-  out.row(op.method() == OpMethod::kFused ? std::string("tilelink fused")
-                                           : std::string("tilelink ") + to_string(op.method()) + " (--op-method)",
-          t_fused);
+  out.row("tilelink fused", t_fused);
   out.row("tilelink decomposed (op path)", t[6]);
   out.row("tilelink non-overlapped (op path)", t[7]);
   out.row("fused kernel alone (no waits)", t_kernel);

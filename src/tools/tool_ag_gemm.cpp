@@ -52,12 +52,6 @@ void add_knobs(CLI::App* app, AgGemmConfig& c, CLI::Option_group*& knobs) {
       ->capture_default_str()
       ->check(CLI::IsMember({0u, 1u, 2u, 4u, 8u}));
   g->add_option("--kernel", c.kernel, "GEMM kernel configuration; default: the first compiled one");
-  // Not a knob of the group: the tune cache still supplies the others.
-  add_enum_option(app, "--op-method", c.method,
-                  {OpMethod::kAuto, OpMethod::kFused, OpMethod::kDecomposed, OpMethod::kNonOverlapped},
-                  "how the op runs a call: fused, decomposed (a GEMM per shard as it lands), non_overlapped "
-                  "(all-gather, then GEMM) or auto (the tune cache's winner, else the op's estimate); bench's "
-                  "main row is fused unless given");
 }
 
 // ---- bench ----------------------------------------------------------------------------------------
@@ -167,7 +161,7 @@ int plan(PlanAgGemm a, const sim::CostModel& cost) {
   shape.gemm_sms = cost.sms - (p.world > 1 ? 2 : 0) - (comm.resource == CommResource::kSm ? int(comm.num_blocks) : 0);
   shape.one_rank_per_gpu = true;
   const ag_gemm_policy::MethodEstimates e = ag_gemm_policy::estimate_methods(shape);
-  std::printf("op method auto: %s (the op's estimate, one rank per GPU: fused %.1f, decomposed %.1f, "
+  std::printf("op method auto: %s (the op's estimate, one rank per GPU on one node's NVLink: fused %.1f, decomposed %.1f, "
               "non-overlapped %.1f us; a tune-cache entry would decide instead)\n",
               to_string(ag_gemm_policy::choose_method(OpMethod::kAuto, e)), e.fused * 1e6, e.decomposed * 1e6,
               e.non_overlapped * 1e6);
@@ -205,12 +199,9 @@ TraceResult trace_ag_gemm(const TraceOptions<tb::AgGemmBenchOptions>& options) {
   TL_REQUIRE(o.world >= 1, where, "world", o.world, ">= 1");
   TL_REQUIRE(o.m % o.world == 0, where, "m", o.m, "a multiple of the world size (" + std::to_string(o.world) + ")");
   TL_REQUIRE(o.n % o.world == 0, where, "n", o.n, "a multiple of the world size (" + std::to_string(o.world) + ")");
-  // The trace records the fused kernel's tiles: the other methods' plain GEMMs record nothing.
-  TL_REQUIRE(o.config.method == OpMethod::kAuto || o.config.method == OpMethod::kFused, where, "--op-method",
-             to_string(o.config.method), "fused (the trace records the fused kernel's tiles)");
   AgGemmSetup s(o.world, o.m, o.n, o.k, o.seed, o.config.comm.comm_rows);
   AgGemmArguments args = s.args(o.config);
-  args.config.method = OpMethod::kFused;
+  args.config.method = OpMethod::kFused;  // the trace records the fused kernel's tiles
   if (const std::string why = AgGemm::can_implement(s.world, s.heap, args); !why.empty()) {
     throw InvalidArgument("trace ag_gemm: " + why);
   }

@@ -64,10 +64,6 @@ void add_knobs(CLI::App* app, GemmRsConfig& c, CLI::Option_group*& knobs) {
                 "tile rasterization swizzle: 1, 2, 4 or 8; 0 = automatic (a band inside one owner block)")
       ->capture_default_str()
       ->check(CLI::IsMember({0u, 1u, 2u, 4u, 8u}));
-  // Not a knob of the group: the tune cache still supplies the others.
-  add_enum_option(app, "--op-method", c.method, {OpMethod::kAuto, OpMethod::kFused, OpMethod::kNonOverlapped},
-                  "how the op runs a call: fused, non_overlapped (the GEMM on every SM, then the reduction) or "
-                  "auto (the tune cache's winner, else the op's estimate); bench's main row is fused unless given");
 }
 
 // ---- plan ----------------------------------------------------------------------------------------
@@ -111,7 +107,7 @@ int plan(const PlanGemmRs& a, const sim::CostModel& cost) {
   shape.reduce_blocks = r.reducer == GemmRsReducer::kEpilogue ? 0 : r.reduce_ctas;
   shape.reducer = r.reducer;
   const gemm_rs_policy::MethodEstimates e = gemm_rs_policy::estimate_methods(shape);
-  std::printf("op method auto: %s (the op's estimate, one rank per GPU: fused %.1f, non-overlapped %.1f us; a "
+  std::printf("op method auto: %s (the op's estimate, one rank per GPU on one node's NVLink: fused %.1f, non-overlapped %.1f us; a "
               "tune-cache entry would decide instead)\n",
               to_string(r.reducer == GemmRsReducer::kEpilogue ? OpMethod::kFused
                                                                : gemm_rs_policy::choose_method(OpMethod::kAuto, e)),

@@ -55,6 +55,7 @@ TEST(AgGemmPolicy, MethodEstimatesByHand) {
   s.n = 3584;
   s.k = 8192;
   s.gemm_sms = 130;
+  s.budget = 132;  // 896 tiles: 7 waves on either
   const double tile = 2.0 * 128 * 256 * 8192 / (790e12 / 132), comm = 7.0 * 1024 * 8192 * 2 / 390e9;
   const MethodEstimates e = estimate_methods(s);
   EXPECT_NEAR(e.non_overlapped, comm + 7 * tile, 1e-9);
@@ -69,6 +70,24 @@ TEST(AgGemmPolicy, MethodEstimatesByHand) {
   const MethodEstimates one = estimate_methods(s);
   EXPECT_DOUBLE_EQ(one.fused, one.non_overlapped);
   EXPECT_EQ(choose_method(OpMethod::kAuto, one), OpMethod::kFused);
+}
+
+// Where the all-gather is short and the GEMM's waves fall so that the two SMs the fused call
+// leaves free cost a wave: 2 ranks, 2048 x 8448 x 256 -- 16 x 33 = 528 tiles of 2.8 us, 5 waves on
+// 130 SMs, 4 on the whole 132; the all-gather is one 512 KiB shard (1.3 us).
+TEST(AgGemmPolicy, NonOverlappedWinsWhenTheWholeBudgetSavesAWave) {
+  MethodShape s;
+  s.world = 2;
+  s.m_per_rank = 1024;
+  s.n = 8448;
+  s.k = 256;
+  s.gemm_sms = 130;
+  s.budget = 132;
+  const double tile = 2.0 * 128 * 256 * 256 / (790e12 / 132), comm = 1024.0 * 256 * 2 / 390e9;
+  const MethodEstimates e = estimate_methods(s);
+  EXPECT_NEAR(e.non_overlapped, comm + 4 * tile, 1e-12);
+  EXPECT_NEAR(e.fused, std::max(5 * tile, comm + 3 * tile), 1e-12);  // a shard: 264 tiles, 3 waves
+  EXPECT_EQ(choose_method(OpMethod::kAuto, e), OpMethod::kNonOverlapped);
 }
 
 TEST(AgGemmPolicy, AutoTakesTheFastestEstimateAndAConfiguredMethodStays) {

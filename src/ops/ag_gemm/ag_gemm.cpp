@@ -159,6 +159,15 @@ AgGemm::AgGemm(const World& world, SymmetricHeap& heap, SignalSet& signals, cons
       TL_CUDA_CHECK(cudaMemcpy(shard_table.get(), identity.data(), shard_table.bytes(), cudaMemcpyHostToDevice));
       shard_order_.resize(static_cast<size_t>(world.size()));
       shard_order_[static_cast<size_t>(r)] = std::move(shard_table);
+      // The shards in the order the rank's all-gather lands them (mesh, ring, pull or push).
+      std::vector<uint32_t> by_arrival(static_cast<size_t>(world.size()));
+      for (uint32_t s = 0; s < by_arrival.size(); ++s) by_arrival[s] = s;
+      std::stable_sort(by_arrival.begin(), by_arrival.end(), [&](uint32_t x, uint32_t y) {
+        return arrival_step(ag_->plan(), static_cast<uint32_t>(r), x * args_.m_per_rank, args_.m_per_rank) <
+               arrival_step(ag_->plan(), static_cast<uint32_t>(r), y * args_.m_per_rank, args_.m_per_rank);
+      });
+      shard_arrival_.resize(static_cast<size_t>(world.size()));
+      shard_arrival_[static_cast<size_t>(r)] = std::move(by_arrival);
     }
     make_kernels(r);
   }
@@ -174,7 +183,10 @@ void AgGemm::choose_method(OpMethod callers, const detail::Sm90AgGemmConfigInfo&
   s.tile_m = kernel.tile_m;
   s.tile_n = kernel.tile_n;
   const uint32_t comm_blocks = args_.config.comm.resource == CommResource::kSm ? ag_->num_blocks() : 0;
-  s.gemm_sms = gemm_sm_count(world, world.local_ranks().front(), args_, comm_blocks);
+  const int r0 = world.local_ranks().front();
+  s.gemm_sms = gemm_sm_count(world, r0, args_, comm_blocks);
+  s.budget = args_.config.gemm_sms != 0 ? std::min(world.sm_budget(r0), static_cast<int>(args_.config.gemm_sms))
+                                        : world.sm_budget(r0);
   s.one_rank_per_gpu = world.mode() != WorldMode::kVirtual;
   estimates_ = ag_gemm_policy::estimate_methods(s);
   method_ = ag_gemm_policy::choose_method(args_.config.method, estimates_);
@@ -208,22 +220,32 @@ void AgGemm::make_kernels(int r) {
   p.device = world.device(r);
   p.sm_count = gemm_sm_count(world, r, args_, comm_blocks);
   p.swizzle = static_cast<int>(swizzle_);
+  // The other methods' kernels first, into locals: a throw leaves the rank's kernels as they were.
+  std::vector<std::unique_ptr<detail::Sm90AgGemmKernel>> shards;
+  std::unique_ptr<detail::Sm90AgGemmKernel> whole;
+  if (method_ == OpMethod::kDecomposed) {  // a plain GEMM per shard: its rows of A and of C
+    for (int s = 0; s < world.size(); ++s) {
+      detail::Sm90AgGemmProblem q = p;
+      q.a = static_cast<const char*>(p.a) + uint64_t(s) * args_.m_per_rank * args_.k * kElementBytes;
+      q.c = static_cast<char*>(p.c) + uint64_t(s) * args_.m_per_rank * args_.n * kElementBytes;
+      q.m = args_.m_per_rank;
+      q.m_order = shard_order_[static_cast<size_t>(r)].get<uint32_t>();
+      q.wait = false;
+      shards.push_back(kernel.make(q));
+    }
+  } else if (method_ == OpMethod::kNonOverlapped) {  // nothing runs beside it: the whole budget
+    detail::Sm90AgGemmProblem q = p;
+    q.wait = false;
+    q.sm_count = args_.config.gemm_sms != 0 ? std::min(world.sm_budget(r), static_cast<int>(args_.config.gemm_sms))
+                                            : world.sm_budget(r);
+    whole = kernel.make(q);
+  }
   detail::make_fused_and_plain(kernel, p, kernels_, plain_kernels_, r);
   if (trace_ != nullptr) kernels_[static_cast<size_t>(r)]->set_trace(trace_->view(r));
-  if (method_ != OpMethod::kDecomposed) return;
-  // Decomposed: a plain GEMM per shard (its rows of the gathered A, its rows of C).
-  std::vector<std::unique_ptr<detail::Sm90AgGemmKernel>> shards;
-  for (int s = 0; s < world.size(); ++s) {
-    detail::Sm90AgGemmProblem q = p;
-    q.a = static_cast<const char*>(p.a) + uint64_t(s) * args_.m_per_rank * args_.k * kElementBytes;
-    q.c = static_cast<char*>(p.c) + uint64_t(s) * args_.m_per_rank * args_.n * kElementBytes;
-    q.m = args_.m_per_rank;
-    q.m_order = shard_order_[static_cast<size_t>(r)].get<uint32_t>();
-    q.wait = false;
-    shards.push_back(kernel.make(q));
-  }
   shard_kernels_.resize(static_cast<size_t>(world.size()));
   shard_kernels_[static_cast<size_t>(r)] = std::move(shards);
+  whole_kernels_.resize(static_cast<size_t>(world.size()));
+  whole_kernels_[static_cast<size_t>(r)] = std::move(whole);
 }
 
 void AgGemm::set_operands(int rank, const void* b, void* c) {
@@ -267,7 +289,7 @@ uint64_t AgGemm::run_non_overlapped() {
   const uint64_t epoch = ag_->run();  // ordered after the previous call's GEMMs
   for (int r : world.local_ranks()) {
     world.compute_after_comm(r);  // all of A, and the peers done reading this rank's rows
-    plain_kernels_[static_cast<size_t>(r)]->run(0, world.compute_stream(r));
+    whole_kernels_[static_cast<size_t>(r)]->run(0, world.compute_stream(r));
   }
   return epoch;
 }
@@ -287,8 +309,7 @@ uint64_t AgGemm::run_decomposed() {
     world.set_device(r);
     const cudaStream_t compute = world.compute_stream(r);
     const SignalView sig = ag_->signals().host_view(r);
-    for (uint32_t i = 0; i < w; ++i) {  // the own shard first, then in the all-gather's order
-      const uint32_t s = swizzled_peer(static_cast<uint32_t>(r), i, w);
+    for (uint32_t s : shard_arrival_[static_cast<size_t>(r)]) {  // the own shard first, then as they land
       if (s != static_cast<uint32_t>(r)) {
         const ChannelRange ch = ag_->plan().consumer_channels(s * args_.m_per_rank, args_.m_per_rank);
         for (uint32_t c = ch.first; c < ch.first + ch.count; ++c) rank_wait(compute, sig, c);

@@ -39,10 +39,7 @@ void from_config_json(const std::string& json, const std::string& source, AgGemm
     out.kernel = j.at("kernel").get<std::string>();
     out.swizzle = j.at("swizzle").get<uint32_t>();
     out.gemm_sms = j.at("gemm_sms").get<uint32_t>();
-    if (j.contains("op_method")) {
-      out.method = detail::enum_field(
-          j, "op_method", {OpMethod::kAuto, OpMethod::kFused, OpMethod::kDecomposed, OpMethod::kNonOverlapped}, source);
-    }
+    out.method = detail::method_from_json(j, source);
     out.comm = detail::all_gather_from_json(j.at("comm"), source);
     return out;
   });

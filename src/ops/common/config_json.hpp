@@ -9,6 +9,7 @@
 
 #include "tilelink/comm/collectives.hpp"
 #include "tilelink/core/error.hpp"
+#include "tilelink/ops/common/op_method.hpp"
 #include "tilelink/ops/common/parse_enum.hpp"
 
 namespace tilelink::detail {
@@ -20,6 +21,14 @@ using nlohmann::json;
 template <class E>
 E enum_field(const json& j, const char* field, std::initializer_list<E> values, const std::string& source) {
   return parse_enum(j.at(field).get<std::string>(), values, source + ": field '" + field + "'");
+}
+
+// An op's method field, "op_method" (op_method.hpp); absent in entries written before the knob
+// existed: auto.
+inline OpMethod method_from_json(const json& j, const std::string& source) {
+  if (!j.contains("op_method")) return OpMethod::kAuto;
+  return enum_field(j, "op_method",
+                    {OpMethod::kAuto, OpMethod::kFused, OpMethod::kDecomposed, OpMethod::kNonOverlapped}, source);
 }
 
 json all_gather_to_json(const AllGatherConfig& c);

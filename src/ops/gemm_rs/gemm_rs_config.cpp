@@ -45,10 +45,7 @@ void from_config_json(const std::string& json, const std::string& source, GemmRs
       out.reducer = detail::enum_field(
           j, "reducer", {GemmRsReducer::kBlocks, GemmRsReducer::kEpilogue, GemmRsReducer::kAuto}, source);
     }
-    if (j.contains("op_method")) {
-      out.method = detail::enum_field(
-          j, "op_method", {OpMethod::kAuto, OpMethod::kFused, OpMethod::kDecomposed, OpMethod::kNonOverlapped}, source);
-    }
+    out.method = detail::method_from_json(j, source);
     return out;
   });
 }

@@ -131,7 +131,9 @@ class AgGemm {
   std::string method_why_;
   ag_gemm_policy::MethodEstimates estimates_;
   std::vector<DeviceBuffer> shard_order_;  // decomposed: identity tile-row order of one shard
+  std::vector<std::vector<uint32_t>> shard_arrival_;  // decomposed: the shards as they land on the rank
   std::vector<std::vector<std::unique_ptr<detail::Sm90AgGemmKernel>>> shard_kernels_;  // [rank][shard]
+  std::vector<std::unique_ptr<detail::Sm90AgGemmKernel>> whole_kernels_;  // non-overlapped: on the whole budget
 
   void make_kernels(int rank);
   void choose_method(OpMethod callers, const detail::Sm90AgGemmConfigInfo& kernel);

@@ -27,14 +27,19 @@ inline uint32_t auto_swizzle(uint32_t configured, uint32_t band_rows, uint32_t m
 //   a GEMM of `rows` rows on `sms` SMs: waves of bm x bn tiles at the dense bf16 rate per SM;
 //   the all-gather: (world - 1) shards over NVLink (one rank per GPU) or through the one HBM that
 //   virtual ranks share;
-//   non-overlapped = all-gather + GEMM(M);
-//   fused          = max(GEMM(M), all-gather + GEMM(last shard)): the last shard lands at the end;
+//   non-overlapped = all-gather + GEMM(M) on the whole budget (nothing runs beside it);
+//   fused          = max(GEMM(M), all-gather + GEMM(last shard)) on the SMs the all-gather leaves:
+//                    the last shard lands at the end;
 //   decomposed     = a GEMM per shard, each after its shard lands and the previous one, plus a
 //                    launch each (partial waves are its cost).
+// The estimate does not see the fused kernel's waits or the copy engine's contention, so it
+// leaves fused only where the whole budget's extra SMs save more than the all-gather costs;
+// `tilelink tune ag_gemm` times all three, and its winner decides where it exists.
 struct MethodShape {
   uint32_t world = 1, m_per_rank = 0, n = 0, k = 0;
   uint32_t tile_m = 128, tile_n = 256;
-  int gemm_sms = 132;            // the GEMMs' CTAs (every method runs its GEMMs on the same count)
+  int gemm_sms = 130;            // the fused and per-shard GEMMs' CTAs (beside the all-gather)
+  int budget = 132;              // the rank's SM budget: the non-overlapped GEMM's CTAs
   bool one_rank_per_gpu = true;  // peers over NVLink; false: virtual ranks sharing one GPU
 };
 struct MethodEstimates {

@@ -25,6 +25,8 @@ struct GemmRsConfig {
   // non-overlapped (the GEMM on every SM of the budget, then the reduction with every SM, on the
   // compute stream); auto = the tune cache's measured winner, else gemm_rs_policy::estimate_methods'
   // faster. Decomposed is not built for GEMM+RS yet and is refused. GemmRs::method() says which runs.
+  // reduce_blocks and gemm_sms size the fused path; non-overlapped gives each phase the whole budget
+  // (gemm_sms still caps its GEMM).
   OpMethod method = OpMethod::kAuto;
   // With every knob above on automatic, use the configuration `tilelink tune gemm_rs` stored for
   // this GPU, world and shape, if the tune cache has one (runtime/tune_cache.hpp).
