@@ -58,7 +58,9 @@ Table bench_sp_attention(const SpAttentionBenchOptions& o) {
     for (auto* v : {&out_base, &out_ring}) v->emplace_back(q_elems * 2, world.device(r));
     for (auto* v : {&lse_base, &lse_ring}) v->emplace_back(lse_elems * sizeof(float), world.device(r));
   }
-  SpAttention op(world, heap, signals, args, "bench.sp_attention");
+  SpAttentionArguments main_args = args;  // the fused op (its run(); the baselines below run the others)
+  main_args.config.method = OpMethod::kFused;
+  SpAttention op(world, heap, signals, main_args, "bench.sp_attention");
   // The baselines write their own outputs: ops sharing the fused op's K/V buffer and kernels.
   SpAttentionArguments base_args = args, ring_args = args;
   for (int r = 0; r < w; ++r) {

@@ -199,7 +199,9 @@ TraceResult trace_sp_attention(const TraceOptions<tb::SpAttentionBenchOptions>& 
   TL_REQUIRE(o.op.world >= 1, "trace_sp_attention", "world", o.op.world, ">= 1");
   TL_REQUIRE(o.op.seq % o.op.world == 0, "trace_sp_attention", "seq", o.op.seq, "a multiple of the world size");
   SpAttentionSetup s(o.op);
-  SpAttention op(s.world, s.heap, s.signals, s.args, "trace.sp_attention");
+  SpAttentionArguments fused_args = s.args;
+  fused_args.config.method = OpMethod::kFused;  // the trace records the fused kernel's work items
+  SpAttention op(s.world, s.heap, s.signals, fused_args, "trace.sp_attention");
   TraceResult result;
   const bool gated = record_traced_call(s.world, op, o.capacity, o.op.timing, result);
 

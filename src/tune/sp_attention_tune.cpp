@@ -42,6 +42,13 @@ std::vector<SpAttentionConfig> sp_attention_compute_candidates(uint32_t kv_heads
     c.section_kv_heads = h;
     out.push_back(c);
   }
+  // The op's methods (issue 21), timed like any candidate (the ring is refused, so skipped, on a
+  // process world): where one wins, the cache stores it and the automatic method runs it.
+  for (OpMethod m : {OpMethod::kFused, OpMethod::kDecomposed, OpMethod::kNonOverlapped}) {
+    SpAttentionConfig c = automatic;
+    c.method = m;
+    out.push_back(c);
+  }
   return out;
 }
 

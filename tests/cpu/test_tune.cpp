@@ -431,7 +431,7 @@ TEST(MoeTuneSpace, KernelPairsThenOrdersThenRankedCommunication) {
 
 TEST(SpAttentionTuneSpace, SectionsThenRankedAllGatherAndLocalPass) {
   const std::vector<SpAttentionConfig> stage1 = sp_attention_compute_candidates(8, SeqLayout::kZigZag);
-  ASSERT_EQ(stage1.size(), 5u);  // automatic, 1, 2, 4, 8
+  ASSERT_EQ(stage1.size(), 8u);  // automatic, 1, 2, 4, 8, and the three methods
   EXPECT_TRUE(is_automatic(stage1.front()));
   std::set<std::string> seen;
   for (const SpAttentionConfig& c : stage1) {
@@ -440,7 +440,10 @@ TEST(SpAttentionTuneSpace, SectionsThenRankedAllGatherAndLocalPass) {
     EXPECT_TRUE(c.section_kv_heads == 0 || 8 % c.section_kv_heads == 0);
     EXPECT_TRUE(seen.insert(describe(c)).second) << "duplicate " << describe(c);
   }
-  EXPECT_EQ(sp_attention_compute_candidates(6, SeqLayout::kContiguous).size(), 5u);  // automatic, 1, 2, 3, 6
+  EXPECT_EQ(sp_attention_compute_candidates(6, SeqLayout::kContiguous).size(), 8u);  // automatic, 1, 2, 3, 6, methods
+  EXPECT_EQ(stage1[5].method, OpMethod::kFused);
+  EXPECT_EQ(stage1[6].method, OpMethod::kDecomposed);
+  EXPECT_EQ(stage1[7].method, OpMethod::kNonOverlapped);
 
   SpAttentionTuneShape shape;
   shape.problem.world = 1;

@@ -53,6 +53,7 @@ struct Case {
   uint32_t sample_rows = 0;                             // 0: check every row; else rows per rank
   bool local_first = false;                             // SpAttentionConfig::local_first
   uint32_t section_kv_heads = 0;                        // SpAttentionConfig::section_kv_heads
+  OpMethod method = OpMethod::kFused;  // SpAttentionConfig::method: what Mode::kFused's run() runs
 };
 
 std::string describe(const Case& c) {
@@ -62,7 +63,8 @@ std::string describe(const Case& c) {
     << (c.layout == SeqLayout::kZigZag ? ", zig-zag" : ", contiguous")
     << (c.resource == CommResource::kSm ? ", sm" : ", copy engine") << ", comm_rows " << c.comm_rows << ", kv_offset "
     << c.kv_offset << (c.local_first ? ", local pass first" : "")
-    << (c.section_kv_heads ? ", sections of " + std::to_string(c.section_kv_heads) + " kv heads" : "");
+    << (c.section_kv_heads ? ", sections of " + std::to_string(c.section_kv_heads) + " kv heads" : "")
+    << (c.method != OpMethod::kFused ? std::string(", run() by method ") + to_string(c.method) : "");
   return s.str();
 }
 
@@ -156,8 +158,10 @@ struct Fixture {
     args.config.comm.comm_rows = c.comm_rows;
     args.config.local_first = c.local_first;
     args.config.section_kv_heads = c.section_kv_heads;
+    args.config.method = c.method;
     EXPECT_EQ(SpAttention::can_implement(world, env.heap, args), "");
     op = std::make_unique<SpAttention>(world, env.heap, env.signals, args, "sp_attention_test");
+    EXPECT_EQ(op->method(), c.method);
     q_host.assign(size_t(c.world), std::vector<__nv_bfloat16>(q_elems));
     kv_host.assign(size_t(c.world), std::vector<__nv_bfloat16>(size_t(c.spr) * row_elems));
   }

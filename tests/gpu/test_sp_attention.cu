@@ -164,9 +164,25 @@ std::vector<Case> section_cases() {
   return cases;
 }
 
+// "method": run() by SpAttentionConfig::method (issue 21): the non-overlapped chain and the ring
+// as the op's own paths, at odd worlds too, calls repeated on fresh inputs.
+std::vector<Case> method_cases() {
+  std::vector<Case> cases;
+  for (int world : {1, 2, 3, 4, 8}) {
+    for (OpMethod method : {OpMethod::kNonOverlapped, OpMethod::kDecomposed}) {
+      Case c = make_case(std::string("method_") + to_string(method) + "_world" + std::to_string(world), world,
+                         grid_spr(world), 4, 2, 128, true, kZig, kCe, {kF, kF, kF});
+      c.method = method;
+      cases.push_back(std::move(c));
+    }
+  }
+  return cases;
+}
+
 std::vector<Case> all_cases() {
   std::vector<Case> cases;
-  for (auto* list : {&grid_cases, &modes_cases, &shape_cases, &long_cases, &local_cases, &section_cases}) {
+  for (auto* list :
+       {&grid_cases, &modes_cases, &shape_cases, &long_cases, &local_cases, &section_cases, &method_cases}) {
     for (Case& c : (*list)()) cases.push_back(std::move(c));
   }
   return cases;

@@ -10,6 +10,7 @@
 #include "ops/attention/sm90_flash_attention_kernel.hpp"
 #include "ops/common/tuned_config.hpp"
 #include "tilelink/core/error.hpp"
+#include "tilelink/ops/attention/sp_attention_policy.hpp"
 
 namespace tilelink {
 
@@ -116,6 +117,14 @@ std::string SpAttention::can_implement(const World& world, const SymmetricHeap& 
     return "argument 'seq_per_rank' = " + std::to_string(a.seq_per_rank) +
            ": expected an even number of tokens per rank for the zig-zag layout";
   }
+  if (static_cast<uint32_t>(a.config.method) > static_cast<uint32_t>(OpMethod::kNonOverlapped)) {
+    return "argument 'config.method' = " + std::to_string(static_cast<uint32_t>(a.config.method)) +
+           ": expected auto, fused, decomposed or non_overlapped";
+  }
+  if (a.config.method == OpMethod::kDecomposed && world.mode() == WorldMode::kProcess) {
+    return "argument 'config.method' = decomposed: the ring hands shards on with CUDA events between ranks, "
+           "which processes cannot share; expected a one-process world, or auto, fused or non_overlapped";
+  }
   if (a.kv_heads == 0) return "argument 'kv_heads' = 0: expected at least one kv head";
   if (a.q_heads == 0 || a.q_heads % a.kv_heads != 0) {
     return "argument 'q_heads' = " + std::to_string(a.q_heads) + ": expected a positive multiple of kv_heads (" +
@@ -190,7 +199,11 @@ SpAttention::SpAttention(const World& world, SymmetricHeap& heap, SignalSet& sig
   }
   args_ = detail::with_tuned_config<SpAttention>(
       world, heap, args, [&] { return sp_attention_tune_key(world, args); },
-      [](auto& tuned, const auto& callers) { tuned.layout = callers.layout; }, &tuned_from_);
+      [](auto& tuned, const auto& callers) {
+        tuned.layout = callers.layout;
+        if (callers.method != OpMethod::kAuto) tuned.method = callers.method;
+      },
+      &tuned_from_);
   ag_ = std::make_unique<AllGather>(world, heap, signals, all_gather_arguments(world, args_), name);
   plan_ = make_plan(world, args_, ag_->plan());
   if (std::string e = check_sp_attention_plan(plan_, kElementBytes); !e.empty()) {
@@ -231,6 +244,7 @@ SpAttention::SpAttention(const World& world, SymmetricHeap& heap, SignalSet& sig
     p.wait = false;
     plain_kernels_[ri] = kernel.make(p);
   }
+  choose_method(args.config.method);
 }
 
 void SpAttention::set_operands(int rank, const void* q, void* o, float* lse) {
@@ -267,7 +281,38 @@ double SpAttention::flops(int rank) const {
   return pairs * plan_.q_heads * 4.0 * plan_.head_dim;
 }
 
+void SpAttention::choose_method(OpMethod callers) {
+  const World& world = *world_;
+  const int r0 = world.local_ranks().front();
+  sp_attention_policy::MethodShape s;
+  s.world = static_cast<uint32_t>(world.size());
+  s.flops = flops(r0);
+  s.shard_bytes = double(plan_.seq_per_rank()) * plan_.kv_heads * plan_.head_dim * 2 * kElementBytes;
+  s.ctas = kernels_[static_cast<size_t>(r0)]->ctas();
+  s.one_rank_per_gpu = world.mode() != WorldMode::kVirtual;
+  const sp_attention_policy::MethodEstimates e = sp_attention_policy::estimate_methods(s);
+  method_ = sp_attention_policy::choose_method(args_.config.method, e, world.mode() != WorldMode::kProcess);
+  auto us = [](double t) { return std::to_string(static_cast<long long>(t * 1e6 + 0.5)); };
+  method_why_ = callers != OpMethod::kAuto               ? "configured"
+                : args_.config.method != OpMethod::kAuto ? "the tune cache's measured winner (" + tuned_from_ + ")"
+                                                         : "the estimate's fastest (fused " + us(e.fused) +
+                                                               " us, ring " + us(e.decomposed) + " us, non-overlapped " +
+                                                               us(e.non_overlapped) + " us)";
+}
+
 uint64_t SpAttention::run() {
+  if (method_ == OpMethod::kNonOverlapped) {
+    run_non_overlapped();
+    return ag_->signals().epoch();
+  }
+  if (method_ == OpMethod::kDecomposed) {
+    run_ring();
+    return 0;
+  }
+  return run_fused();
+}
+
+uint64_t SpAttention::run_fused() {
   // The kernel starts on its own shard while the host still enqueues the all-gather.
   return ag_->run_under([&](int r, uint64_t epoch) {
     kernels_[static_cast<size_t>(r)]->run(epoch, world_->compute_stream(r));

@@ -12,6 +12,7 @@ std::string describe(const SpAttentionConfig& c) {
   if (c.comm.resource == CommResource::kSm) s += std::string(" ") + num(c.comm.num_blocks) + " CTAs";
   s += ", comm rows " + num(c.comm.comm_rows);
   if (c.attention_sms != 0) s += ", attention SMs " + std::to_string(c.attention_sms);
+  if (c.method != OpMethod::kAuto) s += std::string(", method ") + to_string(c.method);
   return s;
 }
 
@@ -25,7 +26,8 @@ std::string to_config_json(const SpAttentionConfig& c) {
   return detail::json{{"comm", detail::all_gather_to_json(c.comm)},
                       {"local_first", c.local_first},
                       {"attention_sms", c.attention_sms},
-                      {"section_kv_heads", c.section_kv_heads}}
+                      {"section_kv_heads", c.section_kv_heads},
+                      {"op_method", to_string(c.method)}}
       .dump();
 }
 
@@ -36,6 +38,7 @@ void from_config_json(const std::string& json, const std::string& source, SpAtte
     out.local_first = j.at("local_first").get<bool>();
     out.attention_sms = j.at("attention_sms").get<uint32_t>();
     out.section_kv_heads = j.at("section_kv_heads").get<uint32_t>();
+    out.method = detail::method_from_json(j, source);
     return out;
   });
 }

@@ -70,8 +70,14 @@ class SpAttention {
 
   static std::string can_implement(const World& world, const SymmetricHeap& heap, const SpAttentionArguments& args);
 
-  // The fused op: enqueues one call on every rank this process drives; returns its epoch.
+  // Enqueues one call on every rank this process drives by the method that runs (method(): fused
+  // unless SpAttentionConfig::method or the automatic choice says otherwise); returns its epoch
+  // (0 for the ring, which has none).
   uint64_t run();
+  // The method run() runs and why: "configured", the tune cache's measured winner, or the
+  // estimate's fastest with its estimates.
+  OpMethod method() const { return method_; }
+  const std::string& method_why() const { return method_why_; }
   // Later calls of `rank` (a rank this process drives) read Q from `q` and write O and LSE to `o`
   // and `lse` (the same shapes and layouts; 16-byte aligned): the PyTorch operator's fresh tensors
   // every call. K/V stay in the symmetric buffer. Throws InvalidArgument naming a bad pointer.
@@ -116,6 +122,10 @@ class SpAttention {
   std::vector<std::unique_ptr<detail::Sm90FlashAttentionKernel>> kernels_;
   std::vector<std::unique_ptr<detail::Sm90FlashAttentionKernel>> plain_kernels_;
   std::unique_ptr<Ring> ring_;
+  OpMethod method_ = OpMethod::kFused;
+  std::string method_why_;
+  uint64_t run_fused();
+  void choose_method(OpMethod callers);
 };
 
 }  // namespace tilelink

@@ -7,6 +7,7 @@
 
 #include "tilelink/comm/collectives.hpp"
 #include "tilelink/ops/common/all_gather_config.hpp"
+#include "tilelink/ops/common/op_method.hpp"
 #include "tilelink/ops/attention/sp_attention_protocol.hpp"
 
 namespace tilelink {
@@ -34,6 +35,11 @@ struct SpAttentionConfig {
   // L2. 0 = automatic: the most heads whose gathered K/V fit in 5/8 of the rank's share of L2, at
   // least 1.
   uint32_t section_kv_heads = 0;
+  // How run() runs a call (op_method.hpp): fused (the all-gather under the waiting kernel),
+  // non-overlapped (run_non_overlapped: the whole all-gather, then the kernel) or decomposed (the
+  // ring schedule of run_ring; one-process worlds only); auto = the tune cache's measured winner,
+  // else sp_attention_policy::estimate_methods' fastest. SpAttention::method() says which runs.
+  OpMethod method = OpMethod::kAuto;
   // With every knob above (all but `layout`) on automatic, the op runs the configuration `tilelink
   // tune sp_attention` stored for this GPU, world, shape, mask and layout, if the tune cache has
   // one (runtime/tune_cache.hpp).
@@ -43,9 +49,10 @@ struct SpAttentionConfig {
 // The configuration in words ("section heads auto, one pass, ce all-gather, comm rows auto").
 std::string describe(const SpAttentionConfig& c);
 // True when every knob is on automatic, as in SpAttentionConfig{} (the layout is the problem's,
-// not a knob; nor is use_tune_cache).
+// not a knob; nor is use_tune_cache; the method is left to the cache unless the caller chose one).
 bool is_automatic(const SpAttentionConfig& c);
-// The knobs as a JSON object (text): comm, local_first, attention_sms, section_kv_heads.
+// The knobs as a JSON object (text): comm, local_first, attention_sms, section_kv_heads, op_method
+// (absent in entries written before it existed: auto).
 std::string to_config_json(const SpAttentionConfig& c);
 // `c` = the configuration in `json` (to_config_json's form; the layout and use_tune_cache at
 // their defaults); an InvalidArgument naming `source` and the field when `json` is not one.
