@@ -68,6 +68,16 @@ std::vector<MoeLayerConfig> moe_kernel_candidates(const std::vector<std::string>
       out.push_back(c);
     }
   }
+  // The parts' non-overlapped methods (issue 21), timed like any candidate: where one wins, the
+  // cache stores it and the layer's automatic methods run it.
+  for (const auto& [m1, m2] : {std::pair{OpMethod::kNonOverlapped, OpMethod::kFused},
+                               std::pair{OpMethod::kFused, OpMethod::kNonOverlapped},
+                               std::pair{OpMethod::kNonOverlapped, OpMethod::kNonOverlapped}}) {
+    MoeLayerConfig c = automatic;
+    c.part1.method = m1;
+    c.part2.method = m2;
+    out.push_back(c);
+  }
   return out;
 }
 

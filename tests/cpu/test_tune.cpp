@@ -315,6 +315,7 @@ TEST(TuneCache, RoundTripsMoeAndSpAttentionEntriesUnderTheirVariants) {
   moe.part2.weight_sweeps = MoeGemmRsConfig::kTokenOrder;
   moe.part2.comm_rows = 32;
   moe.part2.combine_blocks = 6;
+  moe.part2.method = OpMethod::kNonOverlapped;
   TuneKey moe_key = key(8192);
   moe_key.op = "moe";
   moe_key.variant = "8 experts, top-2, swiglu";
@@ -324,6 +325,7 @@ TEST(TuneCache, RoundTripsMoeAndSpAttentionEntriesUnderTheirVariants) {
   attn.local_first = true;
   attn.section_kv_heads = 2;
   attn.attention_sms = 120;
+  attn.method = OpMethod::kDecomposed;
   TuneKey attn_key = key(32768);
   attn_key.op = "sp_attention";
   attn_key.variant = "head dim 128, causal, zigzag";
@@ -339,10 +341,13 @@ TEST(TuneCache, RoundTripsMoeAndSpAttentionEntriesUnderTheirVariants) {
   EXPECT_EQ(describe(m_config), describe(moe));
   EXPECT_EQ(m_config.part1.comm.path, DataPath::kBulk);
   EXPECT_EQ(m_config.part2.weight_sweeps, MoeGemmRsConfig::kTokenOrder);
+  EXPECT_EQ(m_config.part1.method, OpMethod::kAuto);
+  EXPECT_EQ(m_config.part2.method, OpMethod::kNonOverlapped);
   EXPECT_DOUBLE_EQ(m->time_us, 900);
   const auto a = back.find(attn_key);
   ASSERT_TRUE(a.has_value());
   EXPECT_EQ(describe(config_of<SpAttentionConfig>(*a)), describe(attn));
+  EXPECT_EQ(config_of<SpAttentionConfig>(*a).method, OpMethod::kDecomposed);
   EXPECT_EQ(config_of<SpAttentionConfig>(*a).attention_sms, 120u);
   TuneKey other = attn_key;
   other.variant = "head dim 128, causal, contiguous";
@@ -377,7 +382,9 @@ TEST(MoeTuneSpace, KernelPairsThenOrdersThenRankedCommunication) {
   // Two compiled 128-row kernels and a hypothetical 64-row one: pairs only of one tile height.
   const std::vector<std::string> kernels{"128x256x64_c1x2", "128x128x64_c1x2", "64x128x64_c1x2"};
   const std::vector<MoeLayerConfig> stage1 = moe_kernel_candidates(kernels);
-  ASSERT_EQ(stage1.size(), 5u);  // 2 x 2 of 128 rows, 1 of 64 rows
+  ASSERT_EQ(stage1.size(), 8u);  // 2 x 2 of 128 rows, 1 of 64 rows, the three non-fused method pairs
+  EXPECT_EQ(stage1[7].part1.method, OpMethod::kNonOverlapped);
+  EXPECT_EQ(stage1[7].part2.method, OpMethod::kNonOverlapped);
   EXPECT_TRUE(is_automatic(stage1.front()));
   std::set<std::string> seen;
   for (const MoeLayerConfig& c : stage1) {

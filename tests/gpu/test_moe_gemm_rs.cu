@@ -185,6 +185,9 @@ TEST(MoeGemmRs, RefusesBadArgumentsByName) {
   bad = c.args;
   bad.weights.pop_back();
   expect_refused<MoeGemmRs>(c.env, bad, "weights");
+  bad = c.args;
+  bad.config.method = OpMethod::kDecomposed;
+  expect_refused<MoeGemmRs>(c.env, bad, "'config.method' = decomposed");
 }
 
 // ---- the whole layer -----------------------------------------------------------------------------
@@ -255,7 +258,8 @@ std::string check_layer_trace(const MoeLayer& layer, uint32_t tiles, uint32_t n1
 // (MoeLayer::set_operands), and the first set's outputs must keep their poison.
 std::string run_layer(int world_size, uint32_t topk, SyntheticRouting routing, MlpActivation act,
                       std::mt19937_64& rng, bool traced = false, const MoeLayerConfig* cached = nullptr,
-                      MoeRoutingScope scope = MoeRoutingScope::kAllTokens, bool repoint = false) {
+                      MoeRoutingScope scope = MoeRoutingScope::kAllTokens, bool repoint = false,
+                      OpMethod method = OpMethod::kAuto) {
   const LayerShape s = kLayer;
   const uint32_t tokens = s.tokens_per_rank * static_cast<uint32_t>(world_size);
   const uint32_t k = s.intermediate_per_rank, n1 = (act == MlpActivation::kSwiGlu ? 2 : 1) * k;
@@ -272,6 +276,8 @@ std::string run_layer(int world_size, uint32_t topk, SyntheticRouting routing, M
   args.topk = topk;
   args.recv = &recv;
   args.config.activation = act;
+  args.config.part1.method = method;  // both parts
+  args.config.part2.method = method;
   args.routing = scope;
   const bool own = scope == MoeRoutingScope::kOwnTokens;
   const uint32_t routing_tokens = own ? s.tokens_per_rank : tokens;  // per rank
@@ -416,6 +422,21 @@ TEST(MoeLayerOwnRouting, GathersTheRoutingAndFollowsNewOperands) {
       const MlpActivation act = topk == 6 ? MlpActivation::kGelu : MlpActivation::kSwiGlu;
       EXPECT_EQ(run_layer(world, topk, SyntheticRouting::kSkewed, act, rng, false, nullptr,
                           MoeRoutingScope::kOwnTokens, true),
+                "")
+          << "world " << world << ", top-" << topk;
+    }
+  }
+}
+
+// The non-overlapped methods of both parts (issue 21): the all-gather, gather and grouped GEMM in
+// turn, then the grouped GEMM and the combine in turn; the same results as the chain.
+TEST(MoeLayerNonOverlapped, MatchesTheCublasChain) {
+  TL_SKIP_WITHOUT_GPU();
+  for (int world : {1, 2, 3, 4, 8}) {
+    for (uint32_t topk : {1u, 2u, 8u}) {
+      std::mt19937_64 rng(4300 + 10 * world + topk);
+      EXPECT_EQ(run_layer(world, topk, SyntheticRouting::kUniform, MlpActivation::kSwiGlu, rng, false, nullptr,
+                          MoeRoutingScope::kAllTokens, false, OpMethod::kNonOverlapped),
                 "")
           << "world " << world << ", top-" << topk;
     }

@@ -63,6 +63,7 @@ std::string MoeAgGroupGemm::can_implement(const World& world, const SymmetricHea
   if (std::string e = moe_policy::check_shape(a.tokens_per_rank, world.size(), a.experts, a.topk); !e.empty()) {
     return e;
   }
+  if (std::string e = moe_policy::check_method(a.config.method, "config.method"); !e.empty()) return e;
   if (std::string e = check_rank_pointers(world, a.ids, "ids"); !e.empty()) return e;
   if (std::string e = check_rank_pointers(world, a.w, "w"); !e.empty()) return e;
   if (std::string e = check_rank_pointers(world, a.out, "out"); !e.empty()) return e;
@@ -120,6 +121,9 @@ MoeAgGroupGemm::MoeAgGroupGemm(const World& world, SymmetricHeap& heap, SignalSe
   tile_m_ = kernel.tile_m;
   swizzle_ = moe_policy::swizzle(args.config.swizzle);
   gather_blocks_ = gather_block_count(world, args);
+  // Auto: fused unless the tune cache (MoeLayer's) chose otherwise -- the routing that sets the
+  // work is known only at run time, so there is no estimate to choose by.
+  method_ = args.config.method == OpMethod::kNonOverlapped ? OpMethod::kNonOverlapped : OpMethod::kFused;
   const uint32_t tiles = max_tiles(world, args, tile_m_);
   const uint32_t tokens = args.tokens_per_rank * static_cast<uint32_t>(world.size());
   ag_ = std::make_unique<AllGather>(world, heap, signals, all_gather_arguments(world, args), name);
@@ -204,6 +208,7 @@ int MoeAgGroupGemm::gemm_ctas(int rank) const {
 }
 
 uint64_t MoeAgGroupGemm::run() {
+  if (method_ == OpMethod::kNonOverlapped) return run_non_overlapped();
   const World& world = *world_;
   ag_->begin_call();
   const uint64_t epoch = gather_slice_.begin_call();
@@ -217,7 +222,7 @@ uint64_t MoeAgGroupGemm::run() {
     build_mapping(r);
     gather_streams_.fork_from(r, compute);
     // On the comm stream the gather waits for rows the transfer below brings: it goes after it.
-    if (!gather_streams_.shares_comm()) launch_gather(r);
+    if (!gather_streams_.shares_comm()) launch_gather(r, gather_streams_.stream(r), gather_blocks_);
     kernels_[i]->run(epoch, compute);
     ag_->announce(r);
   }
@@ -225,21 +230,37 @@ uint64_t MoeAgGroupGemm::run() {
   // rank's transfer before a gather that shares its comm stream (it waits for what they bring).
   for (int r : world.local_ranks()) ag_->transfer(r);
   for (int r : world.local_ranks()) {
-    if (gather_streams_.shares_comm()) launch_gather(r);
+    if (gather_streams_.shares_comm()) launch_gather(r, gather_streams_.stream(r), gather_blocks_);
     gather_streams_.join_into(r, world.compute_stream(r));
     world.compute_after_comm(r);
   }
   return epoch;
 }
 
-void MoeAgGroupGemm::launch_gather(int r) {
+// Non-overlapped: the whole all-gather, then on the compute stream the mapping, the gather with a
+// CTA per SM of the budget and the plain grouped GEMM (its waits already satisfied: none).
+uint64_t MoeAgGroupGemm::run_non_overlapped() {
+  const World& world = *world_;
+  const uint64_t epoch = gather_slice_.begin_call();
+  ag_->run();  // ordered after the previous call's gather and GEMM on each compute stream
+  for (int r : world.local_ranks()) {
+    world.set_device(r);
+    world.compute_after_comm(r);
+    build_mapping(r);
+    launch_gather(r, world.compute_stream(r), static_cast<uint32_t>(world.sm_budget(r)));
+    plain_kernels_[static_cast<size_t>(r)]->run(epoch, world.compute_stream(r));
+  }
+  return epoch;
+}
+
+void MoeAgGroupGemm::launch_gather(int r, cudaStream_t stream, uint32_t blocks) {
   const size_t i = static_cast<size_t>(r);
   MoeMappingBuffers& mapping = *mappings_[i];
   detail::launch_moe_gather(ag_->plan(), ag_->signals().device_view(r, "moe_gather"), mapping.view(mapping.max_tiles()),
                             mapping.num_tiles_device(), order_[i].get<uint32_t>(),
                             gather_slice_.device_view(r, "moe_gather"), 0,
                             static_cast<const char*>(args_.x->data(r)) + args_.x_offset, sorted_[i].get(),
-                            args_.hidden * kElementBytes, gather_blocks_, gather_streams_.stream(r),
+                            args_.hidden * kElementBytes, blocks, stream,
                             trace_ != nullptr ? trace_->view(r) : TraceView{});
 }
 

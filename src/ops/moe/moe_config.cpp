@@ -21,6 +21,9 @@ std::string describe(const MoeLayerConfig& c) {
                                                         : std::to_string(b.weight_sweeps) + " sweeps") +
        ", comm rows " + num(b.comm_rows) + ", combine CTAs " + num(b.combine_blocks);
   if (b.gemm_sms != 0) s += ", GEMM SMs " + std::to_string(b.gemm_sms);
+  if (a.method != OpMethod::kAuto || b.method != OpMethod::kAuto) {
+    s += std::string("; methods ") + to_string(a.method) + ", " + to_string(b.method);
+  }
   return s;
 }
 
@@ -42,14 +45,16 @@ std::string to_config_json(const MoeLayerConfig& c) {
                         {"swizzle", a.swizzle},
                         {"gather_blocks", a.gather_blocks},
                         {"gemm_sms", a.gemm_sms},
-                        {"comm", detail::all_gather_to_json(a.comm)}}},
+                        {"comm", detail::all_gather_to_json(a.comm)},
+                        {"op_method", to_string(a.method)}}},
                       {"part2",
                        {{"kernel", b.kernel},
                         {"swizzle", b.swizzle},
                         {"comm_rows", b.comm_rows},
                         {"combine_blocks", b.combine_blocks},
                         {"gemm_sms", b.gemm_sms},
-                        {"weight_sweeps", b.weight_sweeps}}}}
+                        {"weight_sweeps", b.weight_sweeps},
+                        {"op_method", to_string(b.method)}}}}
       .dump();
 }
 
@@ -62,6 +67,7 @@ void from_config_json(const std::string& json, const std::string& source, MoeLay
     out.part1.gather_blocks = a.at("gather_blocks").get<uint32_t>();
     out.part1.gemm_sms = a.at("gemm_sms").get<uint32_t>();
     out.part1.comm = detail::all_gather_from_json(a.at("comm"), source);
+    out.part1.method = detail::method_from_json(a, source);
     const detail::json& b = j.at("part2");
     out.part2.kernel = b.at("kernel").get<std::string>();
     out.part2.swizzle = b.at("swizzle").get<uint32_t>();
@@ -69,6 +75,7 @@ void from_config_json(const std::string& json, const std::string& source, MoeLay
     out.part2.combine_blocks = b.at("combine_blocks").get<uint32_t>();
     out.part2.gemm_sms = b.at("gemm_sms").get<uint32_t>();
     out.part2.weight_sweeps = b.at("weight_sweeps").get<uint32_t>();
+    out.part2.method = detail::method_from_json(b, source);
     return out;
   });
 }

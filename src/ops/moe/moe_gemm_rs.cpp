@@ -88,6 +88,7 @@ std::string MoeGemmRs::can_implement_shape(const World& world, const SymmetricHe
   if (std::string e = moe_policy::check_shape(a.tokens_per_rank, world.size(), a.experts, a.topk); !e.empty()) {
     return e;
   }
+  if (std::string e = moe_policy::check_method(a.config.method, "config.method"); !e.empty()) return e;
   const uint32_t comm_rows = comm_rows_of(a);
   if (uint64_t(comm_rows) * a.topk > detail::kMoeCombineMaxPairs) {
     return "argument 'config.comm_rows' = " + std::to_string(comm_rows) + ": expected comm_rows * topk (" +
@@ -133,6 +134,8 @@ MoeGemmRs::MoeGemmRs(const World& world, SymmetricHeap& heap, SignalSet& signals
   sweeps_ = args.config.weight_sweeps == MoeGemmRsConfig::kTokenOrder ? 0u
             : args.config.weight_sweeps != 0                           ? args.config.weight_sweeps
                                                                        : moe_policy::weight_sweeps(args.n, args.k);
+  // Auto: fused unless the tune cache (MoeLayer's) chose otherwise (no estimate: see MoeGemmRsConfig).
+  method_ = args.config.method == OpMethod::kNonOverlapped ? OpMethod::kNonOverlapped : OpMethod::kFused;
   slice_ = signals.allocate(plan_.num_channels(), name);
   if (args.combine_streams != nullptr) {
     combine_streams_ = args.combine_streams;
@@ -180,7 +183,8 @@ void MoeGemmRs::make_kernels(int r) {
   p.notify_channel0 = plan_.tile_channel(0, 0);
   p.notify = true;
   p.device = world_->device(r);
-  p.sm_count = gemm_sm_count(*world_, r, args_, combine_blocks_);
+  // Non-overlapped: nothing runs beside the GEMM.
+  p.sm_count = gemm_sm_count(*world_, r, args_, method_ == OpMethod::kNonOverlapped ? 0u : combine_blocks_);
   p.swizzle = static_cast<int>(moe_policy::swizzle(args_.config.swizzle));
   auto fused = kernel.make(p);
   p.notify = false;
@@ -228,6 +232,18 @@ uint64_t MoeGemmRs::run() {
     const cudaStream_t compute = world.compute_stream(r);
     const MoeMappingBuffers& mapping = *args_.mapping[i];
     mapping.build_combine_order(plan_, static_cast<uint32_t>(r), order_[i].get<uint32_t>(), compute, sweeps_);
+    if (method_ == OpMethod::kNonOverlapped) {
+      // The GEMM on the whole budget, then the combine and reduction with a CTA per SM of it, after
+      // the GEMM on the compute stream (so after the previous call's combine and exit barrier).
+      kernels_[i]->run(epoch, compute);
+      const uint32_t blocks =
+          std::max(cluster_, static_cast<uint32_t>(world.sm_budget(r)) / cluster_ * cluster_);
+      detail::launch_moe_combine(plan_, mapping.view(plan_.max_tiles), slice_.device_view(r, "moe_combine"),
+                                 heap_->device_view(r), y_[i].get(), args_.weights[i],
+                                 world.size() > 1 ? args_.recv->data(r) : nullptr, args_.out[i], blocks, cluster_,
+                                 compute, trace_ != nullptr ? trace_->view(r) : TraceView{});
+      continue;
+    }
     // The combine overwrites peers' slots and `out`: after the previous call's combine and exit
     // barrier, and after the caller's earlier work on the compute stream (which reads `out`).
     combine_streams_->fork_from(r, compute);

@@ -112,7 +112,12 @@ MoeLayer::MoeLayer(const World& world, SymmetricHeap& heap, SignalSet& signals, 
   }
   args_ = detail::with_tuned_config<MoeLayer>(
       world, heap, args, [&] { return moe_tune_key(world, args); },
-      [](auto& tuned, const auto& callers) { tuned.activation = callers.activation; }, &tuned_from_);
+      [](auto& tuned, const auto& callers) {
+        tuned.activation = callers.activation;
+        if (callers.part1.method != OpMethod::kAuto) tuned.part1.method = callers.part1.method;
+        if (callers.part2.method != OpMethod::kAuto) tuned.part2.method = callers.part2.method;
+      },
+      &tuned_from_);
   const uint32_t w = static_cast<uint32_t>(world.size());
   if (args_.routing == MoeRoutingScope::kOwnTokens && world.size() > 1) {
     routing_ = std::make_unique<detail::MoeRoutingGather>(world, heap, signals, args_.tokens_per_rank, args_.topk,

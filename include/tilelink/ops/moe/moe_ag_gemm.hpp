@@ -112,18 +112,23 @@ class MoeAgGroupGemm {
   int gemm_ctas(int rank) const;
   const std::string& kernel_name() const { return kernel_name_; }
   uint32_t swizzle() const { return swizzle_; }
+  // The method that runs: MoeAgGroupGemmConfig::method, fused when auto.
+  OpMethod method() const { return method_; }
   // The gather stage's stream per rank (idle between calls: MoeLayer runs part 2's combine on it).
   SideStreams& side_streams() { return gather_streams_; }
 
  private:
   void build_mapping(int rank);  // on the rank's compute stream
   void make_kernels(int rank);   // the fused and plain grouped GEMMs of the rank's operands
-  void launch_gather(int rank);  // the gather stage of one call on the rank's gather stream
+  // The gather stage of one call of `rank` on `stream` with `blocks` CTAs.
+  void launch_gather(int rank, cudaStream_t stream, uint32_t blocks);
+  uint64_t run_non_overlapped();
 
   const World* world_;
   MoeAgGroupGemmArguments args_;
   std::string kernel_name_;
   uint32_t tile_m_ = 0, swizzle_ = 1, gather_blocks_ = 1;
+  OpMethod method_ = OpMethod::kFused;
   std::unique_ptr<AllGather> ag_;
   SignalSlice gather_slice_;  // tile t of the sorted rows on channel t
   SideStreams gather_streams_;

@@ -8,6 +8,7 @@
 #include "tilelink/comm/collectives.hpp"
 #include "tilelink/ops/common/all_gather_config.hpp"
 #include "tilelink/ops/common/mlp_activation.hpp"
+#include "tilelink/ops/common/op_method.hpp"
 
 namespace tilelink {
 
@@ -25,6 +26,12 @@ struct MoeAgGroupGemmConfig {
   // wider bands spread it over several experts' weights and measured up to 3x slower).
   uint32_t swizzle = 0;
   std::string kernel;  // kernel configuration by name (MoeAgGroupGemm::kernel_names()); "" = default
+  // How a call runs (op_method.hpp): fused (above) or non-overlapped (the whole all-gather, then
+  // the gather with a CTA per SM, then the plain grouped GEMM, all on the compute stream); auto =
+  // the tune cache's measured winner (tune moe), else fused -- no estimate: the routing, which
+  // sets the work, is known only at run time (`tilelink plan moe` predicts both for a synthetic
+  // one). Decomposed is not built for MoE and is refused.
+  OpMethod method = OpMethod::kAuto;
 };
 
 // MoE part 2 (MoeGemmRs, moe_gemm_rs.hpp).
@@ -39,6 +46,9 @@ struct MoeGemmRsConfig {
   uint32_t weight_sweeps = 0;
   static constexpr uint32_t kTokenOrder = 0xFFFFFFFFu;
   std::string kernel;           // kernel configuration by name (MoeAgGroupGemm::kernel_names()); "" = default
+  // As part 1's: non-overlapped runs the grouped GEMM on every SM of the budget, then the combine
+  // and reduction with a CTA per SM, on the compute stream; auto = the tune cache's, else fused.
+  OpMethod method = OpMethod::kAuto;
 };
 
 // The MoE layer (MoeLayer, moe_layer.hpp): part 1, the activation, part 2.
@@ -55,10 +65,12 @@ struct MoeLayerConfig {
 // The configuration in words ("part 1: kernel default, swizzle auto, ...; part 2: ...").
 std::string describe(const MoeLayerConfig& c);
 // True when every knob of both parts is on automatic, as in MoeLayerConfig{} (the activation is the
-// problem's, not a knob; nor is use_tune_cache).
+// problem's, not a knob; nor is use_tune_cache; the parts' methods are left to the cache unless the
+// caller chose them).
 bool is_automatic(const MoeLayerConfig& c);
-// The knobs as a JSON object (text): part1 {kernel, swizzle, gather_blocks, gemm_sms, comm},
-// part2 {kernel, swizzle, comm_rows, combine_blocks, gemm_sms, weight_sweeps}.
+// The knobs as a JSON object (text): part1 {kernel, swizzle, gather_blocks, gemm_sms, comm,
+// op_method}, part2 {kernel, swizzle, comm_rows, combine_blocks, gemm_sms, weight_sweeps,
+// op_method} (op_method absent in entries written before it existed: auto).
 std::string to_config_json(const MoeLayerConfig& c);
 // `c` = the configuration in `json` (to_config_json's form; the activation and use_tune_cache at
 // their defaults); an InvalidArgument naming `source` and the field when `json` is not one.

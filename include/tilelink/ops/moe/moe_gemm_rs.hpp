@@ -111,6 +111,8 @@ class MoeGemmRs {
   }
   uint32_t combine_blocks() const { return combine_blocks_; }
   uint32_t weight_sweeps() const { return sweeps_; }  // 0: token order
+  // The method that runs: MoeGemmRsConfig::method, fused when auto.
+  OpMethod method() const { return method_; }
   int gemm_ctas(int rank) const;
   const std::string& kernel_name() const { return kernel_name_; }
 
@@ -123,6 +125,7 @@ class MoeGemmRs {
   std::string kernel_name_;
   MoeRsPlan plan_;
   uint32_t combine_blocks_ = 1, cluster_ = 1, sweeps_ = 0;
+  OpMethod method_ = OpMethod::kFused;
   SignalSlice slice_;
   SideStreams own_streams_;
   SideStreams* combine_streams_ = nullptr;  // own_streams_ or the caller's

@@ -6,6 +6,8 @@
 #include <cstdint>
 #include <string>
 
+#include "tilelink/ops/common/op_method.hpp"
+
 namespace tilelink::moe_policy {
 
 // The token / expert / top-k arguments both MoE ops take: "" if they suit the ops' tables
@@ -25,6 +27,17 @@ inline std::string check_shape(uint32_t tokens_per_rank, int world, uint32_t exp
            ": expected world * tokens_per_rank * topk below 2^31";
   }
   return "";
+}
+
+// "" if the MoE ops run `method` (auto, fused or non-overlapped), else why not, naming `field`.
+inline std::string check_method(OpMethod method, const char* field) {
+  if (method == OpMethod::kAuto || method == OpMethod::kFused || method == OpMethod::kNonOverlapped) return "";
+  if (method == OpMethod::kDecomposed) {
+    return std::string("argument '") + field + "' = decomposed: the MoE ops have no decomposed path; expected auto, " +
+           "fused or non_overlapped";
+  }
+  return std::string("argument '") + field + "' = " + std::to_string(static_cast<uint32_t>(method)) +
+         ": expected auto, fused or non_overlapped";
 }
 
 // The grouped GEMM's rasterization swizzle: 1 unless configured. Consecutive tiles in time are
