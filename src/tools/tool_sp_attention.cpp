@@ -10,6 +10,7 @@
 #include "bench/sp_attention.hpp"
 #include "bench/sp_attention_setup.hpp"
 #include "tilelink/ops/attention/sp_attention.hpp"
+#include "tilelink/ops/attention/sp_attention_policy.hpp"
 #include "tilelink/sim/sp_attention_sim.hpp"
 #include "tilelink/tune/sp_attention_tune.hpp"
 #include "tools/command.hpp"
@@ -133,6 +134,18 @@ int plan(PlanSpAttention a, const sim::CostModel& cost) {
             << "\n\n";
   print_plan("plan_sp_attention", "sequence-parallel attention, predicted per rank", r, a.out,
              "tilelink plan sp_attention, rank 0 (predicted)");
+  // What SpAttentionConfig::method = auto runs on such a world without a tune-cache entry: the
+  // op's own estimate (sp_attention_policy::estimate_methods, the H200 rates), beside the above.
+  sp_attention_policy::MethodShape shape;
+  shape.world = static_cast<uint32_t>(p.world);
+  shape.flops = r.flop;
+  shape.shard_bytes = double(p.seq / static_cast<uint32_t>(p.world)) * p.kv_heads * p.head_dim * 2 * p.element_bytes;
+  shape.ctas = static_cast<int>(r.ctas);
+  const sp_attention_policy::MethodEstimates e = sp_attention_policy::estimate_methods(shape);
+  std::printf("op method auto: %s (the op's estimate at the dense GEMM rate, one rank per GPU on one node's NVLink: "
+              "fused %.1f, ring %.1f, non-overlapped %.1f us; a tune-cache entry would decide instead)\n",
+              to_string(sp_attention_policy::choose_method(OpMethod::kAuto, e, true)), e.fused * 1e6,
+              e.decomposed * 1e6, e.non_overlapped * 1e6);
   return 0;
 }
 
