@@ -252,7 +252,10 @@ Table bench_moe_layer(const MoeBenchOptions& o) {
   std::vector<DeviceBuffer> &weights_dev = s.weights_dev, &w1 = s.w1, &w2 = s.w2, &out = s.out;
   std::vector<DeviceBuffer> out_base;
   for (int r = 0; r < w; ++r) out_base.emplace_back(block_elems * 2, world.device(r));
-  MoeLayer op(world, s.heap, s.signals, s.args, "bench.moe");
+  MoeLayerArguments fused_args = s.args;  // the fused layer (the chain below is the non-overlapped one)
+  fused_args.config.part1.method = OpMethod::kFused;
+  fused_args.config.part2.method = OpMethod::kFused;
+  MoeLayer op(world, s.heap, s.signals, fused_args, "bench.moe");
   const MoeMapping mapping = build_moe_mapping({m, o.topk, o.experts, ids.data(), weights.data()}, op.part1().tile_m());
   MoeChain chain(world, x, mapping, hidden, shard_bytes);
   const uint32_t rows = chain.rows();

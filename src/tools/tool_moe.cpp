@@ -268,7 +268,10 @@ tb::Table tune_moe(const TuneOptions<tb::MoeBenchOptions>& o, std::ostream& prog
 TraceResult trace_moe(const TraceOptions<tb::MoeBenchOptions>& o) {
   using namespace tilelink::bench;
   MoeLayerSetup s(o.op, "trace moe");
-  MoeLayer op(s.world, s.heap, s.signals, s.args, "trace.moe");
+  MoeLayerArguments fused_args = s.args;  // the trace records the fused parts' tiles
+  fused_args.config.part1.method = OpMethod::kFused;
+  fused_args.config.part2.method = OpMethod::kFused;
+  MoeLayer op(s.world, s.heap, s.signals, fused_args, "trace.moe");
   TraceResult result;
   const auto [gated, split] = record_two_parts(
       s.world, op, [](MoeLayer& m) -> MoeAgGroupGemm& { return m.part1(); },

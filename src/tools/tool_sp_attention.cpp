@@ -141,6 +141,7 @@ int plan(PlanSpAttention a, const sim::CostModel& cost) {
   shape.flops = r.flop;
   shape.shard_bytes = double(p.seq / static_cast<uint32_t>(p.world)) * p.kv_heads * p.head_dim * 2 * p.element_bytes;
   shape.ctas = static_cast<int>(r.ctas);
+  shape.budget = cost.sms;
   const sp_attention_policy::MethodEstimates e = sp_attention_policy::estimate_methods(shape);
   std::printf("op method auto: %s (the op's estimate at the dense GEMM rate, one rank per GPU on one node's NVLink: "
               "fused %.1f, ring %.1f, non-overlapped %.1f us; a tune-cache entry would decide instead)\n",

@@ -315,6 +315,11 @@ std::string run_layer(int world_size, uint32_t topk, SyntheticRouting routing, M
     cache->put(moe_tune_key(world, args), entry);
   }
   MoeLayer layer(world, env.heap, env.signals, args, "moe_layer_test");
+  if (method != OpMethod::kAuto &&
+      (layer.part1().method() != method || layer.part2().method() != method)) {
+    return std::string("the layer runs methods ") + to_string(layer.part1().method()) + ", " +
+           to_string(layer.part2().method()) + ": expected " + to_string(method) + " for both parts";
+  }
   if (cached != nullptr) {
     if (layer.tuned_from() != cache->path()) return "the layer did not take the tune cache's configuration";
     if (describe(layer.config()) != describe(*cached) || layer.config().activation != act) {

@@ -199,9 +199,12 @@ SpAttention::SpAttention(const World& world, SymmetricHeap& heap, SignalSet& sig
   }
   args_ = detail::with_tuned_config<SpAttention>(
       world, heap, args, [&] { return sp_attention_tune_key(world, args); },
-      [](auto& tuned, const auto& callers) {
+      [&world](auto& tuned, const auto& callers) {
         tuned.layout = callers.layout;
         if (callers.method != OpMethod::kAuto) tuned.method = callers.method;
+        // The cache's key does not tell a process world from one process on several GPUs: the
+        // ring a one-process tune stored cannot run here, the rest of its knobs can.
+        if (world.mode() == WorldMode::kProcess && tuned.method == OpMethod::kDecomposed) tuned.method = OpMethod::kAuto;
       },
       &tuned_from_);
   ag_ = std::make_unique<AllGather>(world, heap, signals, all_gather_arguments(world, args_), name);
@@ -286,9 +289,10 @@ void SpAttention::choose_method(OpMethod callers) {
   const int r0 = world.local_ranks().front();
   sp_attention_policy::MethodShape s;
   s.world = static_cast<uint32_t>(world.size());
-  s.flops = flops(r0);
+  for (int r = 0; r < world.size(); ++r) s.flops = std::max(s.flops, flops(r));  // the slowest rank's, alike everywhere
   s.shard_bytes = double(plan_.seq_per_rank()) * plan_.kv_heads * plan_.head_dim * 2 * kElementBytes;
   s.ctas = kernels_[static_cast<size_t>(r0)]->ctas();
+  s.budget = world.sm_budget(r0);
   s.one_rank_per_gpu = world.mode() != WorldMode::kVirtual;
   const sp_attention_policy::MethodEstimates e = sp_attention_policy::estimate_methods(s);
   method_ = sp_attention_policy::choose_method(args_.config.method, e, world.mode() != WorldMode::kProcess);

@@ -171,8 +171,18 @@ void MoeAgGroupGemm::make_kernels(int r) {
   p.device = world_->device(r);
   p.sm_count = gemm_sm_count(*world_, r, args_, comm_blocks);
   p.swizzle = static_cast<int>(swizzle_);
+  std::unique_ptr<detail::Sm90MoeGemmKernel> whole;
+  if (method_ == OpMethod::kNonOverlapped) {  // nothing runs beside it: the whole budget
+    detail::Sm90MoeGemmProblem q = p;
+    q.wait = false;
+    q.sm_count = args_.config.gemm_sms != 0 ? std::min(world_->sm_budget(r), static_cast<int>(args_.config.gemm_sms))
+                                            : world_->sm_budget(r);
+    whole = kernel.make(q);
+  }
   detail::make_fused_and_plain(kernel, p, kernels_, plain_kernels_, r);
   if (trace_ != nullptr) kernels_[i]->set_trace(trace_->view(r));
+  whole_kernels_.resize(static_cast<size_t>(world_->size()));
+  whole_kernels_[i] = std::move(whole);
 }
 
 void MoeAgGroupGemm::set_operands(int rank, const int32_t* ids, const void* w, void* out) {
@@ -248,7 +258,7 @@ uint64_t MoeAgGroupGemm::run_non_overlapped() {
     world.compute_after_comm(r);
     build_mapping(r);
     launch_gather(r, world.compute_stream(r), static_cast<uint32_t>(world.sm_budget(r)));
-    plain_kernels_[static_cast<size_t>(r)]->run(epoch, world.compute_stream(r));
+    whole_kernels_[static_cast<size_t>(r)]->run(epoch, world.compute_stream(r));
   }
   return epoch;
 }
