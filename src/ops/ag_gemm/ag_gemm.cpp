@@ -7,6 +7,7 @@
 #include "runtime/checks.hpp"
 #include "ops/common/kernel_configs.hpp"
 #include "ops/ag_gemm/sm90_ag_gemm_kernel.hpp"
+#include "ops/common/repoint.hpp"
 #include "ops/common/tuned_config.hpp"
 #include "tilelink/core/error.hpp"
 #include "tilelink/comm/all_gather_policy.hpp"
@@ -254,17 +255,13 @@ void AgGemm::set_operands(int rank, const void* b, void* c) {
   require_aligned("AgGemm::set_operands", "c", c, "a 16-byte aligned M x N bf16 output on the rank's device");
   const size_t r = static_cast<size_t>(rank);
   if (args_.b[r] == b && args_.c[r] == c) return;
-  const void* old_b = args_.b[r];
-  void* old_c = args_.c[r];
-  args_.b[r] = b;
-  args_.c[r] = c;
-  try {
-    make_kernels(rank);  // both kernels or neither
-  } catch (...) {
-    args_.b[r] = old_b;  // the arguments keep naming what the kernels hold
-    args_.c[r] = old_c;
-    throw;
-  }
+  detail::repoint(
+      args_,
+      [&](AgGemmArguments& a) {
+        a.b[r] = b;
+        a.c[r] = c;
+      },
+      [&] { make_kernels(rank); });  // every kernel of the rank or none
 }
 
 AgGemm::~AgGemm() = default;

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "ops/common/config_json.hpp"
+#include "ops/common/repoint.hpp"
 #include "ops/common/tuned_config.hpp"
 #include "ops/gemm_ar/sm90_gemm_ar_kernel.hpp"
 #include "runtime/checks.hpp"
@@ -275,22 +276,21 @@ void GemmAr::set_operands(int rank, const void* a, const void* b, void* out, con
   }
   const size_t r = static_cast<size_t>(rank);
   const bool gemm_changed = args_.a[r] != a || args_.b[r] != b || (gemm_writes_out() && args_.out[r] != out);
-  const GemmArArguments before = args_;
-  args_.a[r] = a;
-  args_.b[r] = b;
-  args_.out[r] = out;
-  if (plan_.norm) {
-    args_.residual[r] = residual;
-    args_.residual_out[r] = residual_out;
-    args_.norm_weight[r] = norm_weight;
-  }
-  if (!gemm_changed) return;
-  try {
-    make_kernel(rank);
-  } catch (...) {
-    args_ = before;
-    throw;
-  }
+  detail::repoint(
+      args_,
+      [&](GemmArArguments& x) {
+        x.a[r] = a;
+        x.b[r] = b;
+        x.out[r] = out;
+        if (plan_.norm) {
+          x.residual[r] = residual;
+          x.residual_out[r] = residual_out;
+          x.norm_weight[r] = norm_weight;
+        }
+      },
+      [&] {
+        if (gemm_changed) make_kernel(rank);
+      });
 }
 
 void GemmAr::launch_reduce(int r, cudaStream_t stream, const GemmArPlan& plan, uint32_t blocks) {

@@ -8,6 +8,7 @@
 
 #include "runtime/checks.hpp"
 #include "tilelink/comm/stream_ctx.hpp"
+#include "ops/common/repoint.hpp"
 #include "ops/common/tuned_config.hpp"
 #include "ops/gemm_rs/sm90_gemm_rs_kernel.hpp"
 #include "tilelink/core/error.hpp"
@@ -356,16 +357,14 @@ void GemmRs::set_operands(int rank, const void* a, const void* b, void* out) {
     args_.out[r] = out;
     return;
   }
-  const GemmRsArguments before = args_;
-  args_.a[r] = a;
-  args_.b[r] = b;
-  args_.out[r] = out;
-  try {
-    make_kernel(rank);  // replaces the kernel only once the new one is made
-  } catch (...) {
-    args_ = before;  // the arguments keep naming what the kernel holds
-    throw;
-  }
+  detail::repoint(
+      args_,
+      [&](GemmRsArguments& x) {
+        x.a[r] = a;
+        x.b[r] = b;
+        x.out[r] = out;
+      },
+      [&] { make_kernel(rank); });  // replaces the kernel only once the new one is made
 }
 
 GemmRs::~GemmRs() = default;

@@ -8,6 +8,7 @@
 #include "runtime/checks.hpp"
 #include "tilelink/comm/all_gather_policy.hpp"
 #include "ops/common/kernel_configs.hpp"
+#include "ops/common/repoint.hpp"
 #include "ops/moe/moe_gather.hpp"
 #include "ops/moe/sm90_moe_gemm_kernel.hpp"
 #include "tilelink/core/error.hpp"
@@ -194,15 +195,13 @@ void MoeAgGroupGemm::set_operands(int rank, const int32_t* ids, const void* w, v
   const size_t r = static_cast<size_t>(rank);
   args_.ids[r] = ids;  // read by the mapping at run time: no kernel holds it
   if (args_.w[r] == w && args_.out[r] == out) return;
-  const MoeAgGroupGemmArguments before = args_;
-  args_.w[r] = w;
-  args_.out[r] = out;
-  try {
-    make_kernels(rank);  // both kernels or neither
-  } catch (...) {
-    args_ = before;  // the arguments keep naming what the kernels hold
-    throw;
-  }
+  detail::repoint(
+      args_,
+      [&](MoeAgGroupGemmArguments& a) {
+        a.w[r] = w;
+        a.out[r] = out;
+      },
+      [&] { make_kernels(rank); });  // every kernel of the rank or none
 }
 
 MoeAgGroupGemm::~MoeAgGroupGemm() = default;

@@ -7,6 +7,7 @@
 
 #include "runtime/checks.hpp"
 #include "ops/common/kernel_configs.hpp"
+#include "ops/common/repoint.hpp"
 #include "ops/moe/moe_combine.hpp"
 #include "ops/moe/sm90_moe_gemm_kernel.hpp"
 #include "tilelink/core/error.hpp"
@@ -202,18 +203,18 @@ void MoeGemmRs::set_operands(int rank, const void* h, const void* w, const float
   require_aligned(where, "weights", weights, "16-byte aligned routing weights (tokens x topk fp32) on the rank's device");
   require_aligned(where, "out", out, "a 16-byte aligned tokens_per_rank x n bf16 output on the rank's device");
   const size_t r = static_cast<size_t>(rank);
-  const MoeGemmRsArguments before = args_;
-  args_.weights[r] = weights;  // read by the combine at launch: no kernel holds them
-  args_.out[r] = out;
-  if (args_.h[r] == h && args_.w[r] == w) return;
-  args_.h[r] = h;
-  args_.w[r] = w;
-  try {
-    make_kernels(rank);  // both kernels or neither
-  } catch (...) {
-    args_ = before;  // the arguments keep naming what the kernels hold
-    throw;
-  }
+  const bool gemm_changed = args_.h[r] != h || args_.w[r] != w;  // the combine reads weights and out at launch
+  detail::repoint(
+      args_,
+      [&](MoeGemmRsArguments& a) {
+        a.h[r] = h;
+        a.w[r] = w;
+        a.weights[r] = weights;
+        a.out[r] = out;
+      },
+      [&] {
+        if (gemm_changed) make_kernels(rank);  // both kernels or neither
+      });
 }
 
 MoeGemmRs::~MoeGemmRs() = default;
