@@ -433,6 +433,17 @@ TEST(MoeLayerOwnRouting, GathersTheRoutingAndFollowsNewOperands) {
   }
 }
 
+// 11 virtual ranks leave no hardware queue for a third stream per rank: part 1's gather and part
+// 2's combine run on the comm streams (SideStreams::on_comm_streams), as in a process under MPS
+// with three queues; own-token routing and set_operands as above.
+TEST(MoeLayerOwnRouting, RunsOnTheCommStreamsWhereQueuesRunOut) {
+  TL_SKIP_WITHOUT_GPU();
+  std::mt19937_64 rng(4150);
+  EXPECT_EQ(run_layer(11, 2, SyntheticRouting::kSkewed, MlpActivation::kSwiGlu, rng, false, nullptr,
+                      MoeRoutingScope::kOwnTokens, true),
+            "");
+}
+
 // The non-overlapped methods of both parts (issue 21): the all-gather, gather and grouped GEMM in
 // turn, then the grouped GEMM and the combine in turn; the same results as the chain.
 TEST(MoeLayerNonOverlapped, MatchesTheCublasChain) {

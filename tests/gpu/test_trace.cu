@@ -162,6 +162,7 @@ TEST_P(SpAttentionTraceTest, EveryChunkReadWaitsThenLoads) {
   args.head_dim = kDim;
   args.causal = true;
   args.config.comm.comm_rows = 128;
+  args.config.method = OpMethod::kFused;  // the fused kernel's waits are what is traced (auto may not fuse)
   for (int r = 0; r < world_size; ++r) {
     q.emplace_back(q_bytes, env.world.device(r));
     o.emplace_back(q_bytes, env.world.device(r));
