@@ -301,7 +301,6 @@ uint64_t AgGemm::run_decomposed() {
     ag_->announce(r);
   }
   for (int r : world.local_ranks()) ag_->transfer(r);
-  const uint32_t w = static_cast<uint32_t>(world.size());
   for (int r : world.local_ranks()) {
     world.set_device(r);
     const cudaStream_t compute = world.compute_stream(r);
