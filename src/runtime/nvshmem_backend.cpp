@@ -1,5 +1,6 @@
 #include "runtime/nvshmem_backend.hpp"
 
+#include <cuda_runtime_api.h>
 #include <nvshmem.h>
 #include <nvshmemx.h>
 
@@ -65,7 +66,13 @@ void* malloc(size_t bytes, const std::string& what) {
 }
 
 void free(void* p) {
-  if (p != nullptr) nvshmem_free(p);
+  if (p == nullptr) return;
+  // nvshmem_free is collective and synchronizes the device. After a kernel fault (a sticky error:
+  // a wait's timeout trap, which under MPS tears down every client) NVSHMEM's own check would
+  // exit the process with status 255 while a heap is destroyed during unwinding, before the
+  // caller's TimeoutError is reported. The context is lost then: the memory goes with the process.
+  if (cudaDeviceSynchronize() != cudaSuccess) return;
+  nvshmem_free(p);
 }
 
 void* peer_pointer(void* local, int pe) { return nvshmem_ptr(local, pe); }
