@@ -82,6 +82,8 @@ Table bench_ag_gemm(const AgGemmBenchOptions& o) {
   };
   AgGemm op_dec(world, heap, setup.signals, with_method(OpMethod::kDecomposed), "bench.ag_gemm.decomposed");
   AgGemm op_non(world, heap, setup.signals, with_method(OpMethod::kNonOverlapped), "bench.ag_gemm.non_overlapped");
+  // The op as a caller leaves it (method auto): the tune cache's method, else its estimate's.
+  AgGemm op_auto(world, heap, setup.signals, args, "bench.ag_gemm.auto");
   Cublas cublas(world);
   Events events(world, w);
   world.synchronize();
@@ -89,7 +91,7 @@ Table bench_ag_gemm(const AgGemmBenchOptions& o) {
   // Check once: each method of the op against cuBLAS on the gathered A, each from C and the peers'
   // rows of A poisoned (bf16 0xFFFF is NaN: a GEMM that read a row before it landed, or left C
   // unwritten, shows).
-  for (AgGemm* each : {&op, &op_dec, &op_non}) {
+  for (AgGemm* each : {&op, &op_dec, &op_non, &op_auto}) {
     for (int r = 0; r < w; ++r) {
       world.set_device(r);
       const cudaStream_t stream = world.compute_stream(r);
@@ -159,6 +161,7 @@ Table bench_ag_gemm(const AgGemmBenchOptions& o) {
   auto fused = [&] { op.run(); };
   auto op_decomposed = [&] { op_dec.run(); };
   auto op_non_overlapped = [&] { op_non.run(); };
+  auto op_automatic = [&] { op_auto.run(); };
   auto fused_kernel_alone = [&] { op.run_gemm_only(); };
   if (baseline_uses_nccl(world)) {  // untimed: NCCL's communicators are made on first use (a second or so)
     non_overlapped();
@@ -169,7 +172,7 @@ Table bench_ag_gemm(const AgGemmBenchOptions& o) {
   const std::vector<Stats> t = repeat_interleaved(
       world, o.timing.warmup, o.timing.iters,
       {cublas_all, comm_alone, non_overlapped, decomposed, fused, fused_kernel_alone, op_decomposed,
-       op_non_overlapped},
+       op_non_overlapped, op_automatic},
       &gated);
   const Stats &t_gemm = t[0], &t_comm = t[1], &t_non = t[2], &t_dec = t[3], &t_fused = t[4], &t_kernel = t[5];
   GemmOpTable out("ag_gemm",
@@ -185,6 +188,7 @@ Table bench_ag_gemm(const AgGemmBenchOptions& o) {
   out.row("tilelink fused", t_fused);
   out.row("tilelink decomposed (op path)", t[6]);
   out.row("tilelink non-overlapped (op path)", t[7]);
+  out.row(std::string("tilelink auto (ran ") + to_string(op_auto.method()) + ")", t[8]);
   out.row("fused kernel alone (no waits)", t_kernel);
   Table& table = out.table;
   const double ideal = out.ideal;
@@ -196,15 +200,7 @@ Table bench_ag_gemm(const AgGemmBenchOptions& o) {
                         ", swizzle " + std::to_string(op.swizzle()) + ", GEMM CTAs per rank " +
                         std::to_string(op.gemm_ctas(0)) + " (SM budget " + std::to_string(world.sm_budget(0)) + ")");
   table.notes.push_back("check: C of every rank equals cuBLAS within bf16 tolerance, for each of the op's methods");
-  {
-    const ag_gemm_policy::MethodEstimates& e = op.method_estimates();
-    char line[240];
-    std::snprintf(line, sizeof(line),
-                  "method auto would run %s by the op's estimate (fused %.0f, decomposed %.0f, non-overlapped %.0f us)",
-                  to_string(ag_gemm_policy::choose_method(OpMethod::kAuto, e)), e.fused * 1e6, e.decomposed * 1e6,
-                  e.non_overlapped * 1e6);
-    table.notes.push_back(line);
-  }
+  table.notes.push_back(std::string("method auto ran ") + to_string(op_auto.method()) + ": " + op_auto.method_why());
   if (w > 1) {
     // Against the fused kernel without waits, so that the kernel's own speed (which the
     // non-overlapped baseline's cuBLAS does not share) does not count as communication.

@@ -65,12 +65,12 @@ struct AgGemmSetup : BenchMemory {
 
  private:
   // The all-gather's channels for tiles of `min_comm_rows` rows of m rows over the world, for
-  // three ops (the bench's fused op and its two other methods), and spares.
+  // four ops (the bench's fused op, its two other methods and the op on auto), and spares.
   static uint32_t channels(uint32_t m, int world_size, uint32_t min_comm_rows) {
     AllGatherPlan plan;
     plan.map = RowShardMapping{m / static_cast<uint32_t>(world_size), std::max(1u, min_comm_rows),
                                static_cast<uint32_t>(world_size)};
-    return 3 * plan.num_channels() + 64;
+    return 4 * plan.num_channels() + 64;
   }
 };
 

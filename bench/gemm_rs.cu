@@ -61,6 +61,8 @@ Table bench_gemm_rs(const GemmRsBenchOptions& o) {
   if (GemmRs::can_implement(world, s.heap, non_args).empty()) {
     op_non = std::make_unique<GemmRs>(world, s.heap, s.signals, non_args, "bench.gemm_rs.non_overlapped");
   }
+  // The op as a caller leaves it (method auto): the tune cache's method, else its estimate's.
+  GemmRs op_auto(world, s.heap, s.signals, s.args, "bench.gemm_rs.auto");
   Cublas cublas(world);
   Events events(world, w + 1);  // per rank: one per decomposed block, one "all pushed"
   world.synchronize();
@@ -132,6 +134,7 @@ Table bench_gemm_rs(const GemmRsBenchOptions& o) {
   auto fused = [&] { op.run(); };
   auto fused_gemm_alone = [&] { op.run_gemm_only(); };
   auto op_non_overlapped = [&] { op_non->run(); };
+  auto op_automatic = [&] { op_auto.run(); };
 
   // Check once: the op's output (each method) against the non-overlapped chain's.
   check_against(world, "bench gemm_rs", fused, non_overlapped, out, out_base, block_elems);
@@ -144,10 +147,17 @@ Table bench_gemm_rs(const GemmRsBenchOptions& o) {
     check_against(world, "bench gemm_rs, op non-overlapped", op_non_overlapped, non_overlapped, out, out_base,
                   block_elems);
   }
+  for (int r = 0; r < w; ++r) {
+    world.set_device(r);
+    TL_CUDA_CHECK(cudaMemsetAsync(out[r].get(), 0xFF, block_bytes, world.compute_stream(r)));
+  }
+  world.synchronize();
+  check_against(world, "bench gemm_rs, op on auto", op_automatic, non_overlapped, out, out_base, block_elems);
 
   bool gated = true;
   std::vector<std::function<void()>> variants = {gemm_all, reduce_scatter, non_overlapped, decomposed, fused,
                                                  fused_gemm_alone};
+  variants.push_back(op_automatic);
   if (op_non) variants.push_back(op_non_overlapped);
   const std::vector<Stats> t = repeat_interleaved(world, o.timing.warmup, o.timing.iters, variants, &gated);
   const Stats &t_gemm = t[0], &t_comm = t[1], &t_non = t[2], &t_dec = t[3], &t_fused = t[4], &t_alone = t[5];
@@ -162,7 +172,8 @@ Table bench_gemm_rs(const GemmRsBenchOptions& o) {
   result.row("non-overlapped (cuBLAS, then reduce-scatter)", t_non);
   result.row("decomposed (per-owner cuBLAS + copies, 2 streams)", t_dec);
   result.row("tilelink fused", t_fused);
-  if (op_non) result.row("tilelink non-overlapped (op path)", t[6]);
+  if (op_non) result.row("tilelink non-overlapped (op path)", t[7]);
+  result.row(std::string("tilelink auto (ran ") + to_string(op_auto.method()) + ")", t[6]);
   result.row("fused GEMM alone (no scatter, no reduction)", t_alone);
   Table& table = result.table;
   // The shape as `tilelink plan gemm_rs` takes it (bench/predicted_vs_measured.py reads these).
@@ -180,16 +191,7 @@ Table bench_gemm_rs(const GemmRsBenchOptions& o) {
   if (!op.tuned_from().empty()) table.notes.push_back("config from the tune cache " + op.tuned_from());
   table.notes.push_back("check: the op's output of every rank (each method) equals cuBLAS + reduce-scatter within "
                         "bf16 tolerance");
-  {
-    const gemm_rs_policy::MethodEstimates& e = op.method_estimates();
-    char line[200];
-    std::snprintf(line, sizeof(line), "method auto would run %s by the op's estimate (fused %.0f, non-overlapped %.0f us)",
-                  to_string(op.plan().reducer == GemmRsReducer::kEpilogue
-                                ? OpMethod::kFused
-                                : gemm_rs_policy::choose_method(OpMethod::kAuto, e)),
-                  e.fused * 1e6, e.non_overlapped * 1e6);
-    table.notes.push_back(line);
-  }
+  table.notes.push_back(std::string("method auto ran ") + to_string(op_auto.method()) + ": " + op_auto.method_why());
   result.common_notes(w, t_fused.samples, o.timing.warmup, gated);
   return table;
 }

@@ -29,7 +29,7 @@ struct GemmRsSetup : BenchMemory {
   // m: output rows over all ranks; k: the inner dimension over all ranks (each rank holds k / w).
   GemmRsSetup(int world_size, uint32_t m_, uint32_t n_, uint32_t k, const GemmRsConfig& config, uint64_t seed,
               const char* where)
-      : BenchMemory(checked_world(world_size, m_, k, where), 3 * size_t(m_) * n_ * 2 + (16u << 20), 1u << 17),  // two ops' slices
+      : BenchMemory(checked_world(world_size, m_, k, where), 3 * size_t(m_) * n_ * 2 + (16u << 20), 1u << 17),  // three ops' slices
         w(world_size),
         m(m_),
         n(n_),
