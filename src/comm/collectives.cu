@@ -113,9 +113,9 @@ std::string AllGather::can_implement(const World& world, const SymmetricHeap& he
     return std::string("argument 'config.order' = ") + to_string(c.order) +
            ": expected 'mesh' with the copy engine (a stream cannot wait on a peer's channel)";
   }
-  if (c.resource == CommResource::kCopyEngine && c.method != AgMethod::kPull) {
-    return std::string("argument 'config.method' = ") + to_string(c.method) +
-           ": expected 'pull' with the copy engine (each rank's stream copies into its own buffer)";
+  if (c.resource == CommResource::kSm && world.transport() == Transport::kPutSignal) {
+    return "argument 'config.resource' = sm with the world's transport put_signal: the SM path loads and stores "
+           "peers' memory itself; expected copy_engine (its puts and signals go through NVSHMEM)";
   }
   if (c.resource == CommResource::kSm) {
     if (std::string e = check_launch_shape(world, c.num_blocks, c.threads); !e.empty()) return e;
@@ -132,7 +132,9 @@ AllGather::AllGather(const World& world, SymmetricHeap& heap, SignalSet& signals
   plan_.map = RowShardMapping{args.rows_per_rank, args.config.comm_rows, static_cast<uint32_t>(world.size())};
   plan_.row_bytes = args.row_bytes;
   plan_.pitch = args.row_bytes;
-  plan_.method = args.config.method;
+  // The put-with-signal transport has no get: its copy-engine all-gather pushes.
+  const bool put_signal = args.config.resource == CommResource::kCopyEngine && world.transport() == Transport::kPutSignal;
+  plan_.method = put_signal ? AgMethod::kPush : args.config.method;
   plan_.order = args.config.order;
   const uint32_t budget = static_cast<uint32_t>(world.sm_budget(0));
   num_blocks_ = args.config.num_blocks != 0 ? args.config.num_blocks
@@ -168,7 +170,7 @@ void AllGather::announce(int r) {
   world.check_rank(r, "AllGather::announce");
   if (args_.config.resource != CommResource::kCopyEngine) return;
   world.set_device(r);
-  StreamCtx h{r, world.size(), world.comm_stream(r)};
+  StreamCtx h{r, world.size(), world.comm_stream(r), world.transport()};
   all_gather_stream_announce(h, plan_, slice_.host_view(r));
 }
 
@@ -177,7 +179,7 @@ void AllGather::transfer(int r) {
   world.check_rank(r, "AllGather::transfer");
   if (args_.config.resource == CommResource::kCopyEngine) {
     world.set_device(r);
-    StreamCtx h{r, world.size(), world.comm_stream(r)};
+    StreamCtx h{r, world.size(), world.comm_stream(r), world.transport()};
     all_gather_stream_transfer(h, plan_, slice_.host_view(r), heap_->host_view(r), gathered_[r]);
   } else {
     const bool bulk = args_.config.path == DataPath::kBulk;

@@ -254,6 +254,23 @@ void BlockCtx::rank_copy_data(void* dst, const void* src, size_t bytes) {
   std::memcpy(dst, src, bytes);
 }
 
+void BlockCtx::rank_put_signal(const SymmetricView& heap, void* dst, const void* src, uint64_t pitch,
+                               TileShape shape, const SignalView& sig, uint32_t channel, int peer) {
+  constexpr const char* where = "cpu::BlockCtx::rank_put_signal";
+  jitter();
+  check_view(sig, rank_, world_, where);
+  check_channels(sig, channel, 1, where);
+  check_peer(peer, world_, where);
+  TL_REQUIRE(pitch >= shape.row_bytes, where, "pitch", pitch, "at least the row's bytes");
+  if (shape.rows != 0) {
+    TL_REQUIRE(src != nullptr, where, "src", src, "a valid pointer");
+    TL_REQUIRE(heap.contains(dst, uint64_t(shape.rows - 1) * pitch + shape.row_bytes), where, "dst", dst,
+               "rows inside this rank's symmetric heap segment");
+    copy_rows({heap.translate(static_cast<char*>(dst), peer), pitch}, {const_cast<void*>(src), pitch}, shape);
+  }
+  notify(sig, sig.on(peer, channel), NotifyMode::kSet);
+}
+
 // ---- Executor --------------------------------------------------------------------------------------
 
 Executor::Executor(int world, size_t heap_bytes_per_rank, uint32_t num_channels,

@@ -1,5 +1,6 @@
 // Host primitives: stream memops (driver entry points) and copy-engine transfers.
 #include "core/driver.hpp"
+#include "primitives/nvshmem_transport.hpp"
 #include "tilelink/core/error.hpp"
 #include "tilelink/primitives/host.hpp"
 
@@ -28,12 +29,53 @@ void check_channel(const char* where, const SignalView& sig, uint32_t channel) {
 
 }  // namespace
 
-void rank_notify(cudaStream_t stream, const SignalView& sig, uint32_t channel, int peer) {
+const char* to_string(Transport t) {
+  switch (t) {
+    case Transport::kLoadStore: return "load_store";
+    case Transport::kPutSignal: return "put_signal";
+  }
+  return "unknown";
+}
+
+void rank_notify(cudaStream_t stream, const SignalView& sig, uint32_t channel, int peer, Transport transport) {
   check_channel("rank_notify", sig, channel);
   TL_REQUIRE(peer >= 0 && peer < sig.world, "rank_notify", "peer", peer,
              "a rank in [0, " + std::to_string(sig.world) + ")");
+  if (transport == Transport::kPutSignal && peer != sig.rank) {
+    // The slice's channels are symmetric: this rank's address of the channel names peer's too.
+    detail::nvshmem_signal_set(stream, sig.local(channel), sig.set_value(), peer);
+    return;
+  }
   const auto addr = reinterpret_cast<CUdeviceptr>(sig.on(peer, channel));
   TL_CU_CHECK(write_value64()(stream, addr, sig.set_value(), CU_STREAM_WRITE_VALUE_DEFAULT));
+}
+
+void rank_put_signal(cudaStream_t stream, const SymmetricView& heap, void* dst, const void* src, uint64_t pitch,
+                     TileShape shape, const SignalView& sig, uint32_t channel, int peer, Transport transport) {
+  constexpr const char* where = "rank_put_signal";
+  check_channel(where, sig, channel);
+  TL_REQUIRE(peer >= 0 && peer < sig.world, where, "peer", peer, "a rank in [0, " + std::to_string(sig.world) + ")");
+  TL_REQUIRE(pitch >= shape.row_bytes, where, "pitch", pitch,
+             "at least the row's " + std::to_string(shape.row_bytes) + " bytes");
+  if (shape.rows != 0) {
+    TL_REQUIRE(src != nullptr, where, "src", src, "a device pointer");
+    const uint64_t extent = uint64_t(shape.rows - 1) * pitch + shape.row_bytes;
+    TL_REQUIRE(heap.contains(dst, extent), where, "dst", dst,
+               "rows inside this rank's symmetric heap segment (their counterpart on the peer is written)");
+  }
+  if (transport == Transport::kPutSignal && peer != sig.rank) {
+    detail::nvshmem_put_rows_signal(stream, dst, src, pitch, shape, sig.local(channel), sig.set_value(), peer);
+    return;
+  }
+  if (shape.rows != 0) {
+    char* to = heap.translate(static_cast<char*>(dst), peer);
+    if (pitch == shape.row_bytes) {
+      rank_copy_data(stream, to, src, size_t(shape.bytes()));
+    } else {
+      TL_CUDA_CHECK(cudaMemcpy2DAsync(to, pitch, src, pitch, shape.row_bytes, shape.rows, cudaMemcpyDefault, stream));
+    }
+  }
+  rank_notify(stream, sig, channel, peer);
 }
 
 void rank_wait(cudaStream_t stream, const SignalView& sig, uint32_t channel, uint32_t arrivals) {

@@ -60,4 +60,10 @@ std::string check_rank_pointers(const World& world, const std::vector<const void
   return "";
 }
 
+std::string check_load_store_peers(const World& world, const std::string& what) {
+  if (world.transport() != Transport::kPutSignal || world.size() == 1) return "";
+  return "the world's transport is put_signal, and " + what +
+         " loads and stores peers' memory itself; expected a world with transport load_store";
+}
+
 }  // namespace tilelink

@@ -27,6 +27,10 @@ std::string check_symmetric(const World& world, const SymmetricHeap& heap, const
 // One pointer per rank, non-null and 16-byte aligned for every rank this process drives (a process
 // world's other entries are not read).
 std::string check_rank_pointers(const World& world, const std::vector<const void*>& ptrs, const char* name);
+
+// "" unless the world's transport is put_signal and it has peers: then why `what` (a kernel that
+// loads and stores peers' memory itself) cannot run on it.
+std::string check_load_store_peers(const World& world, const std::string& what);
 template <class T>
 std::string check_rank_pointers(const World& world, const std::vector<T*>& ptrs, const char* name) {
   return check_rank_pointers(world, std::vector<const void*>(ptrs.begin(), ptrs.end()), name);

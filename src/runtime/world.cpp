@@ -17,6 +17,7 @@ namespace tilelink {
 
 struct World::Impl {
   WorldMode mode = WorldMode::kVirtual;
+  Transport transport = Transport::kLoadStore;
   std::vector<int> devices;  // per rank (-1: a rank of another process)
   std::vector<int> local;    // the ranks this process drives
   std::vector<int> sm_budget;
@@ -122,6 +123,22 @@ struct World::Impl {
 
 namespace {
 
+// A one-process world's ranks reach each other by load/store only (NVSHMEM's PEs are processes).
+void require_load_store(const char* where, const WorldOptions& options) {
+  TL_REQUIRE(options.transport == Transport::kLoadStore, where, "options.transport", to_string(options.transport),
+             "load_store (put_signal goes through NVSHMEM, whose PEs are processes: World::process)");
+}
+
+// TILELINK_TRANSPORT, else the option.
+Transport transport_from_env(Transport fallback) {
+  const char* v = std::getenv("TILELINK_TRANSPORT");
+  if (v == nullptr) return fallback;
+  const std::string s = v;
+  if (s == "load_store") return Transport::kLoadStore;
+  if (s == "put_signal") return Transport::kPutSignal;
+  detail::throw_invalid_argument("World::process", "TILELINK_TRANSPORT", s, "load_store or put_signal");
+}
+
 uint64_t timeout_from_env(uint64_t fallback, const char* variable = "TILELINK_WAIT_TIMEOUT_MS") {
   if (const char* ms = std::getenv(variable)) {
     char* end = nullptr;
@@ -189,6 +206,7 @@ World& World::operator=(World&&) noexcept = default;
 World::~World() = default;
 
 World World::virtual_ranks(int world_size, int device, WorldOptions options) {
+  require_load_store("World::virtual_ranks", options);
   TL_REQUIRE(world_size >= 1 && world_size <= kMaxWorldSize, "World::virtual_ranks", "world_size",
              world_size, "1 to " + std::to_string(kMaxWorldSize) + " ranks");
   const int count = device_count();
@@ -213,6 +231,7 @@ World World::virtual_ranks(int world_size, int device, WorldOptions options) {
 }
 
 World World::multi_gpu(const std::vector<int>& devices, WorldOptions options) {
+  require_load_store("World::multi_gpu", options);
   const int n = static_cast<int>(devices.size());
   TL_REQUIRE(n >= 1 && n <= kMaxWorldSize, "World::multi_gpu", "devices.size()", n,
              "1 to " + std::to_string(kMaxWorldSize) + " devices");
@@ -277,6 +296,7 @@ World World::process(const ProcessRank& me, const UniqueId& id, WorldOptions opt
   // kernels sized to it stay resident next to their peers'.
   auto w = std::make_unique<Impl>();
   w->mode = WorldMode::kProcess;
+  w->transport = transport_from_env(options.transport);
   w->devices.assign(me.size, -1);
   w->devices[me.rank] = me.device;
   w->num_sms.assign(me.size, sms);
@@ -351,6 +371,7 @@ UniqueId UniqueId::from_hex(const std::string& hex, const char* where) {
 
 int World::size() const { return static_cast<int>(impl_->devices.size()); }
 WorldMode World::mode() const { return impl_->mode; }
+Transport World::transport() const { return impl_->transport; }
 const std::vector<int>& World::local_ranks() const { return impl_->local; }
 bool World::is_local(int rank) const {
   return std::find(impl_->local.begin(), impl_->local.end(), rank) != impl_->local.end();

@@ -67,7 +67,7 @@ TEST_P(AllGatherProtocol, TileShapes) {
 
 std::string variant_name(const ::testing::TestParamInfo<Variant>& info) {
   const Variant& v = info.param;
-  if (v.copy_engine) return "CopyEngine";
+  if (v.copy_engine) return v.method == AgMethod::kPull ? "CopyEngine" : "CopyEnginePush";
   return std::string(v.method == AgMethod::kPull ? "Pull" : "Push") +
          (v.order == CommOrder::kRing ? "Ring" : "FullMesh");
 }
@@ -77,7 +77,8 @@ INSTANTIATE_TEST_SUITE_P(Sm, AllGatherProtocol,
                                            Variant{AgMethod::kPull, CommOrder::kRing, false},
                                            Variant{AgMethod::kPush, CommOrder::kFullMesh, false},
                                            Variant{AgMethod::kPush, CommOrder::kRing, false},
-                                           Variant{AgMethod::kPull, CommOrder::kFullMesh, true}),
+                                           Variant{AgMethod::kPull, CommOrder::kFullMesh, true},
+                                           Variant{AgMethod::kPush, CommOrder::kFullMesh, true}),
                          variant_name);
 
 // A block context whose peer_tile_wait returns at once.
@@ -245,7 +246,8 @@ INSTANTIATE_TEST_SUITE_P(Sm, AllGatherBackToBack,
                                            Variant{AgMethod::kPush, CommOrder::kRing, false},
                                            Variant{AgMethod::kPull, CommOrder::kFullMesh, false},
                                            Variant{AgMethod::kPull, CommOrder::kRing, false},
-                                           Variant{AgMethod::kPull, CommOrder::kFullMesh, true}),
+                                           Variant{AgMethod::kPull, CommOrder::kFullMesh, true},
+                                           Variant{AgMethod::kPush, CommOrder::kFullMesh, true}),
                          variant_name);
 
 // A timeout's report names the ranks that had not entered the call, from the snapshot of the

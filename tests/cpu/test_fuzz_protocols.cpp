@@ -90,8 +90,8 @@ uint32_t cpu_blocks(uint32_t knob, uint32_t automatic, uint32_t most) {
 int cpu_budget(int world) { return static_cast<int>(Space::cpu().sms) / world; }
 
 // The all-gather of a draw as the ops resolve it, refused where its stream or plan cannot run it:
-// all_gather_stream is a full-mesh pull (the copy engine has no ring and no push), and rows move
-// as 16-byte vectors.
+// all_gather_stream is a full-mesh pull or push (the copy engine has no ring), and rows move as
+// 16-byte vectors.
 std::string all_gather_refusal(const AllGatherConfig& c, uint32_t rows_per_rank, uint32_t row_bytes) {
   if (rows_per_rank == 0) return "rows_per_rank = 0: the row-shard mapping needs a row per rank";
   if (c.comm_rows == 0) return "comm_rows = 0: a communication tile needs a row";
@@ -99,10 +99,7 @@ std::string all_gather_refusal(const AllGatherConfig& c, uint32_t rows_per_rank,
     return "row_bytes = " + std::to_string(row_bytes) + ": the data primitives move 16-byte vectors";
   }
   if (c.resource == CommResource::kCopyEngine && c.order == CommOrder::kRing) {
-    return "copy engine with order = ring: all_gather_stream is a full-mesh pull";
-  }
-  if (c.resource == CommResource::kCopyEngine && c.method == AgMethod::kPush) {
-    return "copy engine with method = push: all_gather_stream is a full-mesh pull";
+    return "copy engine with order = ring: all_gather_stream is a full mesh";
   }
   return "";
 }

@@ -39,11 +39,10 @@ std::vector<AgCombo> all_ag_combos() {
   return combos;
 }
 
-// The copy engine moves whole tiles with cudaMemcpyAsync pulled by the receiver over a full mesh;
-// a push or a ring with the copy engine is refused by can_implement (AllGatherSupportTest).
-bool copy_engine_supports(const AgCombo& c) {
-  return c.method == AgMethod::kPull && c.order == CommOrder::kFullMesh;
-}
+// The copy engine moves whole tiles over a full mesh, pulled by the receiver (cudaMemcpyAsync) or
+// pushed by the owner with the receiver's channel set behind them (rank_put_signal); a ring with
+// the copy engine is refused by can_implement (AllGatherSupportTest).
+bool copy_engine_supports(const AgCombo& c) { return c.order == CommOrder::kFullMesh; }
 
 std::vector<AgCombo> runnable_ag_combos() {
   std::vector<AgCombo> combos;
@@ -183,9 +182,9 @@ INSTANTIATE_TEST_SUITE_P(
 
 class AllGatherSupportTest : public ::testing::TestWithParam<int> {};
 
-// Every SM configuration and the copy-engine full-mesh pull (whatever the data path: the copy
-// engine moves whole tiles) are accepted; a copy-engine push or ring is refused with a reason
-// that names the field.
+// Every SM configuration and the copy-engine full mesh, pull or push (whatever the data path: the
+// copy engine moves whole tiles) are accepted; a copy-engine ring is refused with a reason that
+// names the field.
 TEST_P(AllGatherSupportTest, AcceptsExactlyTheSupportedConfigurations) {
   TL_SKIP_WITHOUT_GPU();
   const int world_size = GetParam();

@@ -288,6 +288,16 @@ template <class F>
   return ::testing::AssertionFailure() << "did not throw";
 }
 
+// The put-with-signal transport goes through NVSHMEM, whose PEs are processes: one-process worlds
+// refuse it by name.
+TEST(InvalidArgumentTest, OneProcessWorldsRefuseThePutSignalTransport) {
+  TL_SKIP_WITHOUT_GPU();
+  WorldOptions options;
+  options.transport = Transport::kPutSignal;
+  EXPECT_TRUE(throws_invalid_argument([&] { World::virtual_ranks(2, 0, options); }, "put_signal"));
+  EXPECT_TRUE(throws_invalid_argument([&] { World::multi_gpu({0}, options); }, "put_signal"));
+}
+
 TEST(InvalidArgumentTest, HeapRefusesWhatDoesNotFit) {
   TL_SKIP_WITHOUT_GPU();
   TestWorld env(2, 1 << 20, 64);

@@ -471,8 +471,12 @@ int main(int argc, char** argv) {
   if (const char* dir = std::getenv("TILELINK_PROCESS_RESULTS")) {
     const char* rank = std::getenv("RANK");
     const char* size = std::getenv("WORLD_SIZE");
-    GTEST_FLAG_SET(output, std::string("xml:") + dir + (fault_mode ? "/process_fault_" : "/process_") +
-                               (size ? size : "1") + "_rank_" + (rank ? rank : "0") + ".xml");
+    const char* transport = std::getenv("TILELINK_TRANSPORT");
+    const std::string kind = fault_mode                                                  ? "/process_fault_"
+                             : transport != nullptr && std::string(transport) == "put_signal" ? "/process_put_signal_"
+                                                                                              : "/process_";
+    GTEST_FLAG_SET(output, std::string("xml:") + dir + kind + (size ? size : "1") + "_rank_" + (rank ? rank : "0") +
+                               ".xml");
   }
   ::testing::InitGoogleTest(&argc, argv);
   // After InitGoogleTest, so that a --gtest_filter of the command line keeps the exclusion.

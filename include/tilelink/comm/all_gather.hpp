@@ -134,7 +134,7 @@ TL_HOST_DEVICE void all_gather_block(Ctx& ctx, const AllGatherPlan& plan, const 
   if (plan.method == AgMethod::kPull) rank_exit_barrier(ctx, sig, plan.exit_channel());
 }
 
-// Copy-engine path, on one rank's communication stream: a full-mesh pull (`gathered`
+// Copy-engine path, on one rank's communication stream: a full-mesh pull or push (`gathered`
 // contiguous). The stream memops replace the SM notifies: a consumer kernel waits on the same
 // channels. In two halves, because a stream's waits must never depend on work the host has not
 // enqueued yet: the transfer half of rank r waits for every peer's announcement, and a process
@@ -155,13 +155,25 @@ void all_gather_stream_announce(HostCtx& h, const AllGatherPlan& plan, const Sig
 }
 
 // Transfer: a stream cannot poll a peer's "own rows present" channel; the entry barrier stands
-// for it (every peer has entered this call, so its rows for this call are in place). Then every
-// peer's tiles, each followed by its channel's notify, and the exit barrier.
+// for it (every peer has entered this call, so its rows for this call are in place, and its
+// consumers of the previous call's rows are done). Pull: every peer's tiles, each followed by its
+// channel's notify, and the exit barrier (peers read this rank's rows). Push: the rank's own
+// tiles into every peer, each with the peer's channel set behind it (rank_put_signal: the
+// put-with-signal transport's path); no peer reads this rank's buffer, so no exit barrier.
 template <class HostCtx>
 void all_gather_stream_transfer(HostCtx& h, const AllGatherPlan& plan, const SignalView& sig,
                                 const SymmetricView& heap, void* gathered) {
   const uint32_t rank = static_cast<uint32_t>(h.rank());
   rank_barrier_stream_wait(h, sig, plan.barrier_channel());
+  if (plan.method == AgMethod::kPush) {
+    for (uint32_t i = 0; i < plan.num_items(); ++i) {
+      const AllGatherPlan::Item it = plan.item(rank, i, AgMethod::kPush);
+      const TileRef tile = plan.tile_ref(gathered, it.channel);
+      h.rank_put_signal(heap, tile.ptr, tile.ptr, tile.pitch, plan.tile_shape(it.channel), sig,
+                        plan.tile_channel(it.channel), it.peer);
+    }
+    return;
+  }
   for (uint32_t i = 0; i < plan.num_items(); ++i) {
     const AllGatherPlan::Item it = plan.item(rank, i, AgMethod::kPull);
     const TileRef tile = plan.tile_ref(gathered, it.channel);

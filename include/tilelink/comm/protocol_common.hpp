@@ -7,7 +7,7 @@
 //   producer_tile_notify, consumer_tile_wait, peer_tile_notify, peer_tile_wait,
 //   tile_push_data, tile_pull_data        -- block-level: the context adds the barriers
 // HostCtx (one rank's stream):
-//   rank(), world(), rank_notify, rank_wait, rank_copy_data
+//   rank(), world(), rank_notify, rank_wait, rank_copy_data, rank_put_signal
 #pragma once
 
 #include <cstdint>

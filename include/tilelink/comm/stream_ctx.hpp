@@ -15,11 +15,16 @@ struct StreamCtx {
   int rank_;
   int world_;
   cudaStream_t stream_;
+  Transport transport_ = Transport::kLoadStore;  // how the stream reaches peers (World::transport)
 
   int rank() const { return rank_; }
   int world() const { return world_; }
   void rank_notify(const SignalView& sig, uint32_t channel, int peer) {
-    tilelink::rank_notify(stream_, sig, channel, peer);
+    tilelink::rank_notify(stream_, sig, channel, peer, transport_);
+  }
+  void rank_put_signal(const SymmetricView& heap, void* dst, const void* src, uint64_t pitch, TileShape shape,
+                       const SignalView& sig, uint32_t channel, int peer) {
+    tilelink::rank_put_signal(stream_, heap, dst, src, pitch, shape, sig, channel, peer, transport_);
   }
   void rank_wait(const SignalView& sig, uint32_t channel, uint32_t arrivals = 1) {
     tilelink::rank_wait(stream_, sig, channel, arrivals);

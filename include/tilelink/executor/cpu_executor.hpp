@@ -72,6 +72,9 @@ class BlockCtx {
   void rank_notify(const SignalView& sig, uint32_t channel, int peer);
   void rank_wait(const SignalView& sig, uint32_t channel, uint32_t arrivals = 1);
   void rank_copy_data(void* dst, const void* src, size_t bytes);
+  // Rows into peer's counterpart of `dst` (this rank's heap), then peer's channel set.
+  void rank_put_signal(const SymmetricView& heap, void* dst, const void* src, uint64_t pitch, TileShape shape,
+                       const SignalView& sig, uint32_t channel, int peer);
 
   // A random delay (called before every primitive; roles may add their own).
   void jitter();

@@ -13,6 +13,7 @@
 #include <cstdint>
 
 #include "tilelink/primitives/signal.hpp"
+#include "tilelink/primitives/symmetric.hpp"
 
 namespace tilelink {
 
@@ -38,10 +39,30 @@ class StreamWaitObserver {
   ~StreamWaitObserver() = default;
 };
 
+// How the host primitives reach another rank's memory.
+enum class Transport : uint32_t {
+  kLoadStore = 0,  // the peer's memory is mapped here (peer pointers: one GPU, NVLink, PCIe P2P)
+  kPutSignal = 1,  // NVSHMEM's stream-ordered put-with-signal and signal ops (any PE it reaches,
+                   // another node included); the slice's channels and the data's destination
+                   // must be in NVSHMEM's symmetric heap (a process world's SymmetricHeap)
+};
+const char* to_string(Transport t);  // "load_store", "put_signal"
+
 // Store the call's epoch into `channel` in `peer`'s memory once all earlier work on `stream`
 // has completed (cuStreamWriteValue64, default flags: a release of that work). kSet only: stream
-// memops cannot add.
-void rank_notify(cudaStream_t stream, const SignalView& sig, uint32_t channel, int peer);
+// memops cannot add. kPutSignal, another rank: nvshmemx_signal_op_on_stream (NVSHMEM_SIGNAL_SET),
+// after every earlier put of the stream is delivered (nvshmemx_quiet_on_stream).
+void rank_notify(cudaStream_t stream, const SignalView& sig, uint32_t channel, int peer,
+                 Transport transport = Transport::kLoadStore);
+
+// Put a tile of this rank's memory into `peer`'s, then set `channel` in `peer`'s memory to the
+// call's epoch: a wait on the channel there sees the rows. `dst` is an address in this rank's
+// heap segment (`heap`): the rows land at its counterpart on `peer`; `src` is this rank's, rows
+// `pitch` bytes apart in both. kLoadStore: rank_copy_data to the translated address, then
+// rank_notify. kPutSignal: nvshmemx_putmem_on_stream per row and, for the last,
+// nvshmemx_putmem_signal_on_stream (after nvshmemx_quiet_on_stream when there are earlier rows).
+void rank_put_signal(cudaStream_t stream, const SymmetricView& heap, void* dst, const void* src, uint64_t pitch,
+                     TileShape shape, const SignalView& sig, uint32_t channel, int peer, Transport transport);
 
 // Make later work on `stream` wait until `channel` in this rank's memory reaches
 // sig.expected(arrivals) (cuStreamWaitValue64 with GEQ: a wrap-safe signed comparison). The

@@ -20,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "tilelink/primitives/host.hpp"
 #include "tilelink/primitives/signal.hpp"
 #include "tilelink/runtime/error_channel.hpp"
 
@@ -34,6 +35,13 @@ struct WorldOptions {
   // the first call of a shape), so it is as long as NCCL's default; a rank that has not arrived by
   // then is named in a TimeoutError. TILELINK_BARRIER_TIMEOUT_MS overrides it.
   uint64_t barrier_timeout_ns = 600'000'000'000ull;
+  // How the host-driven (copy-engine) communication reaches peers (primitives/host.hpp). Process
+  // worlds only may take kPutSignal: every stream transfer and signal to another rank then goes
+  // through NVSHMEM's put-with-signal, as it must for a peer on another node; on one node it
+  // tests that path. TILELINK_TRANSPORT=load_store|put_signal overrides it in a process world.
+  // Kernels that load or store peers' memory themselves (SM all-gathers, GEMM+RS's pull and
+  // epilogue scatters, the MoE combine, GEMM+AR) are refused under kPutSignal by their ops.
+  Transport transport = Transport::kLoadStore;
 };
 
 enum class WorldMode { kVirtual, kMultiGpu, kProcess };
@@ -105,6 +113,8 @@ class World {
 
   int size() const;
   WorldMode mode() const;
+  // How copy-engine communication reaches peers (WorldOptions::transport).
+  Transport transport() const;
   // The ranks this process drives, ascending: every rank in one-process worlds, {rank} in a
   // process world. Ops launch, wait and synchronise for these only.
   const std::vector<int>& local_ranks() const;

@@ -138,6 +138,7 @@ std::string GemmAr::can_implement(const World& world, const SymmetricHeap&, cons
   const auto& kernel = detail::sm90_gemm_ar_config(a.m);
   const GemmArConfig& c = a.config;
   if (a.m == 0) return "argument 'm' = 0: expected at least one row";
+  if (std::string e = check_load_store_peers(world, "GEMM+AR's reduction"); !e.empty()) return e;
   if (std::string e = check_rank_pointers(world, a.a, "a"); !e.empty()) return e;
   if (std::string e = check_rank_pointers(world, a.b, "b"); !e.empty()) return e;
   if (std::string e = check_rank_pointers(world, a.out, "out"); !e.empty()) return e;

@@ -187,6 +187,11 @@ std::string GemmRs::can_implement(const World& world, const SymmetricHeap& heap,
   if (std::string e = kernel.can_implement(p); !e.empty()) return e;
   const uint64_t bytes = buffer_rows(a.m, world.size()) * a.n * 2;
   if (std::string e = check_symmetric(world, heap, a.partial, 0, bytes, "partial"); !e.empty()) return e;
+  if (world.transport() == Transport::kPutSignal && a.config.scatter != GemmRsScatter::kCopyEngine) {
+    return std::string("argument 'config.scatter' = ") + to_string(a.config.scatter) +
+           " with the world's transport put_signal: the reduction (pull) or the GEMM's epilogue (push) loads and "
+           "stores peers' memory itself; expected ce (its puts and signals go through NVSHMEM)";
+  }
   switch (a.config.scatter) {
     case GemmRsScatter::kPull:
       return "";
@@ -435,7 +440,7 @@ void GemmRs::run_gemm_only() {
 // runs the reduction waits for them after launching it.
 void GemmRs::enqueue_scatter(int rank, cudaStream_t after) {
   scatter_.fork_from(rank, after);
-  StreamCtx h{rank, world_->size(), scatter_.stream(rank)};
+  StreamCtx h{rank, world_->size(), scatter_.stream(rank), world_->transport()};
   gemm_rs_copy_engine_scatter(h, plan_, slice_.host_view(rank), heap_->host_view(rank),
                               host_m_order_[static_cast<size_t>(rank)].data(), args_.partial->data(rank),
                               args_.recv->data(rank), 2);

@@ -80,6 +80,7 @@ uint32_t MoeGemmRs::tile_m_of(const std::string& kernel) {
 
 std::string MoeGemmRs::can_implement(const World& world, const SymmetricHeap& heap, const MoeGemmRsArguments& a) {
   if (std::string e = can_implement_shape(world, heap, a); !e.empty()) return e;
+  if (std::string e = check_load_store_peers(world, "the MoE combine (part 2)"); !e.empty()) return e;
   if (std::string e = check_mapping(world, a, tile_m_of(a.config.kernel)); !e.empty()) return e;
   return check_rank_pointers(world, a.h, "h");
 }

@@ -19,8 +19,8 @@
 //    part); the epilogue notifies q (peer_tile_notify). q's reduction waits on its own channel for
 //    all senders' arrivals and reads only local memory.
 //  - kCopyEngine: as kPull into r's own buf; the copy engine, on r's comm stream, waits for each
-//    finished group (rank_wait), copies it into q's receive buffer `recv`, slot r
-//    (rank_copy_data) and sets q's channel for (sender r, group) (rank_notify). q's reduction reads
+//    finished group (rank_wait), puts it into q's receive buffer `recv`, slot r,
+//    and sets q's channel for (sender r, group) behind them (rank_put_signal). q's reduction reads
 //    its own block from its buf, every other sender's slot from its recv.
 //
 // Signal granularity (decoupled from the tile size): one channel per GEMM tile, per row of tiles,
@@ -218,12 +218,12 @@ void gemm_rs_copy_engine_scatter(HostCtx& h, const GemmRsFusedPlan& plan, const 
     h.rank_wait(sig, plan.group_channel(owner, g), plan.arrivals_per_group());
     const uint64_t src_row = uint64_t(owner) * plan.rows_per_rank + plan.group_row0(g);
     const uint64_t dst_row = uint64_t(rank) * plan.rows_per_rank + plan.group_row0(g);
-    const uint32_t rows = plan.group_rows(owner, g);  // none: a block or tile row past M
-    if (rows != 0) {
-      void* dst = heap.translate(static_cast<char*>(recv) + dst_row * row_bytes, static_cast<int>(owner));
-      h.rank_copy_data(dst, static_cast<const char*>(buf) + src_row * row_bytes, rows * row_bytes);
-    }
-    h.rank_notify(sig, plan.recv_channel(rank, g), static_cast<int>(owner));
+    const uint32_t rows = plan.group_rows(owner, g);
+    // The rows (none: a block or tile row past M) into the owner's slot, its channel set behind them.
+    h.rank_put_signal(heap, static_cast<char*>(recv) + dst_row * row_bytes,
+                      static_cast<const char*>(buf) + src_row * row_bytes, row_bytes,
+                      TileShape{rows, static_cast<uint32_t>(row_bytes)}, sig, plan.recv_channel(rank, g),
+                      static_cast<int>(owner));
   }
 }
 

@@ -1,0 +1,106 @@
+// The process suite's transport cases (tests/process/test_process.cu says how the suite runs): the
+// copy-engine all-gather, pull and push, with either transport (ctest gpu_process_put_signal_*
+// sets TILELINK_TRANSPORT=put_signal: every put and signal to a peer through NVSHMEM), and what
+// the put-with-signal transport refuses.
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "../gpu/gpu_test_util.hpp"
+#include "process_env.hpp"
+#include "tilelink/comm/collectives.hpp"
+#include "tilelink/ops/gemm_rs/gemm_rs.hpp"
+#include "tilelink/runtime/signal_set.hpp"
+#include "tilelink/runtime/symmetric_heap.hpp"
+
+namespace tilelink::test::process {
+namespace {
+
+struct CeMethod {
+  const char* name;
+  AgMethod method;
+};
+
+class ProcessTransport : public ::testing::TestWithParam<CeMethod> {};
+
+// Every rank's shard (an off-grid row count, tiles of 32 rows) in every rank's buffer over three
+// calls of fresh rows, the peers' rows poisoned before each. Under put_signal the copy engine
+// pushes whatever the configuration says (AllGather: the transport has no get).
+TEST_P(ProcessTransport, CopyEngineAllGatherBringsEveryShard) {
+  const int w = world().size();
+  const uint32_t rows = 100, row_bytes = 272;  // 136 bf16: rows are not a power of two either
+  const size_t shard = size_t(rows) * row_bytes, bytes = shard * size_t(w);
+  SymmetricHeap heap(world(), bytes + (2 << 20));
+  SignalSet signals(heap, 1024);
+  SymmetricBuffer gathered = heap.allocate(bytes);
+  AllGatherArguments args;
+  args.gathered = &gathered;
+  args.rows_per_rank = rows;
+  args.row_bytes = row_bytes;
+  args.config.resource = CommResource::kCopyEngine;
+  args.config.method = GetParam().method;
+  args.config.comm_rows = 32;
+  ASSERT_EQ(AllGather::can_implement(world(), heap, args), "");
+  AllGather ag(world(), heap, signals, args, std::string("process_transport_") + GetParam().name);
+  const bool pushes = GetParam().method == AgMethod::kPush || world().transport() == Transport::kPutSignal;
+  EXPECT_EQ(ag.plan().method, pushes ? AgMethod::kPush : AgMethod::kPull);
+  char* g = static_cast<char*>(gathered.data(me()));
+  for (int call = 1; call <= 3; ++call) {
+    SCOPED_TRACE("call " + std::to_string(call));
+    auto rng = shared_rng(700, call);  // every process draws every shard alike
+    std::vector<uint8_t> want(bytes);
+    for (uint8_t& b : want) b = static_cast<uint8_t>(rng());
+    poison(g, bytes);
+    upload(g + size_t(me()) * shard, want.data() + size_t(me()) * shard, shard);
+    world().barrier();  // every rank's shard in place (a fresh poison must not land after a peer's put)
+    ag.run();
+    world().synchronize();
+    EXPECT_TRUE(bytes_equal(download<uint8_t>(g, bytes), want));
+    world().barrier();  // every rank checked before the next call's poison
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Process, ProcessTransport,
+                         ::testing::Values(CeMethod{"ce_pull", AgMethod::kPull}, CeMethod{"ce_push", AgMethod::kPush}),
+                         [](const auto& info) { return std::string(info.param.name); });
+
+// Under put_signal, kernels that load or store peers' memory themselves are refused by name; the
+// copy-engine paths are not.
+TEST(ProcessTransportRefusals, KernelsThatReachPeersThemselves) {
+  if (world().transport() != Transport::kPutSignal || world().size() == 1) {
+    GTEST_SKIP() << "the world's transport is " << to_string(world().transport()) << " with "
+                 << world().size() << " rank(s): nothing is refused";
+  }
+  const int w = world().size();
+  SymmetricHeap heap(world(), 8 << 20);
+  SymmetricBuffer buf = heap.allocate(4 << 20);
+  AllGatherArguments ag;
+  ag.gathered = &buf;
+  ag.rows_per_rank = 64;
+  ag.row_bytes = 256;
+  ag.config.resource = CommResource::kSm;
+  EXPECT_NE(AllGather::can_implement(world(), heap, ag).find("put_signal"), std::string::npos);
+  ag.config.resource = CommResource::kCopyEngine;
+  EXPECT_EQ(AllGather::can_implement(world(), heap, ag), "");
+
+  DeviceBuffer a(1 << 20, world().device(me())), b(1 << 20, world().device(me())), out(1 << 20, world().device(me()));
+  GemmRsArguments rs;
+  rs.partial = &buf;
+  rs.m = 128 * uint32_t(w);
+  rs.n = 256;
+  rs.k = 128;
+  rs.a.assign(w, nullptr);
+  rs.b.assign(w, nullptr);
+  rs.out.assign(w, nullptr);
+  rs.a[me()] = a.get();
+  rs.b[me()] = b.get();
+  rs.out[me()] = out.get();
+  rs.config.scatter = GemmRsScatter::kPull;
+  const std::string why = GemmRs::can_implement(world(), heap, rs);
+  EXPECT_NE(why.find("put_signal"), std::string::npos) << why;
+  EXPECT_NE(why.find("config.scatter"), std::string::npos) << why;
+}
+
+}  // namespace
+}  // namespace tilelink::test::process
