@@ -2,6 +2,7 @@
 #pragma once
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstring>
 #include <functional>
@@ -119,6 +120,8 @@ inline std::string run_moe(const MoeCase& c, uint64_t seed, int calls) {
       std::memset(ex.at<float>(r, sorted_off), kPoison, size_t(max_rows) * ag.pitch);
     }
     const uint64_t epoch = static_cast<uint64_t>(call);
+    std::vector<std::atomic<uint32_t>> claimed(static_cast<size_t>(c.world));  // per rank: the gather's tile claims
+    for (auto& n : claimed) n = 0;
     auto ag_sig = [&](int r) { return ex.signals(r, 0, ag.num_channels(), epoch, op); };
     auto gather_sig = [&](int r) { return ex.signals(r, ag.num_channels(), max_tiles, epoch, op); };
     ex.run({{"comm", c.copy_engine ? 1u : c.comm_blocks,
@@ -132,10 +135,12 @@ inline std::string run_moe(const MoeCase& c, uint64_t seed, int calls) {
             {"gather", c.gather_blocks,
              [&](cpu::BlockCtx& ctx) {
                const int r = ctx.rank();
-               moe_gather_block(ctx, ag, ag_sig(r), view, order[r].data(), gather_sig(r), 0, [&](uint32_t t) {
-                 moe_gather_rows<uint32_t>(ctx.lanes(), ag, view, t, ex.at<char>(r, x_off),
-                                           ex.at<char>(r, sorted_off), c.k * 4);
-               });
+               auto next_tile = [&] { return claimed[static_cast<size_t>(r)].fetch_add(1); };
+               moe_gather_block(ctx, ag, ag_sig(r), view, order[r].data(), gather_sig(r), 0, next_tile,
+                                [&](uint32_t t) {
+                                  moe_gather_rows<uint32_t>(ctx.lanes(), ag, view, t, ex.at<char>(r, x_off),
+                                                            ex.at<char>(r, sorted_off), c.k * 4);
+                                });
              }},
             {"group_gemm", 3, [&](cpu::BlockCtx& ctx) {
                const int r = ctx.rank();

@@ -139,12 +139,14 @@ MoeAgGroupGemm::MoeAgGroupGemm(const World& world, SymmetricHeap& heap, SignalSe
   const size_t ranks = static_cast<size_t>(world.size());
   mappings_.resize(ranks);
   order_.resize(ranks);
+  claimed_.resize(ranks);
   sorted_.resize(ranks);
   for (int r : world.local_ranks()) {
     const size_t i = static_cast<size_t>(r);
     world.set_device(r);
     mappings_[i] = std::make_unique<MoeMappingBuffers>(tokens, args.topk, args.experts, tile_m_, world.device(r));
     order_[i] = DeviceBuffer(size_t(tiles) * sizeof(uint32_t), world.device(r));
+    claimed_[i] = DeviceBuffer(sizeof(uint32_t), world.device(r));
     sorted_[i] = DeviceBuffer(size_t(tiles) * tile_m_ * args.hidden * kElementBytes, world.device(r));
     make_kernels(r);
     detail::preload_moe_gather();
@@ -266,7 +268,7 @@ void MoeAgGroupGemm::launch_gather(int r, cudaStream_t stream, uint32_t blocks) 
   const size_t i = static_cast<size_t>(r);
   MoeMappingBuffers& mapping = *mappings_[i];
   detail::launch_moe_gather(ag_->plan(), ag_->signals().device_view(r, "moe_gather"), mapping.view(mapping.max_tiles()),
-                            mapping.num_tiles_device(), order_[i].get<uint32_t>(),
+                            mapping.num_tiles_device(), order_[i].get<uint32_t>(), claimed_[i].get<uint32_t>(),
                             gather_slice_.device_view(r, "moe_gather"), 0,
                             static_cast<const char*>(args_.x->data(r)) + args_.x_offset, sorted_[i].get(),
                             args_.hidden * kElementBytes, blocks, stream,

@@ -42,11 +42,18 @@ TL_DEVICE void copy_tile(const AllGatherPlan& ag, const MoeMappingView& m, uint3
 
 __global__ void __launch_bounds__(kThreads)
     moe_gather_kernel(AllGatherPlan ag, SignalView ag_sig, MoeMappingView m, const uint32_t* num_tiles,
-                      const uint32_t* order, SignalView gsig, uint32_t channel0, const char* x, char* sorted,
-                      uint32_t row_bytes, TraceView trace) {
+                      const uint32_t* order, uint32_t* claimed, SignalView gsig, uint32_t channel0, const char* x,
+                      char* sorted, uint32_t row_bytes, TraceView trace) {
   DeviceBlockCtx<false> ctx{gsig.rank, gsig.world, nullptr, trace};
   m.num_tiles = *num_tiles;
-  moe_gather_block(ctx, ag, ag_sig, m, order, gsig, channel0,
+  __shared__ uint32_t next;
+  auto next_tile = [&]() -> uint32_t {
+    __syncthreads();  // every thread has read the previous position
+    if (threadIdx.x == 0) next = atomicAdd(claimed, 1u);
+    __syncthreads();
+    return next;
+  };
+  moe_gather_block(ctx, ag, ag_sig, m, order, gsig, channel0, next_tile,
                    [&](uint32_t t) { copy_tile(ag, m, t, x, sorted, row_bytes); });
 }
 
@@ -55,10 +62,11 @@ __global__ void __launch_bounds__(kThreads)
 void preload_moe_gather() { preload_kernel(moe_gather_kernel); }
 
 void launch_moe_gather(const AllGatherPlan& ag, const SignalView& ag_sig, const MoeMappingView& m,
-                       const uint32_t* num_tiles, const uint32_t* order, const SignalView& gsig, uint32_t channel0,
-                       const void* x, void* sorted, uint32_t row_bytes, uint32_t blocks, cudaStream_t stream,
-                       const TraceView& trace) {
-  moe_gather_kernel<<<blocks, kThreads, 0, stream>>>(ag, ag_sig, m, num_tiles, order, gsig, channel0,
+                       const uint32_t* num_tiles, const uint32_t* order, uint32_t* claimed, const SignalView& gsig,
+                       uint32_t channel0, const void* x, void* sorted, uint32_t row_bytes, uint32_t blocks,
+                       cudaStream_t stream, const TraceView& trace) {
+  TL_CUDA_CHECK(cudaMemsetAsync(claimed, 0, sizeof(uint32_t), stream));  // this call's claims start at 0
+  moe_gather_kernel<<<blocks, kThreads, 0, stream>>>(ag, ag_sig, m, num_tiles, order, claimed, gsig, channel0,
                                                      static_cast<const char*>(x), static_cast<char*>(sorted),
                                                      row_bytes, trace);
   TL_CUDA_CHECK(cudaGetLastError());

@@ -157,12 +157,17 @@ inline void make_moe_tile_order(const AllGatherPlan& ag, uint32_t rank, const Mo
 // rows of the expert-sorted A, zeros for padding rows (on the CPU executor: moe_gather_rows,
 // testing/) -- then notify channel `channel0 + t` of `gsig`, on which the grouped GEMM's producer
 // waits before it loads the tile.
+//
+// The blocks claim positions of `order` from a counter they share (next_tile(): each position
+// goes to one block, in increasing order), not by a fixed stride: the grouped GEMM's CTAs spin on
+// these tiles, so a gather block that cannot become resident beside them (SMs held by other
+// processes under MPS) must not own tiles; any one resident block gathers them all.
 TL_PROTOCOL
-template <class Ctx, class CopyTile>
+template <class Ctx, class NextTile, class CopyTile>
 TL_HOST_DEVICE void moe_gather_block(Ctx& ctx, const AllGatherPlan& ag, const SignalView& ag_sig,
                                      const MoeMappingView& m, const uint32_t* order, const SignalView& gsig,
-                                     uint32_t channel0, CopyTile&& copy_tile) {
-  for (uint32_t i = ctx.block(); i < m.num_tiles; i += ctx.num_blocks()) {
+                                     uint32_t channel0, NextTile&& next_tile, CopyTile&& copy_tile) {
+  for (uint32_t i = next_tile(); i < m.num_tiles; i = next_tile()) {
     const uint32_t t = order[i];
     if (m.tile_span[t] != 0) all_gather_wait_rows(ctx, ag, ag_sig, m.tile_token0[t], m.tile_span[t], int32_t(t));
     copy_tile(t);
