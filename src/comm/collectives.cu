@@ -113,9 +113,12 @@ std::string AllGather::can_implement(const World& world, const SymmetricHeap& he
     return std::string("argument 'config.order' = ") + to_string(c.order) +
            ": expected 'mesh' with the copy engine (a stream cannot wait on a peer's channel)";
   }
-  if (c.resource == CommResource::kSm && world.transport() == Transport::kPutSignal) {
-    return "argument 'config.resource' = sm with the world's transport put_signal: the SM path loads and stores "
-           "peers' memory itself; expected copy_engine (its puts and signals go through NVSHMEM)";
+  if (c.resource == CommResource::kSm) {
+    if (std::string e = check_load_store_peers(world, "the SM all-gather (argument 'config.resource' = sm; expected "
+                                                      "copy_engine, whose puts and signals go through NVSHMEM)");
+        !e.empty()) {
+      return e;
+    }
   }
   if (c.resource == CommResource::kSm) {
     if (std::string e = check_launch_shape(world, c.num_blocks, c.threads); !e.empty()) return e;
@@ -198,6 +201,7 @@ std::string ReduceScatter::can_implement(const World& world, const SymmetricHeap
                                          const ReduceScatterArguments& a) {
   const ReduceScatterConfig& c = a.config;
   if (a.rows_per_rank == 0) return "argument 'rows_per_rank' = 0: expected at least one row";
+  if (std::string e = check_load_store_peers(world, "the reduce-scatter (SM blocks)"); !e.empty()) return e;
   if (a.cols == 0 || a.cols % 4 != 0) {
     return "argument 'cols' = " + std::to_string(a.cols) +
            ": expected a positive multiple of 4 floats (rows move as 16-byte vectors)";

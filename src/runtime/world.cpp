@@ -4,6 +4,7 @@
 #include "runtime/nvshmem_backend.hpp"
 #include "runtime/torchrun_store.hpp"
 #include "runtime/world_barrier.hpp"
+#include "runtime/world_transport.hpp"
 #include "tilelink/runtime/device_buffer.hpp"
 
 #include <algorithm>
@@ -123,22 +124,6 @@ struct World::Impl {
 
 namespace {
 
-// A one-process world's ranks reach each other by load/store only (NVSHMEM's PEs are processes).
-void require_load_store(const char* where, const WorldOptions& options) {
-  TL_REQUIRE(options.transport == Transport::kLoadStore, where, "options.transport", to_string(options.transport),
-             "load_store (put_signal goes through NVSHMEM, whose PEs are processes: World::process)");
-}
-
-// TILELINK_TRANSPORT, else the option.
-Transport transport_from_env(Transport fallback) {
-  const char* v = std::getenv("TILELINK_TRANSPORT");
-  if (v == nullptr) return fallback;
-  const std::string s = v;
-  if (s == "load_store") return Transport::kLoadStore;
-  if (s == "put_signal") return Transport::kPutSignal;
-  detail::throw_invalid_argument("World::process", "TILELINK_TRANSPORT", s, "load_store or put_signal");
-}
-
 uint64_t timeout_from_env(uint64_t fallback, const char* variable = "TILELINK_WAIT_TIMEOUT_MS") {
   if (const char* ms = std::getenv(variable)) {
     char* end = nullptr;
@@ -206,7 +191,7 @@ World& World::operator=(World&&) noexcept = default;
 World::~World() = default;
 
 World World::virtual_ranks(int world_size, int device, WorldOptions options) {
-  require_load_store("World::virtual_ranks", options);
+  detail::require_load_store("World::virtual_ranks", options);
   TL_REQUIRE(world_size >= 1 && world_size <= kMaxWorldSize, "World::virtual_ranks", "world_size",
              world_size, "1 to " + std::to_string(kMaxWorldSize) + " ranks");
   const int count = device_count();
@@ -231,7 +216,7 @@ World World::virtual_ranks(int world_size, int device, WorldOptions options) {
 }
 
 World World::multi_gpu(const std::vector<int>& devices, WorldOptions options) {
-  require_load_store("World::multi_gpu", options);
+  detail::require_load_store("World::multi_gpu", options);
   const int n = static_cast<int>(devices.size());
   TL_REQUIRE(n >= 1 && n <= kMaxWorldSize, "World::multi_gpu", "devices.size()", n,
              "1 to " + std::to_string(kMaxWorldSize) + " devices");
@@ -286,6 +271,7 @@ World World::process(const ProcessRank& me, const UniqueId& id, WorldOptions opt
              "a device in [0, " + std::to_string(count) + ")");
   require_hardware_queues("World::process", me.device, hardware_queues_needed(1), 1);
   TL_CUDA_CHECK(cudaSetDevice(me.device));
+  const Transport transport = detail::transport_from_env(options.transport);  // a bad value: before any collective step
   detail::nvshmem::init(me.rank, me.size, id);
 
   int sms = 0;
@@ -296,7 +282,7 @@ World World::process(const ProcessRank& me, const UniqueId& id, WorldOptions opt
   // kernels sized to it stay resident next to their peers'.
   auto w = std::make_unique<Impl>();
   w->mode = WorldMode::kProcess;
-  w->transport = transport_from_env(options.transport);
+  w->transport = transport;
   w->devices.assign(me.size, -1);
   w->devices[me.rank] = me.device;
   w->num_sms.assign(me.size, sms);
@@ -305,6 +291,7 @@ World World::process(const ProcessRank& me, const UniqueId& id, WorldOptions opt
   w->create_streams();
   w->errors = std::make_unique<ErrorChannel>(me.device, timeout_from_env(options.wait_timeout_ns));
   w->create_barrier(me.rank, me.size, me.device, timeout_from_env(options.barrier_timeout_ns, "TILELINK_BARRIER_TIMEOUT_MS"));
+  detail::check_same_transport(me.rank, me.size, transport);
   World world(std::move(w));
   detail::preload_world_barrier(world);
   return world;

@@ -14,6 +14,7 @@ struct AgComm {
 };
 inline constexpr AgComm kAgComms[] = {
     {"ce_pull_mesh", CommResource::kCopyEngine, AgMethod::kPull, DataPath::kLdSt, CommOrder::kFullMesh},
+    {"ce_push_mesh", CommResource::kCopyEngine, AgMethod::kPush, DataPath::kLdSt, CommOrder::kFullMesh},
     {"sm_pull_mesh_ldst", CommResource::kSm, AgMethod::kPull, DataPath::kLdSt, CommOrder::kFullMesh},
     {"sm_pull_ring_bulk", CommResource::kSm, AgMethod::kPull, DataPath::kBulk, CommOrder::kRing},
     {"sm_push_mesh_bulk", CommResource::kSm, AgMethod::kPush, DataPath::kBulk, CommOrder::kFullMesh},

@@ -129,7 +129,7 @@ TEST_P(AgGemmMethodTest, MatchesCublasOnTheGatheredA) {
 INSTANTIATE_TEST_SUITE_P(
     AgGemm, AgGemmMethodTest,
     ::testing::Combine(::testing::Values(1, 2, 3, 4, 8), ::testing::Values(OpMethod::kDecomposed, OpMethod::kNonOverlapped),
-                       ::testing::Values(kComms[0], kComms[1], kComms[3])),
+                       ::testing::Values(kComms[0], kComms[1], kComms[2], kComms[4])),
     [](const ::testing::TestParamInfo<AgGemmMethodTest::ParamType>& info) {
       return "world" + std::to_string(std::get<0>(info.param)) + "_" + to_string(std::get<1>(info.param)) + "_" +
              std::get<2>(info.param).name;

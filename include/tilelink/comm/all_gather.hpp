@@ -100,6 +100,18 @@ TL_HOST_DEVICE uint32_t arrival_step(const AllGatherPlan& ag, uint32_t rank, uin
   return step;
 }
 
+// Push: a rank's own puts done say nothing of its peers' puts into it. Waiting here for every
+// incoming tile keeps the contract of a pull: the rank's communication is complete only when its
+// gathered rows are (the non-overlapped methods read them with no waits of their own).
+template <class Ctx>
+TL_HOST_DEVICE void all_gather_wait_incoming(Ctx& h, const AllGatherPlan& plan, const SignalView& sig) {
+  const uint32_t rank = static_cast<uint32_t>(h.rank());
+  for (uint32_t q = 0; q < plan.world(); ++q) {
+    if (q == rank) continue;
+    for (uint32_t c = 0; c < plan.map.chunks_per_rank(); ++c) h.rank_wait(sig, plan.tile_channel(plan.map.channel(q, c)));
+  }
+}
+
 // One communication block of one rank (SM path). Blocks split the items round-robin; each item
 // only depends on items of earlier steps (on this or another rank), so any number of resident
 // blocks makes progress.
@@ -132,6 +144,16 @@ TL_HOST_DEVICE void all_gather_block(Ctx& ctx, const AllGatherPlan& plan, const 
     }
   }
   if (plan.method == AgMethod::kPull) rank_exit_barrier(ctx, sig, plan.exit_channel());
+  // Push: as all_gather_wait_incoming on the stream, so that the kernel's end means every row is
+  // here (one block waits; the others have nothing left that depends on it).
+  if (plan.method == AgMethod::kPush && ctx.block() == 0) {
+    for (uint32_t q = 0; q < plan.world(); ++q) {
+      if (q == rank) continue;
+      for (uint32_t c = 0; c < plan.map.chunks_per_rank(); ++c) {
+        ctx.consumer_tile_wait(sig, plan.tile_channel(plan.map.channel(q, c)), 1, 1);
+      }
+    }
+  }
 }
 
 // Copy-engine path, on one rank's communication stream: a full-mesh pull or push (`gathered`
@@ -172,6 +194,7 @@ void all_gather_stream_transfer(HostCtx& h, const AllGatherPlan& plan, const Sig
       h.rank_put_signal(heap, tile.ptr, tile.ptr, tile.pitch, plan.tile_shape(it.channel), sig,
                         plan.tile_channel(it.channel), it.peer);
     }
+    all_gather_wait_incoming(h, plan, sig);
     return;
   }
   for (uint32_t i = 0; i < plan.num_items(); ++i) {

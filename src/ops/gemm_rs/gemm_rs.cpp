@@ -187,10 +187,13 @@ std::string GemmRs::can_implement(const World& world, const SymmetricHeap& heap,
   if (std::string e = kernel.can_implement(p); !e.empty()) return e;
   const uint64_t bytes = buffer_rows(a.m, world.size()) * a.n * 2;
   if (std::string e = check_symmetric(world, heap, a.partial, 0, bytes, "partial"); !e.empty()) return e;
-  if (world.transport() == Transport::kPutSignal && a.config.scatter != GemmRsScatter::kCopyEngine) {
-    return std::string("argument 'config.scatter' = ") + to_string(a.config.scatter) +
-           " with the world's transport put_signal: the reduction (pull) or the GEMM's epilogue (push) loads and "
-           "stores peers' memory itself; expected ce (its puts and signals go through NVSHMEM)";
+  if (a.config.scatter != GemmRsScatter::kCopyEngine) {
+    if (std::string e = check_load_store_peers(world, std::string("GEMM+RS's ") + to_string(a.config.scatter) +
+                                                          " scatter (argument 'config.scatter'; expected ce, whose "
+                                                          "puts and signals go through NVSHMEM)");
+        !e.empty()) {
+      return e;
+    }
   }
   switch (a.config.scatter) {
     case GemmRsScatter::kPull:

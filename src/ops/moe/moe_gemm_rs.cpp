@@ -80,7 +80,6 @@ uint32_t MoeGemmRs::tile_m_of(const std::string& kernel) {
 
 std::string MoeGemmRs::can_implement(const World& world, const SymmetricHeap& heap, const MoeGemmRsArguments& a) {
   if (std::string e = can_implement_shape(world, heap, a); !e.empty()) return e;
-  if (std::string e = check_load_store_peers(world, "the MoE combine (part 2)"); !e.empty()) return e;
   if (std::string e = check_mapping(world, a, tile_m_of(a.config.kernel)); !e.empty()) return e;
   return check_rank_pointers(world, a.h, "h");
 }
@@ -90,6 +89,7 @@ std::string MoeGemmRs::can_implement_shape(const World& world, const SymmetricHe
   if (std::string e = moe_policy::check_shape(a.tokens_per_rank, world.size(), a.experts, a.topk); !e.empty()) {
     return e;
   }
+  if (std::string e = check_load_store_peers(world, "the MoE combine (part 2)"); !e.empty()) return e;
   if (std::string e = moe_policy::check_method(a.config.method, "config.method"); !e.empty()) return e;
   const uint32_t comm_rows = comm_rows_of(a);
   if (uint64_t(comm_rows) * a.topk > detail::kMoeCombineMaxPairs) {
