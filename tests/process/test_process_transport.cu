@@ -10,6 +10,7 @@
 #include "../gpu/gpu_test_util.hpp"
 #include "process_env.hpp"
 #include "tilelink/comm/collectives.hpp"
+#include "tilelink/ops/gemm_ar/gemm_ar.hpp"
 #include "tilelink/ops/gemm_rs/gemm_rs.hpp"
 #include "tilelink/runtime/signal_set.hpp"
 #include "tilelink/runtime/symmetric_heap.hpp"
@@ -100,6 +101,18 @@ TEST(ProcessTransportRefusals, KernelsThatReachPeersThemselves) {
   const std::string why = GemmRs::can_implement(world(), heap, rs);
   EXPECT_NE(why.find("put_signal"), std::string::npos) << why;
   EXPECT_NE(why.find("config.scatter"), std::string::npos) << why;
+
+  ReduceScatterArguments sum;
+  sum.partial = &buf;
+  sum.rows_per_rank = 64;
+  sum.cols = 64;
+  EXPECT_NE(ReduceScatter::can_implement(world(), heap, sum).find("put_signal"), std::string::npos);
+
+  GemmArArguments ar;
+  ar.m = 16;
+  ar.n = 256;
+  ar.k = 128;
+  EXPECT_NE(GemmAr::can_implement(world(), heap, ar).find("put_signal"), std::string::npos);
 }
 
 }  // namespace
