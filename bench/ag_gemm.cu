@@ -11,6 +11,7 @@
 //   tilelink decomposed / non-overlapped (op paths)
 //                        AgGemm::run with AgGemmConfig::method decomposed / non_overlapped: the
 //                        baselines' chains as the op runs them (its plain GEMM, its all-gather)
+//   tilelink auto        AgGemm::run with method auto (the tune cache's method, else the estimate's)
 //   fused kernel alone   the fused kernel without its waits, on a complete A
 //
 // The fused result is checked once against cuBLAS (bf16 outputs, relative tolerance). Times are

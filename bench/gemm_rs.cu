@@ -11,6 +11,8 @@
 //                        to the owner on the comm stream while the next block computes; the owner
 //                        sums once every block has arrived (async-TP style)
 //   tilelink fused       GemmRs::run
+//   tilelink non-overlapped / auto  GemmRs::run with method non_overlapped / auto (the tune cache's
+//                        method, else the estimate's)
 //   fused GEMM alone     GemmRs::run_gemm_only: the fused kernel without notifies or reduction
 //
 // The fused output is checked once against the non-overlapped one (bf16 tolerance). Times are the

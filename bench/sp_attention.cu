@@ -7,8 +7,9 @@
 //   ring attention       world steps: attend to the shard held while the copy engine passes it on
 //                        to the next rank, merge partial outputs by LSE
 //   tilelink fused       SpAttention::run
+//   tilelink auto        SpAttention::run with method auto (the tune cache's method, else the estimate's)
 //
-// The fused and ring outputs are checked once against the non-overlapped one (bf16 tolerance).
+// The fused, ring and auto outputs are checked once against the non-overlapped one (bf16 tolerance).
 // With `dump`, the inputs and the fused outputs are written for bench/sdpa_check.py, which
 // compares them with PyTorch's scaled_dot_product_attention on the device.
 #include <cuda_bf16.h>
@@ -71,6 +72,8 @@ Table bench_sp_attention(const SpAttentionBenchOptions& o) {
   }
   SpAttention base(world, heap, signals, base_args, "bench.sp_attention.base");
   SpAttention ring(world, heap, signals, ring_args, "bench.sp_attention.ring");
+  // The op as a caller leaves it (method auto): the tune cache's method, else its estimate's.
+  SpAttention automatic(world, heap, signals, args, "bench.sp_attention.auto");
   world.synchronize();
 
   auto fused = [&] { op.run(); };
@@ -78,6 +81,8 @@ Table bench_sp_attention(const SpAttentionBenchOptions& o) {
   auto ring_step = [&] { ring.run_ring(); };
   check_against(world, "bench sp_attention (fused)", fused, non_overlapped, out, out_base, q_elems);
   check_against(world, "bench sp_attention (ring)", ring_step, non_overlapped, out_ring, out_base, q_elems);
+  auto auto_step = [&] { automatic.run(); };
+  check_against(world, "bench sp_attention (auto)", auto_step, non_overlapped, out, out_base, q_elems);
   if (!o.dump.empty()) {
     op.run();
     world.synchronize();
@@ -99,7 +104,9 @@ Table bench_sp_attention(const SpAttentionBenchOptions& o) {
   bool gated = true;
   const std::vector<Stats> t = repeat_interleaved(
       world, o.timing.warmup, o.timing.iters,
-      {[&] { base.run_attention_only(); }, [&] { op.all_gather().run(); }, non_overlapped, ring_step, fused}, &gated);
+      {[&] { base.run_attention_only(); }, [&] { op.all_gather().run(); }, non_overlapped, ring_step, fused,
+       auto_step},
+      &gated);
   const Stats &t_attn = t[0], &t_ag = t[1], &t_non = t[2], &t_ring = t[3], &t_fused = t[4];
   double flop = 0;
   for (int r = 0; r < w; ++r) flop += op.flops(r);
@@ -119,6 +126,7 @@ Table bench_sp_attention(const SpAttentionBenchOptions& o) {
   result.row("non-overlapped (all-gather, then attention)", t_non);
   result.row("ring attention (copy-engine ring, LSE merge)", t_ring);
   result.row("tilelink fused (SpAttention::run)", t_fused);
+  result.row(std::string("tilelink auto (ran ") + to_string(automatic.method()) + ")", t[5]);
   Table& table = result.table;
   table.notes.push_back("config: K/V chunk " + std::to_string(plan.ag.map.comm_rows) + " tokens, " +
                         std::to_string(op.attention_ctas(0)) + " attention CTAs on rank 0 (" +
@@ -127,7 +135,9 @@ Table bench_sp_attention(const SpAttentionBenchOptions& o) {
   if (!op.tuned_from().empty()) {
     table.notes.push_back("config from the tune cache " + op.tuned_from() + ": " + describe(op.config()));
   }
-  table.notes.push_back("check: fused and ring outputs of every rank equal the non-overlapped one within bf16 tolerance");
+  table.notes.push_back("check: fused, ring and auto outputs of every rank equal the non-overlapped one within bf16 "
+                        "tolerance");
+  table.notes.push_back(std::string("method auto ran ") + to_string(automatic.method()) + ": " + automatic.method_why());
   table.notes.push_back("time = slowest rank's CUDA-event time per call; median (min, max) of " +
                         std::to_string(t_fused.samples) + " calls after " + std::to_string(o.timing.warmup) +
                         " warm-up calls, the variants interleaved call by call");
