@@ -328,15 +328,22 @@ def stay_away_or_name_the_absent(fault, group, rank, size):
     os._exit(0)
 
 
-def check_dense(rank, size, group, call, m_per_rank, n, k):
-    """ag_gemm and gemm_rs at (m_per_rank x size, n, k) against torch, on poisoned outputs."""
+def check_ag_gemm(rank, size, group, call, m_per_rank, n, k, g):
+    """ag_gemm at (m_per_rank x size, n, k) against torch, on a poisoned output; returns the weights."""
     m = m_per_rank * size
-    g = torch.Generator(device="cuda").manual_seed(1000 + call)  # the same on every rank
     x = torch.randn(m, k, generator=g, device="cuda").bfloat16()
     ws = [torch.randn(n, k, generator=g, device="cuda").bfloat16() for _ in range(size)]
     poison_next_allocation(m, n)
     y = torch.ops.tilelink.ag_gemm(x[rank * m_per_rank:(rank + 1) * m_per_rank].contiguous(), ws[rank], group)
     check(f"ag_gemm call {call} ({m}, {n}, {k})", y, x.float() @ ws[rank].float().T, bound=1e-2)
+    return ws
+
+
+def check_dense(rank, size, group, call, m_per_rank, n, k):
+    """ag_gemm and gemm_rs at (m_per_rank x size, n, k) against torch, on poisoned outputs."""
+    m = m_per_rank * size
+    g = torch.Generator(device="cuda").manual_seed(1000 + call)  # the same on every rank
+    ws = check_ag_gemm(rank, size, group, call, m_per_rank, n, k, g)
 
     xs = [torch.randn(m, k, generator=g, device="cuda").bfloat16() for _ in range(size)]
     poison_next_allocation(m_per_rank, n)
@@ -346,6 +353,32 @@ def check_dense(rank, size, group, call, m_per_rank, n, k):
     # Each rank's partial is rounded to bf16 before the sum: 2^-8 of its magnitude, each.
     bound = 1e-2 + sum(p.abs() for p in partials) / 256
     check(f"gemm_rs call {call} ({m}, {n}, {k})", z, sum(partials), bound=bound)
+
+
+def put_signal_only(rank, size, group):
+    """TILELINK_TRANSPORT=put_signal: the operators whose communication the host drives (ag_gemm and
+    sp_attention, copy-engine all-gathers, every put and signal through NVSHMEM) against torch, and
+    gemm_rs refused by name (its scatters load and store peers' memory)."""
+    for call in range(4):
+        g = torch.Generator(device="cuda").manual_seed(3000 + call)
+        check_ag_gemm(rank, size, group, call, [256, 7][call % 2], 264, 200, g)
+        check_sp_attention(rank, size, group, 3100 + call, spr=128 * (1 + call % 2), q_heads=4, kv_heads=2,
+                           d=[128, 64][call % 2], causal=call % 2 == 0, layout=["zigzag", "contiguous"][call % 2])
+    if size > 1:
+        x = torch.randn(64 * size, 128, device="cuda").bfloat16()
+        w = torch.randn(256, 128, device="cuda").bfloat16()
+        try:
+            torch.ops.tilelink.gemm_rs(x, w, group)
+        except (ValueError, RuntimeError) as e:
+            if "put_signal" not in str(e):
+                raise AssertionError(f"rank {rank}: gemm_rs refused without naming the transport: {e}") from e
+        else:
+            raise AssertionError(f"rank {rank}: gemm_rs ran under the put_signal transport")
+    torch.cuda.synchronize()
+    dist.barrier()
+    print(f"rank {rank} of {size}: ag_gemm and sp_attention match torch over put_signal", flush=True)
+    dist.destroy_process_group()
+    return 0
 
 
 def main():
@@ -358,6 +391,8 @@ def main():
     group = tilelink.init()
     if os.environ.get("TILELINK_TEST_FAULT"):
         return stay_away_or_name_the_absent(os.environ["TILELINK_TEST_FAULT"], group, rank, size)
+    if os.environ.get("TILELINK_TRANSPORT") == "put_signal":
+        return put_signal_only(rank, size, group)
     shapes = [(256, 512, 384), (128, 512, 256)]  # (rows per rank, N, K): a second shape builds a second op
     for call in range(4):
         m_per_rank, n, k = shapes[call % 2]

@@ -68,6 +68,16 @@ def torchrun(nproc, env, timeout=600, command=(sys.executable, str(WORKER))):
 
 
 @requires_gpu
+@pytest.mark.parametrize("nproc", [2, 3])
+def test_put_signal_transport_under_torchrun(nproc):
+    """TILELINK_TRANSPORT=put_signal: ag_gemm and sp_attention through NVSHMEM's put-with-signal, and
+    gemm_rs refused by name."""
+    proc = torchrun(nproc, {**os.environ, "TILELINK_WAIT_TIMEOUT_MS": "20000", "TILELINK_TRANSPORT": "put_signal"})
+    assert proc.returncode == 0, f"torchrun --nproc-per-node {nproc} exited {proc.returncode}"
+    assert proc.stdout.count("ag_gemm and sp_attention match torch over put_signal") == nproc
+
+
+@requires_gpu
 @pytest.mark.parametrize("nproc", [1, 2, 4])
 def test_ops_match_torch_under_torchrun(nproc):
     proc = torchrun(nproc, {**os.environ, "TILELINK_WAIT_TIMEOUT_MS": "20000"})
