@@ -369,7 +369,7 @@ def put_signal_only(rank, size, group):
         w = torch.randn(256, 128, device="cuda").bfloat16()
         try:
             torch.ops.tilelink.gemm_rs(x, w, group)
-        except (ValueError, RuntimeError) as e:
+        except ValueError as e:  # an op refused before any collective step (the group stays usable)
             if "put_signal" not in str(e):
                 raise AssertionError(f"rank {rank}: gemm_rs refused without naming the transport: {e}") from e
         else:

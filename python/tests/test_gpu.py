@@ -80,7 +80,7 @@ def test_put_signal_transport_under_torchrun(nproc):
 @requires_gpu
 @pytest.mark.parametrize("nproc", [1, 2, 4])
 def test_ops_match_torch_under_torchrun(nproc):
-    proc = torchrun(nproc, {**os.environ, "TILELINK_WAIT_TIMEOUT_MS": "20000"})
+    proc = torchrun(nproc, {**os.environ, "TILELINK_WAIT_TIMEOUT_MS": "20000", "TILELINK_TRANSPORT": "load_store"})
     assert proc.returncode == 0, f"torchrun --nproc-per-node {nproc} exited {proc.returncode}"
     assert proc.stdout.count("ag_gemm, gemm_rs, mlp and sp_attention match torch over 4 calls") == nproc
     assert proc.stdout.count("moe matches torch over 4 calls (own and every token's routing)") == nproc
@@ -95,7 +95,8 @@ def test_a_rank_that_stops_calling_is_named(fault):
     """Three ranks; the last stops calling. The other two must raise a TimeoutError naming it: from
     an op's wait (tilelink.synchronize) or from building an op (World::barrier), not hang."""
     nproc = 3
-    proc = torchrun(nproc, {**os.environ, "TILELINK_TEST_FAULT": fault, "TILELINK_WAIT_TIMEOUT_MS": "3000",
+    proc = torchrun(nproc, {**os.environ, "TILELINK_TEST_FAULT": fault, "TILELINK_TRANSPORT": "load_store",
+                            "TILELINK_WAIT_TIMEOUT_MS": "3000",
                             "TILELINK_BARRIER_TIMEOUT_MS": "3000"}, timeout=180)
     # The ranks' lines may interleave on the shared pipe: split at each rank's report.
     reports = re.split(r"(?=rank \d+: (?:NOT )?NAMED)", proc.stdout)

@@ -67,7 +67,8 @@ MoePrediction predict_moe_ag(const MoeProblem& p, const MoeAgPlanConfig& c, cons
   make_moe_tile_order(ag, 0, view, order.data());
   out.tiles = view.num_tiles;
 
-  // Gather: CTAs round-robin over the tile order.
+  // Gather: each position of the tile order to the CTA free first (they claim positions from a
+  // shared counter, in order; a CTA holds its position while it waits for the rows).
   const double gather_tile = double(c.bm) * ag.row_bytes / cost.sm_copy_bandwidth_per_cta;
   std::vector<double> gather_free(gather_ctas, c.mapping_time), gathered(view.num_tiles, 0.0);
   for (uint32_t i = 0; i < view.num_tiles; ++i) {
@@ -77,12 +78,13 @@ MoePrediction predict_moe_ag(const MoeProblem& p, const MoeAgPlanConfig& c, cons
       const ChannelRange need = ag.map.channels_for_rows(view.tile_token0[t], view.tile_span[t]);
       for (uint32_t ch = need.first; ch < need.first + need.count; ++ch) ready = std::max(ready, comm.arrival[ch]);
     }
-    double& cta = gather_free[i % gather_ctas];
+    const auto free_first = std::min_element(gather_free.begin(), gather_free.end());
+    const size_t which = static_cast<size_t>(free_first - gather_free.begin());
+    double& cta = *free_first;
     const double start = std::max(cta, ready);
     cta = start + gather_tile;
     gathered[t] = cta + cost.notify_latency;
-    out.timeline.push_back({"gather " + std::to_string(i % gather_ctas), "rows of tile " + std::to_string(t), start,
-                            cta});
+    out.timeline.push_back({"gather " + std::to_string(which), "rows of tile " + std::to_string(t), start, cta});
   }
   out.t_gather = double((view.num_tiles + gather_ctas - 1) / gather_ctas) * gather_tile;
 

@@ -288,6 +288,9 @@ void MoeAgGroupGemm::build_mapping(int rank) {
   const cudaStream_t compute = world_->compute_stream(rank);
   mappings_[i]->build(args_.ids[i], compute);
   mappings_[i]->build_order(ag_->plan(), static_cast<uint32_t>(rank), order_[i].get<uint32_t>(), compute);
+  // The gather CTAs' claims start at 0: zeroed here, before the GEMM and the gather's fork, not in
+  // front of the gather (a launch more that would need an SM beside the spinning GEMM).
+  TL_CUDA_CHECK(cudaMemsetAsync(claimed_[i].get(), 0, sizeof(uint32_t), compute));
 }
 
 void MoeAgGroupGemm::run_mapping_only() {

@@ -65,7 +65,6 @@ void launch_moe_gather(const AllGatherPlan& ag, const SignalView& ag_sig, const 
                        const uint32_t* num_tiles, const uint32_t* order, uint32_t* claimed, const SignalView& gsig,
                        uint32_t channel0, const void* x, void* sorted, uint32_t row_bytes, uint32_t blocks,
                        cudaStream_t stream, const TraceView& trace) {
-  TL_CUDA_CHECK(cudaMemsetAsync(claimed, 0, sizeof(uint32_t), stream));  // this call's claims start at 0
   moe_gather_kernel<<<blocks, kThreads, 0, stream>>>(ag, ag_sig, m, num_tiles, order, claimed, gsig, channel0,
                                                      static_cast<const char*>(x), static_cast<char*>(sorted),
                                                      row_bytes, trace);

@@ -15,8 +15,8 @@ namespace tilelink::detail {
 // `sorted` (rows of row_bytes, a multiple of 16) in the rank's tile order, waiting for the rows
 // on the all-gather's channels, and notifies tile t on channel channel0 + t of `gsig`. The tile
 // count is read on the device (`num_tiles`, written before the launch); m.num_tiles is ignored.
-// `claimed`: a device word the CTAs claim tiles with (zeroed on `stream` before the launch; one
-// per rank, not shared with another stream's gather). With `trace` on, thread 0 of each CTA
+// `claimed`: a device word the CTAs claim tiles with, zero before the launch (the caller zeroes
+// it in stream order; one per rank, not shared with another stream's gather). With `trace` on, thread 0 of each CTA
 // records its waits, copies and notifies.
 void launch_moe_gather(const AllGatherPlan& ag, const SignalView& ag_sig, const MoeMappingView& m,
                        const uint32_t* num_tiles, const uint32_t* order, uint32_t* claimed, const SignalView& gsig,
