@@ -3,11 +3,13 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cmath>
 #include <cstring>
 #include <functional>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "cpu_test_util.hpp"
@@ -33,6 +35,9 @@ struct MoeCase {
   CommOrder order = CommOrder::kFullMesh;
   bool copy_engine = false;
   uint32_t comm_blocks = 2, gather_blocks = 2, combine_blocks = 3;
+  // Part 1: every gather block but the first starts only once the grouped GEMM is done (a gather
+  // CTA that is never scheduled beside the GEMM's spinning CTAs): the first must gather every tile.
+  bool late_gather_blocks = false;
 };
 
 inline std::string describe(const MoeCase& c) {
@@ -121,7 +126,10 @@ inline std::string run_moe(const MoeCase& c, uint64_t seed, int calls) {
     }
     const uint64_t epoch = static_cast<uint64_t>(call);
     std::vector<std::atomic<uint32_t>> claimed(static_cast<size_t>(c.world));  // per rank: the gather's tile claims
+    std::vector<std::atomic<uint32_t>> gemm_done(static_cast<size_t>(c.world));  // per rank: GEMM blocks finished
     for (auto& n : claimed) n = 0;
+    for (auto& n : gemm_done) n = 0;
+    constexpr uint32_t kGemmBlocks = 3;
     auto ag_sig = [&](int r) { return ex.signals(r, 0, ag.num_channels(), epoch, op); };
     auto gather_sig = [&](int r) { return ex.signals(r, ag.num_channels(), max_tiles, epoch, op); };
     ex.run({{"comm", c.copy_engine ? 1u : c.comm_blocks,
@@ -135,6 +143,14 @@ inline std::string run_moe(const MoeCase& c, uint64_t seed, int calls) {
             {"gather", c.gather_blocks,
              [&](cpu::BlockCtx& ctx) {
                const int r = ctx.rank();
+               if (c.late_gather_blocks && ctx.block() > 0) {
+                 // Bounded, so that a protocol that needs this block fails by the executor's timeout
+                 // report rather than hanging here.
+                 const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+                 while (gemm_done[static_cast<size_t>(r)].load() < kGemmBlocks && std::chrono::steady_clock::now() < until) {
+                   std::this_thread::yield();
+                 }
+               }
                auto next_tile = [&] { return claimed[static_cast<size_t>(r)].fetch_add(1); };
                moe_gather_block(ctx, ag, ag_sig(r), view, order[r].data(), gather_sig(r), 0, next_tile,
                                 [&](uint32_t t) {
@@ -142,10 +158,11 @@ inline std::string run_moe(const MoeCase& c, uint64_t seed, int calls) {
                                                             ex.at<char>(r, sorted_off), c.k * 4);
                                 });
              }},
-            {"group_gemm", 3, [&](cpu::BlockCtx& ctx) {
+            {"group_gemm", kGemmBlocks, [&](cpu::BlockCtx& ctx) {
                const int r = ctx.rank();
                moe_group_gemm_block(ctx, view, order[r].data(), gather_sig(r), 0, ex.at<float>(r, sorted_off), c.k,
                                     ex.at<float>(r, w_off), c.n, ex.at<float>(r, out_off));
+               gemm_done[static_cast<size_t>(r)].fetch_add(1);
              }}});
 
     for (uint32_t r = 0; r < w; ++r) {

@@ -45,6 +45,18 @@ INSTANTIATE_TEST_SUITE_P(World, MoeProtocolTest,
                            return "world" + std::to_string(std::get<0>(info.param)) + "_" + to_string(std::get<1>(info.param));
                          });
 
+// The gather blocks claim tiles: with every gather block but the first held back until the grouped
+// GEMM is done (as a CTA that never gets an SM beside the GEMM's spinning CTAs), the first gathers
+// every tile and the GEMM completes. (A fixed stride of tiles per block deadlocks here.)
+TEST(MoeProtocol, OneResidentGatherBlockGathersEveryTile) {
+  for (int world : {1, 3, 4}) {
+    MoeCase c{world, 7, 8, 5, 8, 2, 4, 3, Routing::kSkewed};
+    c.gather_blocks = 4;
+    c.late_gather_blocks = true;
+    EXPECT_EQ(run_moe(c, 5900 + world, 2), "") << describe(c);
+  }
+}
+
 class MoeRsProtocolTest : public ::testing::TestWithParam<std::tuple<int, Routing>> {};
 
 TEST_P(MoeRsProtocolTest, OwnersGetTheRankOrderSumOfTopkWeightedRows) {
