@@ -38,6 +38,9 @@ struct MoeCase {
   // Part 1: every gather block but the first starts only once the grouped GEMM is done (a gather
   // CTA that is never scheduled beside the GEMM's spinning CTAs): the first must gather every tile.
   bool late_gather_blocks = false;
+  // Part 2: combine blocks beside the GEMM, or the GEMM blocks' epilogue (then combine_blocks
+  // reduction blocks, running beside the GEMM: they must wait for every part they sum).
+  MoeCombine combine = MoeCombine::kBlocks;
 };
 
 inline std::string describe(const MoeCase& c) {
@@ -199,6 +202,13 @@ inline std::string run_moe_rs(const MoeCase& c, uint64_t seed, int calls) {
   plan.n = c.n;
   plan.bn = 3;  // n tiles do not divide n
   plan.max_tiles = max_rows / c.bm;
+  const bool in_epilogue = c.combine == MoeCombine::kEpilogue;
+  if (in_epilogue) plan.recv_columns = plan.n_tiles();
+  // The epilogue combine's counters per rank: (token block, column tile) items.
+  const uint32_t items = plan.tokens.num_channels() * plan.n_tiles();
+  std::vector<std::vector<std::atomic<uint32_t>>> arrived(w);
+  for (auto& a : arrived) a = std::vector<std::atomic<uint32_t>>(items);
+  std::vector<uint32_t> expected(plan.tokens.num_channels());
   cpu::Executor ex(c.world, 64 << 20, plan.num_channels(), stress_options(seed));
   const uint32_t op = ex.register_op("moe_group_gemm_rs");
   const size_t h_off = ex.allocate(size_t(max_rows) * c.k * 4);
@@ -225,42 +235,81 @@ inline std::string run_moe_rs(const MoeCase& c, uint64_t seed, int calls) {
     }
     const uint64_t epoch = static_cast<uint64_t>(call);
     auto sig = [&](int r) { return ex.signals(r, 0, plan.num_channels(), epoch, op); };
-    ex.run({{"group_gemm", 3,
-             [&](cpu::BlockCtx& ctx) {
-               const int r = ctx.rank();
-               moe_group_gemm_rs_compute_block(ctx, plan, view, sig(r), ex.at<float>(r, h_off), c.k,
-                                               ex.at<float>(r, w_off), ex.at<float>(r, y_off));
-             }},
-            {"combine_reduce", c.combine_blocks, [&](cpu::BlockCtx& ctx) {
-               const int r = ctx.rank();
-               const float* y = ex.at<float>(r, y_off);
-               const float* recv = ex.at<float>(r, recv_off);
-               float* out = ex.at<float>(r, out_off);
-               moe_combine_reduce_block(
-                   ctx, plan, view, m.pair_row.data(), sig(r),
-                   [&](uint32_t owner, RowRange rows) {
-                     float* dst = w == 1 ? out
-                                         : ex.heap(r).translate(plan.slot(ex.at<float>(r, recv_off), uint32_t(r)),
-                                                                int(owner));
-                     for (uint32_t t = rows.row0; t < rows.row0 + rows.rows; ++t) {
-                       for (uint32_t col = 0; col < c.n; ++col) {
-                         float acc = 0.f;
-                         for (uint32_t j = 0; j < c.topk; ++j) {
-                           const size_t pair = size_t(t) * c.topk + j;
-                           acc += weights[pair] * y[size_t(m.pair_row[pair]) * c.n + col];
-                         }
-                         dst[size_t(t - owner * c.tokens_per_rank) * c.n + col] = acc;
-                       }
-                     }
-                   },
-                   [&](uint32_t, uint32_t row0, uint32_t rows) {
-                     for (size_t e = size_t(row0) * c.n; e < size_t(row0 + rows) * c.n; ++e) {
-                       float acc = 0.f;
-                       for (uint32_t s = 0; s < w; ++s) acc += plan.slot(recv, s)[e];
-                       out[e] = acc;
-                     }
-                   });
-             }}});
+    // The top-k weighted sums of token rows `rows` (global numbering), columns `cols`, into the
+    // owner's slot of rank r (the output with no peers).
+    auto combine = [&](int r, uint32_t owner, RowRange rows, ColRange cols) {
+      const float* y = ex.at<float>(r, y_off);
+      float* dst = w == 1 ? ex.at<float>(r, out_off)
+                          : ex.heap(r).translate(plan.slot(ex.at<float>(r, recv_off), uint32_t(r)), int(owner));
+      for (uint32_t t = rows.row0; t < rows.row0 + rows.rows; ++t) {
+        for (uint32_t col = cols.col0; col < cols.col0 + cols.cols; ++col) {
+          float acc = 0.f;
+          for (uint32_t j = 0; j < c.topk; ++j) {
+            const size_t pair = size_t(t) * c.topk + j;
+            acc += weights[pair] * y[size_t(m.pair_row[pair]) * c.n + col];
+          }
+          dst[size_t(t - owner * c.tokens_per_rank) * c.n + col] = acc;
+        }
+      }
+    };
+    // The rank-order sum of rank r's slots, rows [row0, row0 + rows) of its tokens, columns `cols`.
+    auto sum = [&](int r, uint32_t row0, uint32_t rows, ColRange cols) {
+      const float* recv = ex.at<float>(r, recv_off);
+      float* out = ex.at<float>(r, out_off);
+      for (uint32_t row = row0; row < row0 + rows; ++row) {
+        for (uint32_t col = cols.col0; col < cols.col0 + cols.cols; ++col) {
+          const size_t e = size_t(row) * c.n + col;
+          float acc = 0.f;
+          for (uint32_t s = 0; s < w; ++s) acc += plan.slot(recv, s)[e];
+          out[e] = acc;
+        }
+      }
+    };
+    if (in_epilogue) {  // counted once per call before the GEMM, as the op's counting kernel does
+      for (uint32_t g = 0; g < expected.size(); ++g) expected[g] = moe_block_tiles(plan, view, view.num_tiles, g);
+      for (auto& a : arrived) {
+        for (auto& v : a) v.store(0);
+      }
+    }
+    std::vector<cpu::Role> roles;
+    if (!in_epilogue) {
+      roles.push_back({"group_gemm", 3, [&](cpu::BlockCtx& ctx) {
+                         const int r = ctx.rank();
+                         moe_group_gemm_rs_compute_block(ctx, plan, view, sig(r), ex.at<float>(r, h_off), c.k,
+                                                         ex.at<float>(r, w_off), ex.at<float>(r, y_off));
+                       }});
+      roles.push_back({"combine_reduce", c.combine_blocks, [&](cpu::BlockCtx& ctx) {
+                         const int r = ctx.rank();
+                         moe_combine_reduce_block(
+                             ctx, plan, view, m.pair_row.data(), sig(r),
+                             [&](uint32_t owner, RowRange rows) { combine(r, owner, rows, ColRange{0, c.n}); },
+                             [&](uint32_t, uint32_t row0, uint32_t rows) { sum(r, row0, rows, ColRange{0, c.n}); });
+                       }});
+    } else {
+      roles.push_back({"group_gemm_combine", 3, [&](cpu::BlockCtx& ctx) {
+                         const int r = ctx.rank();
+                         moe_group_gemm_epilogue_combine_block(
+                             ctx, plan, view, sig(r), ex.at<float>(r, h_off), c.k, ex.at<float>(r, w_off),
+                             ex.at<float>(r, y_off),
+                             [&](uint32_t g, uint32_t col_tile) {
+                               const uint32_t seen = arrived[size_t(r)][size_t(g) * plan.n_tiles() + col_tile]
+                                                         .fetch_add(1, std::memory_order_acq_rel);
+                               return seen + 1 == expected[g];
+                             },
+                             [&](uint32_t owner, RowRange rows, uint32_t col_tile) {
+                               combine(r, owner, rows, tile_cols(col_tile, plan.bn, plan.n));
+                             });
+                       }});
+      if (w > 1) {
+        roles.push_back({"reduce", c.combine_blocks, [&](cpu::BlockCtx& ctx) {
+                           const int r = ctx.rank();
+                           moe_reduce_own_blocks(ctx, plan, sig(r), [&](uint32_t row0, uint32_t rows, ColRange cols) {
+                             sum(r, row0, rows, cols);
+                           });
+                         }});
+      }
+    }
+    ex.run(roles);
 
     for (uint32_t q = 0; q < w; ++q) {
       const float* got = ex.at<float>(q, out_off);

@@ -76,6 +76,52 @@ INSTANTIATE_TEST_SUITE_P(World, MoeRsProtocolTest,
                            return "world" + std::to_string(std::get<0>(info.param)) + "_" + to_string(std::get<1>(info.param));
                          });
 
+// The combine in the GEMM's epilogue: the block whose tile is the last one an item counts on
+// combines it; reduction blocks run beside the GEMM blocks (on the GPU they follow them) and must
+// wait for every sender's part. Same bits as the combine blocks.
+class MoeRsEpilogueProtocolTest : public ::testing::TestWithParam<std::tuple<int, Routing>> {};
+
+TEST_P(MoeRsEpilogueProtocolTest, OwnersGetTheRankOrderSumOfTopkWeightedRows) {
+  const auto [world, routing] = GetParam();
+  for (uint32_t topk : {1u, 2u, 4u, 6u, 8u}) {
+    MoeCase c{world, 7, 6, 8, 8, topk, 4, 3, routing};
+    c.combine = MoeCombine::kEpilogue;
+    c.combine_blocks = 2;
+    EXPECT_EQ(run_moe_rs(c, 7500 + 10 * world + topk, 3), "") << describe(c);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(World, MoeRsEpilogueProtocolTest,
+                         ::testing::Combine(::testing::Range(1, 9),
+                                            ::testing::Values(Routing::kUniform, Routing::kSkewed, Routing::kFewExperts)),
+                         [](const ::testing::TestParamInfo<MoeRsEpilogueProtocolTest::ParamType>& info) {
+                           return "world" + std::to_string(std::get<0>(info.param)) + "_" + to_string(std::get<1>(info.param));
+                         });
+
+// Every item's count is the number of tiles that will arrive on it, and a tile arrives on the
+// blocks of its span: a tile of padding only reaches none, a span across owners reaches both.
+TEST(MoeRsEpilogue, ItemCountsAreTheTilesReachingEachBlock) {
+  // 2 ranks x 6 tokens in blocks of 4 (rank 0: blocks 0 = tokens 0-3, 1 = 4-5; rank 1: 2 = 6-9,
+  // 3 = 10-11), top-1 over 2 experts, tiles of 2 rows.
+  const std::vector<int32_t> ids = {0, 1, 0, 1, 1, 0, 0, 1, 1, 0, 1, 1};
+  const MoeMapping m = build_moe_mapping({12, 1, 2, ids.data(), nullptr}, 2);
+  MoeRsPlan plan;
+  plan.tokens = RowShardMapping{6, 4, 2};
+  plan.n = 8;
+  plan.bn = 8;
+  plan.max_tiles = m.num_tiles();
+  const MoeMappingView v = m.view();
+  // Expert 0: tokens 0, 2, 5, 6, 9 -> tiles {0, 2} (block 0), {5, 6} (blocks 1 and 2, across the
+  // owners), {9, padding} (2). Expert 1: tokens 1, 3, 4, 7, 8, 10, 11 -> {1, 3} (0), {4, 7} (1, 2),
+  // {8, 10} (2, 3), {11, padding} (3).
+  ASSERT_EQ(m.num_tiles(), 7u);
+  const std::vector<uint32_t> want = {2, 2, 4, 2};
+  for (uint32_t g = 0; g < 4; ++g) EXPECT_EQ(moe_block_tiles(plan, v, m.num_tiles(), g), want[g]) << "block " << g;
+  const ChannelRange across = moe_tile_blocks(plan, v, 1);
+  EXPECT_EQ(across.first, 1u);
+  EXPECT_EQ(across.count, 2u);
+}
+
 TEST(MoeMapping, TilesRunInArrivalOrderOwnShardFirst) {
   // 4 ranks x 8 tokens, bm 4; expert e takes the tokens of rank e only (top-1): expert e's tiles
   // need only rank e's shard, so rank r runs expert r's tiles first, then r+1's, ...

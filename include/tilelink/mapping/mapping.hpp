@@ -23,6 +23,17 @@ struct RowRange {
   uint32_t rows = 0;
 };
 
+// Columns [col0, col0 + cols) of N tile `tile` of an n-column output in tiles of bn (the last one
+// narrower).
+struct ColRange {
+  uint32_t col0 = 0;
+  uint32_t cols = 0;
+};
+TL_HOST_DEVICE ColRange tile_cols(uint32_t tile, uint32_t bn, uint32_t n) {
+  const uint32_t col0 = tile * bn;
+  return {col0, n - col0 < bn ? n - col0 : bn};
+}
+
 // Static affine mapping for row-sharded tensors (all-gather of A, reduce-scatter of C): a tensor
 // of world * rows_per_rank rows; rank r owns rows [r * rows_per_rank, (r + 1) * rows_per_rank).
 // Each rank's shard is cut into communication tiles of `comm_rows` rows (the last one may be

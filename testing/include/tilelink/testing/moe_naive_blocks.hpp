@@ -49,9 +49,21 @@ TL_HOST_DEVICE void moe_group_gemm_block(Ctx& ctx, const MoeMappingView& m, cons
   }
 }
 
+// Tile (t, c) of part 2's grouped GEMM by `lanes`: y's rows of tile row t, columns of tile c =
+// h's rows times the tile's expert's slice of w2. h: m.rows() x k floats (sorted rows), w2:
+// experts x k x n floats, y: m.rows() x n floats; padding rows are left unwritten (no token reads
+// them).
+TL_HOST_DEVICE void moe_group_gemm_rs_tile(Lanes lanes, const MoeRsPlan& plan, const MoeMappingView& m, uint32_t t,
+                                           uint32_t c, const float* h, uint32_t k, const float* w2, float* y) {
+  const float* w_e = w2 + uint64_t(m.tile_expert[t]) * k * plan.n;
+  for_each_tile_element(lanes, t * m.bm, m.bm, tile_cols(c, plan.bn, plan.n), [&](uint32_t row, uint32_t col) {
+    if (m.row_pair[row] == kPadRow) return;
+    y[uint64_t(row) * plan.n + col] = naive_dot(h + uint64_t(row) * k, w_e, k, plan.n, col);
+  });
+}
+
 // Compute blocks of one rank: the grouped GEMM, tiles in index order (any order is correct: the
-// combine waits per tile). h: m.rows() x k floats (sorted rows), w2: experts x k x n floats,
-// y: m.rows() x n floats; padding rows are left unwritten (no token reads them).
+// combine waits per tile), each notified on its channel.
 TL_PROTOCOL
 template <class Ctx>
 TL_HOST_DEVICE void moe_group_gemm_rs_compute_block(Ctx& ctx, const MoeRsPlan& plan, const MoeMappingView& m,
@@ -59,12 +71,25 @@ TL_HOST_DEVICE void moe_group_gemm_rs_compute_block(Ctx& ctx, const MoeRsPlan& p
                                                     const float* w2, float* y) {
   for (uint32_t i = ctx.block(); i < m.num_tiles * plan.n_tiles(); i += ctx.num_blocks()) {
     const uint32_t t = i / plan.n_tiles(), c = i % plan.n_tiles();
-    const float* w_e = w2 + uint64_t(m.tile_expert[t]) * k * plan.n;
-    for_each_tile_element(ctx.lanes(), t * m.bm, m.bm, tile_cols(c, plan.bn, plan.n), [&](uint32_t row, uint32_t col) {
-      if (m.row_pair[row] == kPadRow) return;
-      y[uint64_t(row) * plan.n + col] = naive_dot(h + uint64_t(row) * k, w_e, k, plan.n, col);
-    });
+    moe_group_gemm_rs_tile(ctx.lanes(), plan, m, t, c, h, k, w2, y);
     ctx.producer_tile_notify(sig, plan.tile_channel(t, c));
+  }
+}
+
+// Compute blocks of one rank with the combine in the epilogue (MoeCombine::kEpilogue): each
+// finished tile (t, c), as moe_group_gemm_rs_compute_block computes it, runs
+// moe_epilogue_combine_tile with `arrive` and `combine` (no tile notifies: nothing waits for them).
+TL_PROTOCOL
+template <class Ctx, class Arrive, class Combine>
+TL_HOST_DEVICE void moe_group_gemm_epilogue_combine_block(Ctx& ctx, const MoeRsPlan& plan, const MoeMappingView& m,
+                                                          const SignalView& sig, const float* h, uint32_t k,
+                                                          const float* w2, float* y, Arrive&& arrive,
+                                                          Combine&& combine) {
+  for (uint32_t i = ctx.block(); i < m.num_tiles * plan.n_tiles(); i += ctx.num_blocks()) {
+    const uint32_t t = i / plan.n_tiles(), c = i % plan.n_tiles();
+    moe_group_gemm_rs_tile(ctx.lanes(), plan, m, t, c, h, k, w2, y);
+    ctx.sync();  // the tile's rows before its arrivals (one thread's release covers the block's stores)
+    moe_epilogue_combine_tile(ctx, plan, m, sig, t, c, arrive, combine);
   }
 }
 

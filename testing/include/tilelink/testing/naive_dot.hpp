@@ -4,6 +4,7 @@
 #include <cstdint>
 
 #include "tilelink/core/macros.hpp"
+#include "tilelink/mapping/mapping.hpp"
 #include "tilelink/primitives/symmetric.hpp"
 
 namespace tilelink {
@@ -15,17 +16,6 @@ TL_HOST_DEVICE float naive_dot(const float* a_row, const float* b, uint32_t k, u
   float acc = 0.f;
   for (uint32_t kk = 0; kk < k; ++kk) acc += a_row[kk] * b[uint64_t(kk) * ldb + col];
   return acc;
-}
-
-// Columns [col0, col0 + cols) of N tile `tile` of an n-column output in tiles of bn (the last one
-// narrower).
-struct ColRange {
-  uint32_t col0 = 0;
-  uint32_t cols = 0;
-};
-TL_HOST_DEVICE ColRange tile_cols(uint32_t tile, uint32_t bn, uint32_t n) {
-  const uint32_t col0 = tile * bn;
-  return {col0, n - col0 < bn ? n - col0 : bn};
 }
 
 // This block's lanes' share of an output tile, rows [row0, row0 + rows) x columns `cols`: f(row,
