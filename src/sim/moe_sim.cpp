@@ -35,6 +35,77 @@ void validate(const MoeProblem& p, const MoeAgPlanConfig& c, uint32_t gather_cta
   TL_REQUIRE(cost.sms >= 2 && cost.flops > 0, kWhere, "cost.sms", cost.sms, "at least 2 SMs and flops > 0");
 }
 
+// Part 2's baselines and totals, whichever combine: t_comp (the grouped GEMM on every SM),
+// t_comm (the reduce-scatter), non-overlapped, ideal, flop.
+void finish_moe_gemm_rs(const MoeProblem& p, uint32_t tiles, uint32_t n_tiles, double tile_time, uint32_t k,
+                        uint32_t tpr, double row_bytes, const CostModel& cost, MoePrediction& out) {
+  const uint32_t w = static_cast<uint32_t>(p.world);
+  out.t_comp = double((uint64_t(tiles) * n_tiles + uint64_t(cost.sms) - 1) / uint64_t(cost.sms)) * tile_time;
+  const double tokens_bytes = double(tpr) * row_bytes;  // one rank's block of the output
+  out.t_comm = w > 1 ? double(w - 1) * tokens_bytes / std::min(cost.ce_bandwidth, cost.nvlink_bandwidth) : 0.0;
+  const double combine_bytes = (double(p.m) * p.topk + p.m) * row_bytes;
+  const double sum_bytes = w > 1 ? double(w + 1) * tokens_bytes : 0.0;
+  out.non_overlapped = out.t_comp + combine_bytes / cost.hbm_bandwidth + out.t_comm + sum_bytes / cost.hbm_bandwidth;
+  out.fused = std::max(out.fused, out.t_comm);  // the pushes cross the links at most this fast
+  out.ideal = std::max(out.t_comp, out.t_comm);
+  out.flop = 2.0 * double(p.m) * p.topk * k * p.hidden;
+}
+
+// Part 2 with the combine in the GEMM's epilogue (moe_rs_protocol.hpp): the GEMM on every SM; a
+// finished tile counts on the items (token block, its column tile) of the blocks its span
+// reaches, and the CTA of an item's last tile then combines it at the epilogue's sum rate; after
+// the GEMM, `reduce_ctas` CTAs take the rank's (block, column tile) items in the protocol's
+// stride, each once its parts are in (by symmetry: this rank's combines of that block of every
+// owner), moving (world + 1) rows per token at one CTA's copy rate, at most an equal share of HBM.
+void predict_epilogue_combine(const MoeProblem& p, const MoeRsPlan& plan, const MoeMappingView& view,
+                              const std::vector<uint32_t>& order, double tile_time, uint32_t ctas,
+                              uint32_t reduce_ctas, const CostModel& cost, MoePrediction& out) {
+  const uint32_t w = plan.world(), n_tiles = plan.n_tiles(), blocks = plan.tokens.num_channels();
+  std::vector<uint32_t> expected(blocks), arrived(size_t(blocks) * n_tiles, 0);
+  for (uint32_t g = 0; g < blocks; ++g) expected[g] = moe_block_tiles(plan, view, view.num_tiles, g);
+  std::vector<double> free_at(ctas, 0.0), combined(size_t(blocks) * n_tiles, 0.0);
+  uint64_t j = 0;
+  for (uint32_t t : order) {
+    for (uint32_t nt = 0; nt < n_tiles; ++nt, ++j) {
+      double& cta = free_at[j % ctas];
+      const std::string lane = "cta " + std::to_string(j % ctas);
+      const double start = cta;
+      cta = start + tile_time;
+      out.timeline.push_back({lane, "tile (" + std::to_string(t) + ", " + std::to_string(nt) + ")", start, cta});
+      const ChannelRange reach = moe_tile_blocks(plan, view, t);
+      for (uint32_t g = reach.first; g < reach.first + reach.count; ++g) {
+        const size_t item = size_t(g) * n_tiles + nt;
+        if (++arrived[item] != expected[g]) continue;
+        const double bytes = double(plan.tokens.rows_of_channel(g).rows) * (p.topk + 1) *
+                             tile_cols(nt, plan.bn, plan.n).cols * p.element_bytes;
+        const double begin = cta;
+        cta += bytes / cost.epilogue_sum_bandwidth_per_cta;
+        combined[item] = cta + cost.notify_latency;
+        out.timeline.push_back({lane, "combine " + std::to_string(g) + "." + std::to_string(nt), begin, cta});
+      }
+    }
+  }
+  const double gemm_end = *std::max_element(free_at.begin(), free_at.end());
+  out.fused = gemm_end;
+  if (w == 1) return;  // the combine wrote the output
+  const double per_cta = std::min(cost.sm_copy_bandwidth_per_cta, cost.hbm_bandwidth / reduce_ctas);
+  std::vector<double> reduce_free(reduce_ctas, gemm_end);
+  const uint32_t chunks = plan.tokens.chunks_per_rank();
+  for (uint32_t i = 0; i < chunks * n_tiles; ++i) {
+    const uint32_t b = i / n_tiles, nt = i % n_tiles;
+    double ready = 0;
+    for (uint32_t o = 0; o < w; ++o) ready = std::max(ready, combined[size_t(plan.tokens.channel(o, b)) * n_tiles + nt]);
+    double& cta = reduce_free[i % reduce_ctas];
+    const double start = std::max(cta, ready);
+    const double bytes = double(plan.tokens.rows_of_channel(b).rows) * (w + 1) * tile_cols(nt, plan.bn, plan.n).cols *
+                         p.element_bytes;
+    cta = start + bytes / per_cta;
+    out.fused = std::max(out.fused, cta);
+    out.timeline.push_back({"reduce " + std::to_string(i % reduce_ctas),
+                            "reduce " + std::to_string(b) + "." + std::to_string(nt), start, cta});
+  }
+}
+
 }  // namespace
 
 MoePrediction predict_moe_ag(const MoeProblem& p, const MoeAgPlanConfig& c, const CostModel& cost) {
@@ -122,9 +193,12 @@ MoePrediction predict_moe_ag(const MoeProblem& p, const MoeAgPlanConfig& c, cons
 }
 
 MoePrediction predict_moe_gemm_rs(const MoeProblem& p, const MoeRsPlanConfig& c, const CostModel& cost) {
+  const bool in_epilogue = moe_policy::combine(c.op.combine) == MoeCombine::kEpilogue;
+  // Blocks: the combine CTAs beside the GEMM; epilogue: the reduction's CTAs after it.
   const uint32_t combine_ctas =
-      c.op.combine_blocks != 0
-          ? c.op.combine_blocks
+      c.op.combine_blocks != 0 ? c.op.combine_blocks
+      : in_epilogue
+          ? static_cast<uint32_t>(cost.sms)  // the op's: a CTA per SM of the budget
           : moe_policy::combine_blocks(cost.sms, p.topk, p.intermediate / std::max(p.world, 1), p.world, c.cluster);
   constexpr const char* where = "predict_moe_gemm_rs";
   {
@@ -151,6 +225,7 @@ MoePrediction predict_moe_gemm_rs(const MoeProblem& p, const MoeRsPlanConfig& c,
   plan.n = p.hidden;
   plan.bn = c.bn;
   plan.max_tiles = tiles;
+  plan.recv_columns = in_epilogue ? plan.n_tiles() : 1;
 
   MoePrediction out;
   out.tiles = tiles;
@@ -162,7 +237,7 @@ MoePrediction predict_moe_gemm_rs(const MoeProblem& p, const MoeRsPlanConfig& c,
   };
   std::stable_sort(order.begin(), order.end(), [&](uint32_t a, uint32_t b) { return key(a) < key(b); });
 
-  const int left = cost.sms - static_cast<int>(combine_ctas);
+  const int left = cost.sms - (in_epilogue ? 0 : static_cast<int>(combine_ctas));
   const uint32_t ctas = static_cast<uint32_t>(std::max(left, 0) / static_cast<int>(c.cluster)) * c.cluster;
   TL_REQUIRE(ctas >= c.cluster, where, "combine_blocks", combine_ctas,
              "to leave at least one GEMM cluster of the " + std::to_string(cost.sms) + " SMs");
@@ -170,6 +245,12 @@ MoePrediction predict_moe_gemm_rs(const MoeProblem& p, const MoeRsPlanConfig& c,
   out.combine_ctas = combine_ctas;
   const uint32_t n_tiles = plan.n_tiles();
   const double tile_time = 2.0 * c.bm * c.bn * k / (cost.flops / cost.sms);
+  const double row_bytes = double(p.hidden) * p.element_bytes;
+  if (in_epilogue) {
+    predict_epilogue_combine(p, plan, mapping.view(), order, tile_time, ctas, combine_ctas, cost, out);
+    finish_moe_gemm_rs(p, tiles, n_tiles, tile_time, k, tpr, row_bytes, cost, out);
+    return out;
+  }
   std::vector<double> free_at(ctas, 0.0), row_ready(tiles, 0.0);
   uint64_t j = 0;
   for (uint32_t t : order) {
@@ -184,7 +265,6 @@ MoePrediction predict_moe_gemm_rs(const MoeProblem& p, const MoeRsPlanConfig& c,
   }
 
   // Combine and reduction items, dealt round-robin as the protocol deals them.
-  const double row_bytes = double(p.hidden) * p.element_bytes;
   std::vector<double> combine_free(combine_ctas, 0.0);
   double end = *std::max_element(free_at.begin(), free_at.end());
   std::vector<double> round_done(plan.tokens.chunks_per_rank(), 0.0);
@@ -213,15 +293,7 @@ MoePrediction predict_moe_gemm_rs(const MoeProblem& p, const MoeRsPlanConfig& c,
     out.timeline.push_back({"combine " + std::to_string(i % combine_ctas), what, start, cta});
   }
   out.fused = end;
-
-  out.t_comp = double((uint64_t(tiles) * n_tiles + uint64_t(cost.sms) - 1) / uint64_t(cost.sms)) * tile_time;
-  const double tokens_bytes = double(tpr) * row_bytes;  // one rank's block of the output
-  out.t_comm = w > 1 ? double(w - 1) * tokens_bytes / std::min(cost.ce_bandwidth, cost.nvlink_bandwidth) : 0.0;
-  const double combine_bytes = (double(p.m) * p.topk + p.m) * row_bytes;
-  const double sum_bytes = w > 1 ? double(w + 1) * tokens_bytes : 0.0;
-  out.non_overlapped = out.t_comp + combine_bytes / cost.hbm_bandwidth + out.t_comm + sum_bytes / cost.hbm_bandwidth;
-  out.ideal = std::max(out.t_comp, out.t_comm);
-  out.flop = 2.0 * double(p.m) * p.topk * k * p.hidden;
+  finish_moe_gemm_rs(p, tiles, n_tiles, tile_time, k, tpr, row_bytes, cost, out);
   return out;
 }
 

@@ -11,6 +11,7 @@
 #include "bench/moe.hpp"
 #include "bench/moe_setup.hpp"
 #include "tilelink/ops/moe/moe_layer.hpp"
+#include "tilelink/ops/moe/moe_policy.hpp"
 #include "tilelink/sim/moe_sim.hpp"
 #include "tilelink/tune/moe_tune.hpp"
 #include "tools/command.hpp"
@@ -178,6 +179,9 @@ struct PlanMoe : PlanArgs<sim::MoeProblem, sim::MoeAgPlanConfig> {
                     "part 2: CTAs of the combine and reduction (0 = the op's automatic count)")
         ->capture_default_str();
     app->add_option("--combine-rows", part2.op.comm_rows, "part 2: tokens per combine block")->capture_default_str();
+    add_enum_option(app, "--combine", part2.op.combine, {MoeCombine::kBlocks, MoeCombine::kEpilogue, MoeCombine::kAuto},
+                    "part 2: who combines: blocks (CTAs beside the GEMM), epilogue (the GEMM's CTAs; the owners' "
+                    "sums after it) or auto (blocks until the epilogue is measured on a GPU)");
   }
   // The model's shape, the SM all-gather's default CTAs, the mapping's time.
   void resolve() {
@@ -215,9 +219,23 @@ int plan_moe(PlanMoe a, const sim::CostModel& cost) {
   a.part2.bm = a.config.bm;
   a.part2.bn = a.config.bn;
   const sim::MoePrediction r = sim::predict_moe_layer(a.problem, a.activation, a.config, a.part2, cost);
+  const MoeCombine combine = moe_policy::combine(a.part2.op.combine);
   std::cout << a.header("moe", cost, std::string(" (") + to_string(a.activation) + ")") << "  tiles=" << r.tiles
-            << "  gather CTAs=" << r.gather_ctas << "  combine CTAs=" << r.combine_ctas << "\n\n";
-  print_plan("plan_moe", "MoE layer, predicted per rank", r, a.out, "tilelink plan moe, rank 0 (predicted)");
+            << "  gather CTAs=" << r.gather_ctas << "  combine=" << to_string(combine)
+            << (a.part2.op.combine == MoeCombine::kAuto ? " (automatic)" : "")
+            << (combine == MoeCombine::kEpilogue ? "  reduction CTAs=" : "  combine CTAs=") << r.combine_ctas
+            << "\n\n";
+  // With the combine on automatic, the other one too (its own automatic CTA count).
+  std::vector<std::pair<std::string, double>> alternatives;
+  if (a.part2.op.combine == MoeCombine::kAuto) {
+    sim::MoeRsPlanConfig other = a.part2;
+    other.op.combine = combine == MoeCombine::kBlocks ? MoeCombine::kEpilogue : MoeCombine::kBlocks;
+    other.op.combine_blocks = 0;
+    alternatives.push_back({std::string("fused, combine ") + to_string(other.op.combine),
+                            sim::predict_moe_layer(a.problem, a.activation, a.config, other, cost).fused});
+  }
+  print_plan("plan_moe", "MoE layer, predicted per rank", r, a.out, "tilelink plan moe, rank 0 (predicted)",
+             alternatives);
   return 0;
 }
 

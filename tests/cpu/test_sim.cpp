@@ -369,6 +369,38 @@ TEST(MoeSim, Part2ReducesARoundAfterItsCombines) {
   EXPECT_THROW(sim::predict_moe_gemm_rs(hand_rs_problem(2), too_many, hand_cost()), InvalidArgument);
 }
 
+TEST(MoeSim, Part2EpilogueCombineRunsOnTheGemmsCtasThenTheOwnersSum) {
+  // World 2, the combine in the epilogue: no SM set aside, so the 4 CTAs take tile 1 (owner 1's
+  // tokens, first in rank 0's order) and tile 0 at 0-1 µs; each is its block's only tile, so its
+  // CTA combines it at 1-2 µs (128 tokens x 2 rows x 512 bytes at 131 GB/s); after the GEMM the
+  // rank's block is summed over 2 senders on a reduction CTA at 2-3.5 µs.
+  sim::CostModel cost = hand_cost();
+  cost.epilogue_sum_bandwidth_per_cta = 128.0 * 2 * 512 / 1e-6;
+  sim::MoeRsPlanConfig c = hand_rs_config();
+  c.op.combine = MoeCombine::kEpilogue;
+  const sim::MoePrediction r = sim::predict_moe_gemm_rs(hand_rs_problem(2), c, cost);
+  EXPECT_EQ(r.gemm_ctas, 4u);
+  EXPECT_EQ(r.combine_ctas, 2u);  // the reduction's
+  EXPECT_NEAR(r.fused, 3.5e-6, 1e-12);
+  size_t combines = 0, reductions = 0;
+  for (const sim::Interval& e : r.timeline) {
+    if (e.name.rfind("combine", 0) == 0) {
+      ++combines;
+      EXPECT_NEAR(e.start, 1e-6, 1e-12) << e.name;
+      EXPECT_EQ(e.lane.rfind("cta", 0), 0u) << "a GEMM CTA combines: " << e.lane;
+    }
+    if (e.name.rfind("reduce", 0) == 0) {
+      ++reductions;
+      EXPECT_NEAR(e.start, 2e-6, 1e-12);
+    }
+  }
+  EXPECT_EQ(combines, 2u);  // every (block, column tile) item once
+  EXPECT_EQ(reductions, 1u);
+  // World 1: no reduction; the combines end the call.
+  const sim::MoePrediction one = sim::predict_moe_gemm_rs(hand_rs_problem(1), c, cost);
+  EXPECT_NEAR(one.fused, 2e-6, 1e-12);
+}
+
 TEST(MoeSim, LayerIsPart1ThenTheActivationThenPart2) {
   const sim::MoeProblem p = hand_rs_problem(1);
   const sim::MoePrediction layer = sim::predict_moe_layer(p, MlpActivation::kGelu, hand_config(), hand_rs_config(), hand_cost());

@@ -316,6 +316,7 @@ TEST(TuneCache, RoundTripsMoeAndSpAttentionEntriesUnderTheirVariants) {
   moe.part2.comm_rows = 32;
   moe.part2.combine_blocks = 6;
   moe.part2.method = OpMethod::kNonOverlapped;
+  moe.part2.combine = MoeCombine::kBlocks;
   TuneKey moe_key = key(8192);
   moe_key.op = "moe";
   moe_key.variant = "8 experts, top-2, swiglu";
@@ -343,6 +344,7 @@ TEST(TuneCache, RoundTripsMoeAndSpAttentionEntriesUnderTheirVariants) {
   EXPECT_EQ(m_config.part2.weight_sweeps, MoeGemmRsConfig::kTokenOrder);
   EXPECT_EQ(m_config.part1.method, OpMethod::kAuto);
   EXPECT_EQ(m_config.part2.method, OpMethod::kNonOverlapped);
+  EXPECT_EQ(m_config.part2.combine, MoeCombine::kBlocks);
   EXPECT_DOUBLE_EQ(m->time_us, 900);
   const auto a = back.find(attn_key);
   ASSERT_TRUE(a.has_value());
@@ -366,6 +368,9 @@ TEST(TuneCache, TheProblemsActivationAndLayoutAreNotKnobs) {
   m.part2.combine_blocks = 2;
   EXPECT_FALSE(is_automatic(m));
   m = {};
+  m.part2.combine = MoeCombine::kEpilogue;
+  EXPECT_FALSE(is_automatic(m));
+  m = {};
   m.part1.comm.resource = CommResource::kSm;
   EXPECT_FALSE(is_automatic(m));
   SpAttentionConfig s;
@@ -382,9 +387,12 @@ TEST(MoeTuneSpace, KernelPairsThenOrdersThenRankedCommunication) {
   // Two compiled 128-row kernels and a hypothetical 64-row one: pairs only of one tile height.
   const std::vector<std::string> kernels{"128x256x64_c1x2", "128x128x64_c1x2", "64x128x64_c1x2"};
   const std::vector<MoeLayerConfig> stage1 = moe_kernel_candidates(kernels);
-  ASSERT_EQ(stage1.size(), 8u);  // 2 x 2 of 128 rows, 1 of 64 rows, the three non-fused method pairs
+  // 2 x 2 of 128 rows, 1 of 64 rows, the three non-fused method pairs, the epilogue combine.
+  ASSERT_EQ(stage1.size(), 9u);
   EXPECT_EQ(stage1[7].part1.method, OpMethod::kNonOverlapped);
   EXPECT_EQ(stage1[7].part2.method, OpMethod::kNonOverlapped);
+  EXPECT_EQ(stage1[8].part2.combine, MoeCombine::kEpilogue);
+  EXPECT_EQ(stage1[8].part2.method, OpMethod::kAuto);
   EXPECT_TRUE(is_automatic(stage1.front()));
   std::set<std::string> seen;
   for (const MoeLayerConfig& c : stage1) {

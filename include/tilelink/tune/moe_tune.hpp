@@ -35,7 +35,8 @@ struct MoeTuneShape {
 using RankedMoeConfig = RankedConfig<MoeLayerConfig>;
 
 // Stage 1: the all-automatic configuration first, then every other (part 1, part 2) kernel pair
-// of one tile height.
+// of one tile height, the three pairs of methods with a non-overlapped part, and part 2 with the
+// combine in its epilogue.
 std::vector<MoeLayerConfig> moe_kernel_candidates(const std::vector<std::string>& kernels);
 
 // Stage 2: `base` with part 1's swizzle {auto, 2} x part 2's swizzle {auto, 2} x part 2's order

@@ -19,7 +19,8 @@ std::string describe(const MoeLayerConfig& c) {
        (b.weight_sweeps == MoeGemmRsConfig::kTokenOrder ? std::string("token")
         : b.weight_sweeps == 0                          ? std::string("auto")
                                                         : std::to_string(b.weight_sweeps) + " sweeps") +
-       ", comm rows " + num(b.comm_rows) + ", combine CTAs " + num(b.combine_blocks);
+       ", comm rows " + num(b.comm_rows) + ", combine " + to_string(b.combine) + ", combine CTAs " +
+       num(b.combine_blocks);
   if (b.gemm_sms != 0) s += ", GEMM SMs " + std::to_string(b.gemm_sms);
   if (a.method != OpMethod::kAuto || b.method != OpMethod::kAuto) {
     s += std::string("; methods ") + to_string(a.method) + ", " + to_string(b.method);
@@ -33,7 +34,7 @@ bool is_automatic(const MoeLayerConfig& c) {
   return c.part1.kernel == a.kernel && c.part1.swizzle == a.swizzle && c.part1.gather_blocks == a.gather_blocks &&
          c.part1.gemm_sms == a.gemm_sms && same_comm(c.part1.comm, a.comm) && c.part2.kernel == b.kernel &&
          c.part2.swizzle == b.swizzle && c.part2.comm_rows == b.comm_rows &&
-         c.part2.combine_blocks == b.combine_blocks && c.part2.gemm_sms == b.gemm_sms &&
+         c.part2.combine == b.combine && c.part2.combine_blocks == b.combine_blocks && c.part2.gemm_sms == b.gemm_sms &&
          c.part2.weight_sweeps == b.weight_sweeps;
 }
 
@@ -51,6 +52,7 @@ std::string to_config_json(const MoeLayerConfig& c) {
                        {{"kernel", b.kernel},
                         {"swizzle", b.swizzle},
                         {"comm_rows", b.comm_rows},
+                        {"combine", to_string(b.combine)},
                         {"combine_blocks", b.combine_blocks},
                         {"gemm_sms", b.gemm_sms},
                         {"weight_sweeps", b.weight_sweeps},
@@ -72,6 +74,10 @@ void from_config_json(const std::string& json, const std::string& source, MoeLay
     out.part2.kernel = b.at("kernel").get<std::string>();
     out.part2.swizzle = b.at("swizzle").get<uint32_t>();
     out.part2.comm_rows = b.at("comm_rows").get<uint32_t>();
+    if (b.contains("combine")) {  // absent in entries written before it existed: auto
+      out.part2.combine =
+          detail::enum_field(b, "combine", {MoeCombine::kBlocks, MoeCombine::kEpilogue, MoeCombine::kAuto}, source);
+    }
     out.part2.combine_blocks = b.at("combine_blocks").get<uint32_t>();
     out.part2.gemm_sms = b.at("gemm_sms").get<uint32_t>();
     out.part2.weight_sweeps = b.at("weight_sweeps").get<uint32_t>();

@@ -9,6 +9,7 @@
 #include "tilelink/ops/common/all_gather_config.hpp"
 #include "tilelink/ops/common/mlp_activation.hpp"
 #include "tilelink/ops/common/op_method.hpp"
+#include "tilelink/ops/moe/moe_rs_protocol.hpp"
 
 namespace tilelink {
 
@@ -37,8 +38,14 @@ struct MoeAgGroupGemmConfig {
 // MoE part 2 (MoeGemmRs, moe_gemm_rs.hpp).
 struct MoeGemmRsConfig {
   uint32_t comm_rows = 0;       // tokens per combine/reduce block (one signal each); 0 = automatic (64)
-  uint32_t combine_blocks = 0;  // CTAs of the combine and reduction per rank; 0 = automatic (enough to keep up)
-  uint32_t gemm_sms = 0;        // CTAs of the grouped GEMM; 0 = the SM budget less the combine
+  // Who combines (moe_rs_protocol.hpp): combine blocks beside the GEMM (kBlocks), or the GEMM's
+  // own CTAs in their epilogue with the owners' sums after the GEMM (kEpilogue: no SM set
+  // aside, fused only); auto = moe_policy::combine (blocks until the epilogue is measured).
+  MoeCombine combine = MoeCombine::kAuto;
+  // CTAs of the combine and reduction per rank; 0 = automatic (enough to keep up). kEpilogue: the
+  // reduction's CTAs after the GEMM; 0 = the SM budget.
+  uint32_t combine_blocks = 0;
+  uint32_t gemm_sms = 0;        // CTAs of the grouped GEMM; 0 = the SM budget less the combine (kBlocks)
   uint32_t swizzle = 0;         // rasterization swizzle (1, 2, 4, 8; 0 = 1, as part 1)
   // The GEMM's tile order: the combine's token order (kTokenOrder) or the rounds cut into this
   // many weight sweeps, expert by expert within each (build_combine_order); 0 = automatic
@@ -69,7 +76,7 @@ std::string describe(const MoeLayerConfig& c);
 // caller chose them).
 bool is_automatic(const MoeLayerConfig& c);
 // The knobs as a JSON object (text): part1 {kernel, swizzle, gather_blocks, gemm_sms, comm,
-// op_method}, part2 {kernel, swizzle, comm_rows, combine_blocks, gemm_sms, weight_sweeps,
+// op_method}, part2 {kernel, swizzle, comm_rows, combine, combine_blocks, gemm_sms, weight_sweeps,
 // op_method} (op_method absent in entries written before it existed: auto).
 std::string to_config_json(const MoeLayerConfig& c);
 // `c` = the configuration in `json` (to_config_json's form; the activation and use_tune_cache at

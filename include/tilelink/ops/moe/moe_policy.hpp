@@ -7,6 +7,7 @@
 #include <string>
 
 #include "tilelink/ops/common/op_method.hpp"
+#include "tilelink/ops/moe/moe_rs_protocol.hpp"
 
 namespace tilelink::moe_policy {
 
@@ -90,6 +91,13 @@ inline uint32_t combine_rows(uint32_t configured, uint32_t topk) {
 // at most 8 MB, else 4 sweeps (the combine of the last quarter runs after the GEMM).
 inline uint32_t weight_sweeps(uint32_t n, uint32_t k) {
   return uint64_t(n) * k * 2 <= (8u << 20) ? 0u : 4u;
+}
+
+// Part 2's combine (MoeGemmRsConfig::combine): the configured one; automatic = combine blocks
+// until the epilogue combine has run and been measured on a GPU (`tilelink plan moe` predicts
+// both; `tilelink tune moe` times both).
+inline MoeCombine combine(MoeCombine configured) {
+  return configured == MoeCombine::kAuto ? MoeCombine::kBlocks : configured;
 }
 
 }  // namespace tilelink::moe_policy
