@@ -21,7 +21,8 @@
 //   all-gather, reduce-scatter   the copy-engine collectives of the tokens (T_ag, T_rs)
 //   ideal                        max(T_gemm1, T_ag) + T_act + max(T_gemm2, T_rs)
 //   non-overlapped               all-gather, gather, loop, activation, loop, combine, reduce-scatter
-//   tilelink fused               MoeLayer::run, and its parts by themselves
+//   tilelink fused               MoeLayer::run, and its parts by themselves; again with part 2's
+//                                other combine (blocks beside the GEMM / in its epilogue)
 //
 // The baselines know the routing's per-expert row counts on the host (a real one would copy
 // them back from the device: favourable to it). The fused output is checked once against the
@@ -256,6 +257,15 @@ Table bench_moe_layer(const MoeBenchOptions& o) {
   fused_args.config.part1.method = OpMethod::kFused;
   fused_args.config.part2.method = OpMethod::kFused;
   MoeLayer op(world, s.heap, s.signals, fused_args, "bench.moe");
+  // The same layer with part 2's combine in its GEMM's epilogue (the other one where the tune cache
+  // gave the first the epilogue's).
+  MoeLayerArguments other_args = fused_args;
+  other_args.config = op.config();
+  other_args.config.use_tune_cache = false;
+  other_args.config.part2.combine =
+      op.part2().combine() == MoeCombine::kEpilogue ? MoeCombine::kBlocks : MoeCombine::kEpilogue;
+  other_args.config.part2.combine_blocks = 0;
+  MoeLayer other(world, s.heap, s.signals, other_args, "bench.moe.other_combine");
   const MoeMapping mapping = build_moe_mapping({m, o.topk, o.experts, ids.data(), weights.data()}, op.part1().tile_m());
   MoeChain chain(world, x, mapping, hidden, shard_bytes);
   const uint32_t rows = chain.rows();
@@ -303,17 +313,21 @@ Table bench_moe_layer(const MoeBenchOptions& o) {
     reduce_scatter();
   };
   auto fused = [&] { op.run(); };
+  auto fused_other = [&] { other.run(); };
 
   check_against(world, "bench moe", fused, non_overlapped, out, out_base, block_elems);
+  check_against(world, "bench moe (other combine)", fused_other, non_overlapped, out, out_base, block_elems);
 
   bool gated = true;
   const std::vector<Stats> t = repeat_interleaved(
       world, o.timing.warmup, o.timing.iters,
       {loop1, activation, loop2, gather, combine, all_gather, reduce_scatter, non_overlapped, fused,
-       [&] { op.part1().run(); }, [&] { op.part2().run(); }, [&] { op.part2().run_gemm_only(); }},
+       [&] { op.part1().run(); }, [&] { op.part2().run(); }, [&] { op.part2().run_gemm_only(); }, fused_other,
+       [&] { other.part2().run(); }},
       &gated);
   const Stats &t_loop1 = t[0], &t_act = t[1], &t_loop2 = t[2], &t_gather = t[3], &t_combine = t[4], &t_ag = t[5],
-              &t_rs = t[6], &t_non = t[7], &t_fused = t[8], &t_part1 = t[9], &t_part2 = t[10], &t_gemm2_alone = t[11];
+              &t_rs = t[6], &t_non = t[7], &t_fused = t[8], &t_part1 = t[9], &t_part2 = t[10], &t_gemm2_alone = t[11],
+              &t_other = t[12], &t_other_part2 = t[13];
   const double pairs = double(m) * o.topk;
   const double flop = 2.0 * pairs * (double(n1) * hidden + double(hidden) * k) * w;
   Stats t_gemm = t_loop1;
@@ -334,10 +348,14 @@ Table bench_moe_layer(const MoeBenchOptions& o) {
   result.row(std::string("reduce-scatter alone, ") + baseline_transport(world) + " (T_rs)", t_rs);
   result.ideal_row("ideal max(T_gemm1, T_ag) + T_act + max(T_gemm2, T_rs)");
   result.row("non-overlapped (AG, gather, loop, act, loop, combine, RS)", t_non);
-  result.row("tilelink fused (MoeLayer::run)", t_fused);
+  const std::string this_combine = std::string(", combine ") + to_string(op.part2().combine());
+  const std::string other_combine = std::string(", combine ") + to_string(other.part2().combine());
+  result.row("tilelink fused (MoeLayer::run" + this_combine + ")", t_fused);
   result.row("  part 1 alone (MoeAgGroupGemm::run)", t_part1);
-  result.row("  part 2 alone (MoeGemmRs::run)", t_part2);
+  result.row("  part 2 alone (MoeGemmRs::run" + this_combine + ")", t_part2);
   result.row("  part 2 grouped GEMM alone (no combine)", t_gemm2_alone);
+  result.row("tilelink fused (MoeLayer::run" + other_combine + ")", t_other);
+  result.row("  part 2 alone (MoeGemmRs::run" + other_combine + ")", t_other_part2);
   Table& table = result.table;
   table.notes.push_back("config: kernel " + op.part1().kernel_name() + "; part 1: " +
                         std::to_string(op.part1().gather_blocks()) + " gather CTAs, " +

@@ -3,7 +3,8 @@
 # rank per GPU; tilelink bench at world = the GPU count, one rank per GPU (ag_gemm and gemm_rs
 # --sweep, with the plan model's prediction for every swept shape beside the measurement
 # (bench/predicted_vs_measured.py), both places of gemm_rs's sums (--reducer) on the paper shapes
-# beside plan gemm_rs, mlp llama3-70b, moe_ag and moe mixtral-8x7b), whose
+# beside plan gemm_rs, mlp llama3-70b, moe_ag and moe mixtral-8x7b with both of part 2's combines
+# beside plan moe), whose
 # non-overlapped baselines use NCCL;
 # and beside them PyTorch's side on the same shapes (bench/torch_baselines.py: NCCL all-gather /
 # reduce-scatter bus bandwidth, cuBLAS, async-TP's fused ops); bench all_reduce; the process-world
@@ -221,8 +222,12 @@ if wants bench; then
   run_step bench_moe_ag 90 "$logs/bench_moe_ag.log" "$tl" bench moe_ag --world "$world" --model mixtral-8x7b \
     --json "$logs/bench_moe_ag_mixtral-8x7b.json"
   show "$logs/bench_moe_ag.log" "$bench_lines|^cuBLAS per-expert" 30
+  # The MoE layer (issue 25): bench moe times part 2's combine both ways (blocks beside the GEMM,
+  # in its epilogue); plan moe's prediction of both beside it (predicted, not measured).
   run_step bench_moe 90 "$logs/bench_moe.log" "$tl" bench moe --world "$world" --model mixtral-8x7b \
     --json "$logs/bench_moe_mixtral-8x7b.json"
   show "$logs/bench_moe.log" "$bench_lines|^  part" 30
+  run_step plan_moe 30 "$logs/plan_moe.log" "$tl" plan moe --world "$world" --model mixtral-8x7b
+  show "$logs/plan_moe.log" "^(world=|non-overlapped|fused|ideal)" 10
 fi
 finish

@@ -58,7 +58,7 @@ inline std::string describe(const MoeGemmRsConfig& c, const char* prefix) {
      << prefix << "gemm_sms=" << c.gemm_sms << " " << prefix << "swizzle=" << c.swizzle << " " << prefix
      << "weight_sweeps="
      << (c.weight_sweeps == MoeGemmRsConfig::kTokenOrder ? std::string("token_order") : std::to_string(c.weight_sweeps))
-     << " " << prefix << "kernel='" << c.kernel << "'";
+     << " " << prefix << "kernel='" << c.kernel << "' " << prefix << "combine=" << static_cast<uint32_t>(c.combine);
   return os.str();
 }
 

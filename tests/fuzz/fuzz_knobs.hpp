@@ -368,6 +368,12 @@ inline MoeGemmRsConfig moe_rs_config(Rng& r, const Space& s, int world, uint32_t
     default: c.weight_sweeps = r.range32(5, 64); break;  // more sweeps than rounds
   }
   c.kernel = kernel(r, MoeAgGroupGemm::kernel_names());
+  switch (r.weighted({45, 15, 35, 5})) {
+    case 0: c.combine = MoeCombine::kAuto; break;
+    case 1: c.combine = MoeCombine::kBlocks; break;
+    case 2: c.combine = MoeCombine::kEpilogue; break;
+    default: c.combine = static_cast<MoeCombine>(r.range32(3, 9)); break;  // refused
+  }
   return c;
 }
 

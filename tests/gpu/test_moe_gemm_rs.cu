@@ -95,8 +95,10 @@ struct Part2Case {
   }
 };
 
-std::string run_part2(int world_size, uint32_t topk, SyntheticRouting routing, std::mt19937_64& rng) {
+std::string run_part2(int world_size, uint32_t topk, SyntheticRouting routing, std::mt19937_64& rng,
+                      MoeCombine combine = MoeCombine::kAuto) {
   Part2Case c(world_size, topk, kOdd2, rng);
+  c.args.config.combine = combine;
   if (std::string why = MoeGemmRs::can_implement(c.env.world, c.env.heap, c.args); !why.empty()) return why;
   MoeGemmRs op(c.env.world, c.env.heap, c.env.signals, c.args, "moe_rs_test");
   CublasHandle cublas;
@@ -155,6 +157,51 @@ TEST(MoeGemmRs, BitIdenticalOverRepeatedCalls) {
   }
 }
 
+// The combine in the GEMM's epilogue (the tile that completes an item combines it; the owners'
+// sums follow the GEMM): the same cases as the combine blocks.
+class MoeGemmRsEpilogueTest : public ::testing::TestWithParam<WorldRouting> {};
+
+TEST_P(MoeGemmRsEpilogueTest, OwnersGetTheRankSumOfTopkWeightedExpertRows) {
+  TL_SKIP_WITHOUT_GPU();
+  const auto [world, routing] = GetParam();
+  expect_every_topk(
+      [&](uint32_t topk, std::mt19937_64& rng) { return run_part2(world, topk, routing, rng, MoeCombine::kEpilogue); });
+}
+
+INSTANTIATE_TEST_SUITE_P(World, MoeGemmRsEpilogueTest, worlds_and_routings(), world_routing_name);
+
+// Both combines sum in the same order: on the same inputs the epilogue's output has the combine
+// blocks' bits, call after call (the items' completing tiles vary, the sums do not).
+TEST(MoeGemmRsEpilogue, SameBitsAsTheCombineBlocksOverRepeatedCalls) {
+  TL_SKIP_WITHOUT_GPU();
+  const uint64_t seed = std::random_device{}();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  for (int world : {1, 3, 4}) {
+    std::mt19937_64 rng(seed + world);
+    Part2Case c(world, 6, kOdd2, rng);
+    c.args.config.combine = MoeCombine::kBlocks;
+    MoeGemmRs blocks(c.env.world, c.env.heap, c.env.signals, c.args, "moe_rs_blocks");
+    c.args.config.combine = MoeCombine::kEpilogue;
+    MoeGemmRs epilogue(c.env.world, c.env.heap, c.env.signals, c.args, "moe_rs_epilogue");
+    ASSERT_EQ(epilogue.combine(), MoeCombine::kEpilogue);
+    std::vector<float> weights;
+    c.prepare(SyntheticRouting::kSkewed, weights, rng);
+    blocks.run();
+    c.env.world.synchronize();
+    std::vector<std::vector<uint8_t>> want;
+    for (int r = 0; r < world; ++r) want.push_back(download<uint8_t>(c.out[r].get(), c.out[r].bytes()));
+    for (int call = 0; call < 10; ++call) {
+      for (int r = 0; r < world; ++r) poison(c.out[r].get(), c.out[r].bytes());
+      epilogue.run();
+      c.env.world.synchronize();
+      for (int r = 0; r < world; ++r) {
+        ASSERT_TRUE(bytes_equal(download<uint8_t>(c.out[r].get(), c.out[r].bytes()), want[r]))
+            << "world " << world << ", call " << call << ", rank " << r;
+      }
+    }
+  }
+}
+
 TEST(MoeGemmRs, RefusesBadArgumentsByName) {
   TL_SKIP_WITHOUT_GPU();
   std::mt19937_64 rng(5);
@@ -188,6 +235,13 @@ TEST(MoeGemmRs, RefusesBadArgumentsByName) {
   bad = c.args;
   bad.config.method = OpMethod::kDecomposed;
   expect_refused<MoeGemmRs>(c.env, bad, "'config.method' = decomposed");
+  bad = c.args;
+  bad.config.combine = static_cast<MoeCombine>(7);
+  expect_refused<MoeGemmRs>(c.env, bad, "'config.combine' = 7");
+  bad = c.args;
+  bad.config.combine = MoeCombine::kEpilogue;
+  bad.config.method = OpMethod::kNonOverlapped;
+  expect_refused<MoeGemmRs>(c.env, bad, "the epilogue combine runs inside the fused GEMM");
 }
 
 // ---- the whole layer -----------------------------------------------------------------------------
@@ -259,7 +313,7 @@ std::string check_layer_trace(const MoeLayer& layer, uint32_t tiles, uint32_t n1
 std::string run_layer(int world_size, uint32_t topk, SyntheticRouting routing, MlpActivation act,
                       std::mt19937_64& rng, bool traced = false, const MoeLayerConfig* cached = nullptr,
                       MoeRoutingScope scope = MoeRoutingScope::kAllTokens, bool repoint = false,
-                      OpMethod method = OpMethod::kAuto) {
+                      OpMethod method = OpMethod::kAuto, MoeCombine combine = MoeCombine::kAuto) {
   const LayerShape s = kLayer;
   const uint32_t tokens = s.tokens_per_rank * static_cast<uint32_t>(world_size);
   const uint32_t k = s.intermediate_per_rank, n1 = (act == MlpActivation::kSwiGlu ? 2 : 1) * k;
@@ -278,6 +332,7 @@ std::string run_layer(int world_size, uint32_t topk, SyntheticRouting routing, M
   args.config.activation = act;
   args.config.part1.method = method;  // both parts
   args.config.part2.method = method;
+  args.config.part2.combine = combine;
   args.routing = scope;
   const bool own = scope == MoeRoutingScope::kOwnTokens;
   const uint32_t routing_tokens = own ? s.tokens_per_rank : tokens;  // per rank
@@ -453,6 +508,21 @@ TEST(MoeLayerNonOverlapped, MatchesTheCublasChain) {
       std::mt19937_64 rng(4300 + 10 * world + topk);
       EXPECT_EQ(run_layer(world, topk, SyntheticRouting::kUniform, MlpActivation::kSwiGlu, rng, false, nullptr,
                           MoeRoutingScope::kAllTokens, false, OpMethod::kNonOverlapped),
+                "")
+          << "world " << world << ", top-" << topk;
+    }
+  }
+}
+
+// Part 2 with the combine in its epilogue, own-token routing and new operands on the second call
+// (the epilogue reads the routing weights and output at launch).
+TEST(MoeLayerEpilogueCombine, MatchesTheCublasChain) {
+  TL_SKIP_WITHOUT_GPU();
+  for (int world : {1, 2, 3, 8}) {
+    for (uint32_t topk : {2u, 8u}) {
+      std::mt19937_64 rng(4400 + 10 * world + topk);
+      EXPECT_EQ(run_layer(world, topk, SyntheticRouting::kSkewed, MlpActivation::kSwiGlu, rng, false, nullptr,
+                          MoeRoutingScope::kOwnTokens, true, OpMethod::kAuto, MoeCombine::kEpilogue),
                 "")
           << "world " << world << ", top-" << topk;
     }

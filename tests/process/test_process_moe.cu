@@ -18,12 +18,14 @@ namespace {
 
 // The MoE layer across processes: each rank passes its own tokens' routing (the layer
 // all-gathers it) or every token's, an off-grid token count per rank, calls alternating between two
-// sets of weights and outputs (set_operands), against the cuBLAS chain per rank.
+// sets of weights and outputs (set_operands), against the cuBLAS chain per rank; part 2 combining
+// in blocks (automatic) or in its GEMM's epilogue.
 struct MoeCase {
   const char* name;
   MoeRoutingScope routing;
   uint32_t topk;
   MlpActivation activation;
+  MoeCombine combine = MoeCombine::kAuto;  // part 2's
 };
 
 class ProcessMoeLayer : public ::testing::TestWithParam<MoeCase> {};
@@ -58,6 +60,7 @@ TEST_P(ProcessMoeLayer, MatchesTheCublasChain) {
   args.topk = c.topk;
   args.routing = c.routing;
   args.config.activation = c.activation;
+  args.config.part2.combine = c.combine;
   args.ids.assign(w, nullptr);
   args.weights.assign(w, nullptr);
   args.w1.assign(w, nullptr);
@@ -117,7 +120,9 @@ INSTANTIATE_TEST_SUITE_P(Process, ProcessMoeLayer,
                          ::testing::Values(MoeCase{"own_routing_top2_swiglu", MoeRoutingScope::kOwnTokens, 2,
                                                    MlpActivation::kSwiGlu},
                                            MoeCase{"all_routing_top6_gelu", MoeRoutingScope::kAllTokens, 6,
-                                                   MlpActivation::kGelu}),
+                                                   MlpActivation::kGelu},
+                                           MoeCase{"own_routing_top2_epilogue_combine", MoeRoutingScope::kOwnTokens,
+                                                   2, MlpActivation::kSwiGlu, MoeCombine::kEpilogue}),
                          [](const auto& info) { return std::string(info.param.name); });
 
 }  // namespace

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cute/tensor.hpp>
+#include <cutlass/arch/barrier.h>
 #include <cutlass/cutlass.h>
 
 #include "tilelink/primitives/trace.cuh"
@@ -55,17 +56,38 @@ struct Sm90HookedEpilogue : Base {
 };
 
 // After Base::store of a tile: its TMA stores are issued by the warp with thread_idx / 32 == 0,
-// every lane at PTX level; each lane waits for its own bulk groups to be written
-// (cp.async.bulk.wait_group 0: CUTLASS itself only waits for the shared-memory reads), fences the
-// async proxy, and then thread 0 runs notify() -- a release that now covers the tile's data.
-template <class Notify>
-CUTLASS_DEVICE void store_landed_then(int thread_idx, Notify&& notify) {
-  if (thread_idx >= cutlass::NumThreadsPerWarp) return;
+// every lane at PTX level; each lane of that warp waits for its own bulk groups to be written
+// (cp.async.bulk.wait_group 0: CUTLASS itself only waits for the shared-memory reads) and fences
+// the async proxy; then the warp meets, so that a release by any of its lanes covers the tile's
+// data. Call from that warp only.
+CUTLASS_DEVICE void wait_stores_landed() {
   asm volatile("cp.async.bulk.wait_group 0;" ::: "memory");
   asm volatile("fence.proxy.async.global;" ::: "memory");
   __syncwarp();
+}
+
+// wait_stores_landed, then thread 0 runs notify() -- a release that covers the tile's data.
+template <class Notify>
+CUTLASS_DEVICE void store_landed_then(int thread_idx, Notify&& notify) {
+  if (thread_idx >= cutlass::NumThreadsPerWarp) return;
+  wait_stores_landed();
   if (thread_idx == 0) notify();
   __syncwarp();
+}
+
+// The epilogue's 256 consumer threads (both warp groups of the cooperative kernel) meet on the
+// first user barrier: NamedBarrier::sync's uint32_t form counts from the reserved ones (user id 0
+// is hardware barrier 8, after CUTLASS's own), so it takes 0, not FirstUserBarrier (16 is past the
+// hardware's 16 barriers: ptxas wrapped it to barrier 0, __syncthreads'). For hooks that work
+// with every consumer thread after a tile (GEMM+RS's epilogue sums, MoE's epilogue combine).
+// CUTLASS's bar.sync has no memory clobber: the empty asm statements keep the compiler from moving
+// this thread's loads and stores across the barrier.
+constexpr uint32_t kConsumersBarrier = 0;
+constexpr uint32_t kConsumerThreads = 256;
+CUTLASS_DEVICE void consumers_sync() {
+  asm volatile("" ::: "memory");
+  cutlass::arch::NamedBarrier::sync(kConsumerThreads, kConsumersBarrier);
+  asm volatile("" ::: "memory");
 }
 
 // The end of a notifying hook's after(): with `enabled`, once the tile's stores have landed, thread

@@ -97,13 +97,6 @@ struct GemmRsThreadWaits {
   }
 };
 
-// The epilogue's 256 consumer threads (both warp groups of the cooperative kernel) meet on the
-// first user barrier: NamedBarrier::sync's uint32_t form counts from the reserved ones (user id 0
-// is hardware barrier 8, after CUTLASS's own), so it takes 0, not FirstUserBarrier (16 is past the
-// hardware's 16 barriers: ptxas wrapped it to barrier 0, __syncthreads').
-constexpr uint32_t kGemmRsSumBarrier = 0;
-CUTLASS_DEVICE void gemm_rs_consumers_sync() { cutlass::arch::NamedBarrier::sync(256, kGemmRsSumBarrier); }
-
 // What a finished tile notifies; the epilogue's hook (sm90_hooked_epilogue.cuh). With a TraceView
 // on, consumer thread 0 records each tile's epilogue (store and notify) and, inside it, the
 // notify, both named by the GEMM tile (m_tile * n_tiles + n_tile over the whole M).
@@ -163,14 +156,14 @@ struct GemmRsNotify {
       GemmRsThreadWaits waits{sig.rank};
       gemm_rs_wait_parts(waits, plan, sig, t);
     }
-    gemm_rs_consumers_sync();
+    consumers_sync();
     gemm_rs_sum_tile(plan, owner, t, [&](uint32_t, uint32_t row0, uint32_t rows, uint32_t col0, uint32_t cols) {
       // 4 x 4 vectors in flight per thread: the consumers' registers are free after the store (the
       // reduction kernel's 512 threads hold 4).
       gemm_rs_sum_rows<4, 4>(plan, heap, owner, buf, recv, out, row0, rows, col0, cols,
-                             static_cast<uint32_t>(thread_idx), 256u);
+                             static_cast<uint32_t>(thread_idx), kConsumerThreads);
     });
-    gemm_rs_consumers_sync();  // every thread's sums, then thread 0's release covers them
+    consumers_sync();  // every thread's sums, then thread 0's release covers them
     if (thread_idx == 0) {
       tilelink::producer_tile_notify(sig, plan.reduced_channel(), NotifyMode::kAdd);
       trace_span(trace, TraceKind::kReduce, owner * plan.tiles_per_block() + t, TraceRole::kConsumer, t_sum,
@@ -195,6 +188,7 @@ class Sm90GemmRsKernelImpl final
   using Kernel = typename Types::Kernel;
   using Sm90GemmRsKernelImpl::Sm90GemmKernelImpl::launcher_;
   static constexpr uint32_t kTileM = Types::kTileM;
+  static_assert(Kernel::NumMMAThreads == kConsumerThreads, "the epilogue sums' barriers count 256 consumers");
 
  public:
   static std::string can_implement(const Sm90GemmRsProblem& p) {

@@ -6,9 +6,11 @@
 // latency-bound: its bandwidth is the bytes in flight over the memory latency).
 #include <cuda_bf16.h>
 
-#include "ops/common/bf16x8.cuh"
+#include <cub/block/block_scan.cuh>
+
 #include "ops/common/cluster_launch.hpp"
 #include "ops/moe/moe_combine.hpp"
+#include "ops/moe/moe_combine_sums.cuh"
 #include "tilelink/comm/device_ctx.cuh"
 #include "tilelink/runtime/world.hpp"
 
@@ -37,59 +39,79 @@ __global__ void __launch_bounds__(kThreads)
                                     : reinterpret_cast<uint4*>(
                                           heap.translate(plan.slot(recv, rank), static_cast<int>(owner)));
     uint4* dst = slot + uint64_t(rows.row0 - owner * plan.tokens.rows_per_rank) * vectors;
-    const uint32_t total = rows.rows * vectors;
-    for (uint32_t e0 = threadIdx.x; e0 < total; e0 += kVec * kThreads) {
-      float acc[kVec][8] = {};
-      for (uint32_t j = 0; j < topk; ++j) {
-        uint4 v[kVec];
-        float w[kVec];
-#pragma unroll
-        for (int u = 0; u < kVec; ++u) {
-          const uint32_t e = e0 + u * kThreads;
-          if (e >= total) continue;
+    topk_weighted_sums<kVec>(
+        rows.rows * vectors, threadIdx.x, kThreads, topk,
+        [&](uint32_t e, uint32_t j, uint4& v, float& w) {
           const uint32_t p = e / vectors * topk + j;
-          v[u] = y[uint64_t(pair_rows[p]) * vectors + e % vectors];
-          w[u] = pair_weights[p];
-        }
-#pragma unroll
-        for (int u = 0; u < kVec; ++u) {
-          if (e0 + u * kThreads < total) fma_bf16x8(acc[u], w[u], v[u]);
-        }
-      }
-#pragma unroll
-      for (int u = 0; u < kVec; ++u) {
-        const uint32_t e = e0 + u * kThreads;
-        if (e < total) dst[e] = pack_bf16x8(acc[u]);
-      }
-    }
+          v = y[uint64_t(pair_rows[p]) * vectors + e % vectors];
+          w = pair_weights[p];
+        },
+        [&](uint32_t e, const uint4& sum) { dst[e] = sum; });
   };
   auto sum_block = [&](uint32_t, uint32_t row0, uint32_t rows) {
-    const uint64_t base = uint64_t(row0) * vectors;
-    const uint32_t total = rows * vectors;
-    for (uint32_t e0 = threadIdx.x; e0 < total; e0 += kVec * kThreads) {
-      float acc[kVec][8] = {};
-      for (uint32_t s = 0; s < plan.world(); ++s) {
-        const uint4* slot = reinterpret_cast<const uint4*>(plan.slot(recv, s));
-        uint4 v[kVec];
-#pragma unroll
-        for (int u = 0; u < kVec; ++u) {
-          if (e0 + u * kThreads < total) v[u] = slot[base + e0 + u * kThreads];
-        }
-#pragma unroll
-        for (int u = 0; u < kVec; ++u) {
-          if (e0 + u * kThreads < total) add_bf16x8(acc[u], v[u]);
-        }
-      }
-#pragma unroll
-      for (int u = 0; u < kVec; ++u) {
-        if (e0 + u * kThreads < total) out[base + e0 + u * kThreads] = pack_bf16x8(acc[u]);
-      }
-    }
+    sum_sender_slots<kVec>(plan, recv, out, row0, rows, ColRange{0, plan.n}, threadIdx.x, kThreads);
   };
   moe_combine_reduce_block(ctx, plan, m, m.pair_row, sig, combine, sum_block);
 }
 
+// The epilogue combine's counts for a call, one block: expected[g] = the tile rows (of the call's
+// *num_tiles) whose span reaches token block g -- moe_block_tiles, computed as a difference array
+// (each tile adds one over its range of blocks: +1 at its first, -1 past its last) and a block-wide
+// prefix sum -- and every item counter zeroed. expected holds blocks + 1 entries.
+constexpr uint32_t kCountThreads = 1024;
+__global__ void __launch_bounds__(kCountThreads)
+    moe_epilogue_counts_kernel(MoeRsPlan plan, MoeMappingView m, const uint32_t* num_tiles, uint32_t* expected,
+                               uint32_t* arrived) {
+  using Scan = cub::BlockScan<uint32_t, kCountThreads>;
+  __shared__ typename Scan::TempStorage scan;
+  const uint32_t blocks = plan.tokens.num_channels(), tiles = min(*num_tiles, plan.max_tiles);
+  for (uint32_t g = threadIdx.x; g <= blocks; g += kCountThreads) expected[g] = 0;
+  for (uint64_t i = threadIdx.x; i < uint64_t(blocks) * plan.n_tiles(); i += kCountThreads) arrived[i] = 0;
+  __syncthreads();
+  for (uint32_t t = threadIdx.x; t < tiles; t += kCountThreads) {
+    const ChannelRange reach = moe_tile_blocks(plan, m, t);
+    if (reach.count == 0) continue;
+    atomicAdd(expected + reach.first, 1u);
+    atomicAdd(expected + reach.first + reach.count, 0xFFFFFFFFu);  // -1, modulo 2^32
+  }
+  __syncthreads();
+  // Thread i sums entries [lo, hi) (read at L2, where the adds landed), then writes their prefix sums.
+  const uint32_t per = (blocks + kCountThreads - 1) / kCountThreads;
+  const uint32_t lo = min(threadIdx.x * per, blocks), hi = min(lo + per, blocks);
+  uint32_t local = 0;
+  for (uint32_t g = lo; g < hi; ++g) local += __ldcg(expected + g);
+  uint32_t running = 0;
+  Scan(scan).ExclusiveSum(local, running);
+  for (uint32_t g = lo; g < hi; ++g) {
+    running += __ldcg(expected + g);
+    expected[g] = running;
+  }
+}
+
+// The owners' sums after the GEMM with the combine in its epilogue (moe_reduce_own_blocks): per
+// item (own block, column tile), the P slots in rank order, fp32, into `out`.
+__global__ void __launch_bounds__(kThreads)
+    moe_reduce_kernel(MoeRsPlan plan, SignalView sig, const __nv_bfloat16* recv, uint4* out, TraceView trace) {
+  DeviceBlockCtx<false> ctx{sig.rank, sig.world, nullptr, trace};
+  moe_reduce_own_blocks(ctx, plan, sig, [&](uint32_t row0, uint32_t rows, ColRange cols) {
+    sum_sender_slots<kVec>(plan, recv, out, row0, rows, cols, threadIdx.x, kThreads);
+  });
+}
+
 }  // namespace
+
+void launch_moe_epilogue_counts(const MoeRsPlan& plan, const MoeMappingView& m, const uint32_t* num_tiles,
+                                uint32_t* expected, uint32_t* arrived, cudaStream_t stream) {
+  moe_epilogue_counts_kernel<<<1, kCountThreads, 0, stream>>>(plan, m, num_tiles, expected, arrived);
+  TL_CUDA_CHECK(cudaGetLastError());
+}
+
+void launch_moe_reduce(const MoeRsPlan& plan, const SignalView& sig, const void* recv, void* out, uint32_t blocks,
+                       cudaStream_t stream, const TraceView& trace) {
+  moe_reduce_kernel<<<blocks, kThreads, 0, stream>>>(plan, sig, static_cast<const __nv_bfloat16*>(recv),
+                                                     static_cast<uint4*>(out), trace);
+  TL_CUDA_CHECK(cudaGetLastError());
+}
 
 void launch_moe_combine(const MoeRsPlan& plan, const MoeMappingView& m, const SignalView& sig,
                         const SymmetricView& heap, const void* y, const float* weights, void* recv, void* out,
@@ -99,6 +121,10 @@ void launch_moe_combine(const MoeRsPlan& plan, const MoeMappingView& m, const Si
                      static_cast<uint4*>(out), trace);
 }
 
-void preload_moe_combine() { preload_kernel(moe_combine_kernel); }
+void preload_moe_combine() {
+  preload_kernel(moe_combine_kernel);
+  preload_kernel(moe_reduce_kernel);
+  preload_kernel(moe_epilogue_counts_kernel);
+}
 
 }  // namespace tilelink::detail

@@ -28,6 +28,16 @@ void launch_moe_combine(const MoeRsPlan& plan, const MoeMappingView& m, const Si
                         const SymmetricView& heap, const void* y, const float* weights, void* recv, void* out,
                         uint32_t blocks, uint32_t cluster, cudaStream_t stream, const TraceView& trace = {});
 
+// The combine in the GEMM's epilogue (MoeCombine::kEpilogue): before the call's GEMM, on its
+// stream, expected[g] = the tiles reaching token block g (of the *num_tiles on the device;
+// `expected` holds token blocks + 1 entries, the last a scratch one) and every item counter
+// (arrived[g * n_tiles + c]) zeroed; after the GEMM, `blocks` CTAs sum
+// the rank's own blocks over the P senders' slots (moe_reduce_own_blocks), then the exit barrier.
+void launch_moe_epilogue_counts(const MoeRsPlan& plan, const MoeMappingView& m, const uint32_t* num_tiles,
+                                uint32_t* expected, uint32_t* arrived, cudaStream_t stream);
+void launch_moe_reduce(const MoeRsPlan& plan, const SignalView& sig, const void* recv, void* out, uint32_t blocks,
+                       cudaStream_t stream, const TraceView& trace = {});
+
 void preload_moe_combine();
 
 }  // namespace tilelink::detail

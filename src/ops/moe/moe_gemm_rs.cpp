@@ -25,9 +25,20 @@ uint32_t comm_rows_of(const MoeGemmRsArguments& a) { return moe_policy::combine_
 
 uint32_t round_to(uint32_t v, uint32_t multiple) { return (v + multiple - 1) / multiple * multiple; }
 
+bool in_epilogue(const MoeGemmRsArguments& a) { return moe_policy::combine(a.config.combine) == MoeCombine::kEpilogue; }
+
+// Blocks: the combine CTAs beside the GEMM. Epilogue: none beside it (the reduction's CTAs follow
+// the GEMM: reduce_block_count).
 uint32_t combine_block_count(const World& world, const MoeGemmRsArguments& a, uint32_t cluster) {
+  if (in_epilogue(a)) return 0;
   if (a.config.combine_blocks != 0) return round_to(a.config.combine_blocks, cluster);
   return moe_policy::combine_blocks(world.sm_budget(0), a.topk, a.k, world.size(), cluster);
+}
+
+// Epilogue: the CTAs of the owners' sums after the GEMM (configured, else a CTA per SM of the budget).
+uint32_t reduce_block_count(const World& world, int rank, const MoeGemmRsArguments& a) {
+  return a.config.combine_blocks != 0 ? a.config.combine_blocks
+                                      : static_cast<uint32_t>(std::max(world.sm_budget(rank), 1));
 }
 
 int gemm_sm_count(const World& world, int rank, const MoeGemmRsArguments& a, uint32_t side_blocks) {
@@ -45,6 +56,7 @@ MoeRsPlan make_plan(const World& world, const MoeGemmRsArguments& a, const detai
   plan.n = a.n;
   plan.bn = kernel.tile_n;
   plan.max_tiles = max_tiles(world, a, kernel.tile_m);
+  plan.recv_columns = in_epilogue(a) ? plan.n_tiles() : 1;
   return plan;
 }
 
@@ -91,8 +103,23 @@ std::string MoeGemmRs::can_implement_shape(const World& world, const SymmetricHe
   }
   if (std::string e = check_load_store_peers(world, "the MoE combine (part 2)"); !e.empty()) return e;
   if (std::string e = moe_policy::check_method(a.config.method, "config.method"); !e.empty()) return e;
+  if (a.config.combine != MoeCombine::kBlocks && a.config.combine != MoeCombine::kEpilogue &&
+      a.config.combine != MoeCombine::kAuto) {
+    return "argument 'config.combine' = " + std::to_string(static_cast<uint32_t>(a.config.combine)) +
+           ": expected blocks, epilogue or auto";
+  }
+  if (in_epilogue(a) && a.config.method == OpMethod::kNonOverlapped) {
+    return "argument 'config.method' = non_overlapped: expected fused or auto with config.combine = epilogue (the "
+           "epilogue combine runs inside the fused GEMM), or config.combine = blocks";
+  }
+  if (in_epilogue(a) && a.config.combine_blocks > static_cast<uint32_t>(world.sm_budget(0))) {
+    // Its CTAs wait for the peers' GEMMs: more than the rank's share could hold SMs those need.
+    return "argument 'config.combine_blocks' = " + std::to_string(a.config.combine_blocks) +
+           ": with config.combine = epilogue these are the reduction's CTAs after the GEMM; expected at most the "
+           "rank's SM budget (" + std::to_string(world.sm_budget(0)) + ")";
+  }
   const uint32_t comm_rows = comm_rows_of(a);
-  if (uint64_t(comm_rows) * a.topk > detail::kMoeCombineMaxPairs) {
+  if (!in_epilogue(a) && uint64_t(comm_rows) * a.topk > detail::kMoeCombineMaxPairs) {  // the blocks' staging
     return "argument 'config.comm_rows' = " + std::to_string(comm_rows) + ": expected comm_rows * topk (" +
            std::to_string(a.topk) + ") at most " + std::to_string(detail::kMoeCombineMaxPairs);
   }
@@ -132,7 +159,9 @@ MoeGemmRs::MoeGemmRs(const World& world, SymmetricHeap& heap, SignalSet& signals
   kernel_name_ = kernel.name;
   plan_ = make_plan(world, args, kernel);
   cluster_ = kernel.cluster_m * kernel.cluster_n;
-  combine_blocks_ = combine_block_count(world, args, cluster_);
+  combine_ = moe_policy::combine(args.config.combine);
+  combine_blocks_ = combine_ == MoeCombine::kEpilogue ? reduce_block_count(world, world.local_ranks().front(), args)
+                                                      : combine_block_count(world, args, cluster_);
   sweeps_ = args.config.weight_sweeps == MoeGemmRsConfig::kTokenOrder ? 0u
             : args.config.weight_sweeps != 0                           ? args.config.weight_sweeps
                                                                        : moe_policy::weight_sweeps(args.n, args.k);
@@ -141,6 +170,8 @@ MoeGemmRs::MoeGemmRs(const World& world, SymmetricHeap& heap, SignalSet& signals
   slice_ = signals.allocate(plan_.num_channels(), name);
   if (args.combine_streams != nullptr) {
     combine_streams_ = args.combine_streams;
+  } else if (combine_ == MoeCombine::kEpilogue) {
+    combine_streams_ = nullptr;  // nothing runs beside the GEMM
   } else {
     // A stream of its own, or the comm stream where another would not get a hardware queue (the
     // combine then shares it with nothing that waits: part 2 has no all-gather).
@@ -152,6 +183,9 @@ MoeGemmRs::MoeGemmRs(const World& world, SymmetricHeap& heap, SignalSet& signals
   const size_t ranks = static_cast<size_t>(world.size());
   y_.resize(ranks);
   order_.resize(ranks);
+  arrived_.resize(ranks);
+  expected_.resize(ranks);
+  lists_.resize(ranks);
   kernels_.resize(ranks);
   plain_kernels_.resize(ranks);
   for (int r : world.local_ranks()) {
@@ -160,6 +194,12 @@ MoeGemmRs::MoeGemmRs(const World& world, SymmetricHeap& heap, SignalSet& signals
     const MoeMappingBuffers& mapping = *args.mapping[i];
     y_[i] = DeviceBuffer(size_t(mapping.max_rows()) * args.n * 2, world.device(r));
     order_[i] = DeviceBuffer(size_t(mapping.max_tiles()) * sizeof(uint32_t), world.device(r));
+    if (combine_ == MoeCombine::kEpilogue) {
+      const size_t blocks = plan_.tokens.num_channels();
+      arrived_[i] = DeviceBuffer(blocks * plan_.n_tiles() * sizeof(uint32_t), world.device(r));
+      expected_[i] = DeviceBuffer((blocks + 1) * sizeof(uint32_t), world.device(r));  // + the counts' scratch
+      lists_[i] = DeviceBuffer(size_t(std::max(world.sm_budget(r), 1)) * 33 * sizeof(uint32_t), world.device(r));
+    }
     make_kernels(r);
     detail::preload_moe_combine();
   }
@@ -185,11 +225,26 @@ void MoeGemmRs::make_kernels(int r) {
   p.notify_channel0 = plan_.tile_channel(0, 0);
   p.notify = true;
   p.device = world_->device(r);
-  // Non-overlapped: nothing runs beside the GEMM.
-  p.sm_count = gemm_sm_count(*world_, r, args_, method_ == OpMethod::kNonOverlapped ? 0u : combine_blocks_);
+  // Non-overlapped, or the combine in the epilogue: nothing runs beside the GEMM.
+  const bool alone = method_ == OpMethod::kNonOverlapped || combine_ == MoeCombine::kEpilogue;
+  p.sm_count = gemm_sm_count(*world_, r, args_, alone ? 0u : combine_blocks_);
   p.swizzle = static_cast<int>(moe_policy::swizzle(args_.config.swizzle));
+  if (combine_ == MoeCombine::kEpilogue) {
+    detail::Sm90MoeEpilogueCombine& cb = p.combine;
+    cb.on = true;
+    cb.plan = plan_;
+    cb.m = mapping.view(plan_.max_tiles);
+    cb.weights = args_.weights[i];
+    cb.heap = heap_->device_view(r);
+    cb.recv = world_->size() > 1 ? args_.recv->data(r) : nullptr;
+    cb.out = args_.out[i];
+    cb.arrived = arrived_[i].get<uint32_t>();
+    cb.expected = expected_[i].get<uint32_t>();
+    cb.lists = lists_[i].get<uint32_t>();
+  }
   auto fused = kernel.make(p);
   p.notify = false;
+  p.combine.on = false;
   auto plain = kernel.make(p);
   if (trace_ != nullptr) fused->set_trace(trace_->view(r));
   kernels_[i] = std::move(fused);
@@ -248,6 +303,20 @@ uint64_t MoeGemmRs::run() {
     }
     // The combine overwrites peers' slots and `out`: after the previous call's combine and exit
     // barrier, and after the caller's earlier work on the compute stream (which reads `out`).
+    if (combine_ == MoeCombine::kEpilogue) {
+      // The counts (after the previous call's reduction and exit barrier, on this stream), the GEMM
+      // that combines as its tiles complete, then the owner's sums over the senders' slots.
+      detail::launch_moe_epilogue_counts(plan_, mapping.view(plan_.max_tiles), mapping.num_tiles_device(),
+                                         expected_[i].get<uint32_t>(), arrived_[i].get<uint32_t>(), compute);
+      kernels_[i]->set_combine_operands(args_.weights[i], args_.out[i]);
+      kernels_[i]->run(epoch, compute);
+      if (world.size() > 1) {
+        detail::launch_moe_reduce(plan_, slice_.device_view(r, "moe_reduce"), args_.recv->data(r), args_.out[i],
+                                  reduce_block_count(world, r, args_), compute,
+                                  trace_ != nullptr ? trace_->view(r) : TraceView{});
+      }
+      continue;
+    }
     combine_streams_->fork_from(r, compute);
     kernels_[i]->run(epoch, compute);
     detail::launch_moe_combine(plan_, mapping.view(plan_.max_tiles), slice_.device_view(r, "moe_combine"), heap_->device_view(r),

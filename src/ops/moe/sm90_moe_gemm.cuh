@@ -29,6 +29,7 @@
 #include "ops/common/sm90_hooked_mainloop.cuh"
 #include "ops/common/sm90_hooked_epilogue.cuh"
 #include "ops/common/sm90_persistent_launcher.cuh"
+#include "ops/moe/moe_combine_sums.cuh"
 #include "ops/moe/sm90_moe_gemm_kernel.hpp"
 #include "tilelink/core/error.hpp"
 #include "tilelink/primitives/device.cuh"
@@ -62,13 +63,53 @@ struct MoeGemmWait {
   }
 };
 
-// What a finished tile notifies (part 2); the epilogue's hook (sm90_hooked_epilogue.cuh).
+// 16-byte vectors of one item per consumer thread in flight (x topk loads each): 4 of the 8 a
+// 64-token x 256-column item gives each of the 256 threads.
+constexpr int kEpilogueCombineVec = 4;
+
+// Part 2's combine of item (token block g, column tile c) by the 256 consumer threads of the CTA
+// whose tile was the item's last (moe_rs_protocol.hpp): each token's top-k rows of y (the GEMM's
+// output, other CTAs' tiles: loaded past L1), weighted in k order in fp32 -- the combine block's
+// sums, bit for bit -- rounded to bf16 into the owner's slot of this rank (the output with no
+// peers).
+CUTLASS_DEVICE void moe_epilogue_combine_item(const Sm90MoeEpilogueCombine& cb, const uint4* y, int rank, uint32_t g,
+                                              uint32_t c, uint32_t thread) {
+  const MoeRsPlan& plan = cb.plan;
+  const uint32_t owner = plan.tokens.rank_of_channel(g), topk = cb.m.topk;
+  const RowRange rows = plan.tokens.rows_of_channel(g);
+  const ColRange cols = tile_cols(c, plan.bn, plan.n);
+  const uint32_t row_vectors = plan.n / 8, item_vectors = cols.cols / 8, col_vector0 = cols.col0 / 8;
+  uint4* slot = plan.world() == 1 ? static_cast<uint4*>(cb.out)
+                                  : reinterpret_cast<uint4*>(cb.heap.translate(
+                                        plan.slot(static_cast<__nv_bfloat16*>(cb.recv), static_cast<uint32_t>(rank)),
+                                        static_cast<int>(owner)));
+  topk_weighted_sums<kEpilogueCombineVec>(
+      rows.rows * item_vectors, thread, kConsumerThreads, topk,
+      [&](uint32_t e, uint32_t j, uint4& v, float& w) {
+        const uint64_t pair = uint64_t(rows.row0 + e / item_vectors) * topk + j;
+        v = __ldcg(y + uint64_t(__ldg(cb.m.pair_row + pair)) * row_vectors + col_vector0 + e % item_vectors);
+        w = __ldg(cb.weights + pair);
+      },
+      [&](uint32_t e, const uint4& sum) {
+        const uint32_t token = rows.row0 + e / item_vectors - owner * plan.tokens.rows_per_rank;
+        slot[uint64_t(token) * row_vectors + col_vector0 + e % item_vectors] = sum;
+      });
+}
+
+// What a finished tile notifies (part 2); the epilogue's hook (sm90_hooked_epilogue.cuh). With
+// combine.on, instead, the combine in the epilogue (moe_epilogue_combine_tile's steps): the
+// storing warp's lanes count the landed tile on its items, 32 token blocks at a time (acq_rel
+// fetch-adds, issued together), and list those whose last tile it was; every consumer thread
+// combines the listed items; then lane i of that warp notifies item i's owner (a release after
+// the barrier that follows every thread's stores).
 struct MoeGemmNotify : PlainEpilogueView {
   SignalView sig;
   uint32_t channel0 = 0;
   uint32_t n_tiles = 0;  // tiles along N; cluster rounding's extra tile (n_tile >= n_tiles) notifies nothing
   uint32_t enabled = 0;
   TraceView trace;  // on: consumer thread 0 records each tile's epilogue and notify
+  const uint4* y = nullptr;  // the GEMM's output (combine.on)
+  Sm90MoeEpilogueCombine combine;
 
   CUTLASS_DEVICE uint64_t before() const { return trace_start(trace); }
   template <class TileCoord>
@@ -77,8 +118,48 @@ struct MoeGemmNotify : PlainEpilogueView {
     const uint32_t n_tile = static_cast<uint32_t>(cute::get<1>(coord));
     if (n_tile >= n_tiles) return;
     const uint32_t tile = m_tile * n_tiles + n_tile;
-    notify_landed_tile(enabled != 0, thread_idx, trace, tile, start,
-                       [&] { tilelink::producer_tile_notify(sig, channel0 + tile); });
+    if (enabled == 0 || !combine.on) {
+      notify_landed_tile(enabled != 0, thread_idx, trace, tile, start,
+                         [&] { tilelink::producer_tile_notify(sig, channel0 + tile); });
+      return;
+    }
+    const uint32_t thread = static_cast<uint32_t>(thread_idx), lane = thread % 32;
+    if (thread < 32) wait_stores_landed();
+    const ChannelRange reach = moe_tile_blocks(combine.plan, combine.m, m_tile);
+    const uint32_t cta = blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z);
+    uint32_t* list = combine.lists + uint64_t(cta) * 33;
+    for (uint32_t base = 0; base < reach.count; base += 32) {
+      if (thread < 32) {
+        const uint32_t g = reach.first + base + lane;
+        bool last = false;
+        if (base + lane < reach.count) {
+          uint32_t seen;
+          asm volatile("atom.acq_rel.gpu.global.add.u32 %0, [%1], 1;"
+                       : "=r"(seen)
+                       : "l"(combine.arrived + uint64_t(g) * n_tiles + n_tile)
+                       : "memory");
+          last = seen + 1 == __ldg(combine.expected + g);
+        }
+        const uint32_t ballot = __ballot_sync(0xFFFFFFFFu, last);
+        if (last) list[1 + __popc(ballot & ((1u << lane) - 1u))] = g;
+        if (lane == 0) list[0] = __popc(ballot);
+      }
+      consumers_sync();  // the list, and the acquires' view of the items' tiles, to every thread
+      const uint32_t items = list[0];
+      for (uint32_t i = 0; i < items; ++i) {
+        moe_epilogue_combine_item(combine, y, sig.rank, list[1 + i], n_tile, thread);
+      }
+      consumers_sync();  // every thread's stores (and reads of the list) before the notifies
+      if (thread < items && combine.plan.world() > 1) {  // lane i of the storing warp: item i's owner
+        const uint32_t g = list[1 + thread], owner = combine.plan.tokens.rank_of_channel(g);
+        const uint32_t block = g - owner * combine.plan.tokens.chunks_per_rank();
+        tilelink::peer_tile_notify(sig, combine.plan.recv_channel(static_cast<uint32_t>(sig.rank), block, n_tile),
+                                   static_cast<int>(owner));
+      }
+    }
+    if (trace.on() && thread == 0) {
+      trace_span(trace, TraceKind::kEpilogue, tile, TraceRole::kConsumer, start, global_time_ns());
+    }
   }
 };
 
@@ -135,6 +216,7 @@ class Sm90MoeGemmKernelImpl final
   using Sm90MoeGemmKernelImpl::Sm90GemmKernelImpl::launcher_;
   static constexpr uint32_t kTileM = Types::kTileM, kTileN = Types::kTileN;
   static_assert(Types::kClusterM == 1, "a cluster's CTAs share B tiles along M: one expert's only along N");
+  static_assert(Kernel::NumMMAThreads == kConsumerThreads, "the epilogue combine's barriers count 256 consumers");
 
  public:
 
@@ -164,6 +246,8 @@ class Sm90MoeGemmKernelImpl final
     args.epilogue.hook.channel0 = p.notify_channel0;
     args.epilogue.hook.n_tiles = args.mainloop.hook.n_tiles;
     args.epilogue.hook.enabled = p.notify ? 1u : 0u;
+    args.epilogue.hook.y = static_cast<const uint4*>(p.d);
+    args.epilogue.hook.combine = p.combine;
     launcher_.init(args, p.device, p.sm_count,
                    "moe grouped GEMM kernel, (rows, n, k, experts) = (" + std::to_string(rows) + ", " +
                        std::to_string(p.n) + ", " + std::to_string(p.k) + ", " + std::to_string(p.experts) + ")");
@@ -178,6 +262,11 @@ class Sm90MoeGemmKernelImpl final
   void set_trace(const TraceView& trace) override {
     launcher_.params().mainloop.hook.trace = trace;
     launcher_.params().epilogue.hook.trace = trace;
+  }
+
+  void set_combine_operands(const float* weights, void* out) override {
+    launcher_.params().epilogue.hook.combine.weights = weights;
+    launcher_.params().epilogue.hook.combine.out = out;
   }
 };
 

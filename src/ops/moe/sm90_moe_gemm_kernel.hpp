@@ -16,10 +16,30 @@
 #include <string>
 #include <vector>
 
+#include "tilelink/ops/moe/moe_mapping.hpp"
+#include "tilelink/ops/moe/moe_rs_protocol.hpp"
 #include "tilelink/primitives/signal.hpp"
+#include "tilelink/primitives/symmetric.hpp"
 #include "tilelink/primitives/trace.hpp"
 
 namespace tilelink::detail {
+
+// Part 2's combine in the epilogue (MoeCombine::kEpilogue, moe_rs_protocol.hpp): what a finished
+// tile counts on and what the CTA of an item's last tile reads and writes. The tile's own
+// channel is not notified then (nothing waits for it); the owners are, on plan.recv_channel
+// (notify_sig).
+struct Sm90MoeEpilogueCombine {
+  bool on = false;
+  MoeRsPlan plan;            // recv_columns == plan.n_tiles()
+  MoeMappingView m;          // tile_token0, tile_span, pair_row, topk of the call's mapping
+  const float* weights = nullptr;  // tokens x topk routing weights
+  SymmetricView heap;
+  void* recv = nullptr;            // this rank's pointer to the slots (world > 1)
+  void* out = nullptr;             // tokens_per_rank x n bf16 (world 1: the combine's destination)
+  uint32_t* arrived = nullptr;     // [token blocks x n_tiles], zeroed per call (launch_moe_epilogue_counts)
+  const uint32_t* expected = nullptr;  // [token blocks (+ 1)]: tiles per item (moe_block_tiles)
+  uint32_t* lists = nullptr;       // [CTAs x (1 + 32)]: a CTA's items to combine, per round of 32 blocks
+};
 
 struct Sm90MoeGemmProblem {
   const void* a = nullptr;  // max_tiles * tile_m rows of k bf16 (expert-sorted, row pitch k)
@@ -37,6 +57,7 @@ struct Sm90MoeGemmProblem {
   SignalView notify_sig;
   uint32_t notify_channel0 = 0;
   bool notify = false;
+  Sm90MoeEpilogueCombine combine;  // part 2 with the combine in the epilogue (notify on)
   int device = 0;
   int sm_count = 0;
   int swizzle = 1;
@@ -51,6 +72,9 @@ class Sm90MoeGemmKernel {
   // Later runs record into `trace` (a default view: off): per tile the producer's wait and loads
   // and the consumer's epilogue (with part 2's notify), tile = tile_row * n_tiles + n_tile.
   virtual void set_trace(const TraceView& trace) = 0;
+  // Later runs combine with these routing weights into this output (part 2, combine on): the
+  // operands set_operands may move without rebuilding the GEMM.
+  virtual void set_combine_operands(const float* weights, void* out) = 0;
 };
 
 struct Sm90MoeGemmConfigInfo {

@@ -109,7 +109,10 @@ class MoeGemmRs {
     world_->check_local_rank(rank, "MoeGemmRs::y");
     return y_[static_cast<size_t>(rank)].get();
   }
+  // Blocks: the combine CTAs beside the GEMM; epilogue: the reduction's CTAs after it.
   uint32_t combine_blocks() const { return combine_blocks_; }
+  // Who combines: MoeGemmRsConfig::combine, resolved (moe_policy::combine).
+  MoeCombine combine() const { return combine_; }
   uint32_t weight_sweeps() const { return sweeps_; }  // 0: token order
   // The method that runs: MoeGemmRsConfig::method, fused when auto.
   OpMethod method() const { return method_; }
@@ -126,10 +129,12 @@ class MoeGemmRs {
   MoeRsPlan plan_;
   uint32_t combine_blocks_ = 1, cluster_ = 1, sweeps_ = 0;
   OpMethod method_ = OpMethod::kFused;
+  MoeCombine combine_ = MoeCombine::kBlocks;
   SignalSlice slice_;
   SideStreams own_streams_;
   SideStreams* combine_streams_ = nullptr;  // own_streams_ or the caller's
   std::vector<DeviceBuffer> y_, order_;
+  std::vector<DeviceBuffer> arrived_, expected_, lists_;  // the epilogue combine's (per rank)
   std::vector<std::unique_ptr<detail::Sm90MoeGemmKernel>> kernels_, plain_kernels_;
   const TraceBuffer* trace_ = nullptr;
 };
