@@ -57,12 +57,14 @@ Table bench_gemm_rs(const GemmRsBenchOptions& o) {
   GemmRsArguments main_args = s.args;
   main_args.config.method = OpMethod::kFused;
   GemmRs op(world, s.heap, s.signals, main_args, "bench.gemm_rs");
-  GemmRsArguments non_args = s.args;
-  non_args.config.method = OpMethod::kNonOverlapped;
-  std::unique_ptr<GemmRs> op_non;
-  if (GemmRs::can_implement(world, s.heap, non_args).empty()) {
-    op_non = std::make_unique<GemmRs>(world, s.heap, s.signals, non_args, "bench.gemm_rs.non_overlapped");
-  }
+  // The op's other paths, where the configuration allows them (null otherwise).
+  auto method_op = [&](OpMethod method) -> std::unique_ptr<GemmRs> {
+    GemmRsArguments args = s.args;
+    args.config.method = method;
+    if (!GemmRs::can_implement(world, s.heap, args).empty()) return nullptr;
+    return std::make_unique<GemmRs>(world, s.heap, s.signals, args, std::string("bench.gemm_rs.") + to_string(method));
+  };
+  std::unique_ptr<GemmRs> op_non = method_op(OpMethod::kNonOverlapped), op_dec = method_op(OpMethod::kDecomposed);
   // The op as a caller leaves it (method auto): the tune cache's method, else its estimate's.
   GemmRs op_auto(world, s.heap, s.signals, s.args, "bench.gemm_rs.auto");
   Cublas cublas(world);
@@ -136,31 +138,30 @@ Table bench_gemm_rs(const GemmRsBenchOptions& o) {
   auto fused = [&] { op.run(); };
   auto fused_gemm_alone = [&] { op.run_gemm_only(); };
   auto op_non_overlapped = [&] { op_non->run(); };
+  auto op_decomposed = [&] { op_dec->run(); };
   auto op_automatic = [&] { op_auto.run(); };
 
-  // Check once: the op's output (each method) against the non-overlapped chain's.
+  // Check once: the op's output (each method) against the non-overlapped chain's; before each
+  // path but the first, the output is NaN unless the path writes it.
   check_against(world, "bench gemm_rs", fused, non_overlapped, out, out_base, block_elems);
-  if (op_non) {
-    for (int r = 0; r < w; ++r) {  // NaN unless the path writes it (the fused check left it correct)
+  auto check_path = [&](const char* what, const std::function<void()>& path) {
+    for (int r = 0; r < w; ++r) {
       world.set_device(r);
       TL_CUDA_CHECK(cudaMemsetAsync(out[r].get(), 0xFF, block_bytes, world.compute_stream(r)));
     }
     world.synchronize();
-    check_against(world, "bench gemm_rs, op non-overlapped", op_non_overlapped, non_overlapped, out, out_base,
-                  block_elems);
-  }
-  for (int r = 0; r < w; ++r) {
-    world.set_device(r);
-    TL_CUDA_CHECK(cudaMemsetAsync(out[r].get(), 0xFF, block_bytes, world.compute_stream(r)));
-  }
-  world.synchronize();
-  check_against(world, "bench gemm_rs, op on auto", op_automatic, non_overlapped, out, out_base, block_elems);
+    check_against(world, what, path, non_overlapped, out, out_base, block_elems);
+  };
+  if (op_non) check_path("bench gemm_rs, op non-overlapped", op_non_overlapped);
+  if (op_dec) check_path("bench gemm_rs, op decomposed", op_decomposed);
+  check_path("bench gemm_rs, op on auto", op_automatic);
 
   bool gated = true;
   std::vector<std::function<void()>> variants = {gemm_all, reduce_scatter, non_overlapped, decomposed, fused,
                                                  fused_gemm_alone};
   variants.push_back(op_automatic);
   if (op_non) variants.push_back(op_non_overlapped);
+  if (op_dec) variants.push_back(op_decomposed);
   const std::vector<Stats> t = repeat_interleaved(world, o.timing.warmup, o.timing.iters, variants, &gated);
   const Stats &t_gemm = t[0], &t_comm = t[1], &t_non = t[2], &t_dec = t[3], &t_fused = t[4], &t_alone = t[5];
   GemmOpTable result("gemm_rs",
@@ -175,6 +176,7 @@ Table bench_gemm_rs(const GemmRsBenchOptions& o) {
   result.row("decomposed (per-owner cuBLAS + copies, 2 streams)", t_dec);
   result.row("tilelink fused", t_fused);
   if (op_non) result.row("tilelink non-overlapped (op path)", t[7]);
+  if (op_dec) result.row("tilelink decomposed (op path: block GEMMs + copy engine)", t[op_non ? 8 : 7]);
   result.row(std::string("tilelink auto (ran ") + to_string(op_auto.method()) + ")", t[6]);
   result.row("fused GEMM alone (no scatter, no reduction)", t_alone);
   Table& table = result.table;

@@ -107,11 +107,13 @@ int plan(const PlanGemmRs& a, const sim::CostModel& cost) {
   shape.reduce_blocks = r.reducer == GemmRsReducer::kEpilogue ? 0 : r.reduce_ctas;
   shape.reducer = r.reducer;
   const gemm_rs_policy::MethodEstimates e = gemm_rs_policy::estimate_methods(shape);
-  std::printf("op method auto: %s (the op's estimate, one rank per GPU on one node's NVLink: fused %.1f, non-overlapped %.1f us; a "
-              "tune-cache entry would decide instead)\n",
-              to_string(r.reducer == GemmRsReducer::kEpilogue ? OpMethod::kFused
-                                                               : gemm_rs_policy::choose_method(OpMethod::kAuto, e)),
-              e.fused * 1e6, e.non_overlapped * 1e6);
+  std::printf("op method auto: %s (the op's estimate, one rank per GPU on one node's NVLink: fused %.1f, non-overlapped "
+              "%.1f, decomposed %.1f us%s; a tune-cache entry would decide instead)\n",
+              to_string(r.reducer == GemmRsReducer::kEpilogue
+                            ? OpMethod::kFused
+                            : gemm_rs_policy::choose_method(OpMethod::kAuto, e, gemm_rs_policy::kAutoMayDecompose)),
+              e.fused * 1e6, e.non_overlapped * 1e6, e.decomposed * 1e6,
+              gemm_rs_policy::kAutoMayDecompose ? " (given a recv buffer)" : " (not chosen automatically until measured)");
   return 0;
 }
 

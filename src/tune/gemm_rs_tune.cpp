@@ -43,9 +43,10 @@ std::vector<GemmRsConfig> gemm_rs_compute_candidates() {
   automatic.use_tune_cache = false;
   std::vector<GemmRsConfig> out{automatic};
   detail::append_swizzles(out, automatic, false);
-  // The op's methods (issue 21), timed like any candidate: where non-overlapped wins, the cache
-  // stores it and GemmRs's automatic method runs it.
-  for (OpMethod m : {OpMethod::kFused, OpMethod::kNonOverlapped}) {
+  // The op's methods (issue 21), timed like any candidate: where another wins, the cache stores it
+  // and GemmRs's automatic method runs it (decomposed where the call gives a recv buffer; a
+  // candidate the op refuses is left out by the tuner).
+  for (OpMethod m : {OpMethod::kFused, OpMethod::kNonOverlapped, OpMethod::kDecomposed}) {
     GemmRsConfig c = automatic;
     c.method = m;
     out.push_back(c);

@@ -160,7 +160,35 @@ inline std::string run_gemm_rs_fused(GemmRsFusedPlan plan, uint32_t k, uint64_t 
         }
       };
     };
-    std::vector<cpu::Role> roles = {
+    std::vector<cpu::Role> roles;
+    if (plan.own_part_in_order) {
+      // The decomposed method: one stream per rank -- the block GEMMs (a plain GEMM each, here a
+      // naive one on the rank's rows of the block), each peer block's copy behind its GEMM, then
+      // the reduction on the same stream after the own block.
+      roles.push_back({"decomposed", 1, [&](cpu::BlockCtx& ctx) {
+                         const int r = ctx.rank();
+                         const SignalView sig = ex.signals(r, 0, plan.num_channels(), epoch, op);
+                         float* partial = ex.at<float>(r, partial_off);
+                         const float* a_r = ex.at<float>(r, a_off);
+                         const float* b_r = ex.at<float>(r, b_off);
+                         gemm_rs_decomposed(
+                             ctx, plan, sig, ex.heap(r), partial, ex.at<float>(r, recv_off), 4,
+                             [&](uint32_t q) {
+                               const uint32_t row0 = q * plan.rows_per_rank;
+                               for (uint32_t row = row0; row < row0 + plan.block_rows(q); ++row) {
+                                 for (uint32_t col = 0; col < plan.n; ++col) {
+                                   float acc = 0.f;
+                                   for (uint32_t kk = 0; kk < k; ++kk) acc += a_r[size_t(row) * k + kk] * b_r[size_t(col) * k + kk];
+                                   partial[size_t(row) * plan.n + col] = acc;
+                                 }
+                               }
+                             },
+                             [](uint32_t) {});
+                         gemm_rs_fused_reduce_block(ctx, plan, sig, sum_tile(r));
+                       }});
+      ex.run(roles);
+    } else {
+    roles = {
         {"compute", kComputeBlocks,
          [&](cpu::BlockCtx& ctx) {
            const int r = ctx.rank();
@@ -181,6 +209,7 @@ inline std::string run_gemm_rs_fused(GemmRsFusedPlan plan, uint32_t k, uint64_t 
                        }});
     }
     ex.run(roles);
+    }
 
     for (int o = 0; o < w; ++o) {
       const float* got = ex.at<float>(o, out_off);

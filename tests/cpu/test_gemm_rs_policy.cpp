@@ -55,6 +55,18 @@ TEST(GemmRsPolicy, MethodEstimatesByHand) {
   EXPECT_NEAR(e.non_overlapped, 16 * tile + reduction(132, 1), 1e-9);       // 2048 / 132: 16 waves
   EXPECT_NEAR(e.fused, std::max(18 * tile, reduction(12, 1)) + reduction(12, 1.0 / 8), 1e-9);  // 2048 / 120: 18
   EXPECT_EQ(choose_method(OpMethod::kAuto, e), OpMethod::kFused);
+  // Decomposed: 8 GEMMs of 256 tiles (2 waves each), 7 copies of a 16 MiB block at NVLink's rate
+  // plus 5 us, each after its GEMM (48 us each against 78 us of GEMM per block), the last ending
+  // within the own block's GEMM; then the reduction on every SM from local copies.
+  const double copy = 5e-6 + block / 390e9;
+  EXPECT_NEAR(e.decomposed, std::max(8 * 2 * tile, 7 * 2 * tile + copy) + std::max(9 * block / (132 * 48e9), 9 * block / 4.3e12),
+              1e-9);
+  EXPECT_EQ(choose_method(OpMethod::kAuto, e, true), e.decomposed < e.fused ? OpMethod::kDecomposed : OpMethod::kFused);
+  EXPECT_EQ(choose_method(OpMethod::kDecomposed, e), OpMethod::kDecomposed) << "configured stays";
+  MethodEstimates cheap = e;
+  cheap.decomposed = 0;
+  EXPECT_EQ(choose_method(OpMethod::kAuto, cheap, false), OpMethod::kFused) << "decomposed only where it can run";
+  EXPECT_EQ(choose_method(OpMethod::kAuto, cheap, true), OpMethod::kDecomposed);
   // The epilogue reducer: the GEMM on every SM, then the own tiles' sums at 96 GB/s per CTA.
   s.reducer = GemmRsReducer::kEpilogue;
   s.reduce_blocks = 0;

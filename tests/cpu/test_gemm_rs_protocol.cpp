@@ -50,6 +50,26 @@ INSTANTIATE_TEST_SUITE_P(World, GemmRsFusedProtocolTest,
                                   to_string(std::get<1>(info.param));
                          });
 
+// The decomposed method (async-TP's chain): a GEMM per owner block, own last, each peer block
+// copied with its signal behind it, then the reduction on the same stream; any M (short and empty
+// blocks), world 1-8, the same bits as the fused protocol's reference.
+TEST(GemmRsDecomposedProtocol, MatchesPartialGemmsSummedInRankOrder) {
+  for (int world = 1; world <= 8; ++world) {
+    const uint32_t w = static_cast<uint32_t>(world);
+    for (uint32_t m : {1u, 8u * w, 7u * w + (w > 1 ? 1u : 0u)}) {
+      GemmRsFusedPlan plan;
+      plan.set_rows(m, w);
+      plan.n = 20;
+      plan.bm = 4;
+      plan.bn = 8;
+      plan.granularity = SignalGranularity::kRank;
+      plan.scatter = GemmRsScatter::kCopyEngine;
+      plan.own_part_in_order = true;
+      EXPECT_EQ(run_gemm_rs_fused(plan, 6, 6000 + world * 17 + m, 2), "") << "world " << world << ", m " << m;
+    }
+  }
+}
+
 // Any M: owner blocks of R = ceil(M / P) rows whose last tile row is partial (R = 5, 7), short
 // last blocks (P does not divide M), and owners with no rows at all (M < P).
 TEST_P(GemmRsFusedProtocolTest, MatchesAtAnyRowCount) {

@@ -150,6 +150,30 @@ TEST_P(GemmRsNonOverlappedTest, MatchesCublasAfterTheWholeGemm) {
   }
 }
 
+// The decomposed method (issue 21, async-TP's chain): a plain GEMM per owner block on every SM,
+// own block last, each peer block copied into its owner's recv by the copy engine once done, then
+// the reduction; whatever the fused knobs say (they do not apply), any M, the same bits over calls.
+class GemmRsDecomposedTest : public ::testing::TestWithParam<std::tuple<int, GemmRsScatter>> {};
+
+TEST_P(GemmRsDecomposedTest, MatchesCublasBlockByBlock) {
+  TL_SKIP_WITHOUT_GPU();
+  const auto [world_size, scatter] = GetParam();
+  const uint32_t w = uint32_t(world_size);
+  for (uint32_t m : {256u * w, 1u, 7u * w, 136u * w + (w > 1 ? 1u : 0u)}) {
+    check_gemm_rs(world_size, m, 264, 200, SignalGranularity::kTile, scatter, 3, GemmRsReducer::kAuto,
+                  OpMethod::kDecomposed);
+    if (::testing::Test::HasFailure()) return;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(GemmRs, GemmRsDecomposedTest,
+                         ::testing::Combine(::testing::Values(1, 2, 3, 4, 8),
+                                            ::testing::Values(GemmRsScatter::kPull, GemmRsScatter::kCopyEngine)),
+                         [](const ::testing::TestParamInfo<GemmRsDecomposedTest::ParamType>& info) {
+                           return "world" + std::to_string(std::get<0>(info.param)) + "_" +
+                                  to_string(std::get<1>(info.param));
+                         });
+
 INSTANTIATE_TEST_SUITE_P(GemmRs, GemmRsNonOverlappedTest,
                          ::testing::Combine(::testing::Values(1, 2, 3, 4, 8),
                                             ::testing::Values(GemmRsScatter::kPull, GemmRsScatter::kEpiloguePush,
@@ -238,8 +262,13 @@ TEST(GemmRsArgumentsTest, RefusesWhatItCannotRun) {
        },
        "'config.reduce_blocks' = 4 with config.reducer = epilogue"},
       {[](A& a) { a.config.reducer = static_cast<GemmRsReducer>(5); }, "'config.reducer' = 5"},
-      // The methods: no decomposed path yet, and non-overlapped sums after the GEMM, not in it.
-      {[](A& a) { a.config.method = OpMethod::kDecomposed; }, "'config.method' = decomposed"},
+      // The methods: decomposed copies into recv, and the non-fused ones sum after the GEMM, not in it.
+      {[](A& a) { a.config.method = OpMethod::kDecomposed; }, "argument 'recv' is null: the decomposed method"},
+      {[](A& a) {
+         a.config.method = OpMethod::kDecomposed;
+         a.config.reducer = GemmRsReducer::kEpilogue;
+       },
+       "'config.method' = decomposed with config.reducer = epilogue"},
       {[](A& a) {
          a.config.method = OpMethod::kNonOverlapped;
          a.config.reducer = GemmRsReducer::kEpilogue;

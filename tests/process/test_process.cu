@@ -173,6 +173,7 @@ struct RsScatter {
   GemmRsScatter scatter;
   GemmRsReducer reducer = GemmRsReducer::kAuto;
   uint32_t rows = 256;  // per rank: whole tile rows, or (136) a partial last one
+  OpMethod method = OpMethod::kAuto;
 };
 
 class ProcessGemmRs : public ::testing::TestWithParam<RsScatter> {};
@@ -198,6 +199,7 @@ TEST_P(ProcessGemmRs, MatchesTheSumOfEveryRanksCublasProduct) {
   args.k = k;
   args.config.scatter = s.scatter;
   args.config.reducer = s.reducer;
+  args.config.method = s.method;
   args.a.assign(w, nullptr);
   args.b.assign(w, nullptr);
   args.out.assign(w, nullptr);
@@ -254,7 +256,10 @@ INSTANTIATE_TEST_SUITE_P(Process, ProcessGemmRs,
                                            RsScatter{"ce", GemmRsScatter::kCopyEngine},
                                            // the GEMM's epilogue sums; a partial last tile row
                                            RsScatter{"pull_epilogue", GemmRsScatter::kPull, GemmRsReducer::kEpilogue},
-                                           RsScatter{"pull_136_rows", GemmRsScatter::kPull, GemmRsReducer::kAuto, 136}),
+                                           RsScatter{"pull_136_rows", GemmRsScatter::kPull, GemmRsReducer::kAuto, 136},
+                                           // block GEMMs, each peer block's copy behind it (issue 21)
+                                           RsScatter{"decomposed_136_rows", GemmRsScatter::kPull, GemmRsReducer::kAuto,
+                                                     136, OpMethod::kDecomposed}),
                          [](const auto& info) { return std::string(info.param.name); });
 
 // SP attention over processes: every process draws every rank's Q/K/V from the shared seed, puts its

@@ -15,6 +15,8 @@ inline constexpr double kCtaCopyBandwidth = 48e9;  // one CTA's ld/st or bulk co
 inline constexpr double kEpilogueSumBandwidth = 2 * kCtaCopyBandwidth;
 inline constexpr double kHbmBandwidth = 4.3e12;    // bytes read + written per second (KINDS.md D2D copy)
 inline constexpr double kNvlinkBandwidth = 390e9;  // bytes/s into one GPU (DESIGN.md section 7: 370-415 GB/s)
+inline constexpr double kCeChunkOverhead = 5e-6;  // fixed cost of one copy-engine copy (docs/PERF.md: ~5 us)
+inline constexpr double kCeBandwidth = 2.0e12;     // copy engine, large chunks (docs/PERF.md: 2041 GB/s)
 inline constexpr double kNotifyLatency = 0.86e-6;  // one-way notify -> wait (docs/PERF.md: 0.74-0.88 us)
 
 }  // namespace tilelink::h200

@@ -28,8 +28,8 @@ struct CostModel {
   double nvlink_bandwidth = h200::kNvlinkBandwidth;  // bytes/s into one GPU (DESIGN.md §7: 370-415 GB/s)
   double network_bandwidth = 50e9;          // bytes/s into one GPU from other nodes (400 Gb/s NIC)
   double notify_latency = h200::kNotifyLatency;     // one-way notify -> wait (docs/PERF.md: 0.74-0.88 µs)
-  double ce_chunk_overhead = 5.0e-6;        // per copy-engine chunk (docs/PERF.md: ~5 µs)
-  double ce_bandwidth = 2.0e12;             // copy engine, large chunks (docs/PERF.md: 2041 GB/s)
+  double ce_chunk_overhead = h200::kCeChunkOverhead;  // per copy-engine chunk (docs/PERF.md: ~5 µs)
+  double ce_bandwidth = h200::kCeBandwidth;           // copy engine, large chunks (docs/PERF.md: 2041 GB/s)
   double sm_copy_bandwidth_per_cta = h200::kCtaCopyBandwidth;  // one CTA's ld/st or bulk copy
   double epilogue_sum_bandwidth_per_cta = h200::kEpilogueSumBandwidth;  // GEMM+RS's epilogue sums (derived)
   double hbm_bandwidth = h200::kHbmBandwidth;       // bytes read + written per second (KINDS.md D2D copy)

@@ -59,10 +59,10 @@ uint32_t reduce_blocks_of(const World& world, const GemmRsArguments& a) {
       {world.size(), a.k, world.mode() == WorldMode::kMultiGpu});
 }
 
-// The GEMM's CTAs: the budget less the reduction beside it; non-overlapped, the whole budget (the
-// reduction runs after it).
+// The GEMM's CTAs: the budget less the reduction beside it; non-overlapped and decomposed, the
+// whole budget (the reduction runs after the GEMMs).
 int gemm_sm_count(const World& world, int rank, const GemmRsArguments& a, OpMethod method = OpMethod::kFused) {
-  const uint32_t beside = method == OpMethod::kNonOverlapped ? 0 : reduce_blocks_of(world, a);
+  const uint32_t beside = method != OpMethod::kFused ? 0 : reduce_blocks_of(world, a);
   return gemm_rs_policy::gemm_sm_count(world.sm_budget(rank), beside, a.config.gemm_sms);
 }
 
@@ -120,6 +120,18 @@ std::string describe_gemm_rs_channel(const GemmRsFusedPlan& plan, uint32_t ch, i
          group_rows(g);
 }
 
+// What the decomposed method needs beyond the fused path's checks (world > 1): the receive
+// buffer its copies land in and a stream per rank for them. "" if it can run.
+std::string decomposed_needs(const World& world, const SymmetricHeap& heap, const GemmRsArguments& a) {
+  const uint64_t bytes = GemmRs::buffer_rows(a.m, world.size()) * a.n * 2;
+  if (a.recv == nullptr) {
+    return "argument 'recv' is null: the decomposed method copies each peer block into its owner's recv; expected "
+           "a symmetric buffer of " + std::to_string(bytes) + " bytes";
+  }
+  if (std::string e = check_symmetric(world, heap, a.recv, 0, bytes, "recv"); !e.empty()) return e;
+  return world.check_extra_streams(1, "config.method = decomposed (a copy stream per rank)");
+}
+
 }  // namespace
 
 std::string GemmRs::can_implement(const World& world, const SymmetricHeap& heap, const GemmRsArguments& a) {
@@ -150,16 +162,16 @@ std::string GemmRs::can_implement(const World& world, const SymmetricHeap& heap,
   }
   if (static_cast<uint32_t>(a.config.method) > static_cast<uint32_t>(OpMethod::kNonOverlapped)) {
     return "argument 'config.method' = " + std::to_string(static_cast<uint32_t>(a.config.method)) +
-           ": expected auto, fused or non_overlapped";
+           ": expected auto, fused, decomposed or non_overlapped";
   }
-  if (a.config.method == OpMethod::kDecomposed) {
-    return "argument 'config.method' = decomposed: GEMM+RS has no decomposed path yet; expected auto, fused or "
-           "non_overlapped";
-  }
-  if (a.config.method == OpMethod::kNonOverlapped &&
+  if ((a.config.method == OpMethod::kNonOverlapped || a.config.method == OpMethod::kDecomposed) &&
       gemm_rs_policy::reducer(a.config.reducer) == GemmRsReducer::kEpilogue) {
-    return "argument 'config.method' = non_overlapped with config.reducer = epilogue: the epilogue sums inside "
-           "the GEMM, as it runs; expected the reduction blocks (reducer blocks or auto) or method fused";
+    return std::string("argument 'config.method' = ") + to_string(a.config.method) +
+           " with config.reducer = epilogue: the epilogue sums inside the fused GEMM, as it runs; expected the "
+           "reduction blocks (reducer blocks or auto) or method fused";
+  }
+  if (a.config.method == OpMethod::kDecomposed && world.size() > 1) {
+    if (std::string e = decomposed_needs(world, heap, a); !e.empty()) return e;
   }
   if (a.config.reduce_blocks > static_cast<uint32_t>(world.sm_budget(0))) {
     return "argument 'config.reduce_blocks' = " + std::to_string(a.config.reduce_blocks) +
@@ -259,21 +271,28 @@ GemmRs::GemmRs(const World& world, SymmetricHeap& heap, SignalSet& signals, cons
   const GemmRsArguments& args = args_;
   const auto& kernel = detail::sm90_gemm_rs_configs().front();
   plan_ = make_plan(world, args, kernel);
-  slice_ = signals.allocate(plan_.num_channels(), name);
-  slice_.set_describer([plan = plan_](uint32_t ch, int waiter, int peer) {
-    return describe_gemm_rs_channel(plan, ch, waiter, peer);
-  });
   reduce_blocks_ = reduce_blocks_of(world, args);
   swizzle_ = choose_swizzle(world, args, kernel);
   kernel_cluster_ = kernel.cluster_m * kernel.cluster_n;
   choose_method(args_in.config.method);
+  if (method_ == OpMethod::kDecomposed) {  // whole owner blocks by the copy engine, own part in stream order
+    plan_.scatter = GemmRsScatter::kCopyEngine;
+    plan_.granularity = SignalGranularity::kRank;
+    plan_.own_part_in_order = true;
+  }
+  slice_ = signals.allocate(plan_.num_channels(), name);
+  slice_.set_describer([plan = plan_](uint32_t ch, int waiter, int peer) {
+    return describe_gemm_rs_channel(plan, ch, waiter, peer);
+  });
   // The band the scheduler really runs (it narrows a swizzle for few tiles).
   plan_.band = gemm_rs_policy::scheduler_swizzle(swizzle_, plan_.world * plan_.m_tiles(), plan_.n_tiles()) *
                kernel.cluster_m;
   const uint32_t m_tiles = plan_.world * plan_.m_tiles();  // every owner block's tile rows
   const size_t n_ranks = static_cast<size_t>(world.size());  // per-rank state; other processes' entries stay empty
   kernels_.resize(n_ranks);
+  block_kernels_.resize(n_ranks);
   m_order_.resize(n_ranks);
+  block_order_.resize(n_ranks);
   host_m_order_.resize(n_ranks);
   for (int r : world.local_ranks()) {
     std::vector<uint32_t> order(m_tiles);
@@ -282,10 +301,17 @@ GemmRs::GemmRs(const World& world, SymmetricHeap& heap, SignalSet& signals, cons
     TL_CUDA_CHECK(cudaMemcpy(table.get(), order.data(), table.bytes(), cudaMemcpyHostToDevice));
     m_order_[static_cast<size_t>(r)] = std::move(table);
     host_m_order_[static_cast<size_t>(r)] = std::move(order);
+    if (method_ == OpMethod::kDecomposed) {  // a block GEMM's tile rows in order: the identity
+      std::vector<uint32_t> identity(plan_.m_tiles());
+      for (uint32_t i = 0; i < identity.size(); ++i) identity[i] = i;
+      DeviceBuffer ids(identity.size() * sizeof(uint32_t), world.device(r));
+      TL_CUDA_CHECK(cudaMemcpy(ids.get(), identity.data(), ids.bytes(), cudaMemcpyHostToDevice));
+      block_order_[static_cast<size_t>(r)] = std::move(ids);
+    }
     make_kernel(r);
     detail::preload_gemm_rs_reduce();
   }
-  if (args.config.scatter == GemmRsScatter::kCopyEngine) scatter_ = SideStreams(world, true);
+  if (plan_.scatter == GemmRsScatter::kCopyEngine && world.size() > 1) scatter_ = SideStreams(world, true);
 }
 
 void GemmRs::choose_method(OpMethod callers) {
@@ -302,18 +328,25 @@ void GemmRs::choose_method(OpMethod callers) {
   s.one_rank_per_gpu = world.mode() != WorldMode::kVirtual;
   estimates_ = gemm_rs_policy::estimate_methods(s);
   auto us = [](double t) { return std::to_string(static_cast<long long>(t * 1e6 + 0.5)); };
-  if (plan_.reducer == GemmRsReducer::kEpilogue) {  // can_implement refuses a configured non-overlapped
+  if (plan_.reducer == GemmRsReducer::kEpilogue) {  // can_implement refuses a configured non-fused method
     method_ = OpMethod::kFused;
     method_why_ = callers != OpMethod::kAuto ? "configured" : "the epilogue reducer sums inside the GEMM";
   } else {
-    method_ = gemm_rs_policy::choose_method(args_.config.method, estimates_);
+    const bool decomposed_ok = world.size() == 1 || decomposed_needs(world, *heap_, args_).empty();
+    method_ = gemm_rs_policy::choose_method(args_.config.method, estimates_,
+                                            decomposed_ok && gemm_rs_policy::kAutoMayDecompose);
     method_why_ = callers != OpMethod::kAuto          ? "configured"
                   : args_.config.method != OpMethod::kAuto ? "the tune cache's measured winner (" + tuned_from_ + ")"
-                                                           : "the estimate's faster (fused " + us(estimates_.fused) +
+                                                           : "the estimate's fastest (fused " + us(estimates_.fused) +
                                                                  " us, non-overlapped " +
-                                                                 us(estimates_.non_overlapped) + " us)";
+                                                                 us(estimates_.non_overlapped) + " us, decomposed " +
+                                                                 (decomposed_ok ? us(estimates_.decomposed) + " us"
+                                                                                : std::string("not possible: no recv")) +
+                                                                 (gemm_rs_policy::kAutoMayDecompose
+                                                                      ? ")"
+                                                                      : "; not chosen automatically until measured)");
   }
-  if (method_ == OpMethod::kNonOverlapped) {  // after the GEMM the reduction takes the whole budget
+  if (method_ != OpMethod::kFused) {  // after the GEMM(s) the reduction takes the whole budget
     reduce_blocks_ = std::max(kernel_cluster_, static_cast<uint32_t>(budget) / kernel_cluster_ * kernel_cluster_);
   }
 }
@@ -347,7 +380,32 @@ void GemmRs::make_kernel(int r) {
   p.device = world_->device(r);
   p.sm_count = gemm_sm_count(*world_, r, args_, method_);
   p.swizzle = static_cast<int>(swizzle_);
+  std::vector<std::unique_ptr<detail::Sm90GemmRsKernel>> blocks;
+  if (method_ == OpMethod::kDecomposed && world_->size() > 1) {
+    // A plain GEMM per owner block: its rows of A into its rows of the partial (one owner's plan,
+    // so the kernel sees the block as a whole problem); none for a block past M.
+    for (uint32_t q = 0; q < plan_.world; ++q) {
+      const uint32_t rows = plan_.block_rows(q);
+      blocks.emplace_back();
+      if (rows == 0) continue;
+      detail::Sm90GemmRsProblem b = p;
+      b.plan.set_rows(rows, 1);
+      b.plan.granularity = SignalGranularity::kTile;
+      b.plan.scatter = GemmRsScatter::kPull;
+      b.plan.own_part_in_order = false;
+      b.a = static_cast<const char*>(p.a) + uint64_t(q) * plan_.rows_per_rank * args_.k * 2;
+      b.d = static_cast<char*>(args_.partial->data(r)) + uint64_t(q) * plan_.rows_per_rank * args_.n * 2;
+      b.d_batch_stride = block;
+      b.m = rows;
+      b.m_order = block_order_[static_cast<size_t>(r)].get<uint32_t>();
+      b.swizzle = static_cast<int>(gemm_rs_policy::auto_swizzle(args_.config.swizzle, kernel.tile_m * kernel.cluster_m,
+                                                                rows, b.plan.reducer, b.plan.m_tiles(),
+                                                                b.plan.n_tiles(), kernel.cluster_m));
+      blocks.back() = kernel.make(b);
+    }
+  }
   kernels_[static_cast<size_t>(r)] = kernel.make(p);
+  block_kernels_[static_cast<size_t>(r)] = std::move(blocks);
   if (trace_ != nullptr) kernels_[static_cast<size_t>(r)]->set_trace(trace_->view(r));
 }
 
@@ -384,6 +442,7 @@ uint64_t GemmRs::run() {
     kernels_[0]->run(epoch, world.compute_stream(0), false);
     return epoch;
   }
+  if (method_ == OpMethod::kDecomposed) return run_decomposed(epoch);
   for (int r : world.local_ranks()) {
     // The reduction reads peers' partials until its exit barrier; the previous call's reduction
     // (and so every peer's reading of this rank's partial) completes before this GEMM writes.
@@ -419,6 +478,31 @@ uint64_t GemmRs::run() {
     // The copies read this call's partial.
     if (plan_.scatter == GemmRsScatter::kCopyEngine) scatter_.join_into(r, world.comm_stream(r));
     world.compute_after_comm(r);
+  }
+  return epoch;
+}
+
+// Per rank on the compute stream: the block GEMMs (other owners first, own last), each peer
+// block's copy on the copy stream once its GEMM is done (gemm_rs_decomposed), then the reduction on
+// every SM (its exit barrier: peers' copies into this rank's recv wait for it next call, as the
+// copies are forked from the compute stream after it).
+uint64_t GemmRs::run_decomposed(uint64_t epoch) {
+  const World& world = *world_;
+  for (int r : world.local_ranks()) {
+    const size_t i = static_cast<size_t>(r);
+    world.set_device(r);
+    const cudaStream_t compute = world.compute_stream(r);
+    StreamCtx h{r, world.size(), scatter_.stream(r), world.transport()};
+    gemm_rs_decomposed(
+        h, plan_, slice_.host_view(r), heap_->host_view(r), args_.partial->data(r), args_.recv->data(r), 2,
+        [&](uint32_t q) {
+          if (block_kernels_[i][q] != nullptr) block_kernels_[i][q]->run(epoch, compute, false);
+        },
+        [&](uint32_t) { scatter_.fork_from(r, compute); });
+    detail::launch_gemm_rs_reduce(plan_, slice_.device_view(r, "gemm_rs_reduce"), heap_->device_view(r),
+                                  args_.partial->data(r), args_.recv->data(r), args_.out[i], reduce_blocks_,
+                                  kernel_cluster_, compute, trace_ != nullptr ? trace_->view(r) : TraceView{});
+    scatter_.join_into(r, compute);
   }
   return epoch;
 }

@@ -35,7 +35,24 @@ MethodEstimates estimate_methods(const MethodShape& s) {
     e.fused = std::max(gemm(s.sm_budget - blocks), reduction(blocks, 1.0)) +
               reduction(blocks, 1.0 / double(std::max<uint64_t>(block_tile_rows, 1)));
   }
-  if (w == 1) e.fused = e.non_overlapped = gemm(s.sm_budget);  // one rank: the GEMM alone either way
+  // Decomposed: per owner block its share of the tiles (a GEMM launch each), the copies queued
+  // behind their GEMMs on the copy engine, the own block's GEMM last.
+  const uint64_t block_tiles = tiles / w;
+  const double block_gemm =
+      double((block_tiles + uint64_t(std::max(s.sm_budget, 1)) - 1) / uint64_t(std::max(s.sm_budget, 1))) * tile_time;
+  const double copy = h200::kCeChunkOverhead + block_bytes / std::min(h200::kCeBandwidth, link);
+  double gemm_end = 0, copies_end = 0;
+  for (uint32_t step = 1; step < w; ++step) {
+    gemm_end += block_gemm;
+    copies_end = std::max(copies_end, gemm_end) + copy;
+  }
+  gemm_end += block_gemm;
+  // Its reduction reads the copies in local memory: CTA- or HBM-bound, no link.
+  const double local_sum = double(w + 1) * block_bytes;
+  e.decomposed = std::max(gemm_end, copies_end) +
+                 std::max(local_sum / (std::max(s.sm_budget, 1) * h200::kCtaCopyBandwidth),
+                          local_sum / h200::kHbmBandwidth);
+  if (w == 1) e.fused = e.non_overlapped = e.decomposed = gemm(s.sm_budget);  // one rank: the GEMM alone
   return e;
 }
 

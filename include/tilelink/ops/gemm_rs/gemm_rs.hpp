@@ -14,6 +14,8 @@
 //    (rows [r*R, (r+1)*R)) -- needs an affine heap (SymmetricHeap::affine_stride).
 //  - ce: the GEMM writes `partial`; the copy engine moves each finished group (tile row or owner
 //    block) into the owner's `recv`, slot r.
+// config.method = decomposed instead runs async-TP's chain (gemm_rs_decomposed): a plain GEMM per
+// owner block, each peer block copied into its owner's `recv` once done, the reduction last.
 // With one rank the reduce-scatter is the identity: the GEMM writes `out` itself, nothing else runs.
 // Any M >= 1 (the GEMM tiles each owner block on its own, a partial tile row at its end); N and
 // K_r multiples of 8.
@@ -109,6 +111,7 @@ class GemmRs {
   void enqueue_scatter(int rank, cudaStream_t after);
   void make_kernel(int rank);
   void choose_method(OpMethod callers);
+  uint64_t run_decomposed(uint64_t epoch);
 
   GemmRsFusedPlan plan_;
   SignalSlice slice_;
@@ -121,6 +124,9 @@ class GemmRs {
   // reduction kernel on the comm stream) and the events that order it with the comm stream.
   SideStreams scatter_;  // copy-engine scatter only
   std::vector<std::unique_ptr<detail::Sm90GemmRsKernel>> kernels_;
+  // Decomposed: per rank a plain GEMM per owner block (null past M) and their tile-row order.
+  std::vector<std::vector<std::unique_ptr<detail::Sm90GemmRsKernel>>> block_kernels_;
+  std::vector<DeviceBuffer> block_order_;
   const TraceBuffer* trace_ = nullptr;
   std::string tuned_from_;
   OpMethod method_ = OpMethod::kFused;

@@ -21,12 +21,15 @@ struct GemmRsConfig {
   // the GEMM's own CTAs after their own tiles' epilogues (epilogue: no SM taken, needs a signal
   // per tile); auto = gemm_rs_policy::reducer.
   GemmRsReducer reducer = GemmRsReducer::kAuto;
-  // How a call runs (op_method.hpp): fused (the reduction under the GEMM, as above) or
+  // How a call runs (op_method.hpp): fused (the reduction under the GEMM, as above),
   // non-overlapped (the GEMM on every SM of the budget, then the reduction with every SM, on the
-  // compute stream); auto = the tune cache's measured winner, else gemm_rs_policy::estimate_methods'
-  // faster. Decomposed is not built for GEMM+RS yet and is refused. GemmRs::method() says which runs.
-  // reduce_blocks and gemm_sms size the fused path; non-overlapped gives each phase the whole budget
-  // (gemm_sms still caps its GEMM).
+  // compute stream) or decomposed (async-TP's chain: a GEMM per owner block on every SM, own block
+  // last, each peer block copied by the copy engine into its owner's `recv` as soon as its GEMM is
+  // done, then the reduction with every SM; needs `recv`; scatter and granularity are the fused
+  // kernel's knobs and do not apply); auto = the tune cache's measured winner, else
+  // gemm_rs_policy::estimate_methods' fastest (decomposed only where `recv` is given).
+  // GemmRs::method() says which runs. reduce_blocks and gemm_sms size the fused path; the others
+  // give each phase the whole budget (gemm_sms still caps their GEMMs).
   OpMethod method = OpMethod::kAuto;
   // With every knob above on automatic, use the configuration `tilelink tune gemm_rs` stored for
   // this GPU, world and shape, if the tune cache has one (runtime/tune_cache.hpp).

@@ -85,6 +85,9 @@ struct GemmRsFusedPlan {
   GemmRsScatter scatter = GemmRsScatter::kPull;
   GemmRsReducer reducer = GemmRsReducer::kBlocks;
   uint32_t band = 1;           // tile rows the GEMM walks together along N (its rasterization band)
+  // The decomposed method (gemm_rs_decomposed): the owner's reduction follows its own block's GEMM
+  // in stream order, so it does not wait for its own part (no tile of it is notified).
+  bool own_part_in_order = false;
 
   // The pitch of owner blocks for M rows over P ranks.
   TL_HOST_DEVICE static uint32_t owner_pitch(uint32_t m, uint32_t world) { return (m + world - 1) / world; }
@@ -199,16 +202,30 @@ inline void make_gemm_rs_m_order(const GemmRsFusedPlan& plan, uint32_t rank, uin
   }
 }
 
+// One rank's copy of group g of owner's block: its rows (none: a block or tile row past M) into
+// the owner's recv slot of this rank, the owner's channel set behind them. `buf` and `recv`: this
+// rank's P * R x n buffers of `elem` bytes per element.
+template <class HostCtx>
+void gemm_rs_put_group(HostCtx& h, const GemmRsFusedPlan& plan, const SignalView& sig, const SymmetricView& heap,
+                       uint32_t owner, uint32_t g, const void* buf, void* recv, uint32_t elem) {
+  const uint32_t rank = static_cast<uint32_t>(h.rank());
+  const uint64_t row_bytes = uint64_t(plan.n) * elem;
+  const uint64_t src_row = uint64_t(owner) * plan.rows_per_rank + plan.group_row0(g);
+  const uint64_t dst_row = uint64_t(rank) * plan.rows_per_rank + plan.group_row0(g);
+  h.rank_put_signal(heap, static_cast<char*>(recv) + dst_row * row_bytes,
+                    static_cast<const char*>(buf) + src_row * row_bytes, row_bytes,
+                    TileShape{plan.group_rows(owner, g), static_cast<uint32_t>(row_bytes)}, sig,
+                    plan.recv_channel(rank, g), static_cast<int>(owner));
+}
+
 // kCopyEngine, one rank's comm stream: for each group of another owner, in the order the GEMM
-// completes them (the last of its tile rows in m_order), wait for the group's tiles, copy its
-// rows into the owner's recv slot of this rank, set the owner's channel. `buf` and `recv`: this
-// rank's P * R x n buffers of `elem` bytes per element; m_order: make_gemm_rs_m_order's.
+// completes them (the last of its tile rows in m_order), wait for the group's tiles, then
+// gemm_rs_put_group. m_order: make_gemm_rs_m_order's.
 template <class HostCtx>
 void gemm_rs_copy_engine_scatter(HostCtx& h, const GemmRsFusedPlan& plan, const SignalView& sig,
                                  const SymmetricView& heap, const uint32_t* m_order, const void* buf, void* recv,
                                  uint32_t elem) {
   const uint32_t rank = static_cast<uint32_t>(h.rank());
-  const uint64_t row_bytes = uint64_t(plan.n) * elem;
   const uint32_t tile_rows_per_group = plan.group_tile_rows();
   for (uint32_t j = 0; j < plan.world * plan.m_tiles(); ++j) {
     const uint32_t owner = plan.tile_owner(m_order[j]);
@@ -216,15 +233,27 @@ void gemm_rs_copy_engine_scatter(HostCtx& h, const GemmRsFusedPlan& plan, const 
     if (owner == rank || (row_in_block + 1) % tile_rows_per_group != 0) continue;  // not a group's last row
     const uint32_t g = row_in_block / tile_rows_per_group;
     h.rank_wait(sig, plan.group_channel(owner, g), plan.arrivals_per_group());
-    const uint64_t src_row = uint64_t(owner) * plan.rows_per_rank + plan.group_row0(g);
-    const uint64_t dst_row = uint64_t(rank) * plan.rows_per_rank + plan.group_row0(g);
-    const uint32_t rows = plan.group_rows(owner, g);
-    // The rows (none: a block or tile row past M) into the owner's slot, its channel set behind them.
-    h.rank_put_signal(heap, static_cast<char*>(recv) + dst_row * row_bytes,
-                      static_cast<const char*>(buf) + src_row * row_bytes, row_bytes,
-                      TileShape{rows, static_cast<uint32_t>(row_bytes)}, sig, plan.recv_channel(rank, g),
-                      static_cast<int>(owner));
+    gemm_rs_put_group(h, plan, sig, heap, owner, g, buf, recv, elem);
   }
+}
+
+// The decomposed method (async-TP's chain), one rank: for each other owner in swizzled order
+// (rank+1's first), gemm(owner) computes the rank's partial of that owner's block (a plain GEMM,
+// on `h`'s compute side) and after_gemm(owner) hands its completion to the copy side, which puts
+// every group of the block (gemm_rs_put_group: with one group per block, one copy); then
+// gemm(rank), the own block, which is never copied. The owner's reduction (waits on the receive
+// channels, as for kCopyEngine) follows. The CPU executor runs the same steps.
+template <class HostCtx, class Gemm, class AfterGemm>
+void gemm_rs_decomposed(HostCtx& h, const GemmRsFusedPlan& plan, const SignalView& sig, const SymmetricView& heap,
+                        const void* buf, void* recv, uint32_t elem, Gemm&& gemm, AfterGemm&& after_gemm) {
+  const uint32_t rank = static_cast<uint32_t>(h.rank());
+  for (uint32_t step = 1; step < plan.world; ++step) {
+    const uint32_t owner = swizzled_peer(rank, step, plan.world);
+    gemm(owner);
+    after_gemm(owner);
+    for (uint32_t g = 0; g < plan.groups(); ++g) gemm_rs_put_group(h, plan, sig, heap, owner, g, buf, recv, elem);
+  }
+  gemm(rank);
 }
 
 // Where owner `rank`'s reduction finds sender s's rows of its block: the address of row 0 (of
@@ -258,6 +287,7 @@ TL_HOST_DEVICE void gemm_rs_wait_parts(Ctx& ctx, const GemmRsFusedPlan& plan, co
     return;
   }
   for (uint32_t s = 0; s < plan.world; ++s) {
+    if (s == owner && plan.own_part_in_order) continue;
     if (plan.scatter == GemmRsScatter::kCopyEngine && s != owner) {
       ctx.consumer_tile_wait(sig, plan.recv_channel(s, g), 1, 1, tile);
     } else {

@@ -109,7 +109,11 @@ inline uint32_t auto_swizzle(uint32_t configured, uint32_t cluster_rows, uint32_
 //   non-overlapped = GEMM(every SM) + reduction(every SM);
 //   fused (reduction blocks) = max(GEMM(budget - blocks), reduction(blocks)) + the reduction of
 //   one tile row of the block (the last band's, after the GEMM);
-//   fused (epilogue reducer) = GEMM(every SM) + the own tiles' sums at the epilogue rate.
+//   fused (epilogue reducer) = GEMM(every SM) + the own tiles' sums at the epilogue rate;
+//   decomposed = a GEMM per owner block on every SM (own block last), each peer block then copied
+//   by the copy engine (a fixed 5 us and the link's rate per copy, one after another, each after
+//   its block's GEMM), then the reduction on every SM once the GEMMs and copies are done, reading
+//   the copies locally (CTA- or HBM-bound).
 struct MethodShape {
   uint32_t world = 1, m = 0, n = 0, k = 0;  // k: one rank's K
   int sm_budget = 132;
@@ -118,14 +122,23 @@ struct MethodShape {
   bool one_rank_per_gpu = true;
 };
 struct MethodEstimates {
-  double fused = 0, non_overlapped = 0;  // seconds
-  double of(OpMethod m) const { return m == OpMethod::kNonOverlapped ? non_overlapped : fused; }
+  double fused = 0, non_overlapped = 0, decomposed = 0;  // seconds
+  double of(OpMethod m) const {
+    return m == OpMethod::kNonOverlapped ? non_overlapped : m == OpMethod::kDecomposed ? decomposed : fused;
+  }
 };
 MethodEstimates estimate_methods(const MethodShape& s);
-// The configured method, else the estimate's faster (fused on a tie).
-inline OpMethod choose_method(OpMethod configured, const MethodEstimates& e) {
+// Whether auto may pick decomposed: not until the path has passed its GPU tests and been measured
+// (written 2026-12-05 with no GPU lent; `tune gemm_rs` and `bench gemm_rs` time it meanwhile, and a
+// tune-cache entry can still choose it).
+inline constexpr bool kAutoMayDecompose = false;
+// The configured method, else the estimate's fastest (fused on a tie, then non-overlapped);
+// decomposed only where the call can run it (`decomposed_ok`: it needs the receive buffer).
+inline OpMethod choose_method(OpMethod configured, const MethodEstimates& e, bool decomposed_ok = false) {
   if (configured != OpMethod::kAuto) return configured;
-  return e.non_overlapped < e.fused ? OpMethod::kNonOverlapped : OpMethod::kFused;
+  OpMethod best = e.non_overlapped < e.fused ? OpMethod::kNonOverlapped : OpMethod::kFused;
+  if (decomposed_ok && e.decomposed < e.of(best)) best = OpMethod::kDecomposed;
+  return best;
 }
 
 }  // namespace tilelink::gemm_rs_policy
