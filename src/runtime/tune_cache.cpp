@@ -16,8 +16,9 @@ using nlohmann::json;
 
 std::string TuneKey::str() const {
   std::ostringstream s;
-  s << gpu << " (" << sms << " SMs) / world " << world << (virtual_ranks ? " virtual" : "") << " / " << op << " / "
-    << m << "x" << n << "x" << k << " / " << dtype;
+  s << gpu << " (" << sms << " SMs) / world " << world << (virtual_ranks ? " virtual" : "")
+    << (transport.empty() ? "" : " " + transport) << " / " << op << " / " << m << "x" << n << "x" << k << " / "
+    << dtype;
   if (!variant.empty()) s << " / " << variant;
   return s.str();
 }
@@ -31,6 +32,7 @@ TuneKey make_tune_key(const World& world, const std::string& op, uint32_t m, uin
   key.sms = prop.multiProcessorCount;
   key.world = world.size();
   key.virtual_ranks = world.size() > 1 && world.mode() == WorldMode::kVirtual;
+  key.transport = world.transport() == Transport::kPutSignal ? "put_signal" : "";
   key.op = op;
   key.m = m;
   key.n = n;

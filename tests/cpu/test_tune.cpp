@@ -56,6 +56,25 @@ TuneKey key(uint32_t m) {
   return k;
 }
 
+// The transport is part of the machine: a put-with-signal world does not reuse a load/store
+// world's entry, and keys written before the field existed read as load/store.
+TEST(TuneCache, TheTransportIsPartOfTheKey) {
+  TuneKey put = key(4096);
+  put.virtual_ranks = false;
+  TuneKey load_store = put;
+  put.transport = "put_signal";
+  EXPECT_NE(put.str(), load_store.str());
+  EXPECT_NE(put.str().find("world 8 put_signal / ag_gemm"), std::string::npos) << put.str();
+  EXPECT_EQ(load_store.str().find("put_signal"), std::string::npos) << load_store.str();
+  const std::string path = temp_path("tune_transport.json");
+  std::remove(path.c_str());
+  TuneCache cache = TuneCache::load(path);
+  cache.put(load_store, entry_of("ag_gemm", AgGemmConfig{}));
+  EXPECT_TRUE(cache.find(load_store).has_value());
+  EXPECT_FALSE(cache.find(put).has_value());
+  std::remove(path.c_str());
+}
+
 TEST(TuneCache, RoundTripsEntriesThroughTheFile) {
   const std::string path = temp_path("tune.json");
   std::remove(path.c_str());

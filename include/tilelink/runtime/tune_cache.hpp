@@ -26,6 +26,10 @@ struct TuneKey {
   int sms = 0;      // SMs of the device
   int world = 0;
   bool virtual_ranks = false;
+  // How peers are reached (WorldOptions::transport): "" load/store through peer pointers (keys
+  // written before the field existed), "put_signal" NVSHMEM put-with-signal -- another machine
+  // for the tuner: the copies' costs and the paths an op may take differ.
+  std::string transport;
   std::string op;
   uint32_t m = 0, n = 0, k = 0;  // the op's problem (AG+GEMM: rows of C, columns per rank, K;
                                  // GEMM+RS: rows of the output over all ranks, N, K per rank;
