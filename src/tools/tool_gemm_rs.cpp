@@ -135,7 +135,9 @@ const GemmOp<tb::GemmRsBenchOptions> kOp{"gemm_rs", true, gemm_rs_paper_shapes, 
 TraceResult trace_gemm_rs(const TraceOptions<tb::GemmRsBenchOptions>& o) {
   using namespace tilelink::bench;
   GemmRsSetup s(o.op.world, o.op.m, o.op.n, o.op.k, o.op.config, o.op.seed, "trace gemm_rs");
-  GemmRs op(s.world, s.heap, s.signals, s.args, "trace.gemm_rs");
+  GemmRsArguments args = s.args;  // the fused path's timeline (the others notify no tiles)
+  args.config.method = OpMethod::kFused;
+  GemmRs op(s.world, s.heap, s.signals, args, "trace.gemm_rs");
   TraceResult result;
   const bool gated = record_traced_call(s.world, op, o.capacity, o.op.timing, result);
 

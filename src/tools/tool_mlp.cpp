@@ -189,7 +189,9 @@ tb::Table tune_mlp(const TuneOptions<tb::MlpBenchOptions>& options, std::ostream
 TraceResult trace_mlp(const TraceOptions<tb::MlpBenchOptions>& o) {
   using namespace tilelink::bench;
   MlpSetup s(o.op.world, o.op.m, o.op.hidden, o.op.intermediate, o.op.config, o.op.seed, "trace mlp");
-  Mlp op(s.world, s.heap, s.signals, s.args, "trace.mlp");
+  MlpArguments args = s.args;  // fc2's fused timeline (its other methods notify no tiles)
+  args.config.fc2.method = OpMethod::kFused;
+  Mlp op(s.world, s.heap, s.signals, args, "trace.mlp");
   TraceResult result;
   const auto [gated, split] = record_two_parts(
       s.world, op, [](Mlp& m) -> AgGemm& { return m.fc1(); }, [](Mlp& m) -> GemmRs& { return m.fc2(); },

@@ -66,7 +66,9 @@ std::vector<RankedGemmRsConfig> gemm_rs_comm_candidates(const GemmRsConfig& base
         c.reducer = GemmRsConfig{}.reducer;
       },
       [&](const GemmRsConfig& c) { return predict_us(c, shape, gpu); });
-  if (shape.world == 1) return {auto_ranked};
+  // One rank, or the decomposed method (whole blocks by the copy engine): the fused path's scatter,
+  // granularity and reduction knobs do not apply.
+  if (shape.world == 1 || base.method == OpMethod::kDecomposed) return {auto_ranked};
 
   const uint32_t auto_blocks = gemm_rs_policy::reduce_blocks(0, shape.sm_budget, load(shape));
   std::vector<RankedGemmRsConfig> all;

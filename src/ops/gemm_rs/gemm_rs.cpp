@@ -132,6 +132,32 @@ std::string decomposed_needs(const World& world, const SymmetricHeap& heap, cons
   return world.check_extra_streams(1, "config.method = decomposed (a copy stream per rank)");
 }
 
+// The decomposed method's checks: its block GEMMs take the whole budget and the fused path's
+// scatter, granularity and SM knobs do not apply; the extents and the partial buffer as for fused,
+// then decomposed_needs. Across processes it is the first copy-engine path verified there (its
+// copies go through the heap's peer pointers, or NVSHMEM puts); its reduction's exit barrier stores
+// into peers, so it needs load/store peers.
+std::string can_implement_decomposed(const World& world, const SymmetricHeap& heap, const GemmRsArguments& a) {
+  const auto& kernel = detail::sm90_gemm_rs_configs().front();
+  detail::Sm90GemmRsProblem p;
+  p.m = a.m;
+  p.n = a.n;
+  p.k = a.k;
+  p.plan = make_plan(world, a, kernel);
+  p.sm_count = gemm_sm_count(world, 0, a, OpMethod::kDecomposed);
+  p.swizzle = 1;
+  if (std::string e = kernel.can_implement(p); !e.empty()) return e;
+  const uint64_t bytes = GemmRs::buffer_rows(a.m, world.size()) * a.n * 2;
+  if (std::string e = check_symmetric(world, heap, a.partial, 0, bytes, "partial"); !e.empty()) return e;
+  if (world.size() == 1) return "";  // the GEMM alone, writing the output
+  if (std::string e = check_load_store_peers(world, "GEMM+RS's decomposed method (argument 'config.method'; its "
+                                                    "reduction's exit barrier stores into peers)");
+      !e.empty()) {
+    return e;
+  }
+  return decomposed_needs(world, heap, a);
+}
+
 }  // namespace
 
 std::string GemmRs::can_implement(const World& world, const SymmetricHeap& heap, const GemmRsArguments& a) {
@@ -170,9 +196,7 @@ std::string GemmRs::can_implement(const World& world, const SymmetricHeap& heap,
            " with config.reducer = epilogue: the epilogue sums inside the fused GEMM, as it runs; expected the "
            "reduction blocks (reducer blocks or auto) or method fused";
   }
-  if (a.config.method == OpMethod::kDecomposed && world.size() > 1) {
-    if (std::string e = decomposed_needs(world, heap, a); !e.empty()) return e;
-  }
+  if (a.config.method == OpMethod::kDecomposed) return can_implement_decomposed(world, heap, a);
   if (a.config.reduce_blocks > static_cast<uint32_t>(world.sm_budget(0))) {
     return "argument 'config.reduce_blocks' = " + std::to_string(a.config.reduce_blocks) +
            ": expected at most the rank's SM budget of " + std::to_string(world.sm_budget(0));

@@ -44,7 +44,7 @@ struct GemmRsArguments {
   std::vector<const void*> b;              // per rank: N x K bf16
   std::vector<void*> out;                  // per rank: GemmRs::rows_of(m, P, r) x N bf16
   const SymmetricBuffer* partial = nullptr;  // P * ceil(M/P) x N bf16 on every rank (M x N when P | M)
-  const SymmetricBuffer* recv = nullptr;     // as partial; scatter 'ce' only
+  const SymmetricBuffer* recv = nullptr;     // as partial; scatter 'ce' and method decomposed only
   uint32_t m = 0, n = 0, k = 0;            // k: each rank's slice of the inner dimension
   GemmRsConfig config;
 };
@@ -70,8 +70,9 @@ class GemmRs {
   static uint32_t rows_of(uint32_t m, int world, int rank);
   static uint64_t buffer_rows(uint32_t m, int world);
 
-  // Enqueues one call on every rank (GEMM on the compute stream, reduction on the comm stream);
-  // the call is complete on the compute stream. Returns its epoch.
+  // Enqueues one call on every rank (fused: the GEMM on the compute stream, the reduction on the
+  // comm stream; non-overlapped and decomposed: both on the compute stream, decomposed's copies on a
+  // copy stream joined back); the call is complete on the compute stream. Returns its epoch.
   uint64_t run();
   // The GEMM alone (no notifies, no scatter, no reduction): the fused kernel's isolated compute
   // time. Leaves the signals as they were.

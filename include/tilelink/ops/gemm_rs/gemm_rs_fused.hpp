@@ -242,7 +242,8 @@ void gemm_rs_copy_engine_scatter(HostCtx& h, const GemmRsFusedPlan& plan, const 
 // on `h`'s compute side) and after_gemm(owner) hands its completion to the copy side, which puts
 // every group of the block (gemm_rs_put_group: with one group per block, one copy); then
 // gemm(rank), the own block, which is never copied. The owner's reduction (waits on the receive
-// channels, as for kCopyEngine) follows. The CPU executor runs the same steps.
+// channels, as for kCopyEngine) follows. The CPU executor runs the same steps. plan.granularity is
+// rank or tile row (a group is whole tile rows; GemmRs uses rank: one copy per block).
 template <class HostCtx, class Gemm, class AfterGemm>
 void gemm_rs_decomposed(HostCtx& h, const GemmRsFusedPlan& plan, const SignalView& sig, const SymmetricView& heap,
                         const void* buf, void* recv, uint32_t elem, Gemm&& gemm, AfterGemm&& after_gemm) {
