@@ -109,10 +109,14 @@ void predict_epilogue_combine(const MoeProblem& p, const MoeRsPlan& plan, const 
 }  // namespace
 
 MoePrediction predict_moe_ag(const MoeProblem& p, const MoeAgPlanConfig& c, const CostModel& cost) {
-  const uint32_t gather_ctas = c.op.gather_blocks != 0
+  const bool in_producer = c.producer_gather_efficiency > 0;
+  TL_REQUIRE(c.producer_gather_efficiency >= 0 && c.producer_gather_efficiency <= 1, kWhere,
+             "producer_gather_efficiency", c.producer_gather_efficiency, "0 (off) or in (0, 1]");
+  const uint32_t gather_ctas = in_producer ? 0u
+                               : c.op.gather_blocks != 0
                                    ? c.op.gather_blocks
                                    : moe_policy::gather_blocks(cost.sms, p.intermediate / std::max(p.world, 1));
-  validate(p, c, gather_ctas, cost);
+  validate(p, c, in_producer ? 1u : gather_ctas, cost);
   const uint32_t copy_ctas = c.op.comm.resource == CommResource::kSm ? c.op.comm.num_blocks : 0;
   const uint32_t w = static_cast<uint32_t>(p.world);
   const uint32_t n = p.intermediate / w;
@@ -139,7 +143,8 @@ MoePrediction predict_moe_ag(const MoeProblem& p, const MoeAgPlanConfig& c, cons
   out.tiles = view.num_tiles;
 
   // Gather: each position of the tile order to the CTA free first (they claim positions from a
-  // shared counter, in order; a CTA holds its position while it waits for the rows).
+  // shared counter, in order; a CTA holds its position while it waits for the rows). In the
+  // producer (a design): a tile's rows are ready once their channels have arrived.
   const double gather_tile = double(c.bm) * ag.row_bytes / cost.sm_copy_bandwidth_per_cta;
   std::vector<double> gather_free(gather_ctas, c.mapping_time), gathered(view.num_tiles, 0.0);
   for (uint32_t i = 0; i < view.num_tiles; ++i) {
@@ -149,6 +154,10 @@ MoePrediction predict_moe_ag(const MoeProblem& p, const MoeAgPlanConfig& c, cons
       const ChannelRange need = ag.map.channels_for_rows(view.tile_token0[t], view.tile_span[t]);
       for (uint32_t ch = need.first; ch < need.first + need.count; ++ch) ready = std::max(ready, comm.arrival[ch]);
     }
+    if (in_producer) {
+      gathered[t] = std::max(ready, c.mapping_time);
+      continue;
+    }
     const auto free_first = std::min_element(gather_free.begin(), gather_free.end());
     const size_t which = static_cast<size_t>(free_first - gather_free.begin());
     double& cta = *free_first;
@@ -157,7 +166,7 @@ MoePrediction predict_moe_ag(const MoeProblem& p, const MoeAgPlanConfig& c, cons
     gathered[t] = cta + cost.notify_latency;
     out.timeline.push_back({"gather " + std::to_string(which), "rows of tile " + std::to_string(t), start, cta});
   }
-  out.t_gather = double((view.num_tiles + gather_ctas - 1) / gather_ctas) * gather_tile;
+  out.t_gather = in_producer ? 0.0 : double((view.num_tiles + gather_ctas - 1) / gather_ctas) * gather_tile;
 
   // Grouped GEMM: the SMs left, in whole clusters, round-robin over (tile row, N tile).
   const int left = cost.sms - static_cast<int>(gather_ctas) - static_cast<int>(copy_ctas) -
@@ -168,7 +177,8 @@ MoePrediction predict_moe_ag(const MoeProblem& p, const MoeAgPlanConfig& c, cons
   out.gemm_ctas = ctas;
   out.gather_ctas = gather_ctas;
   const uint32_t n_tiles = (n + c.bn - 1) / c.bn;
-  const double tile_time = 2.0 * c.bm * c.bn * p.hidden / (cost.flops / cost.sms);
+  const double tma_tile_time = 2.0 * c.bm * c.bn * p.hidden / (cost.flops / cost.sms);
+  const double tile_time = in_producer ? tma_tile_time / c.producer_gather_efficiency : tma_tile_time;
   std::vector<double> free_at(ctas, c.mapping_time);
   uint64_t j = 0;
   for (uint32_t i = 0; i < view.num_tiles; ++i) {
@@ -184,7 +194,7 @@ MoePrediction predict_moe_ag(const MoeProblem& p, const MoeAgPlanConfig& c, cons
   out.fused = std::max(out.t_comm, *std::max_element(free_at.begin(), free_at.end()));
 
   const uint64_t tiles = uint64_t(view.num_tiles) * n_tiles;
-  out.t_comp = double((tiles + uint64_t(cost.sms) - 1) / uint64_t(cost.sms)) * tile_time;
+  out.t_comp = double((tiles + uint64_t(cost.sms) - 1) / uint64_t(cost.sms)) * tma_tile_time;
   const double gather_bytes = 2.0 * double(view.num_tiles) * c.bm * ag.row_bytes;  // read + write
   out.non_overlapped = out.t_comm + gather_bytes / cost.hbm_bandwidth + out.t_comp;
   out.ideal = std::max(out.t_comp, out.t_comm);

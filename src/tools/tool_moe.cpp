@@ -170,6 +170,11 @@ struct PlanMoe : PlanArgs<sim::MoeProblem, sim::MoeAgPlanConfig> {
     app->add_option("--gather-blocks", config.op.gather_blocks,
                     "CTAs of the gather stage (0 = the op's automatic count)")
         ->capture_default_str();
+    app->add_option("--producer-gather", config.producer_gather_efficiency,
+                    "a design, not built (issue 23): the row gather inside the GEMM's producer, no gather stage, "
+                    "its GEMM at this fraction of the TMA mainloop's rate (assumed); 0 = the gather stage the op runs")
+        ->capture_default_str()
+        ->check(CLI::Range(0.0, 1.0));
     app->add_option("--mapping-us", mapping_us,
                     "µs of the device mapping before gather and GEMM start (bench moe_ag measures it)")
         ->capture_default_str();

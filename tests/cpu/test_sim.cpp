@@ -308,6 +308,23 @@ TEST(MoeSim, GatherThenGemmPerTileAfterTheMapping) {
   EXPECT_NEAR(gemm_start, 2.5e-6, 1e-12) << "the first GEMM tile waits for its gather";
 }
 
+// The design of the gather in the GEMM's producer (not built): no gather CTA, so all 4 SMs run
+// the GEMM; each tile starts right after the mapping (its rows are local at world 1) and takes the
+// TMA tile's 1 µs over the assumed efficiency.
+TEST(MoeSim, ProducerGatherDesignHasNoGatherStage) {
+  sim::MoeAgPlanConfig c = hand_config();
+  c.producer_gather_efficiency = 0.5;
+  const sim::MoePrediction r = sim::predict_moe_ag(hand_problem(1), c, hand_cost());
+  EXPECT_EQ(r.gather_ctas, 0u);
+  EXPECT_EQ(r.gemm_ctas, 4u);
+  EXPECT_NEAR(r.fused, 0.5e-6 + 2e-6, 1e-12);
+  EXPECT_NEAR(r.t_comp, 1e-6, 1e-12) << "the ideal keeps the TMA mainloop's rate";
+  EXPECT_NEAR(r.t_gather, 0.0, 1e-12);
+  for (const sim::Interval& e : r.timeline) EXPECT_NE(e.lane.rfind("gather", 0), 0u) << e.lane;
+  c.producer_gather_efficiency = 1.5;
+  EXPECT_THROW(sim::predict_moe_ag(hand_problem(1), c, hand_cost()), InvalidArgument);
+}
+
 TEST(MoeSim, TilesOfAPeersTokensWaitForTheAllGather) {
   // World 2: tile 0 holds rank 0's tokens (present), tile 1 rank 1's (arrive at 10 µs); 2 SMs of
   // slack leave 1 GEMM CTA: tile 0 at 2.5-3.5, tile 1's gather at 10-12, its GEMM at 12-13.

@@ -51,6 +51,12 @@ struct MoeAgPlanConfig {
   uint32_t cluster = 2;      // GEMM CTAs come in clusters of this many
   double mapping_time = 0;   // seconds of the device mapping before the gather and the GEMM start
                              // (data-dependent: take it from bench moe_ag's "device mapping" row)
+  // A design, not built (issue 23): > 0 models the row gather inside the GEMM's producer (cp.async
+  // loads of A's rows by index, B by TMA) in place of the gather stage -- no gather CTA; a tile
+  // waits only for the all-gather channels of its token span; its time is the TMA mainloop's over
+  // this efficiency (an assumption: cp.async loads of A against TMA's, not measured). 0: the
+  // gather stage the op runs.
+  double producer_gather_efficiency = 0;
 };
 
 struct MoePrediction {
