@@ -185,6 +185,7 @@ inline std::string run_gemm_rs_fused(GemmRsFusedPlan plan, uint32_t k, uint64_t 
                              },
                              [](uint32_t) {});
                          gemm_rs_fused_reduce_block(ctx, plan, sig, sum_tile(r));
+                         if (plan.exit_on_stream) rank_exit_barrier_stream(ctx, sig, plan.exit_channel());
                        }});
       ex.run(roles);
     } else {
@@ -196,9 +197,13 @@ inline std::string run_gemm_rs_fused(GemmRsFusedPlan plan, uint32_t k, uint64_t 
                                        m_order[r].data(), ex.at<float>(r, a_off), ex.at<float>(r, b_off), k,
                                        ex.at<float>(r, partial_off), sum_tile(r));
          }},
-        {"reduce", reduce_blocks, [&](cpu::BlockCtx& ctx) {
+        // With the exit barrier on the stream, one reduction block stands for the kernel and the
+        // barrier follows it, as on the reduction's stream.
+        {"reduce", plan.exit_on_stream ? 1u : reduce_blocks, [&](cpu::BlockCtx& ctx) {
            const int r = ctx.rank();
-           gemm_rs_fused_reduce_block(ctx, plan, ex.signals(r, 0, plan.num_channels(), epoch, op), sum_tile(r));
+           const SignalView sig = ex.signals(r, 0, plan.num_channels(), epoch, op);
+           gemm_rs_fused_reduce_block(ctx, plan, sig, sum_tile(r));
+           if (plan.exit_on_stream) rank_exit_barrier_stream(ctx, sig, plan.exit_channel());
          }}};
     if (plan.scatter == GemmRsScatter::kCopyEngine) {
       roles.push_back({"scatter", 1, [&](cpu::BlockCtx& ctx) {

@@ -65,7 +65,30 @@ TEST(GemmRsDecomposedProtocol, MatchesPartialGemmsSummedInRankOrder) {
       plan.granularity = SignalGranularity::kRank;
       plan.scatter = GemmRsScatter::kCopyEngine;
       plan.own_part_in_order = true;
+      plan.exit_on_stream = m % 2 == 1;  // the put-with-signal transport's exit barrier, on the stream
       EXPECT_EQ(run_gemm_rs_fused(plan, 6, 6000 + world * 17 + m, 2), "") << "world " << world << ", m " << m;
+    }
+  }
+}
+
+// The put-with-signal transport runs the copy-engine scatter with the exit barrier on the stream
+// after the reduction (no peer stores from the kernel): tile-row and owner-block groups, worlds 1-8;
+// the results, and a barrier whose notifies and waits match (a mismatch times out). (Each call
+// here completes before the next starts, so what the barrier protects across calls is the GPU
+// tests'.)
+TEST(GemmRsCopyEngineProtocol, ExitBarrierOnTheStream) {
+  for (int world = 1; world <= 8; ++world) {
+    for (SignalGranularity g : {SignalGranularity::kTileRow, SignalGranularity::kRank}) {
+      GemmRsFusedPlan plan;
+      plan.set_rows(8 * static_cast<uint32_t>(world) + 1, static_cast<uint32_t>(world));
+      plan.n = 20;
+      plan.bm = 4;
+      plan.bn = 8;
+      plan.granularity = g;
+      plan.scatter = GemmRsScatter::kCopyEngine;
+      plan.band = 2;
+      plan.exit_on_stream = true;
+      EXPECT_EQ(run_gemm_rs_fused(plan, 6, 6500 + world, 3), "") << "world " << world;
     }
   }
 }

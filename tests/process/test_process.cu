@@ -198,6 +198,9 @@ TEST_P(ProcessGemmRs, MatchesTheSumOfEveryRanksCublasProduct) {
   args.n = n;
   args.k = k;
   args.config.scatter = s.scatter;
+  // The copy engine moves whole groups of rows: a signal per tile row.
+  args.config.granularity = s.scatter == GemmRsScatter::kCopyEngine ? SignalGranularity::kTileRow
+                                                                     : SignalGranularity::kTile;
   args.config.reducer = s.reducer;
   args.config.method = s.method;
   args.a.assign(w, nullptr);
@@ -208,9 +211,9 @@ TEST_P(ProcessGemmRs, MatchesTheSumOfEveryRanksCublasProduct) {
   args.out[me()] = outs[0].get();
   const std::string why = GemmRs::can_implement(world(), heap, args);
   if (!why.empty()) {
-    // The same answer in every process: a process world's heap is never affine (push needs one),
-    // and ce is not verified across processes yet. (Once rank 0 alone saw an affine heap, ran push
-    // and waited for pushes that never came.)
+    // The same answer in every process: a process world's heap is never affine (push needs one);
+    // under the put-with-signal transport only the copy-engine paths run. (Once rank 0 alone saw an
+    // affine heap, ran push and waited for pushes that never came.)
     GTEST_SKIP() << "scatter " << s.name << " refused on this process world: " << why;
   }
   GemmRs op(world(), heap, signals, args, std::string("process_gemm_rs_") + s.name);

@@ -101,6 +101,19 @@ TEST(ProcessTransportRefusals, KernelsThatReachPeersThemselves) {
   const std::string why = GemmRs::can_implement(world(), heap, rs);
   EXPECT_NE(why.find("put_signal"), std::string::npos) << why;
   EXPECT_NE(why.find("config.scatter"), std::string::npos) << why;
+  // The copy-engine scatter and the decomposed method reach peers only through puts and signals
+  // (their runs: Process/ProcessGemmRs.*/ce and .../decomposed_136_rows under put_signal); the
+  // scatter may still want a stream the process's hardware queues cannot give it.
+  rs.recv = &buf;
+  rs.m = 64 * uint32_t(w);
+  rs.config.scatter = GemmRsScatter::kCopyEngine;
+  rs.config.granularity = SignalGranularity::kTileRow;
+  const std::string ce = GemmRs::can_implement(world(), heap, rs);
+  EXPECT_EQ(ce.find("put_signal"), std::string::npos) << ce;
+  rs.config.scatter = GemmRsScatter::kPull;
+  rs.config.granularity = SignalGranularity::kTile;
+  rs.config.method = OpMethod::kDecomposed;
+  EXPECT_EQ(GemmRs::can_implement(world(), heap, rs), "");
 
   ReduceScatterArguments sum;
   sum.partial = &buf;

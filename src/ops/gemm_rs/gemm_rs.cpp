@@ -121,22 +121,21 @@ std::string describe_gemm_rs_channel(const GemmRsFusedPlan& plan, uint32_t ch, i
 }
 
 // What the decomposed method needs beyond the fused path's checks (world > 1): the receive
-// buffer its copies land in and a stream per rank for them. "" if it can run.
+// buffer its copies land in (they run on the comm stream, which carries nothing else then). ""
+// if it can run.
 std::string decomposed_needs(const World& world, const SymmetricHeap& heap, const GemmRsArguments& a) {
   const uint64_t bytes = GemmRs::buffer_rows(a.m, world.size()) * a.n * 2;
   if (a.recv == nullptr) {
     return "argument 'recv' is null: the decomposed method copies each peer block into its owner's recv; expected "
            "a symmetric buffer of " + std::to_string(bytes) + " bytes";
   }
-  if (std::string e = check_symmetric(world, heap, a.recv, 0, bytes, "recv"); !e.empty()) return e;
-  return world.check_extra_streams(1, "config.method = decomposed (a copy stream per rank)");
+  return check_symmetric(world, heap, a.recv, 0, bytes, "recv");
 }
 
 // The decomposed method's checks: its block GEMMs take the whole budget and the fused path's
 // scatter, granularity and SM knobs do not apply; the extents and the partial buffer as for fused,
-// then decomposed_needs. Across processes it is the first copy-engine path verified there (its
-// copies go through the heap's peer pointers, or NVSHMEM puts); its reduction's exit barrier stores
-// into peers, so it needs load/store peers.
+// then decomposed_needs. It reaches peers only with copy-engine puts and signals (and, under the
+// put-with-signal transport, its exit barrier on the stream), so every transport runs it.
 std::string can_implement_decomposed(const World& world, const SymmetricHeap& heap, const GemmRsArguments& a) {
   const auto& kernel = detail::sm90_gemm_rs_configs().front();
   detail::Sm90GemmRsProblem p;
@@ -150,11 +149,6 @@ std::string can_implement_decomposed(const World& world, const SymmetricHeap& he
   const uint64_t bytes = GemmRs::buffer_rows(a.m, world.size()) * a.n * 2;
   if (std::string e = check_symmetric(world, heap, a.partial, 0, bytes, "partial"); !e.empty()) return e;
   if (world.size() == 1) return "";  // the GEMM alone, writing the output
-  if (std::string e = check_load_store_peers(world, "GEMM+RS's decomposed method (argument 'config.method'; its "
-                                                    "reduction's exit barrier stores into peers)");
-      !e.empty()) {
-    return e;
-  }
   return decomposed_needs(world, heap, a);
 }
 
@@ -246,11 +240,8 @@ std::string GemmRs::can_implement(const World& world, const SymmetricHeap& heap,
       }
       return "";
     case GemmRsScatter::kCopyEngine:
-      if (world.mode() == WorldMode::kProcess) {
-        // Not yet run across processes (docs/DESIGN-NOTES.md, "Process worlds").
-        return "argument 'config.scatter' = ce: the copy-engine scatter has not been verified across processes "
-               "(World::process) yet; use 'pull'";
-      }
+      // Across processes and under either transport: its copies and signals are the world's
+      // transport's, its waits local, its exit barrier on the stream under put_signal.
       if (a.config.granularity == SignalGranularity::kTile) {
         return "argument 'config.granularity' = tile with config.scatter = ce: the copy engine moves whole "
                "signal groups of contiguous rows; expected tile_row or rank";
@@ -304,6 +295,9 @@ GemmRs::GemmRs(const World& world, SymmetricHeap& heap, SignalSet& signals, cons
     plan_.granularity = SignalGranularity::kRank;
     plan_.own_part_in_order = true;
   }
+  // Put-with-signal: peers only through NVSHMEM, so the exit barrier's notifies go on the stream
+  // (only the copy-engine paths get here: the others load or store peers and are refused).
+  plan_.exit_on_stream = world.transport() == Transport::kPutSignal;
   slice_ = signals.allocate(plan_.num_channels(), name);
   slice_.set_describer([plan = plan_](uint32_t ch, int waiter, int peer) {
     return describe_gemm_rs_channel(plan, ch, waiter, peer);
@@ -335,7 +329,11 @@ GemmRs::GemmRs(const World& world, SymmetricHeap& heap, SignalSet& signals, cons
     make_kernel(r);
     detail::preload_gemm_rs_reduce();
   }
-  if (plan_.scatter == GemmRsScatter::kCopyEngine && world.size() > 1) scatter_ = SideStreams(world, true);
+  if (method_ == OpMethod::kDecomposed && world.size() > 1) {
+    scatter_ = SideStreams::on_comm_streams(world);  // the copies; nothing else uses the comm stream then
+  } else if (plan_.scatter == GemmRsScatter::kCopyEngine && world.size() > 1) {
+    scatter_ = SideStreams(world, true);
+  }
 }
 
 void GemmRs::choose_method(OpMethod callers) {
@@ -477,10 +475,7 @@ uint64_t GemmRs::run() {
       // and the reduction on every SM: nothing beside the GEMM.
       const cudaStream_t compute = world.compute_stream(r);
       if (plan_.scatter == GemmRsScatter::kCopyEngine) enqueue_scatter(r, compute);
-      detail::launch_gemm_rs_reduce(plan_, slice_.device_view(r, "gemm_rs_reduce"), heap_->device_view(r),
-                                    args_.partial->data(r), args_.recv != nullptr ? args_.recv->data(r) : nullptr,
-                                    args_.out[static_cast<size_t>(r)], reduce_blocks_, kernel_cluster_, compute,
-                                    trace_ != nullptr ? trace_->view(r) : TraceView{});
+      launch_reduce(r, "gemm_rs_reduce", reduce_blocks_, kernel_cluster_, compute);
       if (plan_.scatter == GemmRsScatter::kCopyEngine) scatter_.join_into(r, compute);
       continue;
     }
@@ -488,17 +483,11 @@ uint64_t GemmRs::run() {
     if (plan_.reducer == GemmRsReducer::kEpilogue) {
       // The GEMM's consumers summed this rank's tiles; one block after it on the compute stream
       // passes the exit barrier (no SM held beside the GEMM: virtual ranks stay co-resident).
-      detail::launch_gemm_rs_reduce(plan_, slice_.device_view(r, "gemm_rs_exit"), heap_->device_view(r),
-                                    args_.partial->data(r), args_.recv != nullptr ? args_.recv->data(r) : nullptr,
-                                    args_.out[static_cast<size_t>(r)], 1, 1, world.compute_stream(r),
-                                    trace_ != nullptr ? trace_->view(r) : TraceView{});
+      launch_reduce(r, "gemm_rs_exit", 1, 1, world.compute_stream(r));
       if (plan_.scatter == GemmRsScatter::kCopyEngine) scatter_.join_into(r, world.compute_stream(r));
       continue;
     }
-    detail::launch_gemm_rs_reduce(plan_, slice_.device_view(r, "gemm_rs_reduce"), heap_->device_view(r), args_.partial->data(r),
-                                  args_.recv != nullptr ? args_.recv->data(r) : nullptr,
-                                  args_.out[static_cast<size_t>(r)], reduce_blocks_, kernel_cluster_,
-                                  world.comm_stream(r), trace_ != nullptr ? trace_->view(r) : TraceView{});
+    launch_reduce(r, "gemm_rs_reduce", reduce_blocks_, kernel_cluster_, world.comm_stream(r));
     // The copies read this call's partial.
     if (plan_.scatter == GemmRsScatter::kCopyEngine) scatter_.join_into(r, world.comm_stream(r));
     world.compute_after_comm(r);
@@ -523,12 +512,22 @@ uint64_t GemmRs::run_decomposed(uint64_t epoch) {
           if (block_kernels_[i][q] != nullptr) block_kernels_[i][q]->run(epoch, compute, false);
         },
         [&](uint32_t) { scatter_.fork_from(r, compute); });
-    detail::launch_gemm_rs_reduce(plan_, slice_.device_view(r, "gemm_rs_reduce"), heap_->device_view(r),
-                                  args_.partial->data(r), args_.recv->data(r), args_.out[i], reduce_blocks_,
-                                  kernel_cluster_, compute, trace_ != nullptr ? trace_->view(r) : TraceView{});
+    launch_reduce(r, "gemm_rs_reduce", reduce_blocks_, kernel_cluster_, compute);
     scatter_.join_into(r, compute);
   }
   return epoch;
+}
+
+// The reduction kernel of rank `rank` (`blocks` CTAs in clusters of `cluster`) on `stream`, and with
+// plan_.exit_on_stream its exit barrier after it on the same stream.
+void GemmRs::launch_reduce(int rank, const char* what, uint32_t blocks, uint32_t cluster, cudaStream_t stream) {
+  detail::launch_gemm_rs_reduce(plan_, slice_.device_view(rank, what), heap_->device_view(rank),
+                                args_.partial->data(rank), args_.recv != nullptr ? args_.recv->data(rank) : nullptr,
+                                args_.out[static_cast<size_t>(rank)], blocks, cluster, stream,
+                                trace_ != nullptr ? trace_->view(rank) : TraceView{});
+  if (!plan_.exit_on_stream) return;
+  StreamCtx h{rank, world_->size(), stream, world_->transport()};
+  rank_exit_barrier_stream(h, slice_.host_view(rank), plan_.exit_channel());
 }
 
 void GemmRs::set_trace(const TraceBuffer* trace) {

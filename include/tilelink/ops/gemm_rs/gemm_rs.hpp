@@ -71,8 +71,8 @@ class GemmRs {
   static uint64_t buffer_rows(uint32_t m, int world);
 
   // Enqueues one call on every rank (fused: the GEMM on the compute stream, the reduction on the
-  // comm stream; non-overlapped and decomposed: both on the compute stream, decomposed's copies on a
-  // copy stream joined back); the call is complete on the compute stream. Returns its epoch.
+  // comm stream; non-overlapped and decomposed: both on the compute stream, decomposed's copies on
+  // the comm stream joined back); the call is complete on the compute stream. Returns its epoch.
   uint64_t run();
   // The GEMM alone (no notifies, no scatter, no reduction): the fused kernel's isolated compute
   // time. Leaves the signals as they were.
@@ -113,6 +113,7 @@ class GemmRs {
   void make_kernel(int rank);
   void choose_method(OpMethod callers);
   uint64_t run_decomposed(uint64_t epoch);
+  void launch_reduce(int rank, const char* what, uint32_t blocks, uint32_t cluster, cudaStream_t stream);
 
   GemmRsFusedPlan plan_;
   SignalSlice slice_;

@@ -88,6 +88,10 @@ struct GemmRsFusedPlan {
   // The decomposed method (gemm_rs_decomposed): the owner's reduction follows its own block's GEMM
   // in stream order, so it does not wait for its own part (no tile of it is notified).
   bool own_part_in_order = false;
+  // The exit barrier runs on the stream after the reduction kernel (rank_exit_barrier_stream: its
+  // notifies follow the world's transport), not in the kernel's blocks (peer stores): the
+  // put-with-signal transport, where the copy-engine paths reach peers only through NVSHMEM.
+  bool exit_on_stream = false;
 
   // The pitch of owner blocks for M rows over P ranks.
   TL_HOST_DEVICE static uint32_t owner_pitch(uint32_t m, uint32_t world) { return (m + world - 1) / world; }
@@ -311,7 +315,7 @@ TL_HOST_DEVICE void gemm_rs_sum_tile(const GemmRsFusedPlan& plan, uint32_t owner
 // (reduce_tile), summed by `sum_tile` (gemm_rs_sum_tile). kEpilogue: the GEMM's own CTAs sum (each
 // own tile after its epilogue: gemm_rs_epilogue_reduce); the blocks only wait until all of them
 // have (reduced_channel). Then the exit barrier: peers read or write this rank's buffers until
-// every rank is past it.
+// every rank is past it (with plan.exit_on_stream the caller runs it on the stream after them).
 TL_PROTOCOL
 template <class Ctx, class SumTile>
 TL_HOST_DEVICE void gemm_rs_fused_reduce_block(Ctx& ctx, const GemmRsFusedPlan& plan, const SignalView& sig,
@@ -326,7 +330,7 @@ TL_HOST_DEVICE void gemm_rs_fused_reduce_block(Ctx& ctx, const GemmRsFusedPlan& 
       gemm_rs_sum_tile(plan, owner, t, sum_tile);
     }
   }
-  rank_exit_barrier(ctx, sig, plan.exit_channel());
+  if (!plan.exit_on_stream) rank_exit_barrier(ctx, sig, plan.exit_channel());
 }
 
 // kEpilogue, a GEMM block of owner ctx.rank() that has just stored and notified its own part of

@@ -32,7 +32,7 @@ struct MlpArguments {
   std::vector<const void*> w2;               // per rank: H x I/P bf16
   std::vector<void*> out;                    // per rank: M/P x H bf16
   const SymmetricBuffer* partial = nullptr;  // M x H bf16: fc2's partials (GemmRsArguments::partial)
-  const SymmetricBuffer* recv = nullptr;     // M x H bf16: fc2 with config.fc2.scatter = ce only
+  const SymmetricBuffer* recv = nullptr;     // M x H bf16: fc2 with config.fc2.scatter = ce or method decomposed only
   uint32_t m = 0;                            // tokens over all ranks
   uint32_t hidden = 0;                       // H
   uint32_t intermediate = 0;                 // I over all ranks
