@@ -37,6 +37,14 @@ SignalSlice::~SignalSlice() {
 uint64_t SignalSlice::begin_call() {
   TL_REQUIRE(set_ != nullptr, "SignalSlice::begin_call", "this", "empty slice", "a slice from SignalSet");
   if (!replayable_ && set_->capturing()) {
+    const World& world = set_->heap_->world();
+    if (world.transport() == Transport::kPutSignal && world.size() > 1) {
+      // A replayable call starts with the call-barrier kernel, which stores into every peer.
+      detail::throw_invalid_argument("SignalSlice::begin_call", "transport", "put_signal",
+                                     "load_store for a call captured into a CUDA graph (the replayed call's "
+                                     "barrier kernel stores into peers; under put_signal peers are reached only "
+                                     "through NVSHMEM): run the call uncaptured, or set TILELINK_TRANSPORT=load_store");
+    }
     replayable_ = true;
     set_->heap_->world().errors().forget_stream_waits(op_id_);
   }

@@ -210,6 +210,9 @@ TEST_P(ProcessGemmRs, MatchesTheSumOfEveryRanksCublasProduct) {
   args.b[me()] = bs[0].get();
   args.out[me()] = outs[0].get();
   const std::string why = GemmRs::can_implement(world(), heap, args);
+  if (!why.empty() && s.scatter == GemmRsScatter::kCopyEngine) {
+    FAIL() << "the copy-engine scatter runs on every process world and transport: " << why;
+  }
   if (!why.empty()) {
     // The same answer in every process: a process world's heap is never affine (push needs one);
     // under the put-with-signal transport only the copy-engine paths run. (Once rank 0 alone saw an

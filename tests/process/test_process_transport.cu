@@ -66,8 +66,8 @@ INSTANTIATE_TEST_SUITE_P(Process, ProcessTransport,
                          ::testing::Values(CeMethod{"ce_pull", AgMethod::kPull}, CeMethod{"ce_push", AgMethod::kPush}),
                          [](const auto& info) { return std::string(info.param.name); });
 
-// Under put_signal, kernels that load or store peers' memory themselves are refused by name; the
-// copy-engine paths are not.
+// Under put_signal, kernels that load or store peers' memory themselves are refused by name (and a
+// call captured into a CUDA graph); the copy-engine paths are not.
 TEST(ProcessTransportRefusals, KernelsThatReachPeersThemselves) {
   if (world().transport() != Transport::kPutSignal || world().size() == 1) {
     GTEST_SKIP() << "the world's transport is " << to_string(world().transport()) << " with "
@@ -75,6 +75,7 @@ TEST(ProcessTransportRefusals, KernelsThatReachPeersThemselves) {
   }
   const int w = world().size();
   SymmetricHeap heap(world(), 8 << 20);
+  SignalSet signals(heap, 1024);
   SymmetricBuffer buf = heap.allocate(4 << 20);
   AllGatherArguments ag;
   ag.gathered = &buf;
@@ -102,14 +103,12 @@ TEST(ProcessTransportRefusals, KernelsThatReachPeersThemselves) {
   EXPECT_NE(why.find("put_signal"), std::string::npos) << why;
   EXPECT_NE(why.find("config.scatter"), std::string::npos) << why;
   // The copy-engine scatter and the decomposed method reach peers only through puts and signals
-  // (their runs: Process/ProcessGemmRs.*/ce and .../decomposed_136_rows under put_signal); the
-  // scatter may still want a stream the process's hardware queues cannot give it.
+  // (their runs: Process/ProcessGemmRs.*/ce and .../decomposed_136_rows under put_signal).
   rs.recv = &buf;
   rs.m = 64 * uint32_t(w);
   rs.config.scatter = GemmRsScatter::kCopyEngine;
   rs.config.granularity = SignalGranularity::kTileRow;
-  const std::string ce = GemmRs::can_implement(world(), heap, rs);
-  EXPECT_EQ(ce.find("put_signal"), std::string::npos) << ce;
+  EXPECT_EQ(GemmRs::can_implement(world(), heap, rs), "");
   rs.config.scatter = GemmRsScatter::kPull;
   rs.config.granularity = SignalGranularity::kTile;
   rs.config.method = OpMethod::kDecomposed;
@@ -126,6 +125,23 @@ TEST(ProcessTransportRefusals, KernelsThatReachPeersThemselves) {
   ar.n = 256;
   ar.k = 128;
   EXPECT_NE(GemmAr::can_implement(world(), heap, ar).find("put_signal"), std::string::npos);
+
+  // A call captured into a CUDA graph begins with the call-barrier kernel, which stores into
+  // peers: refused by name under put_signal, and nothing of it is left in the capture.
+  ag.config.comm_rows = 32;
+  AllGather gather(world(), heap, signals, ag, "process_transport_capture");
+  const cudaStream_t stream = world().compute_stream(me());
+  TL_CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
+  std::string what;
+  try {
+    gather.run();
+  } catch (const InvalidArgument& e) {
+    what = e.what();
+  }
+  cudaGraph_t graph = nullptr;
+  TL_CUDA_CHECK(cudaStreamEndCapture(stream, &graph));
+  if (graph != nullptr) TL_CUDA_CHECK(cudaGraphDestroy(graph));
+  EXPECT_NE(what.find("'transport' = put_signal"), std::string::npos) << what;
 }
 
 }  // namespace

@@ -89,7 +89,8 @@ std::string describe_gemm_rs_channel(const GemmRsFusedPlan& plan, uint32_t ch, i
   const uint32_t world = plan.world;
   if (ch < plan.group_channel(0, 0)) {
     return ch < world ? "the reduction's exit barrier: rank " + std::to_string(ch) +
-                            "'s arrival (that rank had not finished reading this rank's partials)"
+                            "'s arrival (that rank had not finished its reduction: reading this rank's partials, or, "
+                            "with the copy engine, its own receive slots)"
                       : "the reduction's exit barrier: this rank's own reduction blocks to finish";
   }
   if (plan.reducer == GemmRsReducer::kEpilogue && ch == plan.reduced_channel()) {
@@ -121,8 +122,8 @@ std::string describe_gemm_rs_channel(const GemmRsFusedPlan& plan, uint32_t ch, i
 }
 
 // What the decomposed method needs beyond the fused path's checks (world > 1): the receive
-// buffer its copies land in (they run on the comm stream, which carries nothing else then). ""
-// if it can run.
+// buffer its copies land in (they run on the comm stream, which carries nothing else of this op's
+// then). "" if it can run.
 std::string decomposed_needs(const World& world, const SymmetricHeap& heap, const GemmRsArguments& a) {
   const uint64_t bytes = GemmRs::buffer_rows(a.m, world.size()) * a.n * 2;
   if (a.recv == nullptr) {
@@ -246,9 +247,6 @@ std::string GemmRs::can_implement(const World& world, const SymmetricHeap& heap,
         return "argument 'config.granularity' = tile with config.scatter = ce: the copy engine moves whole "
                "signal groups of contiguous rows; expected tile_row or rank";
       }
-      if (std::string e = world.check_extra_streams(1, "config.scatter = ce (a scatter stream per rank)"); !e.empty()) {
-        return e;
-      }
       return check_symmetric(world, heap, a.recv, 0, bytes, "recv");
   }
   return "argument 'config.scatter' = " + std::to_string(static_cast<uint32_t>(a.config.scatter)) +
@@ -332,7 +330,12 @@ GemmRs::GemmRs(const World& world, SymmetricHeap& heap, SignalSet& signals, cons
   if (method_ == OpMethod::kDecomposed && world.size() > 1) {
     scatter_ = SideStreams::on_comm_streams(world);  // the copies; nothing else uses the comm stream then
   } else if (plan_.scatter == GemmRsScatter::kCopyEngine && world.size() > 1) {
-    scatter_ = SideStreams(world, true);
+    // A stream of its own; where another would not get a hardware queue (a process under MPS), the
+    // comm stream: the copies, each after its group's stream wait, then the reduction behind them
+    // (correct, but the fused reduction then starts only once the GEMM's last group is copied).
+    scatter_ = world.check_extra_streams(1, "config.scatter = ce (a scatter stream per rank)").empty()
+                   ? SideStreams(world, true)
+                   : SideStreams::on_comm_streams(world);
   }
 }
 
@@ -496,7 +499,7 @@ uint64_t GemmRs::run() {
 }
 
 // Per rank on the compute stream: the block GEMMs (other owners first, own last), each peer
-// block's copy on the copy stream once its GEMM is done (gemm_rs_decomposed), then the reduction on
+// block's copy on the comm stream once its GEMM is done (gemm_rs_decomposed), then the reduction on
 // every SM (its exit barrier: peers' copies into this rank's recv wait for it next call, as the
 // copies are forked from the compute stream after it).
 uint64_t GemmRs::run_decomposed(uint64_t epoch) {

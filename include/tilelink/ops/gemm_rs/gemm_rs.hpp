@@ -123,8 +123,9 @@ class GemmRs {
   std::vector<DeviceBuffer> m_order_;               // per rank, the kernel's tile-row order
   std::vector<std::vector<uint32_t>> host_m_order_;  // the same, for the copy-engine scatter
   // Copy-engine scatter: per rank a stream of its own (its waits must not hold back the
-  // reduction kernel on the comm stream) and the events that order it with the comm stream.
-  SideStreams scatter_;  // copy-engine scatter only
+  // reduction kernel on the comm stream), or the comm stream where no hardware queue is left for
+  // one (the reduction then follows the copies); decomposed: the comm stream.
+  SideStreams scatter_;
   std::vector<std::unique_ptr<detail::Sm90GemmRsKernel>> kernels_;
   // Decomposed: per rank a plain GEMM per owner block (null past M) and their tile-row order.
   std::vector<std::vector<std::unique_ptr<detail::Sm90GemmRsKernel>>> block_kernels_;
