@@ -57,45 +57,32 @@ TEST(MoeProtocol, OneResidentGatherBlockGathersEveryTile) {
   }
 }
 
-class MoeRsProtocolTest : public ::testing::TestWithParam<std::tuple<int, Routing>> {};
+// Both combines: combine blocks beside the GEMM blocks, or the GEMM's epilogue -- the block whose
+// tile is the last one an item counts on combines it, and reduction blocks run beside the GEMM
+// blocks (on the GPU they follow them), so they must wait for every sender's part. Same bits.
+class MoeRsProtocolTest : public ::testing::TestWithParam<std::tuple<int, Routing, MoeCombine>> {};
 
 TEST_P(MoeRsProtocolTest, OwnersGetTheRankOrderSumOfTopkWeightedRows) {
-  const auto [world, routing] = GetParam();
+  const auto [world, routing, combine] = GetParam();
+  const bool in_epilogue = combine == MoeCombine::kEpilogue;
   for (uint32_t topk : {1u, 2u, 4u, 6u, 8u}) {
     // 7 tokens per rank in signal blocks of 3, tiles of 4 rows, 6 intermediate columns per rank,
     // hidden 8 (16-byte rows for the push).
-    const MoeCase c{world, 7, 6, 8, 8, topk, 4, 3, routing};
-    EXPECT_EQ(run_moe_rs(c, 7000 + 10 * world + topk, 2), "") << describe(c);
+    MoeCase c{world, 7, 6, 8, 8, topk, 4, 3, routing};
+    c.combine = combine;
+    if (in_epilogue) c.combine_blocks = 2;
+    EXPECT_EQ(run_moe_rs(c, (in_epilogue ? 7500 : 7000) + 10 * world + topk, in_epilogue ? 3 : 2), "")
+        << describe(c);
   }
 }
 
 INSTANTIATE_TEST_SUITE_P(World, MoeRsProtocolTest,
                          ::testing::Combine(::testing::Range(1, 9),
-                                            ::testing::Values(Routing::kUniform, Routing::kSkewed, Routing::kFewExperts)),
+                                            ::testing::Values(Routing::kUniform, Routing::kSkewed, Routing::kFewExperts),
+                                            ::testing::Values(MoeCombine::kBlocks, MoeCombine::kEpilogue)),
                          [](const ::testing::TestParamInfo<MoeRsProtocolTest::ParamType>& info) {
-                           return "world" + std::to_string(std::get<0>(info.param)) + "_" + to_string(std::get<1>(info.param));
-                         });
-
-// The combine in the GEMM's epilogue: the block whose tile is the last one an item counts on
-// combines it; reduction blocks run beside the GEMM blocks (on the GPU they follow them) and must
-// wait for every sender's part. Same bits as the combine blocks.
-class MoeRsEpilogueProtocolTest : public ::testing::TestWithParam<std::tuple<int, Routing>> {};
-
-TEST_P(MoeRsEpilogueProtocolTest, OwnersGetTheRankOrderSumOfTopkWeightedRows) {
-  const auto [world, routing] = GetParam();
-  for (uint32_t topk : {1u, 2u, 4u, 6u, 8u}) {
-    MoeCase c{world, 7, 6, 8, 8, topk, 4, 3, routing};
-    c.combine = MoeCombine::kEpilogue;
-    c.combine_blocks = 2;
-    EXPECT_EQ(run_moe_rs(c, 7500 + 10 * world + topk, 3), "") << describe(c);
-  }
-}
-
-INSTANTIATE_TEST_SUITE_P(World, MoeRsEpilogueProtocolTest,
-                         ::testing::Combine(::testing::Range(1, 9),
-                                            ::testing::Values(Routing::kUniform, Routing::kSkewed, Routing::kFewExperts)),
-                         [](const ::testing::TestParamInfo<MoeRsEpilogueProtocolTest::ParamType>& info) {
-                           return "world" + std::to_string(std::get<0>(info.param)) + "_" + to_string(std::get<1>(info.param));
+                           return "world" + std::to_string(std::get<0>(info.param)) + "_" +
+                                  to_string(std::get<1>(info.param)) + "_" + to_string(std::get<2>(info.param));
                          });
 
 // Every item's count is the number of tiles that will arrive on it, and a tile arrives on the

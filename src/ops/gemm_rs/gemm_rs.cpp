@@ -133,22 +133,29 @@ std::string decomposed_needs(const World& world, const SymmetricHeap& heap, cons
   return check_symmetric(world, heap, a.recv, 0, bytes, "recv");
 }
 
-// The decomposed method's checks: its block GEMMs take the whole budget and the fused path's
-// scatter, granularity and SM knobs do not apply; the extents and the partial buffer as for fused,
-// then decomposed_needs. It reaches peers only with copy-engine puts and signals (and, under the
-// put-with-signal transport, its exit barrier on the stream), so every transport runs it.
-std::string can_implement_decomposed(const World& world, const SymmetricHeap& heap, const GemmRsArguments& a) {
+// The kernel's extents, alignment, swizzle and SMs for `method`, then the partial buffer, whose size
+// depends on them: "" if both suit.
+std::string check_kernel_and_partial(const World& world, const SymmetricHeap& heap, const GemmRsArguments& a,
+                                     OpMethod method) {
   const auto& kernel = detail::sm90_gemm_rs_configs().front();
   detail::Sm90GemmRsProblem p;
   p.m = a.m;
   p.n = a.n;
   p.k = a.k;
   p.plan = make_plan(world, a, kernel);
-  p.sm_count = gemm_sm_count(world, 0, a, OpMethod::kDecomposed);
-  p.swizzle = 1;
+  p.sm_count = gemm_sm_count(world, 0, a, method);
+  p.swizzle = static_cast<int>(choose_swizzle(world, a, kernel));
   if (std::string e = kernel.can_implement(p); !e.empty()) return e;
   const uint64_t bytes = GemmRs::buffer_rows(a.m, world.size()) * a.n * 2;
-  if (std::string e = check_symmetric(world, heap, a.partial, 0, bytes, "partial"); !e.empty()) return e;
+  return check_symmetric(world, heap, a.partial, 0, bytes, "partial");
+}
+
+// The decomposed method's checks: its block GEMMs take the whole budget and the fused path's
+// scatter, granularity and SM knobs do not apply; the kernel and the partial buffer as for fused,
+// then decomposed_needs. It reaches peers only with copy-engine puts and signals (and, under the
+// put-with-signal transport, its exit barrier on the stream), so every transport runs it.
+std::string can_implement_decomposed(const World& world, const SymmetricHeap& heap, const GemmRsArguments& a) {
+  if (std::string e = check_kernel_and_partial(world, heap, a, OpMethod::kDecomposed); !e.empty()) return e;
   if (world.size() == 1) return "";  // the GEMM alone, writing the output
   return decomposed_needs(world, heap, a);
 }
@@ -207,17 +214,8 @@ std::string GemmRs::can_implement(const World& world, const SymmetricHeap& heap,
            std::to_string(std::max(gemm_sm_count(world, 0, a), 0)) + " for the GEMM; expected at least one " +
            std::to_string(cluster) + "-CTA cluster for it";
   }
-  // Extents, alignment, swizzle and SMs before the partial buffer, whose size depends on them.
-  detail::Sm90GemmRsProblem p;
-  p.m = a.m;
-  p.n = a.n;
-  p.k = a.k;
-  p.plan = make_plan(world, a, kernel);
-  p.sm_count = gemm_sm_count(world, 0, a);
-  p.swizzle = static_cast<int>(choose_swizzle(world, a, kernel));
-  if (std::string e = kernel.can_implement(p); !e.empty()) return e;
+  if (std::string e = check_kernel_and_partial(world, heap, a, OpMethod::kFused); !e.empty()) return e;
   const uint64_t bytes = buffer_rows(a.m, world.size()) * a.n * 2;
-  if (std::string e = check_symmetric(world, heap, a.partial, 0, bytes, "partial"); !e.empty()) return e;
   if (a.config.scatter != GemmRsScatter::kCopyEngine) {
     if (std::string e = check_load_store_peers(world, std::string("GEMM+RS's ") + to_string(a.config.scatter) +
                                                           " scatter (argument 'config.scatter'; expected ce, whose "
