@@ -48,6 +48,7 @@ std::string comm_name(const AllGatherConfig& c, const AllGatherPlan& plan, uint3
 }  // namespace
 
 Table bench_ag_gemm(const AgGemmBenchOptions& o) {
+  if (o.dtype == DType::kE4m3) return bench_ag_gemm_fp8(o);
   const char* where = "bench_ag_gemm";
   TL_REQUIRE(o.world >= 1, where, "world", o.world, ">= 1");
   TL_REQUIRE(o.m % o.world == 0, where, "m", o.m, "a multiple of the world size " + std::to_string(o.world));

@@ -63,7 +63,6 @@ struct AgGemmSetup : BenchMemory {
     return a;
   }
 
- private:
   // The all-gather's channels for tiles of `min_comm_rows` rows of m rows over the world, for
   // four ops (the bench's fused op, its two other methods and the op on auto), and spares.
   static uint32_t channels(uint32_t m, int world_size, uint32_t min_comm_rows) {

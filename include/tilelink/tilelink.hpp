@@ -8,6 +8,7 @@
 #include "tilelink/core/error.hpp"
 #include "tilelink/mapping/mapping.hpp"
 #include "tilelink/ops/ag_gemm/ag_gemm.hpp"
+#include "tilelink/ops/common/fp8_quantize.hpp"
 #include "tilelink/ops/gemm_ar/gemm_ar.hpp"
 #include "tilelink/ops/attention/sp_attention.hpp"
 #include "tilelink/ops/gemm_rs/gemm_rs.hpp"

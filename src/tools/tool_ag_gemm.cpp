@@ -178,9 +178,25 @@ const GemmOp<tb::AgGemmBenchOptions> kOp{"ag_gemm", false, ag_gemm_paper_shapes,
 
 void add_bench(Tool& tool) {
   auto explained = std::make_shared<bool>(false);  // --explain: the main job's reading aid
+  struct Operands {
+    DType dtype = DType::kBf16;
+    Fp8Scaling scaling = Fp8Scaling::kTensor;
+  };
+  auto operands = std::make_shared<Operands>();
   add_gemm_bench(
-      tool, kOp, "time tilelink::AgGemm against cuBLAS, non-overlapped and decomposed baselines", tb::bench_ag_gemm,
-      [explained](Command& c) {
+      tool, kOp, "time tilelink::AgGemm against cuBLAS, non-overlapped and decomposed baselines",
+      [operands](tb::AgGemmBenchOptions o) {
+        o.dtype = operands->dtype;
+        o.scaling = operands->scaling;
+        return tb::bench_ag_gemm(o);
+      },
+      [explained, operands](Command& c) {
+        add_enum_option(c.app, "--dtype", operands->dtype, {DType::kBf16, DType::kE4m3},
+                        "operands: bf16, or e4m3 (FP8, against cuBLASLt's e4m3 GEMM; the all-gather moves packed "
+                        "e4m3 rows with their scales)");
+        add_enum_option(c.app, "--scaling", operands->scaling,
+                        {Fp8Scaling::kTensor, Fp8Scaling::kRow, Fp8Scaling::kBlock},
+                        "e4m3 scales: tensor, row (per token / channel) or block (1x128 A, 128x128 B)");
         c.app->add_flag("--explain", *explained,
                         "after the tables: what they mean here (virtual ranks: the world-1 result against cuBLAS), "
                         "the plan model's prediction for --world H200s over NVLink, and one summary line per shape");

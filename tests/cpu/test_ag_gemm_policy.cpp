@@ -34,13 +34,13 @@ TEST(AgGemmPolicy, GemmKeepsTwoSmsOfSlackOnlyWhenThereArePeers) {
 
 TEST(AgGemmPolicy, SwizzleBandStaysInAShardAndInTheRanksL2Share) {
   const uint64_t l2 = 50ull << 20;
-  EXPECT_EQ(auto_swizzle(0, 256, 8192, 8192, l2), 8u);       // world 1: 2048-row bands, 32 MiB of A
-  EXPECT_EQ(auto_swizzle(0, 256, 8192, 12288, l2), 8u);      // 48 MiB of A still fits
-  EXPECT_EQ(auto_swizzle(0, 256, 1024, 8192, l2 / 8), 1u);   // world 8: 512 rows of 16 KiB > 6.25 MiB
-  EXPECT_EQ(auto_swizzle(0, 256, 1024, 4096, l2 / 8), 2u);   // 512 rows of 8 KiB fit, 1024 do not
-  EXPECT_EQ(auto_swizzle(0, 256, 256, 64, l2), 1u);          // a shard of one band
-  EXPECT_EQ(auto_swizzle(0, 128, 1024, 64, l2), 8u);         // 128-row bands: 8 fill the shard
-  EXPECT_EQ(auto_swizzle(4, 256, 256, 8192, 0), 4u);         // configured wins
+  EXPECT_EQ(auto_swizzle(0, 256, 8192, 8192 * 2ull, l2), 8u);       // world 1: 2048-row bands, 32 MiB of A
+  EXPECT_EQ(auto_swizzle(0, 256, 8192, 12288 * 2ull, l2), 8u);      // 48 MiB of A still fits
+  EXPECT_EQ(auto_swizzle(0, 256, 1024, 8192 * 2ull, l2 / 8), 1u);   // world 8: 512 rows of 16 KiB > 6.25 MiB
+  EXPECT_EQ(auto_swizzle(0, 256, 1024, 4096 * 2ull, l2 / 8), 2u);   // 512 rows of 8 KiB fit, 1024 do not
+  EXPECT_EQ(auto_swizzle(0, 256, 256, 64 * 2ull, l2), 1u);          // a shard of one band
+  EXPECT_EQ(auto_swizzle(0, 128, 1024, 64 * 2ull, l2), 8u);         // 128-row bands: 8 fill the shard
+  EXPECT_EQ(auto_swizzle(4, 256, 256, 8192 * 2ull, 0), 4u);         // configured wins
 }
 
 

@@ -42,13 +42,16 @@ inline std::string check_copy_engine_room(const World& world, const AllGatherCon
 
 // Rows per communication tile when the config says 0: 128 on SMs; on the copy engine the fewest
 // rows (a multiple of 128) making a tile of at least 8 MiB; never more than a shard.
-inline uint32_t auto_comm_rows(CommResource resource, uint32_t m_per_rank, uint32_t k) {
+// The rows are of `row_bytes` (auto_comm_rows: of k bf16).
+inline uint32_t auto_comm_rows_bytes(CommResource resource, uint32_t m_per_rank, uint64_t row_bytes) {
   uint32_t rows = 128;
   if (resource == CommResource::kCopyEngine) {
-    const uint64_t row_bytes = uint64_t(k) * kElementBytes;
     while (rows < m_per_rank && rows * row_bytes < kCopyEngineTileBytes) rows += 128;
   }
   return std::min(rows, std::max(m_per_rank, 1u));
+}
+inline uint32_t auto_comm_rows(CommResource resource, uint32_t m_per_rank, uint32_t k) {
+  return auto_comm_rows_bytes(resource, m_per_rank, uint64_t(k) * kElementBytes);
 }
 
 // CTAs for the GEMM that consumes the gathered rows (AG+GEMM's, MoE part 1's grouped GEMM) on a
@@ -66,23 +69,33 @@ inline uint32_t auto_sm_blocks(int sm_budget) { return static_cast<uint32_t>(std
 // `config` with its automatic choices filled in for rows of k bf16 on ranks of `sm_budget` SMs:
 // comm_rows (auto_comm_rows) and, on SMs, the blocks (auto_sm_blocks). The ops run this; the tune
 // searches model it.
-inline AllGatherConfig resolved(AllGatherConfig config, uint32_t rows_per_rank, uint32_t k, int sm_budget) {
-  if (config.comm_rows == 0) config.comm_rows = auto_comm_rows(config.resource, rows_per_rank, k);
+// resolved_bytes: for rows of `row_bytes` (packed FP8 rows, fp8.hpp).
+inline AllGatherConfig resolved_bytes(AllGatherConfig config, uint32_t rows_per_rank, uint64_t row_bytes,
+                                      int sm_budget) {
+  if (config.comm_rows == 0) config.comm_rows = auto_comm_rows_bytes(config.resource, rows_per_rank, row_bytes);
   if (config.resource == CommResource::kSm && config.num_blocks == 0) config.num_blocks = auto_sm_blocks(sm_budget);
   return config;
 }
+inline AllGatherConfig resolved(AllGatherConfig config, uint32_t rows_per_rank, uint32_t k, int sm_budget) {
+  return resolved_bytes(config, rows_per_rank, uint64_t(k) * kElementBytes, sm_budget);
+}
 
-// The all-gather of an op whose kernel consumes gathered rows: rows of k bf16, `config` resolved
-// on rank 0's SM budget.
-inline AllGatherArguments all_gather_arguments(const World& world, const SymmetricBuffer* gathered, size_t offset,
-                                               uint32_t rows_per_rank, uint32_t k, const AllGatherConfig& config) {
+// The all-gather of an op whose kernel consumes gathered rows of `row_bytes` each, `config`
+// resolved on rank 0's SM budget; all_gather_arguments: rows of k bf16.
+inline AllGatherArguments all_gather_arguments_bytes(const World& world, const SymmetricBuffer* gathered,
+                                                     size_t offset, uint32_t rows_per_rank, uint64_t row_bytes,
+                                                     const AllGatherConfig& config) {
   AllGatherArguments ag;
   ag.gathered = gathered;
   ag.gathered_offset = offset;
   ag.rows_per_rank = rows_per_rank;
-  ag.row_bytes = k * kElementBytes;
-  ag.config = resolved(config, rows_per_rank, k, world.sm_budget(0));
+  ag.row_bytes = static_cast<uint32_t>(row_bytes);
+  ag.config = resolved_bytes(config, rows_per_rank, row_bytes, world.sm_budget(0));
   return ag;
+}
+inline AllGatherArguments all_gather_arguments(const World& world, const SymmetricBuffer* gathered, size_t offset,
+                                               uint32_t rows_per_rank, uint32_t k, const AllGatherConfig& config) {
+  return all_gather_arguments_bytes(world, gathered, offset, rows_per_rank, uint64_t(k) * kElementBytes, config);
 }
 
 }  // namespace tilelink::all_gather_policy

@@ -11,6 +11,7 @@
 #include "ops/common/tuned_config.hpp"
 #include "tilelink/core/error.hpp"
 #include "tilelink/comm/all_gather_policy.hpp"
+#include "tilelink/ops/common/fp8_quantize.hpp"
 #include "tilelink/ops/ag_gemm/ag_gemm_policy.hpp"
 #include "tilelink/ops/ag_gemm/ag_gemm_protocol.hpp"
 #include "tilelink/primitives/host.hpp"
@@ -24,11 +25,15 @@ namespace detail {
 Sm90AgGemmConfigInfo sm90_ag_gemm_128x256x64_c2x1();
 Sm90AgGemmConfigInfo sm90_ag_gemm_256x128x64_c1x2();
 Sm90AgGemmConfigInfo sm90_ag_gemm_128x256x64_c1x1();
+Sm90AgGemmConfigInfo sm90_ag_gemm_e4m3_tensor_128x128x128_c1x1();
+Sm90AgGemmConfigInfo sm90_ag_gemm_e4m3_row_128x128x128_c1x1();
+Sm90AgGemmConfigInfo sm90_ag_gemm_e4m3_block_128x128x128_c1x1();
 
 const std::vector<Sm90AgGemmConfigInfo>& sm90_ag_gemm_configs() {
-  static const std::vector<Sm90AgGemmConfigInfo> configs = {sm90_ag_gemm_128x256x64_c2x1(),
-                                                            sm90_ag_gemm_256x128x64_c1x2(),
-                                                            sm90_ag_gemm_128x256x64_c1x1()};
+  static const std::vector<Sm90AgGemmConfigInfo> configs = {
+      sm90_ag_gemm_128x256x64_c2x1(),          sm90_ag_gemm_256x128x64_c1x2(),
+      sm90_ag_gemm_128x256x64_c1x1(),          sm90_ag_gemm_e4m3_tensor_128x128x128_c1x1(),
+      sm90_ag_gemm_e4m3_row_128x128x128_c1x1(), sm90_ag_gemm_e4m3_block_128x128x128_c1x1()};
   return configs;
 }
 
@@ -38,12 +43,68 @@ namespace {
 
 using all_gather_policy::kElementBytes;
 
-const detail::Sm90AgGemmConfigInfo* find_kernel(const std::string& name) {
-  return detail::find_config(detail::sm90_ag_gemm_configs(), name);
+bool fp8(const AgGemmArguments& a) { return a.dtype == DType::kE4m3; }
+
+// Bytes of one gathered row of A.
+uint64_t a_row_bytes(const AgGemmArguments& a) {
+  return fp8(a) ? fp8_row_pitch(a.k, a.scaling) : uint64_t(a.k) * kElementBytes;
+}
+
+bool serves(const detail::Sm90AgGemmConfigInfo& c, const AgGemmArguments& a) {
+  return c.dtype == a.dtype && (!fp8(a) || c.scaling == a.scaling);
+}
+
+// The configuration named by config.kernel, or for "" the first that serves the data type and
+// scaling; nullptr if there is none.
+const detail::Sm90AgGemmConfigInfo* find_kernel(const AgGemmArguments& a) {
+  for (const detail::Sm90AgGemmConfigInfo& c : detail::sm90_ag_gemm_configs()) {
+    if (a.config.kernel.empty() ? serves(c, a) : a.config.kernel == c.name) return &c;
+  }
+  return nullptr;
+}
+
+std::string operand_type(const AgGemmArguments& a) {
+  return fp8(a) ? std::string("e4m3 with ") + to_string(a.scaling) + " scaling" : "bf16";
 }
 
 AllGatherArguments all_gather_arguments(const World& world, const AgGemmArguments& a) {
-  return all_gather_policy::all_gather_arguments(world, a.a, a.a_offset, a.m_per_rank, a.k, a.config.comm);
+  return all_gather_policy::all_gather_arguments_bytes(world, a.a, a.a_offset, a.m_per_rank, a_row_bytes(a),
+                                                       a.config.comm);
+}
+
+// "" if the FP8 operands (or their absence for bf16) suit `a`, else why not.
+std::string check_fp8_operands(const World& world, const AgGemmArguments& a) {
+  if (a.dtype != DType::kBf16 && a.dtype != DType::kE4m3) {
+    return "argument 'dtype' = " + std::to_string(static_cast<uint32_t>(a.dtype)) + ": expected bf16 or e4m3";
+  }
+  if (!fp8(a)) {
+    if (!a.a_scale.empty() || !a.b_scale.empty() || !a.a_source.empty()) {
+      return "arguments 'a_scale', 'b_scale', 'a_source': expected empty with dtype bf16 (they are FP8's)";
+    }
+    return "";
+  }
+  if (std::string e = check_fp8_extents(a.k, a.scaling); !e.empty()) return e;
+  if (std::string e = check_rank_pointers(world, a.b_scale, "b_scale"); !e.empty()) {
+    return e + " (B's " + std::to_string(fp8_b_scales(a.n, a.k, a.scaling)) + " fp32 scales)";
+  }
+  if (a.scaling == Fp8Scaling::kTensor) {
+    if (std::string e = check_rank_pointers(world, a.a_scale, "a_scale"); !e.empty()) {
+      return e + " (tensor scaling: A's one fp32 scale)";
+    }
+    if (!a.a_source.empty()) {
+      return "argument 'a_source': quantising on send needs row or block scaling (tensor scaling's one scale "
+             "covers every rank's shard: quantise with tensor_scale_e4m3 over the whole A before the call)";
+    }
+  } else if (!a.a_scale.empty()) {
+    return std::string("argument 'a_scale': expected empty with ") + to_string(a.scaling) +
+           " scaling (A's scales travel in its packed rows)";
+  }
+  if (!a.a_source.empty()) {
+    if (std::string e = check_rank_pointers(world, a.a_source, "a_source"); !e.empty()) {
+      return e + " (each rank's m_per_rank x K bf16 shard)";
+    }
+  }
+  return "";
 }
 
 int gemm_sm_count(const World& world, int rank, const AgGemmArguments& a, uint32_t comm_blocks) {
@@ -51,15 +112,26 @@ int gemm_sm_count(const World& world, int rank, const AgGemmArguments& a, uint32
 }
 
 uint32_t choose_swizzle(const AgGemmArguments& a, const detail::Sm90AgGemmConfigInfo& kernel, uint64_t l2_share) {
-  return ag_gemm_policy::auto_swizzle(a.config.swizzle, kernel.tile_m * kernel.cluster_m, a.m_per_rank, a.k,
-                                      l2_share);
+  return ag_gemm_policy::auto_swizzle(a.config.swizzle, kernel.tile_m * kernel.cluster_m, a.m_per_rank,
+                                      a_row_bytes(a), l2_share);
 }
 
 }  // namespace
 
 const char* to_string(BLayout v) { return v == BLayout::kNK ? "nk" : "kn"; }
 
-std::vector<std::string> AgGemm::kernel_names() { return detail::config_names(detail::sm90_ag_gemm_configs()); }
+std::vector<std::string> AgGemm::kernel_names() { return kernel_names(DType::kBf16); }
+
+std::vector<std::string> AgGemm::kernel_names(DType dtype, Fp8Scaling scaling) {
+  AgGemmArguments a;
+  a.dtype = dtype;
+  a.scaling = scaling;
+  std::vector<std::string> names;
+  for (const detail::Sm90AgGemmConfigInfo& c : detail::sm90_ag_gemm_configs()) {
+    if (serves(c, a)) names.emplace_back(c.name);
+  }
+  return names;
+}
 
 std::string AgGemm::can_implement(const World& world, const SymmetricHeap& heap, const AgGemmArguments& a) {
   if (a.b_layout != BLayout::kNK) {
@@ -77,19 +149,25 @@ std::string AgGemm::can_implement(const World& world, const SymmetricHeap& heap,
   }
   if (std::string e = check_rank_pointers(world, a.b, "b"); !e.empty()) return e;
   if (std::string e = check_rank_pointers(world, a.c, "c"); !e.empty()) return e;
-  const detail::Sm90AgGemmConfigInfo* kernel = find_kernel(a.config.kernel);
+  if (std::string e = check_fp8_operands(world, a); !e.empty()) return e;
+  const detail::Sm90AgGemmConfigInfo* kernel = find_kernel(a);
   if (kernel == nullptr) return detail::unknown_config(detail::sm90_ag_gemm_configs(), a.config.kernel);
+  if (!serves(*kernel, a)) {
+    return "argument 'config.kernel' = '" + a.config.kernel + "': a " +
+           (kernel->dtype == DType::kE4m3 ? std::string("e4m3 ") + to_string(kernel->scaling) + "-scaled" : "bf16") +
+           " configuration; expected one for " + operand_type(a) + " operands (AgGemm::kernel_names())";
+  }
   // Extents, alignment and swizzle first: the sizes checked next depend on them. The SM count is
   // checked per rank below, with the all-gather's share named.
   detail::Sm90AgGemmProblem p;
   p.m = static_cast<uint32_t>(m);
   p.n = a.n;
   p.k = a.k;
-  p.lda = a.k;
+  p.lda = fp8(a) ? a_row_bytes(a) : a.k;
   p.sm_count = static_cast<int>(kernel->cluster_m * kernel->cluster_n);
   p.swizzle = static_cast<int>(choose_swizzle(a, *kernel, uint64_t(1) << 40));
   if (std::string e = kernel->can_implement(p); !e.empty()) return e;
-  if (std::string e = check_symmetric(world, heap, a.a, a.a_offset, m * a.k * kElementBytes, "a"); !e.empty()) {
+  if (std::string e = check_symmetric(world, heap, a.a, a.a_offset, m * a_row_bytes(a), "a"); !e.empty()) {
     return e;
   }
   const AllGatherArguments ag = all_gather_arguments(world, a);
@@ -117,7 +195,9 @@ std::string AgGemm::can_implement(const World& world, const SymmetricHeap& heap,
 }
 
 TuneKey ag_gemm_tune_key(const World& world, const AgGemmArguments& a) {
-  return make_tune_key(world, "ag_gemm", a.m_per_rank * static_cast<uint32_t>(world.size()), a.n, a.k);
+  // FP8 entries are their own: another kernel table, another rate.
+  const std::string op = fp8(a) ? std::string("ag_gemm.e4m3.") + to_string(a.scaling) : std::string("ag_gemm");
+  return make_tune_key(world, op, a.m_per_rank * static_cast<uint32_t>(world.size()), a.n, a.k);
 }
 
 AgGemm::AgGemm(const World& world, SymmetricHeap& heap, SignalSet& signals, const AgGemmArguments& args,
@@ -134,7 +214,8 @@ AgGemm::AgGemm(const World& world, SymmetricHeap& heap, SignalSet& signals, cons
         if (callers.method != OpMethod::kAuto) tuned.method = callers.method;
       },
       &tuned_from_);
-  kernel_info_ = find_kernel(args_.config.kernel);
+  kernel_info_ = find_kernel(args_);
+  row_bytes_ = a_row_bytes(args_);
   const detail::Sm90AgGemmConfigInfo& kernel = *kernel_info_;
   kernel_name_ = kernel.name;
   swizzle_ = choose_swizzle(args_, kernel, world.l2_share(0));
@@ -183,6 +264,8 @@ void AgGemm::choose_method(OpMethod callers, const detail::Sm90AgGemmConfigInfo&
   s.k = args_.k;
   s.tile_m = kernel.tile_m;
   s.tile_n = kernel.tile_n;
+  s.row_bytes = row_bytes_;
+  s.fp8 = fp8(args_);
   const uint32_t comm_blocks = args_.config.comm.resource == CommResource::kSm ? ag_->num_blocks() : 0;
   const int r0 = world.local_ranks().front();
   s.gemm_sms = gemm_sm_count(world, r0, args_, comm_blocks);
@@ -209,8 +292,12 @@ void AgGemm::make_kernels(int r) {
   const uint32_t comm_blocks = args_.config.comm.resource == CommResource::kSm ? ag_->num_blocks() : 0;
   detail::Sm90AgGemmProblem p;
   p.a = static_cast<const char*>(args_.a->data(r)) + args_.a_offset;
-  p.lda = args_.k;
+  p.lda = fp8(args_) ? row_bytes_ : args_.k;
   p.b = args_.b[static_cast<size_t>(r)];
+  if (fp8(args_)) {
+    p.b_scale = args_.b_scale[static_cast<size_t>(r)];
+    if (args_.scaling == Fp8Scaling::kTensor) p.a_scale = args_.a_scale[static_cast<size_t>(r)];
+  }
   p.c = args_.c[static_cast<size_t>(r)];
   p.m = m_;
   p.n = args_.n;
@@ -227,7 +314,7 @@ void AgGemm::make_kernels(int r) {
   if (method_ == OpMethod::kDecomposed) {  // a plain GEMM per shard: its rows of A and of C
     for (int s = 0; s < world.size(); ++s) {
       detail::Sm90AgGemmProblem q = p;
-      q.a = static_cast<const char*>(p.a) + uint64_t(s) * args_.m_per_rank * args_.k * kElementBytes;
+      q.a = static_cast<const char*>(p.a) + uint64_t(s) * args_.m_per_rank * row_bytes_;
       q.c = static_cast<char*>(p.c) + uint64_t(s) * args_.m_per_rank * args_.n * kElementBytes;
       q.m = args_.m_per_rank;
       q.m_order = shard_order_[static_cast<size_t>(r)].get<uint32_t>();
@@ -250,6 +337,10 @@ void AgGemm::make_kernels(int r) {
 }
 
 void AgGemm::set_operands(int rank, const void* b, void* c) {
+  if (fp8(args_)) {
+    throw InvalidArgument("AgGemm::set_operands: this op's operands are e4m3; pass B's scales (and the bf16 shard "
+                          "when quantising on send) with the FP8 overload");
+  }
   world_->check_local_rank(rank, "AgGemm::set_operands");
   require_aligned("AgGemm::set_operands", "b", b, "a 16-byte aligned N x K bf16 weight on the rank's device");
   require_aligned("AgGemm::set_operands", "c", c, "a 16-byte aligned M x N bf16 output on the rank's device");
@@ -264,6 +355,49 @@ void AgGemm::set_operands(int rank, const void* b, void* c) {
       [&] { make_kernels(rank); });  // every kernel of the rank or none
 }
 
+void AgGemm::set_operands(int rank, const void* b, const float* b_scale, void* c, const void* a_source) {
+  const char* where = "AgGemm::set_operands";
+  if (!fp8(args_)) throw InvalidArgument(std::string(where) + ": this op's operands are bf16; expected the bf16 overload");
+  world_->check_local_rank(rank, where);
+  require_aligned(where, "b", b, "a 16-byte aligned N x K e4m3 weight on the rank's device");
+  require_aligned(where, "b_scale", b_scale, "B's 16-byte aligned fp32 scales on the rank's device");
+  require_aligned(where, "c", c, "a 16-byte aligned M x N bf16 output on the rank's device");
+  const size_t r = static_cast<size_t>(rank);
+  if (args_.a_source.empty() != (a_source == nullptr)) {
+    throw InvalidArgument(std::string(where) + ": argument 'a_source' = " + (a_source ? "a pointer" : "null") +
+                          ": expected " + (args_.a_source.empty() ? "null (the op was built without quantise on send)"
+                                                                  : "the rank's bf16 shard (the op quantises on send)"));
+  }
+  if (a_source != nullptr) require_aligned(where, "a_source", a_source, "the rank's 16-byte aligned bf16 shard");
+  if (args_.b[r] == b && args_.b_scale[r] == b_scale && args_.c[r] == c) {
+    if (a_source != nullptr) args_.a_source[r] = a_source;  // read by the host at each call
+    return;
+  }
+  detail::repoint(
+      args_,
+      [&](AgGemmArguments& a) {
+        a.b[r] = b;
+        a.b_scale[r] = b_scale;
+        a.c[r] = c;
+        if (a_source != nullptr) a.a_source[r] = a_source;
+      },
+      [&] { make_kernels(rank); });
+}
+
+// Quantise on send: every local rank's bf16 shard into its own packed rows, on its compute stream
+// (the previous call's readers of those rows are done: each call ends with the compute stream
+// after the exit barrier), before anything of this call.
+void AgGemm::quantize_own_rows() {
+  if (args_.a_source.empty()) return;
+  const World& world = *world_;
+  for (int r : world.local_ranks()) {
+    world.set_device(r);
+    char* own = static_cast<char*>(args_.a->data(r)) + args_.a_offset + uint64_t(r) * args_.m_per_rank * row_bytes_;
+    quantize_rows_e4m3(args_.a_source[static_cast<size_t>(r)], args_.k, args_.m_per_rank, args_.k, args_.scaling,
+                       nullptr, own, world.compute_stream(r));
+  }
+}
+
 AgGemm::~AgGemm() = default;
 
 int AgGemm::gemm_ctas(int rank) const {
@@ -272,6 +406,7 @@ int AgGemm::gemm_ctas(int rank) const {
 }
 
 uint64_t AgGemm::run() {
+  quantize_own_rows();
   if (method_ == OpMethod::kNonOverlapped) return run_non_overlapped();
   if (method_ == OpMethod::kDecomposed) return run_decomposed();
   // The GEMM goes first, so that it is running while the host still enqueues the all-gather (the

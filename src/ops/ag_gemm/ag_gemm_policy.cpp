@@ -13,7 +13,7 @@ constexpr double kLaunch = 2e-6;  // a kernel launch's gap on a busy stream
 }  // namespace
 
 MethodEstimates estimate_methods(const MethodShape& s) {
-  const double per_sm = h200::kBf16GemmFlops / h200::kSms;
+  const double per_sm = (s.fp8 ? h200::kE4m3GemmFlops : h200::kBf16GemmFlops) / h200::kSms;
   const double tile_time = 2.0 * s.tile_m * s.tile_n * s.k / per_sm;
   const uint64_t n_tiles = (uint64_t(s.n) + s.tile_n - 1) / s.tile_n;
   auto gemm_on = [&](uint64_t rows, int ctas) {
@@ -22,7 +22,8 @@ MethodEstimates estimate_methods(const MethodShape& s) {
   };
   auto gemm = [&](uint64_t rows) { return gemm_on(rows, s.gemm_sms); };
   const uint32_t w = std::max(s.world, 1u);
-  const double shard = double(s.m_per_rank) * s.k * all_gather_policy::kElementBytes;
+  const double row_bytes = s.row_bytes != 0 ? double(s.row_bytes) : double(s.k) * all_gather_policy::kElementBytes;
+  const double shard = double(s.m_per_rank) * row_bytes;
   const double link = s.one_rank_per_gpu ? h200::kNvlinkBandwidth : h200::kHbmBandwidth / (2.0 * w);
   const double comm = double(w - 1) * shard / link;
   MethodEstimates e;

@@ -19,9 +19,11 @@
 #include <cutlass/gemm/kernel/tile_scheduler.hpp>
 
 #include <string>
+#include <type_traits>
 
 #include "ops/ag_gemm/sm90_ag_gemm_kernel.hpp"
 #include "ops/common/sm90_bf16_tn_gemm.cuh"
+#include "ops/common/sm90_fp8_tn_gemm.cuh"
 #include "ops/common/sm90_hooked_mainloop.cuh"
 #include "ops/common/sm90_persistent_launcher.cuh"
 #include "ops/common/sm90_traced_epilogue.cuh"
@@ -70,23 +72,35 @@ struct AgGemmWait {
 template <class Base>
 using Sm90AgGemmMainloop = Sm90HookedMainloop<Base, AgGemmWait>;
 
-// The kernel type for one configuration: the bf16 TN GEMM with the waiting mainloop and the
-// traced epilogue.
+// The kernel type for one configuration: the bf16 or FP8 TN GEMM with the waiting mainloop and
+// the traced epilogue.
 template <class TileShape, class ClusterShape>
 using Sm90AgGemmTypes = Sm90Bf16TnGemm<TileShape, ClusterShape, Sm90AgGemmMainloop, Sm90TracedEpilogue>;
+template <class TileShape, class ClusterShape, Fp8Scaling kScaling>
+using Sm90AgGemmFp8Types = Sm90Fp8TnGemm<TileShape, ClusterShape, kScaling, Sm90AgGemmMainloop, Sm90TracedEpilogue>;
 
-template <class TileShape, class ClusterShape>
+template <class Types>
 class Sm90AgGemmKernelImpl final
-    : public Sm90GemmKernelImpl<Sm90AgGemmKernelImpl<TileShape, ClusterShape>, Sm90AgGemmKernel,
-                                Sm90AgGemmTypes<TileShape, ClusterShape>, Sm90AgGemmProblem, Sm90AgGemmConfigInfo> {
-  using Types = Sm90AgGemmTypes<TileShape, ClusterShape>;
+    : public Sm90GemmKernelImpl<Sm90AgGemmKernelImpl<Types>, Sm90AgGemmKernel, Types, Sm90AgGemmProblem,
+                                Sm90AgGemmConfigInfo> {
   using Kernel = typename Types::Kernel;
   using Sm90AgGemmKernelImpl::Sm90GemmKernelImpl::launcher_;
   static constexpr uint32_t kTileN = Types::kTileN;
 
+  static constexpr bool kFp8 = std::is_same_v<typename Types::ElementA, cutlass::float_e4m3_t>;
+
  public:
   static std::string can_implement(const Sm90AgGemmProblem& p) {
     return Types::check(p.m, p.n, p.k, p.lda, p.sm_count, p.swizzle);
+  }
+  // The configuration's row of the table, with its data type.
+  static Sm90AgGemmConfigInfo info(const char* name) {
+    Sm90AgGemmConfigInfo i = Sm90AgGemmKernelImpl::Sm90GemmKernelImpl::info(name);
+    if constexpr (kFp8) {
+      i.dtype = DType::kE4m3;
+      i.scaling = Types::kScalingMode;
+    }
+    return i;
   }
 
   explicit Sm90AgGemmKernelImpl(const Sm90AgGemmProblem& p) {
@@ -94,7 +108,11 @@ class Sm90AgGemmKernelImpl final
     const int m = static_cast<int>(p.m), n = static_cast<int>(p.n), k = static_cast<int>(p.k);
 
     typename Kernel::Arguments args{};
-    Types::set_problem(args, p.m, p.n, p.k, p.a, p.lda, p.b, p.c, p.m_order, p.swizzle);
+    if constexpr (kFp8) {
+      Types::set_problem(args, p.m, p.n, p.k, p.a, p.lda, p.a_scale, p.b, p.b_scale, p.c, p.m_order, p.swizzle);
+    } else {
+      Types::set_problem(args, p.m, p.n, p.k, p.a, p.lda, p.b, p.c, p.m_order, p.swizzle);
+    }
     args.mainloop.hook.plan = p.plan;
     args.mainloop.hook.sig = p.sig;
     args.mainloop.hook.m = p.m;

@@ -5,8 +5,8 @@
 namespace tilelink::detail {
 
 Sm90AgGemmConfigInfo sm90_ag_gemm_256x128x64_c1x2() {
-  using Impl = Sm90AgGemmKernelImpl<cute::Shape<cute::_256, cute::_128, cute::_64>,
-                                    cute::Shape<cute::_1, cute::_2, cute::_1>>;
+  using Impl = Sm90AgGemmKernelImpl<Sm90AgGemmTypes<cute::Shape<cute::_256, cute::_128, cute::_64>,
+                                                     cute::Shape<cute::_1, cute::_2, cute::_1>>>;
   return Impl::info("256x128x64_c1x2");
 }
 

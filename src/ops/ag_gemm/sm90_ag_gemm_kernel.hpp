@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "tilelink/comm/all_gather.hpp"
+#include "tilelink/ops/common/fp8.hpp"
 #include "tilelink/primitives/signal.hpp"
 #include "tilelink/primitives/trace.hpp"
 
@@ -23,9 +24,11 @@ namespace tilelink::detail {
 
 // Everything one rank's kernel needs; pointers are on the rank's device.
 struct Sm90AgGemmProblem {
-  const void* a = nullptr;  // M x K bf16, row pitch lda elements (the gathered buffer)
+  const void* a = nullptr;  // M x K bf16, or packed e4m3 rows (fp8.hpp), row pitch lda elements (the gathered buffer)
   uint64_t lda = 0;
-  const void* b = nullptr;  // N x K bf16, K contiguous
+  const void* b = nullptr;  // N x K bf16 or e4m3, K contiguous
+  const float* a_scale = nullptr;  // e4m3, tensor scaling: A's scale (row and block: in A's rows)
+  const float* b_scale = nullptr;  // e4m3: B's scales (fp8_b_scales)
   void* c = nullptr;        // M x N bf16, row-major, packed
   uint32_t m = 0, n = 0, k = 0;
   const uint32_t* m_order = nullptr;  // [ceil(m / tile_m)] tile rows in visiting order
@@ -57,9 +60,11 @@ struct Sm90AgGemmConfigInfo {
   // Builds the kernel's parameters (TMA descriptors) once and loads its module on the device
   // (lazy loading, see World); throws InvalidArgument / CudaError.
   std::unique_ptr<Sm90AgGemmKernel> (*make)(const Sm90AgGemmProblem& p);
+  DType dtype = DType::kBf16;                 // A's and B's
+  Fp8Scaling scaling = Fp8Scaling::kTensor;  // e4m3: how the scales apply
 };
 
-// Every compiled configuration, the default first.
+// Every compiled configuration, the default first: bf16's, then e4m3's (one per scaling mode).
 const std::vector<Sm90AgGemmConfigInfo>& sm90_ag_gemm_configs();
 
 }  // namespace tilelink::detail

@@ -31,6 +31,39 @@ struct PingPong {
   using Epilogue = cutlass::epilogue::TmaWarpSpecialized;
 };
 
+// What every configuration of the sm90 GEMMs (bf16 and FP8) checks and sets alike.
+inline std::string check_nonempty(uint32_t m, uint32_t n, uint32_t k) {
+  if (m == 0 || n == 0 || k == 0) {
+    return "problem (m, n, k) = (" + std::to_string(m) + ", " + std::to_string(n) + ", " + std::to_string(k) +
+           "): expected every extent > 0";
+  }
+  return "";
+}
+// The grid's SM count (whole clusters) and the swizzle.
+inline std::string check_grid(int sm_count, int swizzle, uint32_t cluster_m, uint32_t cluster_n) {
+  if (sm_count < static_cast<int>(cluster_m * cluster_n)) {
+    return "GEMM SM count = " + std::to_string(sm_count) + ": expected at least one " + std::to_string(cluster_m) +
+           "x" + std::to_string(cluster_n) + " cluster";
+  }
+  if (swizzle != 1 && swizzle != 2 && swizzle != 4 && swizzle != 8) {
+    return "argument 'config.swizzle' = " + std::to_string(swizzle) + ": expected 1, 2, 4 or 8";
+  }
+  return "";
+}
+// D (m x n row-major, no C) and the tile order: the epilogue's and scheduler's arguments.
+template <bool Ordered, uint32_t kTileM, class Arguments, class ElementD>
+void set_output_and_order(Arguments& args, uint32_t m, uint32_t n, ElementD* d, const uint32_t* m_order, int swizzle) {
+  args.epilogue.ptr_C = nullptr;
+  args.epilogue.ptr_D = d;
+  args.epilogue.dD = cute::make_stride(static_cast<int64_t>(n), cute::Int<1>{}, int64_t(0));
+  args.epilogue.dC = args.epilogue.dD;
+  args.scheduler.max_swizzle_size = swizzle;
+  if constexpr (Ordered) {
+    args.scheduler.m_order = m_order;
+    args.scheduler.m_tiles = (m + kTileM - 1) / kTileM;
+  }
+}
+
 template <class TileShape, class ClusterShape, template <class> class MainloopWrap = NoWrap,
           template <class> class EpilogueWrap = NoWrap, class Schedule = Cooperative, bool Ordered = true>
 struct Sm90Bf16TnGemm {
@@ -68,10 +101,7 @@ struct Sm90Bf16TnGemm {
   // "" if the extents, the A row pitch (elements), the SM count and the swizzle suit this kernel,
   // else why not. The ops add their own conditions.
   static std::string check(uint32_t m, uint32_t n, uint32_t k, uint64_t lda, int sm_count, int swizzle) {
-    if (m == 0 || n == 0 || k == 0) {
-      return "problem (m, n, k) = (" + std::to_string(m) + ", " + std::to_string(n) + ", " + std::to_string(k) +
-             "): expected every extent > 0";
-    }
+    if (std::string e = check_nonempty(m, n, k); !e.empty()) return e;
     if (k % kAlign != 0) {
       return "argument 'k' = " + std::to_string(k) + ": expected a multiple of 8 (TMA needs 16-byte rows of A and B)";
     }
@@ -81,14 +111,7 @@ struct Sm90Bf16TnGemm {
     if (lda < k || lda % kAlign != 0) {
       return "A row pitch = " + std::to_string(lda) + " elements: expected >= k and a multiple of 8";
     }
-    if (sm_count < static_cast<int>(kClusterM * kClusterN)) {
-      return "GEMM SM count = " + std::to_string(sm_count) + ": expected at least one " + std::to_string(kClusterM) +
-             "x" + std::to_string(kClusterN) + " cluster";
-    }
-    if (swizzle != 1 && swizzle != 2 && swizzle != 4 && swizzle != 8) {
-      return "argument 'config.swizzle' = " + std::to_string(swizzle) + ": expected 1, 2, 4 or 8";
-    }
-    return "";
+    return check_grid(sm_count, swizzle, kClusterM, kClusterN);
   }
 
   // The problem, operands and tile order common to both ops; the op adds its own fields.
@@ -102,15 +125,7 @@ struct Sm90Bf16TnGemm {
     args.mainloop.dB = cute::make_stride(static_cast<int64_t>(k), cute::Int<1>{}, int64_t(0));
     args.epilogue.thread.alpha = 1.0f;
     args.epilogue.thread.beta = 0.0f;
-    args.epilogue.ptr_C = nullptr;
-    args.epilogue.ptr_D = static_cast<ElementD*>(d);
-    args.epilogue.dD = cute::make_stride(static_cast<int64_t>(n), cute::Int<1>{}, int64_t(0));
-    args.epilogue.dC = args.epilogue.dD;
-    args.scheduler.max_swizzle_size = swizzle;
-    if constexpr (Ordered) {
-      args.scheduler.m_order = m_order;
-      args.scheduler.m_tiles = (m + kTileM - 1) / kTileM;
-    }
+    set_output_and_order<Ordered, kTileM>(args, m, n, static_cast<ElementD*>(d), m_order, swizzle);
   }
 };
 

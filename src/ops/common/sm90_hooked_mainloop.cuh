@@ -40,22 +40,18 @@ struct Sm90HookedMainloop : Base {
     return Params{Base::to_underlying_arguments(problem_shape, args, workspace), args.hook};
   }
 
-  template <class TensorA, class TensorB, class KTileIterator, class BlockCoord>
+  // LoadInputs: A and B (TMA), and with block scaling their scales too.
+  template <class LoadInputs, class KTileIterator, class BlockCoord>
   CUTLASS_DEVICE void load(Params const& params, typename Base::MainloopPipeline pipeline,
-                           typename Base::PipelineState smem_pipe_write,
-                           cute::tuple<TensorA, TensorB> const& load_inputs, BlockCoord const& blk_coord,
-                           KTileIterator k_tile_iter, int k_tile_count, int thread_idx,
+                           typename Base::PipelineState smem_pipe_write, LoadInputs const& load_inputs,
+                           BlockCoord const& blk_coord, KTileIterator k_tile_iter, int k_tile_count, int thread_idx,
                            uint32_t block_rank_in_cluster, typename Base::TensorStorage& shared_tensors) {
     const Hook& hook = params.hook;
     const uint32_t m_tile = static_cast<uint32_t>(cute::get<0>(blk_coord));
     const uint32_t n_tile = static_cast<uint32_t>(cute::get<1>(blk_coord));
     const uint32_t traced_tile = m_tile * hook.n_tiles + n_tile;
     const uint64_t t_wait = trace_start(hook.trace);
-    if (hook.enabled) {
-      hook.template wait<kTileM>(m_tile, n_tile);
-      __syncwarp();
-      asm volatile("fence.proxy.async.global;" ::: "memory");
-    }
+    wait_for_tile(hook, m_tile, n_tile);
     const auto coord = hook.load_coord(blk_coord);
     const uint64_t t_load = trace_start(hook.trace);
     Base::load(params, pipeline, smem_pipe_write, load_inputs, coord, k_tile_iter, k_tile_count, thread_idx,
@@ -65,6 +61,29 @@ struct Sm90HookedMainloop : Base {
     if (hook.trace.on() && n_tile < hook.n_tiles && cute::elect_one_sync()) {
       trace_span(hook.trace, TraceKind::kWait, traced_tile, TraceRole::kProducer, t_wait, t_load);
       trace_span(hook.trace, TraceKind::kLoad, traced_tile, TraceRole::kProducer, t_load, global_time_ns());
+    }
+  }
+
+  // The second producer warp of a main loop that has one (block-scaled FP8: the scales, loaded
+  // with cp.async from the A rows' tails) waits for the same tile first.
+  template <class LoadInputs, class KTileIterator, class BlockCoord>
+  CUTLASS_DEVICE void load_auxiliary(Params const& params, typename Base::MainloopPipeline pipeline,
+                                     typename Base::PipelineState smem_pipe_write, LoadInputs const& load_inputs,
+                                     BlockCoord const& blk_coord, KTileIterator k_tile_iter, int k_tile_count,
+                                     int thread_idx, uint32_t block_rank_in_cluster,
+                                     typename Base::TensorStorage& shared_tensors) {
+    wait_for_tile(params.hook, static_cast<uint32_t>(cute::get<0>(blk_coord)),
+                  static_cast<uint32_t>(cute::get<1>(blk_coord)));
+    Base::load_auxiliary(params, pipeline, smem_pipe_write, load_inputs, params.hook.load_coord(blk_coord),
+                         k_tile_iter, k_tile_count, thread_idx, block_rank_in_cluster, shared_tensors);
+  }
+
+ protected:
+  CUTLASS_DEVICE static void wait_for_tile(const Hook& hook, uint32_t m_tile, uint32_t n_tile) {
+    if (hook.enabled) {
+      hook.template wait<kTileM>(m_tile, n_tile);
+      __syncwarp();
+      asm volatile("fence.proxy.async.global;" ::: "memory");
     }
   }
 };

@@ -1,8 +1,10 @@
 // AG+GEMM: the column-parallel linear layer with its all-gather hidden under the GEMM.
 //
 // Every rank r holds a row shard A_r (m_per_rank x K) of A and its own weight slice B_r; the op
-// leaves C_r = allgather(A) * B_r^T (M x N, M = world * m_per_rank) on every rank. bf16 in, bf16
-// out, fp32 accumulation.
+// leaves C_r = allgather(A) * B_r^T (M x N, M = world * m_per_rank) on every rank. bf16 or FP8
+// (e4m3 with tensor, row or block scales: ops/common/fp8.hpp) in, bf16 out, fp32 accumulation.
+// In FP8 the all-gather moves e4m3 rows with their scales (about half the bytes of bf16), and
+// with `a_source` the op quantises a bf16 shard itself before sending it.
 //
 // Layouts (the ones supported; anything else is refused by can_implement):
 //  - A: row-major; the gathered tensor lives in a SymmetricBuffer (M x K, row pitch K * 2 bytes),
@@ -10,7 +12,10 @@
 //  - B: N x K row-major (K contiguous: torch.nn.Linear's weight, the "TN" GEMM). A K x N weight
 //    (BLayout::kKN) is refused.
 //  - C: M x N row-major, packed.
-//  K and N must be multiples of 8 (16-byte rows for TMA); M is any size.
+//  - FP8: A's gathered rows are packed FP8 rows (fp8.hpp: K e4m3 bytes, then the row's scales,
+//    row pitch fp8_row_pitch(k, scaling)); B is N x K e4m3 with its scales apart.
+//  K and N must be multiples of 8 (16-byte rows for TMA; FP8: K a multiple of 16, of 128 with
+//  block scaling); M is any size.
 //
 // One call (run) enqueues, on every rank, the all-gather of A on the comm stream (SM blocks or the
 // copy engine, AgGemmConfig::comm) and the fused GEMM on the compute stream: a persistent
@@ -30,6 +35,7 @@
 #include "tilelink/comm/collectives.hpp"
 #include "tilelink/ops/ag_gemm/ag_gemm_config.hpp"
 #include "tilelink/ops/ag_gemm/ag_gemm_policy.hpp"
+#include "tilelink/ops/common/fp8.hpp"
 #include "tilelink/runtime/trace_buffer.hpp"
 #include "tilelink/runtime/device_buffer.hpp"
 #include "tilelink/runtime/signal_set.hpp"
@@ -46,15 +52,24 @@ enum class BLayout : uint32_t {
 const char* to_string(BLayout v);
 
 struct AgGemmArguments {
-  const SymmetricBuffer* a = nullptr;  // gathered A: world * m_per_rank rows of K bf16
+  const SymmetricBuffer* a = nullptr;  // gathered A: world * m_per_rank rows of K bf16 (FP8: packed rows)
   size_t a_offset = 0;                 // bytes into `a` (16-byte aligned)
-  std::vector<const void*> b;          // per rank: N x K bf16 on the rank's device
+  std::vector<const void*> b;          // per rank: N x K bf16 (e4m3) on the rank's device
   std::vector<void*> c;                // per rank: M x N bf16 on the rank's device
   uint32_t m_per_rank = 0;
   uint32_t n = 0;
   uint32_t k = 0;
   BLayout b_layout = BLayout::kNK;
   AgGemmConfig config;
+  // FP8 (ops/common/fp8.hpp). With dtype e4m3, `a` holds packed FP8 rows, `b` e4m3 weights, and:
+  DType dtype = DType::kBf16;
+  Fp8Scaling scaling = Fp8Scaling::kTensor;
+  std::vector<const float*> a_scale;  // tensor scaling: per rank, A's one scale (the same value on every rank)
+  std::vector<const float*> b_scale;  // per rank: B's fp8_b_scales(n, k, scaling) scales
+  // Quantise on send (row or block scaling): per rank, its m_per_rank x K bf16 shard, K contiguous.
+  // Each call first quantises it into the rank's own packed rows of `a` (quantize_rows_e4m3, one
+  // pass), so that a bf16 caller sends FP8. Empty: the caller wrote the packed rows itself.
+  std::vector<const void*> a_source;
 };
 
 // The tune cache's key of `args` on `world`: m = rows of C (all ranks), n = columns per rank, k.
@@ -77,7 +92,9 @@ class AgGemm {
 
   // "" if `args` can run on `world`, else why not (argument, value, expectation).
   static std::string can_implement(const World& world, const SymmetricHeap& heap, const AgGemmArguments& args);
+  // The compiled kernel configurations for bf16 operands, or for e4m3 ones of a scaling mode.
   static std::vector<std::string> kernel_names();
+  static std::vector<std::string> kernel_names(DType dtype, Fp8Scaling scaling = Fp8Scaling::kTensor);
 
   // Enqueues one call on every rank; returns its epoch.
   uint64_t run();
@@ -89,6 +106,10 @@ class AgGemm {
   // (the stream order keeps that call's operands). Throws InvalidArgument on a null or misaligned
   // pointer.
   void set_operands(int rank, const void* b, void* c);
+  // FP8: the same with B's scales (and, quantising on send, the rank's bf16 shard; else nullptr).
+  void set_operands(int rank, const void* b, const float* b_scale, void* c, const void* a_source);
+  // Bytes of one gathered row of A: K bf16, or fp8_row_pitch(k, scaling).
+  uint64_t row_bytes() const { return row_bytes_; }
   // Later calls record the device timeline into `trace` (nullptr: off): every GEMM tile's wait
   // for its rows and its TMA loads (producer) and epilogue (consumer), and, on the SM path, the
   // all-gather blocks' waits, copies and notifies. tilelink trace renders it.
@@ -117,6 +138,7 @@ class AgGemm {
   const World* world_;
   AgGemmArguments args_;
   uint32_t m_ = 0;
+  uint64_t row_bytes_ = 0;
   std::string kernel_name_;
   std::string tuned_from_;
   uint32_t swizzle_ = 1;
@@ -136,6 +158,7 @@ class AgGemm {
   std::vector<std::unique_ptr<detail::Sm90AgGemmKernel>> whole_kernels_;  // non-overlapped: on the whole budget
 
   void make_kernels(int rank);
+  void quantize_own_rows();
   void choose_method(OpMethod callers, const detail::Sm90AgGemmConfigInfo& kernel);
   uint64_t run_non_overlapped();
   uint64_t run_decomposed();

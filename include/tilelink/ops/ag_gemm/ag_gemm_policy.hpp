@@ -12,10 +12,10 @@ namespace tilelink::ag_gemm_policy {
 
 // The configured swizzle, or the widest band (2^s bands of `band_rows` rows, up to 8) that stays
 // inside one shard and whose rows of A fit in the rank's share of L2.
-inline uint32_t auto_swizzle(uint32_t configured, uint32_t band_rows, uint32_t m_per_rank, uint32_t k,
+// A's rows are `row_bytes` long (K bf16, or a packed FP8 row).
+inline uint32_t auto_swizzle(uint32_t configured, uint32_t band_rows, uint32_t m_per_rank, uint64_t row_bytes,
                              uint64_t l2_share) {
   if (configured != 0) return configured;
-  const uint64_t row_bytes = uint64_t(k) * all_gather_policy::kElementBytes;
   uint32_t s = 1;
   while (s < 8 && 2 * s * band_rows <= m_per_rank && 2ull * s * band_rows * row_bytes <= l2_share) s *= 2;
   return s;
@@ -24,7 +24,7 @@ inline uint32_t auto_swizzle(uint32_t configured, uint32_t band_rows, uint32_t m
 // The method's estimate (OpMethod::kAuto without a tune-cache entry), per call of one rank, from
 // the rates the plan's cost model starts from (core/h200_rates.hpp); `tilelink plan ag_gemm`
 // prints it beside its timeline:
-//   a GEMM of `rows` rows on `sms` SMs: waves of bm x bn tiles at the dense bf16 rate per SM;
+//   a GEMM of `rows` rows on `sms` SMs: waves of bm x bn tiles at the dense bf16 (or e4m3) rate per SM;
 //   the all-gather: (world - 1) shards over NVLink (one rank per GPU) or through the one HBM that
 //   virtual ranks share;
 //   non-overlapped = all-gather + GEMM(M) on the whole budget (nothing runs beside it);
@@ -37,6 +37,8 @@ inline uint32_t auto_swizzle(uint32_t configured, uint32_t band_rows, uint32_t m
 // `tilelink tune ag_gemm` times all three, and its winner decides where it exists.
 struct MethodShape {
   uint32_t world = 1, m_per_rank = 0, n = 0, k = 0;
+  uint64_t row_bytes = 0;  // bytes of one gathered row of A; 0: K bf16
+  bool fp8 = false;        // e4m3 operands: the GEMM at the FP8 rate (h200::kE4m3GemmFlops)
   uint32_t tile_m = 128, tile_n = 256;
   int gemm_sms = 130;            // the fused and per-shard GEMMs' CTAs (beside the all-gather)
   int budget = 132;              // the rank's SM budget: the non-overlapped GEMM's CTAs

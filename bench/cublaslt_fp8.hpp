@@ -1,0 +1,47 @@
+// The FP8 baseline GEMM of the benchmarks: cuBLASLt's e4m3 matmul with the scaling mode matched
+// (tensor: two scalar scales; row: CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F; block: A's
+// VEC128_32F and B's BLK128x128_32F), bf16 output, fp32 compute.
+//   C (M x N row-major bf16) = A (M x K e4m3, row-major, packed) * B^T (B: N x K e4m3),
+// A's scales contiguous (row: M floats; block: the layout cuBLASLt documents for VEC128), B's as
+// tilelink's (fp8.hpp). cuBLASLt's column-major view is C^T = B * A^T ("TN", which its FP8 kernels
+// need).
+#pragma once
+
+#include <cublasLt.h>
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+#include <string>
+
+#include "tilelink/ops/common/fp8.hpp"
+
+namespace tilelink::bench {
+
+class LtFp8Gemm {
+ public:
+  // Throws Error naming the mode when cuBLASLt has no kernel for it on this GPU (`available`
+  // false leaves the reason in why()).
+  LtFp8Gemm(uint32_t m, uint32_t n, uint32_t k, Fp8Scaling scaling, const void* a, uint64_t lda, const float* a_scale,
+            const void* b, const float* b_scale, void* c, int device);
+  ~LtFp8Gemm();
+  LtFp8Gemm(const LtFp8Gemm&) = delete;
+  LtFp8Gemm& operator=(const LtFp8Gemm&) = delete;
+
+  bool available() const { return available_; }
+  const std::string& why() const { return why_; }
+  void run(cudaStream_t stream) const;
+
+ private:
+  cublasLtHandle_t handle_ = nullptr;
+  cublasLtMatmulDesc_t desc_ = nullptr;
+  cublasLtMatrixLayout_t la_ = nullptr, lb_ = nullptr, lc_ = nullptr;
+  cublasLtMatmulAlgo_t algo_{};
+  void* workspace_ = nullptr;
+  size_t workspace_bytes_ = 32u << 20;
+  const void *a_ = nullptr, *b_ = nullptr;
+  void* c_ = nullptr;
+  bool available_ = false;
+  std::string why_;
+};
+
+}  // namespace tilelink::bench
