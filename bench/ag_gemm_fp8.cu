@@ -97,6 +97,7 @@ Table bench_ag_gemm_fp8(const AgGemmBenchOptions& o) {
     world.set_device(r);
     a_scale.emplace_back(16, world.device(r));
     TL_CUDA_CHECK(cudaMemcpy(a_scale[r].get(), &tensor_scale, 4, cudaMemcpyHostToDevice));
+    TL_CUDA_CHECK(cudaDeviceSynchronize());  // a pageable copy's DMA may still run
     quantize_rows_e4m3(source[r].get(), k, m_per_rank, k, scaling, a_scale[r].get<float>(),
                        static_cast<char*>(gathered.data(r)) + r * shard_bytes, world.compute_stream(r));
   }
@@ -163,6 +164,7 @@ Table bench_ag_gemm_fp8(const AgGemmBenchOptions& o) {
         if (a_t) tails = transposed(tails, m, per_row);
         lt_a_scale.emplace_back(tails.size() * 4 + 16, world.device(r));
         TL_CUDA_CHECK(cudaMemcpy(lt_a_scale.back().get(), tails.data(), tails.size() * 4, cudaMemcpyHostToDevice));
+        TL_CUDA_CHECK(cudaDeviceSynchronize());  // a pageable copy's DMA may still run
         as = lt_a_scale.back().get<float>();
       }
       if (scaling == Fp8Scaling::kBlock && b_t) {
@@ -171,6 +173,7 @@ Table bench_ag_gemm_fp8(const AgGemmBenchOptions& o) {
         v = transposed(v, nb, kb);
         lt_b_scale.emplace_back(v.size() * 4 + 16, world.device(r));
         TL_CUDA_CHECK(cudaMemcpy(lt_b_scale.back().get(), v.data(), v.size() * 4, cudaMemcpyHostToDevice));
+        TL_CUDA_CHECK(cudaDeviceSynchronize());  // a pageable copy's DMA may still run
         bs = lt_b_scale.back().get<float>();
       }
       lt.push_back(std::make_unique<LtFp8Gemm>(m, n_local, k, scaling, gathered.data(r), pitch, as, b8[r].get(), bs,
@@ -203,14 +206,21 @@ Table bench_ag_gemm_fp8(const AgGemmBenchOptions& o) {
     throw Error("bench ag_gemm (e4m3): " + std::to_string(far) + " elements of the op's C differ from cuBLASLt's");
   }
   // The op's other methods against the fused op's C (in c_ref after a copy).
+  // Every copy and poison on the ranks' compute streams (the world's streams do not order with the
+  // legacy default stream).
   std::vector<DeviceBuffer> c_fused;
   for (int r = 0; r < w; ++r) {
+    world.set_device(r);
     c_fused.emplace_back(c_elems * 2, world.device(r));
-    TL_CUDA_CHECK(cudaMemcpy(c_fused[r].get(), c[r].get(), c_elems * 2, cudaMemcpyDeviceToDevice));
+    TL_CUDA_CHECK(cudaMemcpyAsync(c_fused[r].get(), c[r].get(), c_elems * 2, cudaMemcpyDeviceToDevice,
+                                  world.compute_stream(r)));
   }
   for (AgGemm* each : {&op_dec, &op_non, op_send.get()}) {
     if (each == nullptr) continue;
-    for (int r = 0; r < w; ++r) TL_CUDA_CHECK(cudaMemset(c[r].get(), 0xFF, c_elems * 2));
+    for (int r = 0; r < w; ++r) {
+      world.set_device(r);
+      TL_CUDA_CHECK(cudaMemsetAsync(c[r].get(), 0xFF, c_elems * 2, world.compute_stream(r)));
+    }
     world.synchronize();
     each->run();
     world.synchronize();
@@ -222,9 +232,10 @@ Table bench_ag_gemm_fp8(const AgGemmBenchOptions& o) {
     }
   }
   for (int r = 0; r < w; ++r) {  // the baseline's A starts with the rank's own rows
-    TL_CUDA_CHECK(cudaMemcpy(a_base[r].get<char>() + r * shard_bytes,
-                             static_cast<char*>(gathered.data(r)) + r * shard_bytes, shard_bytes,
-                             cudaMemcpyDeviceToDevice));
+    world.set_device(r);
+    TL_CUDA_CHECK(cudaMemcpyAsync(a_base[r].get<char>() + r * shard_bytes,
+                                  static_cast<char*>(gathered.data(r)) + r * shard_bytes, shard_bytes,
+                                  cudaMemcpyDeviceToDevice, world.compute_stream(r)));
   }
   world.synchronize();
 
