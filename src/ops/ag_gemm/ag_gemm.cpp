@@ -50,6 +50,9 @@ uint64_t a_row_bytes(const AgGemmArguments& a) {
   return fp8(a) ? fp8_row_pitch(a.k, a.scaling) : uint64_t(a.k) * kElementBytes;
 }
 
+// A's row pitch in elements, as the kernel takes it: K bf16, or the packed row's bytes of e4m3.
+uint64_t a_lda(const AgGemmArguments& a) { return fp8(a) ? a_row_bytes(a) : a.k; }
+
 bool serves(const detail::Sm90AgGemmConfigInfo& c, const AgGemmArguments& a) {
   return c.dtype == a.dtype && (!fp8(a) || c.scaling == a.scaling);
 }
@@ -163,7 +166,7 @@ std::string AgGemm::can_implement(const World& world, const SymmetricHeap& heap,
   p.m = static_cast<uint32_t>(m);
   p.n = a.n;
   p.k = a.k;
-  p.lda = fp8(a) ? a_row_bytes(a) : a.k;
+  p.lda = a_lda(a);
   p.sm_count = static_cast<int>(kernel->cluster_m * kernel->cluster_n);
   p.swizzle = static_cast<int>(choose_swizzle(a, *kernel, uint64_t(1) << 40));
   if (std::string e = kernel->can_implement(p); !e.empty()) return e;
@@ -292,7 +295,7 @@ void AgGemm::make_kernels(int r) {
   const uint32_t comm_blocks = args_.config.comm.resource == CommResource::kSm ? ag_->num_blocks() : 0;
   detail::Sm90AgGemmProblem p;
   p.a = static_cast<const char*>(args_.a->data(r)) + args_.a_offset;
-  p.lda = fp8(args_) ? row_bytes_ : args_.k;
+  p.lda = a_lda(args_);
   p.b = args_.b[static_cast<size_t>(r)];
   if (fp8(args_)) {
     p.b_scale = args_.b_scale[static_cast<size_t>(r)];

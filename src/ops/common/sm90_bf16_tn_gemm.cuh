@@ -64,9 +64,21 @@ void set_output_and_order(Arguments& args, uint32_t m, uint32_t n, ElementD* d, 
   }
 }
 
+// The tile and cluster extents of a configuration, as the ops' tables and checks read them.
+template <class TileShape, class ClusterShape>
+struct Sm90TileExtents {
+  static constexpr uint32_t kTileM = cute::size<0>(TileShape{});
+  static constexpr uint32_t kTileN = cute::size<1>(TileShape{});
+  static constexpr uint32_t kTileK = cute::size<2>(TileShape{});
+  static constexpr uint32_t kClusterM = cute::size<0>(ClusterShape{});
+  static constexpr uint32_t kClusterN = cute::size<1>(ClusterShape{});
+};
+
 template <class TileShape, class ClusterShape, template <class> class MainloopWrap = NoWrap,
           template <class> class EpilogueWrap = NoWrap, class Schedule = Cooperative, bool Ordered = true>
-struct Sm90Bf16TnGemm {
+struct Sm90Bf16TnGemm : Sm90TileExtents<TileShape, ClusterShape> {
+  using Extents = Sm90TileExtents<TileShape, ClusterShape>;
+  using Extents::kClusterM, Extents::kClusterN, Extents::kTileK, Extents::kTileM, Extents::kTileN;
   using ElementA = cutlass::bfloat16_t;
   using ElementB = cutlass::bfloat16_t;
   using ElementD = cutlass::bfloat16_t;
@@ -92,11 +104,6 @@ struct Sm90Bf16TnGemm {
       std::conditional_t<Ordered, RowOrderedSchedulerTag, cutlass::gemm::PersistentScheduler>>;
   static_assert(!Ordered || std::is_same_v<typename Kernel::TileScheduler, Sm90RowOrderedTileScheduler>);
 
-  static constexpr uint32_t kTileM = cute::size<0>(TileShape{});
-  static constexpr uint32_t kTileN = cute::size<1>(TileShape{});
-  static constexpr uint32_t kTileK = cute::size<2>(TileShape{});
-  static constexpr uint32_t kClusterM = cute::size<0>(ClusterShape{});
-  static constexpr uint32_t kClusterN = cute::size<1>(ClusterShape{});
 
   // "" if the extents, the A row pitch (elements), the SM count and the swizzle suit this kernel,
   // else why not. The ops add their own conditions.

@@ -84,7 +84,9 @@ struct Fp8EpilogueFusion<Fp8Scaling::kBlock, TileShape> {
 
 template <class TileShape, class ClusterShape, Fp8Scaling kScaling, template <class> class MainloopWrap = NoWrap,
           template <class> class EpilogueWrap = NoWrap, bool Ordered = true>
-struct Sm90Fp8TnGemm {
+struct Sm90Fp8TnGemm : Sm90TileExtents<TileShape, ClusterShape> {
+  using Extents = Sm90TileExtents<TileShape, ClusterShape>;
+  using Extents::kClusterM, Extents::kClusterN, Extents::kTileK, Extents::kTileM, Extents::kTileN;
   using ElementA = cutlass::float_e4m3_t;
   using ElementB = cutlass::float_e4m3_t;
   using ElementD = cutlass::bfloat16_t;
@@ -126,11 +128,6 @@ struct Sm90Fp8TnGemm {
       std::conditional_t<Ordered, RowOrderedSchedulerTag, cutlass::gemm::PersistentScheduler>>;
   static_assert(!Ordered || std::is_same_v<typename Kernel::TileScheduler, Sm90RowOrderedTileScheduler>);
 
-  static constexpr uint32_t kTileM = cute::size<0>(TileShape{});
-  static constexpr uint32_t kTileN = cute::size<1>(TileShape{});
-  static constexpr uint32_t kTileK = cute::size<2>(TileShape{});
-  static constexpr uint32_t kClusterM = cute::size<0>(ClusterShape{});
-  static constexpr uint32_t kClusterN = cute::size<1>(ClusterShape{});
 
   // "" if the extents, A's row pitch (bytes), the SM count and the swizzle suit this kernel, else
   // why not. The ops add their own conditions.
