@@ -7,12 +7,12 @@ namespace tilelink::h200 {
 
 inline constexpr int kSms = 132;
 inline constexpr double kBf16GemmFlops = 790e12;  // dense bf16 GEMM, cuBLAS (DESIGN.md section 7)
-// Dense e4m3 GEMM with fp32 promotion: 1.35x the bf16 rate. Measured on an H100 (same SMs and
-// clocks as the H200), docs/PERF.md 2026-12-05 eleventh session: cuBLASLt's row-scaled e4m3 GEMM
-// 1009 TFLOP/s (`tilelink bench ag_gemm --dtype e4m3 --scaling row --world 8 --m 8192 --n 28672
-// --k 8192`) against cuBLAS bf16 749 (`bench ag_gemm --world 1 --m 8192 --n 8192 --k 8192`), not
-// the peaks' 2x; not yet measured on the H200 itself.
-inline constexpr double kE4m3GemmFlops = 1.35 * kBf16GemmFlops;
+// Dense e4m3 GEMM with fp32 promotion, tensor-scaled: 2x the bf16 rate. Measured on an H100 (same
+// SMs and clocks as the H200), docs/PERF.md 2026-12-05 eleventh session: cuBLASLt 1506 TFLOP/s
+// (`tilelink bench ag_gemm --dtype e4m3 --scaling tensor --world 1 --m 8192 --n 8192 --k 8192`)
+// against cuBLAS bf16 749 (`bench ag_gemm --world 1` on the same shape); its row-scaled mode ran
+// 1001 and its block-scaled 1362. Not yet measured on the H200 itself.
+inline constexpr double kE4m3GemmFlops = 2 * kBf16GemmFlops;
 inline constexpr double kCtaCopyBandwidth = 48e9;  // one CTA's ld/st or bulk copy, bytes/s (docs/PERF.md)
 // GEMM+RS's epilogue sum (GemmRsReducer::kEpilogue): 256 threads with 16 loads of 16 bytes in
 // flight each, twice the measured reduction CTA's 512 x 4, and both latency-bound: 2 x
