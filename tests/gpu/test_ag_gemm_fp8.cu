@@ -85,7 +85,7 @@ std::vector<float> absolute(const std::vector<float>& v) {
 }
 
 void check(int world_size, const AgComm& comm, Fp8Scaling scaling, bool odd, bool quantize_on_send,
-           OpMethod method = OpMethod::kAuto) {
+           OpMethod method = OpMethod::kAuto, const std::string& kernel = "") {
   const uint64_t seed = std::random_device{}();
   SCOPED_TRACE("seed " + std::to_string(seed));
   std::mt19937_64 rng(seed);
@@ -108,6 +108,7 @@ void check(int world_size, const AgComm& comm, Fp8Scaling scaling, bool odd, boo
   args.scaling = scaling;
   args.config.comm = {comm.resource, comm.method, comm.path, comm.order, shape.comm_rows, 0, 512};
   args.config.method = method;
+  args.config.kernel = kernel;
 
   // B per rank: quantised on the device, checked against the CPU quantiser, dequantised for the
   // reference.
@@ -232,6 +233,30 @@ INSTANTIATE_TEST_SUITE_P(
     [](const ::testing::TestParamInfo<AgGemmFp8QuantizeOnSendTest::ParamType>& info) {
       return "world" + std::to_string(std::get<0>(info.param)) + "_" + to_string(std::get<1>(info.param)) + "_" +
              std::get<2>(info.param).name + "_" + to_string(std::get<3>(info.param));
+    });
+
+class AgGemmFp8KernelTest : public ::testing::TestWithParam<std::tuple<int, Fp8Scaling>> {};
+
+// Every compiled FP8 configuration of the scaling mode (the clustered ones too), both shapes.
+TEST_P(AgGemmFp8KernelTest, EveryConfigurationMatchesTheReference) {
+  TL_SKIP_WITHOUT_GPU();
+  const auto [world_size, scaling] = GetParam();
+  const std::vector<std::string> kernels = AgGemm::kernel_names(DType::kE4m3, scaling);
+  ASSERT_GE(kernels.size(), 2u);
+  for (const std::string& kernel : kernels) {
+    for (bool odd : {false, true}) {
+      SCOPED_TRACE(kernel + (odd ? " odd" : " tiles"));
+      check(world_size, kAgComms[2], scaling, odd, false, OpMethod::kFused, kernel);
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    AgGemm, AgGemmFp8KernelTest,
+    ::testing::Combine(::testing::Values(1, 4),
+                       ::testing::Values(Fp8Scaling::kTensor, Fp8Scaling::kRow, Fp8Scaling::kBlock)),
+    [](const ::testing::TestParamInfo<AgGemmFp8KernelTest::ParamType>& info) {
+      return "world" + std::to_string(std::get<0>(info.param)) + "_" + to_string(std::get<1>(info.param));
     });
 
 // Bad FP8 input is refused by name before anything launches.
