@@ -35,19 +35,6 @@
 #include "tilelink/ops/common/fp8_quantize.hpp"
 
 namespace tilelink::bench {
-namespace {
-
-// Host transpose of a rows x cols float matrix.
-std::vector<float> transposed(const std::vector<float>& v, size_t rows, size_t cols) {
-  std::vector<float> t(v.size());
-  for (size_t r = 0; r < rows; ++r) {
-    for (size_t c = 0; c < cols; ++c) t[c * rows + r] = v[r * cols + c];
-  }
-  return t;
-}
-
-}  // namespace
-
 Table bench_ag_gemm_fp8(const AgGemmBenchOptions& o) {
   const char* where = "bench_ag_gemm (e4m3)";
   TL_REQUIRE(o.world >= 1, where, "world", o.world, ">= 1");
@@ -157,11 +144,7 @@ Table bench_ag_gemm_fp8(const AgGemmBenchOptions& o) {
       const float* as = scaling == Fp8Scaling::kTensor ? a_scale[r].get<float>() : nullptr;
       const float* bs = b_scale[r].get<float>();
       if (scaling != Fp8Scaling::kTensor) {
-        const size_t per_row = scaling == Fp8Scaling::kRow ? 1 : kb;
-        std::vector<float> tails(size_t(m) * per_row);
-        TL_CUDA_CHECK(cudaMemcpy2D(tails.data(), per_row * 4, static_cast<char*>(gathered.data(r)) + k, pitch,
-                                   per_row * 4, m, cudaMemcpyDeviceToHost));
-        if (a_t) tails = transposed(tails, m, per_row);
+        const std::vector<float> tails = lt_a_scales(gathered.data(r), pitch, m, k, scaling, a_t);
         lt_a_scale.emplace_back(tails.size() * 4 + 16, world.device(r));
         TL_CUDA_CHECK(cudaMemcpy(lt_a_scale.back().get(), tails.data(), tails.size() * 4, cudaMemcpyHostToDevice));
         TL_CUDA_CHECK(cudaDeviceSynchronize());  // a pageable copy's DMA may still run

@@ -15,6 +15,24 @@ void set_attr(cublasLtMatmulDesc_t d, cublasLtMatmulDescAttributes_t attr, const
 
 }  // namespace
 
+std::vector<float> transposed(const std::vector<float>& v, size_t rows, size_t cols) {
+  std::vector<float> t(v.size());
+  for (size_t r = 0; r < rows; ++r) {
+    for (size_t c = 0; c < cols; ++c) t[c * rows + r] = v[r * cols + c];
+  }
+  return t;
+}
+
+std::vector<float> lt_a_scales(const void* packed, uint64_t pitch, uint32_t rows, uint32_t k, Fp8Scaling scaling,
+                               bool k_block_major) {
+  const size_t per_row = fp8_row_scales(k, scaling);
+  std::vector<float> tails(size_t(rows) * per_row);
+  if (tails.empty()) return tails;
+  TL_CUDA_CHECK(cudaMemcpy2D(tails.data(), per_row * 4, static_cast<const char*>(packed) + k, pitch, per_row * 4, rows,
+                             cudaMemcpyDeviceToHost));
+  return k_block_major ? transposed(tails, rows, per_row) : tails;
+}
+
 LtFp8Gemm::LtFp8Gemm(uint32_t m, uint32_t n, uint32_t k, Fp8Scaling scaling, const void* a, uint64_t lda,
                      const float* a_scale, const void* b, const float* b_scale, void* c, int device)
     : a_(a), b_(b), c_(c) {

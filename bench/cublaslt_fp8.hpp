@@ -12,10 +12,20 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "tilelink/ops/common/fp8.hpp"
 
 namespace tilelink::bench {
+
+// Host transpose of a rows x cols float matrix.
+std::vector<float> transposed(const std::vector<float>& v, size_t rows, size_t cols);
+
+// A's row or block scales as a contiguous array for cuBLASLt, copied (host round trip: setup only)
+// from the tails of `rows` packed FP8 rows on the device (pitch bytes, fp8.hpp): row scaling one
+// per row; block scaling rows x K/128, row-major, or K-block-major with `k_block_major`.
+std::vector<float> lt_a_scales(const void* packed, uint64_t pitch, uint32_t rows, uint32_t k, Fp8Scaling scaling,
+                               bool k_block_major);
 
 class LtFp8Gemm {
  public:

@@ -43,6 +43,7 @@ const char* granularity_name(SignalGranularity g) {
 }  // namespace
 
 Table bench_gemm_rs(const GemmRsBenchOptions& o) {
+  if (o.dtype == DType::kE4m3) return bench_gemm_rs_fp8(o);
   GemmRsSetup s(o.world, o.m, o.n, o.k, o.config, o.seed, "bench gemm_rs");
   const int w = o.world;
   const uint32_t m = s.m, n = s.n, k_local = s.k_local, rows = s.rows;

@@ -56,6 +56,9 @@ bool any_knob(const CLI::Option_group* group) { return group != nullptr && group
 void CostOptions::add_to(CLI::App* app) {
   app->add_option("--sms", cost.sms, "cost model: SMs per rank")->capture_default_str()->check(CLI::Range(1, 1024));
   app->add_option("--tflops", tflops, "cost model: dense bf16 GEMM TFLOP/s per rank (default 790, an H200's cuBLAS)");
+  app->add_option("--fp8-tflops", fp8_tflops,
+                  "cost model: dense e4m3 GEMM TFLOP/s per rank (--dtype e4m3; default 2x bf16's, cuBLASLt's ratio "
+                  "measured on an H100)");
   app->add_option("--nvlink-gbps", nvlink_gbps, "cost model: GB/s into a rank from its node (default 390)");
   app->add_option("--network-gbps", network_gbps, "cost model: GB/s into a rank from other nodes (default 50)");
   app->add_option("--ce-gbps", ce_gbps, "cost model: copy-engine GB/s of large chunks (default 2000)");
@@ -69,6 +72,7 @@ void CostOptions::add_to(CLI::App* app) {
 sim::CostModel CostOptions::model() const {
   sim::CostModel c = cost;
   if (tflops > 0) c.flops = tflops * 1e12;
+  if (fp8_tflops > 0) c.fp8_flops = fp8_tflops * 1e12;
   if (nvlink_gbps > 0) c.nvlink_bandwidth = nvlink_gbps * 1e9;
   if (network_gbps > 0) c.network_bandwidth = network_gbps * 1e9;
   if (ce_gbps > 0) c.ce_bandwidth = ce_gbps * 1e9;
@@ -127,6 +131,13 @@ void check_writable(const std::string& path) {
   if (path.empty()) return;
   std::ofstream probe(path);
   if (!probe) throw Error("cannot open '" + path + "' for writing");
+}
+
+void add_operand_options(CLI::App* app, OperandOptions& operands, const std::string& fp8_what) {
+  add_enum_option(app, "--dtype", operands.dtype, {DType::kBf16, DType::kE4m3},
+                  "operands: bf16, or e4m3 (" + fp8_what + ")");
+  add_enum_option(app, "--scaling", operands.scaling, {Fp8Scaling::kTensor, Fp8Scaling::kRow, Fp8Scaling::kBlock},
+                  "e4m3 scales: tensor, row (per token / channel) or block (1x128 A, 128x128 B)");
 }
 
 }  // namespace tilelink::tool

@@ -13,6 +13,7 @@
 
 #include "bench/options.hpp"
 #include "tilelink/comm/collectives.hpp"
+#include "tilelink/ops/common/fp8.hpp"
 #include "tilelink/ops/common/parse_enum.hpp"
 #include "tilelink/sim/timeline.hpp"
 
@@ -71,11 +72,19 @@ CLI::Option* add_enum_option(CLI::App* app, const std::string& name, E& target, 
   return option;
 }
 
+// --dtype bf16|e4m3 and --scaling tensor|row|block: the operands of a GEMM op's bench or plan.
+// `fp8_what` says what e4m3 means there (the help reads "operands: bf16, or e4m3 (<fp8_what>)").
+struct OperandOptions {
+  DType dtype = DType::kBf16;
+  Fp8Scaling scaling = Fp8Scaling::kTensor;
+};
+void add_operand_options(CLI::App* app, OperandOptions& operands, const std::string& fp8_what);
+
 // The cost model of a plan command: the H200 defaults of sim::CostModel, any of them overridden
 // from the command line (another GPU, or one GPU shared by virtual ranks).
 struct CostOptions {
   sim::CostModel cost;
-  double tflops = 0, nvlink_gbps = 0, network_gbps = 0, ce_gbps = 0, sm_copy_gbps = 0, epilogue_sum_gbps = 0, ce_chunk_us = -1;
+  double tflops = 0, fp8_tflops = 0, nvlink_gbps = 0, network_gbps = 0, ce_gbps = 0, sm_copy_gbps = 0, epilogue_sum_gbps = 0, ce_chunk_us = -1;
 
   void add_to(CLI::App* app);
   sim::CostModel model() const;

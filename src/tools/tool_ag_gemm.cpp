@@ -138,10 +138,12 @@ int plan(PlanAgGemm a, const sim::CostModel& cost) {
   resolve_plan_blocks(comm, kPlanSmBlocks);
   const sim::AgGemmPrediction r = sim::predict_ag_gemm(a.problem, a.config, cost);
   const auto& p = a.problem;
-  std::cout << "tilelink plan ag_gemm: predicted, not measured (cost model: " << cost.flops / 1e12 << " TFLOP/s, "
+  std::cout << "tilelink plan ag_gemm: predicted, not measured (cost model: " << cost.gemm_flops(p.dtype) / 1e12
+            << " TFLOP/s " << to_string(p.dtype) << ", "
             << cost.sms << " SMs, NVLink " << cost.nvlink_bandwidth / 1e9 << " GB/s, network "
             << cost.network_bandwidth / 1e9 << " GB/s per GPU)\n"
             << "world=" << p.world << "  nodes=" << p.nodes << "  m=" << p.m << "  n=" << p.n << "  k=" << p.k
+            << (p.dtype == DType::kE4m3 ? std::string("  e4m3 ") + to_string(p.scaling) + " scaling" : std::string())
             << "  bm=" << a.config.bm << "  bn=" << a.config.bn << "  comm_rows=" << comm.comm_rows
             << "  resource=" << to_string(comm.resource)
             << (comm.resource == CommResource::kSm ? " (" + std::to_string(comm.num_blocks) + " CTAs)" : "")
@@ -160,6 +162,10 @@ int plan(PlanAgGemm a, const sim::CostModel& cost) {
   shape.tile_n = a.config.bn;
   shape.gemm_sms = cost.sms - (p.world > 1 ? 2 : 0) - (comm.resource == CommResource::kSm ? int(comm.num_blocks) : 0);
   shape.one_rank_per_gpu = true;
+  if (p.dtype == DType::kE4m3) {
+    shape.fp8 = true;
+    shape.row_bytes = fp8_row_pitch(p.k, p.scaling);
+  }
   const ag_gemm_policy::MethodEstimates e = ag_gemm_policy::estimate_methods(shape);
   std::printf("op method auto: %s (the op's estimate, one rank per GPU on one node's NVLink: fused %.1f, decomposed %.1f, "
               "non-overlapped %.1f us; a tune-cache entry would decide instead)\n",
@@ -172,17 +178,17 @@ void add_plan_options(CLI::App* app, PlanAgGemm& a) {
   add_plan_gemm_shape(app, a.problem, a.config, "rows of A and C", "columns of C over all ranks", kK);
   add_plan_all_gather(app, a.config.op.comm, kPlanSmBlocks);
   add_enum_option(app, "--order", a.config.op.comm.order, {CommOrder::kFullMesh, CommOrder::kRing}, "mesh or ring");
+  add_enum_option(app, "--dtype", a.problem.dtype, {DType::kBf16, DType::kE4m3},
+                  "operands: bf16, or e4m3 (the FP8 GEMM rate, --fp8-tflops, and packed e4m3 rows in the all-gather)");
+  add_enum_option(app, "--scaling", a.problem.scaling, {Fp8Scaling::kTensor, Fp8Scaling::kRow, Fp8Scaling::kBlock},
+                  "e4m3 scales (the row and block scales travel in the rows: a few bytes more per row)");
 }
 
 const GemmOp<tb::AgGemmBenchOptions> kOp{"ag_gemm", false, ag_gemm_paper_shapes, kM, kN, kK, add_knobs};
 
 void add_bench(Tool& tool) {
   auto explained = std::make_shared<bool>(false);  // --explain: the main job's reading aid
-  struct Operands {
-    DType dtype = DType::kBf16;
-    Fp8Scaling scaling = Fp8Scaling::kTensor;
-  };
-  auto operands = std::make_shared<Operands>();
+  auto operands = std::make_shared<OperandOptions>();
   add_gemm_bench(
       tool, kOp, "time tilelink::AgGemm against cuBLAS, non-overlapped and decomposed baselines",
       [operands](tb::AgGemmBenchOptions o) {
@@ -191,12 +197,9 @@ void add_bench(Tool& tool) {
         return tb::bench_ag_gemm(o);
       },
       [explained, operands](Command& c) {
-        add_enum_option(c.app, "--dtype", operands->dtype, {DType::kBf16, DType::kE4m3},
-                        "operands: bf16, or e4m3 (FP8, against cuBLASLt's e4m3 GEMM; the all-gather moves packed "
-                        "e4m3 rows with their scales)");
-        add_enum_option(c.app, "--scaling", operands->scaling,
-                        {Fp8Scaling::kTensor, Fp8Scaling::kRow, Fp8Scaling::kBlock},
-                        "e4m3 scales: tensor, row (per token / channel) or block (1x128 A, 128x128 B)");
+        add_operand_options(c.app, *operands,
+                            "FP8, against cuBLASLt's e4m3 GEMM; the all-gather moves packed e4m3 rows with their "
+                            "scales");
         c.app->add_flag("--explain", *explained,
                         "after the tables: what they mean here (virtual ranks: the world-1 result against cuBLAS), "
                         "the plan model's prediction for --world H200s over NVLink, and one summary line per shape");
@@ -315,8 +318,17 @@ void register_ag_gemm(Tool& tool) {
   add_gemm_trace(tool, kOp,
                  "AG+GEMM: each GEMM tile's wait, loads and epilogue; the SM all-gather's waits, copies and notifies",
                  trace_ag_gemm);
-  add_plan_command<PlanAgGemm>(tool, "ag_gemm", "AG+GEMM: C = allgather(A) * B, column-parallel", add_plan_options,
-                               plan);
+  auto app = std::make_shared<CLI::App*>(nullptr);  // the command's, for what the user gave
+  add_plan_command<PlanAgGemm>(
+      tool, "ag_gemm", "AG+GEMM: C = allgather(A) * B, column-parallel",
+      [app](CLI::App* a, PlanAgGemm& args) {
+        *app = a;
+        add_plan_options(a, args);
+      },
+      [app](PlanAgGemm args, const sim::CostModel& cost) {
+        resolve_fp8_plan_tile(args, **app);
+        return plan(args, cost);
+      });
 }
 
 }  // namespace tilelink::tool

@@ -70,11 +70,13 @@ void add_knobs(CLI::App* app, GemmRsConfig& c, CLI::Option_group*& knobs) {
 
 using PlanGemmRs = PlanArgs<sim::GemmRsProblem, sim::GemmRsPlanConfig>;
 
-int plan(const PlanGemmRs& a, const sim::CostModel& cost) {
+int plan(PlanGemmRs a, const sim::CostModel& cost, const CLI::App& app) {
+  resolve_fp8_plan_tile(a, app);
   const sim::GemmRsPrediction r = sim::predict_gemm_rs(a.problem, a.config, cost);
   const auto& p = a.problem;
   const GemmRsConfig& op = a.config.op;
-  std::cout << "tilelink plan gemm_rs: predicted, not measured (cost model: " << cost.flops / 1e12 << " TFLOP/s, "
+  std::cout << "tilelink plan gemm_rs: predicted, not measured (cost model: " << cost.gemm_flops(p.dtype) / 1e12
+            << " TFLOP/s " << to_string(p.dtype) << ", "
             << cost.sms << " SMs, NVLink " << cost.nvlink_bandwidth / 1e9 << " GB/s per rank)\n"
             << "world=" << p.world << "  nodes=" << p.nodes << "  m=" << p.m << "  n=" << p.n << "  k=" << p.k
             << "  bm=" << a.config.bm << "  bn=" << a.config.bn << "  reduce_ctas=" << r.reduce_ctas << (op.reduce_blocks == 0 ? " (automatic)" : "")
@@ -119,6 +121,8 @@ int plan(const PlanGemmRs& a, const sim::CostModel& cost) {
 
 void add_plan_options(CLI::App* app, PlanGemmRs& a) {
   add_plan_gemm_shape(app, a.problem, a.config, "rows of C", "columns of C", "inner dimension over all ranks");
+  add_enum_option(app, "--dtype", a.problem.dtype, {DType::kBf16, DType::kE4m3},
+                  "operands: bf16, or e4m3 (the FP8 GEMM rate, --fp8-tflops; the partials stay bf16)");
   app->add_option("--reduce-blocks", a.config.op.reduce_blocks,
                   "CTAs of the reduction; 0 = the op's rule for one rank per GPU")
       ->capture_default_str();
@@ -206,9 +210,19 @@ int dry_run_gemm_rs(const TuneSearch& search, int world, const std::vector<Mnk>&
 }
 
 void register_gemm_rs(Tool& tool) {
+  auto operands = std::make_shared<OperandOptions>();
   add_gemm_bench(
-      tool, kOp, "time tilelink::GemmRs against cuBLAS, non-overlapped and decomposed baselines", tb::bench_gemm_rs,
-      [](Command&) {}, [](const tb::GemmRsBenchOptions&, const std::vector<Mnk>&, const std::vector<tb::Table>&) {});
+      tool, kOp, "time tilelink::GemmRs against cuBLAS, non-overlapped and decomposed baselines",
+      [operands](tb::GemmRsBenchOptions o) {
+        o.dtype = operands->dtype;
+        o.scaling = operands->scaling;
+        return tb::bench_gemm_rs(o);
+      },
+      [operands](Command& c) {
+        add_operand_options(c.app, *operands,
+                            "FP8, against cuBLASLt's e4m3 GEMM; the partials stay bf16, the reduction fp32");
+      },
+      [](const tb::GemmRsBenchOptions&, const std::vector<Mnk>&, const std::vector<tb::Table>&) {});
   add_gemm_tune(tool, kOp,
                 "GEMM+RS: swizzle, then the scatter x signal granularity x reduction CTAs variants the plan model "
                 "ranks best",
@@ -216,8 +230,14 @@ void register_gemm_rs(Tool& tool) {
   add_gemm_trace(tool, kOp,
                  "GEMM+RS: each GEMM tile's epilogue and notify; the reduction blocks' waits and per-tile reductions",
                  trace_gemm_rs);
-  add_plan_command<PlanGemmRs>(tool, "gemm_rs", "GEMM+RS: rank r gets its row block of sum_q A_q * B_q",
-                               add_plan_options, plan);
+  auto app = std::make_shared<CLI::App*>(nullptr);  // the command's, for what the user gave
+  add_plan_command<PlanGemmRs>(
+      tool, "gemm_rs", "GEMM+RS: rank r gets its row block of sum_q A_q * B_q",
+      [app](CLI::App* a, PlanGemmRs& args) {
+        *app = a;
+        add_plan_options(a, args);
+      },
+      [app](const PlanGemmRs& args, const sim::CostModel& cost) { return plan(args, cost, **app); });
 }
 
 }  // namespace tilelink::tool

@@ -19,6 +19,7 @@
 
 #include "ag_gemm_comms.hpp"
 #include "cublas_ref.hpp"
+#include "fp8_test_util.hpp"
 #include "gpu_test_util.hpp"
 #include "tilelink/ops/common/fp8_quantize.hpp"
 #include "tilelink/testing/fp8_reference.hpp"
@@ -38,31 +39,6 @@ Shape shape_for(bool odd, Fp8Scaling s) {
   return {"odd", 136, 264, s == Fp8Scaling::kBlock ? 384u : 400u, 48};
 }
 
-// Normal-ish values, some rows 50x, single elements 200x.
-std::vector<__nv_bfloat16> realistic_bf16(uint32_t rows, uint32_t k, std::mt19937_64& rng) {
-  std::normal_distribution<float> normal(0.0f, 1.0f);
-  std::uniform_int_distribution<uint32_t> pick(0, 63);
-  std::vector<__nv_bfloat16> v(size_t(rows) * k);
-  for (uint32_t r = 0; r < rows; ++r) {
-    const float row_scale = pick(rng) == 0 ? 50.0f : 1.0f;
-    for (uint32_t i = 0; i < k; ++i) {
-      float x = normal(rng) * row_scale;
-      if (pick(rng) == 0 && pick(rng) < 8) x *= 200.0f;
-      v[size_t(r) * k + i] = __float2bfloat16(x);
-    }
-  }
-  return v;
-}
-
-// ref (M x N fp32) = A * B^T for fp32 row-major A (M x K) and B (N x K).
-void sgemm_reference(cublasHandle_t h, const float* a, const float* b, float* ref, uint32_t m, uint32_t n, uint32_t k) {
-  const float one = 1.0f, zero = 0.0f;
-  TL_CUBLAS_CHECK(cublasSgemm(h, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(n), static_cast<int>(m),
-                              static_cast<int>(k), &one, b, static_cast<int>(k), a, static_cast<int>(k), &zero, ref,
-                              static_cast<int>(n)));
-  TL_CUDA_CHECK(cudaDeviceSynchronize());
-}
-
 // c (bf16) against the fp32 reference: bf16 rounding of the output, plus the FP8 main loop's
 // reduced-precision partial sums, relative to the sum of |terms| (abs_ref = |A| * |B|^T).
 void expect_close(const void* c, const std::vector<float>& want, const std::vector<float>& abs_ref, uint32_t n,
@@ -76,12 +52,6 @@ void expect_close(const void* c, const std::vector<float>& want, const std::vect
   EXPECT_EQ(bad, 0u) << who << ": " << bad << " of " << got.size() << " elements off; first at row " << first / n
                      << " col " << first % n << ": got " << __bfloat162float(got[first]) << ", reference "
                      << want[first];
-}
-
-std::vector<float> absolute(const std::vector<float>& v) {
-  std::vector<float> a(v.size());
-  for (size_t i = 0; i < v.size(); ++i) a[i] = std::fabs(v[i]);
-  return a;
 }
 
 void check(int world_size, const AgComm& comm, Fp8Scaling scaling, bool odd, bool quantize_on_send,

@@ -11,6 +11,7 @@
 #include "ops/common/tuned_config.hpp"
 #include "tilelink/core/error.hpp"
 #include "tilelink/comm/all_gather_policy.hpp"
+#include "ops/common/fp8_operands.hpp"
 #include "tilelink/ops/common/fp8_quantize.hpp"
 #include "tilelink/ops/ag_gemm/ag_gemm_policy.hpp"
 #include "tilelink/ops/ag_gemm/ag_gemm_protocol.hpp"
@@ -84,37 +85,11 @@ AllGatherArguments all_gather_arguments(const World& world, const AgGemmArgument
 
 // "" if the FP8 operands (or their absence for bf16) suit `a`, else why not.
 std::string check_fp8_operands(const World& world, const AgGemmArguments& a) {
-  if (a.dtype != DType::kBf16 && a.dtype != DType::kE4m3) {
-    return "argument 'dtype' = " + std::to_string(static_cast<uint32_t>(a.dtype)) + ": expected bf16 or e4m3";
-  }
-  if (!fp8(a)) {
-    if (!a.a_scale.empty() || !a.b_scale.empty() || !a.a_source.empty()) {
-      return "arguments 'a_scale', 'b_scale', 'a_source': expected empty with dtype bf16 (they are FP8's)";
-    }
-    return "";
-  }
-  if (std::string e = check_fp8_extents(a.k, a.scaling); !e.empty()) return e;
-  if (std::string e = check_rank_pointers(world, a.b_scale, "b_scale"); !e.empty()) {
-    return e + " (B's " + std::to_string(fp8_b_scales(a.n, a.k, a.scaling)) + " fp32 scales)";
-  }
-  if (a.scaling == Fp8Scaling::kTensor) {
-    if (std::string e = check_rank_pointers(world, a.a_scale, "a_scale"); !e.empty()) {
-      return e + " (tensor scaling: A's one fp32 scale)";
-    }
-    if (!a.a_source.empty()) {
-      return "argument 'a_source': quantising on send needs row or block scaling (tensor scaling's one scale "
-             "covers every rank's shard: quantise with tensor_scale_e4m3 over the whole A before the call)";
-    }
-  } else if (!a.a_scale.empty()) {
-    return std::string("argument 'a_scale': expected empty with ") + to_string(a.scaling) +
-           " scaling (A's scales travel in its packed rows)";
-  }
-  if (!a.a_source.empty()) {
-    if (std::string e = check_rank_pointers(world, a.a_source, "a_source"); !e.empty()) {
-      return e + " (each rank's m_per_rank x K bf16 shard)";
-    }
-  }
-  return "";
+  return detail::check_fp8_operands(
+      world, detail::fp8_operand_args(a, "m_per_rank x K",
+                                      "quantising on send needs row or block scaling (tensor scaling's one scale "
+                                      "covers every rank's shard: quantise with tensor_scale_e4m3 over the whole A "
+                                      "before the call)"));
 }
 
 int gemm_sm_count(const World& world, int rank, const AgGemmArguments& a, uint32_t comm_blocks) {

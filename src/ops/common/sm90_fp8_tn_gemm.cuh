@@ -45,7 +45,7 @@ struct Fp8EpilogueFusion<Fp8Scaling::kTensor, TileShape> {
       cutlass::epilogue::fusion::Sm90ScalarBroadcast<float, cute::Stride<cute::_0, cute::_0, int64_t>, 2>,
       cutlass::epilogue::fusion::Sm90AccFetch>;
   template <class Thread>
-  static void set(Thread& thread, const float* a_scale, int64_t, const float* b_scale) {
+  static void set(Thread& thread, const float* a_scale, int64_t, const float* b_scale, int64_t = 0) {
     thread = {{{1.0f, 1.0f}, {a_scale, b_scale}, {}}, {}, {}};
   }
 };
@@ -63,9 +63,11 @@ struct Fp8EpilogueFusion<Fp8Scaling::kRow, TileShape> {
           cutlass::epilogue::fusion::Sm90RowBroadcast<0, TileShape, float, float,
                                                       cute::Stride<cute::_0, cute::_1, int64_t>>,
           cutlass::epilogue::fusion::Sm90AccFetch>>;
+  // a_batch_stride: floats from one batch's (GEMM+RS owner block's) row 0 scale to the next's.
   template <class Thread>
-  static void set(Thread& thread, const float* a_scale, int64_t a_pitch, const float* b_scale) {
-    thread = {{a_scale, a_pitch}, {{b_scale, 0.0f, {}}, {}, {}}, {}};
+  static void set(Thread& thread, const float* a_scale, int64_t a_pitch, const float* b_scale,
+                  int64_t a_batch_stride = 0) {
+    thread = {{a_scale, a_pitch, a_batch_stride}, {{b_scale, 0.0f, {}}, {}, {}}, {}};
   }
 };
 
@@ -76,7 +78,7 @@ struct Fp8EpilogueFusion<Fp8Scaling::kBlock, TileShape> {
       cutlass::epilogue::fusion::LinearCombination<cutlass::bfloat16_t, float, void, float,
                                                    cutlass::FloatRoundStyle::round_to_nearest>;
   template <class Thread>
-  static void set(Thread& thread, const float*, int64_t, const float*) {
+  static void set(Thread& thread, const float*, int64_t, const float*, int64_t = 0) {
     thread.alpha = 1.0f;
     thread.beta = 0.0f;
   }
@@ -168,13 +170,26 @@ struct Sm90Fp8TnGemm : Sm90TileExtents<TileShape, ClusterShape> {
     set_output_and_order<Ordered, kTileM>(args, m, n, static_cast<ElementD*>(d), m_order, swizzle);
   }
 
-  // A's 1 x 128 scales: (row, K block) at row * pitch + block (floats).
-  static LayoutSFA block_scale_layout_a(uint32_t m, uint32_t k, int64_t pitch) {
+  // A's 1 x 128 scales: (row, K block, batch) at row * pitch + block + batch * batch_stride
+  // (floats): `batches` batches of m rows (GEMM+RS: its owner blocks, m = rows per owner).
+  static LayoutSFA block_scale_layout_a(uint32_t m, uint32_t k, int64_t pitch, int32_t batches = 1,
+                                        int64_t batch_stride = 0) {
     using namespace cute;
     const int32_t blocks = static_cast<int32_t>(k / kFp8BlockK);
     return make_layout(make_shape(make_shape(Int<1>{}, static_cast<int32_t>(m)), make_shape(Int<kFp8BlockK>{}, blocks),
-                                  int32_t(1)),
-                       make_stride(make_stride(_0{}, static_cast<int32_t>(pitch)), make_stride(_0{}, _1{}), int32_t(0)));
+                                  batches),
+                       make_stride(make_stride(_0{}, static_cast<int32_t>(pitch)), make_stride(_0{}, _1{}),
+                                   static_cast<int32_t>(batch_stride)));
+  }
+  // B's 128 x 128 scales, ceil(N / 128) x (K / 128) row-major, the same for each of `batches`
+  // batches (stride 0: GEMM+RS's owner blocks share one weight).
+  static LayoutSFB block_scale_layout_b(uint32_t n, uint32_t k, int32_t batches) {
+    using namespace cute;
+    const int32_t n_blocks = static_cast<int32_t>((n + kFp8BlockN - 1) / kFp8BlockN);
+    const int32_t k_blocks = static_cast<int32_t>(k / kFp8BlockK);
+    return make_layout(make_shape(make_shape(Int<kFp8BlockN>{}, n_blocks), make_shape(Int<kFp8BlockK>{}, k_blocks),
+                                  batches),
+                       make_stride(make_stride(_0{}, k_blocks), make_stride(_0{}, _1{}), int32_t(0)));
   }
 };
 

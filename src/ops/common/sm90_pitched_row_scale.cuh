@@ -1,6 +1,7 @@
 // An epilogue visitor leaf (CUTLASS 4.2 sm90 EVT) for the row scales of packed FP8 A rows
-// (tilelink/ops/common/fp8.hpp): the value of output element (m, n) is ptr[m * pitch], a float in
-// the tail of A's row m. CUTLASS's column broadcast reads a contiguous vector; these scales lie one
+// (tilelink/ops/common/fp8.hpp): the value of output element (m, n, l) is
+// ptr[m * pitch + l * batch_stride], a float in the tail of A's row m of batch l (GEMM+RS's owner
+// blocks are the epilogue's batches). CUTLASS's column broadcast reads a contiguous vector; these scales lie one
 // A row apart. Each consumer thread loads the scales of the rows its fragment covers once per tile
 // (begin), into registers that hold one value per distinct row (the N modes stay stride 0).
 #pragma once
@@ -18,6 +19,7 @@ struct Sm90PitchedRowScale {
   struct Arguments {
     const float* ptr = nullptr;  // row 0's scale
     int64_t pitch = 0;           // floats from one row's scale to the next
+    int64_t batch_stride = 0;    // floats from batch l's row 0 to batch l + 1's
   };
   using Params = Arguments;
 
@@ -87,7 +89,7 @@ struct Sm90PitchedRowScale {
     using namespace cute;
     auto [M, N, K, L] = args.problem_shape_mnkl;
     Tensor m_scale = make_tensor(make_gmem_ptr(params_.ptr),
-                                 make_layout(make_shape(M, N, L), make_stride(params_.pitch, _0{}, int64_t(0))));
+                                 make_layout(make_shape(M, N, L), make_stride(params_.pitch, _0{}, params_.batch_stride)));
     Tensor g = cutlass::epilogue::fusion::sm90_partition_for_epilogue<ReferenceSrc>(
         m_scale, args.tile_shape_mnk, args.tile_coord_mnkl, args.epi_tile, args.tiled_copy, args.thread_idx);
     // The registers' layout from the same partition of a unit-stride view: static strides (a

@@ -1,4 +1,5 @@
-// Host side of GEMM+RS: validation, plan, per-rank kernels, launch.
+// Host side of GEMM+RS: construction (plan, method, per-rank kernels), operands, launch; the
+// validation is gemm_rs_checks.cpp.
 #include "tilelink/ops/gemm_rs/gemm_rs.hpp"
 
 #include <algorithm>
@@ -10,261 +11,15 @@
 #include "tilelink/comm/stream_ctx.hpp"
 #include "ops/common/repoint.hpp"
 #include "ops/common/tuned_config.hpp"
+#include "ops/gemm_rs/gemm_rs_internal.hpp"
 #include "ops/gemm_rs/sm90_gemm_rs_kernel.hpp"
 #include "tilelink/core/error.hpp"
+#include "tilelink/ops/common/fp8_quantize.hpp"
 #include "tilelink/ops/gemm_rs/gemm_rs_policy.hpp"
 
 namespace tilelink {
 
-namespace detail {
-
-Sm90GemmRsConfigInfo sm90_gemm_rs_128x256x64_c2x1();
-
-const std::vector<Sm90GemmRsConfigInfo>& sm90_gemm_rs_configs() {
-  static const std::vector<Sm90GemmRsConfigInfo> configs = {sm90_gemm_rs_128x256x64_c2x1()};
-  return configs;
-}
-
-}  // namespace detail
-
-gemm_rs_policy::GemmTile gemm_rs_policy::gemm_tile() {
-  const auto& kernel = detail::sm90_gemm_rs_configs().front();
-  return {kernel.tile_m, kernel.tile_n};
-}
-
-uint32_t gemm_rs_policy::reduce_blocks(uint32_t configured, int sm_budget, const ReduceLoad& load) {
-  const auto& kernel = detail::sm90_gemm_rs_configs().front();
-  const uint32_t cluster = kernel.cluster_m * kernel.cluster_n;
-  uint32_t wanted = configured;
-  if (wanted == 0 && load.one_rank_per_gpu && load.world > 1 && load.k_local > 0) {
-    // Bytes per second of the peers' partials that one owner reads while the GEMM runs.
-    const double gemm_flops = load.gemm_flops_per_sm * sm_budget;
-    const double read_rate = double(load.world - 1) / load.world * 2.0 * gemm_flops / (2.0 * load.k_local);
-    const double ctas = std::max(1.0, std::round(kReduceHeadroom * read_rate / load.cta_bandwidth));
-    const uint32_t cap = std::max(cluster, static_cast<uint32_t>(std::max(0, sm_budget / 8)) / cluster * cluster);
-    wanted = static_cast<uint32_t>(std::min(ctas, double(cap)));
-  } else if (wanted == 0) {
-    wanted = static_cast<uint32_t>(sm_budget / 32);
-  }
-  return std::max(cluster, (wanted + cluster - 1) / cluster * cluster);
-}
-
-namespace {
-
-// The reduction CTAs beside the GEMM: none when the GEMM's epilogue sums.
-uint32_t reduce_blocks_of(const World& world, const GemmRsArguments& a) {
-  if (gemm_rs_policy::reducer(a.config.reducer) == GemmRsReducer::kEpilogue) return 0;
-  return gemm_rs_policy::reduce_blocks(
-      a.config.reduce_blocks, world.sm_budget(0),
-      {world.size(), a.k, world.mode() == WorldMode::kMultiGpu});
-}
-
-// The GEMM's CTAs: the budget less the reduction beside it; non-overlapped and decomposed, the
-// whole budget (the reduction runs after the GEMMs).
-int gemm_sm_count(const World& world, int rank, const GemmRsArguments& a, OpMethod method = OpMethod::kFused) {
-  const uint32_t beside = method != OpMethod::kFused ? 0 : reduce_blocks_of(world, a);
-  return gemm_rs_policy::gemm_sm_count(world.sm_budget(rank), beside, a.config.gemm_sms);
-}
-
-GemmRsFusedPlan make_plan(const World& world, const GemmRsArguments& a, const detail::Sm90GemmRsConfigInfo& kernel) {
-  GemmRsFusedPlan plan;
-  plan.set_rows(a.m, static_cast<uint32_t>(world.size()));
-  plan.n = a.n;
-  plan.bm = kernel.tile_m;
-  plan.bn = kernel.tile_n;
-  plan.granularity = a.config.granularity;
-  plan.scatter = a.config.scatter;
-  plan.reducer = gemm_rs_policy::reducer(a.config.reducer);
-  return plan;
-}
-
-uint32_t choose_swizzle(const World& world, const GemmRsArguments& a, const detail::Sm90GemmRsConfigInfo& kernel) {
-  const GemmRsFusedPlan plan = make_plan(world, a, kernel);
-  return gemm_rs_policy::auto_swizzle(a.config.swizzle, kernel.tile_m * kernel.cluster_m, plan.rows_per_rank,
-                                      plan.reducer, plan.world * plan.m_tiles(), plan.n_tiles(), kernel.cluster_m);
-}
-
-// What channel `ch` of the slice carries, for timeout reports (the layout of GemmRsFusedPlan).
-std::string describe_gemm_rs_channel(const GemmRsFusedPlan& plan, uint32_t ch, int waiter, int peer) {
-  const uint32_t world = plan.world;
-  if (ch < plan.group_channel(0, 0)) {
-    return ch < world ? "the reduction's exit barrier: rank " + std::to_string(ch) +
-                            "'s arrival (that rank had not finished its reduction: reading this rank's partials, or, "
-                            "with the copy engine, its own receive slots)"
-                      : "the reduction's exit barrier: this rank's own reduction blocks to finish";
-  }
-  if (plan.reducer == GemmRsReducer::kEpilogue && ch == plan.reduced_channel()) {
-    return "the own tiles this rank's GEMM epilogue has summed (" + std::to_string(plan.tiles_per_block()) +
-           " per call; an own tile's sum waits for every sender's part of it)";
-  }
-  auto group_rows = [&](uint32_t g) {
-    if (plan.granularity == SignalGranularity::kTile) {
-      return "tile " + std::to_string(g) + " (tile row " + std::to_string(g / plan.n_tiles()) + ", column " +
-             std::to_string(g % plan.n_tiles()) + ")";
-    }
-    const uint32_t tile_rows = plan.granularity == SignalGranularity::kRank ? plan.rows_per_rank : plan.bm;
-    return "rows [" + std::to_string(plan.group_row0(g)) + ", " + std::to_string(plan.group_row0(g) + tile_rows) + ")";
-  };
-  if (ch < plan.group_channel(world, 0)) {
-    const uint32_t owner = (ch - plan.group_channel(0, 0)) / plan.groups();
-    const uint32_t g = (ch - plan.group_channel(0, 0)) % plan.groups();
-    const std::string from = plan.scatter == GemmRsScatter::kEpiloguePush
-                                 ? "every sender's GEMM epilogue (" + std::to_string(plan.arrivals_per_group() * world) +
-                                       " notifies per call)"
-                                 : "rank " + std::to_string(peer) + "'s GEMM";
-    return "owner " + std::to_string(owner) + "'s block, " + group_rows(g) + ", from " + from +
-           (waiter == peer && plan.scatter != GemmRsScatter::kEpiloguePush ? " (the copy engine waits on its own GEMM)" : "");
-  }
-  const uint32_t sender = (ch - plan.recv_channel(0, 0)) / plan.groups();
-  const uint32_t g = (ch - plan.recv_channel(0, 0)) % plan.groups();
-  return "sender " + std::to_string(sender) + "'s copy-engine copy of rank " + std::to_string(waiter) + "'s block, " +
-         group_rows(g);
-}
-
-// What the decomposed method needs beyond the fused path's checks (world > 1): the receive
-// buffer its copies land in (they run on the comm stream, which carries nothing else of this op's
-// then). "" if it can run.
-std::string decomposed_needs(const World& world, const SymmetricHeap& heap, const GemmRsArguments& a) {
-  const uint64_t bytes = GemmRs::buffer_rows(a.m, world.size()) * a.n * 2;
-  if (a.recv == nullptr) {
-    return "argument 'recv' is null: the decomposed method copies each peer block into its owner's recv; expected "
-           "a symmetric buffer of " + std::to_string(bytes) + " bytes";
-  }
-  return check_symmetric(world, heap, a.recv, 0, bytes, "recv");
-}
-
-// The kernel's extents, alignment, swizzle and SMs for `method`, then the partial buffer, whose size
-// depends on them: "" if both suit.
-std::string check_kernel_and_partial(const World& world, const SymmetricHeap& heap, const GemmRsArguments& a,
-                                     OpMethod method) {
-  const auto& kernel = detail::sm90_gemm_rs_configs().front();
-  detail::Sm90GemmRsProblem p;
-  p.m = a.m;
-  p.n = a.n;
-  p.k = a.k;
-  p.plan = make_plan(world, a, kernel);
-  p.sm_count = gemm_sm_count(world, 0, a, method);
-  p.swizzle = static_cast<int>(choose_swizzle(world, a, kernel));
-  if (std::string e = kernel.can_implement(p); !e.empty()) return e;
-  const uint64_t bytes = GemmRs::buffer_rows(a.m, world.size()) * a.n * 2;
-  return check_symmetric(world, heap, a.partial, 0, bytes, "partial");
-}
-
-// The decomposed method's checks: its block GEMMs take the whole budget and the fused path's
-// scatter, granularity and SM knobs do not apply; the kernel and the partial buffer as for fused,
-// then decomposed_needs. It reaches peers only with copy-engine puts and signals (and, under the
-// put-with-signal transport, its exit barrier on the stream), so every transport runs it.
-std::string can_implement_decomposed(const World& world, const SymmetricHeap& heap, const GemmRsArguments& a) {
-  if (std::string e = check_kernel_and_partial(world, heap, a, OpMethod::kDecomposed); !e.empty()) return e;
-  if (world.size() == 1) return "";  // the GEMM alone, writing the output
-  return decomposed_needs(world, heap, a);
-}
-
-}  // namespace
-
-std::string GemmRs::can_implement(const World& world, const SymmetricHeap& heap, const GemmRsArguments& a) {
-  const auto& kernel = detail::sm90_gemm_rs_configs().front();
-  if (a.m == 0) return "argument 'm' = 0: expected at least one row";
-  if (std::string e = check_rank_pointers(world, a.a, "a"); !e.empty()) return e;
-  if (std::string e = check_rank_pointers(world, a.b, "b"); !e.empty()) return e;
-  if (std::string e = check_rank_pointers(world, a.out, "out"); !e.empty()) return e;
-  if (a.config.granularity != SignalGranularity::kTile && a.config.granularity != SignalGranularity::kTileRow &&
-      a.config.granularity != SignalGranularity::kRank) {
-    return "argument 'config.granularity' = " + std::to_string(static_cast<uint32_t>(a.config.granularity)) +
-           ": expected kTile, kTileRow or kRank";
-  }
-  if (static_cast<uint32_t>(a.config.reducer) > 2) {
-    return "argument 'config.reducer' = " + std::to_string(static_cast<uint32_t>(a.config.reducer)) +
-           ": expected blocks, epilogue or auto";
-  }
-  if (gemm_rs_policy::reducer(a.config.reducer) == GemmRsReducer::kEpilogue) {
-    if (a.config.granularity != SignalGranularity::kTile) {
-      return std::string("argument 'config.granularity' = ") + to_string(a.config.granularity) +
-             " with config.reducer = epilogue: an own tile's sum would wait for its own GEMM's later tiles of "
-             "the same signal group; expected tile";
-    }
-    if (a.config.reduce_blocks != 0) {
-      return "argument 'config.reduce_blocks' = " + std::to_string(a.config.reduce_blocks) +
-             " with config.reducer = epilogue: the GEMM's own CTAs sum; expected 0";
-    }
-  }
-  if (static_cast<uint32_t>(a.config.method) > static_cast<uint32_t>(OpMethod::kNonOverlapped)) {
-    return "argument 'config.method' = " + std::to_string(static_cast<uint32_t>(a.config.method)) +
-           ": expected auto, fused, decomposed or non_overlapped";
-  }
-  if ((a.config.method == OpMethod::kNonOverlapped || a.config.method == OpMethod::kDecomposed) &&
-      gemm_rs_policy::reducer(a.config.reducer) == GemmRsReducer::kEpilogue) {
-    return std::string("argument 'config.method' = ") + to_string(a.config.method) +
-           " with config.reducer = epilogue: the epilogue sums inside the fused GEMM, as it runs; expected the "
-           "reduction blocks (reducer blocks or auto) or method fused";
-  }
-  if (a.config.method == OpMethod::kDecomposed) return can_implement_decomposed(world, heap, a);
-  if (a.config.reduce_blocks > static_cast<uint32_t>(world.sm_budget(0))) {
-    return "argument 'config.reduce_blocks' = " + std::to_string(a.config.reduce_blocks) +
-           ": expected at most the rank's SM budget of " + std::to_string(world.sm_budget(0));
-  }
-  // The reduction runs in whole clusters: what it leaves must hold one cluster of the GEMM.
-  const int cluster = static_cast<int>(kernel.cluster_m * kernel.cluster_n);
-  if (gemm_sm_count(world, 0, a) < cluster) {
-    const std::string knob = a.config.gemm_sms != 0
-                                 ? "argument 'config.gemm_sms' = " + std::to_string(a.config.gemm_sms)
-                                 : "argument 'config.reduce_blocks' = " + std::to_string(a.config.reduce_blocks);
-    return knob + ": the reduction takes " + std::to_string(reduce_blocks_of(world, a)) + " of the rank's " +
-           std::to_string(world.sm_budget(0)) + " SMs (whole " + std::to_string(cluster) + "-CTA clusters), leaving " +
-           std::to_string(std::max(gemm_sm_count(world, 0, a), 0)) + " for the GEMM; expected at least one " +
-           std::to_string(cluster) + "-CTA cluster for it";
-  }
-  if (std::string e = check_kernel_and_partial(world, heap, a, OpMethod::kFused); !e.empty()) return e;
-  const uint64_t bytes = buffer_rows(a.m, world.size()) * a.n * 2;
-  if (a.config.scatter != GemmRsScatter::kCopyEngine) {
-    if (std::string e = check_load_store_peers(world, std::string("GEMM+RS's ") + to_string(a.config.scatter) +
-                                                          " scatter (argument 'config.scatter'; expected ce, whose "
-                                                          "puts and signals go through NVSHMEM)");
-        !e.empty()) {
-      return e;
-    }
-  }
-  switch (a.config.scatter) {
-    case GemmRsScatter::kPull:
-      return "";
-    case GemmRsScatter::kEpiloguePush:
-      if (heap.affine_stride() == 0) {
-        return "argument 'config.scatter' = push: the epilogue stores through one TMA descriptor over every "
-               "rank's segment, which needs an affine symmetric heap (ranks' segments at one stride); this "
-               "heap's segments are separate allocations -- use 'pull' or 'ce'";
-      }
-      if (heap.affine_stride() % 16 != 0) {
-        return "argument 'config.scatter' = push: the heap's rank stride " + std::to_string(heap.affine_stride()) +
-               " bytes is not a multiple of 16 (TMA)";
-      }
-      return "";
-    case GemmRsScatter::kCopyEngine:
-      // Across processes and under either transport: its copies and signals are the world's
-      // transport's, its waits local, its exit barrier on the stream under put_signal.
-      if (a.config.granularity == SignalGranularity::kTile) {
-        return "argument 'config.granularity' = tile with config.scatter = ce: the copy engine moves whole "
-               "signal groups of contiguous rows; expected tile_row or rank";
-      }
-      return check_symmetric(world, heap, a.recv, 0, bytes, "recv");
-  }
-  return "argument 'config.scatter' = " + std::to_string(static_cast<uint32_t>(a.config.scatter)) +
-         ": expected pull, push or ce";
-}
-
-uint32_t GemmRs::rows_of(uint32_t m, int world, int rank) {
-  GemmRsFusedPlan plan;
-  plan.set_rows(m, static_cast<uint32_t>(world));
-  return plan.block_rows(static_cast<uint32_t>(rank));
-}
-
-uint64_t GemmRs::buffer_rows(uint32_t m, int world) {
-  return uint64_t(GemmRsFusedPlan::owner_pitch(m, static_cast<uint32_t>(world))) * static_cast<uint32_t>(world);
-}
-
-TuneKey gemm_rs_tune_key(const World& world, const GemmRsArguments& a) {
-  return make_tune_key(world, "gemm_rs", a.m, a.n, a.k);
-}
-
+using namespace gemm_rs_internal;
 GemmRs::GemmRs(const World& world, SymmetricHeap& heap, SignalSet& signals, const GemmRsArguments& args_in,
                const std::string& name)
     : world_(&world), heap_(&heap), args_(args_in) {
@@ -280,7 +35,9 @@ GemmRs::GemmRs(const World& world, SymmetricHeap& heap, SignalSet& signals, cons
       },
       &tuned_from_);
   const GemmRsArguments& args = args_;
-  const auto& kernel = detail::sm90_gemm_rs_configs().front();
+  const auto& kernel = kernel_for(args);
+  kernel_name_ = kernel.name;
+  a_row_bytes_ = a_row_bytes(args);
   plan_ = make_plan(world, args, kernel);
   reduce_blocks_ = reduce_blocks_of(world, args);
   swizzle_ = choose_swizzle(world, args, kernel);
@@ -308,6 +65,14 @@ GemmRs::GemmRs(const World& world, SymmetricHeap& heap, SignalSet& signals, cons
   m_order_.resize(n_ranks);
   block_order_.resize(n_ranks);
   host_m_order_.resize(n_ranks);
+  if (!args.a_source.empty()) {  // the op's own packed rows (and tensor scale) per local rank
+    a_packed_.resize(n_ranks);
+    a_scale_own_.resize(n_ranks);
+    for (int r : world.local_ranks()) {
+      a_packed_[static_cast<size_t>(r)] = DeviceBuffer(uint64_t(args.m) * a_row_bytes_, world.device(r));
+      if (args.scaling == Fp8Scaling::kTensor) a_scale_own_[static_cast<size_t>(r)] = DeviceBuffer(sizeof(float), world.device(r));
+    }
+  }
   for (int r : world.local_ranks()) {
     std::vector<uint32_t> order(m_tiles);
     make_gemm_rs_m_order(plan_, static_cast<uint32_t>(r), order.data());
@@ -374,11 +139,24 @@ void GemmRs::choose_method(OpMethod callers) {
   }
 }
 
+const void* GemmRs::a_of(int rank) const {
+  const size_t r = static_cast<size_t>(rank);
+  return a_packed_.empty() ? args_.a[r] : a_packed_[r].get();
+}
+
 void GemmRs::make_kernel(int r) {
-  const auto& kernel = detail::sm90_gemm_rs_configs().front();
+  const auto& kernel = kernel_for(args_);
+  const size_t i = static_cast<size_t>(r);
   detail::Sm90GemmRsProblem p;
-  p.a = args_.a[static_cast<size_t>(r)];
-  p.b = args_.b[static_cast<size_t>(r)];
+  p.a = a_of(r);
+  p.lda = a_lda(args_);
+  p.b = args_.b[i];
+  if (fp8(args_)) {
+    p.b_scale = args_.b_scale[i];
+    if (args_.scaling == Fp8Scaling::kTensor) {
+      p.a_scale = a_scale_own_.empty() ? args_.a_scale[i] : a_scale_own_[i].get<float>();
+    }
+  }
   const int64_t block = int64_t(plan_.rows_per_rank) * args_.n;  // elements of an owner block
   if (world_->size() == 1) {  // the reduce-scatter of one rank is the identity: the GEMM writes `out`
     p.d = args_.out[0];
@@ -416,7 +194,7 @@ void GemmRs::make_kernel(int r) {
       b.plan.granularity = SignalGranularity::kTile;
       b.plan.scatter = GemmRsScatter::kPull;
       b.plan.own_part_in_order = false;
-      b.a = static_cast<const char*>(p.a) + uint64_t(q) * plan_.rows_per_rank * args_.k * 2;
+      b.a = static_cast<const char*>(p.a) + uint64_t(q) * plan_.rows_per_rank * a_row_bytes_;
       b.d = static_cast<char*>(args_.partial->data(r)) + uint64_t(q) * plan_.rows_per_rank * args_.n * 2;
       b.d_batch_stride = block;
       b.m = rows;
@@ -433,15 +211,53 @@ void GemmRs::make_kernel(int r) {
 }
 
 void GemmRs::set_operands(int rank, const void* a, const void* b, void* out) {
+  if (fp8(args_)) {
+    throw InvalidArgument("GemmRs::set_operands: this op's operands are e4m3; expected the overload with the scales");
+  }
   world_->check_local_rank(rank, "GemmRs::set_operands");
   require_aligned("GemmRs::set_operands", "a", a, "a 16-byte aligned M x K bf16 input on the rank's device");
   require_aligned("GemmRs::set_operands", "b", b, "a 16-byte aligned N x K bf16 weight on the rank's device");
   require_aligned("GemmRs::set_operands", "out", out, "a 16-byte aligned M/P x N bf16 output on the rank's device");
+  repoint_operands(rank, a, nullptr, b, nullptr, out);
+}
+
+void GemmRs::set_operands(int rank, const void* a, const float* a_scale, const void* b, const float* b_scale,
+                          void* out) {
+  const char* where = "GemmRs::set_operands";
+  if (!fp8(args_)) throw InvalidArgument(std::string(where) + ": this op's operands are bf16; expected the bf16 overload");
+  world_->check_local_rank(rank, where);
+  const bool source = !args_.a_source.empty();
+  require_aligned(where, "a", a,
+                  source ? "the rank's 16-byte aligned M x K bf16 A (the op quantises it)"
+                         : "the rank's 16-byte aligned packed e4m3 rows");
+  require_aligned(where, "b", b, "a 16-byte aligned N x K e4m3 weight on the rank's device");
+  require_aligned(where, "b_scale", b_scale, "B's 16-byte aligned fp32 scales on the rank's device");
+  require_aligned(where, "out", out, "a 16-byte aligned M/P x N bf16 output on the rank's device");
+  const bool wants_scale = args_.scaling == Fp8Scaling::kTensor && !source;
+  if (wants_scale) {
+    require_aligned(where, "a_scale", a_scale, "A's 16-byte aligned fp32 tensor scale");
+  } else if (a_scale != nullptr) {
+    throw InvalidArgument(std::string(where) + ": argument 'a_scale' = a pointer: expected null (" +
+                          (source ? "the op computes the scale as it quantises a_source" : "A's scales are in its rows") +
+                          ")");
+  }
+  repoint_operands(rank, a, a_scale, b, b_scale, out);
+}
+
+// Both set_operands after their checks: the GEMM's descriptors are rebuilt only when a pointer it
+// holds changed -- A (not with a_source: the GEMM reads the op's rows), B and its scales, A's
+// tensor scale, and `out` at world 1 (the GEMM writes it) or when its epilogue sums; the reduction
+// kernel takes `out` at each launch.
+void GemmRs::repoint_operands(int rank, const void* a, const float* a_scale, const void* b, const float* b_scale,
+                              void* out) {
   const size_t r = static_cast<size_t>(rank);
-  // The GEMM holds A and B, and `out` too at world 1 (it writes the output itself) or when its
-  // epilogue sums; the reduction kernel takes `out` at each launch.
+  const bool source = !args_.a_source.empty();
+  const bool wants_scale = fp8(args_) && args_.scaling == Fp8Scaling::kTensor && !source;
+  if (source) args_.a_source[r] = a;  // read by the host at each call
   const bool gemm_holds_out = world_->size() == 1 || plan_.reducer == GemmRsReducer::kEpilogue;
-  const bool gemm_changed = args_.a[r] != a || args_.b[r] != b || (gemm_holds_out && args_.out[r] != out);
+  const bool gemm_changed = (!source && args_.a[r] != a) || args_.b[r] != b ||
+                            (fp8(args_) && args_.b_scale[r] != b_scale) ||
+                            (wants_scale && args_.a_scale[r] != a_scale) || (gemm_holds_out && args_.out[r] != out);
   if (!gemm_changed) {
     args_.out[r] = out;
     return;
@@ -449,17 +265,35 @@ void GemmRs::set_operands(int rank, const void* a, const void* b, void* out) {
   detail::repoint(
       args_,
       [&](GemmRsArguments& x) {
-        x.a[r] = a;
+        if (!source) x.a[r] = a;
         x.b[r] = b;
+        if (fp8(x)) x.b_scale[r] = b_scale;
+        if (wants_scale) x.a_scale[r] = a_scale;
         x.out[r] = out;
       },
       [&] { make_kernel(rank); });  // replaces the kernel only once the new one is made
+}
+
+// Quantise first: every local rank's bf16 A into the op's packed rows on its compute stream (the
+// previous call's GEMM, which read them, is before it there), the tensor scale computed first.
+void GemmRs::quantize_a() {
+  if (args_.a_source.empty()) return;
+  const World& world = *world_;
+  for (int r : world.local_ranks()) {
+    const size_t i = static_cast<size_t>(r);
+    world.set_device(r);
+    const cudaStream_t stream = world.compute_stream(r);
+    float* scale = args_.scaling == Fp8Scaling::kTensor ? a_scale_own_[i].get<float>() : nullptr;
+    if (scale != nullptr) tensor_scale_e4m3(args_.a_source[i], args_.k, args_.m, args_.k, scale, stream);
+    quantize_rows_e4m3(args_.a_source[i], args_.k, args_.m, args_.k, args_.scaling, scale, a_packed_[i].get(), stream);
+  }
 }
 
 GemmRs::~GemmRs() = default;
 
 uint64_t GemmRs::run() {
   const World& world = *world_;
+  quantize_a();
   const uint64_t epoch = slice_.begin_call();
   if (world.size() == 1) {  // no peers: the GEMM alone, writing the output (see the constructor)
     kernels_[0]->run(epoch, world.compute_stream(0), false);

@@ -17,6 +17,10 @@
 //    signal group (add mode, one notify per tile): on this rank, or on the owner for the
 //    epilogue push.
 //  - Sm90RowOrderedTileScheduler: owner blocks of other ranks first, own block last.
+// The FP8 configurations (Sm90GemmRsFp8Types) are the same kernel on Sm90Fp8TnGemm: A's packed
+// rows carry their row or block scales, so an owner block's scales start R rows of A after the
+// previous block's, as its rows do: the epilogue's row scales and the main loop's block scales
+// take the owner as their batch, R * pitch floats apart; B's block scales ignore it.
 #pragma once
 
 #include <cute/tensor.hpp>
@@ -27,8 +31,10 @@
 #include <cutlass/gemm/kernel/gemm_universal.hpp>
 
 #include <string>
+#include <type_traits>
 
 #include "ops/common/sm90_bf16_tn_gemm.cuh"
+#include "ops/common/sm90_fp8_tn_gemm.cuh"
 #include "ops/common/sm90_hooked_epilogue.cuh"
 #include "ops/common/sm90_hooked_mainloop.cuh"
 #include "ops/common/sm90_persistent_launcher.cuh"
@@ -75,10 +81,15 @@ struct Sm90GemmRsMainloop : Sm90HookedMainloop<Base, GemmRsOwnerLoads> {
   CUTLASS_DEVICE auto load_init(ProblemShape_MNKL const& problem_shape_MNKL, Params const& params) const {
     const GemmRsFusedPlan& plan = params.hook.plan;
     const auto inputs = Base::load_init(a_rows_problem(plan, problem_shape_MNKL), params);
-    // A per owner block (owner l's rows from l * R), B whatever the owner.
+    // A per owner block (owner l's rows from l * R), B whatever the owner; block-scaled FP8's
+    // scale tensors as they are (their layouts already take the owner as the batch).
     const auto gA_blocks = owner_block_a(cute::get<0>(inputs), plan);
     const auto gB_any_l = any_owner_b(cute::get<1>(inputs));
-    return cute::make_tuple(gA_blocks, gB_any_l);
+    if constexpr (cute::tuple_size<std::decay_t<decltype(inputs)>>::value == 4) {
+      return cute::make_tuple(gA_blocks, gB_any_l, cute::get<2>(inputs), cute::get<3>(inputs));
+    } else {
+      return cute::make_tuple(gA_blocks, gB_any_l);
+    }
   }
 };
 
@@ -175,19 +186,21 @@ struct GemmRsNotify {
 template <class Base>
 using Sm90NotifyEpilogue = Sm90HookedEpilogue<Base, GemmRsNotify>;
 
-// The kernel type for one configuration: the bf16 TN GEMM with the owner-block mainloop and the
-// notifying epilogue.
+// The kernel type for one configuration: the bf16 or FP8 TN GEMM with the owner-block mainloop and
+// the notifying epilogue.
 template <class TileShape, class ClusterShape>
 using Sm90GemmRsTypes = Sm90Bf16TnGemm<TileShape, ClusterShape, Sm90GemmRsMainloop, Sm90NotifyEpilogue>;
+template <class TileShape, class ClusterShape, Fp8Scaling kScaling>
+using Sm90GemmRsFp8Types = Sm90Fp8TnGemm<TileShape, ClusterShape, kScaling, Sm90GemmRsMainloop, Sm90NotifyEpilogue>;
 
-template <class TileShape, class ClusterShape>
+template <class Types>
 class Sm90GemmRsKernelImpl final
-    : public Sm90GemmKernelImpl<Sm90GemmRsKernelImpl<TileShape, ClusterShape>, Sm90GemmRsKernel,
-                                Sm90GemmRsTypes<TileShape, ClusterShape>, Sm90GemmRsProblem, Sm90GemmRsConfigInfo> {
-  using Types = Sm90GemmRsTypes<TileShape, ClusterShape>;
+    : public Sm90GemmKernelImpl<Sm90GemmRsKernelImpl<Types>, Sm90GemmRsKernel, Types, Sm90GemmRsProblem,
+                                Sm90GemmRsConfigInfo> {
   using Kernel = typename Types::Kernel;
   using Sm90GemmRsKernelImpl::Sm90GemmKernelImpl::launcher_;
   static constexpr uint32_t kTileM = Types::kTileM;
+  static constexpr bool kFp8 = std::is_same_v<typename Types::ElementA, cutlass::float_e4m3_t>;
   static_assert(Kernel::NumMMAThreads == kConsumerThreads, "the epilogue sums' barriers count 256 consumers");
 
  public:
@@ -195,7 +208,16 @@ class Sm90GemmRsKernelImpl final
     if (p.plan.bm != kTileM) {
       return "plan tile rows = " + std::to_string(p.plan.bm) + ": expected the kernel's " + std::to_string(kTileM);
     }
-    return Types::check(p.m, p.n, p.k, p.k, p.sm_count, p.swizzle);
+    return Types::check(p.m, p.n, p.k, p.lda, p.sm_count, p.swizzle);
+  }
+  // The configuration's row of the table, with its data type.
+  static Sm90GemmRsConfigInfo info(const char* name) {
+    Sm90GemmRsConfigInfo i = Sm90GemmRsKernelImpl::Sm90GemmKernelImpl::info(name);
+    if constexpr (kFp8) {
+      i.dtype = DType::kE4m3;
+      i.scaling = Types::kScalingMode;
+    }
+    return i;
   }
 
   explicit Sm90GemmRsKernelImpl(const Sm90GemmRsProblem& p) {
@@ -203,8 +225,23 @@ class Sm90GemmRsKernelImpl final
     const int m = static_cast<int>(p.m), n = static_cast<int>(p.n), k = static_cast<int>(p.k);
     typename Kernel::Arguments args{};
     // The kernel's M: every owner block in whole tile rows (the mainloop and epilogue map them).
-    Types::set_problem(args, p.plan.world * p.plan.m_tiles() * kTileM, p.n, p.k, p.a, p.k, p.b, p.d, p.m_order,
-                       p.swizzle);
+    const uint32_t kernel_m = p.plan.world * p.plan.m_tiles() * kTileM;
+    if constexpr (kFp8) {
+      Types::set_problem(args, kernel_m, p.n, p.k, p.a, p.lda, p.a_scale, p.b, p.b_scale, p.d, p.m_order, p.swizzle);
+      // The scales per owner block (the epilogue's and the main loop's batch): R rows of A apart.
+      const int64_t pitch = static_cast<int64_t>(p.lda / 4);  // floats per packed row
+      const int64_t block_stride = int64_t(p.plan.rows_per_rank) * pitch;
+      const float* tail = reinterpret_cast<const float*>(static_cast<const char*>(p.a) + p.k);
+      Types::Fusion::set(args.epilogue.thread, Types::kScalingMode == Fp8Scaling::kTensor ? p.a_scale : tail, pitch,
+                         p.b_scale, block_stride);
+      if constexpr (Types::kBlockScaled) {
+        const int32_t owners = static_cast<int32_t>(p.plan.world);
+        args.mainloop.layout_SFA = Types::block_scale_layout_a(p.plan.rows_per_rank, p.k, pitch, owners, block_stride);
+        args.mainloop.layout_SFB = Types::block_scale_layout_b(p.n, p.k, owners);
+      }
+    } else {
+      Types::set_problem(args, kernel_m, p.n, p.k, p.a, p.lda, p.b, p.d, p.m_order, p.swizzle);
+    }
     args.mainloop.hook.plan = p.plan;
     args.mainloop.hook.n_tiles = p.plan.n_tiles();
     args.epilogue.dD = cute::make_stride(static_cast<int64_t>(p.n), cute::Int<1>{}, p.d_batch_stride);

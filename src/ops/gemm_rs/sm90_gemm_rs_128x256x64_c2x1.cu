@@ -4,8 +4,8 @@
 namespace tilelink::detail {
 
 Sm90GemmRsConfigInfo sm90_gemm_rs_128x256x64_c2x1() {
-  using Impl = Sm90GemmRsKernelImpl<cute::Shape<cute::_128, cute::_256, cute::_64>,
-                                    cute::Shape<cute::_2, cute::_1, cute::_1>>;
+  using Impl = Sm90GemmRsKernelImpl<
+      Sm90GemmRsTypes<cute::Shape<cute::_128, cute::_256, cute::_64>, cute::Shape<cute::_2, cute::_1, cute::_1>>>;
   return Impl::info("128x256x64_c2x1");
 }
 

@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "tilelink/ops/common/fp8.hpp"
 #include "tilelink/ops/gemm_rs/gemm_rs_fused.hpp"
 #include "tilelink/primitives/signal.hpp"
 #include "tilelink/primitives/symmetric.hpp"
@@ -26,8 +27,11 @@
 namespace tilelink::detail {
 
 struct Sm90GemmRsProblem {
-  const void* a = nullptr;  // M x K bf16 row-major (this rank's K slice)
-  const void* b = nullptr;  // N x K bf16, K contiguous
+  const void* a = nullptr;  // M x K bf16 row-major (this rank's K slice), or packed e4m3 rows (fp8.hpp)
+  uint64_t lda = 0;         // A's row pitch in elements (bf16: k; e4m3: fp8_row_pitch bytes)
+  const void* b = nullptr;  // N x K bf16 or e4m3, K contiguous
+  const float* a_scale = nullptr;  // e4m3, tensor scaling: A's scale (row and block: in A's rows)
+  const float* b_scale = nullptr;  // e4m3: B's scales (fp8_b_scales)
   void* d = nullptr;        // row 0 of owner block 0's destination, bf16, rows of n elements
   int64_t d_batch_stride = 0;  // elements from owner block l's destination to block l + 1's
   uint32_t m = 0, n = 0, k = 0;
@@ -61,9 +65,14 @@ struct Sm90GemmRsConfigInfo {
   uint32_t cluster_m, cluster_n;
   std::string (*can_implement)(const Sm90GemmRsProblem& p);
   std::unique_ptr<Sm90GemmRsKernel> (*make)(const Sm90GemmRsProblem& p);
+  DType dtype = DType::kBf16;                 // A's and B's
+  Fp8Scaling scaling = Fp8Scaling::kTensor;  // e4m3: how the scales apply
 };
 
+// Every compiled configuration, the default first: bf16's, then e4m3's (one per scaling mode).
 const std::vector<Sm90GemmRsConfigInfo>& sm90_gemm_rs_configs();
+// The configuration GemmRs runs for operands of `dtype` (and `scaling`, e4m3): the first such.
+const Sm90GemmRsConfigInfo& sm90_gemm_rs_config(DType dtype, Fp8Scaling scaling);
 
 // The reduction of owner `rank`: for each tile of its block, wait for every sender's part, sum
 // the senders' partial tiles in rank order in fp32 into `out` (rows_per_rank x n bf16), then the

@@ -19,6 +19,11 @@
 // With one rank the reduce-scatter is the identity: the GEMM writes `out` itself, nothing else runs.
 // Any M >= 1 (the GEMM tiles each owner block on its own, a partial tile row at its end); N and
 // K_r multiples of 8.
+// FP8 (dtype e4m3, ops/common/fp8.hpp): A_r as packed e4m3 rows carrying their row or block scales
+// (or a per-rank tensor scale), B_r e4m3 with its scales apart, fp32 accumulation; the partials
+// stay bf16 and the reduction fp32 in rank order, as for bf16. With `a_source` the op quantises
+// each rank's bf16 A_r itself (one pass, on the compute stream) before the GEMM. K_r a multiple
+// of 16 (128 with block scaling).
 #pragma once
 
 #include <cstdint>
@@ -26,6 +31,7 @@
 #include <string>
 #include <vector>
 
+#include "tilelink/ops/common/fp8.hpp"
 #include "tilelink/ops/gemm_rs/gemm_rs_config.hpp"
 #include "tilelink/ops/gemm_rs/gemm_rs_policy.hpp"
 #include "tilelink/ops/gemm_rs/gemm_rs_fused.hpp"
@@ -40,13 +46,23 @@
 namespace tilelink {
 
 struct GemmRsArguments {
-  std::vector<const void*> a;              // per rank: M x K bf16
-  std::vector<const void*> b;              // per rank: N x K bf16
+  std::vector<const void*> a;              // per rank: M x K bf16 (e4m3: packed rows; empty with a_source)
+  std::vector<const void*> b;              // per rank: N x K bf16 (e4m3)
   std::vector<void*> out;                  // per rank: GemmRs::rows_of(m, P, r) x N bf16
   const SymmetricBuffer* partial = nullptr;  // P * ceil(M/P) x N bf16 on every rank (M x N when P | M)
   const SymmetricBuffer* recv = nullptr;     // as partial; scatter 'ce' and method decomposed only
   uint32_t m = 0, n = 0, k = 0;            // k: each rank's slice of the inner dimension
   GemmRsConfig config;
+  // FP8 (ops/common/fp8.hpp). With dtype e4m3, `a` holds each rank's M packed FP8 rows (row pitch
+  // fp8_row_pitch(k, scaling)), `b` e4m3 weights, and:
+  DType dtype = DType::kBf16;
+  Fp8Scaling scaling = Fp8Scaling::kTensor;
+  std::vector<const float*> a_scale;  // tensor scaling: per rank, its A_r's one scale (each rank its own)
+  std::vector<const float*> b_scale;  // per rank: B's fp8_b_scales(n, k, scaling) scales
+  // Quantise first: per rank, its M x K bf16 A_r (K contiguous). Each call quantises it into the
+  // op's own packed rows (quantize_rows_e4m3; with tensor scaling after tensor_scale_e4m3 over it,
+  // so each rank's scale is its own) before the GEMM; `a` and `a_scale` stay empty.
+  std::vector<const void*> a_source;
 };
 
 // The tune cache's key of `args` on `world`: m = rows of the output over all ranks, n, k per rank.
@@ -69,6 +85,8 @@ class GemmRs {
   // and the rows `partial` and `recv` hold (world * R).
   static uint32_t rows_of(uint32_t m, int world, int rank);
   static uint64_t buffer_rows(uint32_t m, int world);
+  // The compiled kernel configurations: the bf16 one first, then e4m3's (one per scaling mode).
+  static std::vector<std::string> kernel_names();
 
   // Enqueues one call on every rank (fused: the GEMM on the compute stream, the reduction on the
   // comm stream; non-overlapped and decomposed: both on the compute stream, decomposed's copies on
@@ -83,6 +101,9 @@ class GemmRs {
   // changed. Call it between calls (the stream order keeps the previous call's operands).
   // Throws InvalidArgument on a null or misaligned pointer.
   void set_operands(int rank, const void* a, const void* b, void* out);
+  // FP8: the same with the scales. `a`: the rank's packed rows, or, built with a_source, its bf16
+  // A (the op quantises it); a_scale: tensor scaling without a_source, else nullptr.
+  void set_operands(int rank, const void* a, const float* a_scale, const void* b, const float* b_scale, void* out);
 
   // Later calls record the device timeline into `trace` (nullptr: off): every GEMM tile's
   // epilogue and notify (consumer thread 0; tile = m_tile * n_tiles + n_tile over the whole M),
@@ -98,6 +119,7 @@ class GemmRs {
   const std::string& tuned_from() const { return tuned_from_; }
   uint32_t reduce_blocks() const { return reduce_blocks_; }
   uint32_t swizzle() const { return swizzle_; }
+  const std::string& kernel_name() const { return kernel_name_; }
   // The method that runs (GemmRsConfig::method resolved) and why: "configured", the tune cache's
   // measured winner, the estimate's faster (with both estimates), or fused because the epilogue
   // reducer sums inside the GEMM.
@@ -114,6 +136,14 @@ class GemmRs {
   void choose_method(OpMethod callers);
   uint64_t run_decomposed(uint64_t epoch);
   void launch_reduce(int rank, const char* what, uint32_t blocks, uint32_t cluster, cudaStream_t stream);
+  void quantize_a();
+  void repoint_operands(int rank, const void* a, const float* a_scale, const void* b, const float* b_scale, void* out);
+  const void* a_of(int rank) const;
+
+  std::string kernel_name_;
+  uint64_t a_row_bytes_ = 0;               // bytes of one row of A (bf16 K * 2, or the packed row's)
+  std::vector<DeviceBuffer> a_packed_;     // a_source: per rank, the op's M packed FP8 rows
+  std::vector<DeviceBuffer> a_scale_own_;  // a_source with tensor scaling: per rank, the scale it computes
 
   GemmRsFusedPlan plan_;
   SignalSlice slice_;

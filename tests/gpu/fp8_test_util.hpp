@@ -1,0 +1,49 @@
+// What the FP8 GPU tests share: inputs of realistic magnitudes and the fp32 reference GEMM the
+// dequantised operands go through.
+#pragma once
+
+#include <cublas_v2.h>
+#include <cuda_bf16.h>
+
+#include <cmath>
+#include <cstdint>
+#include <random>
+#include <vector>
+
+#include "tilelink/core/cublas_check.hpp"
+#include "tilelink/core/error.hpp"
+
+namespace tilelink::test {
+
+// Normal-ish values, some rows 50x, single elements 200x.
+inline std::vector<__nv_bfloat16> realistic_bf16(uint32_t rows, uint32_t k, std::mt19937_64& rng) {
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::uniform_int_distribution<uint32_t> pick(0, 63);
+  std::vector<__nv_bfloat16> v(size_t(rows) * k);
+  for (uint32_t r = 0; r < rows; ++r) {
+    const float row_scale = pick(rng) == 0 ? 50.0f : 1.0f;
+    for (uint32_t i = 0; i < k; ++i) {
+      float x = normal(rng) * row_scale;
+      if (pick(rng) == 0 && pick(rng) < 8) x *= 200.0f;
+      v[size_t(r) * k + i] = __float2bfloat16(x);
+    }
+  }
+  return v;
+}
+
+// ref (M x N fp32) = A * B^T for fp32 row-major A (M x K) and B (N x K).
+inline void sgemm_reference(cublasHandle_t h, const float* a, const float* b, float* ref, uint32_t m, uint32_t n, uint32_t k) {
+  const float one = 1.0f, zero = 0.0f;
+  TL_CUBLAS_CHECK(cublasSgemm(h, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(n), static_cast<int>(m),
+                              static_cast<int>(k), &one, b, static_cast<int>(k), a, static_cast<int>(k), &zero, ref,
+                              static_cast<int>(n)));
+  TL_CUDA_CHECK(cudaDeviceSynchronize());
+}
+
+inline std::vector<float> absolute(const std::vector<float>& v) {
+  std::vector<float> a(v.size());
+  for (size_t i = 0; i < v.size(); ++i) a[i] = std::fabs(v[i]);
+  return a;
+}
+
+}  // namespace tilelink::test
