@@ -27,12 +27,24 @@ AgGemmArguments fc1_arguments(const World& world, const MlpArguments& a, const s
   f.n = fc1_cols(a, static_cast<uint32_t>(world.size()));
   f.k = a.hidden;
   f.config = a.config.fc1;
+  f.dtype = a.dtype;
+  f.scaling = a.scaling;
+  f.a_scale = a.x_scale;
+  f.b_scale = a.w1_scale;
+  f.a_source = a.x_source;
   return f;
 }
 
 GemmRsArguments fc2_arguments(const World& world, const MlpArguments& a, const std::vector<const void*>& h) {
   GemmRsArguments f;
-  f.a = h;
+  if (a.dtype == DType::kE4m3) {  // fc2 quantises the activation itself
+    f.a_source = h;
+  } else {
+    f.a = h;
+  }
+  f.dtype = a.dtype;
+  f.scaling = a.scaling;
+  f.b_scale = a.w2_scale;
   f.b = a.w2;
   f.out = a.out;
   f.partial = a.partial;
@@ -107,6 +119,9 @@ void Mlp::run_activation() {
 }
 
 void Mlp::set_operands(int rank, const void* w1, const void* w2, void* out) {
+  if (args_.dtype != DType::kBf16) {
+    throw InvalidArgument("Mlp::set_operands: this op's weights are e4m3; expected the overload with their scales");
+  }
   world_->check_local_rank(rank, "Mlp::set_operands");
   // Checked here first, so that a refusal leaves both GEMMs on the previous operands.
   for (const auto& [name, p] : {std::pair<const char*, const void*>{"w1", w1}, {"w2", w2}, {"out", out}}) {
@@ -123,6 +138,32 @@ void Mlp::set_operands(int rank, const void* w1, const void* w2, void* out) {
   args_.w1[r] = w1;
   args_.w2[r] = w2;
   args_.out[r] = out;
+}
+
+void Mlp::set_operands(int rank, const void* w1, const float* w1_scale, const void* w2, const float* w2_scale,
+                       void* out, const void* x_source) {
+  const char* where = "Mlp::set_operands";
+  if (args_.dtype != DType::kE4m3) throw InvalidArgument(std::string(where) + ": this op's weights are bf16; expected the bf16 overload");
+  world_->check_local_rank(rank, where);
+  for (const auto& [name, p] : {std::pair<const char*, const void*>{"w1", w1}, {"w1_scale", w1_scale}, {"w2", w2},
+                                {"w2_scale", w2_scale}, {"out", out}}) {
+    require_aligned(where, name, p, "a 16-byte aligned device pointer");
+  }
+  const size_t r = static_cast<size_t>(rank);
+  fc1_->set_operands(rank, w1, w1_scale, y_[r].get<void>(), x_source);
+  try {
+    fc2_->set_operands(rank, h_[r].get<void>(), nullptr, w2, w2_scale, out);
+  } catch (...) {  // both GEMMs on the previous operands
+    fc1_->set_operands(rank, args_.w1[r], args_.w1_scale[r], y_[r].get<void>(),
+                       args_.x_source.empty() ? nullptr : args_.x_source[r]);
+    throw;
+  }
+  args_.w1[r] = w1;
+  args_.w1_scale[r] = w1_scale;
+  args_.w2[r] = w2;
+  args_.w2_scale[r] = w2_scale;
+  args_.out[r] = out;
+  if (x_source != nullptr) args_.x_source[r] = x_source;
 }
 
 void Mlp::run() {

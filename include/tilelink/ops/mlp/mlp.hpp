@@ -11,6 +11,12 @@
 // and W2_r is H x I/P (the nn.Linear layout of both weights). The two ops' signal slices come
 // from the same SignalSet; each keeps its own epoch, so calls may repeat without resets. The
 // activation runs on each rank's compute stream between the two.
+//
+// FP8 (dtype e4m3, ops/common/fp8.hpp): both GEMMs in e4m3 with one scaling mode, W1_r and W2_r
+// e4m3 with their scales apart. fc1 all-gathers packed e4m3 token rows (the op quantises each
+// rank's bf16 shard on send; with tensor scaling the caller writes them, one scale for all); the
+// activation stays bf16 and fc2 quantises it itself each call (tensor scaling: each rank's own
+// scale), then reduces bf16 partials in fp32 as for bf16.
 #pragma once
 
 #include <cstdint>
@@ -37,6 +43,15 @@ struct MlpArguments {
   uint32_t hidden = 0;                       // H
   uint32_t intermediate = 0;                 // I over all ranks
   MlpConfig config;
+  // FP8. With dtype e4m3, w1 and w2 are e4m3 and `x` holds packed FP8 token rows
+  // (fp8_row_pitch(hidden, scaling) bytes each), and:
+  DType dtype = DType::kBf16;
+  Fp8Scaling scaling = Fp8Scaling::kTensor;
+  std::vector<const float*> w1_scale, w2_scale;  // per rank: fp8_b_scales of W1_r and of W2_r
+  // Row and block scaling: per rank its M/P x H bf16 token shard, quantised on send into the
+  // rank's rows of `x` each call. Tensor scaling: empty (the caller writes the packed rows).
+  std::vector<const void*> x_source;
+  std::vector<const float*> x_scale;  // tensor scaling: per rank, the tokens' one scale (equal on every rank)
 };
 
 class Mlp {
@@ -59,6 +74,10 @@ class Mlp {
   // call's output needs (the PyTorch operator). Throws InvalidArgument on a null or misaligned
   // pointer; the kernels are then those of the previous operands.
   void set_operands(int rank, const void* w1, const void* w2, void* out);
+  // FP8: the same with the weights' scales and, quantising on send, the rank's bf16 token shard
+  // (else nullptr).
+  void set_operands(int rank, const void* w1, const float* w1_scale, const void* w2, const float* w2_scale, void* out,
+                    const void* x_source);
 
   const AgGemm& fc1() const { return *fc1_; }
   const GemmRs& fc2() const { return *fc2_; }
