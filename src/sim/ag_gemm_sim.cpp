@@ -50,13 +50,13 @@ AgGemmPrediction predict_ag_gemm(const AgGemmProblem& p, const AgGemmPlanConfig&
 
   AllGatherPlan ag;
   ag.map = RowShardMapping{p.m / w, comm_config.comm_rows, w};
-  ag.row_bytes = p.k * p.element_bytes;
+  ag.row_bytes = p.dtype == DType::kE4m3 ? fp8_row_pitch(p.k, p.scaling) : uint64_t(p.k) * p.element_bytes;
   ag.pitch = ag.row_bytes;
   ag.method = AgMethod::kPull;
   ag.order = comm_config.order;
 
   AgGemmPrediction out;
-  const double tile_time = 2.0 * bm * bn * p.k / (cost.flops / cost.sms);
+  const double tile_time = 2.0 * bm * bn * p.k / (cost.gemm_flops(p.dtype) / cost.sms);
   out.flop = 2.0 * p.m * double(n_local) * p.k;
 
   const AllGatherModel comm = model_all_gather(ag, copy_ctas, ranks_per_node, cost, out.timeline);

@@ -64,14 +64,15 @@ GemmRsPrediction predict_gemm_rs(const GemmRsProblem& p, const GemmRsPlanConfig&
       : c.op.reduce_blocks != 0
           ? c.op.reduce_blocks
           : gemm_rs_policy::reduce_blocks(0, cost.sms,
-                                          {p.world, k_local, true, cost.flops / cost.sms, cost.sm_copy_bandwidth_per_cta});
+                                          {p.world, k_local, true, cost.gemm_flops(p.dtype) / cost.sms,
+                                           cost.sm_copy_bandwidth_per_cta});
   TL_REQUIRE(w == 1 || reduce_ctas < uint32_t(cost.sms), kWhere, "reduce_blocks", c.op.reduce_blocks,
              std::string("a count that leaves the GEMM an SM: ") + std::to_string(reduce_ctas) +
                  " reduction CTAs" + (c.op.reduce_blocks == 0 ? " (automatic)" : "") + " of " +
                  std::to_string(cost.sms) + " SMs");
   out.reduce_ctas = reduce_ctas;
   out.flop = 2.0 * p.m * double(p.n) * k_local;
-  const double tile_mma = 2.0 * c.bm * c.bn * k_local / (cost.flops / cost.sms);
+  const double tile_mma = 2.0 * c.bm * c.bn * k_local / (cost.gemm_flops(p.dtype) / cost.sms);
   auto link = [&](uint32_t owner) {  // from rank 0 to `owner`
     return owner / ranks_per_node != 0 ? cost.network_bandwidth : cost.nvlink_bandwidth;
   };

@@ -268,6 +268,13 @@ void add_plan_command(Tool& tool, const char* name, const char* help, AddOptions
   };
 }
 
+// An FP8 plan's compute tile: with --dtype e4m3 and no --bn, the compiled FP8 configurations'
+// 128 columns (128x128x128) instead of bf16's 256.
+template <class Args>
+void resolve_fp8_plan_tile(Args& a, const CLI::App& app) {
+  if (a.problem.dtype == DType::kE4m3 && app.get_option("--bn")->count() == 0) a.config.bn = 128;
+}
+
 // --m, --n, --k, --bm and --bn of a GEMM's plan.
 template <class Problem, class PlanConfig>
 void add_plan_gemm_shape(CLI::App* app, Problem& p, PlanConfig& c, const char* m_help, const char* n_help,

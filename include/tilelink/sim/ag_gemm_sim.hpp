@@ -32,6 +32,10 @@ struct AgGemmProblem {
   uint32_t element_bytes = 2;  // bf16
   int world = 8;
   int nodes = 1;           // world must be a multiple of nodes
+  // e4m3: the GEMM at CostModel::fp8_flops and the all-gather of packed rows (fp8_row_pitch bytes
+  // each, element_bytes unused).
+  DType dtype = DType::kBf16;
+  Fp8Scaling scaling = Fp8Scaling::kTensor;
 };
 
 // What the model runs besides the problem: the GEMM's tile and the op's configuration, of which

@@ -30,6 +30,7 @@ struct GemmRsProblem {
   uint32_t partial_bytes = 2;  // partial tiles as pushed (bf16; the reduction accumulates in fp32)
   int world = 8;
   int nodes = 1;
+  DType dtype = DType::kBf16;  // e4m3: the GEMM at CostModel::fp8_flops (the partials stay bf16)
 };
 
 // What the model runs besides the problem: the GEMM's tile, its compute order's band, and the

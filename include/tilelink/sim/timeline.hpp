@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "tilelink/core/h200_rates.hpp"
+#include "tilelink/ops/common/fp8.hpp"
 #include "tilelink/primitives/trace.hpp"
 
 namespace tilelink::sim {
@@ -24,6 +25,7 @@ OpConfig plan_op_config(uint32_t comm_rows = 1024) {
 // (docs/PERF.md, 2026-12-02) or given in DESIGN.md §7.
 struct CostModel {
   double flops = h200::kBf16GemmFlops;     // dense bf16 GEMM, cuBLAS on an H200 (DESIGN.md §7)
+  double fp8_flops = h200::kE4m3GemmFlops;  // dense e4m3 GEMM (h200_rates.hpp says where it comes from)
   int sms = h200::kSms;
   double nvlink_bandwidth = h200::kNvlinkBandwidth;  // bytes/s into one GPU (DESIGN.md §7: 370-415 GB/s)
   double network_bandwidth = 50e9;          // bytes/s into one GPU from other nodes (400 Gb/s NIC)
@@ -39,9 +41,12 @@ struct CostModel {
   CostModel share(int sms_of_rank) const {
     CostModel c = *this;
     c.flops = flops * sms_of_rank / sms;
+    c.fp8_flops = fp8_flops * sms_of_rank / sms;
     c.sms = sms_of_rank;
     return c;
   }
+  // The dense GEMM rate for operands of `dtype`.
+  double gemm_flops(DType dtype) const { return dtype == DType::kE4m3 ? fp8_flops : flops; }
 };
 
 // Shared argument checks of the models: world and nodes, and a dimension split evenly over the
