@@ -186,8 +186,9 @@ TEST(MoeAgGroupGemm, RefusesBadArgumentsByName) {
 }
 
 // 11 virtual ranks fit a World (23 streams) but not a gather stream each as well (34 > 32): the
-// gather then runs on each rank's comm stream after the all-gather, with the same results.
-TEST(MoeAgGroupGemm, GathersOnTheCommStreamWhereQueuesRunOut) {
+// gather then runs on each rank's compute stream before the GEMM, beside the all-gather, with the
+// same results.
+TEST(MoeAgGroupGemm, GathersOnTheComputeStreamWhereQueuesRunOut) {
   TL_SKIP_WITHOUT_GPU();
   constexpr int kRanks = 11;
   const uint64_t seed = std::random_device{}();

@@ -488,10 +488,11 @@ TEST(MoeLayerOwnRouting, GathersTheRoutingAndFollowsNewOperands) {
   }
 }
 
-// 11 virtual ranks leave no hardware queue for a third stream per rank: part 1's gather and part
-// 2's combine run on the comm streams (SideStreams::on_comm_streams), as in a process under MPS
-// with three queues; own-token routing and set_operands as above.
-TEST(MoeLayerOwnRouting, RunsOnTheCommStreamsWhereQueuesRunOut) {
+// 11 virtual ranks leave no hardware queue for a third stream per rank: part 1's gather runs on the
+// compute stream before its GEMM and part 2's combine on the comm streams
+// (SideStreams::on_comm_streams), as in a process under MPS with three queues; own-token routing
+// and set_operands as above.
+TEST(MoeLayerOwnRouting, RunsWhereQueuesRunOut) {
   TL_SKIP_WITHOUT_GPU();
   std::mt19937_64 rng(4150);
   EXPECT_EQ(run_layer(11, 2, SyntheticRouting::kSkewed, MlpActivation::kSwiGlu, rng, false, nullptr,

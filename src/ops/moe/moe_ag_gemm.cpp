@@ -129,9 +129,9 @@ MoeAgGroupGemm::MoeAgGroupGemm(const World& world, SymmetricHeap& heap, SignalSe
   const uint32_t tokens = args.tokens_per_rank * static_cast<uint32_t>(world.size());
   ag_ = std::make_unique<AllGather>(world, heap, signals, all_gather_arguments(world, args), name);
   gather_slice_ = signals.allocate(tiles, name + " gather");
-  // The gather stage on a stream of its own, or where that would not get a hardware queue of its
-  // own (a process under MPS with few queues), after the all-gather on the comm stream: the GEMM
-  // still overlaps the gather, the gather no longer the all-gather.
+  // The gather stage on a stream of its own. Where that would not get a hardware queue of its own
+  // (a process under MPS with few queues), the gather runs on the compute stream before the GEMM
+  // (run() says why), and part 2's combine (MoeLayer) on the comm streams.
   gather_streams_ = world.check_extra_streams(1, "the MoE gather stage").empty() ? SideStreams(world, false)
                                                                                 : SideStreams::on_comm_streams(world);
 
@@ -231,18 +231,26 @@ uint64_t MoeAgGroupGemm::run() {
     world.comm_after_compute(r);
     const cudaStream_t compute = world.compute_stream(r);
     build_mapping(r);
-    gather_streams_.fork_from(r, compute);
-    // On the comm stream the gather waits for rows the transfer below brings: it goes after it.
-    if (!gather_streams_.shares_comm()) launch_gather(r, gather_streams_.stream(r), gather_blocks_);
+    if (gather_streams_.shares_comm()) {
+      // No stream of its own: the gather before the GEMM on the compute stream, spinning only on
+      // the all-gather's channels (the comm stream's transfer below fills them), and the GEMM
+      // after it, its waits already met. The gather may not follow the transfer on the comm
+      // stream with the GEMM already spinning on the gather's channels: it would then need SMs
+      // beside a resident GEMM that waits for it, and under MPS a quarter of an H100 did not
+      // give them (gpu_process_4 timed out every time; docs/PERF.md, 2026-12-05). The GEMM no
+      // longer overlaps the gather; it still overlaps nothing else it did before.
+      launch_gather(r, compute, gather_blocks_);
+    } else {
+      gather_streams_.fork_from(r, compute);
+      launch_gather(r, gather_streams_.stream(r), gather_blocks_);
+    }
     kernels_[i]->run(epoch, compute);
     ag_->announce(r);
   }
-  // Every rank's announcement before any rank's transfer (AllGather::announce says why), and every
-  // rank's transfer before a gather that shares its comm stream (it waits for what they bring).
+  // Every rank's announcement before any rank's transfer (AllGather::announce says why).
   for (int r : world.local_ranks()) ag_->transfer(r);
   for (int r : world.local_ranks()) {
-    if (gather_streams_.shares_comm()) launch_gather(r, gather_streams_.stream(r), gather_blocks_);
-    gather_streams_.join_into(r, world.compute_stream(r));
+    if (!gather_streams_.shares_comm()) gather_streams_.join_into(r, world.compute_stream(r));
     world.compute_after_comm(r);
   }
   return epoch;

@@ -21,8 +21,8 @@
 //  - a gather stream: gather_blocks CTAs copy each tile's token rows into expert-sorted order as
 //    soon as the all-gather channels of its token span have arrived, then notify the tile. Where
 //    a stream more would not get a hardware queue of its own (World::check_extra_streams: a
-//    process under MPS with CUDA_DEVICE_MAX_CONNECTIONS=3), the gather runs after the all-gather
-//    on the comm stream instead (the GEMM still overlaps it).
+//    process under MPS with CUDA_DEVICE_MAX_CONNECTIONS=3), the gather runs on the compute stream
+//    before the GEMM instead (it still overlaps the all-gather; the GEMM no longer overlaps it).
 // The call is complete on the compute stream. Every kind of World runs it: a process world
 // (World::process, one rank per process) enqueues this process's rank, the others theirs.
 //
