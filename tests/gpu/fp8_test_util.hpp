@@ -15,6 +15,15 @@
 
 namespace tilelink::test {
 
+// The FP8 GEMMs' accumulation error relative to the sum of their terms' magnitudes (|A| |B|^T):
+// Hopper's FP8 WGMMA adds a promotion interval's products (CUTLASS: 4 MMAs of k = 32, 128
+// products) in an accumulator of about 14 bits that truncates (DeepSeek-V3's measurement on the
+// H800) before they reach the fp32 registers: at most 128 x 2^-14 = 7.8e-3 of those terms'
+// magnitude. A factor of 2e-3 failed once on the H200 (2026-12-05): one element of a tensor-scaled
+// call with 200x outliers, 3.5e-3 of its terms' magnitude off -- the truncation next to a large
+// term, not a wrong tile (which is off by the order of the value itself).
+constexpr float kFp8AccumulationTolerance = 8e-3f;
+
 // Normal-ish values, some rows 50x, single elements 200x.
 inline std::vector<__nv_bfloat16> realistic_bf16(uint32_t rows, uint32_t k, std::mt19937_64& rng) {
   std::normal_distribution<float> normal(0.0f, 1.0f);

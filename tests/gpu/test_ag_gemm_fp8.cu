@@ -46,7 +46,7 @@ void expect_close(const void* c, const std::vector<float>& want, const std::vect
   const std::vector<__nv_bfloat16> got = download<__nv_bfloat16>(c, want.size());
   size_t bad = 0, first = 0;
   for (size_t i = 0; i < got.size(); ++i) {
-    const float tol = 8e-3f * std::fabs(want[i]) + 2e-3f * abs_ref[i] + 1e-3f;
+    const float tol = 8e-3f * std::fabs(want[i]) + kFp8AccumulationTolerance * abs_ref[i] + 1e-3f;
     if (!(std::fabs(__bfloat162float(got[i]) - want[i]) <= tol) && bad++ == 0) first = i;
   }
   EXPECT_EQ(bad, 0u) << who << ": " << bad << " of " << got.size() << " elements off; first at row " << first / n

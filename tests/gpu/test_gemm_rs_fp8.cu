@@ -170,7 +170,7 @@ void check(const Case& c) {
         float want = 0.0f, tol = 1e-3f;
         for (int s = 0; s < P; ++s) {
           want += partials[s][at];
-          tol += 8e-3f * std::fabs(partials[s][at]) + 2e-3f * magnitude[s][at];
+          tol += 8e-3f * std::fabs(partials[s][at]) + kFp8AccumulationTolerance * magnitude[s][at];
         }
         tol += 8e-3f * std::fabs(want);
         const float got = __bfloat162float(whole[i]);
