@@ -32,46 +32,21 @@ namespace tilelink::bench {
 
 Table bench_gemm_rs_fp8(const GemmRsBenchOptions& o) {
   const char* where = "bench gemm_rs (e4m3)";
-  if (o.world >= 1 && o.k % static_cast<uint32_t>(o.world) == 0) {
-    if (std::string e = check_fp8_extents(o.k / static_cast<uint32_t>(o.world), o.scaling); !e.empty()) {
-      throw InvalidArgument(std::string(where) + ": per rank's k: " + e);
-    }
-  }
   GemmRsSetup s(o.world, o.m, o.n, o.k, o.config, o.seed, where);  // bf16 A, B (the sources)
+  s.use_fp8(o.scaling, where);
   const int w = o.world;
   const uint32_t m = s.m, n = s.n, k = s.k_local;
   const Fp8Scaling scaling = o.scaling;
   const uint64_t pitch = fp8_row_pitch(k, scaling);
   const size_t block_elems = s.block_elems, block_bytes = s.block_bytes;
   World& world = s.world;
-  std::vector<DeviceBuffer> a8, a_scale, b8, b_scale, lt_a_scale, out_base, out_fused;
+  std::vector<DeviceBuffer> &a8 = s.a8, &a_scale = s.a_scale, &b8 = s.b8, &b_scale = s.b_scale;
+  std::vector<DeviceBuffer> lt_a_scale, out_base, out_fused;
   for (int r = 0; r < w; ++r) {
-    world.set_device(r);
-    const int dev = world.device(r);
-    const cudaStream_t st = world.compute_stream(r);
-    a8.emplace_back(size_t(m) * pitch, dev);
-    a_scale.emplace_back(16, dev);
-    b8.emplace_back(size_t(n) * k, dev);
-    b_scale.emplace_back(fp8_b_scales(n, k, scaling) * 4 + 16, dev);
-    out_base.emplace_back(block_bytes, dev);
-    out_fused.emplace_back(block_bytes, dev);
-    if (scaling == Fp8Scaling::kTensor) tensor_scale_e4m3(s.a[r].get(), k, m, k, a_scale[r].get<float>(), st);
-    quantize_rows_e4m3(s.a[r].get(), k, m, k, scaling, a_scale[r].get<float>(), a8[r].get(), st);
-    quantize_weight_e4m3(s.b[r].get(), n, k, scaling, b8[r].get(), b_scale[r].get<float>(), st);
+    out_base.emplace_back(block_bytes, world.device(r));
+    out_fused.emplace_back(block_bytes, world.device(r));
   }
-  world.synchronize();
-
-  GemmRsArguments args = s.args;  // every knob the caller gave, the fused method
-  args.dtype = DType::kE4m3;
-  args.scaling = scaling;
-  args.a.clear();
-  for (int r = 0; r < w; ++r) {
-    args.a.push_back(a8[r].get());
-    args.b[r] = b8[r].get();
-    args.b_scale.push_back(b_scale[r].get<float>());
-    if (scaling == Fp8Scaling::kTensor) args.a_scale.push_back(a_scale[r].get<float>());
-  }
-  check_implementable<GemmRs>(world, s.heap, args, where);
+  const GemmRsArguments& args = s.args;  // every knob the caller gave, the FP8 operands
   auto method_op = [&](OpMethod method, bool quantize_first) -> std::unique_ptr<GemmRs> {
     GemmRsArguments a = args;
     a.config.method = method;

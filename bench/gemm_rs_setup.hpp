@@ -12,6 +12,7 @@
 #include "bench/setup.hpp"
 #include "bench/world_choice.hpp"
 #include "tilelink/core/error.hpp"
+#include "tilelink/ops/common/fp8_quantize.hpp"
 #include "tilelink/ops/gemm_rs/gemm_rs.hpp"
 
 namespace tilelink::bench {
@@ -59,6 +60,38 @@ struct GemmRsSetup : BenchMemory {
       args.b.push_back(b[r].get());
       args.out.push_back(out[r].get());
     }
+    check_implementable<GemmRs>(world, heap, args, where);
+  }
+
+  // e4m3 operands (bench, tune and trace gemm_rs --dtype e4m3): each rank's A quantised into
+  // packed rows (a8; tensor scaling: the rank's own scale in a_scale), B into e4m3 with its scales;
+  // `args` then names them. The bf16 A stays in `a` (a quantise-first op's source).
+  std::vector<DeviceBuffer> a8, a_scale, b8, b_scale;
+  void use_fp8(Fp8Scaling scaling, const char* where) {
+    if (std::string e = check_fp8_extents(k_local, scaling); !e.empty()) {
+      throw InvalidArgument(std::string(where) + ": each rank's k = " + std::to_string(k_local) + ": " + e);
+    }
+    const uint64_t pitch = fp8_row_pitch(k_local, scaling);
+    args.dtype = DType::kE4m3;
+    args.scaling = scaling;
+    args.a.clear();
+    for (int r = 0; r < w; ++r) {
+      world.set_device(r);
+      const int dev = world.device(r);
+      const cudaStream_t st = world.compute_stream(r);
+      a8.emplace_back(size_t(m) * pitch, dev);
+      a_scale.emplace_back(16, dev);
+      b8.emplace_back(size_t(n) * k_local, dev);
+      b_scale.emplace_back(fp8_b_scales(n, k_local, scaling) * 4 + 16, dev);
+      if (scaling == Fp8Scaling::kTensor) tensor_scale_e4m3(a[r].get(), k_local, m, k_local, a_scale[r].get<float>(), st);
+      quantize_rows_e4m3(a[r].get(), k_local, m, k_local, scaling, a_scale[r].get<float>(), a8[r].get(), st);
+      quantize_weight_e4m3(b[r].get(), n, k_local, scaling, b8[r].get(), b_scale[r].get<float>(), st);
+      args.a.push_back(a8[r].get());
+      args.b[r] = b8[r].get();
+      args.b_scale.push_back(b_scale[r].get<float>());
+      if (scaling == Fp8Scaling::kTensor) args.a_scale.push_back(a_scale[r].get<float>());
+    }
+    world.synchronize();
     check_implementable<GemmRs>(world, heap, args, where);
   }
 

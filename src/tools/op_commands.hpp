@@ -125,7 +125,18 @@ struct GemmOp {
   const char* n_help;
   const char* k_help;
   void (*add_knobs)(CLI::App*, Config&, CLI::Option_group*&);  // the op's configuration options
+  // What --dtype e4m3 means for the op's bench, tune and trace (Options has dtype and scaling);
+  // nullptr: bf16 only.
+  const char* fp8_what = nullptr;
 };
+
+// The op's --dtype and --scaling where it has FP8 operands.
+template <class Options>
+void add_gemm_operands(CLI::App* app, const GemmOp<Options>& op, Options& o) {
+  if constexpr (requires { o.dtype; o.scaling; }) {
+    if (op.fp8_what != nullptr) add_operand_options(app, o.dtype, o.scaling, op.fp8_what);
+  }
+}
 
 // The run options of a GEMM op's trace (one shape, the knobs).
 template <class Options>
@@ -142,6 +153,7 @@ struct GemmRunArgs : RunArgsBase<Options> {
     c.app->add_option("--n", o.n, op->n_help)->capture_default_str()->check(CLI::PositiveNumber);
     c.app->add_option("--k", o.k, op->k_help)->capture_default_str()->check(CLI::PositiveNumber);
     if (with_knobs) op->add_knobs(c.app, o.config, knobs);
+    add_gemm_operands(c.app, *op, o);
     add_timing(c.app, o.timing, timed);
     c.seed = add_seed(c.app, o.seed);
   }
@@ -168,6 +180,7 @@ void add_gemm_bench(Tool& tool, const GemmOp<Options>& op, const char* help, Ben
   add_world(c.app, a->o.world);
   add_shape_options(c.app, a->shapes, op.paper(), op.m_help, op.n_help, op.k_help, op.name, true);
   op.add_knobs(c.app, a->o.config, a->knobs);
+  add_gemm_operands(c.app, op, a->o);
   add_timing(c.app, a->o.timing);
   add_json(c.app, a->json);
   c.seed = add_seed(c.app, a->o.seed);
@@ -209,6 +222,7 @@ void add_gemm_tune(Tool& tool, const GemmOp<Options>& op, const char* help, DryR
   add_world(c.app, a->o.op.world);
   add_shape_options(c.app, a->shapes, op.paper(), op.m_help, op.n_help, op.k_help, op.name, false);
   a->search.add_to(c.app, "print the candidates and the model's predictions; no GPU needed");
+  add_gemm_operands(c.app, op, a->o.op);
   add_timing(c.app, a->o.op.timing, Timed::kTune);
   add_json(c.app, a->json);
   c.seed = add_seed(c.app, a->o.op.seed);
@@ -216,7 +230,16 @@ void add_gemm_tune(Tool& tool, const GemmOp<Options>& op, const char* help, DryR
   c.run = [a, &op, dry_run, tune](const std::string& line) {
     const std::vector<Mnk> shapes = choose_shapes(a->shapes, op.paper(), op.row_parallel, op.name).shapes;
     const int world = a->o.op.world;
-    if (a->search.dry_run) return dry_run(a->search, world, shapes);
+    if (a->search.dry_run) {
+      if constexpr (requires { a->o.op.dtype; }) {
+        if (a->o.op.dtype != DType::kBf16) {
+          throw InvalidArgument(std::string("tune ") + op.name +
+                                " --dry-run: the candidates' predictions are bf16's; for e4m3 use `tilelink plan " +
+                                op.name + " --dtype e4m3` on a candidate, or tune on a GPU");
+        }
+      }
+      return dry_run(a->search, world, shapes);
+    }
     check_writable(a->json);
     TuneOptions<Options> o = a->o;
     o.top = a->search.top;

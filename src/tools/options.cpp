@@ -133,10 +133,9 @@ void check_writable(const std::string& path) {
   if (!probe) throw Error("cannot open '" + path + "' for writing");
 }
 
-void add_operand_options(CLI::App* app, OperandOptions& operands, const std::string& fp8_what) {
-  add_enum_option(app, "--dtype", operands.dtype, {DType::kBf16, DType::kE4m3},
-                  "operands: bf16, or e4m3 (" + fp8_what + ")");
-  add_enum_option(app, "--scaling", operands.scaling, {Fp8Scaling::kTensor, Fp8Scaling::kRow, Fp8Scaling::kBlock},
+void add_operand_options(CLI::App* app, DType& dtype, Fp8Scaling& scaling, const std::string& fp8_what) {
+  add_enum_option(app, "--dtype", dtype, {DType::kBf16, DType::kE4m3}, "operands: bf16, or e4m3 (" + fp8_what + ")");
+  add_enum_option(app, "--scaling", scaling, {Fp8Scaling::kTensor, Fp8Scaling::kRow, Fp8Scaling::kBlock},
                   "e4m3 scales: tensor, row (per token / channel) or block (1x128 A, 128x128 B)");
 }
 

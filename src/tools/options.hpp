@@ -72,13 +72,10 @@ CLI::Option* add_enum_option(CLI::App* app, const std::string& name, E& target, 
   return option;
 }
 
-// --dtype bf16|e4m3 and --scaling tensor|row|block: the operands of a GEMM op's bench or plan.
-// `fp8_what` says what e4m3 means there (the help reads "operands: bf16, or e4m3 (<fp8_what>)").
-struct OperandOptions {
-  DType dtype = DType::kBf16;
-  Fp8Scaling scaling = Fp8Scaling::kTensor;
-};
-void add_operand_options(CLI::App* app, OperandOptions& operands, const std::string& fp8_what);
+// --dtype bf16|e4m3 and --scaling tensor|row|block: the operands of a GEMM op's bench, tune,
+// trace or plan. `fp8_what` says what e4m3 means there (the help reads "operands: bf16, or e4m3
+// (<fp8_what>)").
+void add_operand_options(CLI::App* app, DType& dtype, Fp8Scaling& scaling, const std::string& fp8_what);
 
 // The cost model of a plan command: the H200 defaults of sim::CostModel, any of them overridden
 // from the command line (another GPU, or one GPU shared by virtual ranks).

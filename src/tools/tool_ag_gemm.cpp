@@ -184,22 +184,16 @@ void add_plan_options(CLI::App* app, PlanAgGemm& a) {
                   "e4m3 scales (the row and block scales travel in the rows: a few bytes more per row)");
 }
 
-const GemmOp<tb::AgGemmBenchOptions> kOp{"ag_gemm", false, ag_gemm_paper_shapes, kM, kN, kK, add_knobs};
+const GemmOp<tb::AgGemmBenchOptions> kOp{
+    "ag_gemm", false, ag_gemm_paper_shapes, kM, kN, kK, add_knobs,
+    "FP8, against cuBLASLt's e4m3 GEMM; the all-gather moves packed e4m3 rows with their scales"};
 
 void add_bench(Tool& tool) {
   auto explained = std::make_shared<bool>(false);  // --explain: the main job's reading aid
-  auto operands = std::make_shared<OperandOptions>();
   add_gemm_bench(
       tool, kOp, "time tilelink::AgGemm against cuBLAS, non-overlapped and decomposed baselines",
-      [operands](tb::AgGemmBenchOptions o) {
-        o.dtype = operands->dtype;
-        o.scaling = operands->scaling;
-        return tb::bench_ag_gemm(o);
-      },
-      [explained, operands](Command& c) {
-        add_operand_options(c.app, *operands,
-                            "FP8, against cuBLASLt's e4m3 GEMM; the all-gather moves packed e4m3 rows with their "
-                            "scales");
+      tb::bench_ag_gemm,
+      [explained](Command& c) {
         c.app->add_flag("--explain", *explained,
                         "after the tables: what they mean here (virtual ranks: the world-1 result against cuBLAS), "
                         "the plan model's prediction for --world H200s over NVLink, and one summary line per shape");
@@ -218,7 +212,7 @@ TraceResult trace_ag_gemm(const TraceOptions<tb::AgGemmBenchOptions>& options) {
   TL_REQUIRE(o.world >= 1, where, "world", o.world, ">= 1");
   TL_REQUIRE(o.m % o.world == 0, where, "m", o.m, "a multiple of the world size (" + std::to_string(o.world) + ")");
   TL_REQUIRE(o.n % o.world == 0, where, "n", o.n, "a multiple of the world size (" + std::to_string(o.world) + ")");
-  AgGemmSetup s(o.world, o.m, o.n, o.k, o.seed, o.config.comm.comm_rows);
+  AgGemmSetup s(o.world, o.m, o.n, o.k, o.seed, o.config.comm.comm_rows, o.dtype, o.scaling);
   AgGemmArguments args = s.args(o.config);
   args.config.method = OpMethod::kFused;  // the trace records the fused kernel's tiles
   if (const std::string why = AgGemm::can_implement(s.world, s.heap, args); !why.empty()) {
@@ -245,12 +239,14 @@ tb::Table tune_ag_gemm(const TuneOptions<tb::AgGemmBenchOptions>& options, std::
   TL_REQUIRE(o.m % o.world == 0, where, "m", o.m, "a multiple of the world size " + std::to_string(o.world));
   TL_REQUIRE(o.n % o.world == 0 && (o.n / o.world) % 8 == 0, where, "n", o.n,
              "a multiple of 8 * world (" + std::to_string(8 * o.world) + "): N is split over the ranks");
-  AgGemmSetup setup(o.world, o.m, o.n, o.k, o.seed, 128);
+  AgGemmSetup setup(o.world, o.m, o.n, o.k, o.seed, 128, o.dtype, o.scaling);
   World& world = setup.world;
   world.synchronize();
 
-  const std::vector<AgGemmConfig> compute = ag_gemm_compute_candidates(AgGemm::kernel_names());
-  const AgGemmTuneShape shape{o.world, world.sm_budget(0), setup.m_per_rank, setup.n_local, setup.k};
+  const std::vector<AgGemmConfig> compute = ag_gemm_compute_candidates(AgGemm::kernel_names(o.dtype, o.scaling));
+  AgGemmTuneShape shape{o.world, world.sm_budget(0), setup.m_per_rank, setup.n_local, setup.k};
+  shape.dtype = o.dtype;
+  shape.scaling = o.scaling;
   size_t step = 0;
   const AgGemmConfig best = two_stage_search(
       compute, options.top, o.world,
@@ -258,9 +254,28 @@ tb::Table tune_ag_gemm(const TuneOptions<tb::AgGemmBenchOptions>& options, std::
       whole_op_timer<AgGemm>(setup, [&](const AgGemmConfig& c) { return setup.args(c); }, o.timing), progress,
       &step);
 
-  // The winner against the automatic configuration, interleaved; then its result against cuBLAS.
+  // The winner against the automatic configuration, interleaved; then its result against cuBLAS
+  // (FP8: against the automatic configuration's).
   AgGemmConfig automatic;
   automatic.use_tune_cache = false;
+  const bool fp8 = o.dtype == DType::kE4m3;
+  const std::string operands = fp8 ? std::string("e4m3, ") + to_string(o.scaling) + " scaling" : "bf16";
+  if (fp8) {
+    bool gated = true;
+    const std::vector<Stats> t = retime_and_check<AgGemm>(world, setup.heap, setup.signals, setup.args(best),
+                                                          setup.args(automatic), o.timing, setup.c, setup.c_elems,
+                                                          "tune ag_gemm", &gated);
+    Table table = tune_table("ag_gemm",
+                             "tune AG+GEMM, " + ranks_phrase(o.world) + ": m=" + std::to_string(o.m) +
+                                 " n=" + std::to_string(o.n) + " (" + std::to_string(setup.n_local) +
+                                 " per rank) k=" + std::to_string(o.k) + ", " + operands,
+                             automatic, best, t, step,
+                             std::to_string(compute.size()) +
+                                 " compute, then the communication variants the plan model ranked best",
+                             o.timing, gated, kSameAsAutomatic);
+    store_tuned(options.cache, ag_gemm_tune_key(world, setup.args(best)), best, automatic, t, table);
+    return table;
+  }
   AgGemm tuned(world, setup.heap, setup.signals, setup.args(best), "tune.best");
   AgGemm plain(world, setup.heap, setup.signals, setup.args(automatic), "tune.default");
   bool gated = true;

@@ -133,12 +133,15 @@ void add_plan_options(CLI::App* app, PlanGemmRs& a) {
   add_reducer(app, a.config.op.reducer, kReducerHelp);
 }
 
-const GemmOp<tb::GemmRsBenchOptions> kOp{"gemm_rs", true, gemm_rs_paper_shapes, kM, kN, kK, add_knobs};
+const GemmOp<tb::GemmRsBenchOptions> kOp{
+    "gemm_rs", true, gemm_rs_paper_shapes, kM, kN, kK, add_knobs,
+    "FP8, against cuBLASLt's e4m3 GEMM; the partials stay bf16, the reduction fp32"};
 
 // ---- tune and trace ----------------------------------------------------------------------------
 TraceResult trace_gemm_rs(const TraceOptions<tb::GemmRsBenchOptions>& o) {
   using namespace tilelink::bench;
   GemmRsSetup s(o.op.world, o.op.m, o.op.n, o.op.k, o.op.config, o.op.seed, "trace gemm_rs");
+  if (o.op.dtype == DType::kE4m3) s.use_fp8(o.op.scaling, "trace gemm_rs");
   GemmRsArguments args = s.args;  // the fused path's timeline (the others notify no tiles)
   args.config.method = OpMethod::kFused;
   GemmRs op(s.world, s.heap, s.signals, args, "trace.gemm_rs");
@@ -147,7 +150,7 @@ TraceResult trace_gemm_rs(const TraceOptions<tb::GemmRsBenchOptions>& o) {
 
   check_gemm_rs(result.records.begin(), result.records.end(), s.w, s.world.mode() == WorldMode::kVirtual, result);
   result.checked = gemm_rs_checked(s.world.mode() == WorldMode::kVirtual);
-  result.config = std::string("scatter ") + to_string(op.config().scatter) + ", signal per " +
+  result.config = "kernel " + op.kernel_name() + ", scatter " + to_string(op.config().scatter) + ", signal per " +
                   to_string(op.config().granularity) + ", " +
                   (op.plan().reducer == GemmRsReducer::kEpilogue
                        ? std::string("sums in the GEMM's epilogue")
@@ -162,6 +165,7 @@ tb::Table tune_gemm_rs(const TuneOptions<tb::GemmRsBenchOptions>& options, std::
   using namespace tilelink::bench;
   const tb::GemmRsBenchOptions& o = options.op;
   GemmRsSetup setup(o.world, o.m, o.n, o.k, GemmRsConfig{}, o.seed, "tune gemm_rs");
+  if (o.dtype == DType::kE4m3) setup.use_fp8(o.scaling, "tune gemm_rs");
   World& world = setup.world;
   world.synchronize();
   auto args_of = [&](const GemmRsConfig& config) {
@@ -170,8 +174,8 @@ tb::Table tune_gemm_rs(const TuneOptions<tb::GemmRsBenchOptions>& options, std::
     return a;
   };
   const std::vector<GemmRsConfig> compute = gemm_rs_compute_candidates();
-  const GemmRsTuneShape shape{o.world, world.sm_budget(0), setup.m, setup.n, setup.k_local,
-                              world.mode() == WorldMode::kMultiGpu};
+  const GemmRsTuneShape shape{o.world,   world.sm_budget(0), setup.m, setup.n, setup.k_local,
+                              world.mode() == WorldMode::kMultiGpu, o.dtype};
   size_t step = 0;
   const GemmRsConfig best = two_stage_search(
       compute, options.top, o.world,
@@ -188,7 +192,9 @@ tb::Table tune_gemm_rs(const TuneOptions<tb::GemmRsBenchOptions>& options, std::
   Table table = tune_table("gemm_rs",
                            "tune GEMM+RS, " + ranks_phrase(o.world) + ": m=" + std::to_string(o.m) +
                                " n=" + std::to_string(o.n) + " k=" + std::to_string(o.k) + " (" +
-                               std::to_string(setup.k_local) + " per rank), bf16",
+                               std::to_string(setup.k_local) + " per rank), " +
+                               (o.dtype == DType::kE4m3 ? std::string("e4m3, ") + to_string(o.scaling) + " scaling"
+                                                        : std::string("bf16")),
                            automatic, best, t, step,
                            std::to_string(compute.size()) +
                                " compute, then the communication variants the plan model ranked best",
@@ -210,19 +216,9 @@ int dry_run_gemm_rs(const TuneSearch& search, int world, const std::vector<Mnk>&
 }
 
 void register_gemm_rs(Tool& tool) {
-  auto operands = std::make_shared<OperandOptions>();
   add_gemm_bench(
-      tool, kOp, "time tilelink::GemmRs against cuBLAS, non-overlapped and decomposed baselines",
-      [operands](tb::GemmRsBenchOptions o) {
-        o.dtype = operands->dtype;
-        o.scaling = operands->scaling;
-        return tb::bench_gemm_rs(o);
-      },
-      [operands](Command& c) {
-        add_operand_options(c.app, *operands,
-                            "FP8, against cuBLASLt's e4m3 GEMM; the partials stay bf16, the reduction fp32");
-      },
-      [](const tb::GemmRsBenchOptions&, const std::vector<Mnk>&, const std::vector<tb::Table>&) {});
+      tool, kOp, "time tilelink::GemmRs against cuBLAS, non-overlapped and decomposed baselines", tb::bench_gemm_rs,
+      [](Command&) {}, [](const tb::GemmRsBenchOptions&, const std::vector<Mnk>&, const std::vector<tb::Table>&) {});
   add_gemm_tune(tool, kOp,
                 "GEMM+RS: swizzle, then the scatter x signal granularity x reduction CTAs variants the plan model "
                 "ranks best",

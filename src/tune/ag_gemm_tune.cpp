@@ -11,9 +11,10 @@
 namespace tilelink {
 namespace {
 
-// The CTA tile of a kernel (the default kernel: "").
-void kernel_tile(const std::string& kernel, uint32_t* bm, uint32_t* bn) {
-  detail::kernel_tile(kernel.empty() ? AgGemm::kernel_names().front() : kernel, "ag_gemm tune", bm, bn);
+// The CTA tile of a kernel (the default kernel for the operands: "").
+void kernel_tile(const std::string& kernel, const AgGemmTuneShape& s, uint32_t* bm, uint32_t* bn) {
+  detail::kernel_tile(kernel.empty() ? AgGemm::kernel_names(s.dtype, s.scaling).front() : kernel, "ag_gemm tune", bm,
+                      bn);
 }
 
 double predict_us(const AgGemmConfig& c, const AgGemmTuneShape& s, const sim::CostModel& gpu) {
@@ -22,10 +23,14 @@ double predict_us(const AgGemmConfig& c, const AgGemmTuneShape& s, const sim::Co
   p.m = s.m_per_rank * static_cast<uint32_t>(s.world);
   p.n = s.n * static_cast<uint32_t>(s.world);
   p.k = s.k;
+  p.dtype = s.dtype;
+  p.scaling = s.scaling;
   sim::AgGemmPlanConfig q;
-  kernel_tile(c.kernel, &q.bm, &q.bn);
+  kernel_tile(c.kernel, s, &q.bm, &q.bn);
   q.op = c;
-  q.op.comm = all_gather_policy::resolved(c.comm, s.m_per_rank, s.k, s.sm_budget);
+  q.op.comm = s.dtype == DType::kE4m3 ? all_gather_policy::resolved_bytes(c.comm, s.m_per_rank,
+                                                                          fp8_row_pitch(s.k, s.scaling), s.sm_budget)
+                                      : all_gather_policy::resolved(c.comm, s.m_per_rank, s.k, s.sm_budget);
   return sim::predict_ag_gemm(p, q, gpu.share(s.sm_budget)).fused * 1e6;
 }
 

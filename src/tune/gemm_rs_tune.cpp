@@ -20,10 +20,11 @@ double predict_us(const GemmRsConfig& c, const GemmRsTuneShape& s, const sim::Co
   p.n = s.n;
   p.k = s.k_local * static_cast<uint32_t>(s.world);
   p.world = s.world;
+  p.dtype = s.dtype;
   sim::GemmRsPlanConfig q;
-  const gemm_rs_policy::GemmTile tile = gemm_rs_policy::gemm_tile();  // the op's one compiled GEMM
+  const gemm_rs_policy::GemmTile tile = gemm_rs_policy::gemm_tile();  // the op's bf16 GEMM
   q.bm = tile.m;
-  q.bn = tile.n;
+  q.bn = s.dtype == DType::kE4m3 ? 128u : tile.n;  // the FP8 kernels' 128x128x128 tile
   q.op = c;
   q.op.reduce_blocks = gemm_rs_policy::reducer(c.reducer) == GemmRsReducer::kEpilogue
                            ? 0u

@@ -15,8 +15,11 @@ namespace tilelink::detail {
 // AgGemm::kernel_names() and MoeAgGroupGemm::kernel_names()).
 inline void kernel_tile(const std::string& name, const char* where, uint32_t* bm, uint32_t* bn) {
   unsigned m = 0, n = 0;
-  if (std::sscanf(name.c_str(), "%ux%u", &m, &n) != 2 || m == 0 || n == 0) {
-    throw InvalidArgument(std::string(where) + ": kernel name '" + name + "': expected '<bm>x<bn>x<bk>_c<cm>x<cn>'");
+  // FP8 configurations start with the data type and scaling ("e4m3_row_128x128x128_c2x1").
+  const size_t tile = name.find_first_of("0123456789", name.rfind('_', name.find('x')) + 1);
+  if (tile == std::string::npos || std::sscanf(name.c_str() + tile, "%ux%u", &m, &n) != 2 || m == 0 || n == 0) {
+    throw InvalidArgument(std::string(where) + ": kernel name '" + name +
+                          "': expected '[<dtype>_<scaling>_]<bm>x<bn>x<bk>_c<cm>x<cn>'");
   }
   *bm = m;
   *bn = n;

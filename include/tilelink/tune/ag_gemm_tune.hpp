@@ -21,6 +21,8 @@ struct AgGemmTuneShape {
   int world = 8;
   int sm_budget = 16;  // SMs of one rank
   uint32_t m_per_rank = 1024, n = 3584, k = 8192;  // n: columns per rank
+  DType dtype = DType::kBf16;  // e4m3: the FP8 kernels' tiles, rate and packed rows in the model
+  Fp8Scaling scaling = Fp8Scaling::kTensor;
 };
 
 using RankedAgGemmConfig = RankedConfig<AgGemmConfig>;
