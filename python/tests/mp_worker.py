@@ -1,5 +1,6 @@
 """One rank of the GPU tests, started by torchrun (python/tests/test_gpu.py): every operator (ag_gemm,
-gemm_rs, gemm_ar, gemm_ar_rmsnorm, mlp, moe, sp_attention) against
+gemm_rs, gemm_ar, gemm_ar_rmsnorm, mlp, moe, sp_attention, and FP8's quantize_weight, ag_gemm_fp8,
+gemm_rs_fp8) against
 a torch reference built from all ranks' shards, fresh random inputs each call, outputs over
 poisoned memory, several calls (mlp with SwiGLU and GELU); then a step of both operators (AG+GEMM -> SiLU -> GEMM+RS)
 captured in a CUDA graph and replayed on fresh inputs, with an eager step between two replays and two
@@ -355,6 +356,65 @@ def check_dense(rank, size, group, call, m_per_rank, n, k):
     check(f"gemm_rs call {call} ({m}, {n}, {k})", z, sum(partials), bound=bound)
 
 
+def e4m3_values(x, scaling):
+    """The fp32 values an FP8 op multiplies for bf16 `x` (rows x K): scale = amax / 448 per tensor,
+    row or 1 x 128 block (1 where amax is 0), e4m3(x / scale) saturated, times the scale."""
+    xf = x.float()
+    v = xf.view(xf.shape[0], -1, 128) if scaling == "block" else xf
+    if scaling == "tensor":
+        amax = xf.abs().amax().reshape(1, 1)
+    else:
+        amax = v.abs().amax(dim=-1, keepdim=True)
+    scale = torch.where(amax > 0, amax / 448, torch.ones_like(amax))
+    return ((v / scale).clamp(-448, 448).to(torch.float8_e4m3fn).float() * scale).view_as(xf)
+
+
+def weight_values(w8, scale, scaling):
+    """The fp32 values of tilelink.quantize_weight's (w8, scale)."""
+    n, k = w8.shape
+    if scaling == "tensor":
+        return w8.float() * scale
+    if scaling == "row":
+        return w8.float() * scale[:, None]
+    full = scale.repeat_interleave(128, dim=0)[:n].repeat_interleave(128, dim=1)[:, :k]
+    return w8.float() * full
+
+
+def check_fp8(rank, size, group, call, m_per_rank, n, k, scaling):
+    """quantize_weight, ag_gemm_fp8 (row and block) and gemm_rs_fp8 against torch's dequantised
+    products, on poisoned outputs; the tolerance covers FP8 accumulation (8e-3 of the terms'
+    magnitude) and a value the host rounds to the other neighbouring e4m3 (one in K)."""
+    m = m_per_rank * size
+    g = torch.Generator(device="cuda").manual_seed(4000 + call)  # the same on every rank
+    w_bf16 = [torch.randn(n, k, generator=g, device="cuda").bfloat16() for _ in range(size)]
+    w8, ws = tilelink.quantize_weight(w_bf16[rank], scaling)
+    w_deq = weight_values(w8, ws, scaling)
+    # One e4m3 rounding: at most 2^-4 of a normal value, half the subnormal step (2^-10 of the
+    # largest scale) of a small one.
+    near = w_deq - w_bf16[rank].float()
+    floor = float(w_bf16[rank].float().abs().max()) / 448 / 1024 + 1e-12
+    if not bool((near.abs() <= w_bf16[rank].float().abs() / 16 + floor).all()):
+        raise AssertionError(f"rank {rank}: quantize_weight ({scaling}) is not an e4m3 rounding of the weight")
+    if scaling != "tensor":
+        x = torch.randn(m, k, generator=g, device="cuda").bfloat16()
+        poison_next_allocation(m, n)
+        y = tilelink.ag_gemm_fp8(x[rank * m_per_rank:(rank + 1) * m_per_rank].contiguous(), w8, ws, group, scaling)
+        xq = e4m3_values(x, scaling)
+        check(f"ag_gemm_fp8 {scaling} call {call} ({m}, {n}, {k})", y, xq @ w_deq.T,
+              bound=1e-2 + (xq.abs() @ w_deq.abs().T) * 8e-3)
+    xs = [torch.randn(m, k, generator=g, device="cuda").bfloat16() for _ in range(size)]
+    w8s = [tilelink.quantize_weight(w, scaling) for w in w_bf16]  # every rank's weight, for the reference
+    poison_next_allocation(m_per_rank, n)
+    z = tilelink.gemm_rs_fp8(xs[rank], w8, ws, group, scaling)
+    rows = slice(rank * m_per_rank, (rank + 1) * m_per_rank)
+    partials, bound = [], 1e-2
+    for r in range(size):
+        xq, wr = e4m3_values(xs[r], scaling)[rows], weight_values(*w8s[r], scaling)
+        partials.append((xq @ wr.T).bfloat16().float())  # each partial stored as bf16
+        bound = bound + (xq.abs() @ wr.abs().T) * 8e-3 + partials[-1].abs() / 256
+    check(f"gemm_rs_fp8 {scaling} call {call} ({m}, {n}, {k})", z, sum(partials), bound=bound)
+
+
 def put_signal_only(rank, size, group):
     """TILELINK_TRANSPORT=put_signal: the operators whose communication the host drives (ag_gemm and
     sp_attention, copy-engine all-gathers, every put and signal through NVSHMEM) against torch, and
@@ -418,6 +478,14 @@ def main():
     torch.cuda.synchronize()
     dist.barrier()
     print(f"rank {rank} of {size}: moe matches torch over 4 calls (own and every token's routing)", flush=True)
+    # FP8 (issue 22): every scaling mode; calls 3 to 5 repeat the shapes with new tensors.
+    for call, scaling in enumerate(["row", "block", "tensor", "row", "block", "tensor"]):
+        check_fp8(rank, size, group, call, [136, 64][call % 2], 264, [400, 256][call % 2] if scaling != "block" else 256,
+                  scaling)
+    torch.cuda.synchronize()
+    dist.barrier()
+    print(f"rank {rank} of {size}: quantize_weight, ag_gemm_fp8 and gemm_rs_fp8 match torch in every scaling mode",
+          flush=True)
     for i, m in enumerate([1, 7, 129, 500, 7]):  # the last repeats a shape with new tensors
         check_gemm_ar(rank, size, group, 1900 + i, m)
     torch.cuda.synchronize()

@@ -283,3 +283,88 @@ def test_compile_fullgraph_traces_an_moe_layer(fake_group):
     x, _, _, w1, w2 = _moe_operands(device="meta")
     y = compiled(x, torch.empty(8, 64, dtype=torch.bfloat16, device="meta"), w1, w2)
     assert tuple(y.shape) == (64, 64) and counter.frame_count == 1
+
+
+# ---- FP8 (issue 22) ---------------------------------------------------------------------------------
+
+
+def test_fp8_schemas():
+    assert str(torch.ops.tilelink.quantize_weight.default._schema) == (
+        "tilelink::quantize_weight(Tensor weight, str scaling=\"row\") -> (Tensor, Tensor)")
+    assert str(torch.ops.tilelink.ag_gemm_fp8.default._schema) == (
+        "tilelink::ag_gemm_fp8(Tensor x_shard, Tensor weight, Tensor weight_scale, str group_name, "
+        "str scaling=\"row\") -> Tensor")
+    assert str(torch.ops.tilelink.gemm_rs_fp8.default._schema) == (
+        "tilelink::gemm_rs_fp8(Tensor x, Tensor weight, Tensor weight_scale, str group_name, "
+        "str scaling=\"row\") -> Tensor")
+
+
+@pytest.mark.parametrize("scaling,scale_shape", [("tensor", (1,)), ("row", (264,)), ("block", (3, 3))])
+def test_fp8_fake_shapes(fake_group, scaling, scale_shape):
+    with FakeTensorMode():
+        w = torch.empty(264, 384, dtype=torch.bfloat16, device="cuda")
+        w8, scale = torch.ops.tilelink.quantize_weight(w, scaling)
+        assert w8.dtype == torch.float8_e4m3fn and tuple(w8.shape) == (264, 384)
+        assert scale.dtype == torch.float32 and tuple(scale.shape) == scale_shape
+        x = torch.empty(512, 384, dtype=torch.bfloat16, device="cuda")
+        y = torch.ops.tilelink.gemm_rs_fp8(x, w8, scale, fake_group, scaling)
+        assert tuple(y.shape) == (128, 264) and y.dtype == torch.bfloat16
+        if scaling != "tensor":
+            y = torch.ops.tilelink.ag_gemm_fp8(x, w8, scale, fake_group, scaling)
+            assert tuple(y.shape) == (2048, 264) and y.dtype == torch.bfloat16
+
+
+def test_fp8_fake_errors_name_the_argument(fake_group):
+    with FakeTensorMode():
+        x = torch.empty(64, 256, dtype=torch.bfloat16, device="cuda")
+        w = torch.empty(64, 256, dtype=torch.bfloat16, device="cuda")
+        w8 = torch.empty(64, 256, dtype=torch.float8_e4m3fn, device="cuda")
+        rows = torch.empty(64, dtype=torch.float32, device="cuda")
+        with pytest.raises(ValueError, match="argument 'scaling' = 'col'"):
+            torch.ops.tilelink.quantize_weight(w, "col")
+        with pytest.raises(ValueError, match="argument 'k' = 200: expected a multiple of 16"):
+            torch.ops.tilelink.quantize_weight(torch.empty(64, 200, dtype=torch.bfloat16, device="cuda"), "row")
+        with pytest.raises(ValueError, match="argument 'k' = 192: expected a multiple of 128"):
+            torch.ops.tilelink.quantize_weight(torch.empty(64, 192, dtype=torch.bfloat16, device="cuda"), "block")
+        with pytest.raises(ValueError, match="argument 'weight' has dtype torch.bfloat16: expected torch.float8_e4m3fn"):
+            torch.ops.tilelink.gemm_rs_fp8(x, w, rows, fake_group)
+        with pytest.raises(ValueError, match="argument 'weight_scale' has 64 elements: expected 1 for tensor"):
+            torch.ops.tilelink.gemm_rs_fp8(x, w8, rows, fake_group, "tensor")
+        with pytest.raises(ValueError, match="argument 'scaling' = 'tensor'"):
+            torch.ops.tilelink.ag_gemm_fp8(x, w8, rows[:1], fake_group, "tensor")
+        with pytest.raises(ValueError, match="argument 'x' has 66 rows: expected a positive multiple"):
+            torch.ops.tilelink.gemm_rs_fp8(torch.empty(66, 256, dtype=torch.bfloat16, device="cuda"), w8, rows,
+                                           fake_group)
+
+
+def test_compile_fullgraph_traces_an_fp8_step(fake_group):
+    """torch.compile(fullgraph=True) of FP8 AG+GEMM -> SiLU -> FP8 GEMM+RS: one graph, no break."""
+    import torch._dynamo.testing
+
+    def step(x, w1, s1, w2, s2):
+        h = torch.ops.tilelink.ag_gemm_fp8(x, w1, s1, fake_group, "row")
+        return torch.ops.tilelink.gemm_rs_fp8(torch.nn.functional.silu(h), w2, s2, fake_group, "row")
+
+    counter = torch._dynamo.testing.CompileCounterWithBackend("aot_eager")
+    compiled = torch.compile(step, backend=counter, fullgraph=True)
+    x = torch.empty(128, 64, dtype=torch.bfloat16, device="meta")
+    w1 = torch.empty(128, 64, dtype=torch.float8_e4m3fn, device="meta")
+    s1 = torch.empty(128, dtype=torch.float32, device="meta")
+    w2 = torch.empty(64, 128, dtype=torch.float8_e4m3fn, device="meta")
+    s2 = torch.empty(64, dtype=torch.float32, device="meta")
+    y = compiled(x, w1, s1, w2, s2)
+    assert tuple(y.shape) == (128, 64) and counter.frame_count == 1
+
+
+def test_fp8_real_calls_refuse_cpu_tensors_before_any_launch():
+    x = torch.zeros(64, 256, dtype=torch.bfloat16)
+    w8 = torch.zeros(64, 256, dtype=torch.float8_e4m3fn)
+    s = torch.zeros(64, dtype=torch.float32)
+    with pytest.raises(ValueError, match="argument 'weight' is on cpu: expected a CUDA tensor"):
+        torch.ops.tilelink.quantize_weight(x, "row")
+    with pytest.raises(ValueError, match="argument 'x_shard' is on cpu"):
+        torch.ops.tilelink.ag_gemm_fp8(x, w8, s, "g", "row")
+    with pytest.raises(ValueError, match="argument 'x' is on cpu"):
+        torch.ops.tilelink.gemm_rs_fp8(x, w8, s, "g", "row")
+    with pytest.raises(ValueError, match="argument 'scaling' = 'tensor'"):
+        torch.ops.tilelink.ag_gemm_fp8(x, w8, s[:1], "g", "tensor")

@@ -84,6 +84,7 @@ def test_ops_match_torch_under_torchrun(nproc):
     assert proc.returncode == 0, f"torchrun --nproc-per-node {nproc} exited {proc.returncode}"
     assert proc.stdout.count("ag_gemm, gemm_rs, mlp and sp_attention match torch over 4 calls") == nproc
     assert proc.stdout.count("moe matches torch over 4 calls (own and every token's routing)") == nproc
+    assert proc.stdout.count("quantize_weight, ag_gemm_fp8 and gemm_rs_fp8 match torch in every scaling mode") == nproc
     assert proc.stdout.count("gemm_ar and gemm_ar_rmsnorm match torch at m = 1, 7, 129, 500") == nproc
     assert proc.stdout.count("a captured step matches torch over 3 replays") == nproc
     assert proc.stdout.count("a captured mlp matches torch over 3 back-to-back replays") == nproc

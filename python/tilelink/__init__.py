@@ -41,7 +41,7 @@ import os
 import torch
 
 __all__ = ["init", "synchronize", "ag_gemm", "gemm_rs", "gemm_ar", "gemm_ar_rmsnorm", "mlp", "moe", "sp_attention",
-           "library_path"]
+           "quantize_weight", "ag_gemm_fp8", "gemm_rs_fp8", "library_path"]
 
 # NVLink multicast stays off (the project's rule), also for what torch starts in this process.
 for _var, _value in (("NVSHMEM_DISABLE_NVLS", "1"), ("NCCL_NVLS_ENABLE", "0"), ("TORCH_SYMM_MEM_DISABLE_MULTICAST", "1")):
@@ -157,3 +157,21 @@ def sp_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, group_name: 
                  layout: str = "zigzag") -> tuple[torch.Tensor, torch.Tensor]:
     """torch.ops.tilelink.sp_attention: this rank's attention output and LSE over the whole sequence."""
     return torch.ops.tilelink.sp_attention(q, k, v, group_name, causal, layout)
+
+
+def quantize_weight(weight: torch.Tensor, scaling: str = "row") -> tuple[torch.Tensor, torch.Tensor]:
+    """torch.ops.tilelink.quantize_weight: an N x K bf16 weight as (torch.float8_e4m3fn, fp32 scales):
+    tensor [1], row [N], block [ceil(N/128), K/128]."""
+    return torch.ops.tilelink.quantize_weight(weight, scaling)
+
+
+def ag_gemm_fp8(x_shard: torch.Tensor, weight: torch.Tensor, weight_scale: torch.Tensor, group_name: str,
+                scaling: str = "row") -> torch.Tensor:
+    """torch.ops.tilelink.ag_gemm_fp8: ag_gemm with e4m3 operands; x_shard (bf16) is quantised on send."""
+    return torch.ops.tilelink.ag_gemm_fp8(x_shard, weight, weight_scale, group_name, scaling)
+
+
+def gemm_rs_fp8(x: torch.Tensor, weight: torch.Tensor, weight_scale: torch.Tensor, group_name: str,
+                scaling: str = "row") -> torch.Tensor:
+    """torch.ops.tilelink.gemm_rs_fp8: gemm_rs with e4m3 operands; x (bf16) is quantised first."""
+    return torch.ops.tilelink.gemm_rs_fp8(x, weight, weight_scale, group_name, scaling)

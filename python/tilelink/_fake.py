@@ -189,3 +189,89 @@ def _moe_fake(x_shard: torch.Tensor, topk_ids: torch.Tensor, topk_weights: torch
         raise ValueError(f"{op}: argument 'topk_weights' has shape {list(topk_weights.shape)}: expected topk_ids' "
                          f"{list(topk_ids.shape)}")
     return x_shard.new_empty((tpr, hidden))
+
+
+# ---- FP8 (issue 22): torch_fp8.cpp's operators -------------------------------------------------
+
+_SCALINGS = ("tensor", "row", "block")
+
+
+def _check_scaling(op: str, scaling: str) -> None:
+    if scaling not in _SCALINGS:
+        raise ValueError(f"{op}: argument 'scaling' = {scaling!r}: expected 'tensor', 'row' or 'block'")
+
+
+def _check_fp8_k(op: str, k: int, scaling: str) -> None:
+    step = 128 if scaling == "block" else 16
+    if k % step != 0:
+        raise ValueError(f"{op}: argument 'k' = {k}: expected a multiple of {step} "
+                         + ("(whole 1 x 128 and 128 x 128 scale blocks)" if scaling == "block" else
+                            "(TMA needs 16-byte rows of e4m3)"))
+
+
+def _weight_scales(n: int, k: int, scaling: str) -> int:
+    return 1 if scaling == "tensor" else n if scaling == "row" else -(-n // 128) * (k // 128)
+
+
+def _check_fp8_weight(op: str, x: torch.Tensor, weight: torch.Tensor, weight_scale: torch.Tensor,
+                      scaling: str) -> None:
+    if weight.dtype != torch.float8_e4m3fn:
+        raise ValueError(f"{op}: argument 'weight' has dtype {weight.dtype}: expected torch.float8_e4m3fn "
+                         "(tilelink.quantize_weight gives it)")
+    if weight.dim() != 2:
+        raise ValueError(f"{op}: argument 'weight' has shape {list(weight.shape)}: expected a contiguous N x K matrix")
+    n, k = weight.shape
+    if k != x.shape[1]:
+        raise ValueError(f"{op}: argument 'weight' has {k} columns: expected x's {x.shape[1]} (weight is N x K, "
+                         "nn.Linear's layout)")
+    if n <= 0 or n % 8 != 0:
+        raise ValueError(f"{op}: argument 'weight' has {n} rows (N): expected a positive multiple of 8 (TMA needs "
+                         "16-byte rows of the output)")
+    _check_fp8_k(op, k, scaling)
+    if weight_scale.dtype != torch.float32:
+        raise ValueError(f"{op}: argument 'weight_scale': expected a contiguous torch.float32 CUDA tensor")
+    want = _weight_scales(n, k, scaling)
+    if weight_scale.numel() != want:
+        raise ValueError(f"{op}: argument 'weight_scale' has {weight_scale.numel()} elements: expected {want} for "
+                         f"{scaling} scaling of a {n} x {k} weight (tensor 1, row N, block ceil(N/128) x K/128)")
+
+
+@torch.library.register_fake("tilelink::quantize_weight")
+def _quantize_weight_fake(weight: torch.Tensor, scaling: str = "row") -> tuple[torch.Tensor, torch.Tensor]:
+    op = "tilelink.quantize_weight"
+    _check_scaling(op, scaling)
+    _check_matrix(op, "weight", weight)
+    n, k = weight.shape
+    if n <= 0 or k <= 0:
+        raise ValueError(f"{op}: argument 'weight' has shape {tuple(weight.shape)}: expected no empty dimension")
+    _check_fp8_k(op, k, scaling)
+    shape = (1,) if scaling == "tensor" else (n,) if scaling == "row" else (-(-n // 128), k // 128)
+    return weight.new_empty((n, k), dtype=torch.float8_e4m3fn), weight.new_empty(shape, dtype=torch.float32)
+
+
+@torch.library.register_fake("tilelink::ag_gemm_fp8")
+def _ag_gemm_fp8_fake(x_shard: torch.Tensor, weight: torch.Tensor, weight_scale: torch.Tensor, group_name: str,
+                      scaling: str = "row") -> torch.Tensor:
+    op = "tilelink.ag_gemm_fp8"
+    _check_scaling(op, scaling)
+    if scaling == "tensor":
+        raise ValueError(f"{op}: argument 'scaling' = 'tensor': the op quantises each rank's rows on send, and one "
+                         "scale for every rank's tokens would need their amax first; expected 'row' or 'block'")
+    _check_matrix(op, "x_shard", x_shard)
+    size = _group_size(op, group_name)
+    _check_fp8_weight(op, x_shard, weight, weight_scale, scaling)
+    return x_shard.new_empty((x_shard.shape[0] * size, weight.shape[0]))
+
+
+@torch.library.register_fake("tilelink::gemm_rs_fp8")
+def _gemm_rs_fp8_fake(x: torch.Tensor, weight: torch.Tensor, weight_scale: torch.Tensor, group_name: str,
+                      scaling: str = "row") -> torch.Tensor:
+    op = "tilelink.gemm_rs_fp8"
+    _check_scaling(op, scaling)
+    _check_matrix(op, "x", x)
+    size = _group_size(op, group_name)
+    _check_fp8_weight(op, x, weight, weight_scale, scaling)
+    if x.shape[0] <= 0 or x.shape[0] % size != 0:
+        raise ValueError(f"{op}: argument 'x' has {x.shape[0]} rows: expected a positive multiple of the group's "
+                         f"{size} ranks (equal output blocks, as reduce_scatter_tensor)")
+    return x.new_empty((x.shape[0] // size, weight.shape[0]))
