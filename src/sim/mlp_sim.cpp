@@ -11,12 +11,17 @@ MlpPrediction predict_mlp(const MlpProblem& p, const MlpPlanConfig& c, const Cos
   check_world("predict_mlp", p.world, p.nodes);
   check_split("predict_mlp", "intermediate", p.intermediate, p.world, "the intermediate size is split evenly");
   const uint32_t fc1_cols = (swiglu ? 2 : 1) * p.intermediate;
-  const AgGemmPrediction fc1 = predict_ag_gemm({p.m, fc1_cols, p.hidden, 2, p.world, p.nodes}, c.fc1, cost);
-  const GemmRsPrediction fc2 = predict_gemm_rs({p.m, p.hidden, p.intermediate, 2, 2, p.world, p.nodes}, c.fc2, cost);
+  const AgGemmPrediction fc1 =
+      predict_ag_gemm({p.m, fc1_cols, p.hidden, 2, p.world, p.nodes, p.dtype, p.scaling}, c.fc1, cost);
+  const GemmRsPrediction fc2 =
+      predict_gemm_rs({p.m, p.hidden, p.intermediate, 2, 2, p.world, p.nodes, p.dtype}, c.fc2, cost);
 
   MlpPrediction out;
   const double i_local = double(p.intermediate) / p.world;
-  out.t_act = double(p.m) * ((swiglu ? 2 : 1) * i_local + i_local) * 2 / cost.hbm_bandwidth;
+  // The activation reads fc1's output and writes its own (bf16); FP8's fc2 reads that again and
+  // writes it packed (about a byte per value).
+  const double quantize = p.dtype == DType::kE4m3 ? i_local * (2 + 1) : 0.0;
+  out.t_act = double(p.m) * ((swiglu ? 2 : 1) * i_local * 2 + i_local * 2 + quantize) / cost.hbm_bandwidth;
   out.fused = fc1.fused + out.t_act + fc2.fused;
   out.non_overlapped = fc1.non_overlapped + out.t_act + fc2.non_overlapped;
   out.decomposed = fc1.decomposed + out.t_act + fc2.decomposed;

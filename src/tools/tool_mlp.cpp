@@ -103,14 +103,17 @@ constexpr uint32_t kPlanSmBlocks = 16;  // fc1's SM all-gather in the plan, unle
 
 int plan(PlanMlp a, const sim::CostModel& cost) {
   apply_dense_model(a.model, a.problem.hidden, a.problem.intermediate);
+  if (a.problem.dtype == DType::kE4m3) a.config.fc1.bn = a.config.fc2.bn = 128;  // the FP8 kernels' tile
   AllGatherConfig& comm = a.config.fc1.op.comm;
   resolve_plan_blocks(comm, kPlanSmBlocks);
   const sim::MlpPrediction r = sim::predict_mlp(a.problem, a.config, cost);
   const auto& p = a.problem;
-  std::cout << "tilelink plan mlp: predicted, not measured (cost model: " << cost.flops / 1e12 << " TFLOP/s, "
+  std::cout << "tilelink plan mlp: predicted, not measured (cost model: " << cost.gemm_flops(a.problem.dtype) / 1e12
+            << " TFLOP/s " << to_string(a.problem.dtype) << ", "
             << cost.sms << " SMs, NVLink " << cost.nvlink_bandwidth / 1e9 << " GB/s per rank)\n"
             << "world=" << p.world << "  nodes=" << p.nodes << "  tokens=" << p.m << "  hidden=" << p.hidden
             << "  intermediate=" << p.intermediate << "  activation=" << to_string(p.activation)
+            << (p.dtype == DType::kE4m3 ? std::string("  e4m3 ") + to_string(p.scaling) + " scaling" : std::string())
             << "  fc1 all-gather " << to_string(comm.resource) << ", " << comm.comm_rows << "-row tiles  fc2 scatter "
             << to_string(a.config.fc2.op.scatter) << ", " << r.fc2_reduce_ctas << " reduction CTAs"
             << (a.config.fc2.op.reduce_blocks == 0 ? " (automatic)" : "") << ", reducer "
@@ -143,6 +146,11 @@ void add_plan_options(CLI::App* app, PlanMlp& a) {
   add_enum_option(app, "--reducer", a.config.fc2.op.reducer,
                   {GemmRsReducer::kBlocks, GemmRsReducer::kEpilogue, GemmRsReducer::kAuto},
                   "fc2: blocks (reduction CTAs), epilogue (the GEMM's CTAs) or auto (the op's rule)");
+  add_enum_option(app, "--dtype", a.problem.dtype, {DType::kBf16, DType::kE4m3},
+                  "operands: bf16, or e4m3 (both GEMMs at the FP8 rate, --fp8-tflops; fc1 all-gathers packed e4m3 "
+                  "rows; fc2 quantises the activation)");
+  add_enum_option(app, "--scaling", a.problem.scaling, {Fp8Scaling::kTensor, Fp8Scaling::kRow, Fp8Scaling::kBlock},
+                  "e4m3 scales: tensor, row or block");
 }
 
 // ---- tune and trace ----------------------------------------------------------------------------

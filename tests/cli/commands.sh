@@ -114,6 +114,7 @@ expect 0 "communication" tune sp_attention --dry-run --world 8 --seq 16384
 # dry run (bf16's predictions) says it cannot.
 expect 0 "e4m3 block scaling" plan ag_gemm --world 8 --dtype e4m3 --scaling block
 expect 0 "TFLOP/s e4m3" plan gemm_rs --world 8 --dtype e4m3
+expect 0 "e4m3 row scaling" plan mlp --world 8 --model llama3-70b --dtype e4m3 --scaling row
 expect 1 "predictions are bf16's" tune ag_gemm --dry-run --world 8 --dtype e4m3
 no_gpu bench gemm_rs --dtype e4m3 --scaling row
 no_gpu tune ag_gemm --dtype e4m3 --scaling block

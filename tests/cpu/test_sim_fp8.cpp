@@ -5,6 +5,7 @@
 #include "tilelink/ops/common/fp8.hpp"
 #include "tilelink/sim/ag_gemm_sim.hpp"
 #include "tilelink/sim/gemm_rs_sim.hpp"
+#include "tilelink/sim/mlp_sim.hpp"
 
 namespace tilelink::sim {
 namespace {
@@ -54,6 +55,20 @@ TEST(GemmRsSim, Fp8HalvesTheGemmNotThePartials) {
   const GemmRsPrediction a = predict_gemm_rs(bf16, c, cost), b = predict_gemm_rs(fp8, c, cost);
   EXPECT_NEAR(b.t_comp, a.t_comp / 2, 1e-15);
   EXPECT_NEAR(b.t_comm, a.t_comm, 1e-15);
+}
+
+// The FP8 MLP: each GEMM at the FP8 rate, so the whole block's compute halves, the activation
+// pass grows by fc2's quantisation of it.
+TEST(MlpSim, Fp8HalvesBothGemmsAndQuantisesTheActivation) {
+  MlpProblem bf16;
+  bf16.world = 8;
+  MlpProblem fp8 = bf16;
+  fp8.dtype = DType::kE4m3;
+  fp8.scaling = Fp8Scaling::kRow;
+  const MlpPrediction a = predict_mlp(bf16, MlpPlanConfig{}), b = predict_mlp(fp8, MlpPlanConfig{});
+  EXPECT_NEAR(b.t_comp, a.t_comp / 2, a.t_comp * 1e-9);
+  EXPECT_LT(b.t_comm, a.t_comm);  // fc1's rows are packed e4m3
+  EXPECT_GT(b.t_act, a.t_act);
 }
 
 }  // namespace

@@ -21,6 +21,10 @@ struct MlpProblem {
   MlpActivation activation = MlpActivation::kSwiGlu;  // SwiGLU: fc1 gives gate and up halves (2 x intermediate columns)
   int world = 8;
   int nodes = 1;
+  // e4m3 (Mlp's FP8): both GEMMs at the FP8 rate, fc1's all-gather of packed e4m3 token rows, the
+  // activation in bf16 (fc2 quantises it: one more pass over it, counted with the activation).
+  DType dtype = DType::kBf16;
+  Fp8Scaling scaling = Fp8Scaling::kTensor;
 };
 
 struct MlpPlanConfig {
