@@ -28,6 +28,7 @@
 namespace tilelink::bench {
 
 Table bench_mlp(const MlpBenchOptions& o) {
+  if (o.dtype == DType::kE4m3) return bench_mlp_fp8(o);
   MlpSetup s(o.world, o.m, o.hidden, o.intermediate, o.config, o.seed, "bench mlp");
   const int w = o.world;
   const uint32_t m = s.m, hidden = s.hidden, i_local = s.i_local, fc1_cols = s.fc1_cols;

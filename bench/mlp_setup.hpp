@@ -5,6 +5,7 @@
 // the output block.
 #pragma once
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -13,6 +14,7 @@
 #include "bench/setup.hpp"
 #include "bench/world_choice.hpp"
 #include "tilelink/core/error.hpp"
+#include "tilelink/ops/common/fp8_quantize.hpp"
 #include "tilelink/ops/mlp/mlp.hpp"
 
 namespace tilelink::bench {
@@ -26,11 +28,18 @@ struct MlpSetup : BenchMemory {
   SymmetricBuffer recv;   // the op's (used by the copy-engine scatter)
   std::vector<DeviceBuffer> w1, w2, out;
   MlpArguments args;
+  // dtype e4m3: the same block in FP8 (`fp8`): the weights quantised (w1_8, w2_8 and their scales),
+  // the tokens' packed rows in x8 -- quantised on send from each rank's bf16 rows of `x`, or, with
+  // tensor scaling, written here with the ranks' largest scale.
+  SymmetricBuffer x8;
+  std::vector<DeviceBuffer> w1_8, w2_8, w1_scale, w2_scale, x_scale;
+  MlpArguments fp8;
 
   // m: tokens over all ranks; intermediate: over all ranks (each rank holds intermediate / w).
   MlpSetup(int world_size, uint32_t m_, uint32_t hidden_, uint32_t intermediate, const MlpConfig& config,
-           uint64_t seed, const char* where)
-      : BenchMemory(checked_world(world_size, where), 4 * size_t(m_) * hidden_ * 2 + (16u << 20), 1u << 16),
+           uint64_t seed, const char* where, DType dtype = DType::kBf16, Fp8Scaling scaling = Fp8Scaling::kRow)
+      : BenchMemory(checked_world(world_size, where),
+                    (dtype == DType::kE4m3 ? 5 : 4) * size_t(m_) * hidden_ * 2 + (16u << 20), 1u << 16),
         w(world_size),
         m(m_),
         hidden(hidden_),
@@ -67,9 +76,62 @@ struct MlpSetup : BenchMemory {
       args.out.push_back(out[r].get());
     }
     check_implementable<Mlp>(world, heap, args, where);
+    if (dtype == DType::kE4m3) make_fp8(scaling, where);
   }
 
  private:
+  void make_fp8(Fp8Scaling scaling, const char* where) {
+    for (uint32_t k : {hidden, i_local}) {
+      if (std::string e = check_fp8_extents(k, scaling); !e.empty()) throw InvalidArgument(std::string(where) + ": " + e);
+    }
+    const uint64_t pitch = fp8_row_pitch(hidden, scaling);
+    x8 = heap.allocate(size_t(m) * pitch);
+    fp8 = args;
+    fp8.x = &x8;
+    fp8.dtype = DType::kE4m3;
+    fp8.scaling = scaling;
+    fp8.w1.clear();
+    fp8.w2.clear();
+    float tensor_scale = 0.0f;  // tensor scaling: the largest rank's
+    for (int r = 0; r < w; ++r) {
+      world.set_device(r);
+      const int dev = world.device(r);
+      const cudaStream_t s = world.compute_stream(r);
+      w1_8.emplace_back(size_t(fc1_cols) * hidden, dev);
+      w2_8.emplace_back(size_t(hidden) * i_local, dev);
+      w1_scale.emplace_back(fp8_b_scales(fc1_cols, hidden, scaling) * 4 + 16, dev);
+      w2_scale.emplace_back(fp8_b_scales(hidden, i_local, scaling) * 4 + 16, dev);
+      x_scale.emplace_back(16, dev);
+      quantize_weight_e4m3(w1[r].get(), fc1_cols, hidden, scaling, w1_8[r].get(), w1_scale[r].get<float>(), s);
+      quantize_weight_e4m3(w2[r].get(), hidden, i_local, scaling, w2_8[r].get(), w2_scale[r].get<float>(), s);
+      fp8.w1.push_back(w1_8[r].get());
+      fp8.w2.push_back(w2_8[r].get());
+      fp8.w1_scale.push_back(w1_scale[r].get<float>());
+      fp8.w2_scale.push_back(w2_scale[r].get<float>());
+      const char* own = x.as<char>(r) + r * shard_bytes;
+      if (scaling != Fp8Scaling::kTensor) {
+        fp8.x_source.push_back(own);
+        continue;
+      }
+      tensor_scale_e4m3(own, hidden, rows, hidden, x_scale[r].get<float>(), s);
+      float v = 0.0f;
+      TL_CUDA_CHECK(cudaMemcpyAsync(&v, x_scale[r].get(), 4, cudaMemcpyDeviceToHost, s));
+      TL_CUDA_CHECK(cudaStreamSynchronize(s));
+      tensor_scale = std::max(tensor_scale, v);
+    }
+    for (int r = 0; r < w && scaling == Fp8Scaling::kTensor; ++r) {
+      world.set_device(r);
+      const cudaStream_t s = world.compute_stream(r);
+      TL_CUDA_CHECK(cudaMemcpyAsync(x_scale[r].get(), &tensor_scale, 4, cudaMemcpyHostToDevice, s));
+      quantize_rows_e4m3(x.as<char>(r) + r * shard_bytes, hidden, rows, hidden, scaling, x_scale[r].get<float>(),
+                         x8.as<char>(r) + r * rows * pitch, s);
+      TL_CUDA_CHECK(cudaStreamSynchronize(s));
+      fp8.x_scale.push_back(x_scale[r].get<float>());
+    }
+    world.synchronize();
+    check_implementable<Mlp>(world, heap, fp8, where);
+  }
+
   static int checked_world(int world_size, const char* where) {
     TL_REQUIRE(world_size >= 1, where, "world", world_size, ">= 1");
     return world_size;

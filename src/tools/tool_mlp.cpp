@@ -51,10 +51,16 @@ void add_shape(CLI::App* app, tb::MlpBenchOptions& o, std::string& model) {
 // bench, trace and tune mlp: the problem, fc2's knobs (not tune), timing and seed.
 struct RunArgs : RunArgsBase<tb::MlpBenchOptions> {
   std::string model;
+  bool fp8 = false;  // --dtype and --scaling (bench only)
 
   void add_to(Command& c, Timed timed) {
     add_world(c.app, o.world);
     add_shape(c.app, o, model);
+    if (fp8) {
+      add_operand_options(c.app, o.dtype, o.scaling,
+                          "FP8 weights; fc1 quantises the tokens on send, fc2 the activation; against the same block "
+                          "in bf16");
+    }
     if (with_knobs) {
       CLI::Option_group* g = knob_group(c.app, knobs);
       add_enum_option(g, "--scatter", o.config.fc2.scatter,
@@ -223,7 +229,9 @@ TraceResult trace_mlp(const TraceOptions<tb::MlpBenchOptions>& o) {
 }  // namespace
 
 void register_mlp(Tool& tool) {
-  add_bench_command(tool, RunArgs{}, "mlp",
+  RunArgs bench_args;
+  bench_args.fp8 = true;
+  add_bench_command(tool, bench_args, "mlp",
                     "time tilelink::Mlp (AG+GEMM -> activation -> GEMM+RS) against the non-overlapped chain",
                     tb::bench_mlp);
   add_tune_command(tool, RunArgs{}, "mlp",

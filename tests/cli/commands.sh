@@ -119,6 +119,7 @@ expect 1 "predictions are bf16's" tune ag_gemm --dry-run --world 8 --dtype e4m3
 no_gpu bench gemm_rs --dtype e4m3 --scaling row
 no_gpu tune ag_gemm --dtype e4m3 --scaling block
 no_gpu trace gemm_rs --dtype e4m3
+no_gpu bench mlp --dtype e4m3 --scaling block
 
 # Bad input: exit 64 naming the argument.
 expect 64 "--world" bench ag_gemm --world 0
