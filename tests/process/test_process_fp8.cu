@@ -143,6 +143,7 @@ struct RsFp8Case {
   const char* name;
   Fp8Scaling scaling;
   bool quantise_first;  // a bf16 A the op quantises itself, or packed rows
+  GemmRsScatter scatter = GemmRsScatter::kPull;  // ce: also under the put-with-signal transport
 };
 
 class ProcessGemmRsFp8 : public ::testing::TestWithParam<RsFp8Case> {};
@@ -168,6 +169,9 @@ TEST_P(ProcessGemmRsFp8, MatchesTheSumOfEveryRanksDequantisedProduct) {
   args.k = k;
   args.dtype = DType::kE4m3;
   args.scaling = c.scaling;
+  args.config.scatter = c.scatter;
+  // The copy engine moves whole groups of rows: a signal per tile row.
+  if (c.scatter == GemmRsScatter::kCopyEngine) args.config.granularity = SignalGranularity::kTileRow;
   args.b.assign(w, nullptr);
   args.out.assign(w, nullptr);
   args.b_scale.assign(w, nullptr);
@@ -229,7 +233,8 @@ INSTANTIATE_TEST_SUITE_P(Process, ProcessGemmRsFp8,
                          ::testing::Values(RsFp8Case{"row", Fp8Scaling::kRow, false},
                                            RsFp8Case{"block", Fp8Scaling::kBlock, false},
                                            RsFp8Case{"tensor_quantise_first", Fp8Scaling::kTensor, true},
-                                           RsFp8Case{"row_quantise_first", Fp8Scaling::kRow, true}),
+                                           RsFp8Case{"row_quantise_first", Fp8Scaling::kRow, true},
+                                           RsFp8Case{"block_ce", Fp8Scaling::kBlock, false, GemmRsScatter::kCopyEngine}),
                          [](const auto& info) { return std::string(info.param.name); });
 
 }  // namespace
