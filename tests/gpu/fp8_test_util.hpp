@@ -10,8 +10,11 @@
 #include <random>
 #include <vector>
 
+#include "gpu_test_util.hpp"
 #include "tilelink/core/cublas_check.hpp"
 #include "tilelink/core/error.hpp"
+#include "tilelink/ops/common/fp8_quantize.hpp"
+#include "tilelink/testing/fp8_reference.hpp"
 
 namespace tilelink::test {
 
@@ -53,6 +56,36 @@ inline std::vector<float> absolute(const std::vector<float>& v) {
   std::vector<float> a(v.size());
   for (size_t i = 0; i < v.size(); ++i) a[i] = std::fabs(v[i]);
   return a;
+}
+
+// The FP8 tests' reference on host fp32 operands: ref = a * b^T (rows x n; a rows x k, b n x k) and
+// the magnitude its tolerance scales with, |a| |b|^T, both by cuBLAS SGEMM on `device`.
+inline void dequantised_product(cublasHandle_t h, const std::vector<float>& a, const std::vector<float>& b,
+                                uint32_t rows, uint32_t n, uint32_t k, int device, std::vector<float>& ref,
+                                std::vector<float>& magnitude) {
+  DeviceBuffer da(a.size() * 4, device), db(b.size() * 4, device), dc(size_t(rows) * n * 4, device);
+  auto product = [&](const std::vector<float>& x, const std::vector<float>& y, std::vector<float>& out) {
+    upload(da.get(), x.data(), da.bytes());
+    upload(db.get(), y.data(), db.bytes());
+    sgemm_reference(h, da.get<float>(), db.get<float>(), dc.get<float>(), rows, n, k);
+    out = download<float>(dc.get(), size_t(rows) * n);
+  };
+  product(a, b, ref);
+  product(absolute(a), absolute(b), magnitude);
+}
+
+// An N x K bf16 weight quantised by the device quantiser into `values` (N x K e4m3) and `scales`
+// (fp8_b_scales floats), both on `device`; returns the fp32 values an FP8 GEMM multiplies.
+inline std::vector<float> device_quantized_weight(const std::vector<__nv_bfloat16>& w, uint32_t n, uint32_t k,
+                                                  Fp8Scaling s, DeviceBuffer& values, DeviceBuffer& scales,
+                                                  int device) {
+  DeviceBuffer src(w.size() * 2, device);
+  upload(src.get(), w.data(), w.size() * 2);
+  quantize_weight_e4m3(src.get(), n, k, s, values.get(), scales.get<float>(), nullptr);
+  TL_CUDA_CHECK(cudaDeviceSynchronize());
+  const testing::QuantizedWeight q{download<uint8_t>(values.get(), size_t(n) * k),
+                                   download<float>(scales.get(), fp8_b_scales(n, k, s))};
+  return testing::dequantize_weight(q, n, k, s);
 }
 
 }  // namespace tilelink::test

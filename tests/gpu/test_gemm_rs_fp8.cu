@@ -73,13 +73,12 @@ void check(const Case& c) {
   args.config.granularity = c.scatter == GemmRsScatter::kCopyEngine ? SignalGranularity::kTileRow : SignalGranularity::kTile;
   args.config.method = c.method;
   args.config.reducer = c.reducer;
-  std::vector<DeviceBuffer> a8, source, a_scale, b_bf16, b8, b_scale, out;
+  std::vector<DeviceBuffer> a8, source, a_scale, b8, b_scale, out;
   for (int r = 0; r < P; ++r) {
     const int dev = world.device(r);
     a8.emplace_back(size_t(m) * pitch, dev);
     source.emplace_back(size_t(m) * k * 2, dev);
     a_scale.emplace_back(16, dev);
-    b_bf16.emplace_back(size_t(n) * k * 2, dev);
     b8.emplace_back(size_t(n) * k, dev);
     b_scale.emplace_back(fp8_b_scales(n, k, c.scaling) * 4 + 16, dev);
     out.emplace_back(GemmRs::buffer_rows(m, P) / uint32_t(P) * n * 2, dev);
@@ -99,8 +98,6 @@ void check(const Case& c) {
   EXPECT_EQ(op.kernel_name().rfind(std::string("e4m3_") + to_string(c.scaling), 0), 0u) << op.kernel_name();
 
   const uint32_t R = uint32_t(GemmRs::buffer_rows(m, P) / uint32_t(P));  // owner q's rows from q * R
-  DeviceBuffer a_f32(size_t(m) * k * 4, world.device(0)), b_f32(size_t(n) * k * 4, world.device(0));
-  DeviceBuffer ref(size_t(m) * n * 4, world.device(0));
   std::vector<std::vector<float>> partials(P), magnitude(P);  // per rank: bf16-rounded partial, |A| |B|^T
   std::vector<std::vector<uint16_t>> previous(P);
   for (int call = 1; call <= 3; ++call) {
@@ -117,25 +114,12 @@ void check(const Case& c) {
         upload(a8[r].get(), packed.data(), packed.size());
         upload(a_scale[r].get(), &tensor_scale, 4);
       }
-      const std::vector<__nv_bfloat16> w = realistic_bf16(n, k, rng);
-      upload(b_bf16[r].get(), w.data(), w.size() * 2);
-      quantize_weight_e4m3(b_bf16[r].get(), n, k, c.scaling, b8[r].get(), b_scale[r].get<float>(), nullptr);
-      TL_CUDA_CHECK(cudaDeviceSynchronize());
-      const tt::QuantizedWeight q{download<uint8_t>(b8[r].get(), size_t(n) * k),
-                                  download<float>(b_scale[r].get(), fp8_b_scales(n, k, c.scaling))};
-      // The reference partial of rank r and the magnitude of its terms.
-      const std::vector<float> a_deq = tt::dequantize_rows(packed.data(), m, k, c.scaling, tensor_scale);
-      const std::vector<float> b_deq = tt::dequantize_weight(q, n, k, c.scaling);
-      upload(a_f32.get(), a_deq.data(), a_deq.size() * 4);
-      upload(b_f32.get(), b_deq.data(), b_deq.size() * 4);
-      sgemm_reference(cublas.get(), a_f32.get<float>(), b_f32.get<float>(), ref.get<float>(), m, n, k);
-      partials[r] = download<float>(ref.get(), size_t(m) * n);
+      // The reference partial of rank r (rounded to bf16, as stored) and the magnitude of its terms.
+      const std::vector<float> b_deq =
+          device_quantized_weight(realistic_bf16(n, k, rng), n, k, c.scaling, b8[r], b_scale[r], world.device(r));
+      dequantised_product(cublas.get(), tt::dequantize_rows(packed.data(), m, k, c.scaling, tensor_scale), b_deq, m, n,
+                          k, world.device(0), partials[r], magnitude[r]);
       for (float& x : partials[r]) x = bf16_round(x);
-      const std::vector<float> a_abs = absolute(a_deq), b_abs = absolute(b_deq);
-      upload(a_f32.get(), a_abs.data(), a_abs.size() * 4);
-      upload(b_f32.get(), b_abs.data(), b_abs.size() * 4);
-      sgemm_reference(cublas.get(), a_f32.get<float>(), b_f32.get<float>(), ref.get<float>(), m, n, k);
-      magnitude[r] = download<float>(ref.get(), size_t(m) * n);
     }
     for (int r = 0; r < P; ++r) {
       TL_CUDA_CHECK(cudaMemset(out[r].get(), 0xFF, out[r].bytes()));

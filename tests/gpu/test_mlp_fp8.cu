@@ -44,21 +44,6 @@ size_t count_off(const std::vector<__nv_bfloat16>& got, const std::vector<float>
   return bad;
 }
 
-// ref = a (rows x k, fp32 host) * b^T (n x k), and magnitude = |a| * |b|^T, through cuBLAS SGEMM.
-void reference(cublasHandle_t h, const std::vector<float>& a, const std::vector<float>& b, uint32_t rows, uint32_t n,
-               uint32_t k, std::vector<float>& ref, std::vector<float>& magnitude, int device) {
-  DeviceBuffer da(a.size() * 4, device), db(b.size() * 4, device), dc(size_t(rows) * n * 4, device);
-  upload(da.get(), a.data(), a.size() * 4);
-  upload(db.get(), b.data(), b.size() * 4);
-  sgemm_reference(h, da.get<float>(), db.get<float>(), dc.get<float>(), rows, n, k);
-  ref = download<float>(dc.get(), size_t(rows) * n);
-  const std::vector<float> aa = absolute(a), ab = absolute(b);
-  upload(da.get(), aa.data(), aa.size() * 4);
-  upload(db.get(), ab.data(), ab.size() * 4);
-  sgemm_reference(h, da.get<float>(), db.get<float>(), dc.get<float>(), rows, n, k);
-  magnitude = download<float>(dc.get(), size_t(rows) * n);
-}
-
 class MlpFp8Test : public ::testing::TestWithParam<std::tuple<int, Fp8Scaling, MlpActivation, uint32_t>> {};
 
 TEST_P(MlpFp8Test, EachStageMatchesItsDequantisedReference) {
@@ -91,20 +76,13 @@ TEST_P(MlpFp8Test, EachStageMatchesItsDequantisedReference) {
   args.config.activation = act;
   args.dtype = DType::kE4m3;
   args.scaling = scaling;
-  std::vector<DeviceBuffer> w_bf16, w1, w2, w1_scale, w2_scale, out, source, x_scale;
+  std::vector<DeviceBuffer> w1, w2, w1_scale, w2_scale, out, source, x_scale;
   std::vector<std::vector<float>> w1_deq(w), w2_deq(w);
   auto quantized_weight = [&](uint32_t n, uint32_t k, int r, std::vector<DeviceBuffer>& values,
                               std::vector<DeviceBuffer>& scales, std::vector<float>& deq) {
-    const std::vector<__nv_bfloat16> host = realistic_bf16(n, k, rng);
-    w_bf16.emplace_back(host.size() * 2, world.device(r));
-    upload(w_bf16.back().get(), host.data(), host.size() * 2);
     values.emplace_back(size_t(n) * k, world.device(r));
     scales.emplace_back(fp8_b_scales(n, k, scaling) * 4 + 16, world.device(r));
-    quantize_weight_e4m3(w_bf16.back().get(), n, k, scaling, values.back().get(), scales.back().get<float>(), nullptr);
-    TL_CUDA_CHECK(cudaDeviceSynchronize());
-    const tt::QuantizedWeight q{download<uint8_t>(values.back().get(), size_t(n) * k),
-                                download<float>(scales.back().get(), fp8_b_scales(n, k, scaling))};
-    deq = tt::dequantize_weight(q, n, k, scaling);
+    deq = device_quantized_weight(realistic_bf16(n, k, rng), n, k, scaling, values.back(), scales.back(), world.device(r));
   };
   for (uint32_t r = 0; r < w; ++r) {
     const int dev = world.device(int(r));
@@ -159,7 +137,7 @@ TEST_P(MlpFp8Test, EachStageMatchesItsDequantisedReference) {
       }
       // fc1 against the dequantised reference.
       std::vector<float> y_want, y_mag;
-      reference(cublas.get(), x_deq, w1_deq[r], m, fc1_cols, hidden, y_want, y_mag, world.device(0));
+      dequantised_product(cublas.get(), x_deq, w1_deq[r], m, fc1_cols, hidden, world.device(0), y_want, y_mag);
       const auto y_op = download<__nv_bfloat16>(op.fc1_out(int(r)), size_t(m) * fc1_cols);
       size_t first = 0;
       const size_t y_bad = count_off(y_op, y_want, y_mag, &first);
@@ -183,7 +161,8 @@ TEST_P(MlpFp8Test, EachStageMatchesItsDequantisedReference) {
           scaling == Fp8Scaling::kTensor ? e4m3_scale(tt::amax_of(h_op.data(), h_op.size())) : 1.0f;
       const std::vector<uint8_t> h_packed = tt::quantize_rows(h_op, m, inter_local, scaling, h_scale);
       const std::vector<float> h_deq = tt::dequantize_rows(h_packed.data(), m, inter_local, scaling, h_scale);
-      reference(cublas.get(), h_deq, w2_deq[r], m, hidden, inter_local, partials[r], magnitudes[r], world.device(0));
+      dequantised_product(cublas.get(), h_deq, w2_deq[r], m, hidden, inter_local, world.device(0), partials[r],
+                          magnitudes[r]);
       for (float& v : partials[r]) v = __bfloat162float(__float2bfloat16(v));  // stored as bf16
     }
     for (uint32_t q = 0; q < w; ++q) {

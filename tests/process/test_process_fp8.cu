@@ -27,34 +27,6 @@ namespace {
 
 namespace tt = tilelink::testing;
 
-// A bf16 weight quantised by the device quantiser (into b8 and its scales) and its fp32 values.
-std::vector<float> quantized_weight(const std::vector<__nv_bfloat16>& w, uint32_t n, uint32_t k, Fp8Scaling s,
-                                    DeviceBuffer& b8, DeviceBuffer& scales) {
-  DeviceBuffer src(w.size() * 2, world().device(me()));
-  upload(src.get(), w.data(), w.size() * 2);
-  quantize_weight_e4m3(src.get(), n, k, s, b8.get(), scales.get<float>(), nullptr);
-  TL_CUDA_CHECK(cudaDeviceSynchronize());
-  const tt::QuantizedWeight q{download<uint8_t>(b8.get(), size_t(n) * k), download<float>(scales.get(), fp8_b_scales(n, k, s))};
-  return tt::dequantize_weight(q, n, k, s);
-}
-
-// ref (rows x n) = a * b^T and its terms' magnitude |a| |b|^T, fp32 on the host's inputs.
-void reference(const std::vector<float>& a, const std::vector<float>& b, uint32_t rows, uint32_t n, uint32_t k,
-               std::vector<float>& ref, std::vector<float>& magnitude) {
-  const int dev = world().device(me());
-  CublasHandle cublas;
-  DeviceBuffer da(a.size() * 4, dev), db(b.size() * 4, dev), dc(size_t(rows) * n * 4, dev);
-  upload(da.get(), a.data(), da.bytes());
-  upload(db.get(), b.data(), db.bytes());
-  sgemm_reference(cublas.get(), da.get<float>(), db.get<float>(), dc.get<float>(), rows, n, k);
-  ref = download<float>(dc.get(), size_t(rows) * n);
-  const std::vector<float> aa = absolute(a), ab = absolute(b);
-  upload(da.get(), aa.data(), da.bytes());
-  upload(db.get(), ab.data(), db.bytes());
-  sgemm_reference(cublas.get(), da.get<float>(), db.get<float>(), dc.get<float>(), rows, n, k);
-  magnitude = download<float>(dc.get(), size_t(rows) * n);
-}
-
 // got against want within the FP8 GEMM's tolerance (fp8_test_util.hpp) plus `extra` per element.
 ::testing::AssertionResult fp8_close(const std::vector<__nv_bfloat16>& got, const std::vector<float>& want,
                                      const std::vector<float>& magnitude, const std::vector<float>& extra,
@@ -116,7 +88,7 @@ TEST_P(ProcessAgGemmFp8, QuantisesOnSendAcrossProcesses) {
     auto rng = shared_rng(500, call);
     const std::vector<__nv_bfloat16> a_host = realistic_bf16(m, k, rng);
     auto b_rng = shared_rng(600 + me(), call);
-    const std::vector<float> b_deq = quantized_weight(realistic_bf16(n, k, b_rng), n, k, c.scaling, b8, b_scale);
+    const std::vector<float> b_deq = device_quantized_weight(realistic_bf16(n, k, b_rng), n, k, c.scaling, b8, b_scale, dev);
     upload(source.get(), a_host.data() + size_t(me()) * m_per_rank * k, source.bytes());
     poison(gathered.data(me()), size_t(m) * pitch);  // e4m3 NaN and NaN scales unless gathered
     poison(out.get(), out.bytes());
@@ -127,7 +99,9 @@ TEST_P(ProcessAgGemmFp8, QuantisesOnSendAcrossProcesses) {
     EXPECT_TRUE(bytes_equal(download<uint8_t>(gathered.data(me()), size_t(m) * pitch), packed))
         << "rank " << me() << ": gathered rows differ from the host-quantised ones";
     std::vector<float> want, magnitude;
-    reference(tt::dequantize_rows(packed.data(), m, k, c.scaling), b_deq, m, n, k, want, magnitude);
+    CublasHandle cublas;
+    dequantised_product(cublas.get(), tt::dequantize_rows(packed.data(), m, k, c.scaling), b_deq, m, n, k, dev, want,
+                        magnitude);
     EXPECT_TRUE(fp8_close(download<__nv_bfloat16>(out.get(), size_t(m) * n), want, magnitude, {}, n));
     world().barrier();  // the next call's poison after every peer's reads
   }
@@ -203,15 +177,17 @@ TEST_P(ProcessGemmRsFp8, MatchesTheSumOfEveryRanksDequantisedProduct) {
       const float scale = c.scaling == Fp8Scaling::kTensor ? e4m3_scale(tt::amax_of(a_p.data(), a_p.size())) : 1.0f;
       const std::vector<uint8_t> packed = tt::quantize_rows(a_p, m, k, c.scaling, scale);
       DeviceBuffer b8_p(b8.bytes(), dev), b_scale_p(b_scale.bytes(), dev);
-      const std::vector<float> b_deq = quantized_weight(b_p, n, k, c.scaling, p == me() ? b8 : b8_p,
-                                                        p == me() ? b_scale : b_scale_p);
+      const std::vector<float> b_deq = device_quantized_weight(b_p, n, k, c.scaling, p == me() ? b8 : b8_p,
+                                                               p == me() ? b_scale : b_scale_p, dev);
       if (p == me()) {
         upload(a_bf16.get(), a_p.data(), a_bf16.bytes());
         upload(a8.get(), packed.data(), packed.size());
         upload(a_scale.get(), &scale, 4);
       }
       std::vector<float> ref, mag;
-      reference(tt::dequantize_rows(packed.data(), m, k, c.scaling, scale), b_deq, m, n, k, ref, mag);
+      CublasHandle cublas;
+      dequantised_product(cublas.get(), tt::dequantize_rows(packed.data(), m, k, c.scaling, scale), b_deq, m, n, k, dev,
+                          ref, mag);
       for (size_t i = 0; i < want.size(); ++i) {
         const size_t at = size_t(me()) * rows * n + i;
         const float x = __bfloat162float(__float2bfloat16(ref[at]));  // stored as bf16
