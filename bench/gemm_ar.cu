@@ -8,6 +8,8 @@
 //   tilelink one-shot / two-shot   GemmAr::run, fused schedule
 //   tilelink auto          GemmAr::run as configured by default: the estimate's choice
 //   non-overlapped         GemmAr with the non-overlapped schedule: its GEMM, then its all-reduce
+//   copy-engine path       the same schedule on the copy-engine path (the streams put the partials
+//                          into the peers; the path the put-with-signal transport runs)
 //   fused GEMM alone       GemmAr::run_gemm_only (the same GEMM, no notifies, no reduction)
 //
 // Every fused variant's output is checked once against the chain's. Times are the slowest rank's
@@ -69,7 +71,7 @@ void check_against_chain(const World& world, const char* where, GemmAr& op, cons
 Table bench_gemm_ar(const GemmArBenchOptions& o) {
   const char* where = "bench gemm_ar";
   TL_REQUIRE(o.world >= 1, where, "world", o.world, ">= 1");
-  GemmArSetup setup(o.world, o.m, o.n, o.k, o.config, o.seed, 5, where);
+  GemmArSetup setup(o.world, o.m, o.n, o.k, o.config, o.seed, 6, where);
   const int w = o.world;
   const uint32_t m = setup.m, n = setup.n, k = setup.k_local;
   const size_t elems = size_t(m) * n, bytes = elems * 2;
@@ -82,10 +84,11 @@ Table bench_gemm_ar(const GemmArBenchOptions& o) {
   for (int r = 0; r < w; ++r) out_ref.emplace_back(bytes, world.device(r));
   const GemmArArguments& args = setup.args;
   auto make = [&](AllReduceMethod method, GemmArSchedule schedule, uint32_t splits, std::vector<DeviceBuffer>& dst,
-                  const char* name) {
+                  const char* name, GemmArPath path = GemmArPath::kAuto) {
     GemmArArguments x = args;
     x.config.method = method;
     x.config.schedule = schedule;
+    x.config.path = path;
     if (splits != 0) x.config.splits = splits;
     for (int r = 0; r < w; ++r) x.out[size_t(r)] = dst[size_t(r)].get();
     check_implementable<GemmAr>(world, mem.heap, x, where);
@@ -95,6 +98,8 @@ Table bench_gemm_ar(const GemmArBenchOptions& o) {
   auto two = make(AllReduceMethod::kTwoShot, GemmArSchedule::kFused, 0, out, "bench.gemm_ar.two_shot");
   auto automatic = make(AllReduceMethod::kAuto, GemmArSchedule::kAuto, 0, out, "bench.gemm_ar.auto");
   auto non = make(AllReduceMethod::kAuto, GemmArSchedule::kNonOverlapped, 0, out, "bench.gemm_ar.non_overlapped");
+  auto ce = make(AllReduceMethod::kAuto, GemmArSchedule::kNonOverlapped, 0, out, "bench.gemm_ar.copy_engine",
+                 GemmArPath::kCopyEngine);
   // The chain: cuBLAS writes each rank's whole partial into the op's buffer (one slice), then the
   // op's all-reduce alone.
   auto chain_op = make(AllReduceMethod::kAuto, GemmArSchedule::kNonOverlapped, 1, out_ref, "bench.gemm_ar.chain");
@@ -112,7 +117,7 @@ Table bench_gemm_ar(const GemmArBenchOptions& o) {
     gemm_all();
     all_reduce();
   };
-  for (GemmAr* op : {one.get(), two.get(), automatic.get(), non.get()}) {
+  for (GemmAr* op : {one.get(), two.get(), automatic.get(), non.get(), ce.get()}) {
     check_against_chain(world, where, *op, chain, out, out_ref, elems);
   }
 
@@ -120,7 +125,7 @@ Table bench_gemm_ar(const GemmArBenchOptions& o) {
   const std::vector<Stats> t = repeat_interleaved(
       world, o.timing.warmup, o.timing.iters,
       {gemm_all, all_reduce, chain, [&] { one->run(); }, [&] { two->run(); }, [&] { automatic->run(); },
-       [&] { non->run(); }, [&] { automatic->run_gemm_only(); }},
+       [&] { non->run(); }, [&] { automatic->run_gemm_only(); }, [&] { ce->run(); }},
       &gated);
   const Stats &t_gemm = t[0], &t_ar = t[1], &t_chain = t[2];
   const double weight_bytes = double(n) * k * 2;  // one rank's weight, read once per call
@@ -149,6 +154,7 @@ Table bench_gemm_ar(const GemmArBenchOptions& o) {
       t[5]);
   row("tilelink non-overlapped (its GEMM, then its all-reduce)", t[6]);
   row("the auto op's GEMM alone (its K slices; no notifies, no reduction)", t[7]);
+  row(std::string("tilelink copy-engine path (non-overlapped, ") + to_string(ce->method()) + ")", t[8]);
   table.params = {{"world", int64_t(w)}, {"m", int64_t(m)}, {"n", int64_t(n)}, {"k", int64_t(o.k)}};
   table.notes.push_back("auto: " + automatic->describe_choice() + " (the estimate of gemm_ar_policy.hpp)");
   table.notes.push_back("one-shot: " + one->describe_choice() + "; two-shot: " + two->describe_choice());

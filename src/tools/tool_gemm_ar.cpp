@@ -71,8 +71,9 @@ struct PlanArgs {
   std::string json;
 };
 
-// The knobs of one op (trace): any of them given is used as is, the rest automatic.
-void add_knobs(CLI::App* app, GemmArConfig& c) {
+// The knobs of one op (trace, plan): any of them given is used as is, the rest automatic. The
+// plan's model has no copy-engine path (`with_path` false).
+void add_knobs(CLI::App* app, GemmArConfig& c, bool with_path = true) {
   add_enum_option(app, "--method", c.method,
                   {AllReduceMethod::kAuto, AllReduceMethod::kOneShot, AllReduceMethod::kTwoShot},
                   "the all-reduce: auto (the estimate's faster), one_shot or two_shot; default auto", false);
@@ -81,6 +82,11 @@ void add_knobs(CLI::App* app, GemmArConfig& c) {
                   "auto (the estimate's faster), fused or non_overlapped; default auto", false);
   app->add_option("--splits", c.splits, "K slices per rank; 0 = automatic")->capture_default_str();
   app->add_option("--reduce-blocks", c.reduce_blocks, "reduction CTAs per rank; 0 = automatic")->capture_default_str();
+  if (!with_path) return;
+  add_enum_option(app, "--path", c.path, {GemmArPath::kAuto, GemmArPath::kSm, GemmArPath::kCopyEngine},
+                  "sm (reduction CTAs read the peers), copy_engine (the streams put into the peers) or auto (copy_engine "
+                  "under the put_signal transport, else sm); default auto",
+                  false);
 }
 
 // `trace` and `tune gemm_ar`'s run arguments: one shape (--m, --n, --k or --model/--proj) and,
@@ -185,7 +191,7 @@ void add_plan(Tool& tool) {
                         "GEMM+AR: every rank gets sum_q A_q * B_q (decode); predicted per M, no GPU");
   add_plan_world(c.app, a->problem.world, a->problem.nodes);
   a->shapes.add_to(c.app);
-  add_knobs(c.app, a->config.op);
+  add_knobs(c.app, a->config.op, false);
   c.app->add_flag("--norm", a->config.norm, "with the residual + RMSNorm epilogue");
   a->cost.add_to(c.app);
   add_json(c.app, a->json);
@@ -240,8 +246,8 @@ void add_plan(Tool& tool) {
 void add_bench(Tool& tool) {
   auto a = std::make_shared<BenchArgs>();
   Command& c = tool.add("bench", "gemm_ar",
-                        "time tilelink::GemmAr (one-shot, two-shot, auto, non-overlapped) against cuBLAS followed by "
-                        "the all-reduce, at decode's token counts");
+                        "time tilelink::GemmAr (one-shot, two-shot, auto, non-overlapped, the copy-engine path) against "
+                        "cuBLAS followed by the all-reduce, at decode's token counts");
   CLI::App* app = c.app;
   add_world(app, a->o.world, 1);
   a->shapes.add_to(app);

@@ -4,7 +4,9 @@
 // notifying per (tile, slice) or the partials in place before the call; several calls (epochs)
 // in one executor, fresh inputs and poisoned outputs each. Every rank's sum must be, bit for bit,
 // the fp32 sum in order (rank, slice) of the same partials; the norm within float rounding of the
-// host's. A two-shot protocol that skips the wait for the owner's sum must be caught.
+// host's. A two-shot protocol that skips the wait for the owner's sum must be caught. The
+// copy-engine path (a stream per rank puts the tile rows and, two-shot, the owners' sums; the
+// reduction reads only its own memory; the exit barrier on the stream) gives the same bits.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -26,7 +28,7 @@ struct Case {
   uint32_t m = 7, n = 20, k = 6, splits = 2;
   uint32_t bm = 4, bn = 8, parts = 1;
   ArMethod method = ArMethod::kOneShot;
-  bool norm = false, in_place = false, skip_owner_wait = false;
+  bool norm = false, in_place = false, skip_owner_wait = false, copy_engine = false;
   uint32_t gemm_blocks = 2, reduce_blocks = 3;
 
   GemmArPlan plan() const {
@@ -41,12 +43,14 @@ struct Case {
     p.norm = norm;
     p.in_place = in_place;
     p.parts = parts;
+    p.copy_engine = copy_engine;
     return p;
   }
   std::string name() const {
     std::ostringstream os;
     os << "world " << world << (method == ArMethod::kOneShot ? " one-shot" : " two-shot") << " m " << m << " n " << n
-       << " splits " << splits << " parts " << parts << (norm ? " norm" : "") << (in_place ? " in place" : " gemm-fed");
+       << " splits " << splits << " parts " << parts << (norm ? " norm" : "") << (in_place ? " in place" : " gemm-fed")
+       << (copy_engine ? " copy-engine" : "");
     return os.str();
   }
 };
@@ -65,9 +69,11 @@ float slice_dot(const std::vector<float>& a, const std::vector<float>& b, const 
 std::string run(const Case& c, uint64_t seed, int calls) {
   const GemmArPlan plan = c.plan();
   const size_t elems = plan.elems(), bytes = elems * 4;
-  cpu::Executor ex(c.world, (c.splits + 6) * bytes + 4096, plan.num_channels(), test::stress_options(seed));
+  const size_t recv_bytes = size_t(c.world) * c.splits * bytes;
+  cpu::Executor ex(c.world, (c.splits + 6) * bytes + recv_bytes + 4096, plan.num_channels(), test::stress_options(seed));
   const uint32_t op = ex.register_op("gemm_ar");
   const size_t partial = ex.allocate(c.splits * bytes), reduced = ex.allocate(bytes), out = ex.allocate(bytes);
+  const size_t recv = ex.allocate(recv_bytes);
   const size_t residual = ex.allocate(bytes), residual_out = ex.allocate(bytes), weight = ex.allocate(c.n * 4);
   std::mt19937_64 rng(seed);
   for (uint64_t e = 1; e <= uint64_t(calls); ++e) {
@@ -77,6 +83,7 @@ std::string run(const Case& c, uint64_t seed, int calls) {
       a[r] = test::random_floats(rng, size_t(c.m) * c.k);
       b[r] = test::random_floats(rng, size_t(c.n) * c.k);
       std::memset(ex.at<float>(r, partial), test::kPoison, c.splits * bytes);
+      std::memset(ex.at<float>(r, recv), test::kPoison, recv_bytes);
       for (size_t off : {reduced, out, residual_out}) std::memset(ex.at<float>(r, off), test::kPoison, bytes);
       std::memcpy(ex.at<float>(r, residual), res.data(), bytes);
       std::memcpy(ex.at<float>(r, weight), g.data(), c.n * 4);
@@ -109,7 +116,9 @@ std::string run(const Case& c, uint64_t seed, int calls) {
                          }
                        }});
     }
-    roles.push_back({"reduce", c.reduce_blocks, [&](cpu::BlockCtx& ctx) {
+    // The copy-engine path runs on one stream per rank: the pushes, then the reduction kernel (one
+    // block stands for it), the two-shot gather and finishing kernel, the exit barrier.
+    roles.push_back({c.copy_engine ? "stream" : "reduce", c.copy_engine ? 1u : c.reduce_blocks, [&](cpu::BlockCtx& ctx) {
                        const int r = ctx.rank();
                        const SignalView sig = ex.signals(r, 0, plan.num_channels(), e, op);
                        const SymmetricView heap = ex.heap(r);
@@ -120,9 +129,10 @@ std::string run(const Case& c, uint64_t seed, int calls) {
                              const size_t at = size_t(row) * c.n + col;
                              float acc = 0.f;
                              for (int q = 0; q < c.world; ++q) {
-                               for (uint32_t s = 0; s < c.splits; ++s) {
-                                 acc += heap.translate(ex.at<float>(r, partial), q)[s * elems + at];
-                               }
+                               const float* src = q == r          ? ex.at<float>(r, partial)
+                                                  : c.copy_engine ? ex.at<float>(r, recv) + size_t(q) * c.splits * elems
+                                                                  : heap.translate(ex.at<float>(r, partial), q);
+                               for (uint32_t s = 0; s < c.splits; ++s) acc += src[s * elems + at];
                              }
                              if (c.norm) acc += ex.at<float>(r, residual)[at];
                              dest[at] = acc;
@@ -131,7 +141,8 @@ std::string run(const Case& c, uint64_t seed, int calls) {
                          }
                        };
                        auto fetch_tile = [&](uint32_t, uint32_t owner, RowRange rows, RowRange cols) {
-                         const float* src = heap.translate(ex.at<float>(r, reduced), int(owner));
+                         const float* src = c.copy_engine ? ex.at<float>(r, reduced)
+                                                          : heap.translate(ex.at<float>(r, reduced), int(owner));
                          for (uint32_t row = rows.row0; row < rows.row0 + rows.rows; ++row) {
                            for (uint32_t col = cols.row0; col < cols.row0 + cols.rows; ++col) {
                              dest[size_t(row) * c.n + col] = src[size_t(row) * c.n + col];
@@ -163,7 +174,19 @@ std::string run(const Case& c, uint64_t seed, int calls) {
                          rank_exit_barrier(ctx, sig, plan.exit_channel());
                          return;
                        }
-                       gemm_ar_reduce_block(ctx, plan, sig, reduce_tile, fetch_tile, norm_row);
+                       if (!c.copy_engine) {
+                         gemm_ar_reduce_block(ctx, plan, sig, reduce_tile, fetch_tile, norm_row);
+                         return;
+                       }
+                       gemm_ar_copy_engine_push(ctx, plan, sig, heap, ex.at<float>(r, partial), ex.at<float>(r, recv), 4);
+                       if (c.method == ArMethod::kOneShot) {
+                         gemm_ar_reduce_block(ctx, plan, sig, reduce_tile, fetch_tile, norm_row);
+                       } else {
+                         gemm_ar_reduce_block(ctx, plan, sig, reduce_tile, fetch_tile, norm_row, GemmArPass::kReduce);
+                         gemm_ar_copy_engine_gather(ctx, plan, sig, heap, ex.at<float>(r, reduced), 4);
+                         gemm_ar_reduce_block(ctx, plan, sig, reduce_tile, fetch_tile, norm_row, GemmArPass::kFinish);
+                       }
+                       if (c.world > 1) rank_exit_barrier_stream(ctx, sig, plan.exit_channel());
                      }});
     ex.run(roles);
 
@@ -262,6 +285,26 @@ TEST_P(GemmArProtocol, PartialsInPlaceBeforeTheCall) {
   }
 }
 
+TEST_P(GemmArProtocol, CopyEnginePathGivesTheSameBits) {
+  // The put-with-signal transport's path: worlds 1-8, M < world and tail tile rows, slices, the
+  // norm, fed by the GEMM's notifies or in place.
+  for (int world = 1; world <= 8; ++world) {
+    for (uint32_t m : {1u, 7u, 13u}) {
+      for (bool in_place : {false, true}) {
+        Case c;
+        c.world = world;
+        c.m = m;
+        c.splits = 1 + m % 3;
+        c.method = GetParam();
+        c.norm = (m + world) % 2 == 0;
+        c.in_place = in_place;
+        c.copy_engine = true;
+        EXPECT_EQ(run(c, 3100 * world + 10 * m + (in_place ? 1 : 0), 2), "");
+      }
+    }
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Methods, GemmArProtocol, ::testing::Values(ArMethod::kOneShot, ArMethod::kTwoShot),
                          [](const auto& info) { return std::string(info.param == ArMethod::kOneShot ? "OneShot" : "TwoShot"); });
 
@@ -281,7 +324,7 @@ TEST(GemmArProtocolCheck, ATwoShotCopyBeforeTheOwnersSumIsCaught) {
 
 TEST(GemmArPlan, EveryTileIsReducedOnceAndFetchedByEveryOtherRank) {
   for (uint32_t world = 1; world <= 8; ++world) {
-    for (uint32_t m : {1u, 5u, 40u}) {
+    for (uint32_t m : {1u, 5u, 40u, 41u}) {
       GemmArPlan plan;
       plan.world = world;
       plan.m = m;
@@ -289,6 +332,7 @@ TEST(GemmArPlan, EveryTileIsReducedOnceAndFetchedByEveryOtherRank) {
       plan.bm = 4;
       plan.bn = 8;
       plan.method = ArMethod::kTwoShot;
+      plan.copy_engine = m >= 40;  // by tile row (10 or 11 of them) instead of by tile
       std::vector<int> reduced(plan.tiles(), 0);
       for (uint32_t r = 0; r < world; ++r) {
         std::vector<int> seen(plan.tiles(), 0);

@@ -4,7 +4,8 @@
 // Reference: each rank's and K slice's partial by cuBLAS in fp32, summed on the host; the op's
 // sum of bf16-rounded slices must be within one bf16 rounding of each slice and of the result.
 // Every rank's output must be the same bits, and a repeated call on the same inputs too. The norm
-// is checked against the host's RMSNorm of the op's own new residual.
+// is checked against the host's RMSNorm of the op's own new residual. The copy-engine path (the
+// streams put the partials and sums; the put-with-signal transport's) must meet the same checks.
 #include <gtest/gtest.h>
 
 #include <cublas_v2.h>
@@ -161,7 +162,8 @@ std::vector<uint16_t> check(const CublasHandle& cublas, const World& world, Prob
 
 class GemmArTest : public ::testing::TestWithParam<int> {};
 
-void run_cases(int world_size, GemmArSchedule schedule, uint32_t splits, const uint32_t* rows, size_t n_rows) {
+void run_cases(int world_size, GemmArSchedule schedule, uint32_t splits, const uint32_t* rows, size_t n_rows,
+               GemmArPath path = GemmArPath::kAuto) {
   TestWorld env(world_size, 64 << 20, 4096);
   CublasHandle cublas;
   std::mt19937_64 rng(1234 + world_size);
@@ -173,13 +175,16 @@ void run_cases(int world_size, GemmArSchedule schedule, uint32_t splits, const u
         config.method = method;
         config.schedule = schedule;
         config.splits = splits;
+        config.path = path;
         const std::string what = "world " + std::to_string(world_size) + " m " + std::to_string(m) + " " +
-                                 to_string(method) + (norm ? " norm" : "") + " " + to_string(schedule);
+                                 to_string(method) + (norm ? " norm" : "") + " " + to_string(schedule) + " path " +
+                                 to_string(path);
         SCOPED_TRACE(what);
         Problem p(env, m, norm, config);
         ASSERT_EQ(GemmAr::can_implement(env.world, env.heap, p.args), "");
         GemmAr op(env.world, env.heap, env.signals, p.args, "gemm_ar");
         EXPECT_EQ(op.method(), method == AllReduceMethod::kOneShot ? ArMethod::kOneShot : ArMethod::kTwoShot);
+        EXPECT_EQ(op.path(), path == GemmArPath::kCopyEngine ? GemmArPath::kCopyEngine : GemmArPath::kSm);
         p.fresh(rng);
         op.run();
         env.world.synchronize();
@@ -210,6 +215,16 @@ TEST_P(GemmArTest, NonOverlappedScheduleAndExplicitSplits) {
   constexpr uint32_t rows[] = {7, 129};
   run_cases(GetParam(), GemmArSchedule::kNonOverlapped, 1, rows, std::size(rows));
   run_cases(GetParam(), GemmArSchedule::kFused, 4, rows, std::size(rows));
+}
+
+// The copy-engine path: the non-overlapped schedule at any M (one slice or the estimate's), and
+// the fused one with two slices (the streams' pushes wait for the GEMM's notifies per tile row).
+TEST_P(GemmArTest, CopyEnginePathAtAnyM) {
+  TL_SKIP_WITHOUT_GPU();
+  constexpr uint32_t rows[] = {1, 7, 129, 500};
+  run_cases(GetParam(), GemmArSchedule::kNonOverlapped, 0, rows, std::size(rows), GemmArPath::kCopyEngine);
+  constexpr uint32_t fused_rows[] = {2, 64, 129};
+  run_cases(GetParam(), GemmArSchedule::kFused, 2, fused_rows, std::size(fused_rows), GemmArPath::kCopyEngine);
 }
 
 INSTANTIATE_TEST_SUITE_P(World, GemmArTest, ::testing::Values(1, 2, 3, 4, 8), world_name);
@@ -325,7 +340,8 @@ TEST(GemmArErrors, BadArgumentsAreRefusedByName) {
                            {[](GemmArArguments& a) { a.config.splits = 64; }, "'config.splits' = 64"},
                            {[](GemmArArguments& a) { a.config.reduce_blocks = 100000; }, "'config.reduce_blocks'"},
                            {[](GemmArArguments& a) { a.config.method = static_cast<AllReduceMethod>(7); },
-                            "'config.method'"}});
+                            "'config.method'"},
+                           {[](GemmArArguments& a) { a.config.path = static_cast<GemmArPath>(7); }, "'config.path'"}});
 }
 
 }  // namespace

@@ -1,12 +1,15 @@
 // The process suite's transport cases (tests/process/test_process.cu says how the suite runs): the
-// copy-engine all-gather, pull and push, with either transport (ctest gpu_process_put_signal_*
-// sets TILELINK_TRANSPORT=put_signal: every put and signal to a peer through NVSHMEM), and what
-// the put-with-signal transport refuses.
+// copy-engine all-gather, pull and push, and GEMM+AR's two paths, with either transport (ctest
+// gpu_process_put_signal_* sets TILELINK_TRANSPORT=put_signal: every put and signal to a peer
+// through NVSHMEM), and what the put-with-signal transport refuses.
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <cstring>
 #include <string>
 #include <vector>
 
+#include "../gpu/cublas_ref.hpp"
 #include "../gpu/gpu_test_util.hpp"
 #include "process_env.hpp"
 #include "tilelink/comm/collectives.hpp"
@@ -66,6 +69,114 @@ INSTANTIATE_TEST_SUITE_P(Process, ProcessTransport,
                          ::testing::Values(CeMethod{"ce_pull", AgMethod::kPull}, CeMethod{"ce_push", AgMethod::kPush}),
                          [](const auto& info) { return std::string(info.param.name); });
 
+struct ArCase {
+  const char* name;
+  GemmArPath path;
+  AllReduceMethod method;
+  GemmArSchedule schedule;
+};
+
+class ProcessGemmAr : public ::testing::TestWithParam<ArCase> {};
+
+// GEMM+AR across processes: every rank's out is the sum of every rank's cuBLAS product within the
+// rounding of each bf16 partial, at M = 7 (one tile row) and 136 (two, the last one short), three
+// calls of fresh inputs and a repeated call that must give the same bits. The sm path is refused
+// under put_signal (the refusal test checks the message); the copy-engine path runs everywhere.
+TEST_P(ProcessGemmAr, SumsEveryRanksProductOnEveryRank) {
+  const ArCase c = GetParam();
+  const int w = world().size();
+  const uint32_t n = 264, k = 256;
+  const int dev = world().device(me());
+  for (uint32_t m : {7u, 136u}) {
+    SCOPED_TRACE("m " + std::to_string(m));
+    SymmetricHeap heap(world(), size_t(w + 2) * m * n * 2 + (4 << 20));
+    SignalSet signals(heap, 4096);
+    DeviceBuffer a(size_t(m) * k * 2, dev), b(size_t(n) * k * 2, dev), out(size_t(m) * n * 2, dev);
+    DeviceBuffer ref(size_t(m) * n * 4, dev), ap(a.bytes(), dev), bp(b.bytes(), dev);
+    GemmArArguments args;
+    args.m = m;
+    args.n = n;
+    args.k = k;
+    args.config.path = c.path;
+    args.config.method = c.method;
+    args.config.schedule = c.schedule;
+    args.config.splits = 1;
+    args.a.assign(w, nullptr);
+    args.b.assign(w, nullptr);
+    args.out.assign(w, nullptr);
+    args.a[me()] = a.get();
+    args.b[me()] = b.get();
+    args.out[me()] = out.get();
+    const std::string why = GemmAr::can_implement(world(), heap, args);
+    if (!why.empty() && c.path == GemmArPath::kSm && world().transport() == Transport::kPutSignal) {
+      GTEST_SKIP() << "the sm path is refused under put_signal: " << why;
+    }
+    ASSERT_EQ(why, "");
+    GemmAr op(world(), heap, signals, args, std::string("process_gemm_ar_") + c.name);
+    EXPECT_EQ(op.path(), c.path == GemmArPath::kCopyEngine || world().transport() == Transport::kPutSignal
+                             ? GemmArPath::kCopyEngine
+                             : GemmArPath::kSm);
+    CublasHandle cublas;
+    for (int call = 1; call <= 3; ++call) {
+      SCOPED_TRACE("call " + std::to_string(call));
+      std::vector<float> want(size_t(m) * n, 0.f), bound(size_t(m) * n, 1e-2f);
+      for (int p = 0; p < w; ++p) {  // every rank's operands, drawn alike in every process
+        auto rng = shared_rng(900 + p, call * 1000 + m);
+        const auto a_p = random_bf16(size_t(m) * k, rng);
+        const auto b_p = random_bf16(size_t(n) * k, rng);
+        if (p == me()) {
+          upload(a.get(), a_p.data(), a.bytes());
+          upload(b.get(), b_p.data(), b.bytes());
+        }
+        upload(ap.get(), a_p.data(), ap.bytes());
+        upload(bp.get(), b_p.data(), bp.bytes());
+        cublas_reference(cublas.get(), ap.get(), bp.get(), ref.get<float>(), m, n, k);
+        settle();
+        const auto full = download<float>(ref.get(), size_t(m) * n);
+        for (size_t i = 0; i < want.size(); ++i) {
+          want[i] += full[i];
+          bound[i] += std::fabs(full[i]) / 256.0f;  // each partial rounded to bf16
+        }
+      }
+      for (size_t i = 0; i < want.size(); ++i) bound[i] += std::fabs(want[i]) / 256.0f;  // and the sum
+      std::vector<__nv_bfloat16> first;
+      for (int repeat = 0; repeat < 2; ++repeat) {
+        poison(out.get(), out.bytes());
+        world().barrier();  // no rank's poison lands after another's call began
+        op.run();
+        world().synchronize();
+        const auto got = download<__nv_bfloat16>(out.get(), size_t(m) * n);
+        if (repeat == 1) {
+          EXPECT_EQ(std::memcmp(got.data(), first.data(), got.size() * 2), 0)
+              << "a repeated call on the same inputs changed the bits";
+          break;
+        }
+        first = got;
+        size_t bad = 0, at = 0;
+        for (size_t i = 0; i < got.size(); ++i) {
+          if (!(std::fabs(__bfloat162float(got[i]) - want[i]) <= bound[i]) && bad++ == 0) at = i;
+        }
+        EXPECT_EQ(bad, 0u) << "first bad element row " << at / n << " col " << at % n << ": got "
+                           << __bfloat162float(got[at]) << ", want " << want[at];
+      }
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Process, ProcessGemmAr,
+    ::testing::Values(ArCase{"one_shot_sm", GemmArPath::kSm, AllReduceMethod::kOneShot, GemmArSchedule::kNonOverlapped},
+                      ArCase{"two_shot_fused_sm", GemmArPath::kSm, AllReduceMethod::kTwoShot, GemmArSchedule::kFused},
+                      ArCase{"one_shot_ce", GemmArPath::kCopyEngine, AllReduceMethod::kOneShot,
+                             GemmArSchedule::kNonOverlapped},
+                      ArCase{"two_shot_ce", GemmArPath::kCopyEngine, AllReduceMethod::kTwoShot,
+                             GemmArSchedule::kNonOverlapped},
+                      ArCase{"one_shot_fused_ce", GemmArPath::kCopyEngine, AllReduceMethod::kOneShot,
+                             GemmArSchedule::kFused},
+                      ArCase{"two_shot_fused_ce", GemmArPath::kCopyEngine, AllReduceMethod::kTwoShot,
+                             GemmArSchedule::kFused}),
+    [](const auto& info) { return std::string(info.param.name); });
+
 // Under put_signal, kernels that load or store peers' memory themselves are refused by name (and a
 // call captured into a CUDA graph); the copy-engine paths are not.
 TEST(ProcessTransportRefusals, KernelsThatReachPeersThemselves) {
@@ -124,7 +235,17 @@ TEST(ProcessTransportRefusals, KernelsThatReachPeersThemselves) {
   ar.m = 16;
   ar.n = 256;
   ar.k = 128;
-  EXPECT_NE(GemmAr::can_implement(world(), heap, ar).find("put_signal"), std::string::npos);
+  ar.a.assign(w, nullptr);
+  ar.b.assign(w, nullptr);
+  ar.out.assign(w, nullptr);
+  ar.a[me()] = a.get();
+  ar.b[me()] = b.get();
+  ar.out[me()] = out.get();
+  ar.config.path = GemmArPath::kSm;
+  const std::string ar_why = GemmAr::can_implement(world(), heap, ar);
+  EXPECT_NE(ar_why.find("put_signal"), std::string::npos) << ar_why;
+  ar.config.path = GemmArPath::kAuto;  // the copy-engine path (Process/ProcessGemmAr.*_ce under put_signal)
+  EXPECT_EQ(GemmAr::can_implement(world(), heap, ar), "");
 
   // A call captured into a CUDA graph begins with the call-barrier kernel, which stores into
   // peers: refused by name under put_signal, and nothing of it is left in the capture.

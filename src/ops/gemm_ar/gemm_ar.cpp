@@ -9,6 +9,7 @@
 #include "ops/common/tuned_config.hpp"
 #include "ops/gemm_ar/sm90_gemm_ar_kernel.hpp"
 #include "runtime/checks.hpp"
+#include "tilelink/comm/stream_ctx.hpp"
 #include "tilelink/core/error.hpp"
 
 namespace tilelink {
@@ -34,13 +35,14 @@ const Sm90GemmArConfigInfo& sm90_gemm_ar_config(uint32_t m) {
 std::string describe(const GemmArConfig& c) {
   auto count = [](uint32_t v) { return v == 0 ? std::string("auto") : std::to_string(v); };
   return std::string("method ") + to_string(c.method) + ", schedule " + to_string(c.schedule) + ", splits " +
-         count(c.splits) + ", reduction CTAs " + count(c.reduce_blocks) + ", GEMM CTAs " + count(c.gemm_sms);
+         count(c.splits) + ", reduction CTAs " + count(c.reduce_blocks) + ", GEMM CTAs " + count(c.gemm_sms) +
+         ", path " + to_string(c.path);
 }
 
 bool is_automatic(const GemmArConfig& c) {
   const GemmArConfig d;
   return c.method == d.method && c.schedule == d.schedule && c.splits == d.splits &&
-         c.reduce_blocks == d.reduce_blocks && c.gemm_sms == d.gemm_sms;
+         c.reduce_blocks == d.reduce_blocks && c.gemm_sms == d.gemm_sms && c.path == d.path;
 }
 
 std::string to_config_json(const GemmArConfig& c) {
@@ -48,7 +50,8 @@ std::string to_config_json(const GemmArConfig& c) {
                       {"schedule", to_string(c.schedule)},
                       {"splits", c.splits},
                       {"reduce_blocks", c.reduce_blocks},
-                      {"gemm_sms", c.gemm_sms}}
+                      {"gemm_sms", c.gemm_sms},
+                      {"path", to_string(c.path)}}
       .dump();
 }
 
@@ -62,6 +65,10 @@ void from_config_json(const std::string& json, const std::string& source, GemmAr
     out.splits = j.at("splits").get<uint32_t>();
     out.reduce_blocks = j.at("reduce_blocks").get<uint32_t>();
     out.gemm_sms = j.at("gemm_sms").get<uint32_t>();
+    // Absent in entries written before the knob existed: auto.
+    if (j.contains("path")) {
+      out.path = detail::enum_field(j, "path", {GemmArPath::kAuto, GemmArPath::kSm, GemmArPath::kCopyEngine}, source);
+    }
     return out;
   });
 }
@@ -91,12 +98,26 @@ std::string describe_gemm_ar_channel(const GemmArPlan& plan, uint32_t ch) {
     return plan.in_place ? "the partial's " + tile(t) + " to be in place"
                          : "the GEMM's " + tile(t) + " (" + std::to_string(plan.splits) + " K slice(s) per call)";
   }
-  if (plan.method == ArMethod::kTwoShot && ch < plan.reduced_channel(plan.tiles())) {
+  if (plan.method == ArMethod::kTwoShot && !plan.copy_engine && ch < plan.reduced_channel(plan.tiles())) {
     const uint32_t t = ch - plan.reduced_channel(0);
     return "the sum of " + tile(t) + " from its owner, rank " + std::to_string(plan.owner(t));
   }
-  const uint32_t mt = ch - plan.row_channel(0);
-  return "tile row " + std::to_string(mt) + " of the new residual, before its RMSNorm (this rank's blocks)";
+  auto tile_row = [&](uint32_t mt) {
+    const RowRange r = plan.tile_rows(mt * plan.n_tiles());
+    return "tile row " + std::to_string(mt) + " (rows [" + std::to_string(r.row0) + ", " +
+           std::to_string(r.row0 + r.rows) + "))";
+  };
+  if (ch < plan.arrived_channel(0, 0)) {
+    return tile_row(ch - plan.row_channel(0)) + " of the new residual, before its RMSNorm (this rank's blocks)";
+  }
+  if (ch < plan.gathered_channel(0)) {
+    const uint32_t i = ch - plan.arrived_channel(0, 0);
+    return "rank " + std::to_string(i % plan.world) + "'s partial of " + tile_row(i / plan.world) +
+           ", put into this rank by that rank's stream (copy-engine path)";
+  }
+  const uint32_t mt = ch - plan.gathered_channel(0);
+  return "the sums of " + tile_row(mt) + " from its owner, rank " + std::to_string(plan.row_owner(mt)) +
+         ", put into this rank by the owner's stream (copy-engine path)";
 }
 
 GemmArChoice choose(const World& world, const GemmArArguments& a) {
@@ -119,6 +140,8 @@ detail::Sm90GemmArProblem problem_of(const World& world, const GemmArArguments& 
   p.plan.parts = ch.parts;
   p.plan.method = ch.method;
   p.plan.norm = a.has_norm();
+  p.plan.copy_engine = a.config.path == GemmArPath::kCopyEngine ||
+                       (a.config.path == GemmArPath::kAuto && world.transport() == Transport::kPutSignal);
   p.sm_count = ch.gemm_sms;
   return p;
 }
@@ -138,7 +161,17 @@ std::string GemmAr::can_implement(const World& world, const SymmetricHeap&, cons
   const auto& kernel = detail::sm90_gemm_ar_config(a.m);
   const GemmArConfig& c = a.config;
   if (a.m == 0) return "argument 'm' = 0: expected at least one row";
-  if (std::string e = check_load_store_peers(world, "GEMM+AR's reduction"); !e.empty()) return e;
+  if (c.path != GemmArPath::kAuto && c.path != GemmArPath::kSm && c.path != GemmArPath::kCopyEngine) {
+    return "argument 'config.path' = " + std::to_string(static_cast<uint32_t>(c.path)) +
+           ": expected auto, sm or copy_engine";
+  }
+  if (c.path == GemmArPath::kSm) {
+    if (std::string e = check_load_store_peers(world, "GEMM+AR's reduction on the sm path (config.path = copy_engine "
+                                                      "runs under put_signal)");
+        !e.empty()) {
+      return e;
+    }
+  }
   if (std::string e = check_rank_pointers(world, a.a, "a"); !e.empty()) return e;
   if (std::string e = check_rank_pointers(world, a.b, "b"); !e.empty()) return e;
   if (std::string e = check_rank_pointers(world, a.out, "out"); !e.empty()) return e;
@@ -211,6 +244,9 @@ GemmAr::GemmAr(const World& world, SymmetricHeap& heap, SignalSet& signals, cons
   chain_slice_.set_describer([plan = chain_plan_](uint32_t ch, int, int) { return describe_gemm_ar_channel(plan, ch); });
   partial_ = heap.allocate(uint64_t(plan_.splits) * plan_.elems() * 2);
   if (plan_.method == ArMethod::kTwoShot) reduced_ = heap.allocate(plan_.elems() * 2);
+  if (plan_.copy_engine && world.size() > 1) {
+    recv_ = heap.allocate(uint64_t(world.size()) * plan_.splits * plan_.elems() * 2);
+  }
   const size_t n_ranks = static_cast<size_t>(world.size());
   kernels_.resize(n_ranks);
   m_order_.resize(n_ranks);
@@ -230,7 +266,10 @@ GemmAr::~GemmAr() = default;
 int GemmAr::gemm_ctas() const { return kernels_[static_cast<size_t>(world_->local_ranks().front())]->ctas(); }
 
 std::string GemmAr::describe_choice() const {
-  return choice_.why + (gemm_writes_out() ? " (the GEMM writes out itself: one rank, one slice, no norm)" : "");
+  return choice_.why + (gemm_writes_out() ? " (the GEMM writes out itself: one rank, one slice, no norm)" : "") +
+         (plan_.copy_engine ? std::string("; copy-engine path (") +
+                                  (args_.config.path == GemmArPath::kCopyEngine ? "configured" : "the world's transport is put_signal") + ")"
+                            : "");
 }
 
 bool GemmAr::gemm_writes_out() const { return plan_.world == 1 && plan_.splits == 1 && !plan_.norm; }
@@ -294,11 +333,13 @@ void GemmAr::set_operands(int rank, const void* a, const void* b, void* out, con
       });
 }
 
-void GemmAr::launch_reduce(int r, cudaStream_t stream, const GemmArPlan& plan, uint32_t blocks) {
+void GemmAr::launch_reduce(int r, cudaStream_t stream, const GemmArPlan& plan, uint32_t blocks, GemmArPass pass) {
   const size_t i = static_cast<size_t>(r);
   const SignalSlice& slice = plan.in_place ? chain_slice_ : slice_;
   detail::GemmArReduceArgs a;
   a.partial = partial_.data(r);
+  a.recv = plan.copy_engine && plan.world > 1 ? recv_.data(r) : nullptr;
+  a.pass = pass;
   a.reduced = plan.method == ArMethod::kTwoShot ? reduced_.data(r) : nullptr;
   a.out = args_.out[i];
   if (plan.norm) {
@@ -310,6 +351,31 @@ void GemmAr::launch_reduce(int r, cudaStream_t stream, const GemmArPlan& plan, u
   world_->set_device(r);
   detail::launch_gemm_ar_reduce(plan, slice.device_view(r, "gemm_ar_reduce"), heap_->device_view(r), a, blocks, stream,
                                 trace_ != nullptr ? trace_->view(r) : TraceView{});
+}
+
+void GemmAr::enqueue_copy_engine(int r, cudaStream_t stream, const GemmArPlan& plan, uint32_t blocks) {
+  const SignalSlice& slice = plan.in_place ? chain_slice_ : slice_;
+  const SignalView sig = slice.host_view(r);
+  const SymmetricView heap = heap_->host_view(r);
+  StreamCtx h{r, world_->size(), stream, world_->transport()};
+  world_->set_device(r);
+  gemm_ar_copy_engine_push(h, plan, sig, heap, partial_.data(r), plan.world > 1 ? recv_.data(r) : nullptr, 2);
+  if (plan.method == ArMethod::kOneShot || plan.world == 1) {
+    launch_reduce(r, stream, plan, blocks);
+  } else {
+    launch_reduce(r, stream, plan, blocks, GemmArPass::kReduce);
+    gemm_ar_copy_engine_gather(h, plan, sig, heap, reduced_.data(r), 2);
+    launch_reduce(r, stream, plan, blocks, GemmArPass::kFinish);
+  }
+  if (plan.world > 1) rank_exit_barrier_stream(h, sig, plan.exit_channel());
+}
+
+void GemmAr::enqueue_all_reduce(int r, cudaStream_t stream, const GemmArPlan& plan, uint32_t blocks) {
+  if (plan.copy_engine) {
+    enqueue_copy_engine(r, stream, plan, blocks);
+  } else {
+    launch_reduce(r, stream, plan, blocks);
+  }
 }
 
 uint64_t GemmAr::run() {
@@ -324,13 +390,14 @@ uint64_t GemmAr::run() {
     } else if (fused) {
       // The reduction reads peers' partials until its exit barrier; the previous call's reduction
       // (and so every peer's reading of this rank's partial) completes before this GEMM writes.
+      // On the copy-engine path the comm stream's pushes wait for the GEMM's notifies instead.
       world.comm_after_compute(r);
       kernel.run(epoch, world.compute_stream(r), true);
-      launch_reduce(r, world.comm_stream(r), plan_, reduce_blocks_);
+      enqueue_all_reduce(r, world.comm_stream(r), plan_, reduce_blocks_);
       world.compute_after_comm(r);
     } else {
       kernel.run(epoch, world.compute_stream(r), false);
-      launch_reduce(r, world.compute_stream(r), chain_plan_, chain_blocks_);
+      enqueue_all_reduce(r, world.compute_stream(r), chain_plan_, chain_blocks_);
     }
   }
   return epoch;
@@ -345,7 +412,7 @@ void GemmAr::run_gemm_only() {
 
 uint64_t GemmAr::run_all_reduce_only() {
   const uint64_t epoch = chain_slice_.begin_call();
-  for (int r : world_->local_ranks()) launch_reduce(r, world_->compute_stream(r), chain_plan_, chain_blocks_);
+  for (int r : world_->local_ranks()) enqueue_all_reduce(r, world_->compute_stream(r), chain_plan_, chain_blocks_);
   return epoch;
 }
 

@@ -11,6 +11,15 @@
 
 namespace tilelink {
 
+const char* to_string(GemmArPath p) {
+  switch (p) {
+    case GemmArPath::kSm: return "sm";
+    case GemmArPath::kCopyEngine: return "copy_engine";
+    case GemmArPath::kAuto: break;
+  }
+  return "auto";
+}
+
 const char* to_string(GemmArSchedule s) {
   switch (s) {
     case GemmArSchedule::kFused: return "fused";

@@ -49,6 +49,7 @@ __global__ void __launch_bounds__(kThreads) gemm_ar_reduce_kernel(GemmArPlan pla
   DeviceBlockCtx<false> ctx{sig.rank, sig.world, nullptr, trace};
   const uint32_t rank = static_cast<uint32_t>(sig.rank);
   const auto* partial = static_cast<const __nv_bfloat16*>(a.partial);
+  const auto* recv = static_cast<const __nv_bfloat16*>(a.recv);
   auto* reduced = static_cast<__nv_bfloat16*>(a.reduced);
   auto* dest = static_cast<__nv_bfloat16*>(plan.norm ? a.residual_out : a.out);
   const auto* residual = static_cast<const __nv_bfloat16*>(a.residual);
@@ -69,8 +70,11 @@ __global__ void __launch_bounds__(kThreads) gemm_ar_reduce_kernel(GemmArPlan pla
           const uint32_t i = i0 + j;
           if (i < sources) {
             const uint32_t q = i / plan.splits;
-            const __nv_bfloat16* base = partial + uint64_t(i % plan.splits) * plan.elems();
-            v[j] = load16((q == rank ? base : heap.translate(base, static_cast<int>(q))) + at);
+            const uint64_t slice = uint64_t(i % plan.splits) * plan.elems();
+            const __nv_bfloat16* src = q == rank          ? partial + slice
+                                       : plan.copy_engine ? recv + uint64_t(q) * plan.splits * plan.elems() + slice
+                                                          : heap.translate(partial + slice, static_cast<int>(q));
+            v[j] = load16(src + at);
           }
         }
 #pragma unroll
@@ -89,7 +93,10 @@ __global__ void __launch_bounds__(kThreads) gemm_ar_reduce_kernel(GemmArPlan pla
     }
   };
   auto fetch_tile = [&](uint32_t, uint32_t owner, RowRange rows, RowRange cols) {
-    const __nv_bfloat16* src = heap.translate(static_cast<const __nv_bfloat16*>(reduced), static_cast<int>(owner));
+    // On the copy-engine path the owner put its sums into this rank's `reduced`.
+    const __nv_bfloat16* src = plan.copy_engine ? reduced
+                                                : heap.translate(static_cast<const __nv_bfloat16*>(reduced),
+                                                                 static_cast<int>(owner));
     const uint32_t vpr = cols.rows / 8;
     const uint32_t total = rows.rows * vpr;
     for (uint32_t e = threadIdx.x; e < total; e += kThreads) {
@@ -119,7 +126,7 @@ __global__ void __launch_bounds__(kThreads) gemm_ar_reduce_kernel(GemmArPlan pla
       store16(o + v * 8, pack_bf16x8(x));
     }
   };
-  gemm_ar_reduce_block(ctx, plan, sig, reduce_tile, fetch_tile, norm_row);
+  gemm_ar_reduce_block(ctx, plan, sig, reduce_tile, fetch_tile, norm_row, a.pass);
 }
 
 }  // namespace

@@ -56,10 +56,13 @@ const std::vector<Sm90GemmArConfigInfo>& sm90_gemm_ar_configs();
 const Sm90GemmArConfigInfo& sm90_gemm_ar_config(uint32_t m);
 
 // The reduction of one rank (gemm_ar_reduce_block): `partial` is this rank's splits x M x N
-// partial (peers' through `heap`), `reduced` its two-shot staging (M x N), `out` M x N; with the
-// plan's norm, residual / residual_out (M x N) and norm_weight (N). `blocks` CTAs on `stream`.
+// partial (peers' through `heap`, or on the copy-engine path in `recv`: world slots of splits x M x
+// N), `reduced` its two-shot staging (M x N), `out` M x N; with the plan's norm, residual /
+// residual_out (M x N) and norm_weight (N). `blocks` CTAs on `stream` run `pass`.
 struct GemmArReduceArgs {
   const void* partial = nullptr;
+  const void* recv = nullptr;
+  GemmArPass pass = GemmArPass::kAll;
   void* reduced = nullptr;
   void* out = nullptr;
   const void* residual = nullptr;

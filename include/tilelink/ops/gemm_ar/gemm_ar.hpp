@@ -13,7 +13,8 @@
 // The CUTLASS 4.2 sm90 GEMM writes the rank's partial into a symmetric buffer the op owns, K cut
 // into `splits` slices for small M (more CTAs streaming the weight; the reduction sums the slices
 // with the ranks), and its epilogue notifies each finished tile; reduction CTAs on the comm stream
-// sum the ranks' tiles as they arrive, one-shot or two-shot (gemm_ar_protocol.hpp).
+// sum the ranks' tiles as they arrive, one-shot or two-shot (gemm_ar_protocol.hpp), reading the
+// peers' partials themselves or, on the copy-engine path, what the streams put into this rank.
 // With one rank, one slice and no norm the GEMM writes `out` itself and nothing else runs.
 #pragma once
 
@@ -42,6 +43,9 @@ struct GemmArConfig {
   uint32_t splits = 0;         // K slices per rank; 0 = automatic (enough work units for the GEMM's SMs)
   uint32_t reduce_blocks = 0;  // reduction CTAs per rank; 0 = automatic
   uint32_t gemm_sms = 0;       // GEMM CTAs per rank; 0 = budget - reduce_blocks (fused) or budget
+  // sm (the reduction CTAs read the peers), copy_engine (the streams put into the peers' staging:
+  // the path under the put-with-signal transport), auto (copy_engine there, else sm).
+  GemmArPath path = GemmArPath::kAuto;
   // With every knob above on automatic, use the configuration `tilelink tune gemm_ar` stored for
   // this GPU, world and shape, if the tune cache has one (runtime/tune_cache.hpp); else the
   // estimate's.
@@ -97,7 +101,8 @@ class GemmAr {
   GemmAr& operator=(const GemmAr&) = delete;
 
   // "" when `args` can run on `world`, else why not (argument, value, expectation). The op allocates
-  // its partials from `heap` (splits x M x N bf16 per rank, and M x N for two-shot).
+  // its partials from `heap` (splits x M x N bf16 per rank, and M x N for two-shot; the copy-engine
+  // path world x splits x M x N more for the peers' partials).
   static std::string can_implement(const World& world, const SymmetricHeap& heap, const GemmArArguments& args);
 
   // Enqueues one call on every local rank (fused: GEMM on the compute stream, reduction on the comm
@@ -127,6 +132,8 @@ class GemmAr {
   const GemmArPlan& plan() const { return plan_; }
   ArMethod method() const { return plan_.method; }
   uint32_t splits() const { return plan_.splits; }
+  // The path in use (config.path resolved by the world's transport).
+  GemmArPath path() const { return plan_.copy_engine ? GemmArPath::kCopyEngine : GemmArPath::kSm; }
   uint32_t reduce_blocks() const { return reduce_blocks_; }
   int gemm_ctas() const;
   // The configuration asked for (the tune cache's, when it supplied one) and the cache file it came
@@ -141,7 +148,13 @@ class GemmAr {
  private:
   void make_kernel(int rank);
   bool gemm_writes_out() const;
-  void launch_reduce(int rank, cudaStream_t stream, const GemmArPlan& plan, uint32_t blocks);
+  void launch_reduce(int rank, cudaStream_t stream, const GemmArPlan& plan, uint32_t blocks,
+                     GemmArPass pass = GemmArPass::kAll);
+  // The all-reduce on the copy-engine path, on `stream`: the pushes, the kernel(s), the two-shot
+  // gather, the exit barrier.
+  void enqueue_copy_engine(int rank, cudaStream_t stream, const GemmArPlan& plan, uint32_t blocks);
+  // Where the reduction of `plan` (plan_ or chain_plan_) runs its reduction.
+  void enqueue_all_reduce(int rank, cudaStream_t stream, const GemmArPlan& plan, uint32_t blocks);
 
   const World* world_;
   SymmetricHeap* heap_;
@@ -152,6 +165,7 @@ class GemmAr {
   SignalSlice chain_slice_;
   SymmetricBuffer partial_;
   SymmetricBuffer reduced_;  // two-shot only
+  SymmetricBuffer recv_;     // copy-engine path, world > 1: the peers' partials
   uint32_t reduce_blocks_ = 0;
   uint32_t chain_blocks_ = 0;
   int gemm_sms_ = 0;

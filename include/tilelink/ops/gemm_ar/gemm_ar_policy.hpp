@@ -33,6 +33,15 @@ enum class GemmArSchedule : uint32_t {
 };
 const char* to_string(GemmArSchedule s);
 
+// How the all-reduce reaches the peers (gemm_ar_protocol.hpp).
+enum class GemmArPath : uint32_t {
+  kAuto = 0,        // sm, or copy_engine where the world's transport is put_signal
+  kSm = 1,          // the reduction CTAs load the peers' partials (and two-shot sums) themselves
+  kCopyEngine = 2,  // the ranks' streams put the partials (and sums) into the peers' staging; the
+                    // kernels read only their own memory: the path under put_signal
+};
+const char* to_string(GemmArPath p);
+
 struct GemmArRates {
   double flops = h200::kBf16GemmFlops;  // of the whole GPU
   int sms = h200::kSms;

@@ -28,6 +28,24 @@
 // row_done(mt). Across calls: a rank's next GEMM overwrites its partial only after its reduction
 // of this call, and so every peer's reading, is past the exit barrier (the op orders the compute
 // stream after the comm stream).
+//
+// The copy-engine path (`copy_engine`; the only one under the put-with-signal transport, where no
+// kernel may load or store another rank's memory): the exchange is done by the ranks' streams,
+// and the reduction blocks read only this rank's memory.
+//  - push (gemm_ar_copy_engine_push, a stream): tile row by tile row, in order (fed by the GEMM:
+//    after a stream wait for each of the row's tiles), every slice's rows of the tile row go into
+//    this rank's `recv` slot at every peer (one-shot) or at the row's owner, mt % world (two-shot),
+//    and the peer's arrived(mt, this rank) channel is set behind them (rank_put_signal);
+//  - the reduction kernel (gemm_ar_reduce_block) waits for arrived(mt, q) of each peer, in its own
+//    memory, and sums its partial and the recv slots in order (rank, slice) -- the same bits as the
+//    load/store path;
+//  - two-shot: pass kReduce sums the owned tile rows into `reduced`; the stream then puts them into
+//    every peer's `reduced` with gathered(mt) behind them and waits for the other owners'
+//    (gemm_ar_copy_engine_gather); pass kFinish copies the other rows from `reduced` and normalises;
+//  - the exit barrier runs on the stream after the last kernel (rank_exit_barrier_stream): no rank
+//    puts the next call's rows before every rank is done with this call's staging.
+// Channels: those of the load/store path (no reduced(t)), then arrived(mt, q) for every tile row
+// and rank, then two-shot gathered(mt).
 #pragma once
 
 #include <cstdint>
@@ -52,13 +70,18 @@ struct GemmArPlan {
   // Column parts per tile: the reduction's unit of work is a part (several CTAs share a tile at
   // decode's few tiles); bn / parts columns each, a multiple of 8.
   uint32_t parts = 1;
+  // The copy-engine path (above): the streams move the partials and the two-shot sums.
+  bool copy_engine = false;
 
   TL_HOST_DEVICE uint32_t ready_arrivals() const { return in_place ? 1u : splits; }
 
   TL_HOST_DEVICE uint32_t m_tiles() const { return (m + bm - 1) / bm; }
   TL_HOST_DEVICE uint32_t n_tiles() const { return (n + bn - 1) / bn; }
   TL_HOST_DEVICE uint32_t tiles() const { return m_tiles() * n_tiles(); }
-  TL_HOST_DEVICE uint32_t owner(uint32_t t) const { return t % world; }
+  // Two-shot: the rank that sums tile t -- by tile, or on the copy-engine path by tile row (a tile
+  // row's rows are contiguous, one put per slice).
+  TL_HOST_DEVICE uint32_t owner(uint32_t t) const { return copy_engine ? row_owner(t / n_tiles()) : t % world; }
+  TL_HOST_DEVICE uint32_t row_owner(uint32_t mt) const { return mt % world; }
   // Rows and columns of tile t (tail tiles are short).
   TL_HOST_DEVICE RowRange tile_rows(uint32_t t) const {
     const uint32_t row0 = (t / n_tiles()) * bm;
@@ -81,32 +104,60 @@ struct GemmArPlan {
   TL_HOST_DEVICE uint32_t ready_channel(uint32_t t) const { return exit_barrier_channels(world) + t; }
   TL_HOST_DEVICE uint32_t reduced_channel(uint32_t t) const { return ready_channel(tiles()) + t; }
   TL_HOST_DEVICE uint32_t row_channel(uint32_t mt) const {
-    return reduced_channel(method == ArMethod::kTwoShot ? tiles() : 0u) + mt;
+    return reduced_channel(method == ArMethod::kTwoShot && !copy_engine ? tiles() : 0u) + mt;
   }
-  TL_HOST_DEVICE uint32_t num_channels() const { return row_channel(norm ? m_tiles() : 0u); }
+  // Copy-engine path: rank q's rows of tile row mt are in this rank's recv slot q.
+  TL_HOST_DEVICE uint32_t arrived_channel(uint32_t mt, uint32_t q) const {
+    return row_channel(norm ? m_tiles() : 0u) + mt * world + q;
+  }
+  // Copy-engine two-shot: the owner's sums of tile row mt are in this rank's `reduced`.
+  TL_HOST_DEVICE uint32_t gathered_channel(uint32_t mt) const { return arrived_channel(m_tiles(), 0) + mt; }
+  TL_HOST_DEVICE uint32_t num_channels() const {
+    if (!copy_engine) return row_channel(norm ? m_tiles() : 0u);
+    return gathered_channel(method == ArMethod::kTwoShot ? m_tiles() : 0u);
+  }
 
   // Notifies per call on a reduced channel (one per part) and on a row channel (every part of the
   // tile row's tiles, reduced or fetched).
   TL_HOST_DEVICE uint32_t reduced_arrivals() const { return parts; }
   TL_HOST_DEVICE uint32_t row_arrivals() const { return n_tiles() * parts; }
 
+  // Copy-engine two-shot: the tile rows `rank` owns.
+  TL_HOST_DEVICE uint32_t owned_rows(uint32_t rank) const {
+    return rank < m_tiles() ? (m_tiles() - rank + world - 1) / world : 0u;
+  }
   // The tiles `rank` reduces: all (one-shot) or those it owns (two-shot), in the GEMM's order.
   TL_HOST_DEVICE uint32_t num_reduced(uint32_t rank) const {
     if (method == ArMethod::kOneShot) return tiles();
+    if (copy_engine) return owned_rows(rank) * n_tiles();
     return rank < tiles() ? (tiles() - rank + world - 1) / world : 0u;
   }
   TL_HOST_DEVICE uint32_t reduced_tile(uint32_t rank, uint32_t i) const {
-    return method == ArMethod::kOneShot ? i : rank + i * world;
+    if (method == ArMethod::kOneShot) return i;
+    if (copy_engine) return (rank + (i / n_tiles()) * world) * n_tiles() + i % n_tiles();
+    return rank + i * world;
   }
   // Two-shot: the tiles `rank` copies from their owners, in order (world >= 2).
   TL_HOST_DEVICE uint32_t num_fetched(uint32_t rank) const {
     return method == ArMethod::kOneShot ? 0u : tiles() - num_reduced(rank);
   }
   TL_HOST_DEVICE uint32_t fetched_tile(uint32_t rank, uint32_t i) const {
+    // The i-th unit not owned by `rank` (a tile, or on the copy-engine path a tile row's tile):
+    // skip one in every `world`, starting after `rank`.
     const uint32_t others = world - 1;
-    const uint32_t round = i / others, k = i % others;
-    return round * world + (k < rank ? k : k + 1);
+    const uint32_t unit = copy_engine ? i / n_tiles() : i;
+    const uint32_t round = unit / others, k = unit % others;
+    const uint32_t u = round * world + (k < rank ? k : k + 1);
+    return copy_engine ? u * n_tiles() + i % n_tiles() : u;
   }
+};
+
+// Which part of the reduction a kernel runs: everything (the load/store path, and copy-engine
+// one-shot), or copy-engine two-shot's two kernels around the stream's gather.
+enum class GemmArPass : uint32_t {
+  kAll = 0,
+  kReduce = 1,  // the owned tiles' sums (into `reduced`), nothing after
+  kFinish = 2,  // the other owners' rows from `reduced`, then the norm
 };
 
 // One reduction block of one rank. The data work is the caller's (typed, vectorised on the GPU),
@@ -114,44 +165,65 @@ struct GemmArPlan {
 //   reduce_tile(t, rows, cols)  sum every rank's (and slice's) partial of tile t in rank order
 //                               into this rank's destination (out, or with norm residual_out after
 //                               adding the residual) and, two-shot, into its `reduced`;
-//   fetch_tile(t, owner, rows, cols)  two-shot: copy tile t from the owner's `reduced`;
+//   fetch_tile(t, owner, rows, cols)  two-shot: copy tile t from the owner's `reduced` (on the
+//                               copy-engine path, from this rank's, where the owner put it);
 //   norm_row(row)               out[row] = RMSNorm(residual_out[row]) * weight.
 // The waits depend only on the GEMMs (every rank's), the owners' reductions and this rank's own
 // blocks, so on the GPU every rank's blocks must be resident at once (a grid within the budget).
+// On the copy-engine path the waits are on this rank's own channels only (the streams' puts) and
+// the exit barrier is the stream's, after the kernel.
 TL_PROTOCOL
 template <class Ctx, class ReduceTile, class FetchTile, class NormRow>
 TL_HOST_DEVICE void gemm_ar_reduce_block(Ctx& ctx, const GemmArPlan& plan, const SignalView& sig,
-                                         ReduceTile&& reduce_tile, FetchTile&& fetch_tile, NormRow&& norm_row) {
+                                         ReduceTile&& reduce_tile, FetchTile&& fetch_tile, NormRow&& norm_row,
+                                         GemmArPass pass = GemmArPass::kAll) {
   const uint32_t w = plan.world;
   const uint32_t rank = static_cast<uint32_t>(ctx.rank());
   const bool two_shot = plan.method == ArMethod::kTwoShot;
+  const bool ce = plan.copy_engine;
   // One rank whose partials are in place: nothing to announce or wait for (the stream ordered the
   // GEMM first), and no peer reads this rank's buffers (no exit barrier).
   const bool alone = w == 1 && plan.in_place;
-  if (plan.in_place && !alone) {
-    for (uint32_t t = ctx.block(); t < plan.tiles(); t += ctx.num_blocks()) {
-      ctx.producer_tile_notify(sig, plan.ready_channel(t));
-    }
-  }
-  // Work items: (tile, part), parts of a tile on consecutive blocks.
   const uint32_t parts = plan.parts;
-  for (uint32_t i = ctx.block(); i < plan.num_reduced(rank) * parts; i += ctx.num_blocks()) {
-    const uint32_t t = plan.reduced_tile(rank, i / parts);
-    for (uint32_t s = 0; s < w && !alone; ++s) {  // own rank first, then the peers in ring order
-      const uint32_t q = swizzled_peer(rank, s, w);
-      ctx.peer_tile_wait(sig, plan.ready_channel(t), static_cast<int>(q), plan.ready_arrivals(), static_cast<int32_t>(t));
+  if (pass != GemmArPass::kFinish) {
+    if (plan.in_place && !alone && !ce) {
+      for (uint32_t t = ctx.block(); t < plan.tiles(); t += ctx.num_blocks()) {
+        ctx.producer_tile_notify(sig, plan.ready_channel(t));
+      }
     }
-    reduce_tile(t, plan.tile_rows(t), plan.part_cols(t, i % parts));
-    if (two_shot) ctx.producer_tile_notify(sig, plan.reduced_channel(t), NotifyMode::kAdd);
-    if (plan.norm) ctx.producer_tile_notify(sig, plan.row_channel(t / plan.n_tiles()), NotifyMode::kAdd);
+    // Work items: (tile, part), parts of a tile on consecutive blocks.
+    for (uint32_t i = ctx.block(); i < plan.num_reduced(rank) * parts; i += ctx.num_blocks()) {
+      const uint32_t t = plan.reduced_tile(rank, i / parts);
+      if (ce) {
+        // The stream enqueued this kernel after its own rows' waits; the peers' rows land here.
+        for (uint32_t s = 1; s < w; ++s) {
+          const uint32_t q = swizzled_peer(rank, s, w);
+          ctx.consumer_tile_wait(sig, plan.arrived_channel(t / plan.n_tiles(), q), 1, 1, static_cast<int32_t>(t));
+        }
+      } else {
+        for (uint32_t s = 0; s < w && !alone; ++s) {  // own rank first, then the peers in ring order
+          const uint32_t q = swizzled_peer(rank, s, w);
+          ctx.peer_tile_wait(sig, plan.ready_channel(t), static_cast<int>(q), plan.ready_arrivals(),
+                             static_cast<int32_t>(t));
+        }
+      }
+      reduce_tile(t, plan.tile_rows(t), plan.part_cols(t, i % parts));
+      if (two_shot && !ce) ctx.producer_tile_notify(sig, plan.reduced_channel(t), NotifyMode::kAdd);
+      if (plan.norm) ctx.producer_tile_notify(sig, plan.row_channel(t / plan.n_tiles()), NotifyMode::kAdd);
+    }
   }
-  for (uint32_t i = ctx.block(); i < plan.num_fetched(rank) * parts; i += ctx.num_blocks()) {
-    const uint32_t t = plan.fetched_tile(rank, i / parts);
-    const uint32_t o = plan.owner(t);
-    ctx.peer_tile_wait(sig, plan.reduced_channel(t), static_cast<int>(o), plan.reduced_arrivals(),
-                       static_cast<int32_t>(t));
-    fetch_tile(t, o, plan.tile_rows(t), plan.part_cols(t, i % parts));
-    if (plan.norm) ctx.producer_tile_notify(sig, plan.row_channel(t / plan.n_tiles()), NotifyMode::kAdd);
+  if (pass == GemmArPass::kReduce) return;
+  if (!ce || pass == GemmArPass::kFinish) {
+    for (uint32_t i = ctx.block(); i < plan.num_fetched(rank) * parts; i += ctx.num_blocks()) {
+      const uint32_t t = plan.fetched_tile(rank, i / parts);
+      const uint32_t o = plan.owner(t);
+      if (!ce) {  // the copy-engine path's stream waited for the owners' puts before this kernel
+        ctx.peer_tile_wait(sig, plan.reduced_channel(t), static_cast<int>(o), plan.reduced_arrivals(),
+                           static_cast<int32_t>(t));
+      }
+      fetch_tile(t, o, plan.tile_rows(t), plan.part_cols(t, i % parts));
+      if (plan.norm) ctx.producer_tile_notify(sig, plan.row_channel(t / plan.n_tiles()), NotifyMode::kAdd);
+    }
   }
   if (plan.norm) {
     // Rows block-strided over the whole output; a block waits for a tile row once, before its
@@ -166,7 +238,61 @@ TL_HOST_DEVICE void gemm_ar_reduce_block(Ctx& ctx, const GemmArPlan& plan, const
       norm_row(row);
     }
   }
-  if (w > 1) rank_exit_barrier(ctx, sig, plan.exit_channel());
+  if (w > 1 && !ce) rank_exit_barrier(ctx, sig, plan.exit_channel());
+}
+
+// Copy-engine path, one rank's stream, before the reduction kernel: the partial's tile rows to the
+// peers that sum them (see above). `partial` holds plan.splits slices of M x N elements of
+// `elem_bytes`, `recv` world slots of as many (slot q: rank q's partial). Fed by the GEMM
+// (!in_place): each tile row waits for its tiles' notifies first -- every row, own ones included,
+// so that the kernel after this on the stream finds every tile of the rank's partial done.
+template <class HostCtx>
+void gemm_ar_copy_engine_push(HostCtx& h, const GemmArPlan& plan, const SignalView& sig, const SymmetricView& heap,
+                              const void* partial, void* recv, uint32_t elem_bytes) {
+  const uint32_t w = plan.world;
+  const uint32_t rank = static_cast<uint32_t>(h.rank());
+  const uint64_t slice_bytes = plan.elems() * elem_bytes;
+  for (uint32_t mt = 0; mt < plan.m_tiles(); ++mt) {
+    if (!plan.in_place) {
+      for (uint32_t nt = 0; nt < plan.n_tiles(); ++nt) {
+        h.rank_wait(sig, plan.ready_channel(mt * plan.n_tiles() + nt), plan.ready_arrivals());
+      }
+    }
+    const RowRange rows = plan.tile_rows(mt * plan.n_tiles());
+    const uint64_t offset = uint64_t(rows.row0) * plan.n * elem_bytes;
+    // The slices' rows of the tile row: one row of the copy per slice, slice_bytes apart.
+    const TileShape shape{plan.splits, static_cast<uint32_t>(uint64_t(rows.rows) * plan.n * elem_bytes)};
+    for (uint32_t s = 1; s < w; ++s) {
+      const uint32_t q = swizzled_peer(rank, s, w);
+      if (plan.method == ArMethod::kTwoShot && q != plan.row_owner(mt)) continue;
+      char* dst = static_cast<char*>(recv) + uint64_t(rank) * plan.splits * slice_bytes + offset;
+      h.rank_put_signal(heap, dst, static_cast<const char*>(partial) + offset, slice_bytes, shape, sig,
+                        plan.arrived_channel(mt, rank), static_cast<int>(q));
+    }
+  }
+}
+
+// Copy-engine two-shot, between the kReduce and kFinish kernels on the stream: the owned tile
+// rows' sums (`reduced`, M x N elements) into every peer's `reduced`, gathered(mt) set behind
+// them; then a wait for every other owner's.
+template <class HostCtx>
+void gemm_ar_copy_engine_gather(HostCtx& h, const GemmArPlan& plan, const SignalView& sig, const SymmetricView& heap,
+                                void* reduced, uint32_t elem_bytes) {
+  const uint32_t w = plan.world;
+  const uint32_t rank = static_cast<uint32_t>(h.rank());
+  for (uint32_t j = 0; j < plan.owned_rows(rank); ++j) {
+    const uint32_t mt = rank + j * w;
+    const RowRange rows = plan.tile_rows(mt * plan.n_tiles());
+    char* at = static_cast<char*>(reduced) + uint64_t(rows.row0) * plan.n * elem_bytes;
+    const TileShape shape{1, static_cast<uint32_t>(uint64_t(rows.rows) * plan.n * elem_bytes)};
+    for (uint32_t s = 1; s < w; ++s) {
+      h.rank_put_signal(heap, at, at, shape.row_bytes, shape, sig, plan.gathered_channel(mt),
+                        static_cast<int>(swizzled_peer(rank, s, w)));
+    }
+  }
+  for (uint32_t mt = 0; mt < plan.m_tiles(); ++mt) {
+    if (plan.row_owner(mt) != rank) h.rank_wait(sig, plan.gathered_channel(mt));
+  }
 }
 
 }  // namespace tilelink
