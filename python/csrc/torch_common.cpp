@@ -87,4 +87,14 @@ void copy_own_shard(const Group& g, const SymmetricBuffer& gathered, const at::T
   TL_CUDA_CHECK(cudaMemcpyAsync(slot, shard.data_ptr(), bytes, cudaMemcpyDeviceToDevice, stream));
 }
 
+bool process_scatter(const Group& g, GemmRsConfig& config) {
+  if (g.world->transport() == Transport::kPutSignal) {
+    config.scatter = GemmRsScatter::kCopyEngine;
+    config.granularity = SignalGranularity::kTileRow;
+    return true;
+  }
+  config.scatter = GemmRsScatter::kPull;
+  return false;
+}
+
 }  // namespace tilelink::torch_ops

@@ -41,7 +41,7 @@ struct Group {
     std::unique_ptr<AgGemm> op;
   };
   struct Rs {
-    SymmetricBuffer partial;
+    SymmetricBuffer partial, recv;
     std::unique_ptr<GemmRs> op;
   };
   std::map<Shape, Ag> ag;
@@ -50,7 +50,7 @@ struct Group {
   std::map<ArShape, std::unique_ptr<GemmAr>> ar;
   using MlpShape = std::tuple<int64_t, int64_t, int64_t, int>;  // rows per rank, H, I / P, activation
   struct MlpOp {
-    SymmetricBuffer x, partial;
+    SymmetricBuffer x, partial, recv;
     std::unique_ptr<Mlp> op;
   };
   std::map<MlpShape, MlpOp> mlp;
@@ -141,6 +141,12 @@ std::vector<T> own_entry(const Group& g, T mine) {
   v[static_cast<size_t>(g.rank)] = mine;
   return v;
 }
+
+// Sets `config` to the reduce-scatter a process world runs for GEMM+RS (and the MLP's fc2): the pull
+// scatter (no affine heap for push), or under the put-with-signal transport the copy-engine scatter
+// with a signal per tile row (no kernel reaches a peer there). Returns whether that scatter needs a
+// `recv` buffer (symmetric, as large as the partials).
+bool process_scatter(const Group& g, GemmRsConfig& config);
 
 // This rank's shard into its own slot of a gathered symmetric buffer (slot r at r * shard bytes), on
 // `stream`: the all-gather's source. The previous call's exit barrier (every peer has read the

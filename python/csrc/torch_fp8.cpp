@@ -146,7 +146,7 @@ at::Tensor ag_gemm_fp8(const at::Tensor& x_shard, const at::Tensor& weight, cons
 }
 
 struct RsFp8 {
-  SymmetricBuffer partial;
+  SymmetricBuffer partial, recv;
   std::unique_ptr<GemmRs> op;
 };
 
@@ -180,13 +180,17 @@ at::Tensor gemm_rs_fp8(const at::Tensor& x, const at::Tensor& weight, const at::
         args.k = static_cast<uint32_t>(k);
         args.dtype = DType::kE4m3;
         args.scaling = scaling;
-        args.config.scatter = GemmRsScatter::kPull;  // the scatter a process world runs (no affine heap)
+        const bool needs_recv = process_scatter(g, args.config);
         args.a_source = own_entry<const void*>(g, x.data_ptr());
         args.b = own_entry<const void*>(g, weight.data_ptr());
         args.b_scale = own_entry<const float*>(g, weight_scale.data_ptr<float>());
         args.out = own_entry<void*>(g, out.data_ptr());
         e->partial = g.heap->allocate(size_t(m) * n * 2);
         args.partial = &e->partial;
+        if (needs_recv) {
+          e->recv = g.heap->allocate(size_t(m) * n * 2);
+          args.recv = &e->recv;
+        }
         e->op = std::make_unique<GemmRs>(*g.world, *g.heap, *g.signals, args, "torch_gemm_rs_fp8");
         it->second = e;
       } catch (const std::exception& ex) {

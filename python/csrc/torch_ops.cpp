@@ -136,12 +136,16 @@ at::Tensor gemm_rs(const at::Tensor& x, const at::Tensor& weight, const std::str
         args.m = static_cast<uint32_t>(m);
         args.n = static_cast<uint32_t>(n);
         args.k = static_cast<uint32_t>(k);
-        args.config.scatter = GemmRsScatter::kPull;  // the scatter a process world runs (no affine heap)
+        const bool needs_recv = process_scatter(g, args.config);
         args.a = own_entry<const void*>(g, x.data_ptr());
         args.b = own_entry<const void*>(g, weight.data_ptr());
         args.out = own_entry<void*>(g, out.data_ptr());
         e.partial = g.heap->allocate(size_t(m) * n * 2);
         args.partial = &e.partial;
+        if (needs_recv) {
+          e.recv = g.heap->allocate(size_t(m) * n * 2);
+          args.recv = &e.recv;
+        }
         e.op = std::make_unique<GemmRs>(*g.world, *g.heap, *g.signals, args, "torch_gemm_rs");
       } catch (const std::exception& ex) {
         g.rs.erase(it);
@@ -263,7 +267,7 @@ at::Tensor mlp(const at::Tensor& x_shard, const at::Tensor& w1, const at::Tensor
         args.hidden = static_cast<uint32_t>(hidden);
         args.intermediate = static_cast<uint32_t>(i_local * g.size);
         args.config.activation = swiglu ? MlpActivation::kSwiGlu : MlpActivation::kGelu;
-        args.config.fc2.scatter = GemmRsScatter::kPull;  // the scatter a process world runs (no affine heap)
+        const bool needs_recv = process_scatter(g, args.config.fc2);
         args.w1 = own_entry<const void*>(g, w1.data_ptr());
         args.w2 = own_entry<const void*>(g, w2.data_ptr());
         args.out = own_entry<void*>(g, out.data_ptr());
@@ -271,6 +275,10 @@ at::Tensor mlp(const at::Tensor& x_shard, const at::Tensor& w1, const at::Tensor
         e.partial = g.heap->allocate(size_t(m) * hidden * 2);
         args.x = &e.x;
         args.partial = &e.partial;
+        if (needs_recv) {
+          e.recv = g.heap->allocate(size_t(m) * hidden * 2);
+          args.recv = &e.recv;
+        }
         e.op = std::make_unique<Mlp>(*g.world, *g.heap, *g.signals, args, "torch_mlp");
       } catch (const std::exception& ex) {
         g.mlp.erase(it);

@@ -416,27 +416,24 @@ def check_fp8(rank, size, group, call, m_per_rank, n, k, scaling):
 
 
 def put_signal_only(rank, size, group):
-    """TILELINK_TRANSPORT=put_signal: the operators whose communication the host drives (ag_gemm and
-    sp_attention, copy-engine all-gathers, every put and signal through NVSHMEM) against torch, and
-    gemm_rs refused by name (its scatters load and store peers' memory)."""
+    """TILELINK_TRANSPORT=put_signal: every put and signal to a peer through NVSHMEM. ag_gemm and
+    sp_attention (copy-engine all-gathers), gemm_rs, mlp and gemm_rs_fp8 (the copy-engine scatter),
+    gemm_ar (its copy-engine path) and moe (the staged combine) against torch."""
     for call in range(4):
         g = torch.Generator(device="cuda").manual_seed(3000 + call)
         check_ag_gemm(rank, size, group, call, [256, 7][call % 2], 264, 200, g)
         check_sp_attention(rank, size, group, 3100 + call, spr=128 * (1 + call % 2), q_heads=4, kv_heads=2,
                            d=[128, 64][call % 2], causal=call % 2 == 0, layout=["zigzag", "contiguous"][call % 2])
-    if size > 1:
-        x = torch.randn(64 * size, 128, device="cuda").bfloat16()
-        w = torch.randn(256, 128, device="cuda").bfloat16()
-        try:
-            torch.ops.tilelink.gemm_rs(x, w, group)
-        except ValueError as e:  # an op refused before any collective step (the group stays usable)
-            if "put_signal" not in str(e):
-                raise AssertionError(f"rank {rank}: gemm_rs refused without naming the transport: {e}") from e
-        else:
-            raise AssertionError(f"rank {rank}: gemm_rs ran under the put_signal transport")
+        check_dense(rank, size, group, 3200 + call, [128, 7][call % 2], 264, 200)
+        check_mlp(rank, size, [128, 7][call % 2], 200, 136, ["swiglu", "gelu"][call % 2], group, seed=3300 + call)
+        check_gemm_ar(rank, size, group, 3400 + call, [1, 129][call % 2])
+    check_fp8(rank, size, group, 0, 64, 264, 256, "row")
+    for call, (m_per_rank, topk, activation, own) in enumerate([(96, 2, "swiglu", True), (40, 6, "gelu", False)]):
+        check_moe(rank, size, group, 3500 + call, m_per_rank, 256, 128, 8, topk, activation, own)
     torch.cuda.synchronize()
     dist.barrier()
-    print(f"rank {rank} of {size}: ag_gemm and sp_attention match torch over put_signal", flush=True)
+    print(f"rank {rank} of {size}: ag_gemm, sp_attention, gemm_rs, mlp, gemm_ar, moe and FP8 match torch over "
+          "put_signal", flush=True)
     dist.destroy_process_group()
     return 0
 

@@ -70,11 +70,11 @@ def torchrun(nproc, env, timeout=600, command=(sys.executable, str(WORKER))):
 @requires_gpu
 @pytest.mark.parametrize("nproc", [2, 3])
 def test_put_signal_transport_under_torchrun(nproc):
-    """TILELINK_TRANSPORT=put_signal: ag_gemm and sp_attention through NVSHMEM's put-with-signal, and
-    gemm_rs refused by name."""
+    """TILELINK_TRANSPORT=put_signal: every operator (ag_gemm, sp_attention, gemm_rs, mlp, gemm_ar, moe, the
+    FP8 ops) through NVSHMEM's put-with-signal (their copy-engine paths and the staged MoE combine)."""
     proc = torchrun(nproc, {**os.environ, "TILELINK_WAIT_TIMEOUT_MS": "20000", "TILELINK_TRANSPORT": "put_signal"})
     assert proc.returncode == 0, f"torchrun --nproc-per-node {nproc} exited {proc.returncode}"
-    assert proc.stdout.count("ag_gemm and sp_attention match torch over put_signal") == nproc
+    assert proc.stdout.count("ag_gemm, sp_attention, gemm_rs, mlp, gemm_ar, moe and FP8 match torch over put_signal") == nproc
 
 
 @requires_gpu

@@ -41,6 +41,8 @@ struct MoeCase {
   // Part 2: combine blocks beside the GEMM, or the GEMM blocks' epilogue (then combine_blocks
   // reduction blocks, running beside the GEMM: they must wait for every part they sum).
   MoeCombine combine = MoeCombine::kBlocks;
+  // Part 2, combine blocks: the put-with-signal transport's staged combine (moe_staged_put).
+  bool staged = false;
 };
 
 inline std::string describe(const MoeCase& c) {
@@ -204,6 +206,7 @@ inline std::string run_moe_rs(const MoeCase& c, uint64_t seed, int calls) {
   plan.max_tiles = max_rows / c.bm;
   const bool in_epilogue = c.combine == MoeCombine::kEpilogue;
   if (in_epilogue) plan.recv_columns = plan.n_tiles();
+  plan.staged = c.staged;
   // The epilogue combine's counters per rank: (token block, column tile) items.
   const uint32_t items = plan.tokens.num_channels() * plan.n_tiles();
   std::vector<std::vector<std::atomic<uint32_t>>> arrived(w);
@@ -215,6 +218,7 @@ inline std::string run_moe_rs(const MoeCase& c, uint64_t seed, int calls) {
   const size_t w_off = ex.allocate(size_t(c.experts) * c.k * c.n * 4);
   const size_t y_off = ex.allocate(size_t(max_rows) * c.n * 4);
   const size_t recv_off = ex.allocate(size_t(tokens) * c.n * 4);
+  const size_t send_off = ex.allocate(size_t(tokens) * c.n * 4);
   const size_t out_off = ex.allocate(size_t(c.tokens_per_rank) * c.n * 4);
 
   std::mt19937_64 rng(seed);
@@ -231,6 +235,7 @@ inline std::string run_moe_rs(const MoeCase& c, uint64_t seed, int calls) {
       std::memcpy(ex.at<float>(r, w_off), w2[r].data(), w2[r].size() * 4);
       std::memset(ex.at<float>(r, y_off), kPoison, size_t(max_rows) * c.n * 4);
       std::memset(ex.at<float>(r, recv_off), kPoison, size_t(tokens) * c.n * 4);
+      std::memset(ex.at<float>(r, send_off), kPoison, size_t(tokens) * c.n * 4);
       std::memset(ex.at<float>(r, out_off), kPoison, size_t(c.tokens_per_rank) * c.n * 4);
     }
     const uint64_t epoch = static_cast<uint64_t>(call);
@@ -239,8 +244,11 @@ inline std::string run_moe_rs(const MoeCase& c, uint64_t seed, int calls) {
     // owner's slot of rank r (the output with no peers).
     auto combine = [&](int r, uint32_t owner, RowRange rows, ColRange cols) {
       const float* y = ex.at<float>(r, y_off);
+      // Staged, for a peer: rank r's own `send` at the token's global row.
       float* dst = w == 1 ? ex.at<float>(r, out_off)
-                          : ex.heap(r).translate(plan.slot(ex.at<float>(r, recv_off), uint32_t(r)), int(owner));
+                   : c.staged && owner != uint32_t(r)
+                       ? ex.at<float>(r, send_off) + size_t(owner) * c.tokens_per_rank * c.n
+                       : ex.heap(r).translate(plan.slot(ex.at<float>(r, recv_off), uint32_t(r)), int(owner));
       for (uint32_t t = rows.row0; t < rows.row0 + rows.rows; ++t) {
         for (uint32_t col = cols.col0; col < cols.col0 + cols.cols; ++col) {
           float acc = 0.f;
@@ -285,6 +293,13 @@ inline std::string run_moe_rs(const MoeCase& c, uint64_t seed, int calls) {
                              [&](uint32_t owner, RowRange rows) { combine(r, owner, rows, ColRange{0, c.n}); },
                              [&](uint32_t, uint32_t row0, uint32_t rows) { sum(r, row0, rows, ColRange{0, c.n}); });
                        }});
+      if (c.staged) {  // the rank's stream beside the combine kernel: the staged blocks' puts
+        roles.push_back({"staged_put", 1, [&](cpu::BlockCtx& ctx) {
+                           const int r = ctx.rank();
+                           moe_staged_put(ctx, plan, sig(r), ex.heap(r), ex.at<float>(r, send_off),
+                                          ex.at<float>(r, recv_off), 4);
+                         }});
+      }
     } else {
       roles.push_back({"group_gemm_combine", 3, [&](cpu::BlockCtx& ctx) {
                          const int r = ctx.rank();
@@ -310,6 +325,11 @@ inline std::string run_moe_rs(const MoeCase& c, uint64_t seed, int calls) {
       }
     }
     ex.run(roles);
+    if (c.staged && w > 1) {  // after the combine kernel and the puts, on the stream
+      ex.run({{"exit_barrier", 1, [&](cpu::BlockCtx& ctx) {
+                 rank_exit_barrier_stream(ctx, sig(ctx.rank()), plan.exit_channel());
+               }}});
+    }
 
     for (uint32_t q = 0; q < w; ++q) {
       const float* got = ex.at<float>(q, out_off);

@@ -220,6 +220,7 @@ Reduced<MoeCase> reduce(const fuzz::MoeRsDraw& d, Rng& extra) {
             moe_policy::combine_rows(d.args.config.comm_rows, d.args.topk), d.routing};
   c.bm = extra.chance(50) ? Space::cpu().tile_m : extra.range32(1, 9);
   c.combine_blocks = cpu_blocks(d.args.config.combine_blocks, 3, 4);
+  c.staged = extra.chance(25);  // the put-with-signal transport's staged combine
   return {c, ""};
 }
 

@@ -85,6 +85,21 @@ INSTANTIATE_TEST_SUITE_P(World, MoeRsProtocolTest,
                                   to_string(std::get<1>(info.param)) + "_" + to_string(std::get<2>(info.param));
                          });
 
+// The put-with-signal transport's staged combine: a combine for a peer lands in the rank's own
+// staging and the rank's stream puts it into the owner's slot (the exit barrier on the stream
+// after both); worlds 1-8, every routing, top-k 1-8, the same sums.
+TEST(MoeRsStaged, TheStreamsPutsGiveTheSameSums) {
+  for (int world = 1; world <= 8; ++world) {
+    for (Routing routing : {Routing::kUniform, Routing::kSkewed, Routing::kFewExperts}) {
+      for (uint32_t topk : {1u, 2u, 8u}) {
+        MoeCase c{world, 7, 6, 8, 8, topk, 4, 3, routing};
+        c.staged = true;
+        EXPECT_EQ(run_moe_rs(c, 8100 + 10 * world + topk + 1000 * uint32_t(routing), 2), "") << describe(c) << " staged";
+      }
+    }
+  }
+}
+
 // Every item's count is the number of tiles that will arrive on it, and a tile arrives on the
 // blocks of its span: a tile of padding only reaches none, a span across owners reaches both.
 TEST(MoeRsEpilogue, ItemCountsAreTheTilesReachingEachBlock) {

@@ -22,7 +22,7 @@ constexpr int kVec = 8;  // 16-byte vectors per thread and step: kVec * topk (or
 
 __global__ void __launch_bounds__(kThreads)
     moe_combine_kernel(MoeRsPlan plan, MoeMappingView m, SignalView sig, SymmetricView heap, const uint4* y,
-                       const float* weights, __nv_bfloat16* recv, uint4* out, TraceView trace) {
+                       const float* weights, __nv_bfloat16* recv, uint4* send, uint4* out, TraceView trace) {
   __shared__ uint32_t pair_rows[kMoeCombineMaxPairs];
   __shared__ float pair_weights[kMoeCombineMaxPairs];
   DeviceBlockCtx<false> ctx{sig.rank, sig.world, nullptr, trace};
@@ -35,9 +35,11 @@ __global__ void __launch_bounds__(kThreads)
       pair_weights[i] = weights[pair0 + i];
     }
     __syncthreads();
-    uint4* slot = plan.world() == 1 ? out
-                                    : reinterpret_cast<uint4*>(
-                                          heap.translate(plan.slot(recv, rank), static_cast<int>(owner)));
+    // Staged (put-with-signal), for a peer: this rank's `send`, at the tokens' global rows.
+    uint4* slot = plan.world() == 1                  ? out
+                  : plan.staged && owner != rank ? send + uint64_t(owner) * plan.tokens.rows_per_rank * vectors
+                                                 : reinterpret_cast<uint4*>(
+                                                       heap.translate(plan.slot(recv, rank), static_cast<int>(owner)));
     uint4* dst = slot + uint64_t(rows.row0 - owner * plan.tokens.rows_per_rank) * vectors;
     topk_weighted_sums<kVec>(
         rows.rows * vectors, threadIdx.x, kThreads, topk,
@@ -114,11 +116,11 @@ void launch_moe_reduce(const MoeRsPlan& plan, const SignalView& sig, const void*
 }
 
 void launch_moe_combine(const MoeRsPlan& plan, const MoeMappingView& m, const SignalView& sig,
-                        const SymmetricView& heap, const void* y, const float* weights, void* recv, void* out,
-                        uint32_t blocks, uint32_t cluster, cudaStream_t stream, const TraceView& trace) {
+                        const SymmetricView& heap, const void* y, const float* weights, void* recv, void* send,
+                        void* out, uint32_t blocks, uint32_t cluster, cudaStream_t stream, const TraceView& trace) {
   launch_in_clusters(moe_combine_kernel, blocks, kThreads, cluster, stream, plan, m, sig, heap,
                      static_cast<const uint4*>(y), weights, static_cast<__nv_bfloat16*>(recv),
-                     static_cast<uint4*>(out), trace);
+                     static_cast<uint4*>(send), static_cast<uint4*>(out), trace);
 }
 
 void preload_moe_combine() {

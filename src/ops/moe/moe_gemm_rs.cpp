@@ -7,6 +7,7 @@
 
 #include "runtime/checks.hpp"
 #include "ops/common/kernel_configs.hpp"
+#include "tilelink/comm/stream_ctx.hpp"
 #include "ops/common/repoint.hpp"
 #include "ops/moe/moe_combine.hpp"
 #include "ops/moe/sm90_moe_gemm_kernel.hpp"
@@ -25,12 +26,24 @@ uint32_t comm_rows_of(const MoeGemmRsArguments& a) { return moe_policy::combine_
 
 uint32_t round_to(uint32_t v, uint32_t multiple) { return (v + multiple - 1) / multiple * multiple; }
 
-bool in_epilogue(const MoeGemmRsArguments& a) { return moe_policy::combine(a.config.combine) == MoeCombine::kEpilogue; }
+// Under the put-with-signal transport, with peers, no kernel stores into a peer: the combine blocks
+// stage the peers' rows and the stream puts them (MoeRsPlan::staged).
+bool staged(const World& world) { return world.transport() == Transport::kPutSignal && world.size() > 1; }
+
+// Who combines: the configured or automatic choice, combine blocks where staged.
+MoeCombine combine_of(const World& world, const MoeGemmRsArguments& a) {
+  if (staged(world) && a.config.combine == MoeCombine::kAuto) return MoeCombine::kBlocks;
+  return moe_policy::combine(a.config.combine);
+}
+
+bool in_epilogue(const World& world, const MoeGemmRsArguments& a) {
+  return combine_of(world, a) == MoeCombine::kEpilogue;
+}
 
 // Blocks: the combine CTAs beside the GEMM. Epilogue: none beside it (the reduction's CTAs follow
 // the GEMM: reduce_block_count).
 uint32_t combine_block_count(const World& world, const MoeGemmRsArguments& a, uint32_t cluster) {
-  if (in_epilogue(a)) return 0;
+  if (in_epilogue(world, a)) return 0;
   if (a.config.combine_blocks != 0) return round_to(a.config.combine_blocks, cluster);
   return moe_policy::combine_blocks(world.sm_budget(0), a.topk, a.k, world.size(), cluster);
 }
@@ -56,7 +69,8 @@ MoeRsPlan make_plan(const World& world, const MoeGemmRsArguments& a, const detai
   plan.n = a.n;
   plan.bn = kernel.tile_n;
   plan.max_tiles = max_tiles(world, a, kernel.tile_m);
-  plan.recv_columns = in_epilogue(a) ? plan.n_tiles() : 1;
+  plan.recv_columns = in_epilogue(world, a) ? plan.n_tiles() : 1;
+  plan.staged = staged(world);
   return plan;
 }
 
@@ -101,25 +115,28 @@ std::string MoeGemmRs::can_implement_shape(const World& world, const SymmetricHe
   if (std::string e = moe_policy::check_shape(a.tokens_per_rank, world.size(), a.experts, a.topk); !e.empty()) {
     return e;
   }
-  if (std::string e = check_load_store_peers(world, "the MoE combine (part 2)"); !e.empty()) return e;
+  if (staged(world) && a.config.combine == MoeCombine::kEpilogue) {
+    return "argument 'config.combine' = epilogue: the epilogue combine stores into peers from the GEMM, and the "
+           "world's transport is put_signal; expected blocks or auto (the combine blocks' rows are put by the stream)";
+  }
   if (std::string e = moe_policy::check_method(a.config.method, "config.method"); !e.empty()) return e;
   if (a.config.combine != MoeCombine::kBlocks && a.config.combine != MoeCombine::kEpilogue &&
       a.config.combine != MoeCombine::kAuto) {
     return "argument 'config.combine' = " + std::to_string(static_cast<uint32_t>(a.config.combine)) +
            ": expected blocks, epilogue or auto";
   }
-  if (in_epilogue(a) && a.config.method == OpMethod::kNonOverlapped) {
+  if (in_epilogue(world, a) && a.config.method == OpMethod::kNonOverlapped) {
     return "argument 'config.method' = non_overlapped: expected fused or auto with config.combine = epilogue (the "
            "epilogue combine runs inside the fused GEMM), or config.combine = blocks";
   }
-  if (in_epilogue(a) && a.config.combine_blocks > static_cast<uint32_t>(world.sm_budget(0))) {
+  if (in_epilogue(world, a) && a.config.combine_blocks > static_cast<uint32_t>(world.sm_budget(0))) {
     // Its CTAs wait for the peers' GEMMs: more than the rank's share could hold SMs those need.
     return "argument 'config.combine_blocks' = " + std::to_string(a.config.combine_blocks) +
            ": with config.combine = epilogue these are the reduction's CTAs after the GEMM; expected at most the "
            "rank's SM budget (" + std::to_string(world.sm_budget(0)) + ")";
   }
   const uint32_t comm_rows = comm_rows_of(a);
-  if (!in_epilogue(a) && uint64_t(comm_rows) * a.topk > detail::kMoeCombineMaxPairs) {  // the blocks' staging
+  if (!in_epilogue(world, a) && uint64_t(comm_rows) * a.topk > detail::kMoeCombineMaxPairs) {  // the blocks' staging
     return "argument 'config.comm_rows' = " + std::to_string(comm_rows) + ": expected comm_rows * topk (" +
            std::to_string(a.topk) + ") at most " + std::to_string(detail::kMoeCombineMaxPairs);
   }
@@ -159,7 +176,7 @@ MoeGemmRs::MoeGemmRs(const World& world, SymmetricHeap& heap, SignalSet& signals
   kernel_name_ = kernel.name;
   plan_ = make_plan(world, args, kernel);
   cluster_ = kernel.cluster_m * kernel.cluster_n;
-  combine_ = moe_policy::combine(args.config.combine);
+  combine_ = combine_of(world, args);
   combine_blocks_ = combine_ == MoeCombine::kEpilogue ? reduce_block_count(world, world.local_ranks().front(), args)
                                                       : combine_block_count(world, args, cluster_);
   sweeps_ = args.config.weight_sweeps == MoeGemmRsConfig::kTokenOrder ? 0u
@@ -168,6 +185,7 @@ MoeGemmRs::MoeGemmRs(const World& world, SymmetricHeap& heap, SignalSet& signals
   // Auto: fused unless the tune cache (MoeLayer's) chose otherwise (no estimate: see MoeGemmRsConfig).
   method_ = args.config.method == OpMethod::kNonOverlapped ? OpMethod::kNonOverlapped : OpMethod::kFused;
   slice_ = signals.allocate(plan_.num_channels(), name);
+  if (plan_.staged) send_ = heap.allocate(uint64_t(args.tokens_per_rank) * world.size() * args.n * 2);
   if (args.combine_streams != nullptr) {
     combine_streams_ = args.combine_streams;
   } else if (combine_ == MoeCombine::kEpilogue) {
@@ -292,13 +310,13 @@ uint64_t MoeGemmRs::run() {
     if (method_ == OpMethod::kNonOverlapped) {
       // The GEMM on the whole budget, then the combine and reduction with a CTA per SM of it, after
       // the GEMM on the compute stream (so after the previous call's combine and exit barrier).
+      // Staged, the combine goes beside the puts that its reductions wait for: on its own stream.
       kernels_[i]->run(epoch, compute);
       const uint32_t blocks =
           std::max(cluster_, static_cast<uint32_t>(world.sm_budget(r)) / cluster_ * cluster_);
-      detail::launch_moe_combine(plan_, mapping.view(plan_.max_tiles), slice_.device_view(r, "moe_combine"),
-                                 heap_->device_view(r), y_[i].get(), args_.weights[i],
-                                 world.size() > 1 ? args_.recv->data(r) : nullptr, args_.out[i], blocks, cluster_,
-                                 compute, trace_ != nullptr ? trace_->view(r) : TraceView{});
+      if (plan_.staged) combine_streams_->fork_from(r, compute);
+      launch_combine(r, blocks, plan_.staged ? combine_streams_->stream(r) : compute);
+      if (plan_.staged) staged_put_and_exit(r, compute);
       continue;
     }
     // The combine overwrites peers' slots and `out`: after the previous call's combine and exit
@@ -319,13 +337,34 @@ uint64_t MoeGemmRs::run() {
     }
     combine_streams_->fork_from(r, compute);
     kernels_[i]->run(epoch, compute);
-    detail::launch_moe_combine(plan_, mapping.view(plan_.max_tiles), slice_.device_view(r, "moe_combine"), heap_->device_view(r),
-                               y_[i].get(), args_.weights[i], world.size() > 1 ? args_.recv->data(r) : nullptr,
-                               args_.out[i], combine_blocks_, cluster_, combine_streams_->stream(r),
-                               trace_ != nullptr ? trace_->view(r) : TraceView{});
-    combine_streams_->join_into(r, compute);
+    launch_combine(r, combine_blocks_, combine_streams_->stream(r));
+    if (plan_.staged) {
+      staged_put_and_exit(r, compute);  // after the GEMM, beside the combine kernel
+    } else {
+      combine_streams_->join_into(r, compute);
+    }
   }
   return epoch;
+}
+
+void MoeGemmRs::launch_combine(int r, uint32_t blocks, cudaStream_t stream) {
+  const size_t i = static_cast<size_t>(r);
+  detail::launch_moe_combine(plan_, args_.mapping[i]->view(plan_.max_tiles), slice_.device_view(r, "moe_combine"),
+                             heap_->device_view(r), y_[i].get(), args_.weights[i],
+                             world_->size() > 1 ? args_.recv->data(r) : nullptr,
+                             plan_.staged ? send_.data(r) : nullptr, args_.out[i], blocks, cluster_, stream,
+                             trace_ != nullptr ? trace_->view(r) : TraceView{});
+}
+
+void MoeGemmRs::staged_put_and_exit(int r, cudaStream_t compute) {
+  // The combine kernel (on the combine stream) stages the peers' blocks; this stream puts them as
+  // they are done, then waits for the kernel, whose reductions read the slots until it ends; then
+  // the exit barrier: no rank puts the next call's rows into a slot still being summed.
+  const SignalView sig = slice_.host_view(r);
+  StreamCtx h{r, world_->size(), compute, world_->transport()};
+  moe_staged_put(h, plan_, sig, heap_->host_view(r), send_.data(r), args_.recv->data(r), 2);
+  combine_streams_->join_into(r, compute);
+  rank_exit_barrier_stream(h, sig, plan_.exit_channel());
 }
 
 void MoeGemmRs::set_trace(const TraceBuffer* trace) {

@@ -42,8 +42,10 @@ MoeRoutingGather::MoeRoutingGather(const World& world, SymmetricHeap& heap, Sign
   a.gathered = &gathered_;
   a.rows_per_rank = 2;
   a.row_bytes = static_cast<uint32_t>(row_bytes_);
-  a.config.resource = CommResource::kSm;
-  a.config.method = AgMethod::kPull;  // its exit barrier keeps a slot until every peer has read it
+  // One CTA pulls (its exit barrier keeps a slot until every peer has read it); under the
+  // put-with-signal transport, where no kernel reads a peer, the copy engine pushes instead.
+  a.config.resource = world.transport() == Transport::kPutSignal ? CommResource::kCopyEngine : CommResource::kSm;
+  a.config.method = AgMethod::kPull;
   a.config.comm_rows = 2;             // one tile (ids and weights) per rank
   a.config.num_blocks = 1;
   a.config.threads = 256;

@@ -121,6 +121,10 @@ class MoeGemmRs {
 
  private:
   void make_kernels(int rank);  // the rank's notifying and plain grouped GEMMs of its operands
+  void launch_combine(int rank, uint32_t blocks, cudaStream_t stream);
+  // Staged (put-with-signal): on `compute`, after the GEMM and beside the combine kernel, the puts
+  // of the staged blocks, the join of the combine stream, then the exit barrier.
+  void staged_put_and_exit(int rank, cudaStream_t compute);
 
   const World* world_;
   const SymmetricHeap* heap_;
@@ -131,6 +135,7 @@ class MoeGemmRs {
   OpMethod method_ = OpMethod::kFused;
   MoeCombine combine_ = MoeCombine::kBlocks;
   SignalSlice slice_;
+  SymmetricBuffer send_;  // staged: the peers' combined rows before the stream puts them
   SideStreams own_streams_;
   SideStreams* combine_streams_ = nullptr;  // own_streams_ or the caller's
   std::vector<DeviceBuffer> y_, order_;

@@ -26,6 +26,12 @@
 //    GEMM's tile order follows the rounds: make the tiles of round 0 first). Combines never wait
 //    on reductions, so a block waiting in a reduction cannot deadlock the others. Then the exit
 //    barrier (slots are rewritten by the next call).
+//  - Staged (`staged`: the put-with-signal transport, where no kernel stores into a peer): a
+//    combine for a peer stores into this rank's `send` staging instead (the token's global row)
+//    and sets a local "combined" channel of the block; the rank's stream (moe_staged_put) waits for
+//    each block in the combines' order and puts it into the owner's slot with the owner's receive
+//    channel set behind it. The own block and the reductions are unchanged; the exit barrier runs
+//    on the stream after the combine kernel and the puts.
 //
 // The combine in the GEMM's epilogue (MoeCombine::kEpilogue): no CTA beside the GEMM, and no GEMM
 // CTA ever waits. An item is (token block g, column tile c): the block's tokens, the GEMM tile's
@@ -66,6 +72,8 @@ struct MoeRsPlan {
   // Receive channels per (sender, block): 1 (a combine block's whole rows) or n_tiles() (the
   // epilogue combine's column tiles).
   uint32_t recv_columns = 1;
+  // Combine blocks only: peers' combines staged in this rank's memory and put by the stream (above).
+  bool staged = false;
 
   TL_HOST_DEVICE uint32_t world() const { return tokens.world; }
   TL_HOST_DEVICE uint32_t exit_channel() const { return 0; }
@@ -82,7 +90,11 @@ struct MoeRsPlan {
   TL_HOST_DEVICE ColRange recv_cols(uint32_t c) const {
     return recv_columns == 1 ? ColRange{0, n} : tile_cols(c, bn, n);
   }
-  TL_HOST_DEVICE uint32_t num_channels() const { return recv_channel(world(), 0); }
+  // Staged: token block g (global numbering) is combined in this rank's `send` staging.
+  TL_HOST_DEVICE uint32_t combined_channel(uint32_t g) const { return recv_channel(world(), 0) + g; }
+  TL_HOST_DEVICE uint32_t num_channels() const {
+    return staged ? combined_channel(tokens.num_channels()) : recv_channel(world(), 0);
+  }
   // recv on every rank: world slots of T/P rows x n elements; slot s holds sender s's partial.
   template <class T>
   TL_HOST_DEVICE T* slot(T* recv, uint32_t sender) const {
@@ -122,7 +134,9 @@ TL_HOST_DEVICE void moe_combine_reduce_block(Ctx& ctx, const MoeRsPlan& plan, co
       ctx.consumer_tiles_wait(sig, plan.tile_channel(0, 0), rows.rows * m.topk,
                               [&](uint32_t p) { return pair_row[pair0 + p] / m.bm; }, plan.n_tiles());
       combine(owner, rows);
-      if (world > 1) {
+      if (plan.staged && owner != rank) {  // in `send`: the stream puts it (moe_staged_put)
+        ctx.producer_tile_notify(sig, plan.combined_channel(plan.tokens.channel(owner, b)));
+      } else if (world > 1) {
         ctx.peer_tile_notify(sig, plan.recv_channel(rank, b), static_cast<int>(owner));
       } else {
         ctx.sync();  // the block's stores of this item before its next item's staging
@@ -135,7 +149,33 @@ TL_HOST_DEVICE void moe_combine_reduce_block(Ctx& ctx, const MoeRsPlan& plan, co
       sum_block(b, rows.row0, rows.rows);
     }
   }
-  if (world > 1) rank_exit_barrier(ctx, sig, plan.exit_channel());
+  if (world > 1 && !plan.staged) rank_exit_barrier(ctx, sig, plan.exit_channel());
+}
+
+// Staged combine, one rank's stream beside the combine kernel (which must not be on this stream:
+// its reductions wait for the peers' puts): for each round and peer owner in the combines' order,
+// wait for the block's combine in `send` (tokens x n elements of `elem_bytes`, global rows), then
+// put it into the owner's slot of this rank in `recv` with the owner's receive channel behind it.
+// The caller runs the exit barrier on the stream after this and the combine kernel.
+template <class HostCtx>
+void moe_staged_put(HostCtx& h, const MoeRsPlan& plan, const SignalView& sig, const SymmetricView& heap,
+                    const void* send, void* recv, uint32_t elem_bytes) {
+  const uint32_t rank = static_cast<uint32_t>(h.rank()), world = plan.world();
+  const uint64_t row_bytes = uint64_t(plan.n) * elem_bytes;
+  for (uint32_t b = 0; b < plan.tokens.chunks_per_rank(); ++b) {
+    for (uint32_t pos = 0; pos + 1 < world; ++pos) {
+      const uint32_t owner = swizzled_peer(rank, 1 + pos, world);
+      const uint32_t g = plan.tokens.channel(owner, b);
+      const RowRange rows = plan.tokens.rows_of_channel(g);
+      h.rank_wait(sig, plan.combined_channel(g));
+      char* dst = static_cast<char*>(recv) +
+                  (uint64_t(rank) * plan.tokens.rows_per_rank + rows.row0 - owner * plan.tokens.rows_per_rank) * row_bytes;
+      const uint64_t bytes = uint64_t(rows.rows) * row_bytes;
+      h.rank_put_signal(heap, dst, static_cast<const char*>(send) + uint64_t(rows.row0) * row_bytes, bytes,
+                        TileShape{1, static_cast<uint32_t>(bytes)}, sig, plan.recv_channel(rank, b),
+                        static_cast<int>(owner));
+    }
+  }
 }
 
 // ---- the combine in the GEMM's epilogue (MoeCombine::kEpilogue; see the top) -------------------
