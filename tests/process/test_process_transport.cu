@@ -120,6 +120,7 @@ TEST_P(ProcessGemmAr, SumsEveryRanksProductOnEveryRank) {
     for (int call = 1; call <= 3; ++call) {
       SCOPED_TRACE("call " + std::to_string(call));
       std::vector<float> want(size_t(m) * n, 0.f), bound(size_t(m) * n, 1e-2f);
+      std::vector<std::vector<float>> each(static_cast<size_t>(w));  // every rank's product, for the failure message
       for (int p = 0; p < w; ++p) {  // every rank's operands, drawn alike in every process
         auto rng = shared_rng(900 + p, call * 1000 + m);
         const auto a_p = random_bf16(size_t(m) * k, rng);
@@ -137,6 +138,7 @@ TEST_P(ProcessGemmAr, SumsEveryRanksProductOnEveryRank) {
           want[i] += full[i];
           bound[i] += std::fabs(full[i]) / 256.0f;  // each partial rounded to bf16
         }
+        each[size_t(p)] = full;
       }
       for (size_t i = 0; i < want.size(); ++i) bound[i] += std::fabs(want[i]) / 256.0f;  // and the sum
       std::vector<__nv_bfloat16> first;
@@ -156,8 +158,11 @@ TEST_P(ProcessGemmAr, SumsEveryRanksProductOnEveryRank) {
         for (size_t i = 0; i < got.size(); ++i) {
           if (!(std::fabs(__bfloat162float(got[i]) - want[i]) <= bound[i]) && bad++ == 0) at = i;
         }
-        EXPECT_EQ(bad, 0u) << "first bad element row " << at / n << " col " << at % n << ": got "
-                           << __bfloat162float(got[at]) << ", want " << want[at];
+        std::string terms;
+        for (int p = 0; p < w; ++p) terms += " " + std::to_string(each[size_t(p)][at]);
+        EXPECT_EQ(bad, 0u) << bad << " bad elements, the first row " << at / n << " col " << at % n << ": got "
+                           << __bfloat162float(got[at]) << ", want " << want[at] << " (the ranks' products:" << terms
+                           << ")";
       }
     }
   }
