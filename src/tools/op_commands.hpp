@@ -21,6 +21,7 @@
 #include "tools/output.hpp"
 #include "tools/trace_runner.hpp"
 #include "tools/tune_runner.hpp"
+#include "tune/model_config.hpp"
 
 namespace tilelink::tool {
 
@@ -205,8 +206,9 @@ void add_gemm_bench(Tool& tool, const GemmOp<Options>& op, const char* help, Ben
   };
 }
 
-// `tune <op>` over one shape or the paper's three; `dry_run(search, world, shapes)` prints the
-// candidates, `tune(TuneOptions, progress)` runs a search per shape.
+// `tune <op>` over one shape or the paper's three; `dry_run(search, world, shapes, dtype, scaling)`
+// prints the candidates (of the operands' kernels, at their rate), `tune(TuneOptions, progress)`
+// runs a search per shape.
 template <class Options, class DryRun, class Tune>
 void add_gemm_tune(Tool& tool, const GemmOp<Options>& op, const char* help, DryRun dry_run, Tune tune) {
   struct Args {
@@ -232,13 +234,10 @@ void add_gemm_tune(Tool& tool, const GemmOp<Options>& op, const char* help, DryR
     const int world = a->o.op.world;
     if (a->search.dry_run) {
       if constexpr (requires { a->o.op.dtype; }) {
-        if (a->o.op.dtype != DType::kBf16) {
-          throw InvalidArgument(std::string("tune ") + op.name +
-                                " --dry-run: the candidates' predictions are bf16's; for e4m3 use `tilelink plan " +
-                                op.name + " --dtype e4m3` on a candidate, or tune on a GPU");
-        }
+        return dry_run(a->search, world, shapes, a->o.op.dtype, a->o.op.scaling);
+      } else {
+        return dry_run(a->search, world, shapes, DType::kBf16, Fp8Scaling::kRow);
       }
-      return dry_run(a->search, world, shapes);
     }
     check_writable(a->json);
     TuneOptions<Options> o = a->o;
@@ -291,11 +290,15 @@ void add_plan_command(Tool& tool, const char* name, const char* help, AddOptions
   };
 }
 
-// An FP8 plan's compute tile: with --dtype e4m3 and no --bn, the compiled FP8 configurations'
-// 128 columns (128x128x128) instead of bf16's 256.
+// An FP8 plan's compute tile: with --dtype e4m3, the tile of `kernel` (the FP8 configuration the op
+// runs, by name) where --bm / --bn did not set it.
 template <class Args>
-void resolve_fp8_plan_tile(Args& a, const CLI::App& app) {
-  if (a.problem.dtype == DType::kE4m3 && app.get_option("--bn")->count() == 0) a.config.bn = 128;
+void resolve_fp8_plan_tile(Args& a, const CLI::App& app, const std::string& kernel) {
+  if (a.problem.dtype != DType::kE4m3) return;
+  uint32_t bm = 0, bn = 0;
+  detail::kernel_tile(kernel, "tilelink plan", &bm, &bn);
+  if (app.get_option("--bm")->count() == 0) a.config.bm = bm;
+  if (app.get_option("--bn")->count() == 0) a.config.bn = bn;
 }
 
 // --m, --n, --k, --bm and --bn of a GEMM's plan.

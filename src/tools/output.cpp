@@ -133,9 +133,11 @@ int report_trace(const TraceResult& r, const std::string& op, int world, const T
   return r.violations == 0 && r.dropped == 0 ? 0 : 1;
 }
 
-std::string tune_header(const char* op, int world, int sms, const Mnk& s) {
+std::string tune_header(const char* op, int world, int sms, const Mnk& s, DType dtype, Fp8Scaling scaling) {
+  const std::string operands =
+      dtype == DType::kE4m3 ? std::string(", e4m3 (") + to_string(scaling) + " scaling)" : std::string();
   return std::string("== tune ") + op + " (dry run), world " + std::to_string(world) + ", m=" + std::to_string(s.m) +
-         " n=" + std::to_string(s.n) + " k=" + std::to_string(s.k) + ", " + std::to_string(sms / world) +
+         " n=" + std::to_string(s.n) + " k=" + std::to_string(s.k) + operands + ", " + std::to_string(sms / world) +
          " SMs per rank ==\n";
 }
 

@@ -120,7 +120,8 @@ int run_trace(const TraceOutputs& out, const std::string& op, int world, Record&
 
 // "== tune <op> (dry run), world W, m=M n=N k=K, S SMs per rank ==": the GEMMs' dry-run header
 // for a GPU of `sms` SMs.
-std::string tune_header(const char* op, int world, int sms, const Mnk& s);
+std::string tune_header(const char* op, int world, int sms, const Mnk& s, DType dtype = DType::kBf16,
+                        Fp8Scaling scaling = Fp8Scaling::kRow);
 
 // --dry-run of `tune <op>`: the candidates the search would time, with the plan model's
 // predictions; no GPU. `stages`: the unranked stages' labels and candidates (each around the

@@ -314,13 +314,14 @@ tb::Table tune_ag_gemm(const TuneOptions<tb::AgGemmBenchOptions>& options, std::
 
 // ---- tune --dry-run (also tune mlp's fc1) -------------------------------------------------------
 
-int dry_run_ag_gemm(const TuneSearch& search, int world, const std::vector<Mnk>& shapes) {
+int dry_run_ag_gemm(const TuneSearch& search, int world, const std::vector<Mnk>& shapes, DType dtype,
+                    Fp8Scaling scaling) {
   const uint32_t w = static_cast<uint32_t>(world);
   for (const Mnk& s : shapes) {
-    const AgGemmTuneShape shape{world, search.sms / world, s.m / w, s.n / w, s.k};
+    const AgGemmTuneShape shape{world, search.sms / world, s.m / w, s.n / w, s.k, dtype, scaling};
     print_tune_candidates<AgGemmConfig>(
-        tune_header("ag_gemm", world, search.sms, s),
-        {{"compute", ag_gemm_compute_candidates(AgGemm::kernel_names())}},
+        tune_header("ag_gemm", world, search.sms, s, dtype, scaling),
+        {{"compute", ag_gemm_compute_candidates(AgGemm::kernel_names(dtype, scaling))}},
         [&](const AgGemmConfig& base) { return ag_gemm_comm_candidates(base, shape, search.top); });
   }
   return 0;
@@ -341,7 +342,7 @@ void register_ag_gemm(Tool& tool) {
         add_plan_options(a, args);
       },
       [app](PlanAgGemm args, const sim::CostModel& cost) {
-        resolve_fp8_plan_tile(args, **app);
+        resolve_fp8_plan_tile(args, **app, AgGemm::kernel_names(DType::kE4m3, args.problem.scaling).front());
         return plan(args, cost);
       });
 }

@@ -71,7 +71,7 @@ void add_knobs(CLI::App* app, GemmRsConfig& c, CLI::Option_group*& knobs) {
 using PlanGemmRs = PlanArgs<sim::GemmRsProblem, sim::GemmRsPlanConfig>;
 
 int plan(PlanGemmRs a, const sim::CostModel& cost, const CLI::App& app) {
-  resolve_fp8_plan_tile(a, app);
+  resolve_fp8_plan_tile(a, app, GemmRs::kernel_name(DType::kE4m3));
   const sim::GemmRsPrediction r = sim::predict_gemm_rs(a.problem, a.config, cost);
   const auto& p = a.problem;
   const GemmRsConfig& op = a.config.op;
@@ -175,7 +175,7 @@ tb::Table tune_gemm_rs(const TuneOptions<tb::GemmRsBenchOptions>& options, std::
   };
   const std::vector<GemmRsConfig> compute = gemm_rs_compute_candidates();
   const GemmRsTuneShape shape{o.world,   world.sm_budget(0), setup.m, setup.n, setup.k_local,
-                              world.mode() == WorldMode::kMultiGpu, o.dtype};
+                              world.mode() == WorldMode::kMultiGpu, o.dtype, o.scaling};
   size_t step = 0;
   const GemmRsConfig best = two_stage_search(
       compute, options.top, o.world,
@@ -205,11 +205,13 @@ tb::Table tune_gemm_rs(const TuneOptions<tb::GemmRsBenchOptions>& options, std::
 
 // ---- tune --dry-run (also tune mlp's fc2) -------------------------------------------------------
 
-int dry_run_gemm_rs(const TuneSearch& search, int world, const std::vector<Mnk>& shapes) {
+int dry_run_gemm_rs(const TuneSearch& search, int world, const std::vector<Mnk>& shapes, DType dtype,
+                    Fp8Scaling scaling) {
   for (const Mnk& s : shapes) {
-    const GemmRsTuneShape shape{world, search.sms / world, s.m, s.n, s.k / static_cast<uint32_t>(world)};
+    const GemmRsTuneShape shape{world,        search.sms / world, s.m, s.n, s.k / static_cast<uint32_t>(world),
+                                /*one_rank_per_gpu=*/false, dtype, scaling};
     print_tune_candidates<GemmRsConfig>(
-        tune_header("gemm_rs", world, search.sms, s), {{"compute", gemm_rs_compute_candidates()}},
+        tune_header("gemm_rs", world, search.sms, s, dtype, scaling), {{"compute", gemm_rs_compute_candidates()}},
         [&](const GemmRsConfig& base) { return gemm_rs_comm_candidates(base, shape, search.top); });
   }
   return 0;

@@ -16,8 +16,10 @@ namespace tilelink::tool {
 
 // tune ag_gemm's and tune gemm_rs's dry runs: the candidates with the plan model's predictions for
 // `shapes` (as their commands take them).
-int dry_run_ag_gemm(const TuneSearch& search, int world, const std::vector<Mnk>& shapes);
-int dry_run_gemm_rs(const TuneSearch& search, int world, const std::vector<Mnk>& shapes);
+int dry_run_ag_gemm(const TuneSearch& search, int world, const std::vector<Mnk>& shapes, DType dtype = DType::kBf16,
+                    Fp8Scaling scaling = Fp8Scaling::kRow);
+int dry_run_gemm_rs(const TuneSearch& search, int world, const std::vector<Mnk>& shapes, DType dtype = DType::kBf16,
+                    Fp8Scaling scaling = Fp8Scaling::kRow);
 
 // `tilelink tune ag_gemm`: the two-stage search (tune/ag_gemm_tune.hpp), one progress line per
 // configuration on `progress`; returns the tuned configuration against the automatic one.

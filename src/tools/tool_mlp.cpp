@@ -10,6 +10,8 @@
 
 #include "bench/mlp.hpp"
 #include "bench/mlp_setup.hpp"
+#include "tilelink/ops/ag_gemm/ag_gemm.hpp"
+#include "tilelink/ops/gemm_rs/gemm_rs.hpp"
 #include "tilelink/ops/gemm_rs/gemm_rs_policy.hpp"
 #include "tilelink/ops/mlp/mlp.hpp"
 #include "tilelink/sim/mlp_sim.hpp"
@@ -109,7 +111,12 @@ constexpr uint32_t kPlanSmBlocks = 16;  // fc1's SM all-gather in the plan, unle
 
 int plan(PlanMlp a, const sim::CostModel& cost) {
   apply_dense_model(a.model, a.problem.hidden, a.problem.intermediate);
-  if (a.problem.dtype == DType::kE4m3) a.config.fc1.bn = a.config.fc2.bn = 128;  // the FP8 kernels' tile
+  if (a.problem.dtype == DType::kE4m3) {  // the FP8 kernels' tiles, as each op runs them
+    detail::kernel_tile(AgGemm::kernel_names(DType::kE4m3, a.problem.scaling).front(), "plan mlp", &a.config.fc1.bm,
+                        &a.config.fc1.bn);
+    detail::kernel_tile(GemmRs::kernel_name(DType::kE4m3, a.problem.scaling), "plan mlp", &a.config.fc2.bm,
+                        &a.config.fc2.bn);
+  }
   AllGatherConfig& comm = a.config.fc1.op.comm;
   resolve_plan_blocks(comm, kPlanSmBlocks);
   const sim::MlpPrediction r = sim::predict_mlp(a.problem, a.config, cost);

@@ -3,7 +3,9 @@
 #include <algorithm>
 
 #include "tilelink/core/error.hpp"
+#include "tilelink/ops/gemm_rs/gemm_rs.hpp"
 #include "tilelink/ops/gemm_rs/gemm_rs_policy.hpp"
+#include "tune/model_config.hpp"
 #include "tilelink/sim/gemm_rs_sim.hpp"
 
 namespace tilelink {
@@ -22,9 +24,7 @@ double predict_us(const GemmRsConfig& c, const GemmRsTuneShape& s, const sim::Co
   p.world = s.world;
   p.dtype = s.dtype;
   sim::GemmRsPlanConfig q;
-  const gemm_rs_policy::GemmTile tile = gemm_rs_policy::gemm_tile();  // the op's bf16 GEMM
-  q.bm = tile.m;
-  q.bn = s.dtype == DType::kE4m3 ? 128u : tile.n;  // the FP8 kernels' 128x128x128 tile
+  detail::kernel_tile(GemmRs::kernel_name(s.dtype, s.scaling), "gemm_rs tune", &q.bm, &q.bn);  // the op's GEMM
   q.op = c;
   q.op.reduce_blocks = gemm_rs_policy::reducer(c.reducer) == GemmRsReducer::kEpilogue
                            ? 0u

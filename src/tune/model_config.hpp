@@ -1,5 +1,5 @@
 // What the tune searches hand their plan models, derived from an op's configuration as the op
-// derives it. Internal to src/tune. (An all-gather's automatic choices: all_gather_policy::resolved.)
+// derives it. Internal to src/tune (and the tool's plan commands, above it). (An all-gather's automatic choices: all_gather_policy::resolved.)
 #pragma once
 
 #include <cstdint>
@@ -12,7 +12,7 @@
 namespace tilelink::detail {
 
 // The CTA tile of a GEMM kernel configuration named "<bm>x<bn>x<bk>_c<cm>x<cn>" (the names of
-// AgGemm::kernel_names() and MoeAgGroupGemm::kernel_names()).
+// AgGemm::kernel_names(), GemmRs::kernel_name() and MoeAgGroupGemm::kernel_names()).
 inline void kernel_tile(const std::string& name, const char* where, uint32_t* bm, uint32_t* bn) {
   unsigned m = 0, n = 0;
   // FP8 configurations start with the data type and scaling ("e4m3_row_128x128x128_c2x1").

@@ -110,12 +110,13 @@ expect 0 "communication" tune gemm_rs --dry-run --world 8
 expect 0 "communication" tune mlp --dry-run --world 8
 expect 0 "communication" tune moe --dry-run --world 8 --model deepseek-moe
 expect 0 "communication" tune sp_attention --dry-run --world 8 --seq 16384
-# FP8 (issue 22): the GEMM commands take --dtype and --scaling; the plan models them, the tune's
-# dry run (bf16's predictions) says it cannot.
+# FP8 (issue 22): the GEMM commands take --dtype and --scaling; the plan models them, and so does the
+# tune's dry run (the FP8 kernels as candidates, at the FP8 rate).
 expect 0 "e4m3 block scaling" plan ag_gemm --world 8 --dtype e4m3 --scaling block
 expect 0 "TFLOP/s e4m3" plan gemm_rs --world 8 --dtype e4m3
 expect 0 "e4m3 row scaling" plan mlp --world 8 --model llama3-70b --dtype e4m3 --scaling row
-expect 1 "predictions are bf16's" tune ag_gemm --dry-run --world 8 --dtype e4m3
+expect 0 "e4m3_block_128x128x128_c1x1" tune ag_gemm --dry-run --world 8 --dtype e4m3 --scaling block
+expect 0 "e4m3 (row scaling)" tune gemm_rs --dry-run --world 8 --dtype e4m3 --scaling row
 no_gpu bench gemm_rs --dtype e4m3 --scaling row
 no_gpu tune ag_gemm --dtype e4m3 --scaling block
 no_gpu trace gemm_rs --dtype e4m3

@@ -24,6 +24,7 @@ struct GemmRsTuneShape {
   uint32_t m = 8192, n = 8192, k_local = 3584;  // output rows over all ranks, columns, K per rank
   bool one_rank_per_gpu = false;               // the machine: the op's automatic reduction by it
   DType dtype = DType::kBf16;                  // e4m3: the FP8 kernel's tile and rate in the model
+  Fp8Scaling scaling = Fp8Scaling::kRow;       // e4m3: which FP8 kernel
 };
 
 using RankedGemmRsConfig = RankedConfig<GemmRsConfig>;

@@ -61,6 +61,10 @@ uint32_t gemm_rs_policy::reduce_blocks(uint32_t configured, int sm_budget, const
   return std::max(cluster, (wanted + cluster - 1) / cluster * cluster);
 }
 
+std::string GemmRs::kernel_name(DType dtype, Fp8Scaling scaling) {
+  return detail::sm90_gemm_rs_config(dtype, scaling).name;
+}
+
 std::vector<std::string> GemmRs::kernel_names() {
   std::vector<std::string> names;
   for (const auto& c : detail::sm90_gemm_rs_configs()) names.emplace_back(c.name);

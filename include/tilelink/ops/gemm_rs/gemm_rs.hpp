@@ -87,6 +87,9 @@ class GemmRs {
   static uint64_t buffer_rows(uint32_t m, int world);
   // The compiled kernel configurations: the bf16 one first, then e4m3's (one per scaling mode).
   static std::vector<std::string> kernel_names();
+  // The configuration the op runs for operands of `dtype` (and, e4m3, `scaling`): its name carries
+  // the tile, "[<dtype>_<scaling>_]<bm>x<bn>x<bk>_c<cm>x<cn>" (the plan and tune models read it).
+  static std::string kernel_name(DType dtype, Fp8Scaling scaling = Fp8Scaling::kRow);
 
   // Enqueues one call on every rank (fused: the GEMM on the compute stream, the reduction on the
   // comm stream; non-overlapped and decomposed: both on the compute stream, decomposed's copies on
