@@ -100,6 +100,26 @@ TEST(MoeRsStaged, TheStreamsPutsGiveTheSameSums) {
   }
 }
 
+// Timeout reports name what a channel carries: every channel of a staged plan gets words, and
+// each kind its own.
+TEST(MoeRsPlan, EveryChannelIsDescribed) {
+  MoeRsPlan plan;
+  plan.tokens = RowShardMapping{7, 3, 3};
+  plan.n = 8;
+  plan.bn = 3;
+  plan.max_tiles = 5;
+  plan.staged = true;
+  const auto text = [&](uint32_t ch) { return describe_moe_rs_channel(plan, ch); };
+  for (uint32_t ch = 0; ch < plan.num_channels(); ++ch) EXPECT_FALSE(text(ch).empty()) << ch;
+  EXPECT_NE(text(1).find("rank 1's arrival"), std::string::npos) << text(1);
+  EXPECT_NE(text(plan.tile_channel(4, 2)).find("tile row 4, column tile 2"), std::string::npos);
+  EXPECT_NE(text(plan.recv_channel(2, 1)).find("rank 2's combined rows of this rank's token block 1"),
+            std::string::npos) << text(plan.recv_channel(2, 1));
+  const std::string staged = text(plan.combined_channel(plan.tokens.channel(2, 0)));
+  EXPECT_NE(staged.find("owner rank 2"), std::string::npos) << staged;
+  EXPECT_NE(staged.find("tokens [14, 17)"), std::string::npos) << staged;
+}
+
 // Every item's count is the number of tiles that will arrive on it, and a tile arrives on the
 // blocks of its span: a tile of padding only reaches none, a span across owners reaches both.
 TEST(MoeRsEpilogue, ItemCountsAreTheTilesReachingEachBlock) {

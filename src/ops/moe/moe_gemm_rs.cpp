@@ -100,6 +100,36 @@ std::string check_mapping(const World& world, const MoeGemmRsArguments& a, uint3
 
 }  // namespace
 
+std::string describe_moe_rs_channel(const MoeRsPlan& plan, uint32_t ch) {
+  const uint32_t world = plan.world();
+  auto block = [&](uint32_t g) {
+    const RowRange rows = plan.tokens.rows_of_channel(g);
+    return "token block " + std::to_string(g) + " (tokens [" + std::to_string(rows.row0) + ", " +
+           std::to_string(rows.row0 + rows.rows) + "), owner rank " + std::to_string(plan.tokens.rank_of_channel(g)) +
+           ")";
+  };
+  if (ch < plan.tile_channel(0, 0)) {
+    return ch < world ? "the exit barrier: rank " + std::to_string(ch) +
+                            "'s arrival (that rank had not finished with this rank's slots)"
+                      : "the exit barrier: this rank's own combine blocks to finish";
+  }
+  if (ch < plan.recv_channel(0, 0)) {
+    const uint32_t i = ch - plan.tile_channel(0, 0);
+    return "the grouped GEMM's tile row " + std::to_string(i / plan.n_tiles()) + ", column tile " +
+           std::to_string(i % plan.n_tiles()) + " (its combine waits for it)";
+  }
+  if (ch < plan.recv_channel(world, 0)) {
+    const uint32_t i = (ch - plan.recv_channel(0, 0)) / plan.recv_columns;
+    const uint32_t c = (ch - plan.recv_channel(0, 0)) % plan.recv_columns;
+    const uint32_t sender = i / plan.tokens.chunks_per_rank(), b = i % plan.tokens.chunks_per_rank();
+    return "rank " + std::to_string(sender) + "'s combined rows of this rank's token block " + std::to_string(b) +
+           (plan.recv_columns > 1 ? ", column tile " + std::to_string(c) : std::string()) +
+           (plan.staged ? " (put by that rank's stream)" : " (stored by that rank's combine)");
+  }
+  return "this rank's combine of " + block(ch - plan.combined_channel(0)) +
+         " into its staging, before its stream puts it to the owner";
+}
+
 uint32_t MoeGemmRs::tile_m_of(const std::string& kernel) {
   return detail::moe_gemm_tile_m(kernel, "MoeGemmRs::tile_m_of");
 }
@@ -185,6 +215,7 @@ MoeGemmRs::MoeGemmRs(const World& world, SymmetricHeap& heap, SignalSet& signals
   // Auto: fused unless the tune cache (MoeLayer's) chose otherwise (no estimate: see MoeGemmRsConfig).
   method_ = args.config.method == OpMethod::kNonOverlapped ? OpMethod::kNonOverlapped : OpMethod::kFused;
   slice_ = signals.allocate(plan_.num_channels(), name);
+  slice_.set_describer([plan = plan_](uint32_t ch, int, int) { return describe_moe_rs_channel(plan, ch); });
   if (plan_.staged) send_ = heap.allocate(uint64_t(args.tokens_per_rank) * world.size() * args.n * 2);
   if (args.combine_streams != nullptr) {
     combine_streams_ = args.combine_streams;

@@ -48,6 +48,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 
 #include "tilelink/comm/protocol_common.hpp"
 #include "tilelink/mapping/mapping.hpp"
@@ -112,6 +113,11 @@ struct MoeRsPlan {
   }
   TL_HOST_DEVICE uint32_t combine_keys() const { return tokens.chunks_per_rank() * world(); }
 };
+
+// What channel `channel` of a slice with `plan` carries, in words, for timeout reports (the op's
+// slice describer): the exit barrier, a GEMM tile, a sender's part of a token block, or a staged
+// block of this rank's combine.
+std::string describe_moe_rs_channel(const MoeRsPlan& plan, uint32_t channel);
 
 // Combine blocks of one rank (see the top): round by round, combine(owner, rows) stores the
 // weighted top-k sums of the token rows `rows` (global numbering) into the owner's slot of this
