@@ -182,6 +182,49 @@ INSTANTIATE_TEST_SUITE_P(
                              GemmArSchedule::kFused}),
     [](const auto& info) { return std::string(info.param.name); });
 
+// The test's own reference on the shapes GEMM+AR's process cases use, against the host in fp64: at 3
+// processes sharing the GPU under MPS those cases saw cuBLAS give whole tiles of one rank's inputs for
+// every rank's (docs/PERF.md, 2026-12-05 thirteenth session). Run alone at 3 processes with
+// `tilelink launch --nproc 3 --mps -- tilelink_process_tests --gtest_filter='ProcessReference.*'`.
+TEST(ProcessReference, CublasMatchesTheHostOnEachRanksInputs) {
+  const int dev = world().device(me());
+  const uint32_t n = 264, k = 256;
+  CublasHandle cublas;
+  for (uint32_t m : {7u, 136u}) {
+    DeviceBuffer a(size_t(m) * k * 2, dev), b(size_t(n) * k * 2, dev), ref(size_t(m) * n * 4, dev);
+    for (int p = 0; p < world().size(); ++p) {
+      SCOPED_TRACE("m " + std::to_string(m) + ", rank " + std::to_string(p) + "'s inputs");
+      auto rng = shared_rng(950 + p, m);
+      const auto a_p = random_bf16(size_t(m) * k, rng);
+      const auto b_p = random_bf16(size_t(n) * k, rng);
+      upload(a.get(), a_p.data(), a.bytes());
+      upload(b.get(), b_p.data(), b.bytes());
+      poison(ref.get(), ref.bytes());
+      cublas_reference(cublas.get(), a.get(), b.get(), ref.get<float>(), m, n, k);
+      settle();
+      const auto got = download<float>(ref.get(), size_t(m) * n);
+      size_t bad = 0, at = 0;
+      double want_at = 0;
+      for (uint32_t i = 0; i < m; ++i) {
+        for (uint32_t j = 0; j < n; ++j) {
+          double want = 0, mag = 0;
+          for (uint32_t kk = 0; kk < k; ++kk) {
+            const double x = double(__bfloat162float(a_p[size_t(i) * k + kk])) * __bfloat162float(b_p[size_t(j) * k + kk]);
+            want += x;
+            mag += std::fabs(x);
+          }
+          if (!(std::fabs(got[size_t(i) * n + j] - want) <= 1e-4 * mag + 1e-6) && bad++ == 0) {
+            at = size_t(i) * n + j;
+            want_at = want;
+          }
+        }
+      }
+      EXPECT_EQ(bad, 0u) << bad << " elements differ, the first row " << at / n << " col " << at % n << ": cuBLAS "
+                         << got[at] << ", host " << want_at;
+    }
+  }
+}
+
 // Under put_signal, kernels that load or store peers' memory themselves are refused by name (and a
 // call captured into a CUDA graph); the copy-engine paths are not.
 TEST(ProcessTransportRefusals, KernelsThatReachPeersThemselves) {
