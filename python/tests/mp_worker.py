@@ -418,7 +418,8 @@ def check_fp8(rank, size, group, call, m_per_rank, n, k, scaling):
 def put_signal_only(rank, size, group):
     """TILELINK_TRANSPORT=put_signal: every put and signal to a peer through NVSHMEM. ag_gemm and
     sp_attention (copy-engine all-gathers), gemm_rs, mlp and gemm_rs_fp8 (the copy-engine scatter),
-    gemm_ar (its copy-engine path) and moe (the staged combine) against torch."""
+    gemm_ar (its copy-engine path) and moe (the staged combine) against torch; then the captured
+    step and the captured mlp, replayed."""
     for call in range(4):
         g = torch.Generator(device="cuda").manual_seed(3000 + call)
         check_ag_gemm(rank, size, group, call, [256, 7][call % 2], 264, 200, g)
@@ -434,6 +435,10 @@ def put_signal_only(rank, size, group):
     dist.barrier()
     print(f"rank {rank} of {size}: ag_gemm, sp_attention, gemm_rs, mlp, gemm_ar, moe and FP8 match torch over "
           "put_signal", flush=True)
+    # Captured under put_signal: each replay's call barrier reaches the peers by NVSHMEM signal ops.
+    graph_replays(group, rank, size)
+    mlp_graph_replays(group, rank, size)
+    print(f"rank {rank} of {size}: captured steps match torch over put_signal", flush=True)
     dist.destroy_process_group()
     return 0
 

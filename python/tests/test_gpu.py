@@ -71,10 +71,13 @@ def torchrun(nproc, env, timeout=600, command=(sys.executable, str(WORKER))):
 @pytest.mark.parametrize("nproc", [2, 3])
 def test_put_signal_transport_under_torchrun(nproc):
     """TILELINK_TRANSPORT=put_signal: every operator (ag_gemm, sp_attention, gemm_rs, mlp, gemm_ar, moe, the
-    FP8 ops) through NVSHMEM's put-with-signal (their copy-engine paths and the staged MoE combine)."""
+    FP8 ops) through NVSHMEM's put-with-signal (their copy-engine paths and the staged MoE combine), no
+    peer's memory mapped (as on another node); then a step and the mlp captured in CUDA graphs and
+    replayed."""
     proc = torchrun(nproc, {**os.environ, "TILELINK_WAIT_TIMEOUT_MS": "20000", "TILELINK_TRANSPORT": "put_signal"})
     assert proc.returncode == 0, f"torchrun --nproc-per-node {nproc} exited {proc.returncode}"
     assert proc.stdout.count("ag_gemm, sp_attention, gemm_rs, mlp, gemm_ar, moe and FP8 match torch over put_signal") == nproc
+    assert proc.stdout.count("captured steps match torch over put_signal") == nproc
 
 
 @requires_gpu

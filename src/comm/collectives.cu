@@ -142,8 +142,8 @@ AllGather::AllGather(const World& world, SymmetricHeap& heap, SignalSet& signals
   const uint32_t budget = static_cast<uint32_t>(world.sm_budget(0));
   num_blocks_ = args.config.num_blocks != 0 ? args.config.num_blocks
                                             : std::clamp(plan_.num_items(), 1u, budget);
-  for (int r = 0; r < world.size(); ++r) {
-    gathered_.push_back(static_cast<char*>(args.gathered->data(r)) + args.gathered_offset);
+  for (int r = 0; r < world.size(); ++r) {  // the ranks this process drives (another process's: unmapped)
+    gathered_.push_back(world.is_local(r) ? static_cast<char*>(args.gathered->data(r)) + args.gathered_offset : nullptr);
   }
   if (args.config.resource == CommResource::kSm) {
     world.preload_kernel(args.config.path == DataPath::kBulk ? all_gather_kernel<true> : all_gather_kernel<false>);

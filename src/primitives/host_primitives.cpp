@@ -33,6 +33,7 @@ const char* to_string(Transport t) {
   switch (t) {
     case Transport::kLoadStore: return "load_store";
     case Transport::kPutSignal: return "put_signal";
+    case Transport::kAuto: return "auto";
   }
   return "unknown";
 }

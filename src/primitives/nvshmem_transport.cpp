@@ -41,4 +41,15 @@ void nvshmem_signal_set(cudaStream_t stream, uint64_t* signal, uint64_t value, i
   TL_CUDA_CHECK(cudaPeekAtLastError());
 }
 
+void nvshmem_signal_peers(cudaStream_t stream, uint64_t* signal, uint64_t value, NotifyMode mode, int me, int size) {
+  const int op = mode == NotifyMode::kAdd ? NVSHMEM_SIGNAL_ADD : NVSHMEM_SIGNAL_SET;
+  nvshmemx_quiet_on_stream(stream);
+  TL_CUDA_CHECK(cudaPeekAtLastError());
+  for (int pe = 0; pe < size; ++pe) {
+    if (pe == me) continue;
+    nvshmemx_signal_op_on_stream(signal, value, op, pe, stream);
+    TL_CUDA_CHECK(cudaPeekAtLastError());
+  }
+}
+
 }  // namespace tilelink::detail

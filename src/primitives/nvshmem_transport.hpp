@@ -7,6 +7,7 @@
 
 #include <cstdint>
 
+#include "tilelink/primitives/signal.hpp"
 #include "tilelink/primitives/symmetric.hpp"
 
 namespace tilelink::detail {
@@ -20,5 +21,10 @@ void nvshmem_put_rows_signal(cudaStream_t stream, void* dst, const void* src, ui
 // `pe`'s copy of the symmetric word `signal` set to `value`, after every put `stream` enqueued
 // before it is delivered.
 void nvshmem_signal_set(cudaStream_t stream, uint64_t* signal, uint64_t value, int pe);
+
+// Every PE's copy of `signal` but `me`'s (of `size` PEs) set to `value` (kSet) or raised by it
+// (kAdd), after every put `stream` enqueued before it is delivered: a barrier's arrival announced
+// to every peer.
+void nvshmem_signal_peers(cudaStream_t stream, uint64_t* signal, uint64_t value, NotifyMode mode, int me, int size);
 
 }  // namespace tilelink::detail

@@ -7,6 +7,7 @@
 
 #include <cstdint>
 
+#include "tilelink/primitives/host.hpp"
 #include "tilelink/primitives/signal.hpp"
 #include "tilelink/runtime/world.hpp"
 
@@ -14,8 +15,10 @@ namespace tilelink::detail {
 
 // `slice` is the rank's device view of the slice; its storage holds `stride` channels, then
 // `stride` barrier counters (peers add into them), then `stride` local pass counts
-// (SignalSet::kArrays). Enqueued on `stream`; checked.
-void launch_call_barrier(const SignalView& slice, uint32_t stride, cudaStream_t stream);
+// (SignalSet::kArrays). Under kLoadStore the kernel adds into the peers' counters itself; under
+// kPutSignal (no peer mapped) NVSHMEM's stream signal ops add them, before each of the kernel's
+// two halves. Enqueued on `stream` (capturable either way); checked.
+void launch_call_barrier(const SignalView& slice, uint32_t stride, Transport transport, cudaStream_t stream);
 
 // Loads the kernel on every rank's device now (lazy loading is not allowed under capture).
 void preload_call_barrier(const World& world);

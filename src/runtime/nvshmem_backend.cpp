@@ -79,6 +79,31 @@ void* peer_pointer(void* local, int pe) { return nvshmem_ptr(local, pe); }
 
 void barrier_all() { nvshmem_barrier_all(); }
 
+std::vector<uint64_t> all_gather_word(uint64_t mine, const std::string& what) {
+  const size_t n = static_cast<size_t>(g_size);
+  auto* slots = static_cast<uint64_t*>(malloc(sizeof(uint64_t) * n, what));  // collective, with a barrier
+  TL_CUDA_CHECK(cudaMemcpy(slots + g_rank, &mine, sizeof(mine), cudaMemcpyHostToDevice));
+  cudaStream_t stream = nullptr;
+  TL_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  // NVSHMEM's stream operations return nothing: a failure to enqueue shows as the CUDA runtime's
+  // last error, checked after each.
+  for (int pe = 0; pe < g_size; ++pe) {
+    if (pe == g_rank) continue;
+    nvshmemx_putmem_on_stream(slots + g_rank, slots + g_rank, sizeof(uint64_t), pe, stream);
+    TL_CUDA_CHECK(cudaPeekAtLastError());
+  }
+  nvshmemx_quiet_on_stream(stream);
+  TL_CUDA_CHECK(cudaPeekAtLastError());
+  const cudaError_t done = cudaStreamSynchronize(stream);
+  cudaStreamDestroy(stream);
+  TL_CUDA_CHECK(done);
+  nvshmem_barrier_all();  // every PE's puts delivered
+  std::vector<uint64_t> all(n);
+  TL_CUDA_CHECK(cudaMemcpy(all.data(), slots, sizeof(uint64_t) * n, cudaMemcpyDeviceToHost));
+  free(slots);  // collective: every PE, before any of them acts on the answer
+  return all;
+}
+
 }  // namespace detail::nvshmem
 
 UniqueId make_unique_id() {

@@ -5,7 +5,9 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <string>
+#include <vector>
 
 #include "tilelink/runtime/world.hpp"
 
@@ -25,5 +27,8 @@ void free(void* p);
 void* peer_pointer(void* local, int pe);
 // Host barrier over every PE (all of this process's prior NVSHMEM operations complete first).
 void barrier_all();
+// Collective: every PE's `mine`, in PE order. Moved by NVSHMEM puts into a symmetric array, so it
+// needs no load/store mapping of any peer (a PE on another node takes part alike).
+std::vector<uint64_t> all_gather_word(uint64_t mine, const std::string& what);
 
 }  // namespace tilelink::detail::nvshmem

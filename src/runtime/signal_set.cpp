@@ -37,14 +37,6 @@ SignalSlice::~SignalSlice() {
 uint64_t SignalSlice::begin_call() {
   TL_REQUIRE(set_ != nullptr, "SignalSlice::begin_call", "this", "empty slice", "a slice from SignalSet");
   if (!replayable_ && set_->capturing()) {
-    const World& world = set_->heap_->world();
-    if (world.transport() == Transport::kPutSignal && world.size() > 1) {
-      // A replayable call starts with the call-barrier kernel, which stores into every peer.
-      detail::throw_invalid_argument("SignalSlice::begin_call", "transport", "put_signal",
-                                     "load_store for a call captured into a CUDA graph (the replayed call's "
-                                     "barrier kernel stores into peers; under put_signal peers are reached only "
-                                     "through NVSHMEM): run the call uncaptured, or set TILELINK_TRANSPORT=load_store");
-    }
     replayable_ = true;
     set_->heap_->world().errors().forget_stream_waits(op_id_);
   }
@@ -104,7 +96,9 @@ SignalSet::SignalSet(SymmetricHeap& heap, uint32_t num_channels)
   const size_t bytes = sizeof(uint64_t) * kArrays * num_channels;
   storage_ = heap.allocate(bytes);
   const int n = world.size();
-  for (int r = 0; r < n; ++r) host_tables_.push_back(storage_.as<uint64_t>(r));
+  for (int r = 0; r < n; ++r) {  // a peer under put_signal is not mapped: null in the tables
+    host_tables_.push_back(heap.base(r) == nullptr ? nullptr : storage_.as<uint64_t>(r));
+  }
   device_tables_.assign(n, nullptr);
   for (int r : world.local_ranks()) {
     world.set_device(r);
@@ -222,7 +216,7 @@ void SignalSet::reset_for_call(const SignalSlice& slice) {
     if (may_join(world.compute_stream(r), world.comm_stream(r))) world.compute_after_comm(r);
     SignalView v = slice.make_view(r, true);
     v.kernel_id = barrier_kernel_id_;
-    detail::launch_call_barrier(v, num_channels_, world.compute_stream(r));
+    detail::launch_call_barrier(v, num_channels_, world.transport(), world.compute_stream(r));
   }
 }
 

@@ -40,7 +40,11 @@ void SymmetricBuffer::release() {
 
 void* SymmetricBuffer::data(int rank) const {
   TL_REQUIRE(heap_ != nullptr, "SymmetricBuffer::data", "this", "empty buffer", "an allocated buffer");
-  return heap_->base(rank) + offset_;
+  char* base = heap_->base(rank);
+  TL_REQUIRE(base != nullptr, "SymmetricBuffer::data", "rank", rank,
+             "a rank whose memory this process maps: under the put_signal transport a peer's copy is reached "
+             "only through NVSHMEM (rank_put_signal with this rank's address), never by a pointer");
+  return base + offset_;
 }
 
 // ---- SymmetricHeap ---------------------------------------------------------------------------------
@@ -57,18 +61,24 @@ SymmetricHeap::SymmetricHeap(const World& world, size_t capacity_per_rank)
   for (int r = 1; r < n && one_device; ++r) one_device = world.device(r) == world.device(0);
   try {
     if (process) {
-      // One NVSHMEM allocation per process (collective); every peer's twin mapped into this one.
+      // One NVSHMEM allocation per process (collective); every peer's twin mapped into this one,
+      // except under put_signal, where peers are reached only through NVSHMEM's puts and signals
+      // (a peer on another node cannot be mapped): their bases stay null, so a kernel or host path
+      // that would load or store a peer's memory faults or is refused instead of working on one
+      // node only.
       const int me = world.local_ranks().front();
       world.set_device(me);
       void* mine = detail::nvshmem::malloc(capacity_, "SymmetricHeap (rank " + std::to_string(me) + "'s segment, " +
                                                           format_bytes(capacity_) + ")");
       nvshmem_segment_ = mine;
+      const bool map_peers = world.transport() != Transport::kPutSignal;
       for (int r = 0; r < n; ++r) {
+        if (r != me && !map_peers) continue;
         bases_[r] = static_cast<char*>(r == me ? mine : detail::nvshmem::peer_pointer(mine, r));
-        if (bases_[r] == nullptr) {
+        if (bases_[r] == nullptr) {  // the world chose load_store because every peer was mapped
           throw Error("SymmetricHeap: rank " + std::to_string(r) + "'s segment is not reachable by load/store from rank " +
-                      std::to_string(me) + " (another node): TileLink's put-with-signal path for such peers is " +
-                      "not built yet; run the ranks of one world on one NVLink domain");
+                      std::to_string(me) + " although the world's transport is load_store: expected every peer " +
+                      "mapped (TILELINK_TRANSPORT=put_signal or auto reaches peers through NVSHMEM)");
         }
       }
     } else if (one_device) {

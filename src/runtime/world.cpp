@@ -35,6 +35,15 @@ struct World::Impl {
   uint64_t** barrier_peers = nullptr;
   uint64_t barrier_passes = 0;
   SignalView barrier_view;  // the slots as the barrier kernel sees them (its own bound)
+  bool maps_every_peer = true;  // nvshmem_ptr mapped every peer's slots into this process
+
+  // Under put_signal no peer is reached by load/store: the barrier's table keeps this rank's own
+  // slots only (the heap and signal sets do the same), so a stray peer access faults at once.
+  void unmap_barrier_peers(int rank, int size) {
+    std::vector<uint64_t*> peers(static_cast<size_t>(size), nullptr);
+    peers[static_cast<size_t>(rank)] = barrier_slots;
+    TL_CUDA_CHECK(cudaMemcpy(barrier_peers, peers.data(), sizeof(uint64_t*) * peers.size(), cudaMemcpyHostToDevice));
+  }
 
   // The first local rank on `r`'s device (it owns the device's watch stream).
   int first_on_device(int r) const {
@@ -99,9 +108,7 @@ struct World::Impl {
     std::vector<uint64_t*> peers(static_cast<size_t>(size));
     for (int p = 0; p < size; ++p) {
       peers[p] = static_cast<uint64_t*>(p == rank ? barrier_slots : detail::nvshmem::peer_pointer(barrier_slots, p));
-      TL_REQUIRE(peers[p] != nullptr, "World::process", "rank", p,
-                 "a rank this GPU reaches by load/store (World::barrier's slots; ranks on other nodes need the "
-                 "put-with-signal path, not built yet)");
+      maps_every_peer = maps_every_peer && peers[p] != nullptr;
     }
     barrier_peers = static_cast<uint64_t**>(device_malloc(
         sizeof(uint64_t*) * static_cast<size_t>(size), device, "World::barrier's peer table (rank " + std::to_string(rank) + ")"));
@@ -271,7 +278,7 @@ World World::process(const ProcessRank& me, const UniqueId& id, WorldOptions opt
              "a device in [0, " + std::to_string(count) + ")");
   require_hardware_queues("World::process", me.device, hardware_queues_needed(1), 1);
   TL_CUDA_CHECK(cudaSetDevice(me.device));
-  const Transport transport = detail::transport_from_env(options.transport);  // a bad value: before any collective step
+  const Transport requested = detail::transport_from_env(options.transport);  // a bad value: before any collective step
   detail::nvshmem::init(me.rank, me.size, id);
 
   int sms = 0;
@@ -282,7 +289,6 @@ World World::process(const ProcessRank& me, const UniqueId& id, WorldOptions opt
   // kernels sized to it stay resident next to their peers'.
   auto w = std::make_unique<Impl>();
   w->mode = WorldMode::kProcess;
-  w->transport = transport;
   w->devices.assign(me.size, -1);
   w->devices[me.rank] = me.device;
   w->num_sms.assign(me.size, sms);
@@ -291,7 +297,8 @@ World World::process(const ProcessRank& me, const UniqueId& id, WorldOptions opt
   w->create_streams();
   w->errors = std::make_unique<ErrorChannel>(me.device, timeout_from_env(options.wait_timeout_ns));
   w->create_barrier(me.rank, me.size, me.device, timeout_from_env(options.barrier_timeout_ns, "TILELINK_BARRIER_TIMEOUT_MS"));
-  detail::check_same_transport(me.rank, me.size, transport);
+  w->transport = detail::decide_transport(me.rank, me.size, requested, w->maps_every_peer);
+  if (w->transport == Transport::kPutSignal) w->unmap_barrier_peers(me.rank, me.size);
   World world(std::move(w));
   detail::preload_world_barrier(world);
   return world;
@@ -373,7 +380,7 @@ void World::barrier() const {
   // arrives ends in a TimeoutError naming it, not in a hang.
   const int me = impl_->local.front();
   set_device(me);
-  detail::launch_world_barrier(impl_->barrier_view, impl_->barrier_passes + 1, impl_->compute[me]);
+  detail::launch_world_barrier(impl_->barrier_view, impl_->barrier_passes + 1, impl_->transport, impl_->compute[me]);
   ++impl_->barrier_passes;  // only once the arrival is enqueued: every process counts alike
   synchronize();
 }

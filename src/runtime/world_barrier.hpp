@@ -15,8 +15,11 @@ namespace tilelink::detail {
 
 // `slots` is the rank's view of the barrier's slot arrays: channel p of rank q holds the number of
 // barriers rank p has entered, as seen by q (num_channels == world, first == 0). `pass` counts this
-// process's barriers, from 1; every rank calls the barrier the same number of times. Checked.
-void launch_world_barrier(const SignalView& slots, uint64_t pass, cudaStream_t stream);
+// process's barriers, from 1; every rank calls the barrier the same number of times. Under
+// kLoadStore the kernel stores the arrival into every peer's slots (slots.peer_channels); under
+// kPutSignal NVSHMEM's stream signal ops set them (no peer is mapped) and the kernel sets this
+// rank's own slot and waits. Checked.
+void launch_world_barrier(const SignalView& slots, uint64_t pass, Transport transport, cudaStream_t stream);
 
 // Loads the kernel now: a first launch during a peer's spin could wait for it (lazy loading).
 void preload_world_barrier(const World& world);

@@ -6,7 +6,9 @@
 #include <cstdlib>
 #include <random>
 #include <string>
+#include <vector>
 
+#include "runtime/world_transport.hpp"
 #include "tilelink/core/error.hpp"
 #include "tilelink/runtime/world.hpp"
 
@@ -134,6 +136,70 @@ TEST(FromLauncher, UnderTorchrunNamesABadPortAndAMissingPlugin) {
   }
   EXPECT_NE(why.find("/nonexistent/libtilelink_torchrun.so: no such file"), std::string::npos) << why;
   EXPECT_NE(why.find("tilelink launch"), std::string::npos) << why;
+}
+
+// A process world's transport, as every process decides it from every process's word: auto is
+// load_store on one node and put_signal as soon as any process cannot map a peer (another node),
+// load_store with an unmapped peer and requests that differ are refused naming the rank, and the
+// answer is the same whichever process applies the rule.
+TEST(TransportChoice, AutoFollowsTheMappingsAndRefusalsNameTheRank) {
+  using detail::resolve_transport;
+  using detail::transport_word;
+  std::mt19937 rng(11);
+  for (int world = 1; world <= 8; ++world) {
+    for (int trial = 0; trial < 20; ++trial) {
+      const int unmapped = std::uniform_int_distribution<int>(-1, world - 1)(rng);  // -1: one node
+      const Transport asked = std::uniform_int_distribution<int>(0, 2)(rng) == 0   ? Transport::kLoadStore
+                              : std::uniform_int_distribution<int>(0, 1)(rng) == 0 ? Transport::kPutSignal
+                                                                                   : Transport::kAuto;
+      std::vector<uint64_t> words;
+      for (int p = 0; p < world; ++p) words.push_back(transport_word(asked, p != unmapped));
+      for (int rank = 0; rank < world; ++rank) {
+        SCOPED_TRACE("world " + std::to_string(world) + ", rank " + std::to_string(rank) + ", asked " +
+                     to_string(asked) + ", unmapped " + std::to_string(unmapped));
+        if (asked == Transport::kLoadStore && unmapped >= 0) {
+          const std::string why = refusal([&] { resolve_transport(words, rank); });
+          EXPECT_NE(why.find("rank " + std::to_string(unmapped) + " cannot map"), std::string::npos) << why;
+          EXPECT_NE(why.find("put_signal or auto"), std::string::npos) << why;
+          continue;
+        }
+        const Transport want = asked == Transport::kAuto
+                                   ? (unmapped < 0 ? Transport::kLoadStore : Transport::kPutSignal)
+                                   : asked;
+        EXPECT_EQ(resolve_transport(words, rank), want);
+      }
+    }
+  }
+  // Requests that differ: refused in every process, naming the other rank's request.
+  const std::vector<uint64_t> mixed = {transport_word(Transport::kAuto, true), transport_word(Transport::kAuto, true),
+                                       transport_word(Transport::kPutSignal, true)};
+  for (int rank = 0; rank < 2; ++rank) {
+    const std::string why = refusal([&] { resolve_transport(mixed, rank); });
+    EXPECT_NE(why.find("rank 2 for put_signal"), std::string::npos) << why;
+  }
+  EXPECT_NE(refusal([&] { resolve_transport(mixed, 2); }).find("rank 0 for auto"), std::string::npos);
+  EXPECT_NE(refusal([&] { resolve_transport(mixed, 3); }).find("'rank' = 3"), std::string::npos);
+}
+
+// TILELINK_TRANSPORT names the request (auto among them) and a bad value is refused before any
+// collective step.
+TEST(TransportChoice, EnvironmentNamesTheRequest) {
+  const char* saved = std::getenv("TILELINK_TRANSPORT");
+  const std::string keep = saved != nullptr ? saved : "";
+  unsetenv("TILELINK_TRANSPORT");
+  EXPECT_EQ(detail::transport_from_env(Transport::kAuto), Transport::kAuto);
+  setenv("TILELINK_TRANSPORT", "auto", 1);
+  EXPECT_EQ(detail::transport_from_env(Transport::kLoadStore), Transport::kAuto);
+  setenv("TILELINK_TRANSPORT", "put_signal", 1);
+  EXPECT_EQ(detail::transport_from_env(Transport::kAuto), Transport::kPutSignal);
+  setenv("TILELINK_TRANSPORT", "nvlink", 1);
+  const std::string why = refusal([] { detail::transport_from_env(Transport::kAuto); });
+  EXPECT_NE(why.find("load_store, put_signal or auto"), std::string::npos) << why;
+  if (saved != nullptr) {
+    setenv("TILELINK_TRANSPORT", keep.c_str(), 1);
+  } else {
+    unsetenv("TILELINK_TRANSPORT");
+  }
 }
 
 }  // namespace

@@ -25,6 +25,7 @@
 #include "tilelink/ops/ag_gemm/ag_gemm.hpp"
 #include "tilelink/ops/attention/sp_attention.hpp"
 #include "tilelink/ops/gemm_rs/gemm_rs.hpp"
+#include "tilelink/primitives/host.hpp"
 #include "tilelink/runtime/signal_set.hpp"
 #include "tilelink/runtime/symmetric_heap.hpp"
 
@@ -95,15 +96,55 @@ TEST(ProcessWorld, DrivesOnlyItsOwnRank) {
   }
 }
 
-TEST(ProcessWorld, HeapMapsEveryPeersSegment) {
+// Every rank's word reaches every peer's copy of one allocation through the world's transport
+// (rank_put_signal: a copy to the mapped peer under load_store, NVSHMEM's put-with-signal under
+// put_signal). Under load_store every peer's segment is mapped and read back by pointer; under
+// put_signal no peer is mapped (as on another node): the heap's base is null and data() refuses by
+// name. Without TILELINK_TRANSPORT the world's auto choice on one node is load_store.
+TEST(ProcessWorld, HeapReachesEveryPeersSegment) {
+  const int w = world().size();
+  constexpr uint32_t kSlot = 16;  // one word per rank, 16 bytes apart
   SymmetricHeap heap(world(), 1 << 20);
-  SymmetricBuffer buf = heap.allocate(4096);
-  const uint32_t mine = 0xC0DE0000u + static_cast<uint32_t>(me());
-  upload(buf.data(me()), &mine, sizeof(mine));
-  world().barrier();
-  for (int r = 0; r < world().size(); ++r) {
+  SignalSet signals(heap, 64);
+  SignalSlice slice = signals.slice(0, static_cast<uint32_t>(w), "process_heap_reach");
+  SymmetricBuffer buf = heap.allocate(size_t(kSlot) * size_t(w));
+  if (std::getenv("TILELINK_TRANSPORT") == nullptr) {
+    EXPECT_EQ(world().transport(), Transport::kLoadStore) << "auto: every peer is mapped on one node";
+  }
+  char* mine = static_cast<char*>(buf.data(me())) + size_t(kSlot) * size_t(me());
+  std::vector<uint32_t> word(kSlot / 4, 0u);
+  word[0] = 0xC0DE0000u + static_cast<uint32_t>(me());
+  poison(buf.data(me()), buf.bytes());
+  upload(mine, word.data(), kSlot);
+  world().barrier();  // every rank's poison in place before any put lands
+  slice.begin_call();
+  const SignalView sig = slice.host_view(me());
+  const cudaStream_t stream = world().compute_stream(me());
+  for (int p = 0; p < w; ++p) {  // channel q of every rank: rank q's word has landed there
+    if (p != me()) {
+      rank_put_signal(stream, heap.host_view(me()), mine, mine, kSlot, TileShape{1, kSlot}, sig,
+                      static_cast<uint32_t>(me()), p, world().transport());
+    }
+  }
+  for (int q = 0; q < w; ++q) {
+    if (q != me()) rank_wait(stream, sig, static_cast<uint32_t>(q), 1);
+  }
+  world().synchronize();
+  const auto got = download<uint32_t>(buf.data(me()), buf.bytes() / 4);
+  for (int q = 0; q < w; ++q) {
+    EXPECT_EQ(got[size_t(q) * kSlot / 4], 0xC0DE0000u + static_cast<uint32_t>(q)) << "rank " << me() << ", rank " << q << "'s word";
+  }
+  world().barrier();  // every rank's words in place everywhere
+  for (int r = 0; r < w; ++r) {
+    if (r == me()) continue;
+    if (world().transport() == Transport::kPutSignal) {
+      EXPECT_EQ(heap.base(r), nullptr) << "under put_signal rank " << me() << " maps rank " << r << "'s segment";
+      EXPECT_TRUE(throws_invalid_argument([&] { (void)buf.data(r); }, "put_signal"));
+      continue;
+    }
     uint32_t seen = 0;
-    TL_CUDA_CHECK(cudaMemcpy(&seen, buf.data(r), sizeof(seen), cudaMemcpyDefault));
+    TL_CUDA_CHECK(cudaMemcpy(&seen, static_cast<char*>(buf.data(r)) + size_t(kSlot) * size_t(r), sizeof(seen),
+                             cudaMemcpyDefault));
     EXPECT_EQ(seen, 0xC0DE0000u + static_cast<uint32_t>(r)) << "rank " << me() << " reading rank " << r;
   }
   world().barrier();
@@ -474,7 +515,8 @@ class DeviceIdleAfterEachTest : public ::testing::EmptyTestEventListener {
 }  // namespace tilelink::test::process
 
 int main(int argc, char** argv) {
-  // One JUnit file per rank: process_<size>_rank_<rank>.xml in TILELINK_PROCESS_RESULTS. Set before
+  // One JUnit file per rank: process_[fault_][put_signal_]<size>_rank_<rank>.xml in
+  // TILELINK_PROCESS_RESULTS. Set before
   // InitGoogleTest, which installs the XML printer from the flag (a --gtest_output still wins).
   // The fault tests (a rank that never arrives) kill the waiters' CUDA contexts: they run only in
   // launches of their own (TILELINK_PROCESS_FAULT), and those run nothing else.
@@ -483,9 +525,8 @@ int main(int argc, char** argv) {
     const char* rank = std::getenv("RANK");
     const char* size = std::getenv("WORLD_SIZE");
     const char* transport = std::getenv("TILELINK_TRANSPORT");
-    const std::string kind = fault_mode                                                  ? "/process_fault_"
-                             : transport != nullptr && std::string(transport) == "put_signal" ? "/process_put_signal_"
-                                                                                              : "/process_";
+    const bool put_signal = transport != nullptr && std::string(transport) == "put_signal";
+    const std::string kind = std::string(fault_mode ? "/process_fault_" : "/process_") + (put_signal ? "put_signal_" : "");
     GTEST_FLAG_SET(output, std::string("xml:") + dir + kind + (size ? size : "1") + "_rank_" + (rank ? rank : "0") +
                                ".xml");
   }

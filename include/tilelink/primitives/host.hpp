@@ -45,8 +45,11 @@ enum class Transport : uint32_t {
   kPutSignal = 1,  // NVSHMEM's stream-ordered put-with-signal and signal ops (any PE it reaches,
                    // another node included); the slice's channels and the data's destination
                    // must be in NVSHMEM's symmetric heap (a process world's SymmetricHeap)
+  kAuto = 2,       // a World option only (WorldOptions::transport): kLoadStore when every peer is
+                   // mapped, else kPutSignal; World::transport() is never kAuto, and the
+                   // primitives treat it as kLoadStore
 };
-const char* to_string(Transport t);  // "load_store", "put_signal"
+const char* to_string(Transport t);  // "load_store", "put_signal", "auto"
 
 // Store the call's epoch into `channel` in `peer`'s memory once all earlier work on `stream`
 // has completed (cuStreamWriteValue64, default flags: a release of that work). kSet only: stream

@@ -37,7 +37,9 @@ class SignalSlice {
   // call -- captured or not -- uses epoch 1, and begin_call enqueues on each rank's compute stream
   // (after the rank's comm stream, where the capture allows) a small kernel that waits until every
   // rank has entered the call, zeroes this rank's channels of the slice, and waits again until
-  // every rank has zeroed them. The barriers' waits are bounded like every device wait
+  // every rank has zeroed them. Under the put_signal transport the arrivals at the peers are
+  // NVSHMEM's stream signal ops (no peer is mapped), enqueued before each half of the kernel, and
+  // are captured with it. The barriers' waits are bounded like every device wait
   // (WaitKind::kCallBarrier). A stream memop wait (rank_wait) of a replayable slice is not
   // watched by World::synchronize: its channel takes the same value in every call.
   //

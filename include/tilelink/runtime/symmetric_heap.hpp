@@ -3,7 +3,7 @@
 // ranks' segment bases (SymmetricView::peer_bases) for the device primitives.
 //
 // In a process world (World::process) each process's segment is an NVSHMEM allocation and its
-// peers' segments are mapped by nvshmem_ptr; constructing and destroying a heap are then
+// peers' segments are mapped by nvshmem_ptr (not under put_signal: see base()); constructing and destroying a heap are then
 // collective (every process, same capacity, same order), and so is allocate(): every process makes
 // the same allocations in the same order, so that one offset names the same object everywhere.
 #pragma once
@@ -31,7 +31,8 @@ class SymmetricBuffer {
   size_t offset() const { return offset_; }
   size_t bytes() const { return bytes_; }
   bool valid() const { return heap_ != nullptr; }
-  // This allocation in `rank`'s segment.
+  // This allocation in `rank`'s segment. InvalidArgument for a peer this process does not map (a
+  // process world under put_signal).
   void* data(int rank) const;
   template <class T>
   T* as(int rank) const {
@@ -64,6 +65,8 @@ class SymmetricHeap {
   const World& world() const { return *world_; }
   size_t capacity() const { return capacity_; }
   size_t bytes_free() const;
+  // `rank`'s segment as this process maps it; null for a peer under the put_signal transport (a
+  // process world reaches peers only through NVSHMEM then, as it must on another node).
   char* base(int rank) const;
   // Device view for kernels of `rank` (peer table in rank's device memory).
   SymmetricView device_view(int rank) const;

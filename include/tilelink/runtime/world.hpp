@@ -37,11 +37,15 @@ struct WorldOptions {
   uint64_t barrier_timeout_ns = 600'000'000'000ull;
   // How the host-driven (copy-engine) communication reaches peers (primitives/host.hpp). Process
   // worlds only may take kPutSignal: every stream transfer and signal to another rank then goes
-  // through NVSHMEM's put-with-signal, as it must for a peer on another node; on one node it
-  // tests that path. TILELINK_TRANSPORT=load_store|put_signal overrides it in a process world.
-  // Kernels that load or store peers' memory themselves (SM all-gathers, GEMM+RS's pull and
-  // epilogue scatters, the MoE combine, GEMM+AR) are refused under kPutSignal by their ops.
-  Transport transport = Transport::kLoadStore;
+  // through NVSHMEM's put-with-signal, as it must for a peer on another node, and no peer's memory
+  // is mapped into this process (SymmetricHeap::base of a peer is null); on one node it tests that
+  // path. kAuto (the default) is kLoadStore when every process maps every peer's memory
+  // (nvshmem_ptr: one node), else kPutSignal (a job across nodes); kLoadStore with a peer that
+  // cannot be mapped is refused. TILELINK_TRANSPORT=load_store|put_signal|auto overrides it in a
+  // process world; one-process worlds are load/store. Kernels that load or store peers' memory
+  // themselves (SM all-gathers, GEMM+RS's pull and epilogue scatters, the MoE epilogue combine,
+  // GEMM+AR's sm path) are refused under kPutSignal by their ops.
+  Transport transport = Transport::kAuto;
 };
 
 enum class WorldMode { kVirtual, kMultiGpu, kProcess };
