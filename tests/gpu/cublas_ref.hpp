@@ -39,6 +39,32 @@ inline void cublas_reference(cublasHandle_t h, const void* a, const void* b, flo
                                CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
 }
 
+// The same product as cublas_reference from a plain kernel (one thread per output, fp32 sums in
+// k order), for references that must not depend on cuBLAS's choice of kernel: under an MPS client
+// of 38-44 SMs (H100) cuBLAS leaves whole output tiles of small GEMMs unwritten (docs/PERF.md,
+// fourteenth session). Small problems only (M <= 65535 rows). CUDA translation units only.
+#if defined(__CUDACC__)
+template <int kThreads = 128>
+__global__ void __launch_bounds__(kThreads) simple_gemm_tn_kernel(const __nv_bfloat16* a, const __nv_bfloat16* b,
+                                                                  float* ref, uint32_t m, uint32_t n, uint32_t k) {
+  const uint32_t j = blockIdx.x * kThreads + threadIdx.x, i = blockIdx.y;
+  if (j >= n || i >= m) return;
+  float acc = 0.f;
+  for (uint32_t kk = 0; kk < k; ++kk) {
+    acc += __bfloat162float(a[size_t(i) * k + kk]) * __bfloat162float(b[size_t(j) * k + kk]);
+  }
+  ref[size_t(i) * n + j] = acc;
+}
+
+inline void simple_reference(const void* a, const void* b, float* ref, uint32_t m, uint32_t n, uint32_t k) {
+  TL_REQUIRE(m <= 65535, "simple_reference", "m", m, "at most 65535 rows");
+  if (m == 0 || n == 0) return;
+  simple_gemm_tn_kernel<128><<<dim3((n + 127) / 128, m), 128>>>(static_cast<const __nv_bfloat16*>(a),
+                                                               static_cast<const __nv_bfloat16*>(b), ref, m, n, k);
+  TL_CUDA_CHECK(cudaGetLastError());
+}
+#endif
+
 // c (M x N bf16, row-major) = A (M x K bf16, row-major) * B^T (B: N x K bf16, row-major), fp32
 // accumulation; waits for the device before returning.
 inline void cublas_reference_bf16(cublasHandle_t h, const void* a, const void* b, void* c, uint32_t m, uint32_t n,

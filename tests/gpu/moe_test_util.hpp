@@ -59,16 +59,23 @@ inline std::vector<float> random_weights(size_t n, std::mt19937_64& rng) {
 
 // rows x n fp32: each expert's block of `a` (sorted rows x k bf16 on the device) times its slice
 // of `w` (experts x n x k bf16), by cuBLAS; rows of no expert (past the mapping's) are not set.
+// `simple`: each expert's product from simple_reference instead of cuBLAS (the process tests: cuBLAS
+// under some MPS shares leaves tiles unwritten).
 inline std::vector<float> grouped_reference(const CublasHandle& cublas, const MoeMapping& m, const void* a, const void* w,
-                                            uint32_t n, uint32_t k, int device) {
+                                            uint32_t n, uint32_t k, int device, bool simple = false) {
   const uint32_t rows = m.num_tiles() * m.bm;
   DeviceBuffer ref(size_t(rows) * n * sizeof(float) + 16, device);
   for (uint32_t e = 0; e < m.experts; ++e) {
     const uint32_t row0 = m.row_offset[e], rows_e = m.row_offset[e + 1] - row0;
     if (rows_e == 0) continue;
-    cublas_reference(cublas.get(), static_cast<const char*>(a) + size_t(row0) * k * 2,
-                     static_cast<const char*>(w) + size_t(e) * n * k * 2, ref.get<float>() + size_t(row0) * n, rows_e,
-                     n, k);
+    const char* a_e = static_cast<const char*>(a) + size_t(row0) * k * 2;
+    const char* w_e = static_cast<const char*>(w) + size_t(e) * n * k * 2;
+    float* ref_e = ref.get<float>() + size_t(row0) * n;
+    if (simple) {
+      simple_reference(a_e, w_e, ref_e, rows_e, n, k);
+    } else {
+      cublas_reference(cublas.get(), a_e, w_e, ref_e, rows_e, n, k);
+    }
   }
   settle();
   return download<float>(ref.get(), size_t(rows) * n);
@@ -130,15 +137,15 @@ inline std::vector<__nv_bfloat16> sorted_rows(const MoeMapping& m, const std::ve
 // with w1 (experts x n1 x hidden, n1 = 2k for SwiGLU: gate rows then up rows, else k), bf16, the
 // activation in fp32 on the host, bf16, cuBLAS per expert with w2 (experts x hidden x k): the
 // rows' fp32 outputs (rows x hidden), for check_moe_outputs. `scratch`: device memory (on the
-// weights' device) of at least rows x max(hidden, k) bf16.
+// weights' device) of at least rows x max(hidden, k) bf16. `simple`: as for grouped_reference.
 inline std::vector<float> moe_layer_rank_reference(const CublasHandle& cublas, const MoeMapping& m,
                                                    const std::vector<__nv_bfloat16>& a, const void* w1, const void* w2,
                                                    uint32_t hidden, uint32_t k, MlpActivation act,
-                                                   DeviceBuffer& scratch) {
+                                                   DeviceBuffer& scratch, bool simple = false) {
   const size_t rows = size_t(m.num_tiles()) * m.bm;
   const uint32_t n1 = (act == MlpActivation::kSwiGlu ? 2 : 1) * k;
   upload(scratch.get(), a.data(), a.size() * 2);
-  const std::vector<float> y1 = grouped_reference(cublas, m, scratch.get(), w1, n1, hidden, scratch.device());
+  const std::vector<float> y1 = grouped_reference(cublas, m, scratch.get(), w1, n1, hidden, scratch.device(), simple);
   std::vector<__nv_bfloat16> h(rows * k);
   for (size_t row = 0; row < rows; ++row) {
     for (uint32_t col = 0; col < k; ++col) {
@@ -148,7 +155,7 @@ inline std::vector<float> moe_layer_rank_reference(const CublasHandle& cublas, c
     }
   }
   upload(scratch.get(), h.data(), h.size() * 2);
-  return grouped_reference(cublas, m, scratch.get(), w2, hidden, k, scratch.device());
+  return grouped_reference(cublas, m, scratch.get(), w2, hidden, k, scratch.device(), simple);
 }
 
 }  // namespace tilelink::test
