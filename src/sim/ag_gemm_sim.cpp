@@ -23,6 +23,8 @@ void validate(const AgGemmProblem& p, const AgGemmPlanConfig& config, const Cost
   TL_REQUIRE(config.bm > 0 && config.bn > 0, kWhere, "bm", config.bm, "positive tile sizes (bm, bn)");
   TL_REQUIRE(c.comm_rows > 0, kWhere, "comm_rows", c.comm_rows, "at least one row per communication tile");
   TL_REQUIRE(cost.sms >= 2 && cost.flops > 0, kWhere, "cost.sms", cost.sms, "at least 2 SMs and flops > 0");
+  check_across_nodes(kWhere, p.nodes, c.resource == CommResource::kCopyEngine, "resource", to_string(c.resource),
+                     "ce (the copy-engine all-gather's puts)");
   if (c.resource == CommResource::kSm) {
     TL_REQUIRE(c.num_blocks >= 1 && c.num_blocks < uint32_t(cost.sms), kWhere, "num_blocks", c.num_blocks,
                "1 to " + std::to_string(cost.sms - 1) + " CTAs with the SM resource");

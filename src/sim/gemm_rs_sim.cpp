@@ -21,6 +21,9 @@ void validate(const GemmRsProblem& p, const GemmRsPlanConfig& c, const CostModel
              "0 (automatic) to " + std::to_string(cost.sms - 1));
   TL_REQUIRE(c.op.scatter != GemmRsScatter::kCopyEngine || c.op.granularity != SignalGranularity::kTile, kWhere,
              "granularity", std::string("tile"), "tile_row or rank with the copy-engine scatter (it moves whole groups of rows)");
+  // GEMM+RS reaches peers across nodes only with the copy-engine scatter's puts.
+  check_across_nodes(kWhere, p.nodes, c.op.scatter == GemmRsScatter::kCopyEngine, "scatter", to_string(c.op.scatter),
+                     "ce (the copy-engine scatter's puts)");
 }
 
 // The op's automatic band (its kernel clusters two tile rows): up to 8 cluster bands (16 tile
@@ -179,11 +182,12 @@ GemmRsPrediction predict_gemm_rs(const GemmRsProblem& p, const GemmRsPlanConfig&
     out.fused = std::max(compute_end, *std::max_element(reducer.begin(), reducer.end()));
   }
 
-  // Isolated parts.
+  // Isolated parts. Rank 0 sends a block to each peer: the node's over NVLink, the others' over the
+  // network, two links that carry at the same time.
   const double block_bytes = double(plan.rows_per_rank) * p.n * p.partial_bytes;
-  const double min_link = std::min(cost.nvlink_bandwidth, p.nodes > 1 ? cost.network_bandwidth : cost.nvlink_bandwidth);
+  const double node_peers = double(ranks_per_node - 1), far_peers = double(w - ranks_per_node);
   out.t_comp = double((uint64_t(w) * tpb + cost.sms - 1) / cost.sms) * tile_mma;
-  out.t_comm = double(w - 1) * block_bytes / min_link;
+  out.t_comm = std::max(node_peers * block_bytes / cost.nvlink_bandwidth, far_peers * block_bytes / cost.network_bandwidth);
   const double t_reduce = one_rank ? 0.0
                                    : block_bytes * (w + 1) / std::min(cost.hbm_bandwidth, cost.sms * cost.sm_copy_bandwidth_per_cta);
   out.non_overlapped = out.t_comp + out.t_comm + t_reduce;
@@ -191,8 +195,8 @@ GemmRsPrediction predict_gemm_rs(const GemmRsProblem& p, const GemmRsPlanConfig&
   // Decomposed: the GEMM of each owner's block on every SM, its send overlapping the next block's
   // GEMM, then the reduction.
   const double block_gemm = double((uint64_t(tpb) + cost.sms - 1) / cost.sms) * tile_mma;
-  const double block_send = block_bytes / min_link;
-  out.decomposed = block_gemm + double(w - 1) * std::max(block_gemm, block_send) + t_reduce;
+  out.decomposed = block_gemm + t_reduce;
+  for (uint32_t o = 1; o < w; ++o) out.decomposed += std::max(block_gemm, block_bytes / link(o));
   return out;
 }
 

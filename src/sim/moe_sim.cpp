@@ -33,6 +33,8 @@ void validate(const MoeProblem& p, const MoeAgPlanConfig& c, uint32_t gather_cta
   TL_REQUIRE(c.cluster > 0, kWhere, "cluster", c.cluster, "at least one");
   TL_REQUIRE(c.mapping_time >= 0, kWhere, "mapping_time", c.mapping_time, ">= 0 seconds");
   TL_REQUIRE(cost.sms >= 2 && cost.flops > 0, kWhere, "cost.sms", cost.sms, "at least 2 SMs and flops > 0");
+  check_across_nodes(kWhere, p.nodes, c.op.comm.resource == CommResource::kCopyEngine, "resource",
+                     to_string(c.op.comm.resource), "ce (the copy-engine all-gather's puts)");
 }
 
 // Part 2's baselines and totals, whichever combine: t_comp (the grouped GEMM on every SM),
@@ -215,8 +217,13 @@ MoePrediction predict_moe_gemm_rs(const MoeProblem& p, const MoeRsPlanConfig& c,
     MoeAgPlanConfig shape;  // the shared checks of the problem
     shape.bm = c.bm;
     shape.bn = c.bn;
+    shape.op.comm.resource = CommResource::kCopyEngine;  // part 1's all-gather is not part 2's to check
     validate(p, shape, 1, cost);
   }
+  // Across nodes the combine blocks stage the peers' rows and the stream puts them; the epilogue
+  // combine stores into peers from the GEMM.
+  check_across_nodes(where, p.nodes, !in_epilogue, "combine", to_string(moe_policy::combine(c.op.combine)),
+                     "blocks (staged, then put by the stream)");
   TL_REQUIRE(c.op.comm_rows > 0, where, "comm_rows", c.op.comm_rows, "at least one token per combine block");
   TL_REQUIRE(combine_ctas > 0 && c.cluster > 0, where, "combine_blocks", combine_ctas, "at least one (and a cluster)");
   const uint32_t w = static_cast<uint32_t>(p.world);

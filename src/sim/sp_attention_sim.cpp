@@ -16,6 +16,8 @@ SpAttentionPlan make_plan(const SpAttentionProblem& p, const SpAttentionPlanConf
   check_split(kWhere, "seq", p.seq, p.world, "the sequence is sharded evenly");
   TL_REQUIRE(c.bq > 0 && c.op.comm.comm_rows > 0, kWhere, "bq", c.bq, "positive query and K/V chunk sizes");
   TL_REQUIRE(c.attention_flops > 0, kWhere, "attention_flops", c.attention_flops, "> 0");
+  check_across_nodes(kWhere, p.nodes, c.op.comm.resource == CommResource::kCopyEngine, "resource",
+                     to_string(c.op.comm.resource), "ce (the copy-engine all-gather's puts)");
   SpAttentionPlan plan;
   plan.ag.map =
       RowShardMapping{p.seq / static_cast<uint32_t>(p.world), c.op.comm.comm_rows, static_cast<uint32_t>(p.world)};

@@ -15,6 +15,13 @@ void check_world(const char* where, int world, int nodes) {
              "a divisor of world (" + std::to_string(world) + ")");
 }
 
+void check_across_nodes(const char* where, int nodes, bool runs, const char* arg, const std::string& value,
+                        const std::string& expected) {
+  TL_REQUIRE(nodes == 1 || runs, where, arg, value,
+             expected + " with nodes > 1: across nodes the world's transport is put_signal (auto), under which "
+                        "kernels that load or store peers' memory are refused");
+}
+
 void check_split(const char* where, const char* name, uint32_t value, int world, const char* why) {
   TL_REQUIRE(value > 0 && value % uint32_t(world) == 0, where, name, value,
              "a positive multiple of world (" + std::to_string(world) + "): " + why);

@@ -13,6 +13,7 @@
 #include <iostream>
 #include <memory>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "tools/command.hpp"
@@ -273,8 +274,9 @@ struct PlanArgs {
 };
 
 // `plan <name>`: no GPU. Its options: --world and --nodes, `add_options(app, args)` (the op's), the
-// cost model's and the output files; `plan(args, cost)` runs on a copy of the parsed arguments,
-// once the files are known to be writable.
+// cost model's and the output files; `plan(args, cost)` -- or `plan(args, cost, app)`, for a plan
+// that asks which options the command line gave -- runs on a copy of the parsed arguments, once the
+// files are known to be writable.
 template <class Args, class AddOptions, class Plan>
 void add_plan_command(Tool& tool, const char* name, const char* help, AddOptions add_options, Plan plan) {
   auto a = std::make_shared<Args>();
@@ -284,9 +286,13 @@ void add_plan_command(Tool& tool, const char* name, const char* help, AddOptions
   a->cost.add_to(c.app);
   a->out.add_to(c.app);
   c.needs_gpu = [] { return false; };
-  c.run = [a, plan](const std::string&) {
+  c.run = [a, plan, app = c.app](const std::string&) {
     a->out.check_writable();
-    return plan(*a, a->cost.model());
+    if constexpr (std::is_invocable_v<Plan, const Args&, const sim::CostModel&, const CLI::App&>) {
+      return plan(*a, a->cost.model(), *app);
+    } else {
+      return plan(*a, a->cost.model());
+    }
   };
 }
 

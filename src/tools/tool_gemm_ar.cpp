@@ -235,6 +235,12 @@ void add_plan(Tool& tool) {
                           std::to_string(cost.sm_copy_bandwidth_per_cta / 1e9) + " GB/s");
     table.notes.push_back("chain = the GEMM on every SM (one slice), then the faster all-reduce on every SM (what a "
                           "decode engine runs today); the op's choice: schedule, method, x K slices, reduction CTAs");
+    if (p.nodes > 1) {
+      table.notes.push_back("across " + std::to_string(p.nodes) +
+                            " nodes the world's transport is put_signal (auto) and the op runs its copy-engine path "
+                            "(the streams put the partials); this model is the sm path's at the network's rate, "
+                            "without the copy-engine path's cost per put");
+    }
     std::cout << "tilelink plan gemm_ar: predicted, not measured\n\n";
     tb::print_table(std::cout, table);
     finish({table}, {{"kind", std::string("prediction")}, {"model", std::string("tilelink plan cost model")},

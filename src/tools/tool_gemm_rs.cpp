@@ -70,7 +70,23 @@ void add_knobs(CLI::App* app, GemmRsConfig& c, CLI::Option_group*& knobs) {
 
 using PlanGemmRs = PlanArgs<sim::GemmRsProblem, sim::GemmRsPlanConfig>;
 
+}  // namespace
+
+std::string gemm_rs_across_nodes(GemmRsConfig& op, int nodes, const CLI::App& app) {
+  if (nodes <= 1) return "";
+  if (app.get_option("--scatter")->count() == 0) op.scatter = GemmRsScatter::kCopyEngine;
+  if (app.get_option("--granularity")->count() == 0 && op.scatter == GemmRsScatter::kCopyEngine) {
+    op.granularity = SignalGranularity::kTileRow;
+  }
+  return "note: across " + std::to_string(nodes) +
+         " nodes the world's transport is put_signal (auto): the copy-engine scatter's puts, signal per " +
+         to_string(op.granularity) + "\n";
+}
+
+namespace {
+
 int plan(PlanGemmRs a, const sim::CostModel& cost, const CLI::App& app) {
+  const std::string across = gemm_rs_across_nodes(a.config.op, a.problem.nodes, app);
   resolve_fp8_plan_tile(a, app, GemmRs::kernel_name(DType::kE4m3));
   const sim::GemmRsPrediction r = sim::predict_gemm_rs(a.problem, a.config, cost);
   const auto& p = a.problem;
@@ -82,7 +98,8 @@ int plan(PlanGemmRs a, const sim::CostModel& cost, const CLI::App& app) {
             << "  bm=" << a.config.bm << "  bn=" << a.config.bn << "  reduce_ctas=" << r.reduce_ctas << (op.reduce_blocks == 0 ? " (automatic)" : "")
             << "  granularity=" << to_string(op.granularity) << "  scatter=" << to_string(op.scatter)
             << "  reducer=" << to_string(r.reducer) << (op.reducer == GemmRsReducer::kAuto ? " (automatic)" : "")
-            << "  band=" << (a.config.band == 0 ? std::string("auto") : std::to_string(a.config.band)) << "\n\n";
+            << "  band=" << (a.config.band == 0 ? std::string("auto") : std::to_string(a.config.band)) << "\n"
+            << across << "\n";
   // With the reducer on automatic, the other placement of the sums too (same knobs otherwise;
   // the epilogue's needs a signal per tile and no reduction CTAs).
   std::vector<std::pair<std::string, double>> alternatives;
@@ -228,14 +245,8 @@ void register_gemm_rs(Tool& tool) {
   add_gemm_trace(tool, kOp,
                  "GEMM+RS: each GEMM tile's epilogue and notify; the reduction blocks' waits and per-tile reductions",
                  trace_gemm_rs);
-  auto app = std::make_shared<CLI::App*>(nullptr);  // the command's, for what the user gave
-  add_plan_command<PlanGemmRs>(
-      tool, "gemm_rs", "GEMM+RS: rank r gets its row block of sum_q A_q * B_q",
-      [app](CLI::App* a, PlanGemmRs& args) {
-        *app = a;
-        add_plan_options(a, args);
-      },
-      [app](const PlanGemmRs& args, const sim::CostModel& cost) { return plan(args, cost, **app); });
+  add_plan_command<PlanGemmRs>(tool, "gemm_rs", "GEMM+RS: rank r gets its row block of sum_q A_q * B_q",
+                               add_plan_options, plan);
 }
 
 }  // namespace tilelink::tool

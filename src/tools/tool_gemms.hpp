@@ -3,6 +3,7 @@
 #pragma once
 
 #include <ostream>
+#include <string>
 #include <vector>
 
 #include "bench/ag_gemm.hpp"
@@ -13,6 +14,13 @@
 #include "tools/tune_runner.hpp"
 
 namespace tilelink::tool {
+
+// A plan across nodes is for what runs there: a process world spanning nodes takes the put_signal
+// transport (WorldOptions::transport auto), under which GEMM+RS scatters with the copy engine. With
+// nodes > 1, `op` takes the ce scatter and tile-row signals where the command line (`app`'s
+// --scatter, --granularity) did not set them, and the returned note says so ("" otherwise). A
+// scatter set to another is left for the model to refuse by name.
+std::string gemm_rs_across_nodes(GemmRsConfig& op, int nodes, const CLI::App& app);
 
 // tune ag_gemm's and tune gemm_rs's dry runs: the candidates with the plan model's predictions for
 // `shapes` (as their commands take them).

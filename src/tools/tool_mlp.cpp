@@ -109,8 +109,9 @@ struct PlanMlp : PlanArgs<sim::MlpProblem, sim::MlpPlanConfig> {
 
 constexpr uint32_t kPlanSmBlocks = 16;  // fc1's SM all-gather in the plan, unless --blocks says
 
-int plan(PlanMlp a, const sim::CostModel& cost) {
+int plan(PlanMlp a, const sim::CostModel& cost, const CLI::App& app) {
   apply_dense_model(a.model, a.problem.hidden, a.problem.intermediate);
+  const std::string across = gemm_rs_across_nodes(a.config.fc2.op, a.problem.nodes, app);
   if (a.problem.dtype == DType::kE4m3) {  // the FP8 kernels' tiles, as each op runs them
     detail::kernel_tile(AgGemm::kernel_names(DType::kE4m3, a.problem.scaling).front(), "plan mlp", &a.config.fc1.bm,
                         &a.config.fc1.bn);
@@ -130,7 +131,9 @@ int plan(PlanMlp a, const sim::CostModel& cost) {
             << "  fc1 all-gather " << to_string(comm.resource) << ", " << comm.comm_rows << "-row tiles  fc2 scatter "
             << to_string(a.config.fc2.op.scatter) << ", " << r.fc2_reduce_ctas << " reduction CTAs"
             << (a.config.fc2.op.reduce_blocks == 0 ? " (automatic)" : "") << ", reducer "
-            << to_string(gemm_rs_policy::reducer(a.config.fc2.op.reducer)) << "\n\n";
+            << to_string(gemm_rs_policy::reducer(a.config.fc2.op.reducer)) << ", signal per "
+            << to_string(a.config.fc2.op.granularity) << "\n"
+            << across << "\n";
   // With fc2's reducer on automatic, the other placement of its sums too.
   std::vector<std::pair<std::string, double>> alternatives;
   const GemmRsConfig& fc2 = a.config.fc2.op;
@@ -155,7 +158,10 @@ void add_plan_options(CLI::App* app, PlanMlp& a) {
       ->capture_default_str();
   add_enum_option(app, "--scatter", a.config.fc2.op.scatter,
                   {GemmRsScatter::kPull, GemmRsScatter::kEpiloguePush, GemmRsScatter::kCopyEngine},
-                  "fc2: pull, push or ce");
+                  "fc2: pull, push or ce (ce needs --granularity row or rank; across nodes: ce)");
+  add_enum_option(app, "--granularity", a.config.fc2.op.granularity,
+                  {SignalGranularity::kTile, SignalGranularity::kTileRow, SignalGranularity::kRank},
+                  "fc2: signal per tile, row (of tiles) or rank");
   add_enum_option(app, "--reducer", a.config.fc2.op.reducer,
                   {GemmRsReducer::kBlocks, GemmRsReducer::kEpilogue, GemmRsReducer::kAuto},
                   "fc2: blocks (reduction CTAs), epilogue (the GEMM's CTAs) or auto (the op's rule)");

@@ -230,9 +230,14 @@ int plan_moe(PlanMoe a, const sim::CostModel& cost) {
             << (a.part2.op.combine == MoeCombine::kAuto ? " (automatic)" : "")
             << (combine == MoeCombine::kEpilogue ? "  reduction CTAs=" : "  combine CTAs=") << r.combine_ctas
             << "\n\n";
-  // With the combine on automatic, the other one too (its own automatic CTA count).
+  // With the combine on automatic, the other one too (its own automatic CTA count) -- on one node:
+  // across nodes (put_signal) the epilogue combine does not run.
   std::vector<std::pair<std::string, double>> alternatives;
-  if (a.part2.op.combine == MoeCombine::kAuto) {
+  if (a.problem.nodes > 1) {
+    std::cout << "note: across " << a.problem.nodes << " nodes the world's transport is put_signal (auto): the combine "
+              << "blocks stage the peers' rows and the stream puts them; this model's blocks store them directly\n\n";
+  }
+  if (a.part2.op.combine == MoeCombine::kAuto && a.problem.nodes == 1) {
     sim::MoeRsPlanConfig other = a.part2;
     other.op.combine = combine == MoeCombine::kBlocks ? MoeCombine::kEpilogue : MoeCombine::kBlocks;
     other.op.combine_blocks = 0;

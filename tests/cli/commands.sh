@@ -105,6 +105,15 @@ expect 0 "predicted" plan mlp --world 8 --model llama3-70b --reduce-blocks 8 --b
 expect 0 "predicted" plan moe_ag --world 8 --model mixtral-8x7b
 expect 0 "predicted" plan moe --world 8 --model qwen1.5-moe
 expect 0 "predicted" plan sp_attention --world 8 --layout zigzag
+# Across nodes the world's transport is put_signal (auto): the plans take the paths that run there and
+# refuse the others by name.
+expect 0 "scatter=ce" plan gemm_rs --world 16 --nodes 2
+expect 0 "signal per row" plan mlp --world 16 --nodes 2 --model llama3-70b
+expect 1 "'scatter' = pull" plan gemm_rs --world 16 --nodes 2 --scatter pull
+expect 1 "'resource' = sm" plan ag_gemm --world 16 --nodes 2 --resource sm --blocks 16
+expect 1 "'combine' = epilogue" plan moe --world 16 --nodes 2 --combine epilogue
+expect 0 "stage the peers' rows" plan moe --world 16 --nodes 2
+expect 0 "copy-engine path" plan gemm_ar --world 16 --nodes 2 --m 8
 expect 0 "communication" tune ag_gemm --dry-run --world 8
 expect 0 "communication" tune gemm_rs --dry-run --world 8
 expect 0 "communication" tune mlp --dry-run --world 8

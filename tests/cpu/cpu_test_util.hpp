@@ -1,5 +1,5 @@
-// Helpers shared by the CPU suite: seeded random data, poison, and a rank-local fence that lets
-// one Executor::run hold several consecutive calls of an op.
+// Helpers shared by the CPU suite: seeded random data, poison, a rank-local fence that lets one
+// Executor::run hold several consecutive calls of an op, and the message of a refusal.
 #pragma once
 
 #include <cstdint>
@@ -8,9 +8,21 @@
 #include <string>
 #include <vector>
 
+#include "tilelink/core/error.hpp"
 #include "tilelink/executor/cpu_executor.hpp"
 
 namespace tilelink::test {
+
+// The message of the InvalidArgument `call` throws, or "" if it throws none.
+template <class F>
+std::string refusal(F&& call) {
+  try {
+    call();
+  } catch (const InvalidArgument& e) {
+    return e.what();
+  }
+  return "";
+}
 
 constexpr unsigned char kPoison = 0xA5;
 

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "runtime/world_transport.hpp"
+#include "cpu_test_util.hpp"
 #include "tilelink/core/error.hpp"
 #include "tilelink/runtime/world.hpp"
 
@@ -52,16 +53,7 @@ class ScopedEnv {
   std::string saved_[kCount];
 };
 
-// The message of the InvalidArgument `call` throws, or "" if it throws none.
-template <class F>
-std::string refusal(F&& call) {
-  try {
-    call();
-  } catch (const InvalidArgument& e) {
-    return e.what();
-  }
-  return "";
-}
+using test::refusal;
 
 TEST(UniqueIdText, RoundTripsRandomIds) {
   std::mt19937_64 rng(std::random_device{}());

@@ -53,6 +53,12 @@ struct CostModel {
 // world. Throw InvalidArgument naming `where` and the argument.
 void check_world(const char* where, int world, int nodes);
 void check_split(const char* where, const char* name, uint32_t value, int world, const char* why);
+// Across nodes (nodes > 1) a process world runs the put_signal transport (WorldOptions::transport
+// auto), under which the ops refuse what loads or stores peers' memory from a kernel: a plan there
+// is only for a path that runs. InvalidArgument from `where` naming `arg` = `value` unless `runs`;
+// `expected` says what does.
+void check_across_nodes(const char* where, int nodes, bool runs, const char* arg, const std::string& value,
+                        const std::string& expected);
 
 // One interval of the predicted timeline (seconds from the op's start).
 struct Interval {
