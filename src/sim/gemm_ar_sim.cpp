@@ -6,7 +6,7 @@
 
 namespace tilelink::sim {
 
-GemmArRates gemm_ar_rates(const CostModel& cost, int world, int nodes) {
+GemmArRates gemm_ar_rates(const CostModel& cost, int world, int nodes, GemmArPath path) {
   GemmArRates r;
   r.flops = cost.flops;
   r.sms = cost.sms;
@@ -17,6 +17,11 @@ GemmArRates gemm_ar_rates(const CostModel& cost, int world, int nodes) {
   r.notify_latency = cost.notify_latency;
   // Peers on other nodes: (world - world / nodes) of the world - 1 peers.
   r.remote_fraction = world > 1 && nodes > 1 ? double(world - world / nodes) / double(world - 1) : 0.0;
+  // The op's path: as configured, else -- the world's transport being put_signal across nodes
+  // (auto) -- the copy-engine path there.
+  r.copy_engine = path == GemmArPath::kCopyEngine || (path == GemmArPath::kAuto && nodes > 1);
+  r.ce_bandwidth = cost.ce_bandwidth;
+  r.ce_put_overhead = cost.ce_chunk_overhead;
   return r;
 }
 
@@ -26,8 +31,10 @@ GemmArPrediction predict_gemm_ar(const GemmArProblem& p, const GemmArPlanConfig&
   check_split(kWhere, "k", p.k, p.world, "K is split evenly");
   TL_REQUIRE(p.m > 0, kWhere, "m", p.m, "> 0");
   TL_REQUIRE(p.n > 0 && p.n % 8 == 0, kWhere, "n", p.n, "a positive multiple of 8");
+  check_across_nodes(kWhere, p.nodes, c.op.path != GemmArPath::kSm, "path", to_string(c.op.path),
+                     "copy_engine or auto (the streams' puts)");
   const GemmArShape s{p.world, cost.sms, p.m, p.n, p.k / uint32_t(p.world), c.norm};
-  const GemmArRates r = gemm_ar_rates(cost, p.world, p.nodes);
+  const GemmArRates r = gemm_ar_rates(cost, p.world, p.nodes, c.op.path);
   GemmArPrediction out;
   out.weight_bytes = double(p.n) * s.k * 2.0;
   out.choice = gemm_ar_choice(s, c.op, r);
@@ -51,9 +58,11 @@ GemmArPrediction predict_gemm_ar(const GemmArProblem& p, const GemmArPlanConfig&
     const gemm_ar_policy::Tile tile = gemm_ar_policy::gemm_tile(p.m);
     const uint32_t tiles = ((p.m + tile.m - 1) / tile.m) * ((p.n + tile.n - 1) / tile.n);
     const uint32_t ctas = uint32_t(s.sm_budget), parts = gemm_ar_policy::parts_for(ctas, tiles, tile.n);
+    GemmArRates sm = r;  // the chain's all-reduce loads and stores (NCCL's, across nodes), not puts
+    sm.copy_engine = false;
     out.t_ar = gemm_ar_policy::kReduceKernelTime +  // the chain launches its all-reduce too
-               std::min(gemm_ar_policy::all_reduce_time(s, ArMethod::kOneShot, 1, ctas, parts, r),
-                        gemm_ar_policy::all_reduce_time(s, ArMethod::kTwoShot, 1, ctas, parts, r));
+               std::min(gemm_ar_policy::all_reduce_time(s, ArMethod::kOneShot, 1, ctas, parts, sm),
+                        gemm_ar_policy::all_reduce_time(s, ArMethod::kTwoShot, 1, ctas, parts, sm));
   }
   out.chain = out.t_gemm + out.t_ar;
   out.ideal = std::max(out.t_gemm, out.t_ar);

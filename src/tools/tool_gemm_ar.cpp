@@ -191,7 +191,7 @@ void add_plan(Tool& tool) {
                         "GEMM+AR: every rank gets sum_q A_q * B_q (decode); predicted per M, no GPU");
   add_plan_world(c.app, a->problem.world, a->problem.nodes);
   a->shapes.add_to(c.app);
-  add_knobs(c.app, a->config.op, false);
+  add_knobs(c.app, a->config.op, true);  // --path: auto is the copy-engine path across nodes (put_signal)
   c.app->add_flag("--norm", a->config.norm, "with the residual + RMSNorm epilogue");
   a->cost.add_to(c.app);
   add_json(c.app, a->json);
@@ -235,11 +235,13 @@ void add_plan(Tool& tool) {
                           std::to_string(cost.sm_copy_bandwidth_per_cta / 1e9) + " GB/s");
     table.notes.push_back("chain = the GEMM on every SM (one slice), then the faster all-reduce on every SM (what a "
                           "decode engine runs today); the op's choice: schedule, method, x K slices, reduction CTAs");
-    if (p.nodes > 1) {
-      table.notes.push_back("across " + std::to_string(p.nodes) +
-                            " nodes the world's transport is put_signal (auto) and the op runs its copy-engine path "
-                            "(the streams put the partials); this model is the sm path's at the network's rate, "
-                            "without the copy-engine path's cost per put");
+    const bool ce = a->config.op.path == GemmArPath::kCopyEngine || (a->config.op.path == GemmArPath::kAuto && p.nodes > 1);
+    if (ce) {
+      table.notes.push_back(std::string("the op's copy-engine path") +
+                            (p.nodes > 1 ? " (across nodes the world's transport is put_signal: auto takes it)" : "") +
+                            ": each tile row's partials put by the stream, " +
+                            std::to_string(cost.ce_chunk_overhead * 1e6).substr(0, 4) +
+                            " us a put; the chain's all-reduce loads and stores (NCCL's across nodes)");
     }
     std::cout << "tilelink plan gemm_ar: predicted, not measured\n\n";
     tb::print_table(std::cout, table);

@@ -114,6 +114,8 @@ expect 1 "'resource' = sm" plan ag_gemm --world 16 --nodes 2 --resource sm --blo
 expect 1 "'combine' = epilogue" plan moe --world 16 --nodes 2 --combine epilogue
 expect 0 "stage the peers' rows" plan moe --world 16 --nodes 2
 expect 0 "copy-engine path" plan gemm_ar --world 16 --nodes 2 --m 8
+expect 1 "'path' = sm" plan gemm_ar --world 16 --nodes 2 --m 8 --path sm
+expect 0 "5.00 us a put" plan gemm_ar --world 8 --m 8 --path copy_engine
 expect 0 "communication" tune ag_gemm --dry-run --world 8
 expect 0 "communication" tune gemm_rs --dry-run --world 8
 expect 0 "communication" tune mlp --dry-run --world 8

@@ -146,5 +146,56 @@ TEST(GemmArPolicy, OneRankOneSliceNoNormRunsTheGemmAlone) {
   EXPECT_DOUBLE_EQ(ch.estimate, gemm_ar_policy::gemm_time({1, 132, 512, 8192, 8192, false}, 1, 132));
 }
 
+// The copy-engine path's estimate (the path under put_signal): each put of the stream costs the
+// rates' fixed overhead -- one-shot at one tile row puts to each of the 7 peers of world 8 (7 d
+// more for d more a put); two-shot's critical path is a peer's put of its slices to the row's
+// owner, then the owner's puts of the sums to the 7 (8 d); at world 1 there is nothing to put. The
+// load/store estimate is untouched by the put's cost.
+TEST(GemmArPolicy, TheCopyEnginePathPaysEachPut) {
+  const GemmArShape s{8, 132, 8, 8192, 3584, false};  // one tile row
+  GemmArRates ce;
+  ce.copy_engine = true;
+  GemmArRates dearer = ce;
+  const double d = 3e-6;
+  dearer.ce_put_overhead += d;
+  for (ArMethod method : {ArMethod::kOneShot, ArMethod::kTwoShot}) {
+    SCOPED_TRACE(to_string(method));
+    const double base = gemm_ar_policy::all_reduce_time(s, method, 2, 64, 1, ce);
+    const double puts = method == ArMethod::kOneShot ? 7 : 8;
+    EXPECT_NEAR(gemm_ar_policy::all_reduce_time(s, method, 2, 64, 1, dearer) - base, puts * d, 1e-12);
+    GemmArRates sm = dearer;
+    sm.copy_engine = false;
+    EXPECT_DOUBLE_EQ(gemm_ar_policy::all_reduce_time(s, method, 2, 64, 1, sm),
+                     gemm_ar_policy::all_reduce_time(s, method, 2, 64, 1, GemmArRates{}));
+  }
+  const GemmArShape one{1, 132, 8, 8192, 28672, false};
+  EXPECT_DOUBLE_EQ(gemm_ar_policy::all_reduce_time(one, ArMethod::kOneShot, 2, 64, 1, dearer),
+                   gemm_ar_policy::all_reduce_time(one, ArMethod::kOneShot, 2, 64, 1, GemmArRates{}));
+}
+
+// plan gemm_ar across nodes is the copy-engine path's (the world's transport is put_signal there):
+// auto takes it and predicts more than the load/store path would, and --path sm is refused.
+TEST(GemmArSim, AcrossNodesThePathIsTheCopyEngines) {
+  sim::GemmArProblem p;
+  p.world = 16;
+  p.nodes = 2;
+  p.m = 8;
+  sim::GemmArPlanConfig c;
+  const sim::GemmArPrediction across = sim::predict_gemm_ar(p, c);
+  EXPECT_TRUE(sim::gemm_ar_rates(sim::CostModel{}, 16, 2).copy_engine);
+  EXPECT_FALSE(sim::gemm_ar_rates(sim::CostModel{}, 16, 1).copy_engine);
+  GemmArShape s{16, 132, 8, 8192, 28672 / 16, false};
+  GemmArRates loads = sim::gemm_ar_rates(sim::CostModel{}, 16, 2);
+  loads.copy_engine = false;
+  EXPECT_GT(across.choice.estimate, gemm_ar_choice(s, GemmArConfig{}, loads).estimate);
+  c.op.path = GemmArPath::kSm;
+  try {
+    sim::predict_gemm_ar(p, c);
+    ADD_FAILURE() << "the sm path across nodes was predicted";
+  } catch (const InvalidArgument& e) {
+    EXPECT_NE(std::string(e.what()).find("'path' = sm"), std::string::npos) << e.what();
+  }
+}
+
 }  // namespace
 }  // namespace tilelink

@@ -36,8 +36,9 @@ struct GemmArPrediction {
   double weight_bytes = 0;    // one rank's weight
 };
 
-// The rates of `cost` as the op's estimate takes them, for `world` ranks on `nodes` nodes.
-GemmArRates gemm_ar_rates(const CostModel& cost, int world, int nodes);
+// The rates of `cost` as the op's estimate takes them, for `world` ranks on `nodes` nodes and the
+// configured `path` (auto: the copy-engine path across nodes, where the transport is put_signal).
+GemmArRates gemm_ar_rates(const CostModel& cost, int world, int nodes, GemmArPath path = GemmArPath::kAuto);
 
 GemmArPrediction predict_gemm_ar(const GemmArProblem& problem, const GemmArPlanConfig& config,
                                  const CostModel& cost = {});

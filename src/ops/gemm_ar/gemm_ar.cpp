@@ -122,7 +122,7 @@ std::string describe_gemm_ar_channel(const GemmArPlan& plan, uint32_t ch) {
 
 GemmArChoice choose(const World& world, const GemmArArguments& a) {
   const GemmArShape shape{world.size(), world.sm_budget(world.local_ranks().front()), a.m, a.n, a.k, a.has_norm()};
-  return gemm_ar_choice(shape, a.config, gemm_ar_rates(world));
+  return gemm_ar_choice(shape, a.config, gemm_ar_rates(world, a.config.path));
 }
 
 detail::Sm90GemmArProblem problem_of(const World& world, const GemmArArguments& a, const GemmArChoice& ch,
@@ -140,20 +140,24 @@ detail::Sm90GemmArProblem problem_of(const World& world, const GemmArArguments& 
   p.plan.parts = ch.parts;
   p.plan.method = ch.method;
   p.plan.norm = a.has_norm();
-  p.plan.copy_engine = a.config.path == GemmArPath::kCopyEngine ||
-                       (a.config.path == GemmArPath::kAuto && world.transport() == Transport::kPutSignal);
+  p.plan.copy_engine = gemm_ar_copy_engine(world, a.config.path);
   p.sm_count = ch.gemm_sms;
   return p;
 }
 
 }  // namespace
 
-GemmArRates gemm_ar_rates(const World& world) {
+bool gemm_ar_copy_engine(const World& world, GemmArPath path) {
+  return path == GemmArPath::kCopyEngine || (path == GemmArPath::kAuto && world.transport() == Transport::kPutSignal);
+}
+
+GemmArRates gemm_ar_rates(const World& world, GemmArPath path) {
   GemmArRates r;
   if (world.mode() == WorldMode::kVirtual) {
     r.hbm_bandwidth /= world.size();
     r.link_bandwidth = r.hbm_bandwidth;
   }
+  r.copy_engine = gemm_ar_copy_engine(world, path);
   return r;
 }
 

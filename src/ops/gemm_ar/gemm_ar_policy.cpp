@@ -68,6 +68,15 @@ struct ArParts {
   double reduce = 0, gather = 0;
 };
 
+// The copy-engine path's stream: `puts` puts of `bytes` in all to the peers, one after another,
+// each peer's share over its link (the node's or the network), and its local reads and writes at
+// `ctas` CTAs' rate.
+double stream_puts(double puts, double bytes, const GemmArRates& r) {
+  const double node = std::min(r.ce_bandwidth, r.link_bandwidth), far = std::min(r.ce_bandwidth, r.network_bandwidth);
+  return puts * r.ce_put_overhead + bytes * ((1 - r.remote_fraction) / node + r.remote_fraction / far);
+}
+double local(double bytes, uint32_t ctas, const GemmArRates& r) { return bytes / (ctas * r.cta_bandwidth); }
+
 // The all-reduce of `fraction` of the output's tiles: the CTAs busy are at most its units of work
 // (tiles reduced, or fetched, times parts).
 ArParts all_reduce(const GemmArShape& s, ArMethod method, uint32_t splits, uint32_t ctas, uint32_t parts,
@@ -79,6 +88,24 @@ ArParts all_reduce(const GemmArShape& s, ArMethod method, uint32_t splits, uint3
   ArParts p;
   if (s.world == 1) {  // the slices' local sum, read and written at the CTAs' rate
     if (splits > 1 || s.norm) p.reduce = bytes * (splits + 1) / (busy(tiles) * r.cta_bandwidth);
+    return p;
+  }
+  if (r.copy_engine) {
+    // Per tile row: one put of its slices to each peer (one-shot) or to the row's owner (two-shot),
+    // the owners' sums back to every peer, the kernels' reads local (`recv`, `reduced`).
+    const double rows = std::max(1.0, std::ceil(double((s.m + gemm_tile(s.m).m - 1) / gemm_tile(s.m).m) * fraction));
+    if (method == ArMethod::kOneShot) {
+      p.reduce = stream_puts(rows * (w - 1), bytes * splits * (w - 1), r) + r.notify_latency +
+                 local(bytes * (splits * w + 1), busy(tiles), r);
+    } else {
+      // The busiest rank: it owns ceil(rows / w) tile rows (fewer tile rows than ranks leave some
+      // ranks none), puts the rest to their owners, then its sums to every peer.
+      const double owned = std::ceil(rows / w), pushed = rows - std::floor(rows / w);
+      p.reduce = stream_puts(pushed, bytes * splits * pushed / rows, r) + r.notify_latency +
+                 local(bytes * (splits * w + 1) * owned / rows, busy(tiles * owned / rows), r);
+      p.gather = stream_puts(owned * (w - 1), bytes * (w - 1) * owned / rows, r) + r.notify_latency +
+                 local(bytes * 2, busy(tiles), r);
+    }
     return p;
   }
   // Each rank reads its own slices locally and the peers' over the link.

@@ -81,9 +81,12 @@ struct GemmArArguments {
 // depends only on the shape, the world, the budget and the rates): each knob as configured, the
 // automatic ones by the estimate (gemm_ar_policy.hpp), and why in words.
 GemmArChoice gemm_ar_choice(const GemmArShape& shape, const GemmArConfig& config, const GemmArRates& rates = {});
-// The rates GemmAr's estimate runs at on `world`: an H200's; virtual ranks share one GPU's HBM,
-// which also carries their peers' traffic.
-GemmArRates gemm_ar_rates(const World& world);
+// The rates GemmAr's estimate runs at on `world` for the configured `path`: an H200's; virtual
+// ranks share one GPU's HBM, which also carries their peers' traffic; the copy-engine path (as
+// configured, or automatic under put_signal) with its per-put cost.
+GemmArRates gemm_ar_rates(const World& world, GemmArPath path = GemmArPath::kAuto);
+// Whether GemmAr runs its copy-engine path on `world` for the configured `path`.
+bool gemm_ar_copy_engine(const World& world, GemmArPath path);
 
 // The tune cache's key of `args` on `world`: m, n and k per rank.
 TuneKey gemm_ar_tune_key(const World& world, const GemmArArguments& args);

@@ -51,6 +51,12 @@ struct GemmArRates {
   double remote_fraction = 0;                      // of the peers, those on other nodes
   double cta_bandwidth = h200::kCtaCopyBandwidth;
   double notify_latency = h200::kNotifyLatency;
+  // The copy-engine path (GemmArPath::kCopyEngine): the rank's stream puts each tile row's slices
+  // to the peers one put after another, each at this fixed cost and the copy engine's rate (at most
+  // the link's); the reduction kernels then read only local memory.
+  bool copy_engine = false;
+  double ce_bandwidth = h200::kCeBandwidth;
+  double ce_put_overhead = h200::kCeChunkOverhead;
 };
 
 // One rank's problem: the world, its SM budget, the output M x N, its K, the norm epilogue.
