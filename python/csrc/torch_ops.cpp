@@ -72,6 +72,15 @@ void synchronize(const std::string& group_name) {
   });
 }
 
+// How the group's world reaches its peers: "load_store" (every peer's memory mapped: one node) or
+// "put_signal" (NVSHMEM's puts and signals: a group across nodes, or TILELINK_TRANSPORT=put_signal).
+std::string transport(const std::string& group_name) {
+  return translated("tilelink.transport", [&] {
+    std::lock_guard<std::mutex> lock(g_mutex);
+    return std::string(to_string(group_of("tilelink.transport", group_name).world->transport()));
+  });
+}
+
 // x_shard: this rank's rows of A (M/P x K); weight: this rank's N x K slice (nn.Linear's layout).
 // Returns the M x N product of the gathered A with the weight.
 at::Tensor ag_gemm(const at::Tensor& x_shard, const at::Tensor& weight, const std::string& group_name) {
@@ -374,6 +383,7 @@ TORCH_LIBRARY(tilelink, m) {
   m.def("_unique_id() -> Tensor");
   m.def("_init(Tensor unique_id, int rank, int world_size, int device, str group_name, int heap_bytes) -> ()");
   m.def("_synchronize(str group_name) -> ()");
+  m.def("_transport(str group_name) -> str");
   m.def("ag_gemm(Tensor x_shard, Tensor weight, str group_name) -> Tensor");
   m.def("gemm_rs(Tensor x, Tensor weight, str group_name) -> Tensor");
   m.def("gemm_ar(Tensor x, Tensor weight, str group_name) -> Tensor");
@@ -388,6 +398,7 @@ TORCH_LIBRARY_IMPL(tilelink, CompositeExplicitAutograd, m) {
   m.impl("_unique_id", &unique_id);
   m.impl("_init", &init);
   m.impl("_synchronize", &synchronize);
+  m.impl("_transport", &transport);
 }
 
 // CPU too: a CPU tensor reaches the argument check and gets its ValueError, not a dispatch error.

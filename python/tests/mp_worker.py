@@ -453,6 +453,9 @@ def main():
     group = tilelink.init()
     if os.environ.get("TILELINK_TEST_FAULT"):
         return stay_away_or_name_the_absent(os.environ["TILELINK_TEST_FAULT"], group, rank, size)
+    # What the world chose: put_signal where asked (no peer mapped), else auto's load_store on one node.
+    want_transport = "put_signal" if os.environ.get("TILELINK_TRANSPORT") == "put_signal" else "load_store"
+    assert tilelink.transport(group) == want_transport, f"rank {rank}: transport {tilelink.transport(group)}"
     if os.environ.get("TILELINK_TRANSPORT") == "put_signal":
         return put_signal_only(rank, size, group)
     shapes = [(256, 512, 384), (128, 512, 256)]  # (rows per rank, N, K): a second shape builds a second op

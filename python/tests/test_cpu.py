@@ -186,6 +186,12 @@ def test_synchronize_refuses_a_group_not_initialised():
         tilelink.synchronize("nope")
 
 
+def test_transport_refuses_a_group_not_initialised():
+    with pytest.raises(ValueError, match="tilelink.transport: argument 'group_name' = 'nope'"):
+        tilelink.transport("nope")
+    assert "_transport" in dir(torch.ops.tilelink)
+
+
 @pytest.mark.parametrize("q_heads,kv_heads,d", [(8, 2, 128), (4, 4, 64)])
 def test_sp_attention_fake_shape(fake_group, q_heads, kv_heads, d):
     with FakeTensorMode():

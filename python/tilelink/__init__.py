@@ -120,6 +120,22 @@ def synchronize(group=None) -> None:
     torch.ops.tilelink._synchronize(name)
 
 
+def transport(group=None) -> str:
+    """How `group`'s ranks (default: the world group; its name works too) reach each other:
+    "load_store" when every process maps every peer's GPU memory (one node), "put_signal" when the
+    group spans nodes (NVSHMEM's puts and signals; TILELINK_TRANSPORT=put_signal forces it). The
+    operators pick their communication paths by it."""
+    import torch.distributed as dist
+
+    if isinstance(group, str):
+        name = group
+    else:
+        if group is None and not (dist.is_available() and dist.is_initialized()):
+            raise RuntimeError("tilelink.transport: torch.distributed is not initialised and no group was given")
+        name = (group if group is not None else dist.group.WORLD).group_name
+    return torch.ops.tilelink._transport(name)
+
+
 def ag_gemm(x_shard: torch.Tensor, weight: torch.Tensor, group_name: str) -> torch.Tensor:
     """torch.ops.tilelink.ag_gemm: all-gather x_shard over the group, times weight^T."""
     return torch.ops.tilelink.ag_gemm(x_shard, weight, group_name)
