@@ -466,7 +466,9 @@ TEST(ProcessFault, AnOpsWaitNamesTheRankThatNeverCalls) {
   args.m_per_rank = m_per_rank;
   args.n = n;
   args.k = k;
-  args.config.comm.resource = CommResource::kSm;
+  // Under put_signal the copy engine's pushes (its entry barrier a stream wait on the absent rank).
+  args.config.comm.resource =
+      world().transport() == Transport::kPutSignal ? CommResource::kCopyEngine : CommResource::kSm;
   args.config.comm.comm_rows = 128;
   args.b.assign(w, nullptr);
   args.c.assign(w, nullptr);
