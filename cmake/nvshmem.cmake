@@ -34,7 +34,8 @@ endforeach()
 if(NOT _nvshmem_found)
   string(REPLACE ";" ", " _tried "${_nvshmem_candidates}")
   message(FATAL_ERROR "NVSHMEM ${TILELINK_NVSHMEM_VERSION} not found (looked in: ${_tried}). Run "
-                      "scripts/install_deps.sh, or pip install nvidia-nvshmem-cu13==${TILELINK_NVSHMEM_VERSION}, "
+                      "scripts/install_deps.sh, or pip install nvidia-nvshmem-cu13==${TILELINK_NVSHMEM_VERSION} "
+                      "(nvidia-nvshmem-cu12 with a CUDA 12 torch), "
                       "or pass -DTILELINK_NVSHMEM_ROOT=<folder with include/ and lib/>.")
 endif()
 
