@@ -18,8 +18,9 @@ namespace {
 
 // The MoE layer across processes: each rank passes its own tokens' routing (the layer
 // all-gathers it) or every token's, an off-grid token count per rank, calls alternating between two
-// sets of weights and outputs (set_operands), against the cuBLAS chain per rank; part 2 combining
-// in blocks (automatic) or in its GEMM's epilogue, fused or non-overlapped. Under the put-with-signal
+// sets of weights and outputs (set_operands), against the reference chain per rank (a plain GEMM
+// kernel, the activation on the host); part 2 combining in blocks (automatic) or in its GEMM's
+// epilogue, fused or non-overlapped. Under the put-with-signal
 // transport (gpu_process_put_signal_*) the combine blocks stage the peers' rows and the stream puts
 // them (the epilogue combine is refused there, by name).
 struct MoeCase {
@@ -33,7 +34,7 @@ struct MoeCase {
 
 class ProcessMoeLayer : public ::testing::TestWithParam<MoeCase> {};
 
-TEST_P(ProcessMoeLayer, MatchesTheCublasChain) {
+TEST_P(ProcessMoeLayer, MatchesTheReferenceChain) {
   const MoeCase c = GetParam();
   const int w = world().size();
   const uint32_t tpr = 96, hidden = 256, k = 128, experts = 8, tokens = tpr * uint32_t(w);
