@@ -103,21 +103,25 @@ def init(group=None, heap_bytes: int = 1 << 30) -> str:
     return name
 
 
+def _group_name(op: str, group) -> str:
+    """The name of `group` as the operators take it: a name as given, a ProcessGroup's own, or the
+    world group's for None."""
+    if isinstance(group, str):
+        return group
+    import torch.distributed as dist
+
+    if group is None and not (dist.is_available() and dist.is_initialized()):
+        raise RuntimeError(f"{op}: torch.distributed is not initialised and no group was given")
+    return (group if group is not None else dist.group.WORLD).group_name
+
+
 def synchronize(group=None) -> None:
     """Waits for this rank's TileLink work in `group` (default: the world group; its name works
     too). A wait that never completed -- a rank that stopped calling, died or never joined -- is
     raised as RuntimeError("...TimeoutError: ...") naming the op, rank, tile and channel, where
     torch.cuda.synchronize would only report that a kernel trapped. After a timeout the process's
     CUDA context is lost: the report is the point."""
-    import torch.distributed as dist
-
-    if isinstance(group, str):
-        name = group
-    else:
-        if group is None and not (dist.is_available() and dist.is_initialized()):
-            raise RuntimeError("tilelink.synchronize: torch.distributed is not initialised and no group was given")
-        name = (group if group is not None else dist.group.WORLD).group_name
-    torch.ops.tilelink._synchronize(name)
+    torch.ops.tilelink._synchronize(_group_name("tilelink.synchronize", group))
 
 
 def transport(group=None) -> str:
@@ -125,15 +129,7 @@ def transport(group=None) -> str:
     "load_store" when every process maps every peer's GPU memory (one node), "put_signal" when the
     group spans nodes (NVSHMEM's puts and signals; TILELINK_TRANSPORT=put_signal forces it). The
     operators pick their communication paths by it."""
-    import torch.distributed as dist
-
-    if isinstance(group, str):
-        name = group
-    else:
-        if group is None and not (dist.is_available() and dist.is_initialized()):
-            raise RuntimeError("tilelink.transport: torch.distributed is not initialised and no group was given")
-        name = (group if group is not None else dist.group.WORLD).group_name
-    return torch.ops.tilelink._transport(name)
+    return torch.ops.tilelink._transport(_group_name("tilelink.transport", group))
 
 
 def ag_gemm(x_shard: torch.Tensor, weight: torch.Tensor, group_name: str) -> torch.Tensor:
