@@ -297,7 +297,7 @@ World World::process(const ProcessRank& me, const UniqueId& id, WorldOptions opt
   w->create_streams();
   w->errors = std::make_unique<ErrorChannel>(me.device, timeout_from_env(options.wait_timeout_ns));
   w->create_barrier(me.rank, me.size, me.device, timeout_from_env(options.barrier_timeout_ns, "TILELINK_BARRIER_TIMEOUT_MS"));
-  w->transport = detail::decide_transport(me.rank, me.size, requested, w->maps_every_peer);
+  w->transport = detail::decide_transport(me.rank, requested, w->maps_every_peer);
   if (w->transport == Transport::kPutSignal) w->unmap_barrier_peers(me.rank, me.size);
   World world(std::move(w));
   detail::preload_world_barrier(world);

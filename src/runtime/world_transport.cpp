@@ -56,7 +56,7 @@ Transport resolve_transport(const std::vector<uint64_t>& words, int rank) {
   return requested;
 }
 
-Transport decide_transport(int rank, int, Transport requested, bool maps_every_peer) {
+Transport decide_transport(int rank, Transport requested, bool maps_every_peer) {
   return resolve_transport(
       nvshmem::all_gather_word(transport_word(requested, maps_every_peer), "World::process's transport choice"), rank);
 }

@@ -23,7 +23,7 @@ Transport transport_from_env(Transport fallback);
 // takes kLoadStore when every process maps every peer, else kPutSignal. Collective (NVSHMEM puts
 // and barrier: no mapping needed); InvalidArgument in every process when the requests differ, or
 // when load_store is asked for and some process cannot map a peer.
-Transport decide_transport(int rank, int size, Transport requested, bool maps_every_peer);
+Transport decide_transport(int rank, Transport requested, bool maps_every_peer);
 
 // decide_transport's parts: each process's word (what it asked for; kMapsEveryPeer when it maps
 // every peer), and the rule applied to every process's word, `rank` being this process -- pure, so

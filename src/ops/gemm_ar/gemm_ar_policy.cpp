@@ -69,12 +69,12 @@ struct ArParts {
 };
 
 // The copy-engine path's stream: `puts` puts of `bytes` in all to the peers, one after another,
-// each peer's share over its link (the node's or the network), and its local reads and writes at
-// `ctas` CTAs' rate.
+// each peer's share over its link (the node's or the network).
 double stream_puts(double puts, double bytes, const GemmArRates& r) {
   const double node = std::min(r.ce_bandwidth, r.link_bandwidth), far = std::min(r.ce_bandwidth, r.network_bandwidth);
   return puts * r.ce_put_overhead + bytes * ((1 - r.remote_fraction) / node + r.remote_fraction / far);
 }
+// The kernels' reads and writes of local memory at `ctas` CTAs' rate.
 double local(double bytes, uint32_t ctas, const GemmArRates& r) { return bytes / (ctas * r.cta_bandwidth); }
 
 // The all-reduce of `fraction` of the output's tiles: the CTAs busy are at most its units of work
@@ -93,7 +93,8 @@ ArParts all_reduce(const GemmArShape& s, ArMethod method, uint32_t splits, uint3
   if (r.copy_engine) {
     // Per tile row: one put of its slices to each peer (one-shot) or to the row's owner (two-shot),
     // the owners' sums back to every peer, the kernels' reads local (`recv`, `reduced`).
-    const double rows = std::max(1.0, std::ceil(double((s.m + gemm_tile(s.m).m - 1) / gemm_tile(s.m).m) * fraction));
+    const uint32_t tile_m = gemm_tile(s.m).m;
+    const double rows = std::max(1.0, std::ceil(double((s.m + tile_m - 1) / tile_m) * fraction));
     if (method == ArMethod::kOneShot) {
       p.reduce = stream_puts(rows * (w - 1), bytes * splits * (w - 1), r) + r.notify_latency +
                  local(bytes * (splits * w + 1), busy(tiles), r);
