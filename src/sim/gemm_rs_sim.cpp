@@ -40,6 +40,21 @@ uint32_t auto_band(const GemmRsFusedPlan& plan) {
   return band;
 }
 
+// Rank 0's NVLink port, which every byte it reads from or stores into a node peer shares (by the
+// schedule's symmetry what it reads equals what enters it): transfers through it in the order the
+// model issues them, each no sooner than it is ready, at the link's rate. Without it a model of
+// CTAs that each move tiles at their own rate would let 132 of them pull 12 TB/s over a 390 GB/s
+// link.
+struct LinkQueue {
+  double rate = 0;  // bytes per second
+  double free_at = 0;
+  // When `bytes`, ready at `ready`, are through.
+  double through(double ready, double bytes) {
+    free_at = std::max(free_at, ready) + bytes / rate;
+    return free_at;
+  }
+};
+
 }  // namespace
 
 GemmRsPrediction predict_gemm_rs(const GemmRsProblem& p, const GemmRsPlanConfig& c, const CostModel& cost) {
@@ -95,15 +110,14 @@ GemmRsPrediction predict_gemm_rs(const GemmRsProblem& p, const GemmRsPlanConfig&
   // Sender q's part of owner 0's tile t lands (and is announced) as rank 0's part of owner
   // (P - q) mod P's tile t does, by symmetry: after its MMA, its store into the owner (push), the
   // notify.
-  // Rank 0's store of its part of owner o's tile t into the owner (push only; none to itself).
-  const auto push_store = [&](uint32_t o, uint32_t t) {
-    return plan.scatter == GemmRsScatter::kEpiloguePush && o != 0
-               ? tile_bytes(t) / std::min(cost.sm_copy_bandwidth_per_cta, link(o))
-               : 0.0;
-  };
+  // `landed`: when rank 0's part of a tile is where its owner reads it -- at once (pull, ce: its own
+  // buffer), or once its store into the owner (push) is through the CTA and the link; the
+  // epilogue's storing warps wait for it before the notify, so the CTA does too.
+  std::vector<double> landed(size_t(w) * tpb, 0.0);
+  LinkQueue port{cost.nvlink_bandwidth};  // one node: the pull and push paths do not cross nodes
+  const bool push = plan.scatter == GemmRsScatter::kEpiloguePush;
   const auto part_arrival = [&](uint32_t q, uint32_t t) {
-    const uint32_t o = (w - q) % w;
-    return finish[size_t(o) * tpb + t] + push_store(o, t) + cost.notify_latency;
+    return landed[size_t((w - q) % w) * tpb + t] + cost.notify_latency;
   };
   for (uint32_t i = 0; i < w * tpb; ++i) {
     const uint32_t m_tile = m_order[i / plan.n_tiles()];
@@ -115,15 +129,25 @@ GemmRsPrediction predict_gemm_rs(const GemmRsProblem& p, const GemmRsPlanConfig&
     finish[size_t(owner) * tpb + t] = cta;
     const std::string lane = "cta " + std::to_string(i % ctas);
     out.timeline.push_back({lane, "tile " + std::to_string(t) + " for rank " + std::to_string(owner), start, cta});
+    double& part = landed[size_t(owner) * tpb + t];
+    part = cta;
+    if (push && owner != 0) {
+      part = std::max(cta + tile_bytes(t) / std::min(cost.sm_copy_bandwidth_per_cta, link(owner)),
+                      port.through(cta, tile_bytes(t)));
+      out.timeline.push_back({lane, "push tile " + std::to_string(t) + " to rank " + std::to_string(owner), cta, part});
+      cta = part;
+    }
     if (in_epilogue && owner == 0) {
       // The own tile's sum right after its epilogue, once every sender's part is in (each computed
-      // in this round before the owner's own tiles, so already in `finish`): world tiles read
-      // (the peers' over the link with the pull), one written, at the epilogue's sum rate.
+      // in this round before the owner's own tiles, so already in `landed`): world tiles read,
+      // one written, at the epilogue's sum rate; with the pull the peers' tiles also cross the
+      // port, which every CTA summing at once shares.
       double ready = cta;
       for (uint32_t q = 1; q < w; ++q) ready = std::max(ready, part_arrival(q, t));
-      const double sum = tile_bytes(t) * (w + 1) / cost.epilogue_sum_bandwidth_per_cta;
-      out.timeline.push_back({lane, "sum tile " + std::to_string(t), ready, ready + sum});
-      cta = ready + sum;
+      double end = ready + tile_bytes(t) * (w + 1) / cost.epilogue_sum_bandwidth_per_cta;
+      if (!push) end = std::max(end, port.through(ready, tile_bytes(t) * (w - 1)));
+      out.timeline.push_back({lane, "sum tile " + std::to_string(t), ready, end});
+      cta = end;
     }
   }
   const double compute_end = *std::max_element(free_at.begin(), free_at.end());
@@ -138,7 +162,7 @@ GemmRsPrediction predict_gemm_rs(const GemmRsProblem& p, const GemmRsPlanConfig&
     for (uint32_t o = 0; o < w; ++o) {
       for (uint32_t t = 0; t < tpb; ++t) {
         double& g = group_done[size_t(o) * plan.groups() + plan.group_of(t)];
-        g = std::max(g, finish[size_t(o) * tpb + t] + push_store(o, t));
+        g = std::max(g, landed[size_t(o) * tpb + t]);
       }
     }
     std::vector<double> arrival(size_t(w) * tpb, 0.0);
@@ -177,6 +201,7 @@ GemmRsPrediction predict_gemm_rs(const GemmRsProblem& p, const GemmRsPlanConfig&
       double& r = reducer[i % reduce_ctas];
       const double start = std::max(r, ready);
       r = start + tile_bytes(t) * (w + 1) / cost.sm_copy_bandwidth_per_cta;  // world tiles read, one written
+      if (plan.scatter == GemmRsScatter::kPull) r = std::max(r, port.through(start, tile_bytes(t) * (w - 1)));
       out.timeline.push_back({"reduce " + std::to_string(i % reduce_ctas), "tile " + std::to_string(t), start, r});
     }
     out.fused = std::max(compute_end, *std::max_element(reducer.begin(), reducer.end()));

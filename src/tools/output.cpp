@@ -113,6 +113,7 @@ int report_trace(const TraceResult& r, const std::string& op, int world, const T
               r.untraced.median, r.traced.median, r.traced.samples,
               100.0 * (r.traced.median / r.untraced.median - 1.0));
   std::cout << r.checked << ": " << r.tiles - r.violations << " of " << r.tiles << "\n";
+  for (const std::string& rate : r.rates) std::cout << "measured, " << rate << "\n";
   std::vector<sim::Interval> timeline;
   if (r.parts.empty()) {
     timeline = sim::trace_intervals(r.records);

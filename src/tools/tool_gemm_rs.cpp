@@ -8,6 +8,7 @@
 #include "bench/gemm_rs.hpp"
 #include "bench/gemm_rs_setup.hpp"
 #include "tilelink/ops/gemm_rs/gemm_rs.hpp"
+#include "tilelink/sim/gemm_rs_rates.hpp"
 #include "tilelink/sim/gemm_rs_sim.hpp"
 #include "tilelink/tune/gemm_rs_tune.hpp"
 #include "tools/command.hpp"
@@ -173,6 +174,15 @@ TraceResult trace_gemm_rs(const TraceOptions<tb::GemmRsBenchOptions>& o) {
                        ? std::string("sums in the GEMM's epilogue")
                        : std::to_string(op.reduce_blocks()) + " reduction CTAs per rank") +
                   ", swizzle " + std::to_string(op.swizzle()) + provenance(op.tuned_from(), gated);
+  const GemmRsFusedPlan& plan = op.plan();
+  sim::GemmRsTraceShape shape;
+  shape.world = plan.world;
+  shape.m_tiles = plan.m_tiles();
+  shape.n_tiles = plan.n_tiles();
+  shape.bm = plan.bm;
+  shape.bn = plan.bn;
+  shape.push = plan.scatter == GemmRsScatter::kEpiloguePush;
+  result.rates = sim::describe(sim::gemm_rs_trace_rates(result.records, shape), shape);
   return result;
 }
 

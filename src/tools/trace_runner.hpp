@@ -40,6 +40,7 @@ struct TraceResult {
   uint64_t violations = 0;  // of those, the ones out of order (ag_gemm: loads that began before the wait ended)
   std::string checked;      // the check in words, completed by "<tiles - violations> of <tiles>"
   std::string config;       // the op's configuration, in words
+  std::vector<std::string> rates;  // what the records measure of the cost model's rates, a line each
 };
 
 // The overhead (untraced and traced calls interleaved; the traced ones fill the buffers, what does

@@ -164,10 +164,11 @@ TEST(GemmRsSim, TwoRanksOthersFirstThenOwnThenReduce) {
     c.op.granularity = g;
     for (GemmRsScatter s : {GemmRsScatter::kPull, GemmRsScatter::kEpiloguePush}) {
       c.op.scatter = s;
-      // Owner 0's own tiles are done at 2 µs; rank 1's tiles for it at 1 µs (pull) or 2 µs
-      // (push: 1 µs store). Reduction of each tile: 2 read + 1 written = 3 µs: 2-5, 5-8 µs.
+      // Pull: owner 0's own tiles are done at 2 µs, rank 1's tiles for it at 1 µs. Push: the CTAs
+      // wait for their 1 µs stores into owner 1 (1-2 µs) before the own tiles (2-3 µs). Reduction
+      // of each tile: 2 read + 1 written = 3 µs: 2-5, 5-8 µs (pull), 3-6, 6-9 µs (push).
       const GemmRsPrediction r = predict_gemm_rs(p, c, rs_gpu());
-      EXPECT_NEAR(r.fused, 8e-6, 1e-15) << to_string(s) << " granularity " << int(g);
+      EXPECT_NEAR(r.fused, s == GemmRsScatter::kPull ? 8e-6 : 9e-6, 1e-15) << to_string(s) << " granularity " << int(g);
     }
   }
   // Copy engine, one copy per tile row: rank 1's row for owner 0 is done at 1 µs, copied by
@@ -177,6 +178,24 @@ TEST(GemmRsSim, TwoRanksOthersFirstThenOwnThenReduce) {
   const CostModel cost = rs_gpu();
   const double copied = 1e-6 + cost.ce_chunk_overhead + 128.0 * 512 * 2 / cost.ce_bandwidth;
   EXPECT_NEAR(predict_gemm_rs(p, c, cost).fused, copied + 6e-6, 1e-12);
+}
+
+// The epilogue reducer with the pull: every own tile's sum reads the peers' parts over the one
+// link the rank has, so sums that run at once on different CTAs queue on it. Two ranks, two tiles
+// per block, three CTAs: owner 1's tiles on CTAs 0 and 1 (0-1 µs), own tile 0 on CTA 2 (0-1 µs),
+// own tile 1 on CTA 0 (1-2 µs); a sum takes 1 µs at the epilogue's rate.
+TEST(GemmRsSim, PullSumsInTheEpilogueShareTheLink) {
+  GemmRsProblem p{256, 512, 128, 2, 2, 2, 1};
+  GemmRsPlanConfig c;
+  c.op.reducer = GemmRsReducer::kEpilogue;
+  CostModel cost = rs_gpu();
+  const double tile = 128.0 * 512 / 2 * 2;
+  cost.epilogue_sum_bandwidth_per_cta = 3 * tile / 1e-6;  // two parts read, one written: 1 µs
+  // A fast link: sums at 1-2 and 2-3 µs.
+  EXPECT_NEAR(predict_gemm_rs(p, c, cost).fused, 3e-6, 1e-15);
+  // Half a tile per µs: tile 0's peer part crosses 1-3 µs, tile 1's 3-5 µs.
+  cost.nvlink_bandwidth = tile / 2e-6;
+  EXPECT_NEAR(predict_gemm_rs(p, c, cost).fused, 5e-6, 1e-15);
 }
 
 TEST(GemmRsSim, InterleavedOwnersLeaveOnlyTheLastRoundsReduction) {

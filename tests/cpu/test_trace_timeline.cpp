@@ -4,10 +4,13 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
+#include <random>
 #include <set>
 #include <string>
 #include <vector>
 
+#include "tilelink/sim/gemm_rs_rates.hpp"
 #include "tilelink/sim/timeline.hpp"
 
 namespace tilelink::sim {
@@ -100,6 +103,56 @@ TEST(TraceTimeline, ChromeJsonParsesWithOneCompleteEventPerIntervalAndNamedThrea
     }
   }
   EXPECT_TRUE(found);
+}
+
+
+// GEMM+RS's rates from a trace: world 2, 2 tile rows per owner block, 3 tile columns, 128 x 256
+// bf16 tiles (64 KiB). Rank 1's epilogues of tiles 6..11 (owner 1) are its own, of 0..5 its
+// peer's; medians over random durations, the same whatever the order.
+TEST(GemmRsTraceRates, MediansPerKindAndOwnerFromRandomSpans) {
+  std::mt19937 rng(::testing::UnitTest::GetInstance()->random_seed());
+  std::uniform_int_distribution<uint64_t> jitter(0, 400);
+  std::vector<TraceRecord> records;
+  std::vector<uint64_t> own, peer, esum, bsum;
+  for (uint32_t tile = 0; tile < 12; ++tile) {
+    const uint64_t d = 1'000 + jitter(rng) + (tile >= 6 ? 0 : 3'000);
+    (tile >= 6 ? own : peer).push_back(d);
+    records.push_back(rec(TraceKind::kEpilogue, tile, 1, 1, tile, 10'000, 10'000 + d));
+  }
+  for (uint32_t t = 0; t < 5; ++t) {
+    const uint64_t e = 2'000 + jitter(rng), b = 4'000 + jitter(rng);
+    esum.push_back(e);
+    bsum.push_back(b);
+    records.push_back(rec(TraceKind::kReduce, 6 + t, 1, 1, t, 50'000, 50'000 + e));  // consumer: the epilogue's
+    records.push_back(rec(TraceKind::kReduce, 6 + t, 1, 2, t, 60'000, 60'000 + b));  // comm: a reduction block's
+  }
+  records.push_back(rec(TraceKind::kNotify, 3, 1, 1, 0, 0, 99'999));  // neither kind counts
+  std::shuffle(records.begin(), records.end(), rng);
+  GemmRsTraceShape shape;
+  shape.world = 2;
+  shape.m_tiles = 2;
+  shape.n_tiles = 3;
+  shape.bm = 128;
+  shape.bn = 256;
+  shape.push = true;
+  auto median = [](std::vector<uint64_t> v) {
+    std::sort(v.begin(), v.end());
+    return double(v[v.size() / 2]);
+  };
+  const double tile = 128.0 * 256 * 2;
+  const GemmRsTraceRates r = gemm_rs_trace_rates(records, shape);
+  EXPECT_EQ(r.own_epilogue.spans, 6u);
+  EXPECT_EQ(r.peer_epilogue.spans, 6u);
+  EXPECT_NEAR(r.own_epilogue.median_us, median(own) / 1e3, 1e-9);
+  EXPECT_NEAR(r.peer_epilogue.gbps, tile / median(peer), 1e-9);
+  EXPECT_EQ(r.epilogue_sum.spans, 5u);
+  EXPECT_NEAR(r.epilogue_sum.gbps, 3 * tile / median(esum), 1e-9);  // two parts read, one written
+  EXPECT_NEAR(r.block_sum.gbps, 3 * tile / median(bsum), 1e-9);
+  const std::vector<std::string> lines = describe(r, shape);
+  ASSERT_EQ(lines.size(), 4u);
+  EXPECT_NE(lines[1].find("into the owner"), std::string::npos) << lines[1];
+  // No records: no spans, no lines.
+  EXPECT_TRUE(describe(gemm_rs_trace_rates({}, shape), shape).empty());
 }
 
 }  // namespace

@@ -8,11 +8,14 @@
 // what owner 0 receives from rank q is what rank 0 sends owner (P - q) mod P, at the same time.
 // Compute CTAs (SMs minus the reduction CTAs) take tiles round-robin at the MMA time of a tile.
 // A finished tile reaches its owner: pull -- at once (the owner reads it remotely); push -- after
-// its store at one CTA's copy bandwidth, capped by the link; copy engine -- when the rank's
+// its store at one CTA's copy bandwidth, capped by the link, which the CTA waits for (the
+// epilogue notifies only landed stores); copy engine -- when the rank's
 // scatter stream, in order, has copied its whole group (a fixed cost plus bytes over the
 // link). The owner's reduction CTAs take the block's tiles in finishing order, each once every
 // sender's group holding it is complete, and read world tiles and write one at one CTA's copy
-// bandwidth. With one rank the op is the GEMM alone (the reduce-scatter is the identity).
+// bandwidth. Every byte rank 0 pulls from or pushes to a node peer also crosses its one NVLink
+// port, in the order the model issues them (so 132 CTAs summing at once cannot read faster than
+// the link). With one rank the op is the GEMM alone (the reduce-scatter is the identity).
 #pragma once
 
 #include <cstdint>
