@@ -93,7 +93,7 @@ bool process_scatter(const Group& g, GemmRsConfig& config) {
     config.granularity = SignalGranularity::kTileRow;
     return true;
   }
-  config.scatter = GemmRsScatter::kPull;
+  config.scatter = GemmRsScatter::kAuto;  // the op's rule: the epilogue push where the heap allows
   return false;
 }
 

@@ -81,6 +81,17 @@ SymmetricHeap::SymmetricHeap(const World& world, size_t capacity_per_rank)
                       "mapped (TILELINK_TRANSPORT=put_signal or auto reaches peers through NVSHMEM)");
         }
       }
+      if (map_peers && n > 1) {  // collective: every process has mapped its peers alike
+        const std::ptrdiff_t stride = bases_[(me + 1) % n] - bases_[me];
+        bool rotated = stride > 0;
+        for (int k = 2; k < n && rotated; ++k) rotated = bases_[(me + k) % n] - bases_[me] == stride * k;
+        const uint64_t word = rotated ? static_cast<uint64_t>(stride) : 0;
+        bool agreed = word != 0;
+        for (uint64_t other : detail::nvshmem::all_gather_word(word, "SymmetricHeap's affine layout")) {
+          agreed = agreed && other == word;
+        }
+        process_stride_ = agreed ? static_cast<size_t>(stride) : 0;
+      }
     } else if (one_device) {
       // Virtual ranks: one allocation, segment r at base + r * capacity (an affine heap).
       void* p = device_malloc(capacity_ * static_cast<size_t>(n), world.device(0),
@@ -125,16 +136,21 @@ size_t SymmetricHeap::affine_stride() const {
   const int n = world_->size();
   if (n == 1) return capacity_;
   // A process world's mappings are each process's own: NVSHMEM maps peer (me + k) % n at
-  // base + k * stride, so the segments look affine from rank 0 and rotated from every other rank.
-  // An answer that differs between processes would split a collective decision (GemmRs push ran
-  // on rank 0 alone and waited for pushes that never came), so a process world is never affine.
-  if (world_->mode() == WorldMode::kProcess) return 0;
+  // base + k * stride, affine from its own rank and rotated. The answer was agreed by every
+  // process when the heap was made: one that differed between processes would split a collective
+  // decision (GemmRs push on some ranks waiting for pushes the others never make).
+  if (world_->mode() == WorldMode::kProcess) return process_stride_;
   const std::ptrdiff_t stride = bases_[1] - bases_[0];
   if (stride <= 0) return 0;
   for (int r = 2; r < n; ++r) {
     if (bases_[r] - bases_[0] != stride * r) return 0;
   }
   return static_cast<size_t>(stride);
+}
+
+int SymmetricHeap::affine_origin(int rank) const {
+  world_->check_rank(rank, "SymmetricHeap::affine_origin");
+  return world_->mode() == WorldMode::kProcess ? rank : 0;
 }
 
 SymmetricBuffer SymmetricHeap::allocate(size_t bytes, size_t alignment) {

@@ -55,9 +55,33 @@ struct LinkQueue {
   }
 };
 
+// The configuration with the scatter and reducer the op would run on these ranks: one per GPU, on
+// NVSHMEM's heap (affine from each rank, gemm_rs_policy::path), put_signal across nodes.
+GemmRsPlanConfig with_path(const GemmRsProblem& p, const GemmRsPlanConfig& c, const CostModel& cost) {
+  gemm_rs_policy::MethodShape shape;
+  shape.world = static_cast<uint32_t>(p.world);
+  shape.m = p.m;
+  shape.n = p.n;
+  shape.k = p.k / static_cast<uint32_t>(std::max(p.world, 1));
+  shape.sm_budget = cost.sms;
+  gemm_rs_policy::PathContext x = gemm_rs_policy::path_context(
+      c.op, shape, {p.world, shape.k, true, cost.gemm_flops(p.dtype) / cost.sms, cost.sm_copy_bandwidth_per_cta});
+  x.put_signal = p.nodes > 1;
+  x.affine_heap = true;
+  const gemm_rs_policy::Path path = gemm_rs_policy::path(c.op.scatter, c.op.reducer, x);
+  GemmRsPlanConfig out = c;
+  out.op.scatter = path.scatter;
+  out.op.reducer = path.reducer;
+  return out;
+}
+
 }  // namespace
 
-GemmRsPrediction predict_gemm_rs(const GemmRsProblem& p, const GemmRsPlanConfig& c, const CostModel& cost) {
+GemmRsPrediction predict_gemm_rs(const GemmRsProblem& p, const GemmRsPlanConfig& asked, const CostModel& cost) {
+  TL_REQUIRE(static_cast<uint32_t>(asked.op.scatter) <= 3, kWhere, "scatter", static_cast<uint32_t>(asked.op.scatter),
+             "pull, push, ce or auto");
+  check_world(kWhere, p.world, p.nodes);
+  const GemmRsPlanConfig c = with_path(p, asked, cost);
   validate(p, c, cost);
   const uint32_t w = static_cast<uint32_t>(p.world);
   const uint32_t ranks_per_node = w / static_cast<uint32_t>(p.nodes);
@@ -68,13 +92,14 @@ GemmRsPrediction predict_gemm_rs(const GemmRsProblem& p, const GemmRsPlanConfig&
   plan.bn = c.bn;
   plan.granularity = c.op.granularity;
   plan.scatter = c.op.scatter;
-  plan.reducer = gemm_rs_policy::reducer(c.op.reducer);
+  plan.reducer = c.op.reducer;
   plan.band = c.band != 0 ? c.band : auto_band(plan);
   const uint32_t k_local = p.k / w;
   const bool in_epilogue = plan.reducer == GemmRsReducer::kEpilogue && w > 1;
 
   GemmRsPrediction out;
   out.reducer = plan.reducer;
+  out.scatter = plan.scatter;
   // As configured, else the op's rule for one rank per GPU at this cost model's rates; none when
   // the GEMM's epilogue sums.
   const uint32_t reduce_ctas =
@@ -132,7 +157,7 @@ GemmRsPrediction predict_gemm_rs(const GemmRsProblem& p, const GemmRsPlanConfig&
     double& part = landed[size_t(owner) * tpb + t];
     part = cta;
     if (push && owner != 0) {
-      part = std::max(cta + tile_bytes(t) / std::min(cost.sm_copy_bandwidth_per_cta, link(owner)),
+      part = std::max(cta + tile_bytes(t) / std::min(cost.epilogue_store_bandwidth_per_cta, link(owner)),
                       port.through(cta, tile_bytes(t)));
       out.timeline.push_back({lane, "push tile " + std::to_string(t) + " to rank " + std::to_string(owner), cta, part});
       cta = part;

@@ -30,6 +30,8 @@ MlpPrediction predict_mlp(const MlpProblem& p, const MlpPlanConfig& c, const Cos
   out.t_comm = fc1.t_comm + fc2.t_comm;
   out.flop = fc1.flop + fc2.flop;
   out.fc2_reduce_ctas = fc2.reduce_ctas;
+  out.fc2_scatter = fc2.scatter;
+  out.fc2_reducer = fc2.reducer;
   for (const Interval& e : fc1.timeline) out.timeline.push_back({"fc1 " + e.lane, e.name, e.start, e.end});
   out.timeline.push_back({"activation", swiglu ? "SwiGLU" : "GELU", fc1.fused, fc1.fused + out.t_act});
   const double shift = fc1.fused + out.t_act;

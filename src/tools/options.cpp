@@ -67,6 +67,9 @@ void CostOptions::add_to(CLI::App* app) {
   app->add_option("--epilogue-sum-gbps", epilogue_sum_gbps,
                   "cost model: GB/s of a GEMM CTA summing an own tile in its epilogue (gemm_rs --reducer epilogue; "
                   "default 96, derived from the measured CTA copy rate, not yet measured)");
+  app->add_option("--epilogue-store-gbps", epilogue_store_gbps,
+                  "cost model: GB/s of a GEMM CTA's epilogue storing a tile into a peer (gemm_rs --scatter push; "
+                  "default 48, one CTA's copy rate, assumed)");
 }
 
 sim::CostModel CostOptions::model() const {
@@ -79,6 +82,7 @@ sim::CostModel CostOptions::model() const {
   if (ce_chunk_us >= 0) c.ce_chunk_overhead = ce_chunk_us * 1e-6;
   if (sm_copy_gbps > 0) c.sm_copy_bandwidth_per_cta = sm_copy_gbps * 1e9;
   if (epilogue_sum_gbps > 0) c.epilogue_sum_bandwidth_per_cta = epilogue_sum_gbps * 1e9;
+  if (epilogue_store_gbps > 0) c.epilogue_store_bandwidth_per_cta = epilogue_store_gbps * 1e9;
   return c;
 }
 

@@ -81,7 +81,8 @@ void add_operand_options(CLI::App* app, DType& dtype, Fp8Scaling& scaling, const
 // from the command line (another GPU, or one GPU shared by virtual ranks).
 struct CostOptions {
   sim::CostModel cost;
-  double tflops = 0, fp8_tflops = 0, nvlink_gbps = 0, network_gbps = 0, ce_gbps = 0, sm_copy_gbps = 0, epilogue_sum_gbps = 0, ce_chunk_us = -1;
+  double tflops = 0, fp8_tflops = 0, nvlink_gbps = 0, network_gbps = 0, ce_gbps = 0, sm_copy_gbps = 0, epilogue_sum_gbps = 0,
+         epilogue_store_gbps = 0, ce_chunk_us = -1;
 
   void add_to(CLI::App* app);
   sim::CostModel model() const;

@@ -28,11 +28,13 @@ constexpr const char* kK = "inner dimension over all ranks (each rank holds k / 
 
 constexpr const char* kScatterHelp =
     "how tiles reach their owner: pull (owners read the senders' partials), push (the GEMM epilogue stores into "
-    "the owner), ce (copy engine, per signal group: needs --granularity row or rank)";
+    "the owner), ce (copy engine, per signal group: needs --granularity row or rank) or auto (the op's rule, "
+    "with --reducer: push with one rank per GPU where the epilogue sums, else pull)";
 
 void add_scatter(CLI::App* app, GemmRsScatter& scatter, const std::string& help) {
   add_enum_option(app, "--scatter", scatter,
-                  {GemmRsScatter::kPull, GemmRsScatter::kEpiloguePush, GemmRsScatter::kCopyEngine}, help);
+                  {GemmRsScatter::kPull, GemmRsScatter::kEpiloguePush, GemmRsScatter::kCopyEngine, GemmRsScatter::kAuto},
+                  help);
 }
 
 void add_reducer(CLI::App* app, GemmRsReducer& reducer, const std::string& help) {
@@ -42,8 +44,8 @@ void add_reducer(CLI::App* app, GemmRsReducer& reducer, const std::string& help)
 
 constexpr const char* kReducerHelp =
     "who sums the owner's tiles: blocks (reduction CTAs beside the GEMM), epilogue (the GEMM's own CTAs after "
-    "each own tile; needs --granularity tile, --reduce-blocks 0) or auto (the op's rule: blocks until the "
-    "epilogue has been measured)";
+    "each own tile; needs --granularity tile, --reduce-blocks 0) or auto (the op's rule: the epilogue with the "
+    "push with one rank per GPU, where the estimate prefers the fused op; else blocks)";
 
 void add_granularity(CLI::App* app, SignalGranularity& granularity, const std::string& help) {
   add_enum_option(app, "--granularity", granularity,
@@ -97,20 +99,29 @@ int plan(PlanGemmRs a, const sim::CostModel& cost, const CLI::App& app) {
             << cost.sms << " SMs, NVLink " << cost.nvlink_bandwidth / 1e9 << " GB/s per rank)\n"
             << "world=" << p.world << "  nodes=" << p.nodes << "  m=" << p.m << "  n=" << p.n << "  k=" << p.k
             << "  bm=" << a.config.bm << "  bn=" << a.config.bn << "  reduce_ctas=" << r.reduce_ctas << (op.reduce_blocks == 0 ? " (automatic)" : "")
-            << "  granularity=" << to_string(op.granularity) << "  scatter=" << to_string(op.scatter)
+            << "  granularity=" << to_string(op.granularity) << "  scatter=" << to_string(r.scatter)
+            << (op.scatter == GemmRsScatter::kAuto ? " (automatic)" : "")
             << "  reducer=" << to_string(r.reducer) << (op.reducer == GemmRsReducer::kAuto ? " (automatic)" : "")
             << "  band=" << (a.config.band == 0 ? std::string("auto") : std::to_string(a.config.band)) << "\n"
             << across << "\n";
-  // With the reducer on automatic, the other placement of the sums too (same knobs otherwise;
-  // the epilogue's needs a signal per tile and no reduction CTAs).
+  // With the reducer on automatic, the other placements of the sums too (same knobs otherwise; the
+  // epilogue's needs a signal per tile and no reduction CTAs), each with the scatter given or, on
+  // automatic, pull and push.
   std::vector<std::pair<std::string, double>> alternatives;
-  if (op.reducer == GemmRsReducer::kAuto && p.world > 1 && op.granularity == SignalGranularity::kTile) {
-    sim::GemmRsPlanConfig other = a.config;
-    other.op.reducer =
-        r.reducer == GemmRsReducer::kBlocks ? GemmRsReducer::kEpilogue : GemmRsReducer::kBlocks;
-    if (other.op.reducer == GemmRsReducer::kEpilogue) other.op.reduce_blocks = 0;
-    alternatives.push_back({std::string("fused, reducer ") + to_string(other.op.reducer),
-                            sim::predict_gemm_rs(p, other, cost).fused});
+  if (op.reducer == GemmRsReducer::kAuto && p.world > 1 && op.granularity == SignalGranularity::kTile &&
+      r.scatter != GemmRsScatter::kCopyEngine) {
+    for (GemmRsReducer reducer : {GemmRsReducer::kBlocks, GemmRsReducer::kEpilogue}) {
+      for (GemmRsScatter scatter : {GemmRsScatter::kPull, GemmRsScatter::kEpiloguePush}) {
+        if (op.scatter != GemmRsScatter::kAuto && scatter != op.scatter) continue;
+        if (reducer == r.reducer && scatter == r.scatter) continue;  // the row above
+        sim::GemmRsPlanConfig other = a.config;
+        other.op.reducer = reducer;
+        other.op.scatter = scatter;
+        if (reducer == GemmRsReducer::kEpilogue) other.op.reduce_blocks = 0;
+        alternatives.push_back({std::string("fused, ") + to_string(scatter) + ", reducer " + to_string(reducer),
+                                sim::predict_gemm_rs(p, other, cost).fused});
+      }
+    }
   }
   print_plan("plan_gemm_rs", "GEMM+RS, predicted per rank", r, a.out,
              "gemm_rs rank 0, predicted: " + std::to_string(p.world) + " ranks, m=" + std::to_string(p.m) +
@@ -144,7 +155,8 @@ void add_plan_options(CLI::App* app, PlanGemmRs& a) {
   app->add_option("--reduce-blocks", a.config.op.reduce_blocks,
                   "CTAs of the reduction; 0 = the op's rule for one rank per GPU")
       ->capture_default_str();
-  add_scatter(app, a.config.op.scatter, "pull, push or ce (ce needs --granularity row or rank)");
+  add_scatter(app, a.config.op.scatter, "pull, push, ce (needs --granularity row or rank) or auto (the op's rule for "
+                                        "one rank per GPU)");
   app->add_option("--band", a.config.band, "tile rows per band of the compute order; 0 = the op's rule")
       ->capture_default_str();
   add_granularity(app, a.config.op.granularity, "signal per tile, row (of tiles) or rank");

@@ -66,8 +66,8 @@ struct RunArgs : RunArgsBase<tb::MlpBenchOptions> {
     if (with_knobs) {
       CLI::Option_group* g = knob_group(c.app, knobs);
       add_enum_option(g, "--scatter", o.config.fc2.scatter,
-                      {GemmRsScatter::kPull, GemmRsScatter::kEpiloguePush, GemmRsScatter::kCopyEngine},
-                      "fc2's scatter: pull, push or ce (ce needs --granularity row or rank)");
+                      {GemmRsScatter::kPull, GemmRsScatter::kEpiloguePush, GemmRsScatter::kCopyEngine, GemmRsScatter::kAuto},
+                      "fc2's scatter: pull, push, ce (needs --granularity row or rank) or auto (the op's rule)");
       add_enum_option(g, "--granularity", o.config.fc2.granularity,
                       {SignalGranularity::kTile, SignalGranularity::kTileRow, SignalGranularity::kRank},
                       "fc2's signal per tile, row (of tiles) or rank");
@@ -129,21 +129,29 @@ int plan(PlanMlp a, const sim::CostModel& cost, const CLI::App& app) {
             << "  intermediate=" << p.intermediate << "  activation=" << to_string(p.activation)
             << (p.dtype == DType::kE4m3 ? std::string("  e4m3 ") + to_string(p.scaling) + " scaling" : std::string())
             << "  fc1 all-gather " << to_string(comm.resource) << ", " << comm.comm_rows << "-row tiles  fc2 scatter "
-            << to_string(a.config.fc2.op.scatter) << ", " << r.fc2_reduce_ctas << " reduction CTAs"
-            << (a.config.fc2.op.reduce_blocks == 0 ? " (automatic)" : "") << ", reducer "
-            << to_string(gemm_rs_policy::reducer(a.config.fc2.op.reducer)) << ", signal per "
+            << to_string(r.fc2_scatter) << (a.config.fc2.op.scatter == GemmRsScatter::kAuto ? " (automatic)" : "")
+            << ", " << r.fc2_reduce_ctas << " reduction CTAs"
+            << (a.config.fc2.op.reduce_blocks == 0 ? " (automatic)" : "") << ", reducer " << to_string(r.fc2_reducer)
+            << (a.config.fc2.op.reducer == GemmRsReducer::kAuto ? " (automatic)" : "") << ", signal per "
             << to_string(a.config.fc2.op.granularity) << "\n"
             << across << "\n";
-  // With fc2's reducer on automatic, the other placement of its sums too.
+  // With fc2's reducer on automatic, the other placements of its sums too (as plan gemm_rs).
   std::vector<std::pair<std::string, double>> alternatives;
   const GemmRsConfig& fc2 = a.config.fc2.op;
-  if (fc2.reducer == GemmRsReducer::kAuto && p.world > 1 && fc2.granularity == SignalGranularity::kTile) {
-    sim::MlpPlanConfig other = a.config;
-    const GemmRsReducer now = gemm_rs_policy::reducer(fc2.reducer);
-    other.fc2.op.reducer = now == GemmRsReducer::kBlocks ? GemmRsReducer::kEpilogue : GemmRsReducer::kBlocks;
-    if (other.fc2.op.reducer == GemmRsReducer::kEpilogue) other.fc2.op.reduce_blocks = 0;
-    alternatives.push_back({std::string("fused, fc2 reducer ") + to_string(other.fc2.op.reducer),
-                            sim::predict_mlp(p, other, cost).fused});
+  if (fc2.reducer == GemmRsReducer::kAuto && p.world > 1 && fc2.granularity == SignalGranularity::kTile &&
+      r.fc2_scatter != GemmRsScatter::kCopyEngine) {
+    for (GemmRsReducer reducer : {GemmRsReducer::kBlocks, GemmRsReducer::kEpilogue}) {
+      for (GemmRsScatter scatter : {GemmRsScatter::kPull, GemmRsScatter::kEpiloguePush}) {
+        if (fc2.scatter != GemmRsScatter::kAuto && scatter != fc2.scatter) continue;
+        if (reducer == r.fc2_reducer && scatter == r.fc2_scatter) continue;
+        sim::MlpPlanConfig other = a.config;
+        other.fc2.op.reducer = reducer;
+        other.fc2.op.scatter = scatter;
+        if (reducer == GemmRsReducer::kEpilogue) other.fc2.op.reduce_blocks = 0;
+        alternatives.push_back({std::string("fused, fc2 ") + to_string(scatter) + ", reducer " + to_string(reducer),
+                                sim::predict_mlp(p, other, cost).fused});
+      }
+    }
   }
   print_plan("plan_mlp", "MLP, predicted per rank", r, a.out, "tilelink plan mlp, rank 0 (predicted)", alternatives);
   std::printf("activation %.1f us (its bytes at the HBM bandwidth)\n", r.t_act * 1e6);
@@ -157,7 +165,7 @@ void add_plan_options(CLI::App* app, PlanMlp& a) {
                   "fc2: reduction CTAs; 0 = the op's rule for one rank per GPU")
       ->capture_default_str();
   add_enum_option(app, "--scatter", a.config.fc2.op.scatter,
-                  {GemmRsScatter::kPull, GemmRsScatter::kEpiloguePush, GemmRsScatter::kCopyEngine},
+                  {GemmRsScatter::kPull, GemmRsScatter::kEpiloguePush, GemmRsScatter::kCopyEngine, GemmRsScatter::kAuto},
                   "fc2: pull, push or ce (ce needs --granularity row or rank; across nodes: ce)");
   add_enum_option(app, "--granularity", a.config.fc2.op.granularity,
                   {SignalGranularity::kTile, SignalGranularity::kTileRow, SignalGranularity::kRank},

@@ -26,9 +26,19 @@ double predict_us(const GemmRsConfig& c, const GemmRsTuneShape& s, const sim::Co
   sim::GemmRsPlanConfig q;
   detail::kernel_tile(GemmRs::kernel_name(s.dtype, s.scaling), "gemm_rs tune", &q.bm, &q.bn);  // the op's GEMM
   q.op = c;
-  q.op.reduce_blocks = gemm_rs_policy::reducer(c.reducer) == GemmRsReducer::kEpilogue
-                           ? 0u
-                           : gemm_rs_policy::reduce_blocks(c.reduce_blocks, s.sm_budget, load(s));
+  // The path the op takes on the searched machine (the model's own rule assumes one rank per GPU).
+  gemm_rs_policy::MethodShape shape;
+  shape.world = static_cast<uint32_t>(s.world);
+  shape.m = s.m;
+  shape.n = s.n;
+  shape.k = s.k_local;
+  shape.sm_budget = s.sm_budget;
+  gemm_rs_policy::PathContext x = gemm_rs_policy::path_context(c, shape, load(s));
+  x.affine_heap = true;  // virtual ranks share one allocation; processes agree on NVSHMEM's view
+  const gemm_rs_policy::Path path = gemm_rs_policy::path(c.scatter, c.reducer, x);
+  q.op.scatter = path.scatter;
+  q.op.reducer = path.reducer;
+  q.op.reduce_blocks = path.reducer == GemmRsReducer::kEpilogue ? 0u : x.shape.reduce_blocks;
   return sim::predict_gemm_rs(p, q, gpu.share(s.sm_budget)).fused * 1e6;
 }
 
@@ -85,6 +95,7 @@ std::vector<RankedGemmRsConfig> gemm_rs_comm_candidates(const GemmRsConfig& base
         c.scatter = scatter;
         c.granularity = g;
         c.reduce_blocks = blocks;
+        c.reducer = GemmRsReducer::kBlocks;  // explicit: the candidates below are the epilogue's
         all.push_back({c, predict_us(c, shape, gpu)});
       }
       if (g == SignalGranularity::kTile && scatter != GemmRsScatter::kCopyEngine) {  // the GEMM's CTAs sum

@@ -166,12 +166,25 @@ Reduced<GemmRsCase> reduce(const fuzz::GemmRsDraw& d, Rng& extra) {
   if (d.args.m == 0) return refuse<GemmRsCase>("m = 0: no rows");
   if (d.args.n == 0 || d.args.k == 0) return refuse<GemmRsCase>("a zero extent: n = " + std::to_string(d.args.n) + ", k = " + std::to_string(d.args.k));
   const uint32_t bm = Space::cpu().tile_m;
-  if (static_cast<uint32_t>(d.args.config.scatter) > 2) return refuse<GemmRsCase>("scatter: not pull, push or ce");
-  if (d.args.config.scatter == GemmRsScatter::kCopyEngine && d.args.config.granularity == SignalGranularity::kTile) {
+  if (static_cast<uint32_t>(d.args.config.scatter) > 3) return refuse<GemmRsCase>("scatter: not pull, push, ce or auto");
+  if (static_cast<uint32_t>(d.args.config.reducer) > 2) return refuse<GemmRsCase>("reducer: not blocks, epilogue or auto");
+  // The path the op takes for auto knobs; the executor's ranks are alike in one address space
+  // (virtual ranks: an affine heap). One rank per GPU is drawn too: its rule picks push + epilogue.
+  gemm_rs_policy::PathContext x;
+  x.one_rank_per_gpu = extra.chance(50);
+  x.affine_heap = true;
+  x.granularity = d.args.config.granularity;
+  x.reduce_blocks = d.args.config.reduce_blocks;
+  x.method = d.args.config.method;
+  x.shape.world = w;
+  x.shape.m = d.args.m;
+  x.shape.n = d.args.n;
+  x.shape.k = d.args.k;
+  const gemm_rs_policy::Path path = gemm_rs_policy::path(d.args.config.scatter, d.args.config.reducer, x);
+  if (path.scatter == GemmRsScatter::kCopyEngine && d.args.config.granularity == SignalGranularity::kTile) {
     return refuse<GemmRsCase>("scatter = ce with granularity = tile: the copy engine moves whole groups of rows");
   }
-  if (static_cast<uint32_t>(d.args.config.reducer) > 2) return refuse<GemmRsCase>("reducer: not blocks, epilogue or auto");
-  const GemmRsReducer reducer = gemm_rs_policy::reducer(d.args.config.reducer);
+  const GemmRsReducer reducer = path.reducer;
   if (reducer == GemmRsReducer::kEpilogue && d.args.config.granularity != SignalGranularity::kTile) {
     return refuse<GemmRsCase>("reducer = epilogue with granularity row or rank: an own tile would wait for its own later tiles");
   }
@@ -182,7 +195,7 @@ Reduced<GemmRsCase> reduce(const fuzz::GemmRsDraw& d, Rng& extra) {
   c.plan.bm = bm;
   c.plan.bn = extra.range32(1, c.plan.n + 1);
   c.plan.granularity = d.args.config.granularity;
-  c.plan.scatter = d.args.config.scatter;
+  c.plan.scatter = path.scatter;
   c.plan.band = d.args.config.swizzle;  // the GEMM's rasterization band: any value, the plan clamps it
   c.k = float_width(d.args.k);
   c.reduce_blocks = cpu_blocks(d.args.config.reduce_blocks, 2, 4);

@@ -67,10 +67,14 @@ TEST(GemmRsPolicy, MethodEstimatesByHand) {
   cheap.decomposed = 0;
   EXPECT_EQ(choose_method(OpMethod::kAuto, cheap, false), OpMethod::kFused) << "decomposed only where it can run";
   EXPECT_EQ(choose_method(OpMethod::kAuto, cheap, true), OpMethod::kDecomposed);
-  // The epilogue reducer: the GEMM on every SM, then the own tiles' sums at 96 GB/s per CTA.
+  // The epilogue reducer with the push: the GEMM on every SM, each CTA waiting for its stores into
+  // the peers (7 of 8 of its 16 tiles, 64 KiB each at 48 GB/s), then the own tiles' sums at 96 GB/s
+  // per CTA; the peers' 7 parts cross the link meanwhile (301 us, under the GEMM's 627 us).
   s.reducer = GemmRsReducer::kEpilogue;
   s.reduce_blocks = 0;
-  EXPECT_NEAR(estimate_methods(s).fused, 16 * tile + 9 * block / (132 * 96e9), 1e-9);
+  const double stores = 16 * 7.0 / 8 * 128 * 256 * 2 / 48e9;
+  EXPECT_NEAR(estimate_methods(s).fused, 16 * tile + stores + 9 * block / (132 * 96e9), 1e-9);
+  EXPECT_GT(16 * tile + stores, link) << "not link-bound here";
   // Few rows: one wave of GEMM, and 12 CTAs reduce slower than 132 do after it.
   s = {};
   s.world = 8;
@@ -83,6 +87,72 @@ TEST(GemmRsPolicy, MethodEstimatesByHand) {
   // One rank: the GEMM alone either way (a tie: fused).
   s.world = 1;
   EXPECT_EQ(choose_method(OpMethod::kAuto, estimate_methods(s)), OpMethod::kFused);
+}
+
+// The automatic scatter and reducer (issue 25) by the machine: the epilogue push with one rank per
+// GPU where everything it needs holds and the fused op beats the GEMM then the reduction; pull and
+// the reduction blocks on virtual ranks and for one rank; the copy engine where peers are reached
+// only through NVSHMEM; configured knobs stay.
+TEST(GemmRsPolicy, PathByTheMachine) {
+  using gemm_rs_policy::path;
+  using gemm_rs_policy::PathContext;
+  constexpr auto kAuto = GemmRsScatter::kAuto, kPull = GemmRsScatter::kPull, kPush = GemmRsScatter::kEpiloguePush,
+                 kCe = GemmRsScatter::kCopyEngine;
+  constexpr auto kR = GemmRsReducer::kAuto, kBlocks = GemmRsReducer::kBlocks, kEpi = GemmRsReducer::kEpilogue;
+  PathContext gpus;  // 8 H200s, 8192 x 8192 x 28672
+  gpus.one_rank_per_gpu = true;
+  gpus.affine_heap = true;
+  gpus.shape.world = 8;
+  gpus.shape.m = 8192;
+  gpus.shape.n = 8192;
+  gpus.shape.k = 3584;
+  gpus.shape.reduce_blocks = 12;
+  auto is = [](gemm_rs_policy::Path p, GemmRsScatter s, GemmRsReducer r) { return p.scatter == s && p.reducer == r; };
+  EXPECT_TRUE(is(path(kAuto, kR, gpus), kPush, kEpi));
+  EXPECT_TRUE(is(path(kPull, kR, gpus), kPull, kBlocks)) << "pulled sums queue on the link: blocks";
+  EXPECT_TRUE(is(path(kPush, kR, gpus), kPush, kEpi));
+  EXPECT_TRUE(is(path(kAuto, kBlocks, gpus), kPull, kBlocks));
+  EXPECT_TRUE(is(path(kAuto, kEpi, gpus), kPush, kEpi));
+  // What the epilogue needs: a signal per tile, no reduction CTAs asked for, the fused method, the
+  // heap's affine view (else pull, and then the blocks).
+  for (int knob = 0; knob < 5; ++knob) {
+    PathContext c = gpus;
+    if (knob == 0) c.granularity = SignalGranularity::kTileRow;
+    if (knob == 1) c.reduce_blocks = 8;
+    if (knob == 2) c.method = OpMethod::kNonOverlapped;
+    if (knob == 3) c.method = OpMethod::kDecomposed;
+    if (knob == 4) c.affine_heap = false;
+    EXPECT_TRUE(is(path(kAuto, kR, c), kPull, kBlocks)) << "knob " << knob;
+  }
+  PathContext fused = gpus;
+  fused.method = OpMethod::kFused;
+  EXPECT_TRUE(is(path(kAuto, kR, fused), kPush, kEpi));
+  // Few rows: the estimate still has the fused op ahead of the GEMM then the reduction (both wait
+  // for the link; the fused op's stores and sums add ~2 us to one wave), so the epilogue stays.
+  PathContext few = gpus;
+  few.shape.m = 256;
+  few.shape.n = 4096;
+  few.shape.k = 14336 / 8;
+  gemm_rs_policy::MethodShape s = few.shape;
+  s.reducer = kEpi;
+  s.reduce_blocks = 0;
+  ASSERT_LT(estimate_methods(s).fused, estimate_methods(s).non_overlapped);
+  EXPECT_TRUE(is(path(kAuto, kR, few), kPush, kEpi));
+  // Virtual ranks and one rank: pull and blocks, as measured on one GPU.
+  PathContext virt = gpus;
+  virt.one_rank_per_gpu = false;
+  EXPECT_TRUE(is(path(kAuto, kR, virt), kPull, kBlocks));
+  EXPECT_TRUE(is(path(kAuto, kEpi, virt), kPush, kEpi)) << "a configured epilogue takes the push";
+  PathContext one = gpus;
+  one.shape.world = 1;
+  EXPECT_TRUE(is(path(kAuto, kR, one), kPull, kBlocks));
+  EXPECT_TRUE(is(path(kAuto, kEpi, one), kPull, kEpi)) << "no peers: nothing to push";
+  // Peers only through NVSHMEM: the copy engine, the blocks; configured knobs pass (the op refuses
+  // what cannot run there).
+  PathContext far = gpus;
+  far.put_signal = true;
+  EXPECT_TRUE(is(path(kAuto, kR, far), kCe, kBlocks));
+  EXPECT_TRUE(is(path(kPull, kEpi, far), kPull, kEpi));
 }
 
 }  // namespace

@@ -274,11 +274,12 @@ inline AgGemmConfig ag_gemm_config(Rng& r, const Space& s, int world, uint32_t m
 
 inline GemmRsConfig gemm_rs_config(Rng& r, const Space& s, int world) {
   GemmRsConfig c;
-  switch (r.weighted({35, 31, 31, 3})) {
+  switch (r.weighted({30, 28, 28, 11, 3})) {
     case 0: c.scatter = GemmRsScatter::kPull; break;
     case 1: c.scatter = GemmRsScatter::kEpiloguePush; break;
     case 2: c.scatter = GemmRsScatter::kCopyEngine; break;
-    default: c.scatter = static_cast<GemmRsScatter>(r.range32(3, 9)); break;  // refused
+    case 3: c.scatter = GemmRsScatter::kAuto; break;
+    default: c.scatter = static_cast<GemmRsScatter>(r.range32(4, 9)); break;  // refused
   }
   // Per tile with the copy engine is refused (it moves whole groups of contiguous rows): rare.
   const bool ce = c.scatter == GemmRsScatter::kCopyEngine;

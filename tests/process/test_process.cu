@@ -149,6 +149,17 @@ TEST(ProcessWorld, HeapReachesEveryPeersSegment) {
                              cudaMemcpyDefault));
     EXPECT_EQ(seen, 0xC0DE0000u + static_cast<uint32_t>(r)) << "rank " << me() << " reading rank " << r;
   }
+  // The affine view the epilogue push stores through: from this rank's own segment, peer (me + k)
+  // mod P at k strides; none under put_signal (no peer mapped).
+  const size_t stride = heap.affine_stride();
+  EXPECT_EQ(heap.affine_origin(me()), me());
+  if (world().transport() == Transport::kPutSignal || w == 1) {
+    EXPECT_EQ(stride, w == 1 ? heap.capacity() : 0u);
+  } else if (stride != 0) {
+    for (int k = 1; k < w; ++k) {
+      EXPECT_EQ(heap.base((me() + k) % w), heap.base(me()) + size_t(k) * stride) << "rank " << me() << ", k " << k;
+    }
+  }
   world().barrier();
 }
 
@@ -257,10 +268,14 @@ TEST_P(ProcessGemmRs, MatchesTheSumOfEveryRanksCublasProduct) {
   if (!why.empty() && s.scatter == GemmRsScatter::kCopyEngine) {
     FAIL() << "the copy-engine scatter runs on every process world and transport: " << why;
   }
+  if (!why.empty() && s.scatter == GemmRsScatter::kEpiloguePush && world().transport() == Transport::kLoadStore &&
+      heap.affine_stride() != 0) {
+    FAIL() << "push through the affine view every process agreed on: " << why;
+  }
   if (!why.empty()) {
-    // The same answer in every process: a process world's heap is never affine (push needs one);
-    // under the put-with-signal transport only the copy-engine paths run. (Once rank 0 alone saw an
-    // affine heap, ran push and waited for pushes that never came.)
+    // The same answer in every process: under the put-with-signal transport only the copy-engine
+    // paths run; push needs the heap's affine view, which every process found alike or none uses.
+    // (Once rank 0 alone saw an affine heap, ran push and waited for pushes that never came.)
     GTEST_SKIP() << "scatter " << s.name << " refused on this process world: " << why;
   }
   GemmRs op(world(), heap, signals, args, std::string("process_gemm_rs_") + s.name);
@@ -305,6 +320,8 @@ INSTANTIATE_TEST_SUITE_P(Process, ProcessGemmRs,
                                            RsScatter{"ce", GemmRsScatter::kCopyEngine},
                                            // the GEMM's epilogue sums; a partial last tile row
                                            RsScatter{"pull_epilogue", GemmRsScatter::kPull, GemmRsReducer::kEpilogue},
+                                           RsScatter{"push_epilogue_136_rows", GemmRsScatter::kEpiloguePush,
+                                                     GemmRsReducer::kEpilogue, 136},
                                            RsScatter{"pull_136_rows", GemmRsScatter::kPull, GemmRsReducer::kAuto, 136},
                                            // block GEMMs, each peer block's copy behind it (issue 21)
                                            RsScatter{"decomposed_136_rows", GemmRsScatter::kPull, GemmRsReducer::kAuto,

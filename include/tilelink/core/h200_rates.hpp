@@ -19,6 +19,10 @@ inline constexpr double kCtaCopyBandwidth = 48e9;  // one CTA's ld/st or bulk co
 // kCtaCopyBandwidth. Derived, not yet measured (no GPU was lent when it was written, 2026-12-04);
 // `tilelink bench gemm_rs --reducer epilogue` next to `plan gemm_rs --reducer epilogue` checks it.
 inline constexpr double kEpilogueSumBandwidth = 2 * kCtaCopyBandwidth;
+// A GEMM epilogue's TMA store of a finished tile into a peer (GemmRsScatter::kEpiloguePush), per
+// CTA, before the link: assumed to be one CTA's copy rate until measured (`tilelink trace gemm_rs
+// --scatter push --reducer epilogue` reads it back from the epilogues' spans).
+inline constexpr double kEpilogueStoreBandwidth = kCtaCopyBandwidth;
 inline constexpr double kHbmBandwidth = 4.3e12;    // bytes read + written per second (KINDS.md D2D copy)
 inline constexpr double kNvlinkBandwidth = 390e9;  // bytes/s into one GPU (DESIGN.md section 7: 370-415 GB/s)
 inline constexpr double kCeChunkOverhead = 5e-6;  // fixed cost of one copy-engine copy (docs/PERF.md: ~5 us)

@@ -74,11 +74,16 @@ class SymmetricHeap {
   SymmetricView host_view(int rank) const;
   // True if [p, p + bytes) lies inside `rank`'s segment.
   bool contains(int rank, const void* p, size_t bytes) const;
-  // The distance in bytes from each rank's segment to the next when the segments lie at
-  // base(0) + r * stride in one virtual address range (an affine heap: one TMA descriptor with a
-  // rank mode addresses every rank's copy of an allocation), else 0. Ranks on one device share
-  // one allocation and are affine.
+  // The distance in bytes from each rank's segment to the next when, as `rank` maps them, the
+  // segments lie at base(affine_origin(rank)) + ((r - affine_origin(rank)) mod P) * stride in one
+  // virtual address range (an affine heap: one TMA descriptor with a rank mode addresses every
+  // rank's copy of an allocation), else 0. Ranks on one device share one allocation: affine from
+  // rank 0 for every rank. A process world's NVSHMEM mapping puts peer (me + k) mod P at
+  // base(me) + k * stride: affine from the process's own rank, where every process found it so
+  // (decided together when the heap is made, so all of them take the same path).
   size_t affine_stride() const;
+  // The rank whose segment starts `rank`'s affine view (0, or `rank` itself in a process world).
+  int affine_origin(int rank) const;
 
  private:
   friend class SymmetricBuffer;
@@ -88,6 +93,7 @@ class SymmetricHeap {
   const World* world_;
   bool single_allocation_ = false;
   void* nvshmem_segment_ = nullptr;  // a process world's own segment (NVSHMEM)
+  size_t process_stride_ = 0;        // a process world's rotated affine stride, agreed by every process
   size_t capacity_;
   std::vector<char*> bases_;           // host copy of the peer table
   std::vector<char**> device_tables_;  // per rank, on rank's device

@@ -46,8 +46,8 @@ struct GemmRsPlanConfig {
   uint32_t bn = 256;
   uint32_t band = 0;  // tile rows per band; 0 = the op's rule: up to 16, at least 4 bands per block
   // op.reduce_blocks 0 = automatic: the op's rule for one rank per GPU
-  // (gemm_rs_policy::reduce_blocks) at the cost model's rates; op.reducer auto = the op's rule
-  // (gemm_rs_policy::reducer). With the epilogue reducer an own tile's sum runs on the GEMM CTA
+  // (gemm_rs_policy::reduce_blocks) at the cost model's rates; op.scatter and op.reducer auto =
+  // the op's rule for one rank per GPU on NVSHMEM's heap (gemm_rs_policy::path). With the epilogue reducer an own tile's sum runs on the GEMM CTA
   // that computed it, once the senders' parts are in, at one CTA's copy rate (the reduction
   // kernel's measured rate, assumed for the epilogue's 256 threads until measured).
   GemmRsConfig op;
@@ -63,6 +63,7 @@ struct GemmRsPrediction {
   double flop = 0;            // per rank
   uint32_t reduce_ctas = 0;   // the reduction CTAs per rank the prediction ran
   GemmRsReducer reducer = GemmRsReducer::kBlocks;  // who summed (the configuration's, or the op's rule)
+  GemmRsScatter scatter = GemmRsScatter::kPull;    // how the parts reached the owner (likewise)
   std::vector<Interval> timeline;  // rank 0: compute CTAs, then reduction CTAs
 };
 

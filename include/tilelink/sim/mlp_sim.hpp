@@ -37,6 +37,8 @@ struct MlpPrediction {
   double t_comp = 0, t_comm = 0, t_act = 0;
   double flop = 0;  // per rank, both GEMMs
   uint32_t fc2_reduce_ctas = 0;    // fc2's reduction CTAs per rank, as predicted
+  GemmRsScatter fc2_scatter = GemmRsScatter::kPull;    // fc2's path, as predicted (the op's rule on auto)
+  GemmRsReducer fc2_reducer = GemmRsReducer::kBlocks;
   std::vector<Interval> timeline;  // rank 0: fc1's lanes, the activation, fc2's lanes (prefixed)
 };
 

@@ -34,6 +34,7 @@ struct CostModel {
   double ce_bandwidth = h200::kCeBandwidth;           // copy engine, large chunks (docs/PERF.md: 2041 GB/s)
   double sm_copy_bandwidth_per_cta = h200::kCtaCopyBandwidth;  // one CTA's ld/st or bulk copy
   double epilogue_sum_bandwidth_per_cta = h200::kEpilogueSumBandwidth;  // GEMM+RS's epilogue sums (derived)
+  double epilogue_store_bandwidth_per_cta = h200::kEpilogueStoreBandwidth;  // an epilogue's store into a peer
   double hbm_bandwidth = h200::kHbmBandwidth;       // bytes read + written per second (KINDS.md D2D copy)
 
   // One rank's share of this GPU: `sms` of its SMs and that share of its throughput (tune's

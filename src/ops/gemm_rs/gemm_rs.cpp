@@ -34,6 +34,7 @@ GemmRs::GemmRs(const World& world, SymmetricHeap& heap, SignalSet& signals, cons
         if (callers.method != OpMethod::kAuto) tuned.method = callers.method;
       },
       &tuned_from_);
+  args_ = with_path(world, heap, args_);  // the scatter and reducer this world runs
   const GemmRsArguments& args = args_;
   const auto& kernel = kernel_for(args);
   kernel_name_ = kernel.name;
@@ -42,7 +43,7 @@ GemmRs::GemmRs(const World& world, SymmetricHeap& heap, SignalSet& signals, cons
   reduce_blocks_ = reduce_blocks_of(world, args);
   swizzle_ = choose_swizzle(world, args, kernel);
   kernel_cluster_ = kernel.cluster_m * kernel.cluster_n;
-  choose_method(args_in.config.method);
+  choose_method(args_in.config.method, args_in.config.reducer);
   if (method_ == OpMethod::kDecomposed) {  // whole owner blocks by the copy engine, own part in stream order
     plan_.scatter = GemmRsScatter::kCopyEngine;
     plan_.granularity = SignalGranularity::kRank;
@@ -102,7 +103,7 @@ GemmRs::GemmRs(const World& world, SymmetricHeap& heap, SignalSet& signals, cons
   }
 }
 
-void GemmRs::choose_method(OpMethod callers) {
+void GemmRs::choose_method(OpMethod callers, GemmRsReducer asked) {
   const World& world = *world_;
   const int budget = world.sm_budget(world.local_ranks().front());
   gemm_rs_policy::MethodShape s;
@@ -118,7 +119,14 @@ void GemmRs::choose_method(OpMethod callers) {
   auto us = [](double t) { return std::to_string(static_cast<long long>(t * 1e6 + 0.5)); };
   if (plan_.reducer == GemmRsReducer::kEpilogue) {  // can_implement refuses a configured non-fused method
     method_ = OpMethod::kFused;
-    method_why_ = callers != OpMethod::kAuto ? "configured" : "the epilogue reducer sums inside the GEMM";
+    method_why_ = callers != OpMethod::kAuto
+                      ? "configured"
+                      : std::string("the epilogue reducer sums inside the GEMM (") +
+                            (asked == GemmRsReducer::kAuto
+                                 ? "automatic: one rank per GPU, its estimate " + us(estimates_.fused) +
+                                       " us against non-overlapped " + us(estimates_.non_overlapped) + " us"
+                                 : std::string("configured")) +
+                            ")";
   } else {
     const bool decomposed_ok = world.size() == 1 || decomposed_needs(world, *heap_, args_).empty();
     method_ = gemm_rs_policy::choose_method(args_.config.method, estimates_,
@@ -161,9 +169,12 @@ void GemmRs::make_kernel(int r) {
   if (world_->size() == 1) {  // the reduce-scatter of one rank is the identity: the GEMM writes `out`
     p.d = args_.out[0];
     p.d_batch_stride = block;
-  } else if (args_.config.scatter == GemmRsScatter::kEpiloguePush) {  // owner l's slot r: base(0) + l * stride
-    p.d = static_cast<char*>(args_.partial->data(0)) + uint64_t(r) * block * 2;
+  } else if (plan_.scatter == GemmRsScatter::kEpiloguePush) {
+    // Owner l's slot r: in rank r's affine view of the heap, base(o) + ((l - o) mod P) * stride.
+    const int origin = heap_->affine_origin(r);
+    p.d = static_cast<char*>(args_.partial->data(origin)) + uint64_t(r) * block * 2;
     p.d_batch_stride = static_cast<int64_t>(heap_->affine_stride() / 2);
+    p.d_origin = static_cast<uint32_t>(origin);
   } else {
     p.d = args_.partial->data(r);
     p.d_batch_stride = block;

@@ -99,11 +99,29 @@ std::string check_fp8_operands(const World& world, const GemmRsArguments& a) {
 }
 
 // The reduction CTAs beside the GEMM: none when the GEMM's epilogue sums.
+GemmRsArguments with_path(const World& world, const SymmetricHeap& heap, const GemmRsArguments& a) {
+  gemm_rs_policy::MethodShape shape;
+  shape.world = static_cast<uint32_t>(world.size());
+  shape.m = a.m;
+  shape.n = a.n;
+  shape.k = a.k;
+  shape.sm_budget = world.sm_budget(world.local_ranks().front());
+  gemm_rs_policy::PathContext c =
+      gemm_rs_policy::path_context(a.config, shape, {world.size(), a.k, world.mode() != WorldMode::kVirtual});
+  c.put_signal = world.transport() == Transport::kPutSignal;
+  c.affine_heap = heap.affine_stride() != 0;
+  const gemm_rs_policy::Path p = gemm_rs_policy::path(a.config.scatter, a.config.reducer, c);
+  GemmRsArguments out = a;
+  out.config.scatter = p.scatter;
+  out.config.reducer = p.reducer;
+  return out;
+}
+
 uint32_t reduce_blocks_of(const World& world, const GemmRsArguments& a) {
-  if (gemm_rs_policy::reducer(a.config.reducer) == GemmRsReducer::kEpilogue) return 0;
+  if (a.config.reducer == GemmRsReducer::kEpilogue) return 0;
   return gemm_rs_policy::reduce_blocks(
       a.config.reduce_blocks, world.sm_budget(0),
-      {world.size(), a.k, world.mode() == WorldMode::kMultiGpu});
+      {world.size(), a.k, world.mode() != WorldMode::kVirtual});
 }
 
 // The GEMM's CTAs: the budget less the reduction beside it; non-overlapped and decomposed, the
@@ -121,7 +139,7 @@ GemmRsFusedPlan make_plan(const World& world, const GemmRsArguments& a, const de
   plan.bn = kernel.tile_n;
   plan.granularity = a.config.granularity;
   plan.scatter = a.config.scatter;
-  plan.reducer = gemm_rs_policy::reducer(a.config.reducer);
+  plan.reducer = a.config.reducer;
   return plan;
 }
 
@@ -218,7 +236,16 @@ std::string can_implement_decomposed(const World& world, const SymmetricHeap& he
 
 using namespace gemm_rs_internal;
 
-std::string GemmRs::can_implement(const World& world, const SymmetricHeap& heap, const GemmRsArguments& a) {
+std::string GemmRs::can_implement(const World& world, const SymmetricHeap& heap, const GemmRsArguments& in) {
+  if (static_cast<uint32_t>(in.config.reducer) > 2) {
+    return "argument 'config.reducer' = " + std::to_string(static_cast<uint32_t>(in.config.reducer)) +
+           ": expected blocks, epilogue or auto";
+  }
+  if (static_cast<uint32_t>(in.config.scatter) > 3) {
+    return "argument 'config.scatter' = " + std::to_string(static_cast<uint32_t>(in.config.scatter)) +
+           ": expected pull, push, ce or auto";
+  }
+  const GemmRsArguments a = with_path(world, heap, in);  // the checks below see the path that would run
   if (a.m == 0) return "argument 'm' = 0: expected at least one row";
   if (std::string e = check_fp8_operands(world, a); !e.empty()) return e;
   const auto& kernel = kernel_for(a);
@@ -232,11 +259,7 @@ std::string GemmRs::can_implement(const World& world, const SymmetricHeap& heap,
     return "argument 'config.granularity' = " + std::to_string(static_cast<uint32_t>(a.config.granularity)) +
            ": expected kTile, kTileRow or kRank";
   }
-  if (static_cast<uint32_t>(a.config.reducer) > 2) {
-    return "argument 'config.reducer' = " + std::to_string(static_cast<uint32_t>(a.config.reducer)) +
-           ": expected blocks, epilogue or auto";
-  }
-  if (gemm_rs_policy::reducer(a.config.reducer) == GemmRsReducer::kEpilogue) {
+  if (a.config.reducer == GemmRsReducer::kEpilogue) {
     if (a.config.granularity != SignalGranularity::kTile) {
       return std::string("argument 'config.granularity' = ") + to_string(a.config.granularity) +
              " with config.reducer = epilogue: an own tile's sum would wait for its own GEMM's later tiles of "
@@ -252,7 +275,7 @@ std::string GemmRs::can_implement(const World& world, const SymmetricHeap& heap,
            ": expected auto, fused, decomposed or non_overlapped";
   }
   if ((a.config.method == OpMethod::kNonOverlapped || a.config.method == OpMethod::kDecomposed) &&
-      gemm_rs_policy::reducer(a.config.reducer) == GemmRsReducer::kEpilogue) {
+      a.config.reducer == GemmRsReducer::kEpilogue) {
     return std::string("argument 'config.method' = ") + to_string(a.config.method) +
            " with config.reducer = epilogue: the epilogue sums inside the fused GEMM, as it runs; expected the "
            "reduction blocks (reducer blocks or auto) or method fused";

@@ -35,7 +35,8 @@ void from_config_json(const std::string& json, const std::string& source, GemmRs
   c = detail::parse_config_json(json, source, "a GEMM+RS configuration", [&](const detail::json& j) {
     GemmRsConfig out;
     out.scatter = detail::enum_field(
-        j, "scatter", {GemmRsScatter::kPull, GemmRsScatter::kEpiloguePush, GemmRsScatter::kCopyEngine}, source);
+        j, "scatter", {GemmRsScatter::kPull, GemmRsScatter::kEpiloguePush, GemmRsScatter::kCopyEngine, GemmRsScatter::kAuto},
+        source);
     out.granularity = detail::enum_field(
         j, "granularity", {SignalGranularity::kTile, SignalGranularity::kTileRow, SignalGranularity::kRank}, source);
     out.reduce_blocks = j.at("reduce_blocks").get<uint32_t>();

@@ -20,6 +20,9 @@ uint64_t a_lda(const GemmRsArguments& a);
 const detail::Sm90GemmRsConfigInfo& kernel_for(const GemmRsArguments& a);
 // "" if the FP8 operands (or their absence, for bf16) suit `a`, else why not.
 std::string check_fp8_operands(const World& world, const GemmRsArguments& a);
+// `a` with its scatter and reducer resolved (gemm_rs_policy::path: the configured ones, else by
+// the world, its transport and the heap); every rule and check below takes resolved arguments.
+GemmRsArguments with_path(const World& world, const SymmetricHeap& heap, const GemmRsArguments& a);
 // The reduction CTAs beside the GEMM (none when the GEMM's epilogue sums), and the GEMM's CTAs for
 // `method` (fused: the budget less the reduction; otherwise the whole budget).
 uint32_t reduce_blocks_of(const World& world, const GemmRsArguments& a);

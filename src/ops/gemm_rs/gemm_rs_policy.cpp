@@ -28,8 +28,14 @@ MethodEstimates estimate_methods(const MethodShape& s) {
   MethodEstimates e;
   e.non_overlapped = gemm(s.sm_budget) + reduction(s.sm_budget, 1.0);
   if (s.reducer == GemmRsReducer::kEpilogue) {
-    e.fused = gemm(s.sm_budget) +
-              (w > 1 ? (w + 1) * block_bytes / (std::max(s.sm_budget, 1) * h200::kEpilogueSumBandwidth) : 0.0);
+    // The epilogue push (the scatter the rule pairs with it): each CTA waits for its stores into the
+    // peers, (w - 1) / w of its tiles at one CTA's copy rate, then sums its own tiles; the peers'
+    // parts cross the link under the GEMM.
+    const uint64_t ctas = uint64_t(std::max(s.sm_budget, 1));
+    const double waves = double((tiles + ctas - 1) / ctas);
+    const double stores = waves * double(w - 1) / w * double(tile.m) * tile.n * 2 / h200::kEpilogueStoreBandwidth;
+    const double sums = w > 1 ? (w + 1) * block_bytes / (double(ctas) * h200::kEpilogueSumBandwidth) : 0.0;
+    e.fused = std::max(gemm(s.sm_budget) + stores + sums, (w - 1) * block_bytes / link);
   } else {
     const int blocks = static_cast<int>(s.reduce_blocks);
     e.fused = std::max(gemm(s.sm_budget - blocks), reduction(blocks, 1.0)) +
@@ -54,6 +60,49 @@ MethodEstimates estimate_methods(const MethodShape& s) {
                           local_sum / h200::kHbmBandwidth);
   if (w == 1) e.fused = e.non_overlapped = e.decomposed = gemm(s.sm_budget);  // one rank: the GEMM alone
   return e;
+}
+
+PathContext path_context(const GemmRsConfig& config, MethodShape shape, const ReduceLoad& load) {
+  PathContext c;
+  c.one_rank_per_gpu = load.one_rank_per_gpu;
+  c.granularity = config.granularity;
+  c.reduce_blocks = config.reduce_blocks;
+  c.method = config.method;
+  shape.one_rank_per_gpu = load.one_rank_per_gpu;
+  shape.reduce_blocks = reduce_blocks(config.reduce_blocks, shape.sm_budget, load);
+  c.shape = shape;
+  return c;
+}
+
+Path path(GemmRsScatter scatter, GemmRsReducer reducer, const PathContext& c) {
+  Path p;
+  const bool peers = c.shape.world > 1;
+  if (c.put_signal && peers) {
+    p.scatter = scatter != GemmRsScatter::kAuto ? scatter : GemmRsScatter::kCopyEngine;
+    p.reducer = reducer != GemmRsReducer::kAuto ? reducer : GemmRsReducer::kBlocks;
+    return p;
+  }
+  const bool push_ok = peers && c.affine_heap;
+  const bool epilogue_ok = c.one_rank_per_gpu && peers && c.granularity == SignalGranularity::kTile &&
+                           c.reduce_blocks == 0 && (c.method == OpMethod::kAuto || c.method == OpMethod::kFused);
+  if (reducer == GemmRsReducer::kAuto) {
+    bool epilogue = epilogue_ok && (scatter == GemmRsScatter::kEpiloguePush ||
+                                    (scatter == GemmRsScatter::kAuto && push_ok));
+    if (epilogue && c.method == OpMethod::kAuto) {  // few rows: the GEMM, then the reduction, may win
+      MethodShape s = c.shape;
+      s.reducer = GemmRsReducer::kEpilogue;
+      s.reduce_blocks = 0;
+      const MethodEstimates e = estimate_methods(s);
+      epilogue = e.fused <= e.non_overlapped;
+    }
+    reducer = epilogue ? GemmRsReducer::kEpilogue : GemmRsReducer::kBlocks;
+  }
+  if (scatter == GemmRsScatter::kAuto) {
+    scatter = reducer == GemmRsReducer::kEpilogue && push_ok ? GemmRsScatter::kEpiloguePush : GemmRsScatter::kPull;
+  }
+  p.scatter = scatter;
+  p.reducer = reducer;
+  return p;
 }
 
 }  // namespace tilelink::gemm_rs_policy

@@ -134,9 +134,13 @@ struct GemmRsNotify {
     return cute::make_shape(static_cast<int>(plan.rows_per_rank), static_cast<int>(cute::get<1>(problem)),
                             static_cast<int>(cute::get<2>(problem)), static_cast<int>(plan.world));
   }
+  // The destination's owner mode is rotated by d_origin (Sm90GemmRsProblem; 0: as is).
+  uint32_t d_origin = 0;
   template <class TileCoord>
   TL_HOST_DEVICE auto coord(TileCoord const& coord) const {
-    return owner_block_coord(plan, coord);
+    const auto c = owner_block_coord(plan, coord);
+    const int owner = static_cast<int>((static_cast<uint32_t>(cute::get<3>(c)) + plan.world - d_origin) % plan.world);
+    return cute::make_coord(cute::get<0>(c), cute::get<1>(c), cute::get<2>(c), owner);
   }
   CUTLASS_DEVICE uint64_t before() const { return trace_start(trace); }
 
@@ -249,6 +253,7 @@ class Sm90GemmRsKernelImpl final
     args.epilogue.hook.plan = p.plan;
     args.epilogue.hook.sig = p.sig;
     args.epilogue.hook.heap = p.heap;
+    args.epilogue.hook.d_origin = p.d_origin;
     args.epilogue.hook.buf = static_cast<const __nv_bfloat16*>(p.buf);
     args.epilogue.hook.recv = static_cast<const __nv_bfloat16*>(p.recv);
     args.epilogue.hook.out = static_cast<__nv_bfloat16*>(p.out);

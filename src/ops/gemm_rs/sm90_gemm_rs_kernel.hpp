@@ -32,8 +32,11 @@ struct Sm90GemmRsProblem {
   const void* b = nullptr;  // N x K bf16 or e4m3, K contiguous
   const float* a_scale = nullptr;  // e4m3, tensor scaling: A's scale (row and block: in A's rows)
   const float* b_scale = nullptr;  // e4m3: B's scales (fp8_b_scales)
-  void* d = nullptr;        // row 0 of owner block 0's destination, bf16, rows of n elements
+  void* d = nullptr;        // row 0 of owner block d_origin's destination, bf16, rows of n elements
   int64_t d_batch_stride = 0;  // elements from owner block l's destination to block l + 1's
+  // The epilogue push through a rotated affine heap (SymmetricHeap::affine_origin): owner l's
+  // destination is block (l - d_origin) mod P of d's view. 0 everywhere else.
+  uint32_t d_origin = 0;
   uint32_t m = 0, n = 0, k = 0;
   const uint32_t* m_order = nullptr;  // [m / tile_m]
   GemmRsFusedPlan plan;

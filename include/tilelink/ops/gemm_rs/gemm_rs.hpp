@@ -136,7 +136,7 @@ class GemmRs {
   GemmRsArguments args_;
   void enqueue_scatter(int rank, cudaStream_t after);
   void make_kernel(int rank);
-  void choose_method(OpMethod callers);
+  void choose_method(OpMethod callers, GemmRsReducer asked);
   uint64_t run_decomposed(uint64_t epoch);
   void launch_reduce(int rank, const char* what, uint32_t blocks, uint32_t cluster, cudaStream_t stream);
   void quantize_a();

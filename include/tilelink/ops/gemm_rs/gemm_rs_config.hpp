@@ -11,7 +11,10 @@
 namespace tilelink {
 
 struct GemmRsConfig {
-  GemmRsScatter scatter = GemmRsScatter::kPull;
+  // How each peer's tiles reach their owner: pull (the owner reads them), push (the GEMM's
+  // epilogue stores them into the owner), ce (the copy engine, per signal group); auto =
+  // gemm_rs_policy::path, with the reducer below, by the machine the ranks run on.
+  GemmRsScatter scatter = GemmRsScatter::kAuto;
   SignalGranularity granularity = SignalGranularity::kTile;  // per tile, per tile row, per owner block
   uint32_t reduce_blocks = 0;  // reduction CTAs per rank (whole GEMM clusters); 0 = automatic
                                // (gemm_rs_policy::reduce_blocks: by the machine the ranks run on)
@@ -19,7 +22,7 @@ struct GemmRsConfig {
   uint32_t swizzle = 0;        // rasterization swizzle: 1, 2, 4 or 8; 0 = automatic (GemmRs::swizzle())
   // Who sums the owner's tiles: reduction CTAs beside the GEMM (blocks, reduce_blocks of them) or
   // the GEMM's own CTAs after their own tiles' epilogues (epilogue: no SM taken, needs a signal
-  // per tile); auto = gemm_rs_policy::reducer.
+  // per tile); auto = gemm_rs_policy::path.
   GemmRsReducer reducer = GemmRsReducer::kAuto;
   // How a call runs (op_method.hpp): fused (the reduction under the GEMM, as above),
   // non-overlapped (the GEMM on every SM of the budget, then the reduction with every SM, on the

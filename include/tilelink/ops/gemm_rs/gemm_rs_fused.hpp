@@ -49,13 +49,15 @@ namespace tilelink {
 // per rank (one channel for an owner's whole block).
 enum class SignalGranularity : uint32_t { kTile = 0, kTileRow = 1, kRank = 2 };
 
-enum class GemmRsScatter : uint32_t { kPull = 0, kEpiloguePush = 1, kCopyEngine = 2 };
+// kAuto: in a configuration only (GemmRsConfig), the op's rule (gemm_rs_policy::path); a plan's
+// scatter is always one of the other three.
+enum class GemmRsScatter : uint32_t { kPull = 0, kEpiloguePush = 1, kCopyEngine = 2, kAuto = 3 };
 
 // Who sums an owner's tiles: reduction CTAs beside the GEMM (kBlocks: `reduce_blocks` SMs taken
 // from the GEMM for the whole call), or the owner's own GEMM CTAs, each right after the epilogue
 // of one of its own tiles (kEpilogue: no SM taken; the reduction is spread over the GEMM, one own
 // tile row per round over the owners).
-// kAuto: in a configuration only (GemmRsConfig), the op's rule (gemm_rs_policy::reducer).
+// kAuto: in a configuration only (GemmRsConfig), the op's rule (gemm_rs_policy::path).
 // kEpilogue needs a signal per tile (so pull or push, not the copy engine's groups): an own tile's
 // sum waits for its own part too, which with coarser groups would include later tiles of its own
 // GEMM (found by the protocol fuzzer: a tile-row group deadlocks).
@@ -67,7 +69,10 @@ inline const char* to_string(SignalGranularity g) {
 }
 
 inline const char* to_string(GemmRsScatter s) {
-  return s == GemmRsScatter::kPull ? "pull" : s == GemmRsScatter::kEpiloguePush ? "push" : "ce";
+  return s == GemmRsScatter::kPull           ? "pull"
+         : s == GemmRsScatter::kEpiloguePush ? "push"
+         : s == GemmRsScatter::kCopyEngine   ? "ce"
+                                             : "auto";
 }
 
 inline const char* to_string(GemmRsReducer r) {

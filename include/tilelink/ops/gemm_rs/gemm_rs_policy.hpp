@@ -7,6 +7,7 @@
 
 #include "tilelink/core/h200_rates.hpp"
 #include "tilelink/ops/common/op_method.hpp"
+#include "tilelink/ops/gemm_rs/gemm_rs_config.hpp"
 #include "tilelink/ops/gemm_rs/gemm_rs_fused.hpp"
 
 namespace tilelink::gemm_rs_policy {
@@ -47,13 +48,6 @@ inline constexpr double kReduceHeadroom = 3.0;
 // rounded up to whole clusters of the GEMM kernel (launched in clusters, see gemm_rs_reduce.cu).
 uint32_t reduce_blocks(uint32_t configured, int sm_budget, const ReduceLoad& load = {});
 
-// Who sums the owner's tiles: `configured`, else the reduction blocks everywhere for now. The
-// epilogue reduction takes no SM from the GEMM and is what the cost model prefers on 8 GPUs
-// (`tilelink plan gemm_rs` prints both); it has not run on a GPU yet (written 2026-12-04, when no
-// GPU was lent), and the rule takes it where the measurements say so once they exist.
-inline GemmRsReducer reducer(GemmRsReducer configured) {
-  return configured != GemmRsReducer::kAuto ? configured : GemmRsReducer::kBlocks;
-}
 
 // GEMM CTAs: the configured count, else the rank's budget less the reduction CTAs. No slack SMs
 // (unlike AG+GEMM): the reduction runs in whole clusters next to the GEMM and neither waits for
@@ -128,6 +122,40 @@ struct MethodEstimates {
   }
 };
 MethodEstimates estimate_methods(const MethodShape& s);
+
+// How the peers' parts reach their owner and who sums them (GemmRsConfig::scatter and ::reducer):
+// each as configured where it is not kAuto, else by the machine the ranks run on --
+//  - peers reached only through NVSHMEM (the put_signal transport): the copy-engine scatter (its
+//    puts; it needs a signal per tile row or block), the reduction blocks;
+//  - one rank per GPU, more than one rank, a signal per tile, no reduction CTAs asked for, the
+//    fused method allowed, a heap every rank views affinely (SymmetricHeap::affine_stride): the
+//    GEMM's epilogue pushes each peer's tile into its owner as it finishes -- spreading the
+//    link's traffic over the whole GEMM -- and sums each own tile after its epilogue, taking no SM
+//    from the GEMM; where the method is auto, only if the estimate of that fused op beats the
+//    GEMM followed by the reduction (few rows). `tilelink plan gemm_rs --world 8` on 8 H200s over
+//    NVLink, with the rank's port shared: 671 / 197 / 1668 us on the paper's shapes against 743 /
+//    215 / 1830 for pull with reduction blocks (docs/gemm_rs.md);
+//  - else (virtual ranks, whose peers' parts are the one GPU's HBM; one rank): pull and the
+//    reduction blocks, as measured on one H200's virtual ranks.
+// A reducer configured as epilogue with the scatter on auto takes push where the heap allows
+// (its sums then read local memory), else pull.
+struct PathContext {
+  bool one_rank_per_gpu = false;
+  bool put_signal = false;   // the world's transport
+  bool affine_heap = false;  // the heap's affine_stride() != 0 (push's TMA store needs it)
+  SignalGranularity granularity = SignalGranularity::kTile;
+  uint32_t reduce_blocks = 0;           // as configured (0: automatic)
+  OpMethod method = OpMethod::kAuto;    // as configured
+  MethodShape shape;                    // world, problem, SM budget: for the method estimate
+};
+struct Path {
+  GemmRsScatter scatter = GemmRsScatter::kPull;
+  GemmRsReducer reducer = GemmRsReducer::kBlocks;
+};
+Path path(GemmRsScatter scatter, GemmRsReducer reducer, const PathContext& c);
+// The context of `config` on `shape`'s world, problem and SM budget (its reduce_blocks: the
+// automatic count by `load`); put_signal and affine_heap are the caller's to set.
+PathContext path_context(const GemmRsConfig& config, MethodShape shape, const ReduceLoad& load);
 // Whether auto may pick decomposed: not until the path has passed its GPU tests and been measured
 // (written 2026-12-05 with no GPU lent; `tune gemm_rs` and `bench gemm_rs` time it meanwhile, and a
 // tune-cache entry can still choose it).
