@@ -120,5 +120,28 @@ TEST(GemmRsViews, BIgnoresTheOwnerAndPaddingRowsLandPastTheLastBlock) {
   EXPECT_GE(uint32_t(cute::get<0>(c)) * plan.bm, plan.rows_per_rank);
 }
 
+// The epilogue's destination through a rotated affine view: storing rank r of a process world sees
+// owner o's segment at block (o - r) mod P of its view (NVSHMEM maps peer (r + k) mod P at k
+// strides); on one device every view starts at rank 0 (origin 0: the owner itself). Every kernel
+// tile row, every origin, worlds 1 to 8, padding rows included.
+TEST(GemmRsViews, PushDestinationsRotateWithTheViewsOrigin) {
+  for (uint32_t world : {1u, 2u, 3u, 8u}) {
+    const GemmRsFusedPlan plan = plan_of(300 * world + world - 1, world);
+    for (uint32_t origin = 0; origin < world; ++origin) {
+      for (uint32_t m_tile = 0; m_tile < world * plan.m_tiles() + 1; ++m_tile) {  // + a cluster's padding row
+        const auto at = cute::make_coord(static_cast<int>(m_tile), 3, 0, 0);
+        const auto plain = detail::owner_block_coord(plan, at);
+        const auto rotated = detail::destination_block_coord(plan, at, origin);
+        const uint32_t owner = static_cast<uint32_t>(cute::get<3>(plain));
+        EXPECT_EQ((origin + static_cast<uint32_t>(cute::get<3>(rotated))) % world, owner)
+            << "world " << world << " origin " << origin << " tile row " << m_tile;
+        EXPECT_EQ(cute::get<0>(rotated), cute::get<0>(plain));
+        EXPECT_EQ(cute::get<1>(rotated), 3);
+        if (origin == 0) EXPECT_EQ(cute::get<3>(rotated), cute::get<3>(plain));
+      }
+    }
+  }
+}
+
 }  // namespace
 }  // namespace tilelink::test

@@ -22,6 +22,18 @@ CUTE_HOST_DEVICE auto owner_block_coord(const GemmRsFusedPlan& plan, TileCoord c
                           owner);
 }
 
+// The epilogue's destination coordinate: owner_block_coord with the owner mode rotated by `origin`,
+// the rank whose segment starts the store's affine view of the heap (SymmetricHeap::affine_origin:
+// 0 on one device, where every view starts at rank 0's segment; the storing rank itself in a
+// process world, where NVSHMEM maps peer (me + k) mod P at k strides). Owner o is then block
+// (o - origin) mod P of the view; its padding rows stay past the last rows of their block.
+template <class TileCoord>
+CUTE_HOST_DEVICE auto destination_block_coord(const GemmRsFusedPlan& plan, TileCoord const& coord, uint32_t origin) {
+  const auto c = owner_block_coord(plan, coord);
+  const int block = static_cast<int>((static_cast<uint32_t>(cute::get<3>(c)) + plan.world - origin) % plan.world);
+  return cute::make_coord(cute::get<0>(c), cute::get<1>(c), cute::get<2>(c), block);
+}
+
 // The kernel's problem (P blocks of whole tile rows, N, K, L) with A's own M rows: what A's TMA
 // descriptor and tiled view are built over.
 template <class ProblemShape>

@@ -138,9 +138,7 @@ struct GemmRsNotify {
   uint32_t d_origin = 0;
   template <class TileCoord>
   TL_HOST_DEVICE auto coord(TileCoord const& coord) const {
-    const auto c = owner_block_coord(plan, coord);
-    const int owner = static_cast<int>((static_cast<uint32_t>(cute::get<3>(c)) + plan.world - d_origin) % plan.world);
-    return cute::make_coord(cute::get<0>(c), cute::get<1>(c), cute::get<2>(c), owner);
+    return destination_block_coord(plan, coord, d_origin);
   }
   CUTLASS_DEVICE uint64_t before() const { return trace_start(trace); }
 
