@@ -205,7 +205,8 @@ MoePrediction predict_moe_ag(const MoeProblem& p, const MoeAgPlanConfig& c, cons
 }
 
 MoePrediction predict_moe_gemm_rs(const MoeProblem& p, const MoeRsPlanConfig& c, const CostModel& cost) {
-  const bool in_epilogue = moe_policy::combine(c.op.combine) == MoeCombine::kEpilogue;
+  const MoeCombine combine = moe_policy::combine(c.op.combine, p.world, p.nodes > 1);  // put_signal across nodes
+  const bool in_epilogue = combine == MoeCombine::kEpilogue;
   // Blocks: the combine CTAs beside the GEMM; epilogue: the reduction's CTAs after it.
   const uint32_t combine_ctas =
       c.op.combine_blocks != 0 ? c.op.combine_blocks
@@ -222,7 +223,7 @@ MoePrediction predict_moe_gemm_rs(const MoeProblem& p, const MoeRsPlanConfig& c,
   }
   // Across nodes the combine blocks stage the peers' rows and the stream puts them; the epilogue
   // combine stores into peers from the GEMM.
-  check_across_nodes(where, p.nodes, !in_epilogue, "combine", to_string(moe_policy::combine(c.op.combine)),
+  check_across_nodes(where, p.nodes, !in_epilogue, "combine", to_string(combine),
                      "blocks (staged, then put by the stream)");
   TL_REQUIRE(c.op.comm_rows > 0, where, "comm_rows", c.op.comm_rows, "at least one token per combine block");
   TL_REQUIRE(combine_ctas > 0 && c.cluster > 0, where, "combine_blocks", combine_ctas, "at least one (and a cluster)");

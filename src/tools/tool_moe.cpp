@@ -186,7 +186,8 @@ struct PlanMoe : PlanArgs<sim::MoeProblem, sim::MoeAgPlanConfig> {
     app->add_option("--combine-rows", part2.op.comm_rows, "part 2: tokens per combine block")->capture_default_str();
     add_enum_option(app, "--combine", part2.op.combine, {MoeCombine::kBlocks, MoeCombine::kEpilogue, MoeCombine::kAuto},
                     "part 2: who combines: blocks (CTAs beside the GEMM), epilogue (the GEMM's CTAs; the owners' "
-                    "sums after it) or auto (blocks until the epilogue is measured on a GPU)");
+                    "sums after it) or auto (the epilogue with peers reached by load/store, the blocks for one rank or "
+                    "across nodes)");
   }
   // The model's shape, the SM all-gather's default CTAs, the mapping's time.
   void resolve() {
@@ -224,7 +225,7 @@ int plan_moe(PlanMoe a, const sim::CostModel& cost) {
   a.part2.bm = a.config.bm;
   a.part2.bn = a.config.bn;
   const sim::MoePrediction r = sim::predict_moe_layer(a.problem, a.activation, a.config, a.part2, cost);
-  const MoeCombine combine = moe_policy::combine(a.part2.op.combine);
+  const MoeCombine combine = moe_policy::combine(a.part2.op.combine, a.problem.world, a.problem.nodes > 1);
   std::cout << a.header("moe", cost, std::string(" (") + to_string(a.activation) + ")") << "  tiles=" << r.tiles
             << "  gather CTAs=" << r.gather_ctas << "  combine=" << to_string(combine)
             << (a.part2.op.combine == MoeCombine::kAuto ? " (automatic)" : "")

@@ -78,11 +78,13 @@ std::vector<MoeLayerConfig> moe_kernel_candidates(const std::vector<std::string>
     c.part2.method = m2;
     out.push_back(c);
   }
-  // Part 2's combine in its GEMM's epilogue (no SM beside the GEMM), fused; automatic takes the
-  // combine blocks until this has been measured, so the tune cache is where it can win.
-  MoeLayerConfig epilogue = automatic;
-  epilogue.part2.combine = MoeCombine::kEpilogue;
-  out.push_back(epilogue);
+  // Part 2's combine placed both ways (automatic takes the epilogue with peers, the blocks for one
+  // rank: moe_policy::combine), so the tune cache can overrule the rule either way.
+  for (MoeCombine combine : {MoeCombine::kEpilogue, MoeCombine::kBlocks}) {
+    MoeLayerConfig c = automatic;
+    c.part2.combine = combine;
+    out.push_back(c);
+  }
   return out;
 }
 

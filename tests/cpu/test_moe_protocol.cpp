@@ -16,6 +16,7 @@
 
 #include "cpu_test_util.hpp"
 #include "protocol_runners.hpp"
+#include "tilelink/ops/moe/moe_policy.hpp"
 #include "tilelink/ops/moe/moe_mapping.hpp"
 #include "tilelink/ops/moe/moe_rs_protocol.hpp"
 #include "tilelink/sim/synthetic_routing.hpp"
@@ -142,6 +143,19 @@ TEST(MoeRsEpilogue, ItemCountsAreTheTilesReachingEachBlock) {
   const ChannelRange across = moe_tile_blocks(plan, v, 1);
   EXPECT_EQ(across.first, 1u);
   EXPECT_EQ(across.count, 2u);
+}
+
+// Part 2's automatic combine (moe_policy::combine): the GEMM's epilogue wherever peers are reached
+// by load and store, the combine blocks for one rank and where the stream must put the rows
+// (put_signal, staged); a configured combine stays.
+TEST(MoePolicy, CombineInTheEpilogueWithPeersBlocksAloneOrStaged) {
+  EXPECT_EQ(moe_policy::combine(MoeCombine::kAuto, 8), MoeCombine::kEpilogue);
+  EXPECT_EQ(moe_policy::combine(MoeCombine::kAuto, 3), MoeCombine::kEpilogue);
+  EXPECT_EQ(moe_policy::combine(MoeCombine::kAuto, 1), MoeCombine::kBlocks);
+  EXPECT_EQ(moe_policy::combine(MoeCombine::kAuto, 8, true), MoeCombine::kBlocks);
+  EXPECT_EQ(moe_policy::combine(MoeCombine::kBlocks, 8), MoeCombine::kBlocks);
+  EXPECT_EQ(moe_policy::combine(MoeCombine::kEpilogue, 1), MoeCombine::kEpilogue);
+  EXPECT_EQ(moe_policy::combine(MoeCombine::kEpilogue, 8, true), MoeCombine::kEpilogue) << "the op refuses it by name";
 }
 
 TEST(MoeMapping, TilesRunInArrivalOrderOwnShardFirst) {

@@ -256,6 +256,7 @@ sim::MoeRsPlanConfig hand_rs_config() {
   sim::MoeRsPlanConfig c;
   c.op.comm_rows = 128;
   c.op.combine_blocks = 2;
+  c.op.combine = MoeCombine::kBlocks;  // the hand cases of the combine blocks (auto: the epilogue with peers)
   c.cluster = 1;
   return c;
 }

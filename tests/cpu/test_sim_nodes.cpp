@@ -77,7 +77,7 @@ TEST(SimAcrossNodes, MoeCombinesInBlocksOnly) {
   MoeRsPlanConfig c;
   c.op.combine = MoeCombine::kBlocks;
   EXPECT_GT(predict_moe_gemm_rs(p, c).fused, 0.0);
-  c.op.combine = MoeCombine::kAuto;  // blocks
+  c.op.combine = MoeCombine::kAuto;  // blocks: across nodes the rows are staged
   EXPECT_GT(predict_moe_gemm_rs(p, c).fused, 0.0);
   c.op.combine = MoeCombine::kEpilogue;
   EXPECT_NE(refusal([&] { predict_moe_gemm_rs(p, c); }).find("'combine' = epilogue"), std::string::npos);

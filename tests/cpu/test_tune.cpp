@@ -407,12 +407,13 @@ TEST(MoeTuneSpace, KernelPairsThenOrdersThenRankedCommunication) {
   // Two compiled 128-row kernels and a hypothetical 64-row one: pairs only of one tile height.
   const std::vector<std::string> kernels{"128x256x64_c1x2", "128x128x64_c1x2", "64x128x64_c1x2"};
   const std::vector<MoeLayerConfig> stage1 = moe_kernel_candidates(kernels);
-  // 2 x 2 of 128 rows, 1 of 64 rows, the three non-fused method pairs, the epilogue combine.
-  ASSERT_EQ(stage1.size(), 9u);
+  // 2 x 2 of 128 rows, 1 of 64 rows, the three non-fused method pairs, the combine both ways.
+  ASSERT_EQ(stage1.size(), 10u);
   EXPECT_EQ(stage1[7].part1.method, OpMethod::kNonOverlapped);
   EXPECT_EQ(stage1[7].part2.method, OpMethod::kNonOverlapped);
   EXPECT_EQ(stage1[8].part2.combine, MoeCombine::kEpilogue);
   EXPECT_EQ(stage1[8].part2.method, OpMethod::kAuto);
+  EXPECT_EQ(stage1[9].part2.combine, MoeCombine::kBlocks);
   EXPECT_TRUE(is_automatic(stage1.front()));
   std::set<std::string> seen;
   for (const MoeLayerConfig& c : stage1) {

@@ -32,8 +32,7 @@ bool staged(const World& world) { return world.transport() == Transport::kPutSig
 
 // Who combines: the configured or automatic choice, combine blocks where staged.
 MoeCombine combine_of(const World& world, const MoeGemmRsArguments& a) {
-  if (staged(world) && a.config.combine == MoeCombine::kAuto) return MoeCombine::kBlocks;
-  return moe_policy::combine(a.config.combine);
+  return moe_policy::combine(a.config.combine, world.size(), staged(world));
 }
 
 bool in_epilogue(const World& world, const MoeGemmRsArguments& a) {

@@ -40,7 +40,7 @@ struct MoeGemmRsConfig {
   uint32_t comm_rows = 0;       // tokens per combine/reduce block (one signal each); 0 = automatic (64)
   // Who combines (moe_rs_protocol.hpp): combine blocks beside the GEMM (kBlocks), or the GEMM's
   // own CTAs in their epilogue with the owners' sums after the GEMM (kEpilogue: no SM set
-  // aside, fused only); auto = moe_policy::combine (blocks until the epilogue is measured).
+  // aside, fused only); auto = moe_policy::combine (the epilogue with peers, blocks for one rank or under put_signal).
   MoeCombine combine = MoeCombine::kAuto;
   // CTAs of the combine and reduction per rank; 0 = automatic (enough to keep up). kEpilogue: the
   // reduction's CTAs after the GEMM; 0 = the SM budget.

@@ -93,11 +93,15 @@ inline uint32_t weight_sweeps(uint32_t n, uint32_t k) {
   return uint64_t(n) * k * 2 <= (8u << 20) ? 0u : 4u;
 }
 
-// Part 2's combine (MoeGemmRsConfig::combine): the configured one; automatic = combine blocks
-// until the epilogue combine has run and been measured on a GPU (`tilelink plan moe` predicts
-// both; `tilelink tune moe` times both).
-inline MoeCombine combine(MoeCombine configured) {
-  return configured == MoeCombine::kAuto ? MoeCombine::kBlocks : configured;
+// Part 2's combine (MoeGemmRsConfig::combine): the configured one; automatic = the GEMM's
+// epilogue where there are peers to reach by load and store (`staged` false: not the put_signal
+// transport), else the combine blocks. Measured on an H100 (docs/PERF.md, fourteenth session,
+// `bench moe`): at 8 virtual ranks the epilogue combine took 0.95x (Mixtral-8x7B) and 0.95x
+// (Qwen1.5-MoE) the combine blocks' time; at world 1 1.09x and 2.3x, so one rank keeps the blocks.
+// On 8 H200s the model predicts 1148 against 1775 us (Mixtral-8x7B layer, `plan moe --world 8`).
+inline MoeCombine combine(MoeCombine configured, int world, bool staged = false) {
+  if (configured != MoeCombine::kAuto) return configured;
+  return world > 1 && !staged ? MoeCombine::kEpilogue : MoeCombine::kBlocks;
 }
 
 }  // namespace tilelink::moe_policy
