@@ -165,7 +165,9 @@ if wants bench; then
   show "$logs/predicted_vs_measured.log" "." 80
   # Where GEMM+RS's sums run (issue 25): reduction CTAs beside the GEMM, or the GEMM's own CTAs
   # after each own tile (--reducer epilogue), measured on the paper's shapes, each beside the plan
-  # model's prediction of both (plan: predicted, not measured).
+  # model's prediction of both (plan: predicted, not measured). One process driving every GPU has
+  # no affine heap, so both pull here; the automatic path of one process per GPU (push + epilogue,
+  # gemm_rs_policy::path) is what torch_ops_bench below times through torch.ops.tilelink.gemm_rs.
   # shellcheck disable=SC2016  # the inner script expands its own arguments
   run_step gemm_rs_reducers 200 "$logs/gemm_rs_reducers.log" bash -c \
     'tl=$0 world=$1 logs=$2 root=$3

@@ -159,6 +159,8 @@ void add_plan_options(CLI::App* app, PlanGemmRs& a) {
                                         "one rank per GPU)");
   app->add_option("--band", a.config.band, "tile rows per band of the compute order; 0 = the op's rule")
       ->capture_default_str();
+  app->add_flag("--deferred-notify", a.config.deferred_push_notify,
+                "a design, not built: the push's notify one tile late, the CTA not waiting for its store");
   add_granularity(app, a.config.op.granularity, "signal per tile, row (of tiles) or rank");
   add_reducer(app, a.config.op.reducer, kReducerHelp);
 }

@@ -47,6 +47,11 @@ TEST(GemmRsSim, TwoRanksOthersFirstThenOwnThenReduce) {
       // of each tile: 2 read + 1 written = 3 µs: 2-5, 5-8 µs (pull), 3-6, 6-9 µs (push).
       const GemmRsPrediction r = predict_gemm_rs(p, c, rs_gpu());
       EXPECT_NEAR(r.fused, s == GemmRsScatter::kPull ? 8e-6 : 9e-6, 1e-15) << to_string(s) << " granularity " << int(g);
+      // The deferred notify (a design): the CTAs go on to the own tiles at 1 µs; the pushed parts
+      // land and are announced at 2 µs, with the own tiles: 2-5, 5-8 µs, as the pull.
+      GemmRsPlanConfig deferred = c;
+      deferred.deferred_push_notify = true;
+      EXPECT_NEAR(predict_gemm_rs(p, deferred, rs_gpu()).fused, 8e-6, 1e-15) << to_string(s) << " granularity " << int(g);
     }
   }
   // Copy engine, one copy per tile row: rank 1's row for owner 0 is done at 1 µs, copied by

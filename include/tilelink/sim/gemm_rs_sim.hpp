@@ -51,6 +51,11 @@ struct GemmRsPlanConfig {
   // that computed it, once the senders' parts are in, at one CTA's copy rate (the reduction
   // kernel's measured rate, assumed for the epilogue's 256 threads until measured).
   GemmRsConfig op;
+  // A design, not built (docs/gemm_rs.md, "The automatic path"): the push's notify one tile late,
+  // so the CTA goes on to its next tile while the store drains: the CTA no longer waits for the
+  // store, and the part is announced at the CTA's next epilogue (taken as one tile's MMA later; an
+  // own tile's epilogue announces the pending part before it waits, so no wait is added).
+  bool deferred_push_notify = false;
 };
 
 struct GemmRsPrediction {
