@@ -205,7 +205,8 @@ MoePrediction predict_moe_ag(const MoeProblem& p, const MoeAgPlanConfig& c, cons
 }
 
 MoePrediction predict_moe_gemm_rs(const MoeProblem& p, const MoeRsPlanConfig& c, const CostModel& cost) {
-  const MoeCombine combine = moe_policy::combine(c.op.combine, p.world, p.nodes > 1);  // put_signal across nodes
+  const MoeCombine combine =
+      moe_policy::combine(c.op.combine, p.world, p.nodes > 1, c.op.method);  // put_signal across nodes
   const bool in_epilogue = combine == MoeCombine::kEpilogue;
   // Blocks: the combine CTAs beside the GEMM; epilogue: the reduction's CTAs after it.
   const uint32_t combine_ctas =

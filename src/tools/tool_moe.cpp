@@ -225,7 +225,8 @@ int plan_moe(PlanMoe a, const sim::CostModel& cost) {
   a.part2.bm = a.config.bm;
   a.part2.bn = a.config.bn;
   const sim::MoePrediction r = sim::predict_moe_layer(a.problem, a.activation, a.config, a.part2, cost);
-  const MoeCombine combine = moe_policy::combine(a.part2.op.combine, a.problem.world, a.problem.nodes > 1);
+  const MoeCombine combine =
+      moe_policy::combine(a.part2.op.combine, a.problem.world, a.problem.nodes > 1, a.part2.op.method);
   std::cout << a.header("moe", cost, std::string(" (") + to_string(a.activation) + ")") << "  tiles=" << r.tiles
             << "  gather CTAs=" << r.gather_ctas << "  combine=" << to_string(combine)
             << (a.part2.op.combine == MoeCombine::kAuto ? " (automatic)" : "")

@@ -153,6 +153,9 @@ TEST(MoePolicy, CombineInTheEpilogueWithPeersBlocksAloneOrStaged) {
   EXPECT_EQ(moe_policy::combine(MoeCombine::kAuto, 3), MoeCombine::kEpilogue);
   EXPECT_EQ(moe_policy::combine(MoeCombine::kAuto, 1), MoeCombine::kBlocks);
   EXPECT_EQ(moe_policy::combine(MoeCombine::kAuto, 8, true), MoeCombine::kBlocks);
+  EXPECT_EQ(moe_policy::combine(MoeCombine::kAuto, 8, false, OpMethod::kNonOverlapped), MoeCombine::kBlocks)
+      << "the epilogue combine lives in the fused GEMM";
+  EXPECT_EQ(moe_policy::combine(MoeCombine::kAuto, 8, false, OpMethod::kFused), MoeCombine::kEpilogue);
   EXPECT_EQ(moe_policy::combine(MoeCombine::kBlocks, 8), MoeCombine::kBlocks);
   EXPECT_EQ(moe_policy::combine(MoeCombine::kEpilogue, 1), MoeCombine::kEpilogue);
   EXPECT_EQ(moe_policy::combine(MoeCombine::kEpilogue, 8, true), MoeCombine::kEpilogue) << "the op refuses it by name";

@@ -125,7 +125,9 @@ class MoeGemmRsTest : public ::testing::TestWithParam<WorldRouting> {};
 TEST_P(MoeGemmRsTest, OwnersGetTheRankSumOfTopkWeightedExpertRows) {
   TL_SKIP_WITHOUT_GPU();
   const auto [world, routing] = GetParam();
-  expect_every_topk([&](uint32_t topk, std::mt19937_64& rng) { return run_part2(world, topk, routing, rng); });
+  // The combine blocks, asked for (auto takes the epilogue with peers: MoeGemmRsEpilogueTest).
+  expect_every_topk(
+      [&](uint32_t topk, std::mt19937_64& rng) { return run_part2(world, topk, routing, rng, MoeCombine::kBlocks); });
 }
 
 INSTANTIATE_TEST_SUITE_P(World, MoeGemmRsTest, worlds_and_routings(), world_routing_name);

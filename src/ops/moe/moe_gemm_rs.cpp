@@ -32,7 +32,7 @@ bool staged(const World& world) { return world.transport() == Transport::kPutSig
 
 // Who combines: the configured or automatic choice, combine blocks where staged.
 MoeCombine combine_of(const World& world, const MoeGemmRsArguments& a) {
-  return moe_policy::combine(a.config.combine, world.size(), staged(world));
+  return moe_policy::combine(a.config.combine, world.size(), staged(world), a.config.method);
 }
 
 bool in_epilogue(const World& world, const MoeGemmRsArguments& a) {

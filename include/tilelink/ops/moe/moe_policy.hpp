@@ -95,13 +95,14 @@ inline uint32_t weight_sweeps(uint32_t n, uint32_t k) {
 
 // Part 2's combine (MoeGemmRsConfig::combine): the configured one; automatic = the GEMM's
 // epilogue where there are peers to reach by load and store (`staged` false: not the put_signal
-// transport), else the combine blocks. Measured on an H100 (docs/PERF.md, fourteenth session,
+// transport) and the fused GEMM runs (`method` not non-overlapped: the epilogue combine lives in
+// the fused GEMM), else the combine blocks. Measured on an H100 (docs/PERF.md, fourteenth session,
 // `bench moe`): at 8 virtual ranks the epilogue combine took 0.95x (Mixtral-8x7B) and 0.95x
 // (Qwen1.5-MoE) the combine blocks' time; at world 1 1.09x and 2.3x, so one rank keeps the blocks.
 // On 8 H200s the model predicts 1148 against 1775 us (Mixtral-8x7B layer, `plan moe --world 8`).
-inline MoeCombine combine(MoeCombine configured, int world, bool staged = false) {
+inline MoeCombine combine(MoeCombine configured, int world, bool staged = false, OpMethod method = OpMethod::kAuto) {
   if (configured != MoeCombine::kAuto) return configured;
-  return world > 1 && !staged ? MoeCombine::kEpilogue : MoeCombine::kBlocks;
+  return world > 1 && !staged && method != OpMethod::kNonOverlapped ? MoeCombine::kEpilogue : MoeCombine::kBlocks;
 }
 
 }  // namespace tilelink::moe_policy
