@@ -1,6 +1,7 @@
 #include "tilelink/runtime/symmetric_heap.hpp"
 
 #include <string>
+#include <vector>
 
 #include "tilelink/core/error.hpp"
 #include "runtime/nvshmem_backend.hpp"
@@ -72,25 +73,38 @@ SymmetricHeap::SymmetricHeap(const World& world, size_t capacity_per_rank)
                                                           format_bytes(capacity_) + ")");
       nvshmem_segment_ = mine;
       const bool map_peers = world.transport() != Transport::kPutSignal;
+      int unmapped = -1;  // a peer this process cannot reach by load/store, if any
       for (int r = 0; r < n; ++r) {
         if (r != me && !map_peers) continue;
         bases_[r] = static_cast<char*>(r == me ? mine : detail::nvshmem::peer_pointer(mine, r));
-        if (bases_[r] == nullptr) {  // the world chose load_store because every peer was mapped
-          throw Error("SymmetricHeap: rank " + std::to_string(r) + "'s segment is not reachable by load/store from rank " +
-                      std::to_string(me) + " although the world's transport is load_store: expected every peer " +
-                      "mapped (TILELINK_TRANSPORT=put_signal or auto reaches peers through NVSHMEM)");
-        }
+        if (bases_[r] == nullptr && unmapped < 0) unmapped = r;
       }
-      if (map_peers && n > 1) {  // collective: every process has mapped its peers alike
-        const std::ptrdiff_t stride = bases_[(me + 1) % n] - bases_[me];
-        bool rotated = stride > 0;
-        for (int k = 2; k < n && rotated; ++k) rotated = bases_[(me + k) % n] - bases_[me] == stride * k;
-        const uint64_t word = rotated ? static_cast<uint64_t>(stride) : 0;
-        bool agreed = word != 0;
-        for (uint64_t other : detail::nvshmem::all_gather_word(word, "SymmetricHeap's affine layout")) {
-          agreed = agreed && other == word;
+      if (map_peers && n > 1) {
+        // Collective, whatever this process found (a process that threw here alone would leave the
+        // others in the gather): each process's affine stride from its own rank, or 0, or
+        // kUnmapped; then every process decides, and throws, alike.
+        constexpr uint64_t kUnmapped = ~uint64_t(0);
+        uint64_t word = kUnmapped;
+        if (unmapped < 0) {
+          const std::ptrdiff_t stride = bases_[(me + 1) % n] - bases_[me];
+          bool rotated = stride > 0;
+          for (int k = 2; k < n && rotated; ++k) rotated = bases_[(me + k) % n] - bases_[me] == stride * k;
+          word = rotated ? static_cast<uint64_t>(stride) : 0;
         }
-        process_stride_ = agreed ? static_cast<size_t>(stride) : 0;
+        const std::vector<uint64_t> words = detail::nvshmem::all_gather_word(word, "SymmetricHeap's peer mappings");
+        std::string missing;
+        bool agreed = word != 0 && word != kUnmapped;
+        for (size_t r = 0; r < words.size(); ++r) {
+          if (words[r] == kUnmapped) missing += (missing.empty() ? "" : ", ") + std::to_string(r);
+          agreed = agreed && words[r] == word;
+        }
+        if (!missing.empty()) {  // the world chose load_store because every peer was mapped
+          throw Error("SymmetricHeap: rank(s) " + missing + " cannot reach every peer's segment by load/store (rank " +
+                      std::to_string(me) + (unmapped >= 0 ? " misses rank " + std::to_string(unmapped) : " maps all") +
+                      ") although the world's transport is load_store: expected every peer mapped "
+                      "(TILELINK_TRANSPORT=put_signal or auto reaches peers through NVSHMEM)");
+        }
+        process_stride_ = agreed ? static_cast<size_t>(words.front()) : 0;
       }
     } else if (one_device) {
       // Virtual ranks: one allocation, segment r at base + r * capacity (an affine heap).

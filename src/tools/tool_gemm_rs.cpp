@@ -215,8 +215,9 @@ tb::Table tune_gemm_rs(const TuneOptions<tb::GemmRsBenchOptions>& options, std::
     return a;
   };
   const std::vector<GemmRsConfig> compute = gemm_rs_compute_candidates();
-  const GemmRsTuneShape shape{o.world,   world.sm_budget(0), setup.m, setup.n, setup.k_local,
-                              world.mode() == WorldMode::kMultiGpu, o.dtype, o.scaling};
+  GemmRsTuneShape shape{o.world,   world.sm_budget(0), setup.m, setup.n, setup.k_local,
+                        world.mode() != WorldMode::kVirtual, o.dtype, o.scaling};
+  shape.affine_heap = setup.heap.affine_stride() != 0;
   size_t step = 0;
   const GemmRsConfig best = two_stage_search(
       compute, options.top, o.world,

@@ -166,7 +166,8 @@ void add_plan_options(CLI::App* app, PlanMlp& a) {
       ->capture_default_str();
   add_enum_option(app, "--scatter", a.config.fc2.op.scatter,
                   {GemmRsScatter::kPull, GemmRsScatter::kEpiloguePush, GemmRsScatter::kCopyEngine, GemmRsScatter::kAuto},
-                  "fc2: pull, push or ce (ce needs --granularity row or rank; across nodes: ce)");
+                  "fc2: pull, push, ce (needs --granularity row or rank; across nodes: ce) or auto (the op's rule for one "
+                  "rank per GPU)");
   add_enum_option(app, "--granularity", a.config.fc2.op.granularity,
                   {SignalGranularity::kTile, SignalGranularity::kTileRow, SignalGranularity::kRank},
                   "fc2: signal per tile, row (of tiles) or rank");

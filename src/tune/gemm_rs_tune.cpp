@@ -34,7 +34,7 @@ double predict_us(const GemmRsConfig& c, const GemmRsTuneShape& s, const sim::Co
   shape.k = s.k_local;
   shape.sm_budget = s.sm_budget;
   gemm_rs_policy::PathContext x = gemm_rs_policy::path_context(c, shape, load(s));
-  x.affine_heap = true;  // virtual ranks share one allocation; processes agree on NVSHMEM's view
+  x.affine_heap = s.affine_heap;
   const gemm_rs_policy::Path path = gemm_rs_policy::path(c.scatter, c.reducer, x);
   q.op.scatter = path.scatter;
   q.op.reducer = path.reducer;

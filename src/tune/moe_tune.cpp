@@ -169,8 +169,12 @@ std::vector<RankedMoeConfig> moe_comm_candidates(const MoeLayerConfig& base, con
 
   std::vector<Part2> part2;
   const uint32_t k2 = problem.intermediate / static_cast<uint32_t>(problem.world);
-  const uint32_t auto_combine =
-      moe_policy::combine_blocks(shape.sm_budget, problem.topk, k2, problem.world, kCluster);
+  // The automatic count of the placement stage 2 kept (the epilogue's reduction: a CTA per SM).
+  const bool epilogue = moe_policy::combine(automatic.part2.combine, problem.world, false,
+                                            automatic.part2.method) == MoeCombine::kEpilogue;
+  const uint32_t auto_combine = epilogue ? static_cast<uint32_t>(shape.sm_budget)
+                                         : moe_policy::combine_blocks(shape.sm_budget, problem.topk, k2,
+                                                                      problem.world, kCluster);
   for (uint32_t rows : {0u, 16u, 32u, 128u}) {
     if (rows != 0 && (rows * problem.topk > moe_policy::kCombineMaxPairs || rows > tokens_per_rank ||
                       rows == moe_policy::combine_rows(0, problem.topk))) {

@@ -110,9 +110,12 @@ TEST(GemmRsSim, RefusesWhatTheOpCannotRun) {
   c.op.reduce_blocks = 132;  // every SM of the default cost model
   EXPECT_THROW(predict_gemm_rs(GemmRsProblem{}, c), InvalidArgument);
   c.op.reduce_blocks = 0;  // automatic: one cluster of 2 on a 2-SM GPU leaves the GEMM nothing
+  c.op.reducer = GemmRsReducer::kBlocks;
   CostModel tiny;
   tiny.sms = 2;
   EXPECT_THROW(predict_gemm_rs(GemmRsProblem{}, c, tiny), InvalidArgument);
+  c.op.reducer = GemmRsReducer::kAuto;  // the epilogue push with one rank per GPU: no SM set aside
+  EXPECT_GT(predict_gemm_rs(GemmRsProblem{}, c, tiny).fused, 0.0);
 }
 
 // The automatic reduction on 8 GPUs (the op's one-rank-per-GPU rule at the model's H200 rates):

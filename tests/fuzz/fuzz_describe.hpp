@@ -38,7 +38,7 @@ inline std::string describe(const AgGemmConfig& c, const char* prefix) {
 }
 inline std::string describe(const GemmRsConfig& c, const char* prefix) {
   std::ostringstream os;
-  os << prefix << "scatter=" << enum_name(c.scatter, 3, scatter_name) << " " << prefix
+  os << prefix << "scatter=" << enum_name(c.scatter, 4, scatter_name) << " " << prefix
      << "granularity=" << enum_name(c.granularity, 3, granularity_name) << " " << prefix
      << "reduce_blocks=" << c.reduce_blocks << " " << prefix << "gemm_sms=" << c.gemm_sms << " " << prefix
      << "swizzle=" << c.swizzle << " " << prefix << "reducer=" << enum_name(c.reducer, 3, reducer_name) << " "

@@ -25,6 +25,7 @@ struct GemmRsTuneShape {
   bool one_rank_per_gpu = false;               // the machine: the op's automatic reduction by it
   DType dtype = DType::kBf16;                  // e4m3: the FP8 kernel's tile and rate in the model
   Fp8Scaling scaling = Fp8Scaling::kRow;       // e4m3: which FP8 kernel
+  bool affine_heap = true;                     // the heap allows the push (SymmetricHeap::affine_stride)
 };
 
 using RankedGemmRsConfig = RankedConfig<GemmRsConfig>;

@@ -99,6 +99,26 @@ std::string check_fp8_operands(const World& world, const GemmRsArguments& a) {
 }
 
 // The reduction CTAs beside the GEMM: none when the GEMM's epilogue sums.
+std::string push_view_fits(const World& world, const SymmetricHeap& heap, const GemmRsArguments& a) {
+  if (heap.affine_stride() == 0) {
+    return "argument 'config.scatter' = push: the epilogue stores through one TMA descriptor over every "
+           "rank's segment, which needs an affine symmetric heap (ranks' segments at one stride); this "
+           "heap's segments are separate allocations -- use 'pull' or 'ce'";
+  }
+  if (heap.affine_stride() % 16 != 0) {
+    return "argument 'config.scatter' = push: the heap's rank stride " + std::to_string(heap.affine_stride()) +
+           " bytes is not a multiple of 16 (TMA)";
+  }
+  // A process world's view is rotated (its owner mode starts at the storing rank), and the
+  // epilogue hands the store's coordinate to its fusion too: e4m3 row scaling would pick a
+  // rotated owner's A scales. Every process answers alike (the world's mode and the operands').
+  if (world.mode() == WorldMode::kProcess && fp8(a) && a.scaling == Fp8Scaling::kRow) {
+    return "argument 'config.scatter' = push with e4m3 row scaling in a process world: the epilogue's row "
+           "scales would follow the store's rotated view of the heap; expected pull (or tensor or block scaling)";
+  }
+  return "";
+}
+
 GemmRsArguments with_path(const World& world, const SymmetricHeap& heap, const GemmRsArguments& a) {
   gemm_rs_policy::MethodShape shape;
   shape.world = static_cast<uint32_t>(world.size());
@@ -109,7 +129,7 @@ GemmRsArguments with_path(const World& world, const SymmetricHeap& heap, const G
   gemm_rs_policy::PathContext c =
       gemm_rs_policy::path_context(a.config, shape, {world.size(), a.k, world.mode() != WorldMode::kVirtual});
   c.put_signal = world.transport() == Transport::kPutSignal;
-  c.affine_heap = heap.affine_stride() != 0;
+  c.affine_heap = push_view_fits(world, heap, a).empty();
   const gemm_rs_policy::Path p = gemm_rs_policy::path(a.config.scatter, a.config.reducer, c);
   GemmRsArguments out = a;
   out.config.scatter = p.scatter;
@@ -310,16 +330,7 @@ std::string GemmRs::can_implement(const World& world, const SymmetricHeap& heap,
     case GemmRsScatter::kPull:
       return "";
     case GemmRsScatter::kEpiloguePush:
-      if (heap.affine_stride() == 0) {
-        return "argument 'config.scatter' = push: the epilogue stores through one TMA descriptor over every "
-               "rank's segment, which needs an affine symmetric heap (ranks' segments at one stride); this "
-               "heap's segments are separate allocations -- use 'pull' or 'ce'";
-      }
-      if (heap.affine_stride() % 16 != 0) {
-        return "argument 'config.scatter' = push: the heap's rank stride " + std::to_string(heap.affine_stride()) +
-               " bytes is not a multiple of 16 (TMA)";
-      }
-      return "";
+      return push_view_fits(world, heap, a);
     case GemmRsScatter::kCopyEngine:
       // Across processes and under either transport: its copies and signals are the world's
       // transport's, its waits local, its exit barrier on the stream under put_signal.

@@ -20,6 +20,8 @@ uint64_t a_lda(const GemmRsArguments& a);
 const detail::Sm90GemmRsConfigInfo& kernel_for(const GemmRsArguments& a);
 // "" if the FP8 operands (or their absence, for bf16) suit `a`, else why not.
 std::string check_fp8_operands(const World& world, const GemmRsArguments& a);
+// "" if the epilogue push can store through the heap's affine view for `a`, else why not.
+std::string push_view_fits(const World& world, const SymmetricHeap& heap, const GemmRsArguments& a);
 // `a` with its scatter and reducer resolved (gemm_rs_policy::path: the configured ones, else by
 // the world, its transport and the heap); every rule and check below takes resolved arguments.
 GemmRsArguments with_path(const World& world, const SymmetricHeap& heap, const GemmRsArguments& a);

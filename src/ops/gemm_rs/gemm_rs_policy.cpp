@@ -86,15 +86,8 @@ Path path(GemmRsScatter scatter, GemmRsReducer reducer, const PathContext& c) {
   const bool epilogue_ok = c.one_rank_per_gpu && peers && c.granularity == SignalGranularity::kTile &&
                            c.reduce_blocks == 0 && (c.method == OpMethod::kAuto || c.method == OpMethod::kFused);
   if (reducer == GemmRsReducer::kAuto) {
-    bool epilogue = epilogue_ok && (scatter == GemmRsScatter::kEpiloguePush ||
-                                    (scatter == GemmRsScatter::kAuto && push_ok));
-    if (epilogue && c.method == OpMethod::kAuto) {  // few rows: the GEMM, then the reduction, may win
-      MethodShape s = c.shape;
-      s.reducer = GemmRsReducer::kEpilogue;
-      s.reduce_blocks = 0;
-      const MethodEstimates e = estimate_methods(s);
-      epilogue = e.fused <= e.non_overlapped;
-    }
+    const bool epilogue = epilogue_ok && (scatter == GemmRsScatter::kEpiloguePush ||
+                                          (scatter == GemmRsScatter::kAuto && push_ok));
     reducer = epilogue ? GemmRsReducer::kEpilogue : GemmRsReducer::kBlocks;
   }
   if (scatter == GemmRsScatter::kAuto) {
