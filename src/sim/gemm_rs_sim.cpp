@@ -119,9 +119,9 @@ GemmRsPrediction predict_gemm_rs(const GemmRsProblem& p, const GemmRsPlanConfig&
   auto link = [&](uint32_t owner) {  // from rank 0 to `owner`
     return owner / ranks_per_node != 0 ? cost.network_bandwidth : cost.nvlink_bandwidth;
   };
-  auto tile_bytes = [&](uint32_t t) {
+  auto tile_bytes = [&](uint32_t t) {  // tile t of a block: its rows in owner 0's (a full block's)
     const uint32_t col0 = (t % plan.n_tiles()) * plan.bn;
-    return double(plan.bm) * std::min(plan.bn, plan.n - col0) * p.partial_bytes;
+    return double(plan.tile_rows(0, t / plan.n_tiles())) * std::min(plan.bn, plan.n - col0) * p.partial_bytes;
   };
 
   // Rank 0's compute in the kernel's order; finish[owner][tile of the block].

@@ -73,7 +73,7 @@ TEST(GemmRsPolicy, MethodEstimatesByHand) {
   s.reducer = GemmRsReducer::kEpilogue;
   s.reduce_blocks = 0;
   const double stores = 16 * 7.0 / 8 * 128 * 256 * 2 / 48e9;
-  EXPECT_NEAR(estimate_methods(s).fused, 16 * tile + stores + 9 * block / (132 * 96e9), 1e-9);
+  EXPECT_NEAR(estimate_methods(s).fused, 16 * tile + stores + 9 * block / (132 * 96e9), 1e-9);  // GEMM-bound
   EXPECT_GT(16 * tile + stores, link) << "not link-bound here";
   // Few rows: one wave of GEMM, and 12 CTAs reduce slower than 132 do after it.
   s = {};
@@ -127,17 +127,28 @@ TEST(GemmRsPolicy, PathByTheMachine) {
   PathContext fused = gpus;
   fused.method = OpMethod::kFused;
   EXPECT_TRUE(is(path(kAuto, kR, fused), kPush, kEpi));
-  // Few rows: the rule does not read the estimate (a rank's SM budget may differ between processes
-  // under MPS), and the estimate agrees: the fused op ahead of the GEMM then the reduction (both
-  // wait for the link; the stores and sums add ~2 us to one wave).
+  // Few rows (one wave): the peers' parts cross the link only after it, so the GEMM then the
+  // reduction wins and auto leaves the epilogue (the method estimate then picks non-overlapped);
+  // a configured fused method keeps it. Decided on a whole H200 whatever the rank's budget (MPS
+  // shares may differ between processes).
   PathContext few = gpus;
   few.shape.m = 256;
   few.shape.n = 4096;
   few.shape.k = 14336 / 8;
   gemm_rs_policy::MethodShape s = few.shape;
+  s.sm_budget = 132;
   s.reducer = kEpi;
   s.reduce_blocks = 0;
-  ASSERT_LT(estimate_methods(s).fused, estimate_methods(s).non_overlapped);
+  ASSERT_GT(estimate_methods(s).fused, estimate_methods(s).non_overlapped);
+  EXPECT_TRUE(is(path(kAuto, kR, few), kPull, kBlocks));
+  few.shape.sm_budget = 40;  // another process's share: the same answer
+  EXPECT_TRUE(is(path(kAuto, kR, few), kPull, kBlocks));
+  few.method = OpMethod::kFused;
+  EXPECT_TRUE(is(path(kAuto, kR, few), kPush, kEpi));
+  few = gpus;
+  few.shape.m = 2048;  // enough rows to hide the link under the GEMM: the epilogue again
+  few.shape.n = 4096;
+  few.shape.k = 14336 / 8;
   EXPECT_TRUE(is(path(kAuto, kR, few), kPush, kEpi));
   // Virtual ranks and one rank: pull and blocks, as measured on one GPU.
   PathContext virt = gpus;

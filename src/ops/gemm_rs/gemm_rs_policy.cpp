@@ -30,12 +30,13 @@ MethodEstimates estimate_methods(const MethodShape& s) {
   if (s.reducer == GemmRsReducer::kEpilogue) {
     // The epilogue push (the scatter the rule pairs with it): each CTA waits for its stores into the
     // peers, (w - 1) / w of its tiles at one CTA's copy rate, then sums its own tiles; the peers'
-    // parts cross the link under the GEMM.
+    // parts cross the link under the GEMM, from the end of its first wave on (one wave: after it).
     const uint64_t ctas = uint64_t(std::max(s.sm_budget, 1));
     const double waves = double((tiles + ctas - 1) / ctas);
-    const double stores = waves * double(w - 1) / w * double(tile.m) * tile.n * 2 / h200::kEpilogueStoreBandwidth;
+    const double tile_bytes = double(std::min<uint64_t>(tile.m, rows_per_rank)) * tile.n * 2;
+    const double stores = waves * double(w - 1) / w * tile_bytes / h200::kEpilogueStoreBandwidth;
     const double sums = w > 1 ? (w + 1) * block_bytes / (double(ctas) * h200::kEpilogueSumBandwidth) : 0.0;
-    e.fused = std::max(gemm(s.sm_budget) + stores + sums, (w - 1) * block_bytes / link);
+    e.fused = std::max(gemm(s.sm_budget), tile_time + (w - 1) * block_bytes / link) + stores + sums;
   } else {
     const int blocks = static_cast<int>(s.reduce_blocks);
     e.fused = std::max(gemm(s.sm_budget - blocks), reduction(blocks, 1.0)) +
@@ -86,8 +87,19 @@ Path path(GemmRsScatter scatter, GemmRsReducer reducer, const PathContext& c) {
   const bool epilogue_ok = c.one_rank_per_gpu && peers && c.granularity == SignalGranularity::kTile &&
                            c.reduce_blocks == 0 && (c.method == OpMethod::kAuto || c.method == OpMethod::kFused);
   if (reducer == GemmRsReducer::kAuto) {
-    const bool epilogue = epilogue_ok && (scatter == GemmRsScatter::kEpiloguePush ||
-                                          (scatter == GemmRsScatter::kAuto && push_ok));
+    bool epilogue = epilogue_ok && (scatter == GemmRsScatter::kEpiloguePush ||
+                                    (scatter == GemmRsScatter::kAuto && push_ok));
+    if (epilogue && c.method == OpMethod::kAuto) {
+      // Few rows (one or two waves): the GEMM then the reduction may win. Estimated on a whole
+      // H200 (kSms), not the rank's budget, which under MPS may differ between processes: every
+      // process must decide alike.
+      MethodShape s = c.shape;
+      s.sm_budget = h200::kSms;
+      s.reducer = GemmRsReducer::kEpilogue;
+      s.reduce_blocks = 0;
+      const MethodEstimates e = estimate_methods(s);
+      epilogue = e.fused <= e.non_overlapped;
+    }
     reducer = epilogue ? GemmRsReducer::kEpilogue : GemmRsReducer::kBlocks;
   }
   if (scatter == GemmRsScatter::kAuto) {

@@ -131,11 +131,12 @@ MethodEstimates estimate_methods(const MethodShape& s);
 //    fused method allowed, a heap every rank views affinely (SymmetricHeap::affine_stride): the
 //    GEMM's epilogue pushes each peer's tile into its owner as it finishes -- spreading the
 //    link's traffic over the whole GEMM -- and sums each own tile after its epilogue, taking no SM
-//    from the GEMM (the method then runs fused). The rule reads only what every process of a world
-//    shares (its mode, transport, the heap's agreed view, the configuration), never a rank's SM
-//    budget, which under MPS may differ between processes: a split decision would deadlock. The
-//    estimate agrees even at few rows (256 x 4096 x 14336: 21.0 against 24.3 us for the GEMM then
-//    the reduction, both waiting for the link). `tilelink plan gemm_rs --world 8` on 8 H200s over
+//    from the GEMM (the method then runs fused) -- where the method is auto, only if the estimate
+//    of that fused op on a whole H200 is at most the GEMM then the reduction (few rows, one or two
+//    waves, lose the overlap: 256 x 4096 x 14336 at world 8, 25.2 against 24.3 us). The rule reads
+//    only what every process of a world shares (its mode, transport, the heap's agreed view, the
+//    configuration, the shape), never a rank's SM budget, which under MPS may differ between
+//    processes: a split decision would deadlock. `tilelink plan gemm_rs --world 8` on 8 H200s over
 //    NVLink, with the rank's port shared: 671 / 197 / 1668 us on the paper's shapes against 743 /
 //    215 / 1830 for pull with reduction blocks (docs/gemm_rs.md);
 //  - else (virtual ranks, whose peers' parts are the one GPU's HBM; one rank): pull and the
