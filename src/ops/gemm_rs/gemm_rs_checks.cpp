@@ -98,7 +98,6 @@ std::string check_fp8_operands(const World& world, const GemmRsArguments& a) {
   return "";
 }
 
-// The reduction CTAs beside the GEMM: none when the GEMM's epilogue sums.
 std::string push_view_fits(const World& world, const SymmetricHeap& heap, const GemmRsArguments& a) {
   if (heap.affine_stride() == 0) {
     return "argument 'config.scatter' = push: the epilogue stores through one TMA descriptor over every "
@@ -137,6 +136,7 @@ GemmRsArguments with_path(const World& world, const SymmetricHeap& heap, const G
   return out;
 }
 
+// The reduction CTAs beside the GEMM: none when the GEMM's epilogue sums.
 uint32_t reduce_blocks_of(const World& world, const GemmRsArguments& a) {
   if (a.config.reducer == GemmRsReducer::kEpilogue) return 0;
   return gemm_rs_policy::reduce_blocks(
