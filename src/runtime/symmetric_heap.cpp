@@ -1,9 +1,11 @@
 #include "tilelink/runtime/symmetric_heap.hpp"
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
 #include "tilelink/core/error.hpp"
+#include "runtime/heap_layout.hpp"
 #include "runtime/nvshmem_backend.hpp"
 #include "tilelink/runtime/device_buffer.hpp"
 
@@ -13,6 +15,38 @@ namespace {
 constexpr size_t align_up(size_t v, size_t a) { return (v + a - 1) / a * a; }
 
 }  // namespace
+
+namespace detail {
+
+uint64_t heap_layout_word(const std::vector<char*>& bases, int me) {
+  const int n = static_cast<int>(bases.size());
+  for (char* b : bases) {
+    if (b == nullptr) return kUnmappedPeer;
+  }
+  if (n < 2) return 0;
+  // Addresses of separate mappings: compared as integers, not as pointers into one object.
+  auto at = [&](int r) { return reinterpret_cast<uintptr_t>(bases[static_cast<size_t>(r % n)]); };
+  const uintptr_t mine = at(me);
+  if (at(me + 1) <= mine) return 0;
+  const uintptr_t stride = at(me + 1) - mine;
+  for (int k = 2; k < n; ++k) {
+    if (at(me + k) < mine || at(me + k) - mine != stride * uintptr_t(k)) return 0;
+  }
+  return static_cast<uint64_t>(stride);
+}
+
+HeapLayout agree_heap_layout(const std::vector<uint64_t>& words, uint64_t mine) {
+  HeapLayout out;
+  bool agreed = mine != 0 && mine != kUnmappedPeer;
+  for (size_t r = 0; r < words.size(); ++r) {
+    if (words[r] == kUnmappedPeer) out.unmapped += (out.unmapped.empty() ? "" : ", ") + std::to_string(r);
+    agreed = agreed && words[r] == mine;
+  }
+  out.stride = agreed && out.unmapped.empty() ? static_cast<size_t>(mine) : 0;
+  return out;
+}
+
+}  // namespace detail
 
 // ---- SymmetricBuffer -------------------------------------------------------------------------------
 
@@ -82,29 +116,18 @@ SymmetricHeap::SymmetricHeap(const World& world, size_t capacity_per_rank)
       if (map_peers && n > 1) {
         // Collective, whatever this process found (a process that threw here alone would leave the
         // others in the gather): each process's affine stride from its own rank, or 0, or
-        // kUnmapped; then every process decides, and throws, alike.
-        constexpr uint64_t kUnmapped = ~uint64_t(0);
-        uint64_t word = kUnmapped;
-        if (unmapped < 0) {
-          const std::ptrdiff_t stride = bases_[(me + 1) % n] - bases_[me];
-          bool rotated = stride > 0;
-          for (int k = 2; k < n && rotated; ++k) rotated = bases_[(me + k) % n] - bases_[me] == stride * k;
-          word = rotated ? static_cast<uint64_t>(stride) : 0;
-        }
-        const std::vector<uint64_t> words = detail::nvshmem::all_gather_word(word, "SymmetricHeap's peer mappings");
-        std::string missing;
-        bool agreed = word != 0 && word != kUnmapped;
-        for (size_t r = 0; r < words.size(); ++r) {
-          if (words[r] == kUnmapped) missing += (missing.empty() ? "" : ", ") + std::to_string(r);
-          agreed = agreed && words[r] == word;
-        }
-        if (!missing.empty()) {  // the world chose load_store because every peer was mapped
-          throw Error("SymmetricHeap: rank(s) " + missing + " cannot reach every peer's segment by load/store (rank " +
-                      std::to_string(me) + (unmapped >= 0 ? " misses rank " + std::to_string(unmapped) : " maps all") +
+        // kUnmappedPeer (heap_layout.hpp); then every process decides, and throws, alike.
+        const uint64_t word = detail::heap_layout_word(bases_, me);
+        const detail::HeapLayout layout = detail::agree_heap_layout(
+            detail::nvshmem::all_gather_word(word, "SymmetricHeap's peer mappings"), word);
+        if (!layout.unmapped.empty()) {  // the world chose load_store because every peer was mapped
+          throw Error("SymmetricHeap: rank(s) " + layout.unmapped +
+                      " cannot reach every peer's segment by load/store (rank " + std::to_string(me) +
+                      (unmapped >= 0 ? " misses rank " + std::to_string(unmapped) : " maps all") +
                       ") although the world's transport is load_store: expected every peer mapped "
                       "(TILELINK_TRANSPORT=put_signal or auto reaches peers through NVSHMEM)");
         }
-        process_stride_ = agreed ? static_cast<size_t>(words.front()) : 0;
+        process_stride_ = layout.stride;
       }
     } else if (one_device) {
       // Virtual ranks: one allocation, segment r at base + r * capacity (an affine heap).

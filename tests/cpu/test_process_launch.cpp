@@ -3,11 +3,13 @@
 // missing or out of range before it touches CUDA or NVSHMEM.
 #include <gtest/gtest.h>
 
+#include <cstdint>
 #include <cstdlib>
 #include <random>
 #include <string>
 #include <vector>
 
+#include "runtime/heap_layout.hpp"
 #include "runtime/world_transport.hpp"
 #include "cpu_test_util.hpp"
 #include "tilelink/core/error.hpp"
@@ -192,6 +194,57 @@ TEST(TransportChoice, EnvironmentNamesTheRequest) {
   } else {
     unsetenv("TILELINK_TRANSPORT");
   }
+}
+
+// The heap's affine view, agreed by every process (heap_layout.hpp): NVSHMEM's rotated mappings
+// (peer (me + k) mod P at k strides from the process's own segment) give each process the same
+// stride; any other layout, or one process's, gives none; an unmapped peer is named in every
+// process alike. Random strides and worlds.
+TEST(HeapLayout, RotatedMappingsAgreeOnOneStrideAndUnmappedPeersAreNamed) {
+  std::mt19937_64 rng(::testing::UnitTest::GetInstance()->random_seed());
+  for (int trial = 0; trial < 50; ++trial) {
+    const int n = 2 + static_cast<int>(rng() % 7);
+    const size_t stride = (1 + rng() % 1000) << 20;
+    auto rotated = [&](int me) {  // made-up addresses of each process's own mappings (never dereferenced)
+      std::vector<char*> b(static_cast<size_t>(n));
+      for (int k = 0; k < n; ++k) {
+        b[static_cast<size_t>((me + k) % n)] =
+            reinterpret_cast<char*>((uintptr_t(1) << 40) + uintptr_t(4096) * uintptr_t(1 + me) + uintptr_t(k) * stride);
+      }
+      return b;
+    };
+    std::vector<uint64_t> words;
+    for (int me = 0; me < n; ++me) words.push_back(detail::heap_layout_word(rotated(me), me));
+    for (int me = 0; me < n; ++me) {
+      EXPECT_EQ(words[static_cast<size_t>(me)], stride) << "n " << n << " me " << me;
+      const detail::HeapLayout l = detail::agree_heap_layout(words, words[static_cast<size_t>(me)]);
+      EXPECT_EQ(l.stride, stride);
+      EXPECT_EQ(l.unmapped, "");
+    }
+    // One process whose mapping is not rotated (two peers swapped): nobody pushes.
+    const int odd = static_cast<int>(rng() % static_cast<uint64_t>(n));
+    std::vector<char*> swapped = rotated(odd);
+    if (n > 2) {
+      std::swap(swapped[static_cast<size_t>((odd + 1) % n)], swapped[static_cast<size_t>((odd + 2) % n)]);
+      std::vector<uint64_t> w2 = words;
+      w2[static_cast<size_t>(odd)] = detail::heap_layout_word(swapped, odd);
+      EXPECT_EQ(w2[static_cast<size_t>(odd)], 0u);
+      for (int me = 0; me < n; ++me) EXPECT_EQ(detail::agree_heap_layout(w2, w2[static_cast<size_t>(me)]).stride, 0u);
+    }
+    // A peer this process cannot map: named, in every process.
+    std::vector<char*> missing = rotated(odd);
+    missing[static_cast<size_t>((odd + 1) % n)] = nullptr;
+    std::vector<uint64_t> w3 = words;
+    w3[static_cast<size_t>(odd)] = detail::heap_layout_word(missing, odd);
+    EXPECT_EQ(w3[static_cast<size_t>(odd)], detail::kUnmappedPeer);
+    for (int me = 0; me < n; ++me) {
+      const detail::HeapLayout l = detail::agree_heap_layout(w3, w3[static_cast<size_t>(me)]);
+      EXPECT_EQ(l.unmapped, std::to_string(odd));
+      EXPECT_EQ(l.stride, 0u);
+    }
+  }
+  // Segments below the process's own (a negative stride) are not an affine view either.
+  EXPECT_EQ(detail::heap_layout_word({reinterpret_cast<char*>(0x20000), reinterpret_cast<char*>(0x10000)}, 0), 0u);
 }
 
 }  // namespace

@@ -339,6 +339,8 @@ std::string GemmRs::can_implement(const World& world, const SymmetricHeap& heap,
                "signal groups of contiguous rows; expected tile_row or rank";
       }
       return check_symmetric(world, heap, a.recv, 0, bytes, "recv");
+    case GemmRsScatter::kAuto:  // resolved by with_path above: never here
+      break;
   }
   return "argument 'config.scatter' = " + std::to_string(static_cast<uint32_t>(a.config.scatter)) +
          ": expected pull, push or ce";
