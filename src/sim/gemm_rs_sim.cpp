@@ -57,15 +57,9 @@ struct LinkQueue {
 
 // The configuration with the scatter and reducer the op would run on these ranks: one per GPU, on
 // NVSHMEM's heap (affine from each rank, gemm_rs_policy::path), put_signal across nodes.
-GemmRsPlanConfig with_path(const GemmRsProblem& p, const GemmRsPlanConfig& c, const CostModel& cost) {
-  gemm_rs_policy::MethodShape shape;
-  shape.world = static_cast<uint32_t>(p.world);
-  shape.m = p.m;
-  shape.n = p.n;
-  shape.k = p.k / static_cast<uint32_t>(std::max(p.world, 1));
-  shape.sm_budget = cost.sms;
+GemmRsPlanConfig with_path(const GemmRsProblem& p, const GemmRsPlanConfig& c) {
   gemm_rs_policy::PathContext x = gemm_rs_policy::path_context(
-      c.op, shape, {p.world, shape.k, true, cost.gemm_flops(p.dtype) / cost.sms, cost.sm_copy_bandwidth_per_cta});
+      c.op, static_cast<uint32_t>(p.world), p.m, p.n, p.k / static_cast<uint32_t>(std::max(p.world, 1)), true);
   x.put_signal = p.nodes > 1;
   x.affine_heap = true;
   const gemm_rs_policy::Path path = gemm_rs_policy::path(c.op.scatter, c.op.reducer, x);
@@ -80,8 +74,7 @@ GemmRsPlanConfig with_path(const GemmRsProblem& p, const GemmRsPlanConfig& c, co
 GemmRsPrediction predict_gemm_rs(const GemmRsProblem& p, const GemmRsPlanConfig& asked, const CostModel& cost) {
   TL_REQUIRE(static_cast<uint32_t>(asked.op.scatter) <= 3, kWhere, "scatter", static_cast<uint32_t>(asked.op.scatter),
              "pull, push, ce or auto");
-  check_world(kWhere, p.world, p.nodes);
-  const GemmRsPlanConfig c = with_path(p, asked, cost);
+  const GemmRsPlanConfig c = with_path(p, asked);
   validate(p, c, cost);
   const uint32_t w = static_cast<uint32_t>(p.world);
   const uint32_t ranks_per_node = w / static_cast<uint32_t>(p.nodes);

@@ -27,18 +27,15 @@ double predict_us(const GemmRsConfig& c, const GemmRsTuneShape& s, const sim::Co
   detail::kernel_tile(GemmRs::kernel_name(s.dtype, s.scaling), "gemm_rs tune", &q.bm, &q.bn);  // the op's GEMM
   q.op = c;
   // The path the op takes on the searched machine (the model's own rule assumes one rank per GPU).
-  gemm_rs_policy::MethodShape shape;
-  shape.world = static_cast<uint32_t>(s.world);
-  shape.m = s.m;
-  shape.n = s.n;
-  shape.k = s.k_local;
-  shape.sm_budget = s.sm_budget;
-  gemm_rs_policy::PathContext x = gemm_rs_policy::path_context(c, shape, load(s));
+  gemm_rs_policy::PathContext x = gemm_rs_policy::path_context(c, static_cast<uint32_t>(s.world), s.m, s.n,
+                                                                s.k_local, s.one_rank_per_gpu);
   x.affine_heap = s.affine_heap;
   const gemm_rs_policy::Path path = gemm_rs_policy::path(c.scatter, c.reducer, x);
   q.op.scatter = path.scatter;
   q.op.reducer = path.reducer;
-  q.op.reduce_blocks = path.reducer == GemmRsReducer::kEpilogue ? 0u : x.shape.reduce_blocks;
+  q.op.reduce_blocks = path.reducer == GemmRsReducer::kEpilogue
+                           ? 0u
+                           : gemm_rs_policy::reduce_blocks(c.reduce_blocks, s.sm_budget, load(s));
   return sim::predict_gemm_rs(p, q, gpu.share(s.sm_budget)).fused * 1e6;
 }
 

@@ -106,7 +106,6 @@ TEST(GemmRsPolicy, PathByTheMachine) {
   gpus.shape.m = 8192;
   gpus.shape.n = 8192;
   gpus.shape.k = 3584;
-  gpus.shape.reduce_blocks = 12;
   auto is = [](gemm_rs_policy::Path p, GemmRsScatter s, GemmRsReducer r) { return p.scatter == s && p.reducer == r; };
   EXPECT_TRUE(is(path(kAuto, kR, gpus), kPush, kEpi));
   EXPECT_TRUE(is(path(kPull, kR, gpus), kPull, kBlocks)) << "pulled sums queue on the link: blocks";

@@ -119,14 +119,8 @@ std::string push_view_fits(const World& world, const SymmetricHeap& heap, const 
 }
 
 GemmRsArguments with_path(const World& world, const SymmetricHeap& heap, const GemmRsArguments& a) {
-  gemm_rs_policy::MethodShape shape;
-  shape.world = static_cast<uint32_t>(world.size());
-  shape.m = a.m;
-  shape.n = a.n;
-  shape.k = a.k;
-  shape.sm_budget = world.sm_budget(world.local_ranks().front());
-  gemm_rs_policy::PathContext c =
-      gemm_rs_policy::path_context(a.config, shape, {world.size(), a.k, world.mode() != WorldMode::kVirtual});
+  gemm_rs_policy::PathContext c = gemm_rs_policy::path_context(
+      a.config, static_cast<uint32_t>(world.size()), a.m, a.n, a.k, world.mode() != WorldMode::kVirtual);
   c.put_signal = world.transport() == Transport::kPutSignal;
   c.affine_heap = push_view_fits(world, heap, a).empty();
   const gemm_rs_policy::Path p = gemm_rs_policy::path(a.config.scatter, a.config.reducer, c);

@@ -63,15 +63,18 @@ MethodEstimates estimate_methods(const MethodShape& s) {
   return e;
 }
 
-PathContext path_context(const GemmRsConfig& config, MethodShape shape, const ReduceLoad& load) {
+PathContext path_context(const GemmRsConfig& config, uint32_t world, uint32_t m, uint32_t n, uint32_t k_local,
+                         bool one_rank_per_gpu) {
   PathContext c;
-  c.one_rank_per_gpu = load.one_rank_per_gpu;
+  c.one_rank_per_gpu = one_rank_per_gpu;
   c.granularity = config.granularity;
   c.reduce_blocks = config.reduce_blocks;
   c.method = config.method;
-  shape.one_rank_per_gpu = load.one_rank_per_gpu;
-  shape.reduce_blocks = reduce_blocks(config.reduce_blocks, shape.sm_budget, load);
-  c.shape = shape;
+  c.shape.world = world;
+  c.shape.m = m;
+  c.shape.n = n;
+  c.shape.k = k_local;
+  c.shape.one_rank_per_gpu = one_rank_per_gpu;
   return c;
 }
 

@@ -150,16 +150,17 @@ struct PathContext {
   SignalGranularity granularity = SignalGranularity::kTile;
   uint32_t reduce_blocks = 0;           // as configured (0: automatic)
   OpMethod method = OpMethod::kAuto;    // as configured
-  MethodShape shape;                    // the world (shape.world); the rest describes the call
+  MethodShape shape;  // world and problem (m, n, one rank's k); its SM budget is not read
 };
 struct Path {
   GemmRsScatter scatter = GemmRsScatter::kPull;
   GemmRsReducer reducer = GemmRsReducer::kBlocks;
 };
 Path path(GemmRsScatter scatter, GemmRsReducer reducer, const PathContext& c);
-// The context of `config` on `shape`'s world, problem and SM budget (its reduce_blocks: the
-// automatic count by `load`); put_signal and affine_heap are the caller's to set.
-PathContext path_context(const GemmRsConfig& config, MethodShape shape, const ReduceLoad& load);
+// The context of `config` for `world` ranks on m x n x k_local (one rank's K), one per GPU or not;
+// put_signal and affine_heap are the caller's to set.
+PathContext path_context(const GemmRsConfig& config, uint32_t world, uint32_t m, uint32_t n, uint32_t k_local,
+                         bool one_rank_per_gpu);
 // Whether auto may pick decomposed: not until the path has passed its GPU tests and been measured
 // (written 2026-12-05 with no GPU lent; `tune gemm_rs` and `bench gemm_rs` time it meanwhile, and a
 // tune-cache entry can still choose it).
