@@ -107,22 +107,12 @@ int plan(PlanGemmRs a, const sim::CostModel& cost, const CLI::App& app) {
   // With the reducer on automatic, the other placements of the sums too (same knobs otherwise; the
   // epilogue's needs a signal per tile and no reduction CTAs), each with the scatter given or, on
   // automatic, pull and push.
-  std::vector<std::pair<std::string, double>> alternatives;
-  if (op.reducer == GemmRsReducer::kAuto && p.world > 1 && op.granularity == SignalGranularity::kTile &&
-      r.scatter != GemmRsScatter::kCopyEngine) {
-    for (GemmRsReducer reducer : {GemmRsReducer::kBlocks, GemmRsReducer::kEpilogue}) {
-      for (GemmRsScatter scatter : {GemmRsScatter::kPull, GemmRsScatter::kEpiloguePush}) {
-        if (op.scatter != GemmRsScatter::kAuto && scatter != op.scatter) continue;
-        if (reducer == r.reducer && scatter == r.scatter) continue;  // the row above
-        sim::GemmRsPlanConfig other = a.config;
-        other.op.reducer = reducer;
-        other.op.scatter = scatter;
-        if (reducer == GemmRsReducer::kEpilogue) other.op.reduce_blocks = 0;
-        alternatives.push_back({std::string("fused, ") + to_string(scatter) + ", reducer " + to_string(reducer),
-                                sim::predict_gemm_rs(p, other, cost).fused});
-      }
-    }
-  }
+  const auto alternatives =
+      other_gemm_rs_placements(op, r.scatter, r.reducer, p.world, "fused, ", [&](const GemmRsConfig& other) {
+        sim::GemmRsPlanConfig c = a.config;
+        c.op = other;
+        return sim::predict_gemm_rs(p, c, cost).fused;
+      });
   print_plan("plan_gemm_rs", "GEMM+RS, predicted per rank", r, a.out,
              "gemm_rs rank 0, predicted: " + std::to_string(p.world) + " ranks, m=" + std::to_string(p.m) +
                  " n=" + std::to_string(p.n) + " k=" + std::to_string(p.k),

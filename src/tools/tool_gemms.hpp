@@ -4,6 +4,7 @@
 
 #include <ostream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "bench/ag_gemm.hpp"
@@ -21,6 +22,34 @@ namespace tilelink::tool {
 // --scatter, --granularity) did not set them, and the returned note says so ("" otherwise). A
 // scatter set to another is left for the model to refuse by name.
 std::string gemm_rs_across_nodes(GemmRsConfig& op, int nodes, const CLI::App& app);
+
+// The plan's other placements of GEMM+RS's sums beside the one it ran (`ran`: its resolved scatter
+// and reducer), when the reducer was left on auto and they can run (more than one rank, a signal
+// per tile, not the copy engine): blocks and epilogue, each with the configured scatter or, on
+// auto, pull and push. `predict(op)` times `op` (the configuration with that placement); each
+// comes back labelled "<prefix><scatter>, reducer <reducer>".
+template <class Predict>
+std::vector<std::pair<std::string, double>> other_gemm_rs_placements(const GemmRsConfig& op, GemmRsScatter ran_scatter,
+                                                                     GemmRsReducer ran_reducer, int world,
+                                                                     const std::string& prefix, Predict&& predict) {
+  std::vector<std::pair<std::string, double>> out;
+  if (op.reducer != GemmRsReducer::kAuto || world <= 1 || op.granularity != SignalGranularity::kTile ||
+      ran_scatter == GemmRsScatter::kCopyEngine) {
+    return out;
+  }
+  for (GemmRsReducer reducer : {GemmRsReducer::kBlocks, GemmRsReducer::kEpilogue}) {
+    for (GemmRsScatter scatter : {GemmRsScatter::kPull, GemmRsScatter::kEpiloguePush}) {
+      if (op.scatter != GemmRsScatter::kAuto && scatter != op.scatter) continue;
+      if (reducer == ran_reducer && scatter == ran_scatter) continue;  // the row the plan ran
+      GemmRsConfig other = op;
+      other.reducer = reducer;
+      other.scatter = scatter;
+      if (reducer == GemmRsReducer::kEpilogue) other.reduce_blocks = 0;
+      out.push_back({prefix + to_string(scatter) + ", reducer " + to_string(reducer), predict(other)});
+    }
+  }
+  return out;
+}
 
 // tune ag_gemm's and tune gemm_rs's dry runs: the candidates with the plan model's predictions for
 // `shapes` (as their commands take them).

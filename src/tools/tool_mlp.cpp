@@ -136,23 +136,12 @@ int plan(PlanMlp a, const sim::CostModel& cost, const CLI::App& app) {
             << to_string(a.config.fc2.op.granularity) << "\n"
             << across << "\n";
   // With fc2's reducer on automatic, the other placements of its sums too (as plan gemm_rs).
-  std::vector<std::pair<std::string, double>> alternatives;
-  const GemmRsConfig& fc2 = a.config.fc2.op;
-  if (fc2.reducer == GemmRsReducer::kAuto && p.world > 1 && fc2.granularity == SignalGranularity::kTile &&
-      r.fc2_scatter != GemmRsScatter::kCopyEngine) {
-    for (GemmRsReducer reducer : {GemmRsReducer::kBlocks, GemmRsReducer::kEpilogue}) {
-      for (GemmRsScatter scatter : {GemmRsScatter::kPull, GemmRsScatter::kEpiloguePush}) {
-        if (fc2.scatter != GemmRsScatter::kAuto && scatter != fc2.scatter) continue;
-        if (reducer == r.fc2_reducer && scatter == r.fc2_scatter) continue;
-        sim::MlpPlanConfig other = a.config;
-        other.fc2.op.reducer = reducer;
-        other.fc2.op.scatter = scatter;
-        if (reducer == GemmRsReducer::kEpilogue) other.fc2.op.reduce_blocks = 0;
-        alternatives.push_back({std::string("fused, fc2 ") + to_string(scatter) + ", reducer " + to_string(reducer),
-                                sim::predict_mlp(p, other, cost).fused});
-      }
-    }
-  }
+  const auto alternatives = other_gemm_rs_placements(
+      a.config.fc2.op, r.fc2_scatter, r.fc2_reducer, p.world, "fused, fc2 ", [&](const GemmRsConfig& other) {
+        sim::MlpPlanConfig c = a.config;
+        c.fc2.op = other;
+        return sim::predict_mlp(p, c, cost).fused;
+      });
   print_plan("plan_mlp", "MLP, predicted per rank", r, a.out, "tilelink plan mlp, rank 0 (predicted)", alternatives);
   std::printf("activation %.1f us (its bytes at the HBM bandwidth)\n", r.t_act * 1e6);
   return 0;
