@@ -123,8 +123,9 @@ void GemmRs::choose_method(OpMethod callers, GemmRsReducer asked) {
                       ? "configured"
                       : std::string("the epilogue reducer sums inside the GEMM (") +
                             (asked == GemmRsReducer::kAuto
-                                 ? "automatic: one rank per GPU, its estimate " + us(estimates_.fused) +
-                                       " us against non-overlapped " + us(estimates_.non_overlapped) + " us"
+                                 ? "automatic, one rank per GPU (gemm_rs_policy::path); the op's estimate: fused " +
+                                       us(estimates_.fused) + " us, non-overlapped " + us(estimates_.non_overlapped) +
+                                       " us"
                                  : std::string("configured")) +
                             ")";
   } else {
