@@ -52,8 +52,10 @@ std::vector<std::string> describe(const GemmRsTraceRates& r, const GemmRsTraceSh
   std::vector<std::string> out;
   if (r.own_epilogue.spans > 0) out.push_back(line("epilogue of an own tile (store, notify)", r.own_epilogue, "one tile stored"));
   if (r.peer_epilogue.spans > 0) {
-    out.push_back(line(s.push ? "epilogue of a peer's tile (store into the owner, notify)"
-                              : "epilogue of a peer's tile (store into this rank's buffer, notify)",
+    out.push_back(line(!s.push     ? "epilogue of a peer's tile (store into this rank's buffer, notify)"
+                       : s.deferred ? "epilogue of a peer's tile (the previous pushed tile's notify, this tile's store "
+                                      "into the owner issued, not waited for: --push-notify immediate times the store)"
+                                    : "epilogue of a peer's tile (store into the owner, notify)",
                        r.peer_epilogue, "one tile stored"));
   }
   if (r.epilogue_sum.spans > 0) {

@@ -153,7 +153,7 @@ GemmRsPrediction predict_gemm_rs(const GemmRsProblem& p, const GemmRsPlanConfig&
       part = std::max(cta + tile_bytes(t) / std::min(cost.epilogue_store_bandwidth_per_cta, link(owner)),
                       port.through(cta, tile_bytes(t)));
       out.timeline.push_back({lane, "push tile " + std::to_string(t) + " to rank " + std::to_string(owner), cta, part});
-      if (c.deferred_push_notify) {
+      if (c.op.push_notify == GemmRsPushNotify::kDeferred) {
         part = std::max(part, cta + tile_mma);  // announced at the CTA's next epilogue (~ one tile on)
       } else {
         cta = part;

@@ -42,6 +42,12 @@ void add_reducer(CLI::App* app, GemmRsReducer& reducer, const std::string& help)
                   help);
 }
 
+void add_push_notify(CLI::App* app, GemmRsPushNotify& notify) {
+  add_enum_option(app, "--push-notify", notify, {GemmRsPushNotify::kDeferred, GemmRsPushNotify::kImmediate},
+                  "with the push: deferred (a pushed tile announced at the CTA's next tile, its store draining "
+                  "under that tile's mainloop) or immediate (the CTA waits for its store to land, then notifies)");
+}
+
 constexpr const char* kReducerHelp =
     "who sums the owner's tiles: blocks (reduction CTAs beside the GEMM), epilogue (the GEMM's own CTAs after "
     "each own tile; needs --granularity tile, --reduce-blocks 0) or auto (the op's rule: the epilogue with the "
@@ -63,6 +69,7 @@ void add_knobs(CLI::App* app, GemmRsConfig& c, CLI::Option_group*& knobs) {
       ->capture_default_str();
   g->add_option("--gemm-sms", c.gemm_sms, "GEMM CTAs per rank; 0 = the rest of the budget")->capture_default_str();
   add_reducer(g, c.reducer, kReducerHelp);
+  add_push_notify(g, c.push_notify);
   g->add_option("--swizzle", c.swizzle,
                 "tile rasterization swizzle: 1, 2, 4 or 8; 0 = automatic (a band inside one owner block)")
       ->capture_default_str()
@@ -127,6 +134,7 @@ int plan(PlanGemmRs a, const sim::CostModel& cost, const CLI::App& app) {
   shape.sm_budget = cost.sms;
   shape.reduce_blocks = r.reducer == GemmRsReducer::kEpilogue ? 0 : r.reduce_ctas;
   shape.reducer = r.reducer;
+  shape.push_notify = op.push_notify;
   const gemm_rs_policy::MethodEstimates e = gemm_rs_policy::estimate_methods(shape);
   std::printf("op method auto: %s (the op's estimate, one rank per GPU on one node's NVLink: fused %.1f, non-overlapped "
               "%.1f, decomposed %.1f us%s; a tune-cache entry would decide instead)\n",
@@ -149,8 +157,7 @@ void add_plan_options(CLI::App* app, PlanGemmRs& a) {
                                         "one rank per GPU)");
   app->add_option("--band", a.config.band, "tile rows per band of the compute order; 0 = the op's rule")
       ->capture_default_str();
-  app->add_flag("--deferred-notify", a.config.deferred_push_notify,
-                "a design, not built: the push's notify one tile late, the CTA not waiting for its store");
+  add_push_notify(app, a.config.op.push_notify);
   add_granularity(app, a.config.op.granularity, "signal per tile, row (of tiles) or rank");
   add_reducer(app, a.config.op.reducer, kReducerHelp);
 }
@@ -177,7 +184,9 @@ TraceResult trace_gemm_rs(const TraceOptions<tb::GemmRsBenchOptions>& o) {
                   (op.plan().reducer == GemmRsReducer::kEpilogue
                        ? std::string("sums in the GEMM's epilogue")
                        : std::to_string(op.reduce_blocks()) + " reduction CTAs per rank") +
-                  ", swizzle " + std::to_string(op.swizzle()) + provenance(op.tuned_from(), gated);
+                  (op.plan().scatter == GemmRsScatter::kEpiloguePush
+                       ? std::string(", push notify ") + (op.plan().defer_push_notify ? "deferred" : "immediate")
+                       : std::string()) + ", swizzle " + std::to_string(op.swizzle()) + provenance(op.tuned_from(), gated);
   const GemmRsFusedPlan& plan = op.plan();
   sim::GemmRsTraceShape shape;
   shape.world = plan.world;
@@ -186,6 +195,7 @@ TraceResult trace_gemm_rs(const TraceOptions<tb::GemmRsBenchOptions>& o) {
   shape.bm = plan.bm;
   shape.bn = plan.bn;
   shape.push = plan.scatter == GemmRsScatter::kEpiloguePush;
+  shape.deferred = shape.push && plan.defer_push_notify;
   result.rates = sim::describe(sim::gemm_rs_trace_rates(result.records, shape), shape);
   return result;
 }

@@ -41,7 +41,7 @@ double predict_us(const GemmRsConfig& c, const GemmRsTuneShape& s, const sim::Co
 
 bool same_comm(const GemmRsConfig& a, const GemmRsConfig& b) {
   return a.scatter == b.scatter && a.granularity == b.granularity && a.reduce_blocks == b.reduce_blocks &&
-         a.reducer == b.reducer;
+         a.reducer == b.reducer && a.push_notify == b.push_notify;
 }
 
 }  // namespace

@@ -168,6 +168,7 @@ Reduced<GemmRsCase> reduce(const fuzz::GemmRsDraw& d, Rng& extra) {
   const uint32_t bm = Space::cpu().tile_m;
   if (static_cast<uint32_t>(d.args.config.scatter) > 3) return refuse<GemmRsCase>("scatter: not pull, push, ce or auto");
   if (static_cast<uint32_t>(d.args.config.reducer) > 2) return refuse<GemmRsCase>("reducer: not blocks, epilogue or auto");
+  if (static_cast<uint32_t>(d.args.config.push_notify) > 1) return refuse<GemmRsCase>("push_notify: not deferred or immediate");
   // The path the op takes for auto knobs; the executor's ranks are alike in one address space
   // (virtual ranks: an affine heap). One rank per GPU is drawn too: its rule picks push + epilogue.
   gemm_rs_policy::PathContext x;
@@ -197,6 +198,7 @@ Reduced<GemmRsCase> reduce(const fuzz::GemmRsDraw& d, Rng& extra) {
   c.plan.granularity = d.args.config.granularity;
   c.plan.scatter = path.scatter;
   c.plan.band = d.args.config.swizzle;  // the GEMM's rasterization band: any value, the plan clamps it
+  c.plan.defer_push_notify = d.args.config.push_notify == GemmRsPushNotify::kDeferred;
   c.k = float_width(d.args.k);
   c.reduce_blocks = cpu_blocks(d.args.config.reduce_blocks, 2, 4);
   return {c, ""};

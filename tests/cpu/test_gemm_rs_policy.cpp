@@ -72,9 +72,13 @@ TEST(GemmRsPolicy, MethodEstimatesByHand) {
   // per CTA; the peers' 7 parts cross the link meanwhile (301 us, under the GEMM's 627 us).
   s.reducer = GemmRsReducer::kEpilogue;
   s.reduce_blocks = 0;
+  s.push_notify = GemmRsPushNotify::kImmediate;
   const double stores = 16 * 7.0 / 8 * 128 * 256 * 2 / 48e9;
   EXPECT_NEAR(estimate_methods(s).fused, 16 * tile + stores + 9 * block / (132 * 96e9), 1e-9);  // GEMM-bound
   EXPECT_GT(16 * tile + stores, link) << "not link-bound here";
+  // Deferred (the default): the stores drain under each CTA's next tile; no CTA waits for them.
+  s.push_notify = GemmRsPushNotify::kDeferred;
+  EXPECT_NEAR(estimate_methods(s).fused, 16 * tile + 9 * block / (132 * 96e9), 1e-9);
   // Few rows: one wave of GEMM, and 12 CTAs reduce slower than 132 do after it.
   s = {};
   s.world = 8;

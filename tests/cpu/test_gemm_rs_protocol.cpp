@@ -36,7 +36,11 @@ TEST_P(GemmRsFusedProtocolTest, MatchesPartialGemmsSummedInRankOrder) {
     for (GemmRsReducer reducer : {GemmRsReducer::kBlocks, GemmRsReducer::kEpilogue}) {
       if (reducer == GemmRsReducer::kEpilogue && g != SignalGranularity::kTile) continue;  // refused by the op
       plan.reducer = reducer;
-      EXPECT_EQ(run_gemm_rs_fused(plan, 6, 3000 + world, 2), "");
+      for (bool deferred : {false, true}) {  // the push's notify right after its store, or one tile late
+        if (deferred && scatter != GemmRsScatter::kEpiloguePush) continue;
+        plan.defer_push_notify = deferred;
+        EXPECT_EQ(run_gemm_rs_fused(plan, 6, 3000 + world, 2), "") << to_string(reducer) << (deferred ? ", deferred" : "");
+      }
     }
   }
 }
@@ -110,6 +114,7 @@ TEST_P(GemmRsFusedProtocolTest, MatchesAtAnyRowCount) {
       plan.scatter = scatter;
       plan.band = 2;
       plan.reducer = g == SignalGranularity::kTile && m % 2 == 1 ? GemmRsReducer::kEpilogue : GemmRsReducer::kBlocks;
+      plan.defer_push_notify = (m / 2) % 2 == 0;
       EXPECT_EQ(run_gemm_rs_fused(plan, 5, 5000 + world * 31 + m, 2), "") << "m " << m;
     }
   }

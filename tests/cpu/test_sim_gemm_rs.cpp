@@ -38,6 +38,7 @@ TEST(GemmRsSim, TwoRanksOthersFirstThenOwnThenReduce) {
   GemmRsProblem p{256, 512, 128, 2, 2, 2, 1};
   GemmRsPlanConfig c;
   c.op.reduce_blocks = 1;
+  c.op.push_notify = GemmRsPushNotify::kImmediate;
   for (SignalGranularity g : {SignalGranularity::kTile, SignalGranularity::kTileRow, SignalGranularity::kRank}) {
     c.op.granularity = g;
     for (GemmRsScatter s : {GemmRsScatter::kPull, GemmRsScatter::kEpiloguePush}) {
@@ -47,10 +48,10 @@ TEST(GemmRsSim, TwoRanksOthersFirstThenOwnThenReduce) {
       // of each tile: 2 read + 1 written = 3 µs: 2-5, 5-8 µs (pull), 3-6, 6-9 µs (push).
       const GemmRsPrediction r = predict_gemm_rs(p, c, rs_gpu());
       EXPECT_NEAR(r.fused, s == GemmRsScatter::kPull ? 8e-6 : 9e-6, 1e-15) << to_string(s) << " granularity " << int(g);
-      // The deferred notify (a design): the CTAs go on to the own tiles at 1 µs; the pushed parts
-      // land and are announced at 2 µs, with the own tiles: 2-5, 5-8 µs, as the pull.
+      // The deferred notify (the default): the CTAs go on to the own tiles at 1 µs; the pushed
+      // parts land and are announced at 2 µs, with the own tiles: 2-5, 5-8 µs, as the pull.
       GemmRsPlanConfig deferred = c;
-      deferred.deferred_push_notify = true;
+      deferred.op.push_notify = GemmRsPushNotify::kDeferred;
       EXPECT_NEAR(predict_gemm_rs(p, deferred, rs_gpu()).fused, 8e-6, 1e-15) << to_string(s) << " granularity " << int(g);
     }
   }

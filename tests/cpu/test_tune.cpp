@@ -177,6 +177,7 @@ TEST(TuneCache, ReadsTheFilesOfEarlierBuilds) {
   const std::optional<TuneCache::Entry> rs = cache.find(rs_key);
   ASSERT_TRUE(rs.has_value());
   EXPECT_EQ(describe(config_of<GemmRsConfig>(*rs)), "scatter ce, signal per row, reduction CTAs 4, swizzle 2");
+  EXPECT_EQ(config_of<GemmRsConfig>(*rs).push_notify, GemmRsPushNotify::kDeferred) << "absent: the default";
   std::remove(path.c_str());
 }
 
@@ -205,6 +206,7 @@ TEST(TuneCache, KeepsGemmRsEntriesApartFromAgGemmOnes) {
   rs_config.granularity = SignalGranularity::kTileRow;
   rs_config.reduce_blocks = 4;
   rs_config.swizzle = 2;
+  rs_config.push_notify = GemmRsPushNotify::kImmediate;
   const TuneCache::Entry e = entry_of("gemm_rs", rs_config, 6500, 6900);
   TuneKey k = key(8192);
   k.op = "gemm_rs";
@@ -217,7 +219,9 @@ TEST(TuneCache, KeepsGemmRsEntriesApartFromAgGemmOnes) {
   ASSERT_TRUE(rs.has_value());
   EXPECT_EQ(rs->op, "gemm_rs");
   EXPECT_EQ(describe(config_of<GemmRsConfig>(*rs)), describe(rs_config));
+  EXPECT_EQ(describe(rs_config), "scatter ce, signal per row, reduction CTAs 4, swizzle 2, push notify immediate");
   EXPECT_EQ(config_of<GemmRsConfig>(*rs).reduce_blocks, 4u);
+  EXPECT_EQ(config_of<GemmRsConfig>(*rs).push_notify, GemmRsPushNotify::kImmediate);
   EXPECT_DOUBLE_EQ(rs->default_us, 6900);
   EXPECT_EQ(back.find(key(8192))->op, "ag_gemm");
   // The cache knows no op: an entry of an op this build does not tune (a later build's) is kept
@@ -238,6 +242,9 @@ TEST(TuneCache, KeepsGemmRsEntriesApartFromAgGemmOnes) {
   EXPECT_TRUE(is_automatic(GemmRsConfig{}));
   GemmRsConfig c;
   c.granularity = SignalGranularity::kRank;
+  EXPECT_FALSE(is_automatic(c));
+  c = {};
+  c.push_notify = GemmRsPushNotify::kImmediate;
   EXPECT_FALSE(is_automatic(c));
 }
 

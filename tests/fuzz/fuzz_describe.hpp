@@ -20,6 +20,7 @@ std::string enum_name(E v, uint32_t count, const char* (*name)(E)) {
 inline const char* granularity_name(SignalGranularity g) { return to_string(g); }
 inline const char* scatter_name(GemmRsScatter s) { return to_string(s); }
 inline const char* reducer_name(GemmRsReducer r) { return to_string(r); }
+inline const char* push_notify_name(GemmRsPushNotify n) { return to_string(n); }
 inline const char* activation_name(MlpActivation a) { return to_string(a); }
 
 inline std::string describe(const AllGatherConfig& c) {
@@ -42,7 +43,8 @@ inline std::string describe(const GemmRsConfig& c, const char* prefix) {
      << "granularity=" << enum_name(c.granularity, 3, granularity_name) << " " << prefix
      << "reduce_blocks=" << c.reduce_blocks << " " << prefix << "gemm_sms=" << c.gemm_sms << " " << prefix
      << "swizzle=" << c.swizzle << " " << prefix << "reducer=" << enum_name(c.reducer, 3, reducer_name) << " "
-     << prefix << "use_tune_cache=" << c.use_tune_cache;
+     << prefix << "push_notify=" << enum_name(c.push_notify, 2, push_notify_name) << " " << prefix
+     << "use_tune_cache=" << c.use_tune_cache;
   return os.str();
 }
 inline std::string describe(const MoeAgGroupGemmConfig& c, const char* prefix) {

@@ -311,6 +311,11 @@ inline GemmRsConfig gemm_rs_config(Rng& r, const Space& s, int world) {
     default: c.reducer = static_cast<GemmRsReducer>(r.range32(3, 9)); break;  // refused
   }
   c.use_tune_cache = r.chance(50);
+  switch (r.weighted({60, 38, 2})) {  // drawn last: the draws above keep their streams
+    case 0: c.push_notify = GemmRsPushNotify::kDeferred; break;
+    case 1: c.push_notify = GemmRsPushNotify::kImmediate; break;
+    default: c.push_notify = static_cast<GemmRsPushNotify>(r.range32(2, 9)); break;  // refused
+  }
   return c;
 }
 

@@ -31,7 +31,7 @@ namespace tilelink::test::gemm_rs {
 // the second call's inputs, each bit-identical to it.
 void check_gemm_rs(int world_size, uint32_t m, uint32_t n, uint32_t k, SignalGranularity granularity,
                    GemmRsScatter scatter, int repeats, GemmRsReducer reducer = GemmRsReducer::kAuto,
-                   OpMethod method = OpMethod::kAuto) {
+                   OpMethod method = OpMethod::kAuto, GemmRsPushNotify push_notify = GemmRsPushNotify::kDeferred) {
   const uint64_t seed = std::random_device{}();
   SCOPED_TRACE("seed " + std::to_string(seed) + ", m " + std::to_string(m));
   std::mt19937_64 rng(seed);
@@ -43,6 +43,7 @@ void check_gemm_rs(int world_size, uint32_t m, uint32_t n, uint32_t k, SignalGra
   p.args.config.scatter = scatter;
   p.args.config.reducer = reducer;
   p.args.config.method = method;
+  p.args.config.push_notify = push_notify;
   std::vector<DeviceBuffer> ref;
   for (int r = 0; r < world_size; ++r) ref.emplace_back(size_t(m) * n * 2, world.device(r));
   ASSERT_EQ(GemmRs::can_implement(world, env.heap, p.args), "");
@@ -133,6 +134,35 @@ TEST_P(GemmRsEpilogueReducerTest, MatchesCublasWhenTheGemmSums) {
     if (::testing::Test::HasFailure()) return;
   }
 }
+
+// The push's notify (GemmRsPushNotify): deferred (the default everywhere above: each pushed tile
+// announced at its CTA's next tile or after its last) and immediate (the CTA waits for the store
+// to land), with the reduction blocks and the epilogue reducer, whole and partial tile rows, M <
+// world; a missing or early notify shows as a timeout or as poison in the output.
+class GemmRsPushNotifyTest : public ::testing::TestWithParam<std::tuple<int, GemmRsPushNotify>> {};
+
+TEST_P(GemmRsPushNotifyTest, MatchesCublasWithEitherNotify) {
+  TL_SKIP_WITHOUT_GPU();
+  const auto [world_size, notify] = GetParam();
+  const uint32_t w = uint32_t(world_size);
+  for (GemmRsReducer reducer : {GemmRsReducer::kBlocks, GemmRsReducer::kEpilogue}) {
+    for (uint32_t m : {256u * w, 1u, 136u * w + (w > 1 ? 1u : 0u)}) {
+      SCOPED_TRACE(std::string("reducer ") + to_string(reducer));
+      check_gemm_rs(world_size, m, 264, 200, SignalGranularity::kTile, GemmRsScatter::kEpiloguePush, 5, reducer,
+                    OpMethod::kAuto, notify);
+      if (::testing::Test::HasFailure()) return;
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(GemmRs, GemmRsPushNotifyTest,
+                         ::testing::Combine(::testing::Values(1, 2, 3, 4, 8),
+                                            ::testing::Values(GemmRsPushNotify::kDeferred,
+                                                              GemmRsPushNotify::kImmediate)),
+                         [](const ::testing::TestParamInfo<GemmRsPushNotifyTest::ParamType>& info) {
+                           return "world" + std::to_string(std::get<0>(info.param)) + "_" +
+                                  to_string(std::get<1>(info.param));
+                         });
 
 // The non-overlapped method (issue 21): the GEMM on every SM, then the reduction with every SM on
 // the compute stream; every scatter, any M, the same bits over calls.
@@ -262,6 +292,7 @@ TEST(GemmRsArgumentsTest, RefusesWhatItCannotRun) {
        },
        "'config.reduce_blocks' = 4 with config.reducer = epilogue"},
       {[](A& a) { a.config.reducer = static_cast<GemmRsReducer>(5); }, "'config.reducer' = 5"},
+      {[](A& a) { a.config.push_notify = static_cast<GemmRsPushNotify>(2); }, "'config.push_notify' = 2"},
       // The methods: decomposed copies into recv, and the non-fused ones sum after the GEMM, not in it.
       {[](A& a) { a.config.method = OpMethod::kDecomposed; }, "argument 'recv' is null: the decomposed method"},
       {[](A& a) {

@@ -229,6 +229,7 @@ struct RsScatter {
   GemmRsReducer reducer = GemmRsReducer::kAuto;
   uint32_t rows = 256;  // per rank: whole tile rows, or (136) a partial last one
   OpMethod method = OpMethod::kAuto;
+  GemmRsPushNotify push_notify = GemmRsPushNotify::kDeferred;
 };
 
 class ProcessGemmRs : public ::testing::TestWithParam<RsScatter> {};
@@ -258,6 +259,7 @@ TEST_P(ProcessGemmRs, MatchesTheSumOfEveryRanksCublasProduct) {
                                                                      : SignalGranularity::kTile;
   args.config.reducer = s.reducer;
   args.config.method = s.method;
+  args.config.push_notify = s.push_notify;
   args.a.assign(w, nullptr);
   args.b.assign(w, nullptr);
   args.out.assign(w, nullptr);
@@ -322,6 +324,10 @@ INSTANTIATE_TEST_SUITE_P(Process, ProcessGemmRs,
                                            RsScatter{"pull_epilogue", GemmRsScatter::kPull, GemmRsReducer::kEpilogue},
                                            RsScatter{"push_epilogue_136_rows", GemmRsScatter::kEpiloguePush,
                                                      GemmRsReducer::kEpilogue, 136},
+                                           // the push's notify as soon as its store lands (deferred above)
+                                           RsScatter{"push_immediate_epilogue", GemmRsScatter::kEpiloguePush,
+                                                     GemmRsReducer::kEpilogue, 256, OpMethod::kAuto,
+                                                     GemmRsPushNotify::kImmediate},
                                            RsScatter{"pull_136_rows", GemmRsScatter::kPull, GemmRsReducer::kAuto, 136},
                                            // block GEMMs, each peer block's copy behind it (issue 21)
                                            RsScatter{"decomposed_136_rows", GemmRsScatter::kPull, GemmRsReducer::kAuto,

@@ -21,6 +21,10 @@ struct GemmRsTraceShape {
   uint32_t bm = 0, bn = 0;  // the GEMM tile
   uint32_t partial_bytes = 2;
   bool push = false;  // the epilogue stores the peers' tiles into their owners
+  // With the push: the notify waits for the CTA's next tile (GemmRsPushNotify::kDeferred), so a
+  // peer's tile's epilogue issues its store and does not wait for it to land (the store's rate is
+  // then not in the span: trace with --push-notify immediate to read it).
+  bool deferred = false;
 };
 
 struct MedianRate {

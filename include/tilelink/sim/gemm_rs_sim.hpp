@@ -50,12 +50,10 @@ struct GemmRsPlanConfig {
   // the op's rule for one rank per GPU on NVSHMEM's heap (gemm_rs_policy::path). With the epilogue reducer an own tile's sum runs on the GEMM CTA
   // that computed it, once the senders' parts are in, at one CTA's copy rate (the reduction
   // kernel's measured rate, assumed for the epilogue's 256 threads until measured).
+  // op.push_notify (with the push): deferred, the CTA goes on to its next tile while the store
+  // drains and the part is announced at the CTA's next epilogue (taken as one tile's MMA later);
+  // immediate, the CTA waits for its store to land, then notifies.
   GemmRsConfig op;
-  // A design, not built (docs/gemm_rs.md, "The automatic path"): the push's notify one tile late,
-  // so the CTA goes on to its next tile while the store drains: the CTA no longer waits for the
-  // store, and the part is announced at the CTA's next epilogue (taken as one tile's MMA later; an
-  // own tile's epilogue announces the pending part before it waits, so no wait is added).
-  bool deferred_push_notify = false;
 };
 
 struct GemmRsPrediction {

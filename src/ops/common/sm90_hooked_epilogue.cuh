@@ -3,7 +3,12 @@
 //   problem(shape) / coord(tile)   the problem and tile coordinate Base::store sees (an op may view
 //                                  the GEMM as a batch, e.g. GEMM+RS's owners);
 //   before()                       a value taken before Base::store (e.g. a timestamp);
-//   after(tile, thread_idx, v)     run by every consumer thread after Base::store of `tile`.
+//   after(tile, thread_idx, v)     run by every consumer thread after Base::store of `tile`;
+// and may supply
+//   prepare(thread_idx)            run by every consumer thread before Base::store of each tile
+//                                  (after the tile's mainloop; e.g. a deferred notify);
+//   tail()                         run by every consumer thread after the kernel's last tile
+//                                  (Base::store_tail).
 // Ops use store_landed_then to notify a finished tile once its TMA stores have been written.
 #pragma once
 
@@ -11,9 +16,22 @@
 #include <cutlass/arch/barrier.h>
 #include <cutlass/cutlass.h>
 
+#include <type_traits>
+#include <utility>
+
 #include "tilelink/primitives/trace.cuh"
 
 namespace tilelink::detail {
+
+// Whether a hook supplies prepare(int) / tail() (see the top).
+template <class H, class = void>
+struct HookHasPrepare : std::false_type {};
+template <class H>
+struct HookHasPrepare<H, std::void_t<decltype(std::declval<H&>().prepare(0))>> : std::true_type {};
+template <class H, class = void>
+struct HookHasTail : std::false_type {};
+template <class H>
+struct HookHasTail<H, std::void_t<decltype(std::declval<H&>().tail())>> : std::true_type {};
 
 template <class Base, class Hook>
 struct Sm90HookedEpilogue : Base {
@@ -44,10 +62,21 @@ struct Sm90HookedEpilogue : Base {
                             TiledMma tiled_mma, int thread_idx, typename Base::TensorStorage& shared_tensors,
                             int subtile_idx = -1) {
     const auto before = hook_.before();
+    if constexpr (HookHasPrepare<Hook>::value) hook_.prepare(thread_idx);
     auto next = Base::store(load_pipeline, load_pipe_consumer_state, store_pipeline, store_pipe_producer_state,
                             hook_.problem(problem_shape_mnkl), tile_shape_mnk, hook_.coord(tile_coord_mnkl),
                             accumulators, tiled_mma, thread_idx, shared_tensors, subtile_idx);
     hook_.after(tile_coord_mnkl, thread_idx, before);
+    return next;
+  }
+
+  // After the last tile: Base's wait for its stores' shared-memory reads, then the hook's tail.
+  CUTLASS_DEVICE auto store_tail(typename Base::LoadPipeline load_pipeline,
+                                 typename Base::LoadPipelineState load_pipe_consumer_state,
+                                 typename Base::StorePipeline store_pipeline,
+                                 typename Base::StorePipelineState store_pipe_producer_state) {
+    auto next = Base::store_tail(load_pipeline, load_pipe_consumer_state, store_pipeline, store_pipe_producer_state);
+    if constexpr (HookHasTail<Hook>::value) hook_.tail();
     return next;
   }
 

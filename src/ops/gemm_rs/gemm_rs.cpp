@@ -115,6 +115,7 @@ void GemmRs::choose_method(OpMethod callers, GemmRsReducer asked) {
   s.reduce_blocks = reduce_blocks_;
   s.reducer = plan_.reducer;
   s.one_rank_per_gpu = world.mode() != WorldMode::kVirtual;
+  s.push_notify = args_.config.push_notify;
   estimates_ = gemm_rs_policy::estimate_methods(s);
   auto us = [](double t) { return std::to_string(static_cast<long long>(t * 1e6 + 0.5)); };
   if (plan_.reducer == GemmRsReducer::kEpilogue) {  // can_implement refuses a configured non-fused method

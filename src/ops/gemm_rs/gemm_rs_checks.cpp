@@ -154,6 +154,7 @@ GemmRsFusedPlan make_plan(const World& world, const GemmRsArguments& a, const de
   plan.granularity = a.config.granularity;
   plan.scatter = a.config.scatter;
   plan.reducer = a.config.reducer;
+  plan.defer_push_notify = a.config.push_notify == GemmRsPushNotify::kDeferred;
   return plan;
 }
 
@@ -254,6 +255,10 @@ std::string GemmRs::can_implement(const World& world, const SymmetricHeap& heap,
   if (static_cast<uint32_t>(in.config.reducer) > 2) {
     return "argument 'config.reducer' = " + std::to_string(static_cast<uint32_t>(in.config.reducer)) +
            ": expected blocks, epilogue or auto";
+  }
+  if (static_cast<uint32_t>(in.config.push_notify) > 1) {
+    return "argument 'config.push_notify' = " + std::to_string(static_cast<uint32_t>(in.config.push_notify)) +
+           ": expected deferred or immediate";
   }
   if (static_cast<uint32_t>(in.config.scatter) > 3) {
     return "argument 'config.scatter' = " + std::to_string(static_cast<uint32_t>(in.config.scatter)) +

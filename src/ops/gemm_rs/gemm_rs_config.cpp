@@ -10,6 +10,7 @@ std::string describe(const GemmRsConfig& c) {
                   ", reduction CTAs " + num(c.reduce_blocks) + ", swizzle " + num(c.swizzle);
   if (c.gemm_sms != 0) s += ", GEMM SMs " + std::to_string(c.gemm_sms);
   if (c.reducer != GemmRsReducer::kAuto) s += std::string(", reducer ") + to_string(c.reducer);
+  if (c.push_notify != GemmRsPushNotify::kDeferred) s += std::string(", push notify ") + to_string(c.push_notify);
   if (c.method != OpMethod::kAuto) s += std::string(", method ") + to_string(c.method);
   return s;
 }
@@ -17,7 +18,8 @@ std::string describe(const GemmRsConfig& c) {
 bool is_automatic(const GemmRsConfig& c) {
   const GemmRsConfig d;
   return c.scatter == d.scatter && c.granularity == d.granularity && c.reduce_blocks == d.reduce_blocks &&
-         c.gemm_sms == d.gemm_sms && c.swizzle == d.swizzle && c.reducer == d.reducer;
+         c.gemm_sms == d.gemm_sms && c.swizzle == d.swizzle && c.reducer == d.reducer &&
+         c.push_notify == d.push_notify;
 }
 
 std::string to_config_json(const GemmRsConfig& c) {
@@ -27,6 +29,7 @@ std::string to_config_json(const GemmRsConfig& c) {
                       {"gemm_sms", c.gemm_sms},
                       {"swizzle", c.swizzle},
                       {"reducer", to_string(c.reducer)},
+                      {"push_notify", to_string(c.push_notify)},
                       {"op_method", to_string(c.method)}}
       .dump();
 }
@@ -45,6 +48,10 @@ void from_config_json(const std::string& json, const std::string& source, GemmRs
     if (j.contains("reducer")) {
       out.reducer = detail::enum_field(
           j, "reducer", {GemmRsReducer::kBlocks, GemmRsReducer::kEpilogue, GemmRsReducer::kAuto}, source);
+    }
+    if (j.contains("push_notify")) {
+      out.push_notify =
+          detail::enum_field(j, "push_notify", {GemmRsPushNotify::kDeferred, GemmRsPushNotify::kImmediate}, source);
     }
     out.method = detail::method_from_json(j, source);
     return out;

@@ -28,13 +28,16 @@ MethodEstimates estimate_methods(const MethodShape& s) {
   MethodEstimates e;
   e.non_overlapped = gemm(s.sm_budget) + reduction(s.sm_budget, 1.0);
   if (s.reducer == GemmRsReducer::kEpilogue) {
-    // The epilogue push (the scatter the rule pairs with it): each CTA waits for its stores into the
-    // peers, (w - 1) / w of its tiles at one CTA's copy rate, then sums its own tiles; the peers'
-    // parts cross the link under the GEMM, from the end of its first wave on (one wave: after it).
+    // The epilogue push (the scatter the rule pairs with it): each CTA sums its own tiles and, with
+    // the immediate notify, first waits for its stores into the peers ((w - 1) / w of its tiles at
+    // one CTA's copy rate; deferred, they drain under its next tile); the peers' parts cross the
+    // link under the GEMM, from the end of its first wave on (one wave: after it).
     const uint64_t ctas = uint64_t(std::max(s.sm_budget, 1));
     const double waves = double((tiles + ctas - 1) / ctas);
     const double tile_bytes = double(std::min<uint64_t>(tile.m, rows_per_rank)) * tile.n * 2;
-    const double stores = waves * double(w - 1) / w * tile_bytes / h200::kEpilogueStoreBandwidth;
+    const double stores = s.push_notify == GemmRsPushNotify::kImmediate
+                              ? waves * double(w - 1) / w * tile_bytes / h200::kEpilogueStoreBandwidth
+                              : 0.0;
     const double sums = w > 1 ? (w + 1) * block_bytes / (double(ctas) * h200::kEpilogueSumBandwidth) : 0.0;
     e.fused = std::max(gemm(s.sm_budget), tile_time + (w - 1) * block_bytes / link) + stores + sums;
   } else {
@@ -75,6 +78,7 @@ PathContext path_context(const GemmRsConfig& config, uint32_t world, uint32_t m,
   c.shape.n = n;
   c.shape.k = k_local;
   c.shape.one_rank_per_gpu = one_rank_per_gpu;
+  c.shape.push_notify = config.push_notify;
   return c;
 }
 

@@ -15,7 +15,8 @@
 //    owner's receive slot, and a tile's rows past its block are clipped. After Base::store of a
 //    tile, once its TMA stores have been written (store_landed_then), it notifies the tile's
 //    signal group (add mode, one notify per tile): on this rank, or on the owner for the
-//    epilogue push.
+//    epilogue push; a pushed tile's notify may wait for the CTA's next tile instead
+//    (plan.defer_push_notify: announced before that tile's store, or after the last).
 //  - Sm90RowOrderedTileScheduler: owner blocks of other ranks first, own block last.
 // The FP8 configurations (Sm90GemmRsFp8Types) are the same kernel on Sm90Fp8TnGemm: A's packed
 // rows carry their row or block scales, so an owner block's scales start R rows of A after the
@@ -143,23 +144,26 @@ struct GemmRsNotify {
   CUTLASS_DEVICE uint64_t before() const { return trace_start(trace); }
 
   // One notify per finished tile (add mode), once its stores have landed; padding tiles (cluster
-  // rounding, m_tile >= m_tiles()) notify nothing and record nothing.
+  // rounding, m_tile >= m_tiles()) notify nothing and record nothing. With plan.defer_push_notify a
+  // tile pushed into a peer is left pending on the storing warp instead: prepare() of the CTA's
+  // next tile, or tail(), announces it (flush_pending), so the CTA does not wait for the link.
   template <class TileCoord>
-  CUTLASS_DEVICE void after(TileCoord const& coord, int thread_idx, uint64_t start) const {
+  CUTLASS_DEVICE void after(TileCoord const& coord, int thread_idx, uint64_t start) {
     const uint32_t m_tile = static_cast<uint32_t>(cute::get<0>(coord));
     if (m_tile >= m_tiles()) return;
     const uint32_t n_tile = static_cast<uint32_t>(cute::get<1>(coord));
     if (n_tile >= plan.n_tiles()) return;  // a cluster's padding tile along N (none with clusters along M)
     const uint32_t traced_tile = m_tile * plan.n_tiles() + n_tile;
-    notify_landed_tile(enabled, thread_idx, trace, traced_tile, start, [&] {
-      const uint32_t channel = plan.tile_channel(m_tile, n_tile);
-      if (plan.scatter == GemmRsScatter::kEpiloguePush) {
-        tilelink::peer_tile_notify(sig, channel, static_cast<int>(plan.tile_owner(m_tile)), NotifyMode::kAdd);
-      } else {
-        tilelink::producer_tile_notify(sig, channel, NotifyMode::kAdd);
-      }
-    });
     const uint32_t owner = plan.tile_owner(m_tile);
+    if (enabled && plan.defer_push_notify && plan.scatter == GemmRsScatter::kEpiloguePush &&
+        owner != static_cast<uint32_t>(sig.rank)) {
+      if (thread_idx < cutlass::NumThreadsPerWarp) pending_m_tile = m_tile, pending_n_tile = n_tile;
+      if (trace.on() && thread_idx == 0) {
+        trace_span(trace, TraceKind::kEpilogue, traced_tile, TraceRole::kConsumer, start, global_time_ns());
+      }
+      return;  // a peer's tile: no sum here
+    }
+    notify_landed_tile(enabled, thread_idx, trace, traced_tile, start, [&] { notify_part(m_tile, n_tile); });
     if (!enabled || plan.reducer != GemmRsReducer::kEpilogue || owner != static_cast<uint32_t>(sig.rank)) return;
     // The own part has landed (notify_landed_tile's storing warp waited for it and fenced);
     // thread 0 waits for the senders' parts, then every consumer reads what the waits guard.
@@ -182,6 +186,43 @@ struct GemmRsNotify {
       trace_span(trace, TraceKind::kReduce, owner * plan.tiles_per_block() + t, TraceRole::kConsumer, t_sum,
                  global_time_ns());
     }
+  }
+
+  // Before a tile's store (the hook's prepare) and after the CTA's last tile (tail): the pending
+  // pushed tile, if any, announced.
+  CUTLASS_DEVICE void prepare(int) { flush_pending(); }
+  CUTLASS_DEVICE void tail() { flush_pending(); }
+
+  static constexpr uint32_t kNoTile = 0xffffffffu;
+  // The pushed tile whose notify is deferred: set on the storing warp's lanes only (the ones
+  // whose bulk groups hold its stores), kNoTile elsewhere and once announced.
+  uint32_t pending_m_tile = kNoTile;
+  uint32_t pending_n_tile = 0;
+
+  // The tile's part announced: on its owner's channel (push) or this rank's (pull, ce).
+  CUTLASS_DEVICE void notify_part(uint32_t m_tile, uint32_t n_tile) const {
+    const uint32_t channel = plan.tile_channel(m_tile, n_tile);
+    if (plan.scatter == GemmRsScatter::kEpiloguePush) {
+      tilelink::peer_tile_notify(sig, channel, static_cast<int>(plan.tile_owner(m_tile)), NotifyMode::kAdd);
+    } else {
+      tilelink::producer_tile_notify(sig, channel, NotifyMode::kAdd);
+    }
+  }
+
+  // The storing warp (every lane holds the same pending tile): its stores landed and fenced
+  // (wait_stores_landed: every group, the later tile's too where one was issued), then lane 0's
+  // notify, traced as the pending tile's kNotify.
+  CUTLASS_DEVICE void flush_pending() {
+    if (pending_m_tile == kNoTile) return;
+    wait_stores_landed();
+    if (cutlass::canonical_lane_idx() == 0) {
+      const uint64_t t_notify = trace_start(trace);
+      notify_part(pending_m_tile, pending_n_tile);
+      trace_span(trace, TraceKind::kNotify, pending_m_tile * plan.n_tiles() + pending_n_tile, TraceRole::kConsumer,
+                 t_notify, global_time_ns());
+    }
+    __syncwarp();
+    pending_m_tile = kNoTile;
   }
 };
 

@@ -24,6 +24,10 @@ struct GemmRsConfig {
   // the GEMM's own CTAs after their own tiles' epilogues (epilogue: no SM taken, needs a signal
   // per tile); auto = gemm_rs_policy::path.
   GemmRsReducer reducer = GemmRsReducer::kAuto;
+  // With the push: a pushed tile announced at the CTA's next tile (deferred: the store drains
+  // under that tile's mainloop) or as soon as its store has landed (immediate: the CTA waits for
+  // the link). See GemmRsPushNotify. Ignored by the other scatters.
+  GemmRsPushNotify push_notify = GemmRsPushNotify::kDeferred;
   // How a call runs (op_method.hpp): fused (the reduction under the GEMM, as above),
   // non-overlapped (the GEMM on every SM of the budget, then the reduction with every SM, on the
   // compute stream) or decomposed (async-TP's chain: a GEMM per owner block on every SM, own block
@@ -45,7 +49,8 @@ std::string describe(const GemmRsConfig& c);
 // a knob): the tune cache then supplies them, and the method too unless the caller chose one.
 bool is_automatic(const GemmRsConfig& c);
 // The knobs as a JSON object (text): scatter, granularity, reduce_blocks, gemm_sms, swizzle,
-// reducer and op_method (each absent in entries written before it existed: auto).
+// reducer, push_notify and op_method (reducer and op_method absent in entries written before they
+// existed: auto; push_notify absent: deferred).
 std::string to_config_json(const GemmRsConfig& c);
 // `c` = the configuration in `json` (to_config_json's form; use_tune_cache at its default); an
 // InvalidArgument naming `source` and the field when `json` is not one.

@@ -63,6 +63,14 @@ enum class GemmRsScatter : uint32_t { kPull = 0, kEpiloguePush = 1, kCopyEngine 
 // GEMM (found by the protocol fuzzer: a tile-row group deadlocks).
 enum class GemmRsReducer : uint32_t { kBlocks = 0, kEpilogue = 1, kAuto = 2 };
 
+// When a tile pushed into its owner (kEpiloguePush) is announced. kImmediate: the storing warp
+// waits for the tile's stores to land, then notifies; the CTA stalls for the store's trip over
+// the link. kDeferred: the CTA goes on to its next tile's mainloop while the store drains, and
+// announces the pending tile at its next tile's epilogue (before that tile's store) or at its
+// end. No wait ever comes before a pending notify (an own tile's sum waits only after its
+// epilogue began), so the protocol's deadlock argument is unchanged.
+enum class GemmRsPushNotify : uint32_t { kDeferred = 0, kImmediate = 1 };
+
 // The tool's names: --granularity tile|row|rank.
 inline const char* to_string(SignalGranularity g) {
   return g == SignalGranularity::kTile ? "tile" : g == SignalGranularity::kTileRow ? "row" : "rank";
@@ -79,6 +87,8 @@ inline const char* to_string(GemmRsReducer r) {
   return r == GemmRsReducer::kBlocks ? "blocks" : r == GemmRsReducer::kEpilogue ? "epilogue" : "auto";
 }
 
+inline const char* to_string(GemmRsPushNotify n) { return n == GemmRsPushNotify::kDeferred ? "deferred" : "immediate"; }
+
 struct GemmRsFusedPlan {
   uint32_t world = 1;
   uint32_t m = 0;              // rows of the product over all owners
@@ -90,6 +100,9 @@ struct GemmRsFusedPlan {
   GemmRsScatter scatter = GemmRsScatter::kPull;
   GemmRsReducer reducer = GemmRsReducer::kBlocks;
   uint32_t band = 1;           // tile rows the GEMM walks together along N (its rasterization band)
+  // kEpiloguePush: a pushed peer tile's notify waits for the block's next tile (GemmRsPushNotify::
+  // kDeferred); false: right after its store has landed. Read only with the push.
+  bool defer_push_notify = false;
   // The decomposed method (gemm_rs_decomposed): the owner's reduction follows its own block's GEMM
   // in stream order, so it does not wait for its own part (no tile of it is notified).
   bool own_part_in_order = false;

@@ -103,7 +103,8 @@ inline uint32_t auto_swizzle(uint32_t configured, uint32_t cluster_rows, uint32_
 //   non-overlapped = GEMM(every SM) + reduction(every SM);
 //   fused (reduction blocks) = max(GEMM(budget - blocks), reduction(blocks)) + the reduction of
 //   one tile row of the block (the last band's, after the GEMM);
-//   fused (epilogue reducer) = GEMM(every SM) + the own tiles' sums at the epilogue rate;
+//   fused (epilogue reducer) = GEMM(every SM) + the own tiles' sums at the epilogue rate (+ each
+//   CTA's wait for its pushed stores, with push_notify immediate);
 //   decomposed = a GEMM per owner block on every SM (own block last), each peer block then copied
 //   by the copy engine (a fixed 5 us and the link's rate per copy, one after another, each after
 //   its block's GEMM), then the reduction on every SM once the GEMMs and copies are done, reading
@@ -114,6 +115,7 @@ struct MethodShape {
   uint32_t reduce_blocks = 0;  // the fused call's reduction CTAs (0 with the epilogue reducer)
   GemmRsReducer reducer = GemmRsReducer::kBlocks;
   bool one_rank_per_gpu = true;
+  GemmRsPushNotify push_notify = GemmRsPushNotify::kDeferred;  // the epilogue push's (GemmRsConfig)
 };
 struct MethodEstimates {
   double fused = 0, non_overlapped = 0, decomposed = 0;  // seconds

@@ -23,6 +23,10 @@ TL_HOST_DEVICE void gemm_rs_fused_compute_block(Ctx& ctx, const GemmRsFusedPlan&
   const uint32_t rank = static_cast<uint32_t>(ctx.rank());
   const bool push = plan.scatter == GemmRsScatter::kEpiloguePush;
   const uint32_t tiles = plan.world * plan.m_tiles() * plan.n_tiles();
+  // plan.defer_push_notify: a pushed peer tile announced after the block's next tile (as the
+  // kernel's next epilogue does, before any wait of that tile), or after its last.
+  constexpr uint32_t kNone = 0xffffffffu;
+  uint32_t pending_m = kNone, pending_n = 0;
   for (uint32_t i = ctx.block(); i < tiles; i += ctx.num_blocks()) {
     const uint32_t m_tile = m_order[i / plan.n_tiles()];
     const uint32_t n_tile = i % plan.n_tiles();
@@ -36,14 +40,27 @@ TL_HOST_DEVICE void gemm_rs_fused_compute_block(Ctx& ctx, const GemmRsFusedPlan&
       dst[uint64_t(plan.landing_row(rank, row)) * plan.n + col] = acc;
     });
     if (push) {
-      ctx.sync();  // the block's stores, then one notify for the tile
-      ctx.peer_tile_notify(sig, plan.tile_channel(m_tile, n_tile), static_cast<int>(owner), NotifyMode::kAdd);
+      ctx.sync();  // the block's stores, then one notify for the tile (or for the pending one)
+      if (pending_m != kNone) {
+        ctx.peer_tile_notify(sig, plan.tile_channel(pending_m, pending_n), static_cast<int>(plan.tile_owner(pending_m)),
+                             NotifyMode::kAdd);
+        pending_m = kNone;
+      }
+      if (plan.defer_push_notify && owner != rank) {
+        pending_m = m_tile, pending_n = n_tile;
+      } else {
+        ctx.peer_tile_notify(sig, plan.tile_channel(m_tile, n_tile), static_cast<int>(owner), NotifyMode::kAdd);
+      }
     } else {
       ctx.producer_tile_notify(sig, plan.tile_channel(m_tile, n_tile), NotifyMode::kAdd);
     }
     if (plan.reducer == GemmRsReducer::kEpilogue && owner == rank) {
       gemm_rs_epilogue_reduce(ctx, plan, sig, (m_tile - owner * plan.m_tiles()) * plan.n_tiles() + n_tile, sum_tile);
     }
+  }
+  if (pending_m != kNone) {
+    ctx.peer_tile_notify(sig, plan.tile_channel(pending_m, pending_n), static_cast<int>(plan.tile_owner(pending_m)),
+                         NotifyMode::kAdd);
   }
 }
 
