@@ -287,12 +287,15 @@ World World::process(const ProcessRank& me, const UniqueId& id, WorldOptions opt
   // reports that share as its SM count (measured on the H200: 8 ranks at 12% each were left 1 SM
   // when the share was applied a second time), so the reported count is the budget: persistent
   // kernels sized to it stay resident next to their peers'.
+  // Every process's count, gathered (one word each), so that choices read any rank's alike.
+  const std::vector<uint64_t> counts =
+      detail::nvshmem::all_gather_word(static_cast<uint64_t>(sms), "World::process's SM counts");
   auto w = std::make_unique<Impl>();
   w->mode = WorldMode::kProcess;
   w->devices.assign(me.size, -1);
   w->devices[me.rank] = me.device;
-  w->num_sms.assign(me.size, sms);
-  w->sm_budget.assign(me.size, sms);
+  for (uint64_t c : counts) w->num_sms.push_back(static_cast<int>(c));
+  w->sm_budget = w->num_sms;
   w->local = {me.rank};
   w->create_streams();
   w->errors = std::make_unique<ErrorChannel>(me.device, timeout_from_env(options.wait_timeout_ns));
@@ -413,6 +416,10 @@ std::string World::check_extra_streams(int per_rank, const std::string& what) co
 int World::sm_budget(int rank) const {
   check_rank(rank, "World::sm_budget");
   return impl_->sm_budget[rank];
+}
+int World::tightest_rank() const {
+  const std::vector<int>& b = impl_->sm_budget;
+  return static_cast<int>(std::min_element(b.begin(), b.end()) - b.begin());
 }
 uint64_t World::l2_share(int rank) const {
   check_rank(rank, "World::l2_share");

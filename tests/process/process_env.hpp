@@ -4,6 +4,9 @@
 
 #include <cstdint>
 #include <random>
+#include <string>
+
+#include "tilelink/core/error.hpp"
 
 #include "tilelink/runtime/world.hpp"
 
@@ -16,5 +19,16 @@ const World& world();
 int me();  // this process's rank
 // Every process draws the same values for (what, call).
 std::mt19937_64 shared_rng(uint64_t what, uint64_t call);
+
+// Whether `call` throws InvalidArgument whose message contains `needle`.
+template <class F>
+bool throws_invalid_argument(F&& call, const std::string& needle) {
+  try {
+    call();
+  } catch (const InvalidArgument& e) {
+    return std::string(e.what()).find(needle) != std::string::npos;
+  }
+  return false;
+}
 
 }  // namespace tilelink::test::process

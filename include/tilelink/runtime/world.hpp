@@ -131,8 +131,13 @@ class World {
   void barrier() const;
   MemScope scope() const;
   int device(int rank) const;
-  // SMs this rank's kernels may occupy (all of the GPU's for multi_gpu).
+  // SMs this rank's kernels may occupy (all of the GPU's for multi_gpu). A process world gathers
+  // every process's count when it starts, so any rank's budget reads alike in every process.
   int sm_budget(int rank) const;
+  // The rank with the smallest budget (the lowest such rank): the same in every process. Choices
+  // every rank must make alike (an op's method or path, a count the protocol shares) read its
+  // budget, not their own, which under MPS shares may differ between processes.
+  int tightest_rank() const;
   // "" if an op may add `per_rank` streams of its own for each rank (SideStreams) and every
   // stream on each device still gets a hardware queue of its own, else why not (`what` names the
   // op's part).

@@ -252,7 +252,7 @@ void AgGemm::choose_method(OpMethod callers, const detail::Sm90AgGemmConfigInfo&
   s.row_bytes = row_bytes_;
   s.fp8 = fp8(args_);
   const uint32_t comm_blocks = args_.config.comm.resource == CommResource::kSm ? ag_->num_blocks() : 0;
-  const int r0 = world.local_ranks().front();
+  const int r0 = world.tightest_rank();  // alike in every process
   s.gemm_sms = gemm_sm_count(world, r0, args_, comm_blocks);
   s.budget = args_.config.gemm_sms != 0 ? std::min(world.sm_budget(r0), static_cast<int>(args_.config.gemm_sms))
                                         : world.sm_budget(r0);

@@ -134,7 +134,7 @@ GemmRsArguments with_path(const World& world, const SymmetricHeap& heap, const G
 uint32_t reduce_blocks_of(const World& world, const GemmRsArguments& a) {
   if (a.config.reducer == GemmRsReducer::kEpilogue) return 0;
   return gemm_rs_policy::reduce_blocks(
-      a.config.reduce_blocks, world.sm_budget(0),
+      a.config.reduce_blocks, world.sm_budget(world.tightest_rank()),
       {world.size(), a.k, world.mode() != WorldMode::kVirtual});
 }
 
@@ -230,7 +230,7 @@ std::string check_kernel_and_partial(const World& world, const SymmetricHeap& he
   p.k = a.k;
   p.lda = a_lda(a);
   p.plan = make_plan(world, a, kernel);
-  p.sm_count = gemm_sm_count(world, 0, a, method);
+  p.sm_count = gemm_sm_count(world, world.tightest_rank(), a, method);
   p.swizzle = static_cast<int>(choose_swizzle(world, a, kernel));
   if (std::string e = kernel.can_implement(p); !e.empty()) return e;
   const uint64_t bytes = GemmRs::buffer_rows(a.m, world.size()) * a.n * 2;
@@ -300,19 +300,21 @@ std::string GemmRs::can_implement(const World& world, const SymmetricHeap& heap,
            "reduction blocks (reducer blocks or auto) or method fused";
   }
   if (a.config.method == OpMethod::kDecomposed) return can_implement_decomposed(world, heap, a);
-  if (a.config.reduce_blocks > static_cast<uint32_t>(world.sm_budget(0))) {
+  // Refused alike in every process: the tightest rank's budget (World::tightest_rank).
+  const int tight = world.tightest_rank(), budget = world.sm_budget(tight);
+  if (a.config.reduce_blocks > static_cast<uint32_t>(budget)) {
     return "argument 'config.reduce_blocks' = " + std::to_string(a.config.reduce_blocks) +
-           ": expected at most the rank's SM budget of " + std::to_string(world.sm_budget(0));
+           ": expected at most the smallest rank's SM budget of " + std::to_string(budget);
   }
   // The reduction runs in whole clusters: what it leaves must hold one cluster of the GEMM.
   const int cluster = static_cast<int>(kernel.cluster_m * kernel.cluster_n);
-  if (gemm_sm_count(world, 0, a) < cluster) {
+  if (gemm_sm_count(world, tight, a) < cluster) {
     const std::string knob = a.config.gemm_sms != 0
                                  ? "argument 'config.gemm_sms' = " + std::to_string(a.config.gemm_sms)
                                  : "argument 'config.reduce_blocks' = " + std::to_string(a.config.reduce_blocks);
     return knob + ": the reduction takes " + std::to_string(reduce_blocks_of(world, a)) + " of the rank's " +
-           std::to_string(world.sm_budget(0)) + " SMs (whole " + std::to_string(cluster) + "-CTA clusters), leaving " +
-           std::to_string(std::max(gemm_sm_count(world, 0, a), 0)) + " for the GEMM; expected at least one " +
+           std::to_string(budget) + " SMs (whole " + std::to_string(cluster) + "-CTA clusters), leaving " +
+           std::to_string(std::max(gemm_sm_count(world, tight, a), 0)) + " for the GEMM; expected at least one " +
            std::to_string(cluster) + "-CTA cluster for it";
   }
   if (std::string e = check_kernel_and_partial(world, heap, a, OpMethod::kFused); !e.empty()) return e;

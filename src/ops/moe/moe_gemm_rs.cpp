@@ -44,7 +44,7 @@ bool in_epilogue(const World& world, const MoeGemmRsArguments& a) {
 uint32_t combine_block_count(const World& world, const MoeGemmRsArguments& a, uint32_t cluster) {
   if (in_epilogue(world, a)) return 0;
   if (a.config.combine_blocks != 0) return round_to(a.config.combine_blocks, cluster);
-  return moe_policy::combine_blocks(world.sm_budget(0), a.topk, a.k, world.size(), cluster);
+  return moe_policy::combine_blocks(world.sm_budget(world.tightest_rank()), a.topk, a.k, world.size(), cluster);
 }
 
 // Epilogue: the CTAs of the owners' sums after the GEMM (configured, else a CTA per SM of the budget).
@@ -158,11 +158,13 @@ std::string MoeGemmRs::can_implement_shape(const World& world, const SymmetricHe
     return "argument 'config.method' = non_overlapped: expected fused or auto with config.combine = epilogue (the "
            "epilogue combine runs inside the fused GEMM), or config.combine = blocks";
   }
-  if (in_epilogue(world, a) && a.config.combine_blocks > static_cast<uint32_t>(world.sm_budget(0))) {
+  // Refused alike in every process: the tightest rank's budget (World::tightest_rank).
+  const int tight = world.tightest_rank(), budget = world.sm_budget(tight);
+  if (in_epilogue(world, a) && a.config.combine_blocks > static_cast<uint32_t>(budget)) {
     // Its CTAs wait for the peers' GEMMs: more than the rank's share could hold SMs those need.
     return "argument 'config.combine_blocks' = " + std::to_string(a.config.combine_blocks) +
            ": with config.combine = epilogue these are the reduction's CTAs after the GEMM; expected at most the "
-           "rank's SM budget (" + std::to_string(world.sm_budget(0)) + ")";
+           "smallest rank's SM budget (" + std::to_string(budget) + ")";
   }
   const uint32_t comm_rows = comm_rows_of(a);
   if (!in_epilogue(world, a) && uint64_t(comm_rows) * a.topk > detail::kMoeCombineMaxPairs) {  // the blocks' staging
@@ -182,11 +184,11 @@ std::string MoeGemmRs::can_implement_shape(const World& world, const SymmetricHe
   p.n = a.n;
   p.k = a.k;
   p.experts = a.experts;
-  p.sm_count = gemm_sm_count(world, 0, a, side);
+  p.sm_count = gemm_sm_count(world, tight, a, side);
   p.swizzle = static_cast<int>(moe_policy::swizzle(a.config.swizzle));
   if (p.sm_count < static_cast<int>(cluster)) {
     return "argument 'config.combine_blocks' = " + std::to_string(a.config.combine_blocks) + ": the combine " +
-           "takes " + std::to_string(side) + " of the rank's " + std::to_string(world.sm_budget(0)) +
+           "takes " + std::to_string(side) + " of the rank's " + std::to_string(budget) +
            " SMs, leaving " + std::to_string(std::max(p.sm_count, 0)) + "; expected at least one " +
            std::to_string(cluster) + "-CTA cluster for the grouped GEMM";
   }
