@@ -133,6 +133,7 @@ GemmRsPrediction predict_gemm_rs(const GemmRsProblem& p, const GemmRsPlanConfig&
   // epilogue's storing warps wait for it before the notify, so the CTA does too.
   std::vector<double> landed(size_t(w) * tpb, 0.0);
   LinkQueue port{cost.nvlink_bandwidth};  // one node: the pull and push paths do not cross nodes
+  LinkQueue hbm{cost.hbm_bandwidth};       // the rank's memory, which the epilogue sums share
   const bool push = plan.scatter == GemmRsScatter::kEpiloguePush;
   const auto part_arrival = [&](uint32_t q, uint32_t t) {
     return landed[size_t((w - q) % w) * tpb + t] + cost.notify_latency;
@@ -163,11 +164,14 @@ GemmRsPrediction predict_gemm_rs(const GemmRsProblem& p, const GemmRsPlanConfig&
       // The own tile's sum right after its epilogue, once every sender's part is in (each computed
       // in this round before the owner's own tiles, so already in `landed`): world tiles read,
       // one written, at the epilogue's sum rate; with the pull the peers' tiles also cross the
-      // port, which every CTA summing at once shares.
+      // port, which every CTA summing at once shares. The local reads and the write share the
+      // rank's memory with every other CTA's sums (132 CTAs at the per-CTA rate would ask for
+      // several times what HBM gives).
       double ready = cta;
       for (uint32_t q = 1; q < w; ++q) ready = std::max(ready, part_arrival(q, t));
       double end = ready + tile_bytes(t) * (w + 1) / cost.epilogue_sum_bandwidth_per_cta;
       if (!push) end = std::max(end, port.through(ready, tile_bytes(t) * (w - 1)));
+      end = std::max(end, hbm.through(ready, tile_bytes(t) * (push ? w + 1 : 2)));
       out.timeline.push_back({lane, "sum tile " + std::to_string(t), ready, end});
       cta = end;
     }

@@ -33,16 +33,20 @@ void check_gemm_rs(RecordIt begin, RecordIt end, int world, bool one_clock, Trac
   }
   for (RecordIt r = begin; r != end; ++r) {
     if (r->kind != static_cast<uint32_t>(TraceKind::kReduce)) continue;
+    // A reduction block's span begins after its waits; the epilogue reducer's (consumer lanes)
+    // holds its wait for the parts, so only its end must follow every sender's notify.
+    const uint64_t after = r->role == static_cast<uint16_t>(TraceRole::kConsumer) ? r->end_ns : r->start_ns;
     for (uint32_t sender = 0; sender < static_cast<uint32_t>(world); ++sender) {
       ++result.tiles;
       const auto it = notified.find({sender, r->tile});
-      if (it == notified.end() || (one_clock && it->second > r->start_ns)) ++result.violations;
+      if (it == notified.end() || (one_clock && it->second > after)) ++result.violations;
     }
   }
 }
 
 std::string gemm_rs_checked(bool one_clock) {
-  return std::string("(reduced tile, sender) pairs whose reduction began after the sender's notify") +
+  return std::string("(reduced tile, sender) pairs whose reduction began (the epilogue's sums: ended) after the "
+                     "sender's notify") +
          (one_clock ? "" : " (one rank per GPU: only that the notify was recorded; clocks differ)");
 }
 

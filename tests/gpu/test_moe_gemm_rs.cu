@@ -223,7 +223,8 @@ TEST(MoeGemmRs, RefusesBadArgumentsByName) {
   bad.mapping[0] = &small_tiles;
   expect_refused<MoeGemmRs>(c.env, bad, "tiles of 64 rows, expected the kernel's 128");
   bad = c.args;
-  bad.config.comm_rows = 4096;
+  bad.config.comm_rows = 4096;  // the combine blocks' staging holds comm_rows * topk pairs (the epilogue has none)
+  bad.config.combine = MoeCombine::kBlocks;
   expect_refused<MoeGemmRs>(c.env, bad, "'config.comm_rows' = 4096");
   bad = c.args;
   bad.config.kernel = "nope";
@@ -294,13 +295,19 @@ std::string check_layer_trace(const MoeLayer& layer, uint32_t tiles, uint32_t n1
                  std::to_string(epilogue.size()) + " epilogues; expected one each";
         }
         if (wait[0].end_ns > load[0].start_ns) return tile + ": loads began before the wait ended";
-        if (notify.size() != (first ? 0u : 1u)) return tile + ": " + std::to_string(notify.size()) + " notifies";
+        // Part 2's tiles notify their combine blocks; combined in the epilogue, they notify the
+        // owners per token block instead (not traced per tile).
+        const bool per_tile = !first && layer.part2().combine() == MoeCombine::kBlocks;
+        if (notify.size() != (per_tile ? 1u : 0u)) return tile + ": " + std::to_string(notify.size()) + " notifies";
       }
       if (by.count({rank, uint32_t(TraceKind::kLoad), uint16_t(TraceRole::kProducer), tiles * n_tiles}) != 0) {
         return at + ": a load of a tile past the mapping's " + std::to_string(tiles) + " tile rows";
       }
-      if (world_size > 1 && (comm[{rank, uint32_t(TraceKind::kWait)}] == 0 || comm[{rank, uint32_t(TraceKind::kNotify)}] == 0)) {
-        return at + ": its " + (first ? "gather" : "combine") + " blocks recorded no waits or no notifies";
+      const bool blocks = first || layer.part2().combine() == MoeCombine::kBlocks;
+      const uint32_t waits = comm[{rank, uint32_t(TraceKind::kWait)}], notifies = comm[{rank, uint32_t(TraceKind::kNotify)}];
+      if (world_size > 1 && (blocks ? waits == 0 || notifies == 0 : waits + notifies == 0)) {
+        return at + ": its " + (first ? "gather" : blocks ? "combine" : "reduction") + " blocks recorded " +
+               std::to_string(waits) + " waits, " + std::to_string(notifies) + " notifies";
       }
     }
   }
@@ -568,9 +575,13 @@ TEST(MoeLayerTuneCache, AutomaticLayerRunsTheCachedConfigurationCorrectly) {
 TEST(MoeLayerTrace, RecordsEveryTileOfBothPartsAndKeepsTheResult) {
   TL_SKIP_WITHOUT_GPU();
   for (int world : {1, 2, 4}) {
-    std::mt19937_64 rng(std::random_device{}());
-    EXPECT_EQ(run_layer(world, 2, SyntheticRouting::kUniform, MlpActivation::kSwiGlu, rng, true), "")
-        << "world " << world;
+    for (MoeCombine combine : {MoeCombine::kAuto, MoeCombine::kBlocks}) {  // auto: the epilogue at world > 1
+      std::mt19937_64 rng(std::random_device{}());
+      EXPECT_EQ(run_layer(world, 2, SyntheticRouting::kUniform, MlpActivation::kSwiGlu, rng, true, nullptr,
+                          MoeRoutingScope::kAllTokens, false, OpMethod::kAuto, combine),
+                "")
+          << "world " << world << ", combine " << to_string(combine);
+    }
   }
 }
 

@@ -139,7 +139,7 @@ MethodEstimates estimate_methods(const MethodShape& s);
 //    only what every process of a world shares (its mode, transport, the heap's agreed view, the
 //    configuration, the shape), never a rank's SM budget, which under MPS may differ between
 //    processes: a split decision would deadlock. `tilelink plan gemm_rs --world 8` on 8 H200s over
-//    NVLink, with the rank's port shared: 642 / 179 / 1635 us on the paper's shapes (the push's
+//    NVLink, with the rank's port shared: 645 / 179 / 1635 us on the paper's shapes (the push's
 //    notify deferred; 671 / 197 / 1668 immediate) against 743 / 215 / 1830 for pull with
 //    reduction blocks (docs/gemm_rs.md);
 //  - else (virtual ranks, whose peers' parts are the one GPU's HBM; one rank): pull and the
