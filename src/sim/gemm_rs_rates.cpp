@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <map>
+#include <utility>
 
 namespace tilelink::sim {
 namespace {
@@ -45,6 +47,27 @@ GemmRsTraceRates gemm_rs_trace_rates(const std::vector<TraceRecord>& records, co
   out.peer_epilogue = median_rate(std::move(peer), tile);
   out.epilogue_sum = median_rate(std::move(epilogue_sum), tile * (s.world + 1));
   out.block_sum = median_rate(std::move(block_sum), tile * (s.world + 1));
+  return out;
+}
+
+NotifyOrder gemm_rs_notify_order(const TraceRecord* begin, const TraceRecord* end, uint32_t world, bool one_clock) {
+  std::map<std::pair<uint32_t, uint32_t>, uint64_t> notified;  // (sender, tile) -> the last notify's start
+  for (const TraceRecord* r = begin; r != end; ++r) {
+    if (r->kind == static_cast<uint32_t>(TraceKind::kNotify) && r->role == static_cast<uint16_t>(TraceRole::kConsumer)) {
+      auto [it, fresh] = notified.try_emplace({r->rank, r->tile}, r->start_ns);
+      if (!fresh) it->second = std::max(it->second, r->start_ns);
+    }
+  }
+  NotifyOrder out;
+  for (const TraceRecord* r = begin; r != end; ++r) {
+    if (r->kind != static_cast<uint32_t>(TraceKind::kReduce)) continue;
+    const uint64_t readable = r->role == static_cast<uint16_t>(TraceRole::kConsumer) ? r->end_ns : r->start_ns;
+    for (uint32_t sender = 0; sender < world; ++sender) {
+      ++out.pairs;
+      const auto it = notified.find({sender, r->tile});
+      if (it == notified.end() || (one_clock && it->second > readable)) ++out.violations;
+    }
+  }
   return out;
 }
 

@@ -3,8 +3,11 @@
 
 #include <algorithm>
 #include <map>
+#include <memory>
 #include <string>
 #include <utility>
+
+#include "tilelink/sim/gemm_rs_rates.hpp"
 
 namespace tilelink::tool {
 
@@ -24,24 +27,10 @@ void check_ag_gemm(RecordIt begin, RecordIt end, TraceResult& result) {
 }
 
 void check_gemm_rs(RecordIt begin, RecordIt end, int world, bool one_clock, TraceResult& result) {
-  std::map<std::pair<uint32_t, uint32_t>, uint64_t> notified;  // (sender, tile) -> start
-  for (RecordIt r = begin; r != end; ++r) {
-    if (r->kind == static_cast<uint32_t>(TraceKind::kNotify) && r->role == static_cast<uint16_t>(TraceRole::kConsumer)) {
-      auto [it, fresh] = notified.try_emplace({r->rank, r->tile}, r->start_ns);  // the last of several (K slices)
-      if (!fresh) it->second = std::max(it->second, r->start_ns);
-    }
-  }
-  for (RecordIt r = begin; r != end; ++r) {
-    if (r->kind != static_cast<uint32_t>(TraceKind::kReduce)) continue;
-    // A reduction block's span begins after its waits; the epilogue reducer's (consumer lanes)
-    // holds its wait for the parts, so only its end must follow every sender's notify.
-    const uint64_t after = r->role == static_cast<uint16_t>(TraceRole::kConsumer) ? r->end_ns : r->start_ns;
-    for (uint32_t sender = 0; sender < static_cast<uint32_t>(world); ++sender) {
-      ++result.tiles;
-      const auto it = notified.find({sender, r->tile});
-      if (it == notified.end() || (one_clock && it->second > after)) ++result.violations;
-    }
-  }
+  const sim::NotifyOrder order =
+      sim::gemm_rs_notify_order(std::to_address(begin), std::to_address(end), static_cast<uint32_t>(world), one_clock);
+  result.tiles += order.pairs;
+  result.violations += order.violations;
 }
 
 std::string gemm_rs_checked(bool one_clock) {

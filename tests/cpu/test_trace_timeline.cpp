@@ -155,5 +155,35 @@ TEST(GemmRsTraceRates, MediansPerKindAndOwnerFromRandomSpans) {
   EXPECT_TRUE(describe(gemm_rs_trace_rates({}, shape), shape).empty());
 }
 
+
+// The order check of `tilelink trace gemm_rs`: a reduction block's span (comm lanes) must begin
+// after every sender's notify of its tile; the epilogue reducer's (consumer lanes, its wait for the
+// parts inside) must end after them; a missing notify is out of order whatever the clock.
+TEST(GemmRsNotifyOrder, BlocksByTheirStartTheEpilogueByItsEnd) {
+  std::vector<TraceRecord> records;
+  // Tile 4 of owner 0 (kernel tile 4): rank 0 notified at 1000, rank 1 at 3000 (twice: the last counts).
+  records.push_back(rec(TraceKind::kNotify, 4, 0, 1, 0, 1'000, 1'100));
+  records.push_back(rec(TraceKind::kNotify, 4, 1, 1, 0, 2'000, 2'100));
+  records.push_back(rec(TraceKind::kNotify, 4, 1, 1, 0, 3'000, 3'100));
+  records.push_back(rec(TraceKind::kNotify, 4, 1, 2, 0, 9'000, 9'100));  // a comm lane's (exit barrier): not a part
+  auto order = [&](std::vector<TraceRecord> extra, uint32_t world, bool one_clock) {
+    std::vector<TraceRecord> all = records;
+    all.insert(all.end(), extra.begin(), extra.end());
+    return gemm_rs_notify_order(all.data(), all.data() + all.size(), world, one_clock);
+  };
+  // A reduction block beginning at 3500: after both; at 2500: before rank 1's last notify.
+  NotifyOrder o = order({rec(TraceKind::kReduce, 4, 0, 2, 0, 3'500, 4'000)}, 2, true);
+  EXPECT_EQ(o.pairs, 2u);
+  EXPECT_EQ(o.violations, 0u);
+  EXPECT_EQ(order({rec(TraceKind::kReduce, 4, 0, 2, 0, 2'500, 4'000)}, 2, true).violations, 1u);
+  // The epilogue's sum from 2500 (its wait inside) to 4000: in order; one that ended at 2900 is not.
+  EXPECT_EQ(order({rec(TraceKind::kReduce, 4, 0, 1, 0, 2'500, 4'000)}, 2, true).violations, 0u);
+  EXPECT_EQ(order({rec(TraceKind::kReduce, 4, 0, 1, 0, 2'500, 2'900)}, 2, true).violations, 1u);
+  // Clocks of different GPUs: only that each notify was recorded.
+  EXPECT_EQ(order({rec(TraceKind::kReduce, 4, 0, 2, 0, 500, 600)}, 2, false).violations, 0u);
+  // A third sender never notified tile 4: out of order on any clock.
+  EXPECT_EQ(order({rec(TraceKind::kReduce, 4, 0, 2, 0, 3'500, 4'000)}, 3, false).violations, 1u);
+}
+
 }  // namespace
 }  // namespace tilelink::sim

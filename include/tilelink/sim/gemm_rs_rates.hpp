@@ -45,6 +45,18 @@ struct GemmRsTraceRates {
 // taken as a full bm x bn one.
 GemmRsTraceRates gemm_rs_trace_rates(const std::vector<TraceRecord>& records, const GemmRsTraceShape& shape);
 
+// The protocol's order in the records [begin, end) of a traced GEMM+RS (or GEMM+AR) call: every
+// reduction span (kReduce) against every sender's notify of its tile (the consumers' kNotify; the
+// last where a tile notifies several times). A pair is out of order when the sender's notify is
+// missing or, on one clock (`one_clock`: one GPU), began after the reduction could read the part --
+// a reduction block's span begins after its waits, so its start; the epilogue reducer's (consumer
+// lanes) holds its wait for the parts, so its end.
+struct NotifyOrder {
+  uint64_t pairs = 0;       // (reduction span, sender) pairs checked
+  uint64_t violations = 0;  // of those, out of order
+};
+NotifyOrder gemm_rs_notify_order(const TraceRecord* begin, const TraceRecord* end, uint32_t world, bool one_clock);
+
 // The rates in words, one line each, for those that had spans.
 std::vector<std::string> describe(const GemmRsTraceRates& rates, const GemmRsTraceShape& shape);
 
