@@ -109,6 +109,8 @@ int plan(PlanGemmRs a, const sim::CostModel& cost, const CLI::App& app) {
             << "  granularity=" << to_string(op.granularity) << "  scatter=" << to_string(r.scatter)
             << (op.scatter == GemmRsScatter::kAuto ? " (automatic)" : "")
             << "  reducer=" << to_string(r.reducer) << (op.reducer == GemmRsReducer::kAuto ? " (automatic)" : "")
+            << (r.scatter == GemmRsScatter::kEpiloguePush ? std::string("  push_notify=") + to_string(op.push_notify)
+                                                            : std::string())
             << "  band=" << (a.config.band == 0 ? std::string("auto") : std::to_string(a.config.band)) << "\n"
             << across << "\n";
   // With the reducer on automatic, the other placements of the sums too (same knobs otherwise; the
