@@ -42,12 +42,6 @@ void add_reducer(CLI::App* app, GemmRsReducer& reducer, const std::string& help)
                   help);
 }
 
-void add_push_notify(CLI::App* app, GemmRsPushNotify& notify) {
-  add_enum_option(app, "--push-notify", notify, {GemmRsPushNotify::kDeferred, GemmRsPushNotify::kImmediate},
-                  "with the push: deferred (a pushed tile announced at the CTA's next tile, its store draining "
-                  "under that tile's mainloop) or immediate (the CTA waits for its store to land, then notifies)");
-}
-
 constexpr const char* kReducerHelp =
     "who sums the owner's tiles: blocks (reduction CTAs beside the GEMM), epilogue (the GEMM's own CTAs after "
     "each own tile; needs --granularity tile, --reduce-blocks 0) or auto (the op's rule: the epilogue with the "
@@ -81,6 +75,13 @@ void add_knobs(CLI::App* app, GemmRsConfig& c, CLI::Option_group*& knobs) {
 using PlanGemmRs = PlanArgs<sim::GemmRsProblem, sim::GemmRsPlanConfig>;
 
 }  // namespace
+
+void add_push_notify(CLI::App* app, GemmRsPushNotify& notify, const std::string& what) {
+  add_enum_option(app, "--push-notify", notify, {GemmRsPushNotify::kDeferred, GemmRsPushNotify::kImmediate},
+                  what + "with the push: deferred (a pushed tile announced at the CTA's next tile, its store "
+                         "draining under that tile's mainloop) or immediate (the CTA waits for its store to land, "
+                         "then notifies)");
+}
 
 std::string gemm_rs_across_nodes(GemmRsConfig& op, int nodes, const CLI::App& app) {
   if (nodes <= 1) return "";

@@ -23,6 +23,9 @@ namespace tilelink::tool {
 // scatter set to another is left for the model to refuse by name.
 std::string gemm_rs_across_nodes(GemmRsConfig& op, int nodes, const CLI::App& app);
 
+// --push-notify deferred|immediate (GemmRsConfig::push_notify); `what` prefixes the help ("fc2: ").
+void add_push_notify(CLI::App* app, GemmRsPushNotify& notify, const std::string& what = "");
+
 // The plan's other placements of GEMM+RS's sums beside the one it ran (`ran`: its resolved scatter
 // and reducer), when the reducer was left on auto and they can run (more than one rank, a signal
 // per tile, not the copy engine): blocks and epilogue, each with the configured scatter or, on

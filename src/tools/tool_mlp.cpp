@@ -75,6 +75,7 @@ struct RunArgs : RunArgsBase<tb::MlpBenchOptions> {
                       {GemmRsReducer::kBlocks, GemmRsReducer::kEpilogue, GemmRsReducer::kAuto},
                       "fc2's sums: blocks (reduction CTAs), epilogue (the GEMM's CTAs; needs --granularity tile) or "
                       "auto (the op's rule)");
+      add_push_notify(g, o.config.fc2.push_notify, "fc2's notify ");
     }
     add_timing(c.app, o.timing, timed);
     c.seed = add_seed(c.app, o.seed);
@@ -163,6 +164,7 @@ void add_plan_options(CLI::App* app, PlanMlp& a) {
   add_enum_option(app, "--reducer", a.config.fc2.op.reducer,
                   {GemmRsReducer::kBlocks, GemmRsReducer::kEpilogue, GemmRsReducer::kAuto},
                   "fc2: blocks (reduction CTAs), epilogue (the GEMM's CTAs) or auto (the op's rule)");
+  add_push_notify(app, a.config.fc2.op.push_notify, "fc2: ");
   add_enum_option(app, "--dtype", a.problem.dtype, {DType::kBf16, DType::kE4m3},
                   "operands: bf16, or e4m3 (both GEMMs at the FP8 rate, --fp8-tflops; fc1 all-gathers packed e4m3 "
                   "rows; fc2 quantises the activation)");
