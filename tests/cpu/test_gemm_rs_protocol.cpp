@@ -120,6 +120,61 @@ TEST_P(GemmRsFusedProtocolTest, MatchesAtAnyRowCount) {
   }
 }
 
+// The compute order's positions (make_gemm_rs_m_order) both ways, and the deferred notify's rule
+// with the epilogue reducer: a pushed tile whose cluster (consecutive aligned positions) holds an
+// own tile row is announced at once -- its cluster-mate's sum would hold its next mainloop.
+TEST(GemmRsFusedPlan, OrderPositionsAndTheClusterRuleOfTheDeferredNotify) {
+  for (uint32_t world = 1; world <= 8; ++world) {
+    for (uint32_t rows : {1u, 2u, 5u, 9u}) {  // tile rows per owner
+      for (uint32_t band : {1u, 2u, 4u, 16u}) {
+        GemmRsFusedPlan plan;
+        plan.bm = 4;
+        plan.n = 8;
+        plan.bn = 8;
+        plan.set_rows(4 * rows * world, world);
+        plan.band = band;
+        plan.scatter = GemmRsScatter::kEpiloguePush;
+        plan.defer_push_notify = true;
+        const uint32_t total = world * plan.m_tiles();
+        for (uint32_t rank = 0; rank < world; ++rank) {
+          std::vector<uint32_t> order(total);
+          make_gemm_rs_m_order(plan, rank, order.data());
+          for (uint32_t pos = 0; pos < total; ++pos) {
+            ASSERT_EQ(plan.order_tile(rank, pos), order[pos]) << "world " << world << " rows " << rows << " band " << band;
+            ASSERT_EQ(plan.order_position(rank, order[pos]), pos);
+          }
+          for (uint32_t pos = 0; pos < total; ++pos) {
+            const uint32_t m = order[pos];
+            const bool own = plan.tile_owner(m) == rank;
+            plan.reducer = GemmRsReducer::kBlocks;  // nothing waits in the GEMM: every peer tile defers
+            EXPECT_EQ(plan.may_defer_notify(rank, m, 2), !own);
+            plan.reducer = GemmRsReducer::kEpilogue;
+            const uint32_t mate = pos ^ 1u;
+            const bool mate_own = mate < total && plan.tile_owner(order[mate]) == rank;
+            EXPECT_EQ(plan.may_defer_notify(rank, m, 2), !own && !mate_own) << "world " << world << " pos " << pos;
+            EXPECT_EQ(plan.may_defer_notify(rank, m, 1), !own) << "no cluster-mates";
+          }
+        }
+      }
+    }
+  }
+  // The case the review found: one tile row per owner at world 2 -- each rank's cluster computes
+  // [the peer's row, its own row] together, so the peer's row is announced at once.
+  GemmRsFusedPlan plan;
+  plan.bm = 4;
+  plan.n = 8;
+  plan.bn = 8;
+  plan.set_rows(8, 2);
+  plan.scatter = GemmRsScatter::kEpiloguePush;
+  plan.reducer = GemmRsReducer::kEpilogue;
+  plan.defer_push_notify = true;
+  EXPECT_FALSE(plan.may_defer_notify(0, 1, 2));
+  EXPECT_FALSE(plan.may_defer_notify(1, 0, 2));
+  plan.defer_push_notify = false;
+  plan.set_rows(16, 2);
+  EXPECT_FALSE(plan.may_defer_notify(0, 2, 2)) << "immediate: nothing defers";
+}
+
 TEST(GemmRsFusedPlan, OwnerBlocksOfAnyRowCount) {
   GemmRsFusedPlan plan;
   plan.world = 4;

@@ -155,6 +155,21 @@ TEST_P(GemmRsPushNotifyTest, MatchesCublasWithEitherNotify) {
   }
 }
 
+// The shape a review found deadlocking before the cluster rule (GemmRsFusedPlan::may_defer_notify):
+// one tile row per owner, so a 2x1 cluster computes [a peer's row, its own row] together, and more
+// column tiles than clusters, so work follows that pair. With the epilogue reducer and the
+// deferred notify the peer's tile must be announced at once (a timeout names the wait otherwise).
+TEST(GemmRsPushNotify, AClusterWithAnOwnTileRowAnnouncesAtOnce) {
+  TL_SKIP_WITHOUT_GPU();
+  for (int world_size : {2, 4}) {
+    SCOPED_TRACE("world " + std::to_string(world_size));
+    check_gemm_rs(world_size, 128u * uint32_t(world_size), 40 * 256, 200, SignalGranularity::kTile,
+                  GemmRsScatter::kEpiloguePush, 2, GemmRsReducer::kEpilogue, OpMethod::kAuto,
+                  GemmRsPushNotify::kDeferred);
+    if (::testing::Test::HasFailure()) return;
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(GemmRs, GemmRsPushNotifyTest,
                          ::testing::Combine(::testing::Values(1, 2, 3, 4, 8),
                                             ::testing::Values(GemmRsPushNotify::kDeferred,

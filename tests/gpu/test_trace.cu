@@ -303,8 +303,7 @@ TEST_P(GemmRsTraceTest, EveryReductionFollowsEverySendersNotify) {
       EXPECT_LE(epilogue[0].start_ns, notify[0].start_ns) << "rank " << r << " tile " << t;
       // A tile pushed into a peer is announced after its epilogue, at the CTA's next tile or end
       // (GemmRsPushNotify::kDeferred); every other tile inside its epilogue.
-      const bool deferred = plan.scatter == GemmRsScatter::kEpiloguePush && plan.defer_push_notify &&
-                            plan.tile_owner(t / plan.n_tiles()) != r;
+      const bool deferred = plan.may_defer_notify(r, t / plan.n_tiles(), 2);  // the kernel's 2x1 clusters
       if (deferred) {
         EXPECT_GE(notify[0].start_ns, epilogue[0].end_ns) << "rank " << r << " tile " << t << ": a deferred notify";
       } else {

@@ -137,6 +137,7 @@ struct GemmRsNotify {
   }
   // The destination's owner mode is rotated by d_origin (Sm90GemmRsProblem; 0: as is).
   uint32_t d_origin = 0;
+  uint32_t cluster_m = 1;  // the kernel's cluster along M (plan.may_defer_notify)
   template <class TileCoord>
   TL_HOST_DEVICE auto coord(TileCoord const& coord) const {
     return destination_block_coord(plan, coord, d_origin);
@@ -155,8 +156,7 @@ struct GemmRsNotify {
     if (n_tile >= plan.n_tiles()) return;  // a cluster's padding tile along N (none with clusters along M)
     const uint32_t traced_tile = m_tile * plan.n_tiles() + n_tile;
     const uint32_t owner = plan.tile_owner(m_tile);
-    if (enabled && plan.defer_push_notify && plan.scatter == GemmRsScatter::kEpiloguePush &&
-        owner != static_cast<uint32_t>(sig.rank)) {
+    if (enabled && plan.may_defer_notify(static_cast<uint32_t>(sig.rank), m_tile, cluster_m)) {
       if (thread_idx < cutlass::NumThreadsPerWarp) pending_m_tile = m_tile, pending_n_tile = n_tile;
       if (trace.on() && thread_idx == 0) {
         trace_span(trace, TraceKind::kEpilogue, traced_tile, TraceRole::kConsumer, start, global_time_ns());
@@ -293,6 +293,7 @@ class Sm90GemmRsKernelImpl final
     args.epilogue.hook.sig = p.sig;
     args.epilogue.hook.heap = p.heap;
     args.epilogue.hook.d_origin = p.d_origin;
+    args.epilogue.hook.cluster_m = Types::kClusterM;
     args.epilogue.hook.buf = static_cast<const __nv_bfloat16*>(p.buf);
     args.epilogue.hook.recv = static_cast<const __nv_bfloat16*>(p.recv);
     args.epilogue.hook.out = static_cast<__nv_bfloat16*>(p.out);

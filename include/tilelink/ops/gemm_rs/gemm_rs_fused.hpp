@@ -67,8 +67,11 @@ enum class GemmRsReducer : uint32_t { kBlocks = 0, kEpilogue = 1, kAuto = 2 };
 // waits for the tile's stores to land, then notifies; the CTA stalls for the store's trip over
 // the link. kDeferred: the CTA goes on to its next tile's mainloop while the store drains, and
 // announces the pending tile at its next tile's epilogue (before that tile's store) or at its
-// end. No wait ever comes before a pending notify (an own tile's sum waits only after its
-// epilogue began), so the protocol's deadlock argument is unchanged.
+// end. No CTA waits while it holds a pending notify (an own tile's sum waits only after its
+// epilogue began). But the CTAs of a cluster share their mainloop's operand stages: one waiting
+// in an own tile's sum stops its cluster-mates' next mainloop, and with it their flush. So a
+// tile whose cluster holds an own tile row is announced at once (GemmRsFusedPlan::
+// may_defer_notify): found by review; a pair [peer tile, own tile] on every rank deadlocks.
 enum class GemmRsPushNotify : uint32_t { kDeferred = 0, kImmediate = 1 };
 
 // The tool's names: --granularity tile|row|rank.
@@ -110,6 +113,32 @@ struct GemmRsFusedPlan {
   // notifies follow the world's transport), not in the kernel's blocks (peer stores): the
   // put-with-signal transport, where the copy-engine paths reach peers only through NVSHMEM.
   bool exit_on_stream = false;
+
+  // make_gemm_rs_m_order's entry at `pos` (< world * m_tiles()) for `rank`, and its inverse, the
+  // position of tile row m_tile: bands of band_tiles() rows (the last may be shorter), each a
+  // round over the owners rank+1, rank+2, ..., rank itself last, band_rows(b) rows each.
+  TL_HOST_DEVICE uint32_t order_tile(uint32_t rank, uint32_t pos) const {
+    const uint32_t full = world * band_tiles(), b = pos / full, r = pos % full, rows = band_rows(b);
+    return swizzled_peer(rank, r / rows + 1, world) * m_tiles() + b * band_tiles() + r % rows;
+  }
+  TL_HOST_DEVICE uint32_t order_position(uint32_t rank, uint32_t m_tile) const {
+    const uint32_t owner = tile_owner(m_tile), t = m_tile - owner * m_tiles(), b = t / band_tiles();
+    const uint32_t step = (owner + world - rank) % world;
+    return b * world * band_tiles() + ((step == 0 ? world : step) - 1) * band_rows(b) + t % band_tiles();
+  }
+  // Whether `rank`'s pushed tile of row m_tile may defer its notify (defer_push_notify): a peer's
+  // tile, and with the epilogue reducer no own tile row in its cluster -- the `cluster_m` tile rows
+  // the scheduler gives one cluster are consecutive positions of the order, aligned -- since a
+  // cluster-mate waiting in its own tile's sum holds this CTA's next mainloop.
+  TL_HOST_DEVICE bool may_defer_notify(uint32_t rank, uint32_t m_tile, uint32_t cluster_m) const {
+    if (!defer_push_notify || scatter != GemmRsScatter::kEpiloguePush || tile_owner(m_tile) == rank) return false;
+    if (reducer != GemmRsReducer::kEpilogue || cluster_m <= 1) return true;
+    const uint32_t pos = order_position(rank, m_tile), first = pos - pos % cluster_m, rows = world * m_tiles();
+    for (uint32_t q = first; q < first + cluster_m && q < rows; ++q) {
+      if (q != pos && tile_owner(order_tile(rank, q)) == rank) return false;
+    }
+    return true;
+  }
 
   // The pitch of owner blocks for M rows over P ranks.
   TL_HOST_DEVICE static uint32_t owner_pitch(uint32_t m, uint32_t world) { return (m + world - 1) / world; }

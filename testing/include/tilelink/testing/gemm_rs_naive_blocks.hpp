@@ -46,7 +46,7 @@ TL_HOST_DEVICE void gemm_rs_fused_compute_block(Ctx& ctx, const GemmRsFusedPlan&
                              NotifyMode::kAdd);
         pending_m = kNone;
       }
-      if (plan.defer_push_notify && owner != rank) {
+      if (plan.may_defer_notify(rank, m_tile, 1)) {  // one tile per block: no cluster-mates
         pending_m = m_tile, pending_n = n_tile;
       } else {
         ctx.peer_tile_notify(sig, plan.tile_channel(m_tile, n_tile), static_cast<int>(owner), NotifyMode::kAdd);
