@@ -210,8 +210,8 @@ struct GemmRsNotify {
   }
 
   // The storing warp (every lane holds the same pending tile): its stores landed and fenced
-  // (wait_stores_landed: every group, the later tile's too where one was issued), then lane 0's
-  // notify, traced as the pending tile's kNotify.
+  // (wait_stores_landed; from prepare(), before the next tile's store, only the pending tile's
+  // groups are outstanding), then lane 0's notify, traced as the pending tile's kNotify.
   CUTLASS_DEVICE void flush_pending() {
     if (pending_m_tile == kNoTile) return;
     wait_stores_landed();
