@@ -231,7 +231,7 @@ Table bench_moe_ag(const MoeBenchOptions& o) {
   result.row("tilelink fused (MoeAgGroupGemm::run)", t_fused);
   result.row("  of which: device mapping alone (tables + tile order)", t_map);
   Table& table = result.table;
-  table.notes.push_back("config: kernel " + op.kernel_name() + ", swizzle " + std::to_string(op.swizzle()) + ", " +
+  table.notes.push_back("config: kernel " + op.kernel_name() + ", band " + std::to_string(op.band(0)) + " tile rows, " +
                         std::to_string(op.gather_blocks()) + " gather CTAs, " + std::to_string(op.gemm_ctas(0)) +
                         " GEMM CTAs per rank; " + std::to_string(mapping.num_tiles()) + " tiles of " +
                         std::to_string(mapping.bm) + " rows (" + std::to_string(rows - pairs) + " padding rows)");

@@ -14,6 +14,18 @@
 namespace tilelink::sim {
 namespace {
 
+// The grouped GEMM's tiles in the scheduler's time order (sm90_row_ordered_scheduler.cuh): the
+// tile order's positions in bands of `band` rows, each band walked by cluster column; f(tile
+// row, n tile). A cluster's padding tile past n_tiles is left out.
+template <class F>
+void for_each_gemm_tile(const std::vector<uint32_t>& order, uint32_t n_tiles, uint32_t cluster, uint32_t band, F&& f) {
+  const uint32_t rows = static_cast<uint32_t>(order.size()), cols = (n_tiles + cluster - 1) / cluster;
+  for (uint64_t c = 0; c < uint64_t(rows) * cols; ++c) {
+    const GridCell cell = banded_cell(c, rows, cols, band);
+    for (uint32_t k = 0; k < cluster && cell.col * cluster + k < n_tiles; ++k) f(order[cell.row], cell.col * cluster + k);
+  }
+}
+
 constexpr const char* kWhere = "predict_moe_ag";
 
 void validate(const MoeProblem& p, const MoeAgPlanConfig& c, uint32_t gather_ctas, const CostModel& cost) {
@@ -60,33 +72,31 @@ void finish_moe_gemm_rs(const MoeProblem& p, uint32_t tiles, uint32_t n_tiles, d
 // stride, each once its parts are in (by symmetry: this rank's combines of that block of every
 // owner), moving (world + 1) rows per token at one CTA's copy rate, at most an equal share of HBM.
 void predict_epilogue_combine(const MoeProblem& p, const MoeRsPlan& plan, const MoeMappingView& view,
-                              const std::vector<uint32_t>& order, double tile_time, uint32_t ctas,
-                              uint32_t reduce_ctas, const CostModel& cost, MoePrediction& out) {
+                              const std::vector<uint32_t>& order, uint32_t cluster, uint32_t band, double tile_time,
+                              uint32_t ctas, uint32_t reduce_ctas, const CostModel& cost, MoePrediction& out) {
   const uint32_t w = plan.world(), n_tiles = plan.n_tiles(), blocks = plan.tokens.num_channels();
   std::vector<uint32_t> expected(blocks), arrived(size_t(blocks) * n_tiles, 0);
   for (uint32_t g = 0; g < blocks; ++g) expected[g] = moe_block_tiles(plan, view, view.num_tiles, g);
   std::vector<double> free_at(ctas, 0.0), combined(size_t(blocks) * n_tiles, 0.0);
   uint64_t j = 0;
-  for (uint32_t t : order) {
-    for (uint32_t nt = 0; nt < n_tiles; ++nt, ++j) {
-      double& cta = free_at[j % ctas];
-      const std::string lane = "cta " + std::to_string(j % ctas);
-      const double start = cta;
-      cta = start + tile_time;
-      out.timeline.push_back({lane, "tile (" + std::to_string(t) + ", " + std::to_string(nt) + ")", start, cta});
-      const ChannelRange reach = moe_tile_blocks(plan, view, t);
-      for (uint32_t g = reach.first; g < reach.first + reach.count; ++g) {
-        const size_t item = size_t(g) * n_tiles + nt;
-        if (++arrived[item] != expected[g]) continue;
-        const double bytes = double(plan.tokens.rows_of_channel(g).rows) * (p.topk + 1) *
-                             tile_cols(nt, plan.bn, plan.n).cols * p.element_bytes;
-        const double begin = cta;
-        cta += bytes / cost.epilogue_sum_bandwidth_per_cta;
-        combined[item] = cta + cost.notify_latency;
-        out.timeline.push_back({lane, "combine " + std::to_string(g) + "." + std::to_string(nt), begin, cta});
-      }
+  for_each_gemm_tile(order, n_tiles, cluster, band, [&](uint32_t t, uint32_t nt) {
+    double& cta = free_at[j % ctas];
+    const std::string lane = "cta " + std::to_string(j++ % ctas);
+    const double start = cta;
+    cta = start + tile_time;
+    out.timeline.push_back({lane, "tile (" + std::to_string(t) + ", " + std::to_string(nt) + ")", start, cta});
+    const ChannelRange reach = moe_tile_blocks(plan, view, t);
+    for (uint32_t g = reach.first; g < reach.first + reach.count; ++g) {
+      const size_t item = size_t(g) * n_tiles + nt;
+      if (++arrived[item] != expected[g]) continue;
+      const double bytes = double(plan.tokens.rows_of_channel(g).rows) * (p.topk + 1) *
+                           tile_cols(nt, plan.bn, plan.n).cols * p.element_bytes;
+      const double begin = cta;
+      cta += bytes / cost.epilogue_sum_bandwidth_per_cta;
+      combined[item] = cta + cost.notify_latency;
+      out.timeline.push_back({lane, "combine " + std::to_string(g) + "." + std::to_string(nt), begin, cta});
     }
-  }
+  });
   const double gemm_end = *std::max_element(free_at.begin(), free_at.end());
   out.fused = gemm_end;
   if (w == 1) return;  // the combine wrote the output
@@ -182,17 +192,15 @@ MoePrediction predict_moe_ag(const MoeProblem& p, const MoeAgPlanConfig& c, cons
   const double tma_tile_time = 2.0 * c.bm * c.bn * p.hidden / (cost.flops / cost.sms);
   const double tile_time = in_producer ? tma_tile_time / c.producer_gather_efficiency : tma_tile_time;
   std::vector<double> free_at(ctas, c.mapping_time);
+  const uint32_t band = moe_policy::swizzle(c.op.swizzle, n, c.bn, c.cluster, static_cast<int>(ctas));
   uint64_t j = 0;
-  for (uint32_t i = 0; i < view.num_tiles; ++i) {
-    const uint32_t t = order[i];
-    for (uint32_t nt = 0; nt < n_tiles; ++nt, ++j) {
-      double& cta = free_at[j % ctas];
-      const double start = std::max(cta, gathered[t]);
-      cta = start + tile_time;
-      out.timeline.push_back({"cta " + std::to_string(j % ctas),
-                              "tile (" + std::to_string(t) + ", " + std::to_string(nt) + ")", start, cta});
-    }
-  }
+  for_each_gemm_tile(order, n_tiles, c.cluster, band, [&](uint32_t t, uint32_t nt) {
+    double& cta = free_at[j % ctas];
+    const double start = std::max(cta, gathered[t]);
+    cta = start + tile_time;
+    out.timeline.push_back({"cta " + std::to_string(j++ % ctas),
+                            "tile (" + std::to_string(t) + ", " + std::to_string(nt) + ")", start, cta});
+  });
   out.fused = std::max(out.t_comm, *std::max_element(free_at.begin(), free_at.end()));
 
   const uint64_t tiles = uint64_t(view.num_tiles) * n_tiles;
@@ -263,25 +271,24 @@ MoePrediction predict_moe_gemm_rs(const MoeProblem& p, const MoeRsPlanConfig& c,
   out.gemm_ctas = ctas;
   out.combine_ctas = combine_ctas;
   const uint32_t n_tiles = plan.n_tiles();
+  const uint32_t band = moe_policy::swizzle(c.op.swizzle, p.hidden, c.bn, c.cluster, static_cast<int>(ctas));
   const double tile_time = 2.0 * c.bm * c.bn * k / (cost.flops / cost.sms);
   const double row_bytes = double(p.hidden) * p.element_bytes;
   if (in_epilogue) {
-    predict_epilogue_combine(p, plan, mapping.view(), order, tile_time, ctas, combine_ctas, cost, out);
+    predict_epilogue_combine(p, plan, mapping.view(), order, c.cluster, band, tile_time, ctas, combine_ctas, cost, out);
     finish_moe_gemm_rs(p, tiles, n_tiles, tile_time, k, tpr, row_bytes, cost, out);
     return out;
   }
   std::vector<double> free_at(ctas, 0.0), row_ready(tiles, 0.0);
   uint64_t j = 0;
-  for (uint32_t t : order) {
-    for (uint32_t nt = 0; nt < n_tiles; ++nt, ++j) {
-      double& cta = free_at[j % ctas];
-      const double start = cta;
-      cta = start + tile_time;
-      row_ready[t] = std::max(row_ready[t], cta + cost.notify_latency);
-      out.timeline.push_back({"cta " + std::to_string(j % ctas),
-                              "tile (" + std::to_string(t) + ", " + std::to_string(nt) + ")", start, cta});
-    }
-  }
+  for_each_gemm_tile(order, n_tiles, c.cluster, band, [&](uint32_t t, uint32_t nt) {
+    double& cta = free_at[j % ctas];
+    const double start = cta;
+    cta = start + tile_time;
+    row_ready[t] = std::max(row_ready[t], cta + cost.notify_latency);
+    out.timeline.push_back({"cta " + std::to_string(j++ % ctas),
+                            "tile (" + std::to_string(t) + ", " + std::to_string(nt) + ")", start, cta});
+  });
 
   // Combine and reduction items, dealt round-robin as the protocol deals them.
   std::vector<double> combine_free(combine_ctas, 0.0);

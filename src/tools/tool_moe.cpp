@@ -94,9 +94,10 @@ struct RunArgs : RunArgsBase<tb::MoeBenchOptions> {
           ->capture_default_str();
       g->add_option("--gemm-sms", o.config.gemm_sms, "grouped GEMM CTAs per rank (0 = automatic)")
           ->capture_default_str();
-      g->add_option("--swizzle", o.config.swizzle, "rasterization swizzle 1, 2, 4, 8 (0 = automatic)")
+      g->add_option("--swizzle", o.config.swizzle,
+                    "grouped GEMM tile rows per band (walked column by column): 1, 2, 4, 8 or 16 (0 = automatic: 8)")
           ->capture_default_str()
-          ->check(CLI::IsMember({0, 1, 2, 4, 8}));
+          ->check(CLI::IsMember({0, 1, 2, 4, 8, 16}));
       g->add_option("--kernel", o.config.kernel,
                     "grouped GEMM configuration: 128x256x64_c1x2 (default) or 128x128x64_c1x2");
     }

@@ -90,8 +90,8 @@ std::vector<MoeLayerConfig> moe_kernel_candidates(const std::vector<std::string>
 
 std::vector<MoeLayerConfig> moe_order_candidates(const MoeLayerConfig& base) {
   std::vector<MoeLayerConfig> out;
-  for (uint32_t swizzle1 : {0u, 2u}) {
-    for (uint32_t swizzle2 : {0u, 2u}) {
+  for (uint32_t swizzle1 : {0u, 1u, 8u}) {  // automatic, row by row, bands of 8 rows
+    for (uint32_t swizzle2 : {0u, 1u, 8u}) {
       for (uint32_t sweeps : {0u, MoeGemmRsConfig::kTokenOrder, 2u, 4u, 8u}) {
         MoeLayerConfig c = base;
         c.part1.swizzle = swizzle1;

@@ -196,5 +196,48 @@ TEST(CommOrder, RingOriginFollowsTheRing) {
   }
 }
 
+// The grouped GEMM's banded walk: every cell exactly once, a band's rows before the next band,
+// within a band column by column (each of the band's rows at one column before the next column).
+TEST(BandedCell, WalksEveryCellOnceBandByBandColumnByColumn) {
+  for (uint32_t rows = 1; rows <= 21; ++rows) {
+    for (uint32_t cols = 1; cols <= 9; ++cols) {
+      for (uint32_t band : {0u, 1u, 2u, 3u, 4u, 8u, 16u}) {
+        std::set<std::pair<uint32_t, uint32_t>> seen;
+        GridCell prev{};
+        for (uint64_t c = 0; c < uint64_t(rows) * cols; ++c) {
+          const GridCell cell = banded_cell(c, rows, cols, band);
+          ASSERT_LT(cell.row, rows) << "c " << c << " band " << band;
+          ASSERT_LT(cell.col, cols) << "c " << c << " band " << band;
+          seen.insert({cell.row, cell.col});
+          const uint32_t b = band <= 1 ? 1 : band;
+          if (c == 0) {
+            EXPECT_EQ(cell.row, 0u);
+            EXPECT_EQ(cell.col, 0u);
+          } else if (cell.row / b == prev.row / b) {  // same band: down its rows, then the next column
+            const uint32_t band_rows = std::min(b, rows - cell.row / b * b);
+            if (cell.col == prev.col) {
+              EXPECT_EQ(cell.row, prev.row + 1) << "c " << c;
+            } else {
+              EXPECT_EQ(cell.col, prev.col + 1) << "c " << c;
+              EXPECT_EQ(prev.row % b, band_rows - 1) << "c " << c;
+              EXPECT_EQ(cell.row % b, 0u) << "c " << c;
+            }
+          } else {  // the next band starts at its first row, column 0, after the last column
+            EXPECT_EQ(cell.row / b, prev.row / b + 1) << "c " << c;
+            EXPECT_EQ(cell.row % b, 0u);
+            EXPECT_EQ(cell.col, 0u);
+            EXPECT_EQ(prev.col, cols - 1);
+          }
+          prev = cell;
+        }
+        EXPECT_EQ(seen.size(), size_t(rows) * cols) << rows << "x" << cols << " band " << band;
+      }
+    }
+  }
+  // Row by row is the plain row-major order.
+  EXPECT_EQ(banded_cell(7, 4, 3, 1).row, 2u);
+  EXPECT_EQ(banded_cell(7, 4, 3, 1).col, 1u);
+}
+
 }  // namespace
 }  // namespace tilelink

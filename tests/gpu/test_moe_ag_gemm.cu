@@ -52,7 +52,7 @@ void attach_shared_buffers(MoeAgGroupGemmArguments& args, int ranks, const Devic
 }
 
 std::string run_case(int world_size, uint32_t topk, SyntheticRouting routing, const Shape& s, CommResource resource,
-                     std::mt19937_64& rng) {
+                     std::mt19937_64& rng, uint32_t swizzle = 0) {
   constexpr int kCalls = 2;
   const uint32_t tokens = s.tokens_per_rank * static_cast<uint32_t>(world_size);
   const size_t x_bytes = size_t(tokens) * s.hidden * 2, shard_bytes = size_t(s.tokens_per_rank) * s.hidden * 2;
@@ -62,6 +62,7 @@ std::string run_case(int world_size, uint32_t topk, SyntheticRouting routing, co
 
   MoeAgGroupGemmArguments args = sized_arguments(x, s, topk);
   args.config.comm.resource = resource;
+  args.config.swizzle = swizzle;
   const uint64_t out_rows = MoeAgGroupGemm::out_rows(world, args);
   std::vector<DeviceBuffer> ids, w, out;
   std::vector<std::vector<__nv_bfloat16>> w_host;
@@ -156,6 +157,26 @@ TEST(MoeAgGroupGemm, SmAllGather) {
   EXPECT_EQ(run_case(4, 2, SyntheticRouting::kUniform, kOdd, CommResource::kSm, rng), "");
 }
 
+// The scheduler's bands of tile rows (config.swizzle; 0 = automatic, 8) on a shape of 6 N tiles
+// (3 cluster columns) and 9-12 tile rows a rank: bands that end inside the rows, one band for
+// all, row by row; each band's rows walked column by column while the gather still fills them.
+TEST(MoeAgGroupGemm, EveryBandOfTileRowsMatchesCublas) {
+  TL_SKIP_WITHOUT_GPU();
+  const uint64_t seed = std::random_device{}();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  std::mt19937_64 rng(seed);
+  for (uint32_t swizzle : {0u, 1u, 2u, 4u, 16u}) {
+    for (int world : {1, 3}) {
+      for (SyntheticRouting routing : {SyntheticRouting::kUniform, SyntheticRouting::kSkewed}) {
+        EXPECT_EQ(run_case(world, 2, routing, Shape{600 / static_cast<uint32_t>(world), 264, 1288, 6},
+                           CommResource::kCopyEngine, rng, swizzle),
+                  "")
+            << "swizzle " << swizzle << ", world " << world << ", routing " << static_cast<int>(routing);
+      }
+    }
+  }
+}
+
 TEST(MoeAgGroupGemm, RefusesBadArgumentsByName) {
   TL_SKIP_WITHOUT_GPU();
   TestWorld env(2, 4 << 20, 4096);
@@ -170,6 +191,7 @@ TEST(MoeAgGroupGemm, RefusesBadArgumentsByName) {
       {[](A& a) { a.n = 100; }, "'n' = 100"},
       {[](A& a) { a.topk = 5; }, "'topk' = 5"},
       {[](A& a) { a.config.kernel = "nope"; }, "'config.kernel' = 'nope'"},
+      {[](A& a) { a.config.swizzle = 3; }, "'config.swizzle' = 3: expected 1, 2, 4, 8 or 16"},
       {[](A& a) { a.tokens_per_rank = 1 << 20; }, "argument 'x'"},
       {[](A& a) { a.ids.pop_back(); }, "ids"},
       // The fuzzer's deadlocks (issue 24): the grouped GEMM's and the gather's CTAs of both ranks

@@ -34,6 +34,22 @@ TL_HOST_DEVICE ColRange tile_cols(uint32_t tile, uint32_t bn, uint32_t n) {
   return {col0, n - col0 < bn ? n - col0 : bn};
 }
 
+// A position in a banded walk of a rows x cols grid: bands of `band` rows (the last holds the
+// rows left), each walked column by column -- every row of the band at column 0, then column 1.
+// Position c (< rows * cols) lands on {row, col}; band <= 1 is row by row (c = row * cols + col).
+// The grouped GEMM's scheduler walks its clusters so (sm90_row_ordered_scheduler.cuh).
+struct GridCell {
+  uint32_t row = 0;
+  uint32_t col = 0;
+};
+TL_HOST_DEVICE GridCell banded_cell(uint64_t c, uint32_t rows, uint32_t cols, uint32_t band) {
+  if (band <= 1) return {static_cast<uint32_t>(c / cols), static_cast<uint32_t>(c % cols)};
+  const uint64_t per_band = uint64_t(band) * cols;
+  const uint32_t b = static_cast<uint32_t>(c / per_band), r = static_cast<uint32_t>(c % per_band);
+  const uint32_t left = rows - b * band, in_band = left < band ? left : band;
+  return {b * band + r % in_band, r / in_band};
+}
+
 // Static affine mapping for row-sharded tensors (all-gather of A, reduce-scatter of C): a tensor
 // of world * rows_per_rank rows; rank r owns rows [r * rows_per_rank, (r + 1) * rows_per_rank).
 // Each rank's shard is cut into communication tiles of `comm_rows` rows (the last one may be

@@ -77,7 +77,7 @@ std::string MoeAgGroupGemm::can_implement(const World& world, const SymmetricHea
   p.k = a.hidden;
   p.experts = a.experts;
   p.sm_count = static_cast<int>(kernel->cluster_m * kernel->cluster_n);
-  p.swizzle = static_cast<int>(moe_policy::swizzle(a.config.swizzle));
+  p.swizzle = static_cast<int>(a.config.swizzle);
   if (std::string e = kernel->can_implement(p); !e.empty()) return e;
   if (std::string e = check_symmetric(world, heap, a.x, a.x_offset, tokens * a.hidden * kElementBytes, "x");
       !e.empty()) {
@@ -120,7 +120,6 @@ MoeAgGroupGemm::MoeAgGroupGemm(const World& world, SymmetricHeap& heap, SignalSe
   const detail::Sm90MoeGemmConfigInfo& kernel = *find_kernel(args.config.kernel);
   kernel_name_ = kernel.name;
   tile_m_ = kernel.tile_m;
-  swizzle_ = moe_policy::swizzle(args.config.swizzle);
   gather_blocks_ = gather_block_count(world, args);
   // Auto: fused unless the tune cache (MoeLayer's) chose otherwise -- the routing that sets the
   // work is known only at run time, so there is no estimate to choose by.
@@ -173,7 +172,7 @@ void MoeAgGroupGemm::make_kernels(int r) {
   p.channel0 = 0;
   p.device = world_->device(r);
   p.sm_count = gemm_sm_count(*world_, r, args_, comm_blocks);
-  p.swizzle = static_cast<int>(swizzle_);
+  p.swizzle = static_cast<int>(args_.config.swizzle);
   std::unique_ptr<detail::Sm90MoeGemmKernel> whole;
   if (method_ == OpMethod::kNonOverlapped) {  // nothing runs beside it: the whole budget
     detail::Sm90MoeGemmProblem q = p;
@@ -216,6 +215,11 @@ const MoeMappingBuffers& MoeAgGroupGemm::mapping(int rank) const {
 int MoeAgGroupGemm::gemm_ctas(int rank) const {
   world_->check_local_rank(rank, "MoeAgGroupGemm::gemm_ctas");
   return kernels_[static_cast<size_t>(rank)]->ctas();
+}
+
+uint32_t MoeAgGroupGemm::band(int rank) const {
+  world_->check_local_rank(rank, "MoeAgGroupGemm::band");
+  return kernels_[static_cast<size_t>(rank)]->band();
 }
 
 uint64_t MoeAgGroupGemm::run() {

@@ -31,6 +31,7 @@
 #include "ops/common/sm90_persistent_launcher.cuh"
 #include "ops/moe/moe_combine_sums.cuh"
 #include "ops/moe/sm90_moe_gemm_kernel.hpp"
+#include "tilelink/ops/moe/moe_policy.hpp"
 #include "tilelink/core/error.hpp"
 #include "tilelink/primitives/device.cuh"
 #include "tilelink/primitives/trace.cuh"
@@ -226,14 +227,20 @@ class Sm90MoeGemmKernelImpl final
       return "expert-sorted rows = " + std::to_string(uint64_t(p.max_tiles) * kTileM) + ": expected below 2^31";
     }
     if (p.experts == 0) return "argument 'experts' = 0: expected at least one";
-    return Types::check(p.max_tiles * kTileM, p.n, p.k, p.k, p.sm_count, p.swizzle);
+    if (p.swizzle != 0) {
+      if (std::string e = moe_policy::check_band(static_cast<uint32_t>(p.swizzle)); !e.empty()) return e;
+    }
+    return Types::check(p.max_tiles * kTileM, p.n, p.k, p.k, p.sm_count, 1);
   }
 
   explicit Sm90MoeGemmKernelImpl(const Sm90MoeGemmProblem& p) {
     this->require(p, "moe grouped GEMM kernel");
     const uint32_t rows = p.max_tiles * kTileM;
     typename Kernel::Arguments args{};
-    Types::set_problem(args, rows, p.n, p.k, p.a, p.k, p.b, p.d, p.order, p.swizzle);
+    // The swizzle is the scheduler's band of tile rows (no padding tiles), not the base's.
+    Types::set_problem(args, rows, p.n, p.k, p.a, p.k, p.b, p.d, p.order, 1);
+    band_ = moe_policy::swizzle(static_cast<uint32_t>(p.swizzle), p.n, kTileN, Types::kClusterN, p.sm_count);
+    args.scheduler.m_band = band_;
     args.mainloop.dB = cute::make_stride(static_cast<int64_t>(p.k), cute::Int<1>{}, int64_t(p.n) * p.k);
     args.scheduler.m_tiles_live = p.num_tiles;
     args.mainloop.hook.sig = p.sig;
@@ -259,6 +266,8 @@ class Sm90MoeGemmKernelImpl final
     launcher_.launch(stream);
   }
 
+  uint32_t band() const override { return band_; }
+
   void set_trace(const TraceView& trace) override {
     launcher_.params().mainloop.hook.trace = trace;
     launcher_.params().epilogue.hook.trace = trace;
@@ -268,6 +277,9 @@ class Sm90MoeGemmKernelImpl final
     launcher_.params().epilogue.hook.combine.weights = weights;
     launcher_.params().epilogue.hook.combine.out = out;
   }
+
+ private:
+  uint32_t band_ = 1;
 };
 
 }  // namespace tilelink::detail

@@ -60,7 +60,7 @@ struct Sm90MoeGemmProblem {
   Sm90MoeEpilogueCombine combine;  // part 2 with the combine in the epilogue (notify on)
   int device = 0;
   int sm_count = 0;
-  int swizzle = 1;
+  int swizzle = 0;  // tile rows per band of the scheduler; 0 = automatic (moe_policy::swizzle)
 };
 
 class Sm90MoeGemmKernel {
@@ -69,6 +69,8 @@ class Sm90MoeGemmKernel {
   // `epoch`: of the signal slice the run waits on (part 1) or notifies (part 2).
   virtual void run(uint64_t epoch, cudaStream_t stream) = 0;
   virtual int ctas() const = 0;
+  // Tile rows per band of the scheduler (the configured swizzle, else moe_policy::swizzle's).
+  virtual uint32_t band() const = 0;
   // Later runs record into `trace` (a default view: off): per tile the producer's wait and loads
   // and the consumer's epilogue (with part 2's notify), tile = tile_row * n_tiles + n_tile.
   virtual void set_trace(const TraceView& trace) = 0;

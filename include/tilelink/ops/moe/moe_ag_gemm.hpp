@@ -110,8 +110,9 @@ class MoeAgGroupGemm {
   uint32_t tile_m() const { return tile_m_; }
   uint32_t gather_blocks() const { return gather_blocks_; }
   int gemm_ctas(int rank) const;
+  // The grouped GEMM's tile rows per band on `rank` (config.swizzle, else the automatic count).
+  uint32_t band(int rank) const;
   const std::string& kernel_name() const { return kernel_name_; }
-  uint32_t swizzle() const { return swizzle_; }
   // The method that runs: MoeAgGroupGemmConfig::method, fused when auto.
   OpMethod method() const { return method_; }
   // The gather stage's stream per rank (idle between calls: MoeLayer runs part 2's combine on it).
@@ -127,7 +128,7 @@ class MoeAgGroupGemm {
   const World* world_;
   MoeAgGroupGemmArguments args_;
   std::string kernel_name_;
-  uint32_t tile_m_ = 0, swizzle_ = 1, gather_blocks_ = 1;
+  uint32_t tile_m_ = 0, gather_blocks_ = 1;
   OpMethod method_ = OpMethod::kFused;
   std::unique_ptr<AllGather> ag_;
   SignalSlice gather_slice_;  // tile t of the sorted rows on channel t

@@ -23,8 +23,8 @@ struct MoeAgGroupGemmConfig {
   // CTAs of the grouped GEMM per rank; 0 = automatic: the SM budget minus the gather's and the
   // SM all-gather's blocks, minus AG+GEMM's 2 SMs of slack when world > 1.
   uint32_t gemm_sms = 0;
-  // Rasterization swizzle (1, 2, 4 or 8; 0 = automatic: 1, a wave on one tile row's expert --
-  // wider bands spread it over several experts' weights and measured up to 3x slower).
+  // The grouped GEMM's tile rows per band, walked column by column (1, 2, 4, 8 or 16; 0 =
+  // automatic: moe_policy::swizzle, 8): a wave reads its B tiles once for the band's rows.
   uint32_t swizzle = 0;
   std::string kernel;  // kernel configuration by name (MoeAgGroupGemm::kernel_names()); "" = default
   // How a call runs (op_method.hpp): fused (above) or non-overlapped (the whole all-gather, then
@@ -46,7 +46,7 @@ struct MoeGemmRsConfig {
   // reduction's CTAs after the GEMM; 0 = the SM budget.
   uint32_t combine_blocks = 0;
   uint32_t gemm_sms = 0;        // CTAs of the grouped GEMM; 0 = the SM budget less the combine (kBlocks)
-  uint32_t swizzle = 0;         // rasterization swizzle (1, 2, 4, 8; 0 = 1, as part 1)
+  uint32_t swizzle = 0;         // tile rows per band, as part 1's (0 = automatic)
   // The GEMM's tile order: the combine's token order (kTokenOrder) or the rounds cut into this
   // many weight sweeps, expert by expert within each (build_combine_order); 0 = automatic
   // (moe_policy::weight_sweeps).

@@ -41,12 +41,30 @@ inline std::string check_method(OpMethod method, const char* field) {
          ": expected auto, fused or non_overlapped";
 }
 
-// The grouped GEMM's rasterization swizzle: 1 unless configured. Consecutive tiles in time are
-// then the N tiles of one tile row, one expert's B, reused in L2 by the whole wave; a band of
-// tile rows spreads the wave over several experts' weights: measured on the H200 (docs/PERF.md,
-// 2026-12-02), swizzle 8 made part 1's grouped GEMM 3.1x slower on Qwen1.5-MoE and 1.2x slower
-// on Mixtral-8x7B at world 1, and no swizzle helped at world 8.
-inline uint32_t swizzle(uint32_t configured) { return configured != 0 ? configured : 1; }
+// The grouped GEMM's rasterization "swizzle": tile rows per band of the scheduler
+// (sm90_row_ordered_scheduler.cuh), which walks a band of rows column by column, adding no tile.
+// A wave then reads each B column once for the band's rows; one row at a time re-reads the
+// whole of one expert's B for every tile row a wave covers -- on Mixtral-8x7B at world 1 (N =
+// 28672: 1.2 tile rows a wave) 235 MB a row, 5.5 TB/s at the GEMM's pace, more than HBM gives
+// (measured: part 1 at 6.3 ms on the H200, 9.3 ms on the H100 against 5.5 ms for the cuBLAS
+// loop). The CUTLASS swizzle this replaced rounded both extents up to the swizzle and computed
+// the padding (2.7x the tiles on Qwen1.5-MoE at swizzle 8), hence its measured losses. Auto: 8
+// where it matters, else 1. It matters where one wave of the GEMM's CTAs covers fewer than 8 tile
+// rows (a wide N: each row re-reads B); where a wave already spans 8 rows, its B columns serve
+// them all and a band would only hold back the gather's and the combine's pipelines.
+constexpr uint32_t kAutoBand = 8;
+inline uint32_t swizzle(uint32_t configured, uint32_t n, uint32_t tile_n, uint32_t cluster_n, int ctas) {
+  if (configured != 0) return configured;
+  const uint32_t cols = ((n + tile_n - 1) / tile_n + cluster_n - 1) / cluster_n;
+  const uint32_t wave_rows = static_cast<uint32_t>(std::max(ctas, 0)) / std::max(cluster_n, 1u) / std::max(cols, 1u);
+  return wave_rows >= kAutoBand ? 1u : kAutoBand;
+}
+
+// "" if `band` (a configured swizzle, resolved) is 1, 2, 4, 8 or 16, else the refusal.
+inline std::string check_band(uint32_t band) {
+  if (band == 1 || band == 2 || band == 4 || band == 8 || band == 16) return "";
+  return "argument 'config.swizzle' = " + std::to_string(band) + ": expected 1, 2, 4, 8 or 16 tile rows per band";
+}
 
 // Part 1's gather CTAs: enough to copy the rows in ~70 % of the grouped GEMM's time. Per rank the
 // gather moves 4 * pairs * hidden bytes (read + write), the GEMM does 2 * pairs * n * hidden FLOPs
