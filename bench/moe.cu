@@ -29,6 +29,8 @@
 // non-overlapped one (bf16 tolerance) over every sorted row.
 #include <cuda_bf16.h>
 
+#include <functional>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
@@ -165,6 +167,7 @@ Table bench_moe_ag(const MoeBenchOptions& o) {
   args.experts = o.experts;
   args.topk = o.topk;
   args.config = o.config;
+  if (args.config.method == OpMethod::kAuto) args.config.method = OpMethod::kFused;  // the "fused" row
   const uint64_t out_rows = MoeAgGroupGemm::out_rows(world, args);
   std::vector<DeviceBuffer> ids_dev, wt, out, out_base;
   for (int r = 0; r < w; ++r) {
@@ -266,6 +269,13 @@ Table bench_moe_layer(const MoeBenchOptions& o) {
       op.part2().combine() == MoeCombine::kEpilogue ? MoeCombine::kBlocks : MoeCombine::kEpilogue;
   other_args.config.part2.combine_blocks = 0;
   MoeLayer other(world, s.heap, s.signals, other_args, "bench.moe.other_combine");
+  // The layer as a caller gets it (methods auto): a row of its own where that is not the fused
+  // layer above (one rank: moe_policy::method's non-overlapped parts).
+  std::optional<MoeLayer> automatic;
+  automatic.emplace(world, s.heap, s.signals, s.args, "bench.moe.automatic");
+  if (automatic->part1().method() == OpMethod::kFused && automatic->part2().method() == OpMethod::kFused) {
+    automatic.reset();
+  }
   const MoeMapping mapping = build_moe_mapping({m, o.topk, o.experts, ids.data(), weights.data()}, op.part1().tile_m());
   MoeChain chain(world, x, mapping, hidden, shard_bytes);
   const uint32_t rows = chain.rows();
@@ -317,14 +327,18 @@ Table bench_moe_layer(const MoeBenchOptions& o) {
 
   check_against(world, "bench moe", fused, non_overlapped, out, out_base, block_elems);
   check_against(world, "bench moe (other combine)", fused_other, non_overlapped, out, out_base, block_elems);
+  std::vector<std::function<void()>> steps = {
+      loop1, activation, loop2, gather, combine, all_gather, reduce_scatter, non_overlapped, fused,
+      [&] { op.part1().run(); }, [&] { op.part2().run(); }, [&] { op.part2().run_gemm_only(); }, fused_other,
+      [&] { other.part2().run(); }};
+  if (automatic) {
+    auto run_automatic = [&] { automatic->run(); };
+    check_against(world, "bench moe (automatic)", run_automatic, non_overlapped, out, out_base, block_elems);
+    steps.push_back(run_automatic);
+  }
 
   bool gated = true;
-  const std::vector<Stats> t = repeat_interleaved(
-      world, o.timing.warmup, o.timing.iters,
-      {loop1, activation, loop2, gather, combine, all_gather, reduce_scatter, non_overlapped, fused,
-       [&] { op.part1().run(); }, [&] { op.part2().run(); }, [&] { op.part2().run_gemm_only(); }, fused_other,
-       [&] { other.part2().run(); }},
-      &gated);
+  const std::vector<Stats> t = repeat_interleaved(world, o.timing.warmup, o.timing.iters, steps, &gated);
   const Stats &t_loop1 = t[0], &t_act = t[1], &t_loop2 = t[2], &t_gather = t[3], &t_combine = t[4], &t_ag = t[5],
               &t_rs = t[6], &t_non = t[7], &t_fused = t[8], &t_part1 = t[9], &t_part2 = t[10], &t_gemm2_alone = t[11],
               &t_other = t[12], &t_other_part2 = t[13];
@@ -356,6 +370,11 @@ Table bench_moe_layer(const MoeBenchOptions& o) {
   result.row("  part 2 grouped GEMM alone (no combine)", t_gemm2_alone);
   result.row("tilelink fused (MoeLayer::run" + other_combine + ")", t_other);
   result.row("  part 2 alone (MoeGemmRs::run" + other_combine + ")", t_other_part2);
+  if (automatic) {
+    result.row(std::string("tilelink automatic (MoeLayer::run: part 1 ") + to_string(automatic->part1().method()) +
+                   ", part 2 " + to_string(automatic->part2().method()) + ")",
+               t[14]);
+  }
   Table& table = result.table;
   table.notes.push_back("config: kernel " + op.part1().kernel_name() + "; part 1: " +
                         std::to_string(op.part1().gather_blocks()) + " gather CTAs, " +

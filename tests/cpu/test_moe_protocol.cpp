@@ -161,6 +161,31 @@ TEST(MoePolicy, CombineInTheEpilogueWithPeersBlocksAloneOrStaged) {
   EXPECT_EQ(moe_policy::combine(MoeCombine::kEpilogue, 8, true), MoeCombine::kEpilogue) << "the op refuses it by name";
 }
 
+// The automatic method (moe_policy::method): fused with peers, non-overlapped alone -- unless
+// only the fused path runs the configuration (the epilogue combine); a configured method stays.
+TEST(MoePolicy, NonOverlappedAloneFusedWithPeers) {
+  EXPECT_EQ(moe_policy::method(OpMethod::kAuto, 1), OpMethod::kNonOverlapped);
+  EXPECT_EQ(moe_policy::method(OpMethod::kAuto, 1, true), OpMethod::kFused);
+  EXPECT_EQ(moe_policy::method(OpMethod::kAuto, 2), OpMethod::kFused);
+  EXPECT_EQ(moe_policy::method(OpMethod::kAuto, 8), OpMethod::kFused);
+  EXPECT_EQ(moe_policy::method(OpMethod::kFused, 1), OpMethod::kFused);
+  EXPECT_EQ(moe_policy::method(OpMethod::kNonOverlapped, 8), OpMethod::kNonOverlapped);
+}
+
+// The grouped GEMM's automatic band (moe_policy::swizzle): 8 tile rows where a wave of the CTAs
+// covers fewer than 8 rows (wide N), else row by row; a configured band stays.
+TEST(MoePolicy, BandWhereAWaveCoversFewerThanEightRows) {
+  EXPECT_EQ(moe_policy::swizzle(0, 28672, 256, 2, 130), 8u) << "Mixtral-8x7B part 1, world 1: 1.2 rows a wave";
+  EXPECT_EQ(moe_policy::swizzle(0, 14336, 256, 2, 128), 8u) << "2.3 rows a wave";
+  EXPECT_EQ(moe_policy::swizzle(0, 4096, 256, 2, 128), 1u) << "part 2 at world 1: 8 rows a wave";
+  EXPECT_EQ(moe_policy::swizzle(0, 3584, 256, 2, 120), 1u) << "part 1 at world 8: 8.6 rows a wave";
+  EXPECT_EQ(moe_policy::swizzle(0, 1408, 256, 2, 100), 1u) << "Qwen1.5-MoE: 16 rows a wave";
+  EXPECT_EQ(moe_policy::swizzle(0, 3584, 256, 2, 16), 8u) << "a virtual rank's 16 SMs: 1.1 rows a wave";
+  EXPECT_EQ(moe_policy::swizzle(2, 28672, 256, 2, 130), 2u);
+  EXPECT_EQ(moe_policy::check_band(16), "");
+  EXPECT_NE(moe_policy::check_band(3).find("'config.swizzle' = 3"), std::string::npos);
+}
+
 TEST(MoeMapping, TilesRunInArrivalOrderOwnShardFirst) {
   // 4 ranks x 8 tokens, bm 4; expert e takes the tokens of rank e only (top-1): expert e's tiles
   // need only rank e's shard, so rank r runs expert r's tiles first, then r+1's, ...

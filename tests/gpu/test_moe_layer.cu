@@ -355,7 +355,7 @@ TEST(MoeLayerTrace, RecordsEveryTileOfBothPartsAndKeepsTheResult) {
     for (MoeCombine combine : {MoeCombine::kAuto, MoeCombine::kBlocks}) {  // auto: the epilogue at world > 1
       std::mt19937_64 rng(std::random_device{}());
       EXPECT_EQ(run_layer(world, 2, SyntheticRouting::kUniform, MlpActivation::kSwiGlu, rng, true, nullptr,
-                          MoeRoutingScope::kAllTokens, false, OpMethod::kAuto, combine),
+                          MoeRoutingScope::kAllTokens, false, OpMethod::kFused, combine),
                 "")
           << "world " << world << ", combine " << to_string(combine);
     }

@@ -121,9 +121,9 @@ MoeAgGroupGemm::MoeAgGroupGemm(const World& world, SymmetricHeap& heap, SignalSe
   kernel_name_ = kernel.name;
   tile_m_ = kernel.tile_m;
   gather_blocks_ = gather_block_count(world, args);
-  // Auto: fused unless the tune cache (MoeLayer's) chose otherwise -- the routing that sets the
-  // work is known only at run time, so there is no estimate to choose by.
-  method_ = args.config.method == OpMethod::kNonOverlapped ? OpMethod::kNonOverlapped : OpMethod::kFused;
+  // Auto (no tune cache entry chose): moe_policy::method -- the routing that sets the work is
+  // known only at run time, so there is no estimate to choose by.
+  method_ = moe_policy::method(args.config.method, world.size());
   const uint32_t tiles = max_tiles(world, args, tile_m_);
   const uint32_t tokens = args.tokens_per_rank * static_cast<uint32_t>(world.size());
   ag_ = std::make_unique<AllGather>(world, heap, signals, all_gather_arguments(world, args), name);

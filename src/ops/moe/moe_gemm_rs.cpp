@@ -213,8 +213,8 @@ MoeGemmRs::MoeGemmRs(const World& world, SymmetricHeap& heap, SignalSet& signals
   sweeps_ = args.config.weight_sweeps == MoeGemmRsConfig::kTokenOrder ? 0u
             : args.config.weight_sweeps != 0                           ? args.config.weight_sweeps
                                                                        : moe_policy::weight_sweeps(args.n, args.k);
-  // Auto: fused unless the tune cache (MoeLayer's) chose otherwise (no estimate: see MoeGemmRsConfig).
-  method_ = args.config.method == OpMethod::kNonOverlapped ? OpMethod::kNonOverlapped : OpMethod::kFused;
+  // Auto (no tune cache entry chose): moe_policy::method (no estimate: see MoeGemmRsConfig).
+  method_ = moe_policy::method(args.config.method, world.size(), combine_ == MoeCombine::kEpilogue);
   slice_ = signals.allocate(plan_.num_channels(), name);
   slice_.set_describer([plan = plan_](uint32_t ch, int, int) { return describe_moe_rs_channel(plan, ch); });
   if (plan_.staged) send_ = heap.allocate(uint64_t(args.tokens_per_rank) * world.size() * args.n * 2);

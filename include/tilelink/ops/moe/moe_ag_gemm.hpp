@@ -113,7 +113,8 @@ class MoeAgGroupGemm {
   // The grouped GEMM's tile rows per band on `rank` (config.swizzle, else the automatic count).
   uint32_t band(int rank) const;
   const std::string& kernel_name() const { return kernel_name_; }
-  // The method that runs: MoeAgGroupGemmConfig::method, fused when auto.
+  // The method that runs: MoeAgGroupGemmConfig::method; auto = moe_policy::method (fused with peers,
+  // non-overlapped at world 1).
   OpMethod method() const { return method_; }
   // The gather stage's stream per rank (idle between calls: MoeLayer runs part 2's combine on it).
   SideStreams& side_streams() { return gather_streams_; }

@@ -29,9 +29,10 @@ struct MoeAgGroupGemmConfig {
   std::string kernel;  // kernel configuration by name (MoeAgGroupGemm::kernel_names()); "" = default
   // How a call runs (op_method.hpp): fused (above) or non-overlapped (the whole all-gather, then
   // the gather with a CTA per SM, then the plain grouped GEMM, all on the compute stream); auto =
-  // the tune cache's measured winner (tune moe), else fused -- no estimate: the routing, which
-  // sets the work, is known only at run time (`tilelink plan moe` predicts both for a synthetic
-  // one). Decomposed is not built for MoE and is refused.
+  // the tune cache's measured winner (tune moe), else fused with peers and non-overlapped at
+  // world 1 (moe_policy::method) -- no estimate: the routing, which sets the work, is known only
+  // at run time (`tilelink plan moe` predicts both for a synthetic one). Decomposed is not built
+  // for MoE and is refused.
   OpMethod method = OpMethod::kAuto;
 };
 
@@ -54,7 +55,7 @@ struct MoeGemmRsConfig {
   static constexpr uint32_t kTokenOrder = 0xFFFFFFFFu;
   std::string kernel;           // kernel configuration by name (MoeAgGroupGemm::kernel_names()); "" = default
   // As part 1's: non-overlapped runs the grouped GEMM on every SM of the budget, then the combine
-  // and reduction with a CTA per SM, on the compute stream; auto = the tune cache's, else fused.
+  // and reduction with a CTA per SM, on the compute stream; auto = the tune cache's, else as part 1's.
   OpMethod method = OpMethod::kAuto;
 };
 

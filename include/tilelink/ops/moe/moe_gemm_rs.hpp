@@ -114,7 +114,8 @@ class MoeGemmRs {
   // Who combines: MoeGemmRsConfig::combine, resolved (moe_policy::combine).
   MoeCombine combine() const { return combine_; }
   uint32_t weight_sweeps() const { return sweeps_; }  // 0: token order
-  // The method that runs: MoeGemmRsConfig::method, fused when auto.
+  // The method that runs: MoeGemmRsConfig::method; auto = moe_policy::method (fused with peers or
+  // with the epilogue combine, else non-overlapped at world 1).
   OpMethod method() const { return method_; }
   int gemm_ctas(int rank) const;
   const std::string& kernel_name() const { return kernel_name_; }

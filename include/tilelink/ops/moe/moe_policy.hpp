@@ -41,6 +41,18 @@ inline std::string check_method(OpMethod method, const char* field) {
          ": expected auto, fused or non_overlapped";
 }
 
+// The MoE ops' method where config.method is auto and no tune cache entry chose one: fused with
+// peers; non-overlapped at world 1, where nothing crosses a link to hide and the fused op only
+// shares the SMs between stages -- each stage on the whole budget in turn is faster. Measured on
+// an H100 (docs/PERF.md, seventeenth session), Mixtral-8x7B at world 1: part 1 fused 8349 us
+// (bound by its 2 gather CTAs) against a 5725 us cuBLAS loop the banded GEMM matches; part 2 fused
+// 3260 against its GEMM alone 2805 + a ~83 us combine. `fused_only`: a configuration only the
+// fused path runs (part 2's epilogue combine) keeps fused.
+inline OpMethod method(OpMethod configured, int world, bool fused_only = false) {
+  if (configured != OpMethod::kAuto) return configured;
+  return world == 1 && !fused_only ? OpMethod::kNonOverlapped : OpMethod::kFused;
+}
+
 // The grouped GEMM's rasterization "swizzle": tile rows per band of the scheduler
 // (sm90_row_ordered_scheduler.cuh), which walks a band of rows column by column, adding no tile.
 // A wave then reads each B column once for the band's rows; one row at a time re-reads the
