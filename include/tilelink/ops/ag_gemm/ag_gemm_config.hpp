@@ -24,7 +24,9 @@ struct AgGemmConfig {
   // and the op serializes). Rounded down to whole clusters.
   uint32_t gemm_sms = 0;
   // Rasterization swizzle (1, 2, 4 or 8): the scheduler walks bands of `swizzle` cluster rows of
-  // tiles column by column, so that concurrent tiles share rows of A and columns of B in L2.
+  // tiles column by column, so that concurrent tiles share rows of A and columns of B in L2 --
+  // TileLink's band (banded_cell), which adds no tile where N's tile count is not a multiple of
+  // the swizzle, as CUTLASS's own swizzle would.
   // 0 = automatic: the widest band that stays inside one rank's shard (a band never waits for
   // two all-gather steps) and whose rows of A fit in the rank's share of L2 (virtual ranks share
   // one L2).
