@@ -337,7 +337,8 @@ void GemmAr::set_operands(int rank, const void* a, const void* b, void* out, con
       });
 }
 
-void GemmAr::launch_reduce(int r, cudaStream_t stream, const GemmArPlan& plan, uint32_t blocks, GemmArPass pass) {
+void GemmAr::launch_reduce(int r, cudaStream_t stream, const GemmArPlan& plan, uint32_t blocks, GemmArPass pass,
+                           bool early) {
   const size_t i = static_cast<size_t>(r);
   const SignalSlice& slice = plan.in_place ? chain_slice_ : slice_;
   detail::GemmArReduceArgs a;
@@ -354,6 +355,7 @@ void GemmAr::launch_reduce(int r, cudaStream_t stream, const GemmArPlan& plan, u
   }
   world_->set_device(r);
   detail::launch_gemm_ar_reduce(plan, slice.device_view(r, "gemm_ar_reduce"), heap_->device_view(r), a, blocks, stream,
+                                early ? detail::LaunchOrder::kEarly : detail::LaunchOrder::kAfterPrevious,
                                 trace_ != nullptr ? trace_->view(r) : TraceView{});
 }
 
@@ -374,11 +376,12 @@ void GemmAr::enqueue_copy_engine(int r, cudaStream_t stream, const GemmArPlan& p
   if (plan.world > 1) rank_exit_barrier_stream(h, sig, plan.exit_channel());
 }
 
-void GemmAr::enqueue_all_reduce(int r, cudaStream_t stream, const GemmArPlan& plan, uint32_t blocks) {
+void GemmAr::enqueue_all_reduce(int r, cudaStream_t stream, const GemmArPlan& plan, uint32_t blocks,
+                                bool early) {
   if (plan.copy_engine) {
     enqueue_copy_engine(r, stream, plan, blocks);
   } else {
-    launch_reduce(r, stream, plan, blocks);
+    launch_reduce(r, stream, plan, blocks, GemmArPass::kAll, early);
   }
 }
 
@@ -400,8 +403,9 @@ uint64_t GemmAr::run() {
       enqueue_all_reduce(r, world.comm_stream(r), plan_, reduce_blocks_);
       world.compute_after_comm(r);
     } else {
+      // The reduction's CTAs are placed while the GEMM's last tiles finish, and wait for it there.
       kernel.run(epoch, world.compute_stream(r), false);
-      enqueue_all_reduce(r, world.compute_stream(r), chain_plan_, chain_blocks_);
+      enqueue_all_reduce(r, world.compute_stream(r), chain_plan_, chain_blocks_, true);
     }
   }
   return epoch;

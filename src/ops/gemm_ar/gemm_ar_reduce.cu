@@ -45,6 +45,7 @@ __device__ float block_sum(float v, float* scratch) {
 
 __global__ void __launch_bounds__(kThreads) gemm_ar_reduce_kernel(GemmArPlan plan, SignalView sig, SymmetricView heap,
                                                                   GemmArReduceArgs a, TraceView trace) {
+  wait_for_previous_grid();  // launched early behind the GEMM: its partials are complete from here
   __shared__ float scratch[kThreads / 32 + 1];
   DeviceBlockCtx<false> ctx{sig.rank, sig.world, nullptr, trace};
   const uint32_t rank = static_cast<uint32_t>(sig.rank);
@@ -132,9 +133,9 @@ __global__ void __launch_bounds__(kThreads) gemm_ar_reduce_kernel(GemmArPlan pla
 }  // namespace
 
 void launch_gemm_ar_reduce(const GemmArPlan& plan, const SignalView& sig, const SymmetricView& heap,
-                           const GemmArReduceArgs& args, uint32_t blocks, cudaStream_t stream,
+                           const GemmArReduceArgs& args, uint32_t blocks, cudaStream_t stream, LaunchOrder order,
                            const TraceView& trace) {
-  launch_in_clusters(gemm_ar_reduce_kernel, blocks, kThreads, 1, stream, plan, sig, heap, args, trace);
+  launch_in_clusters(gemm_ar_reduce_kernel, blocks, kThreads, 1, stream, order, plan, sig, heap, args, trace);
 }
 
 void preload_gemm_ar_reduce() { preload_kernel(gemm_ar_reduce_kernel); }

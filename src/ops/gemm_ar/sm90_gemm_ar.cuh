@@ -6,7 +6,15 @@
 //    landed (store_landed_then), add 1 to the tile's ready channel on this rank (splits per tile).
 //  - Sm90RowOrderedTileScheduler with the identity order (cooperative 128-row tiles), or CUTLASS's
 //    persistent scheduler (ping-pong 64-row tiles for small M, each consumer warp group its tile).
+//  - Built with CUTLASS_ENABLE_GDC_FOR_SM90: each CTA releases the reduction kernel launched
+//    behind it (LaunchOrder::kEarly) at its last tile, so the reduction's launch overlaps the
+//    GEMM's last wave; the reduction still waits for the whole GEMM (griddepcontrol.wait).
 #pragma once
+
+// Before any CUTLASS header: it decides at its first inclusion (cutlass/arch/grid_dependency_control.h).
+#ifndef CUTLASS_ENABLE_GDC_FOR_SM90
+#define CUTLASS_ENABLE_GDC_FOR_SM90 1
+#endif
 
 #include <cute/tensor.hpp>
 #include <cutlass/cutlass.h>

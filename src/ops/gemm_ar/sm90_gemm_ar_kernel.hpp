@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "ops/common/cluster_launch.hpp"
 #include "tilelink/ops/gemm_ar/gemm_ar_protocol.hpp"
 #include "tilelink/primitives/signal.hpp"
 #include "tilelink/primitives/symmetric.hpp"
@@ -72,9 +73,10 @@ struct GemmArReduceArgs {
 };
 void preload_gemm_ar_reduce();
 // With `trace` on, thread 0 of each CTA records its waits (TraceRole::kComm, tile = the channel)
-// and each part's reduction (TraceKind::kReduce, tile = the GEMM tile).
+// and each part's reduction (TraceKind::kReduce, tile = the GEMM tile). LaunchOrder::kEarly where
+// the previous kernel on `stream` is this rank's GEMM (cluster_launch.hpp).
 void launch_gemm_ar_reduce(const GemmArPlan& plan, const SignalView& sig, const SymmetricView& heap,
-                           const GemmArReduceArgs& args, uint32_t blocks, cudaStream_t stream,
+                           const GemmArReduceArgs& args, uint32_t blocks, cudaStream_t stream, LaunchOrder order,
                            const TraceView& trace = {});
 
 }  // namespace tilelink::detail

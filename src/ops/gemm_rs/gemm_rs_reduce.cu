@@ -44,7 +44,7 @@ __global__ void __launch_bounds__(kThreads) gemm_rs_reduce_kernel(GemmRsFusedPla
 void launch_gemm_rs_reduce(const GemmRsFusedPlan& plan, const SignalView& sig, const SymmetricView& heap,
                            const void* buf, const void* recv, void* out, uint32_t blocks, uint32_t cluster,
                            cudaStream_t stream, const TraceView& trace) {
-  launch_in_clusters(gemm_rs_reduce_kernel, blocks, kThreads, cluster, stream, plan, sig, heap,
+  launch_in_clusters(gemm_rs_reduce_kernel, blocks, kThreads, cluster, stream, LaunchOrder::kAfterPrevious, plan, sig, heap,
                      static_cast<const __nv_bfloat16*>(buf), static_cast<const __nv_bfloat16*>(recv),
                      static_cast<__nv_bfloat16*>(out), trace);
 }

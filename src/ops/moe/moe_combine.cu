@@ -118,7 +118,7 @@ void launch_moe_reduce(const MoeRsPlan& plan, const SignalView& sig, const void*
 void launch_moe_combine(const MoeRsPlan& plan, const MoeMappingView& m, const SignalView& sig,
                         const SymmetricView& heap, const void* y, const float* weights, void* recv, void* send,
                         void* out, uint32_t blocks, uint32_t cluster, cudaStream_t stream, const TraceView& trace) {
-  launch_in_clusters(moe_combine_kernel, blocks, kThreads, cluster, stream, plan, m, sig, heap,
+  launch_in_clusters(moe_combine_kernel, blocks, kThreads, cluster, stream, LaunchOrder::kAfterPrevious, plan, m, sig, heap,
                      static_cast<const uint4*>(y), weights, static_cast<__nv_bfloat16*>(recv),
                      static_cast<uint4*>(send), static_cast<uint4*>(out), trace);
 }

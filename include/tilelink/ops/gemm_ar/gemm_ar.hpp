@@ -151,13 +151,16 @@ class GemmAr {
  private:
   void make_kernel(int rank);
   bool gemm_writes_out() const;
+  // `early`: the previous kernel on `stream` is this rank's GEMM; the reduction's CTAs are placed
+  // while its last tiles finish and wait there for its writes (a programmatic dependent launch).
   void launch_reduce(int rank, cudaStream_t stream, const GemmArPlan& plan, uint32_t blocks,
-                     GemmArPass pass = GemmArPass::kAll);
+                     GemmArPass pass = GemmArPass::kAll, bool early = false);
   // The all-reduce on the copy-engine path, on `stream`: the pushes, the kernel(s), the two-shot
   // gather, the exit barrier.
   void enqueue_copy_engine(int rank, cudaStream_t stream, const GemmArPlan& plan, uint32_t blocks);
   // Where the reduction of `plan` (plan_ or chain_plan_) runs its reduction.
-  void enqueue_all_reduce(int rank, cudaStream_t stream, const GemmArPlan& plan, uint32_t blocks);
+  void enqueue_all_reduce(int rank, cudaStream_t stream, const GemmArPlan& plan, uint32_t blocks,
+                          bool early = false);
 
   const World* world_;
   SymmetricHeap* heap_;
