@@ -271,7 +271,8 @@ MoePrediction predict_moe_gemm_rs(const MoeProblem& p, const MoeRsPlanConfig& c,
   out.gemm_ctas = ctas;
   out.combine_ctas = combine_ctas;
   const uint32_t n_tiles = plan.n_tiles();
-  const uint32_t band = moe_policy::swizzle(c.op.swizzle, p.hidden, c.bn, c.cluster, static_cast<int>(ctas));
+  const uint32_t band = moe_policy::swizzle(moe_policy::part2_swizzle(c.op.swizzle, combine), p.hidden, c.bn,
+                                           c.cluster, static_cast<int>(ctas));
   const double tile_time = 2.0 * c.bm * c.bn * k / (cost.flops / cost.sms);
   const double row_bytes = double(p.hidden) * p.element_bytes;
   if (in_epilogue) {

@@ -186,6 +186,18 @@ TEST(MoePolicy, BandWhereAWaveCoversFewerThanEightRows) {
   EXPECT_NE(moe_policy::check_band(3).find("'config.swizzle' = 3"), std::string::npos);
 }
 
+// Part 2's band: row by row where the epilogue combines (it sums a token once its tile rows are
+// done) and the band is automatic; otherwise as configured, 0 left to moe_policy::swizzle.
+TEST(MoePolicy, Part2RowByRowWhereTheEpilogueCombines) {
+  EXPECT_EQ(moe_policy::part2_swizzle(0, MoeCombine::kEpilogue), 1u);
+  EXPECT_EQ(moe_policy::part2_swizzle(0, MoeCombine::kBlocks), 0u);
+  EXPECT_EQ(moe_policy::part2_swizzle(8, MoeCombine::kEpilogue), 8u) << "a configured band stays";
+  EXPECT_EQ(moe_policy::part2_swizzle(4, MoeCombine::kBlocks), 4u);
+  // What part 2's kernel then walks at a virtual rank's 16 SMs (Mixtral-8x7B, n = hidden 4096).
+  EXPECT_EQ(moe_policy::swizzle(moe_policy::part2_swizzle(0, MoeCombine::kEpilogue), 4096, 256, 2, 16), 1u);
+  EXPECT_EQ(moe_policy::swizzle(moe_policy::part2_swizzle(0, MoeCombine::kBlocks), 4096, 256, 2, 16), 8u);
+}
+
 TEST(MoeMapping, TilesRunInArrivalOrderOwnShardFirst) {
   // 4 ranks x 8 tokens, bm 4; expert e takes the tokens of rank e only (top-1): expert e's tiles
   // need only rank e's shard, so rank r runs expert r's tiles first, then r+1's, ...

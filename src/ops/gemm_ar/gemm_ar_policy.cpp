@@ -151,8 +151,9 @@ uint32_t parts_for(uint32_t ctas, uint32_t tiles, uint32_t tile_n) {
 double estimate(const GemmArShape& s, const GemmArChoice& c, const GemmArRates& r) {
   const bool reduction = reduces(s, c.splits);
   if (c.schedule == GemmArSchedule::kNonOverlapped) {
+    const double launch = r.copy_engine ? kReduceKernelTime : kEarlyReduceKernelTime;  // GemmAr::run
     return gemm_time(s, c.splits, c.gemm_sms, r) +
-           (reduction ? kReduceKernelTime + all_reduce_time(s, c.method, c.splits, c.reduce_blocks, c.parts, r) : 0.0);
+           (reduction ? launch + all_reduce_time(s, c.method, c.splits, c.reduce_blocks, c.parts, r) : 0.0);
   }
   const std::vector<double> ends = wave_ends(s, c.splits, c.gemm_sms, r);
   if (!reduction) return ends.back();

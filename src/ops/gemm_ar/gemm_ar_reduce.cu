@@ -3,10 +3,14 @@
 // rank 0..P-1, slice 0..S-1; two-shot owners publish their sums and the others copy them; with
 // the norm, each row of h = sum + residual is then RMS-normalised.
 //
-// Each thread loads a batch of sources' 16-byte vectors before adding them (in order), so up to
-// kBatch remote loads are in flight per thread. The row norm's sum of squares is a fixed tree
-// (per-thread strided sums, warp shuffles, then warp 0 over the warps): the same bits every call.
+// Each thread loads a batch of 16-byte vectors -- several sources of one element, or with few
+// sources (world 1's K slices) several elements' -- before adding them (each element's sources in
+// order), so up to kBatch loads are in flight per thread. The row norm's sum of squares is a
+// fixed tree (per-thread strided sums, warp shuffles, then warp 0 over the warps): the same bits
+// every call.
 #include <cuda_bf16.h>
+
+#include <type_traits>
 
 #include "ops/common/bf16x8.cuh"
 #include "ops/common/cluster_launch.hpp"
@@ -57,36 +61,65 @@ __global__ void __launch_bounds__(kThreads) gemm_ar_reduce_kernel(GemmArPlan pla
   const uint32_t sources = plan.world * plan.splits;
   const bool two_shot = plan.method == ArMethod::kTwoShot;
 
-  auto reduce_tile = [&](uint32_t t, RowRange rows, RowRange cols) {
-    const uint64_t t0 = trace_start(trace);
-    const uint32_t vpr = cols.rows / 8;  // n and bn are multiples of 8
+  auto source = [&](uint32_t i) -> const __nv_bfloat16* {  // source i: rank i / splits, slice i % splits
+    const uint32_t q = i / plan.splits;
+    const uint64_t slice = uint64_t(i % plan.splits) * plan.elems();
+    return q == rank          ? partial + slice
+           : plan.copy_engine ? recv + uint64_t(q) * plan.splits * plan.elems() + slice
+                              : heap.translate(partial + slice, static_cast<int>(q));
+  };
+  // kE vectors of a thread at once (elements e0 + j * kThreads), their sources kBatch / kE at a
+  // time: kBatch loads in flight per thread however few the sources are. Each element still adds
+  // its sources in order 0..sources-1, so the bits do not depend on kE.
+  auto reduce_vectors = [&](auto e_count, RowRange rows, uint32_t col0, uint32_t vpr) {
+    constexpr int kE = decltype(e_count)::value;
+    constexpr int kPer = kBatch / kE;
     const uint32_t total = rows.rows * vpr;
-    for (uint32_t e = threadIdx.x; e < total; e += kThreads) {
-      const uint64_t at = uint64_t(rows.row0 + e / vpr) * plan.n + cols.row0 + (e % vpr) * 8;
-      float acc[8] = {};
-      for (uint32_t i0 = 0; i0 < sources; i0 += kBatch) {
-        uint4 v[kBatch];
+    for (uint32_t e0 = threadIdx.x; e0 < total; e0 += kThreads * kE) {
+      uint64_t at[kE];
 #pragma unroll
-        for (int j = 0; j < kBatch; ++j) {
-          const uint32_t i = i0 + j;
-          if (i < sources) {
-            const uint32_t q = i / plan.splits;
-            const uint64_t slice = uint64_t(i % plan.splits) * plan.elems();
-            const __nv_bfloat16* src = q == rank          ? partial + slice
-                                       : plan.copy_engine ? recv + uint64_t(q) * plan.splits * plan.elems() + slice
-                                                          : heap.translate(partial + slice, static_cast<int>(q));
-            v[j] = load16(src + at);
+      for (int j = 0; j < kE; ++j) {
+        const uint32_t e = e0 + j * kThreads;
+        at[j] = uint64_t(rows.row0 + e / vpr) * plan.n + col0 + (e % vpr) * 8;
+      }
+      float acc[kE][8] = {};
+      for (uint32_t i0 = 0; i0 < sources; i0 += kPer) {
+        uint4 v[kE][kPer];
+#pragma unroll
+        for (int j = 0; j < kE; ++j) {
+#pragma unroll
+          for (int b = 0; b < kPer; ++b) {
+            if (e0 + j * kThreads < total && i0 + b < sources) v[j][b] = load16(source(i0 + b) + at[j]);
           }
         }
 #pragma unroll
-        for (int j = 0; j < kBatch; ++j) {
-          if (i0 + j < sources) add_bf16x8(acc, v[j]);
+        for (int j = 0; j < kE; ++j) {
+#pragma unroll
+          for (int b = 0; b < kPer; ++b) {
+            if (e0 + j * kThreads < total && i0 + b < sources) add_bf16x8(acc[j], v[j][b]);
+          }
         }
       }
-      if (plan.norm) add_bf16x8(acc, load16(residual + at));
-      const uint4 packed = pack_bf16x8(acc);
-      store16(dest + at, packed);
-      if (two_shot) store16(reduced + at, packed);
+#pragma unroll
+      for (int j = 0; j < kE; ++j) {
+        if (e0 + j * kThreads >= total) continue;
+        if (plan.norm) add_bf16x8(acc[j], load16(residual + at[j]));
+        const uint4 packed = pack_bf16x8(acc[j]);
+        store16(dest + at[j], packed);
+        if (two_shot) store16(reduced + at[j], packed);
+      }
+    }
+  };
+
+  auto reduce_tile = [&](uint32_t t, RowRange rows, RowRange cols) {
+    const uint64_t t0 = trace_start(trace);
+    const uint32_t vpr = cols.rows / 8;  // n and bn are multiples of 8
+    if (sources <= kBatch / 4) {
+      reduce_vectors(std::integral_constant<int, 4>{}, rows, cols.row0, vpr);
+    } else if (sources <= kBatch / 2) {
+      reduce_vectors(std::integral_constant<int, 2>{}, rows, cols.row0, vpr);
+    } else {
+      reduce_vectors(std::integral_constant<int, 1>{}, rows, cols.row0, vpr);
     }
     if (trace.on()) {  // the whole block's part of the tile (on is uniform over the block)
       __syncthreads();

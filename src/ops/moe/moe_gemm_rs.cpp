@@ -185,7 +185,7 @@ std::string MoeGemmRs::can_implement_shape(const World& world, const SymmetricHe
   p.k = a.k;
   p.experts = a.experts;
   p.sm_count = gemm_sm_count(world, tight, a, side);
-  p.swizzle = static_cast<int>(a.config.swizzle);
+  p.swizzle = static_cast<int>(moe_policy::part2_swizzle(a.config.swizzle, combine_of(world, a)));
   if (p.sm_count < static_cast<int>(cluster)) {
     return "argument 'config.combine_blocks' = " + std::to_string(a.config.combine_blocks) + ": the combine " +
            "takes " + std::to_string(side) + " of the rank's " + std::to_string(budget) +
@@ -278,7 +278,7 @@ void MoeGemmRs::make_kernels(int r) {
   // Non-overlapped, or the combine in the epilogue: nothing runs beside the GEMM.
   const bool alone = method_ == OpMethod::kNonOverlapped || combine_ == MoeCombine::kEpilogue;
   p.sm_count = gemm_sm_count(*world_, r, args_, alone ? 0u : combine_blocks_);
-  p.swizzle = static_cast<int>(args_.config.swizzle);
+  p.swizzle = static_cast<int>(moe_policy::part2_swizzle(args_.config.swizzle, combine_));
   if (combine_ == MoeCombine::kEpilogue) {
     detail::Sm90MoeEpilogueCombine& cb = p.combine;
     cb.on = true;

@@ -98,6 +98,11 @@ inline constexpr double kTileMmaShare = 0.45;
 // and the exit barrier (measured on the H200 at world 1: the all-reduce of 32 KiB after the GEMM
 // added 7.4 us).
 inline constexpr double kReduceKernelTime = 7e-6;
+// The same on the non-overlapped schedule's load/store path, where the reduction is launched early
+// behind the GEMM on its stream (LaunchOrder::kEarly): its launch overlaps the GEMM's last wave.
+// Measured on an H100 at world 1 (docs/PERF.md, eighteenth session): the op over its own GEMM 3.7
+// and 2.2 us at M = 1 and 8 (5.6 and 5.7 us launched after it).
+inline constexpr double kEarlyReduceKernelTime = 3e-6;
 
 // Whether a reduction kernel runs at all: peers to sum, the norm, or K slices (else the GEMM
 // writes the output itself).

@@ -72,6 +72,17 @@ inline uint32_t swizzle(uint32_t configured, uint32_t n, uint32_t tile_n, uint32
   return wave_rows >= kAutoBand ? 1u : kAutoBand;
 }
 
+// Part 2's configured swizzle as its kernel takes it: row by row (1) where the combine runs in the
+// GEMM's epilogue and the swizzle is automatic, else as configured (0 = the kernel's swizzle()).
+// The epilogue combine sums a token's rows as its tile rows finish, so it wants whole tile rows
+// early; a band finishes none of its rows before its last column. Measured on an H100 at 8 virtual
+// ranks (docs/PERF.md, eighteenth session), part 2 with the epilogue combine: band 8 (swizzle()'s
+// choice at 16 SMs a rank) 7851 us (Qwen1.5-MoE) and 9746 us (Mixtral-8x7B), row by row 3125 and
+// 7384; the combine blocks, beside the GEMM, keep swizzle()'s band (Mixtral-8x7B 7682 against 8500).
+inline uint32_t part2_swizzle(uint32_t configured, MoeCombine combine) {
+  return configured == 0 && combine == MoeCombine::kEpilogue ? 1u : configured;
+}
+
 // "" if `band` (a configured swizzle, resolved) is 1, 2, 4, 8 or 16, else the refusal.
 inline std::string check_band(uint32_t band) {
   if (band == 1 || band == 2 || band == 4 || band == 8 || band == 16) return "";
