@@ -5,7 +5,10 @@
 // gathered A poisoned first), with an eager call between two replays, each result against cuBLAS.
 // A replay that passed on the previous call's signals reads poison or stale rows. AG+GEMM over
 // the copy engine (stream memops) and the SM paths, GEMM+RS over pull, epilogue push and the copy
-// engine, at worlds 1 and 3, off-tile shapes; GEMM+RS also bit-identical over replays.
+// engine, at worlds 1 and 3, off-tile shapes; GEMM+RS also bit-identical over replays. GEMM+AR
+// (its reduction launched early behind the GEMM on the non-overlapped schedule: a programmatic
+// dependency inside the graph) replays the eager call's bits on the same fresh inputs -- the eager
+// op is checked against cuBLAS in test_gemm_ar.cu.
 #include <cuda_bf16.h>
 #include <gtest/gtest.h>
 
@@ -19,6 +22,7 @@
 #include "cublas_ref.hpp"
 #include "gemm_rs_problem.hpp"
 #include "gpu_test_util.hpp"
+#include "tilelink/ops/gemm_ar/gemm_ar.hpp"
 
 namespace tilelink::test::graphs {
 
@@ -227,6 +231,96 @@ INSTANTIATE_TEST_SUITE_P(Graphs, GemmRsGraphTest,
                                             ::testing::Values(GemmRsScatter::kPull, GemmRsScatter::kEpiloguePush,
                                                               GemmRsScatter::kCopyEngine)),
                          [](const ::testing::TestParamInfo<GemmRsGraphTest::ParamType>& info) {
+                           return "world" + std::to_string(std::get<0>(info.param)) + "_" +
+                                  to_string(std::get<1>(info.param));
+                         });
+
+// ---- GEMM+AR -------------------------------------------------------------------------------------
+
+class GemmArGraphTest : public ::testing::TestWithParam<std::tuple<int, GemmArSchedule>> {};
+
+TEST_P(GemmArGraphTest, ReplaysGiveTheEagerCallsBits) {
+  TL_SKIP_WITHOUT_GPU();
+  const int world_size = std::get<0>(GetParam());
+  const GemmArSchedule schedule = std::get<1>(GetParam());
+  const uint64_t seed = std::random_device{}();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  std::mt19937_64 rng(seed);
+  constexpr uint32_t kM = 129, kN = 264, kK = 1024;  // a tail tile row and column; 2 K slices
+  TestWorld env(world_size, 64 << 20, 4096);
+  const World& world = env.world;
+  std::vector<DeviceBuffer> a, b, out, residual, residual_out, weight;
+  GemmArArguments args;
+  args.m = kM;
+  args.n = kN;
+  args.k = kK;
+  args.config.schedule = schedule;
+  args.config.splits = 2;
+  for (int r = 0; r < world_size; ++r) {
+    const int dev = world.device(r);
+    a.emplace_back(size_t(kM) * kK * 2, dev);
+    b.emplace_back(size_t(kN) * kK * 2, dev);
+    out.emplace_back(size_t(kM) * kN * 2, dev);
+    residual.emplace_back(size_t(kM) * kN * 2, dev);
+    residual_out.emplace_back(size_t(kM) * kN * 2, dev);
+    weight.emplace_back(size_t(kN) * 2, dev);
+    args.a.push_back(a[r].get());
+    args.b.push_back(b[r].get());
+    args.out.push_back(out[r].get());
+    args.residual.push_back(residual[r].get());
+    args.residual_out.push_back(residual_out[r].get());
+    args.norm_weight.push_back(weight[r].get());
+  }
+  GemmAr op(world, env.heap, env.signals, args, "gemm_ar_graph_test");
+  // Every rank's out and residual_out, poisoned first, after an eager call or a replay.
+  std::unique_ptr<CapturedCall> graph;
+  auto call = [&](Step step) {
+    for (int r = 0; r < world_size; ++r) {
+      poison(out[r].get(), out[r].bytes());
+      poison(residual_out[r].get(), residual_out[r].bytes());
+    }
+    if (step == Step::kEager) {
+      op.run();
+      world.synchronize();
+    } else {
+      if (!graph) graph = std::make_unique<CapturedCall>(world, [&] { op.run(); });
+      graph->replay();
+    }
+    std::vector<uint16_t> bits;
+    for (int r = 0; r < world_size; ++r) {
+      for (const DeviceBuffer* buf : {&out[r], &residual_out[r]}) {
+        const auto got = download<uint16_t>(buf->get(), size_t(kM) * kN);
+        bits.insert(bits.end(), got.begin(), got.end());
+      }
+    }
+    return bits;
+  };
+  for (int i = 0; i < int(std::size(kSteps)); ++i) {
+    SCOPED_TRACE(step_name(i));
+    const std::vector<__nv_bfloat16> res = random_bf16(size_t(kM) * kN, rng), g = random_bf16(kN, rng);
+    for (int r = 0; r < world_size; ++r) {
+      upload(a[r].get(), random_bf16(size_t(kM) * kK, rng).data(), a[r].bytes());
+      upload(b[r].get(), random_bf16(size_t(kN) * kK, rng).data(), b[r].bytes());
+      upload(residual[r].get(), res.data(), residual[r].bytes());  // the same on every rank
+      upload(weight[r].get(), g.data(), weight[r].bytes());
+    }
+    const std::vector<uint16_t> got = call(kSteps[i]);
+    const std::vector<uint16_t> eager = call(Step::kEager);  // the same inputs, eagerly
+    constexpr uint16_t kPoisoned = uint16_t(kPoison) << 8 | kPoison;  // |x| ~ 1e-16: no sum of these inputs
+    size_t differ = 0, poisoned = 0;
+    for (size_t e = 0; e < got.size(); ++e) {
+      differ += got[e] != eager[e];
+      poisoned += got[e] == kPoisoned;
+    }
+    EXPECT_EQ(poisoned, 0u) << "elements of every rank's out and residual_out still poisoned";
+    EXPECT_EQ(differ, 0u) << "elements of every rank's out and residual_out that differ from an eager call's";
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Graphs, GemmArGraphTest,
+                         ::testing::Combine(::testing::Values(1, 3),
+                                            ::testing::Values(GemmArSchedule::kNonOverlapped, GemmArSchedule::kFused)),
+                         [](const ::testing::TestParamInfo<GemmArGraphTest::ParamType>& info) {
                            return "world" + std::to_string(std::get<0>(info.param)) + "_" +
                                   to_string(std::get<1>(info.param));
                          });
