@@ -421,6 +421,7 @@ int World::tightest_rank() const {
   const std::vector<int>& b = impl_->sm_budget;
   return static_cast<int>(std::min_element(b.begin(), b.end()) - b.begin());
 }
+int World::tightest_budget() const { return sm_budget(tightest_rank()); }
 uint64_t World::l2_share(int rank) const {
   check_rank(rank, "World::l2_share");
   int l2 = 0;

@@ -132,6 +132,7 @@ TEST(ProcessWorld, HeapReachesEveryPeersSegment) {
     if (q_sms < static_cast<int>(got[size_t(tightest) * kSlot / 4 + 1])) tightest = q;
   }
   EXPECT_EQ(world().tightest_rank(), tightest);
+  EXPECT_EQ(world().tightest_budget(), static_cast<int>(got[size_t(tightest) * kSlot / 4 + 1]));
   world().barrier();  // every rank's words in place everywhere
   for (int r = 0; r < w; ++r) {
     if (r == me()) continue;

@@ -138,6 +138,8 @@ class World {
   // every rank must make alike (an op's method or path, a count the protocol shares) read its
   // budget, not their own, which under MPS shares may differ between processes.
   int tightest_rank() const;
+  // That rank's budget, sm_budget(tightest_rank()): the budget such choices read.
+  int tightest_budget() const;
   // "" if an op may add `per_rank` streams of its own for each rank (SideStreams) and every
   // stream on each device still gets a hardware queue of its own, else why not (`what` names the
   // op's part).

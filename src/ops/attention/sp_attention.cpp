@@ -292,7 +292,7 @@ void SpAttention::choose_method(OpMethod callers) {
   for (int r = 0; r < world.size(); ++r) s.flops = std::max(s.flops, flops(r));  // the slowest rank's, alike everywhere
   s.shard_bytes = double(plan_.seq_per_rank()) * plan_.kv_heads * plan_.head_dim * 2 * kElementBytes;
   s.ctas = kernels_[static_cast<size_t>(r0)]->ctas();
-  s.budget = world.sm_budget(world.tightest_rank());  // alike in every process
+  s.budget = world.tightest_budget();  // alike in every process
   s.one_rank_per_gpu = world.mode() != WorldMode::kVirtual;
   const sp_attention_policy::MethodEstimates e = sp_attention_policy::estimate_methods(s);
   method_ = sp_attention_policy::choose_method(args_.config.method, e, world.mode() != WorldMode::kProcess);

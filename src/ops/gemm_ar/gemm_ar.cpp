@@ -121,7 +121,7 @@ std::string describe_gemm_ar_channel(const GemmArPlan& plan, uint32_t ch) {
 }
 
 GemmArChoice choose(const World& world, const GemmArArguments& a) {
-  const GemmArShape shape{world.size(), world.sm_budget(world.tightest_rank()), a.m, a.n, a.k, a.has_norm()};
+  const GemmArShape shape{world.size(), world.tightest_budget(), a.m, a.n, a.k, a.has_norm()};
   return gemm_ar_choice(shape, a.config, gemm_ar_rates(world, a.config.path));
 }
 
@@ -201,7 +201,7 @@ std::string GemmAr::can_implement(const World& world, const SymmetricHeap&, cons
     return "argument 'config.schedule' = " + std::to_string(static_cast<uint32_t>(c.schedule)) +
            ": expected auto, fused or non_overlapped";
   }
-  const int budget = world.sm_budget(world.tightest_rank());
+  const int budget = world.tightest_budget();
   if (c.splits > kMaxSplits) {
     return "argument 'config.splits' = " + std::to_string(c.splits) + ": expected at most " + std::to_string(kMaxSplits);
   }
@@ -237,7 +237,7 @@ GemmAr::GemmAr(const World& world, SymmetricHeap& heap, SignalSet& signals, cons
   // run_all_reduce_only next to a fused op, up to the whole budget, down to a part per CTA.
   if (ch.schedule != GemmArSchedule::kNonOverlapped || reduce_blocks_ == 0) {
     const uint32_t reduced_tiles = std::max(plan_.num_reduced(0), 1u);
-    chain_blocks_ = gemm_ar_policy::blocks_alone(reduced_tiles, plan_.bn, world.sm_budget(world.tightest_rank()));
+    chain_blocks_ = gemm_ar_policy::blocks_alone(reduced_tiles, plan_.bn, world.tightest_budget());
     chain_plan_.parts = gemm_ar_policy::parts_for(chain_blocks_, reduced_tiles, plan_.bn);
   } else {
     chain_blocks_ = reduce_blocks_;

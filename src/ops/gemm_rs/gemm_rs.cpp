@@ -105,7 +105,7 @@ GemmRs::GemmRs(const World& world, SymmetricHeap& heap, SignalSet& signals, cons
 
 void GemmRs::choose_method(OpMethod callers, GemmRsReducer asked) {
   const World& world = *world_;
-  const int budget = world.sm_budget(world.tightest_rank());  // alike in every process
+  const int budget = world.tightest_budget();  // alike in every process
   gemm_rs_policy::MethodShape s;
   s.world = static_cast<uint32_t>(world.size());
   s.m = args_.m;

@@ -134,7 +134,7 @@ GemmRsArguments with_path(const World& world, const SymmetricHeap& heap, const G
 uint32_t reduce_blocks_of(const World& world, const GemmRsArguments& a) {
   if (a.config.reducer == GemmRsReducer::kEpilogue) return 0;
   return gemm_rs_policy::reduce_blocks(
-      a.config.reduce_blocks, world.sm_budget(world.tightest_rank()),
+      a.config.reduce_blocks, world.tightest_budget(),
       {world.size(), a.k, world.mode() != WorldMode::kVirtual});
 }
 

@@ -34,7 +34,7 @@ AllGatherArguments all_gather_arguments(const World& world, const MoeAgGroupGemm
 
 uint32_t gather_block_count(const World& world, const MoeAgGroupGemmArguments& a) {
   if (a.config.gather_blocks != 0) return a.config.gather_blocks;
-  return moe_policy::gather_blocks(world.sm_budget(world.tightest_rank()), a.n);
+  return moe_policy::gather_blocks(world.tightest_budget(), a.n);
 }
 
 int gemm_sm_count(const World& world, int rank, const MoeAgGroupGemmArguments& a, uint32_t comm_blocks) {

@@ -44,7 +44,7 @@ bool in_epilogue(const World& world, const MoeGemmRsArguments& a) {
 uint32_t combine_block_count(const World& world, const MoeGemmRsArguments& a, uint32_t cluster) {
   if (in_epilogue(world, a)) return 0;
   if (a.config.combine_blocks != 0) return round_to(a.config.combine_blocks, cluster);
-  return moe_policy::combine_blocks(world.sm_budget(world.tightest_rank()), a.topk, a.k, world.size(), cluster);
+  return moe_policy::combine_blocks(world.tightest_budget(), a.topk, a.k, world.size(), cluster);
 }
 
 // Epilogue: the CTAs of the owners' sums after the GEMM (configured, else a CTA per SM of the budget).
