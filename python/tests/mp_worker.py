@@ -4,7 +4,8 @@ gemm_rs_fp8) against
 a torch reference built from all ranks' shards, fresh random inputs each call, outputs over
 poisoned memory, several calls (mlp with SwiGLU and GELU); then a step of both operators (AG+GEMM -> SiLU -> GEMM+RS)
 captured in a CUDA graph and replayed on fresh inputs, with an eager step between two replays and two
-replays back to back; the mlp operator captured alone. With TILELINK_TEST_FAULT the last rank stops
+replays back to back; the mlp operator captured alone; a decode step (gemm_ar, gemm_ar_rmsnorm) captured
+alone. With TILELINK_TEST_FAULT the last rank stops
 calling and the others must get a TimeoutError that names it.
 Exits non-zero on the first mismatch."""
 import os
@@ -261,6 +262,55 @@ def mlp_graph_replays(group, rank, size):
     dist.barrier()
 
 
+def gemm_ar_graph_replays(group, rank, size):
+    """A decode step captured alone: gemm_ar, then gemm_ar_rmsnorm (their reductions launched early
+    behind their GEMMs: programmatic dependencies inside the graph), replayed on fresh inputs with
+    an eager step after each; each replay against torch and against that eager step's bits."""
+    m, n, k = 8, 264, 512
+    x = torch.empty(m, k, dtype=torch.bfloat16, device="cuda")
+    w = torch.empty(n, k, dtype=torch.bfloat16, device="cuda")
+    residual = torch.empty(m, n, dtype=torch.bfloat16, device="cuda")
+    gamma = torch.empty(n, dtype=torch.bfloat16, device="cuda")
+
+    def step():
+        y = torch.ops.tilelink.gemm_ar(x, w, group)
+        out, h = torch.ops.tilelink.gemm_ar_rmsnorm(x, w, residual, gamma, group, 1e-5)
+        return y, out, h
+
+    def fresh_inputs(seed):
+        g = torch.Generator(device="cuda").manual_seed(seed)  # the same on every rank
+        xs = [torch.randn(m, k, generator=g, device="cuda").bfloat16() for _ in range(size)]
+        ws = [(torch.randn(n, k, generator=g, device="cuda") / k ** 0.5).bfloat16() for _ in range(size)]
+        residual.copy_(torch.randn(m, n, generator=g, device="cuda").bfloat16())
+        gamma.copy_((1 + 0.5 * torch.randn(n, generator=g, device="cuda")).bfloat16())
+        x.copy_(xs[rank])
+        w.copy_(ws[rank])
+        want = sum(xs[r].float() @ ws[r].float().T for r in range(size))
+        bound = 1e-2 + sum(xs[r].float().abs() @ ws[r].float().abs().T for r in range(size)) / 256
+        return want, bound
+
+    fresh_inputs(4100)
+    step()  # builds both ops outside the capture
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        outs = step()
+    for i in range(3):
+        want, bound = fresh_inputs(4101 + i)
+        for t in outs:
+            t.fill_(float("nan"))
+        graph.replay()
+        got = [t.clone() for t in outs]
+        check(f"captured gemm_ar, replay {i}", got[0], want, bound)
+        check(f"captured gemm_ar_rmsnorm (h), replay {i}", got[2], want + residual.float(), bound)
+        eager = step()
+        for name, a, b in zip(("gemm_ar", "gemm_ar_rmsnorm out", "gemm_ar_rmsnorm h"), got, eager):
+            if not torch.equal(a.view(torch.int16), b.view(torch.int16)):
+                raise AssertionError(f"rank {rank}: captured {name}, replay {i}: not an eager call's bits")
+    torch.cuda.synchronize()
+    dist.barrier()
+
+
 def same_bits_on_every_rank(name, t):
     """Every rank's `t` is the same bits (the all-reduce sums in rank order on every rank)."""
     import hashlib
@@ -500,6 +550,9 @@ def main():
     print(f"rank {rank} of {size}: a captured step matches torch over 3 replays", flush=True)
     mlp_graph_replays(group, rank, size)
     print(f"rank {rank} of {size}: a captured mlp matches torch over 3 back-to-back replays", flush=True)
+    gemm_ar_graph_replays(group, rank, size)
+    print(f"rank {rank} of {size}: a captured decode step (gemm_ar, gemm_ar_rmsnorm) replays torch's sums and "
+          "an eager call's bits", flush=True)
     dist.destroy_process_group()
     return 0
 
