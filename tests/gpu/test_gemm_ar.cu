@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "cublas_ref.hpp"
+#include "gemm_ar_problem.hpp"
 #include "gpu_test_util.hpp"
 #include "tilelink/ops/gemm_ar/gemm_ar.hpp"
 
@@ -44,58 +45,13 @@ void cublas_slice(cublasHandle_t h, const void* a, const void* b, float* ref, ui
   TL_CUDA_CHECK(cudaDeviceSynchronize());
 }
 
-struct Problem {
-  std::vector<DeviceBuffer> a, b, out, residual, residual_out, weight;
+// The shared problem (gemm_ar_problem.hpp) at this file's N and K, with room for one slice's
+// fp32 cuBLAS reference.
+struct Problem : GemmArProblem {
   DeviceBuffer ref;
-  GemmArArguments args;
-  std::vector<std::vector<__nv_bfloat16>> host_residual, host_weight;
 
   Problem(TestWorld& env, uint32_t m, bool norm, const GemmArConfig& config)
-      : ref(size_t(m) * kN * 4, env.world.device(0)) {
-    const int w = env.world.size();
-    args.m = m;
-    args.n = kN;
-    args.k = kK;
-    args.eps = kEps;
-    args.config = config;
-    for (int r = 0; r < w; ++r) {
-      const int dev = env.world.device(r);
-      a.emplace_back(size_t(m) * kK * 2, dev);
-      b.emplace_back(size_t(kN) * kK * 2, dev);
-      out.emplace_back(size_t(m) * kN * 2, dev);
-      args.a.push_back(a[r].get());
-      args.b.push_back(b[r].get());
-      args.out.push_back(out[r].get());
-      if (norm) {
-        residual.emplace_back(size_t(m) * kN * 2, dev);
-        residual_out.emplace_back(size_t(m) * kN * 2, dev);
-        weight.emplace_back(size_t(kN) * 2, dev);
-        args.residual.push_back(residual[r].get());
-        args.residual_out.push_back(residual_out[r].get());
-        args.norm_weight.push_back(weight[r].get());
-      }
-    }
-  }
-
-  // Fresh A, B (and residual, weight: the same on every rank) and poisoned outputs.
-  void fresh(std::mt19937_64& rng) {
-    const uint32_t m = args.m;
-    const std::vector<__nv_bfloat16> res = random_bf16(size_t(m) * kN, rng);
-    std::vector<__nv_bfloat16> g = random_bf16(kN, rng);
-    for (auto& x : g) x = __float2bfloat16(1.0f + 0.5f * bf(x));
-    for (size_t r = 0; r < a.size(); ++r) {
-      upload(a[r].get(), random_bf16(size_t(m) * kK, rng).data(), a[r].bytes());
-      upload(b[r].get(), random_bf16(size_t(kN) * kK, rng).data(), b[r].bytes());
-      poison(out[r].get(), out[r].bytes());
-      if (!residual.empty()) {
-        upload(residual[r].get(), res.data(), residual[r].bytes());
-        upload(weight[r].get(), g.data(), weight[r].bytes());
-        poison(residual_out[r].get(), residual_out[r].bytes());
-      }
-    }
-    host_residual.assign(1, res);
-    host_weight.assign(1, g);
-  }
+      : GemmArProblem(env.world, m, kN, kK, norm, config, kEps), ref(size_t(m) * kN * 4, env.world.device(0)) {}
 };
 
 // Checks every rank's result against cuBLAS; returns rank 0's output bits (out, then residual_out).
@@ -123,7 +79,7 @@ std::vector<uint16_t> check(const CublasHandle& cublas, const World& world, Prob
     size_t bad = 0, first = 0;
     float got_first = 0.f, want_first = 0.f;
     for (size_t i = 0; i < elems; ++i) {
-      const float wi = want[i] + (norm ? bf(p.host_residual[0][i]) : 0.f);
+      const float wi = want[i] + (norm ? bf(p.host_residual[i]) : 0.f);
       const float tol = 0.0078125f * (magnitude[i] + std::fabs(wi)) + 1e-3f;
       if (!(std::fabs(bf(h[i]) - wi) <= tol) && bad++ == 0) {
         first = i;
@@ -141,7 +97,7 @@ std::vector<uint16_t> check(const CublasHandle& cublas, const World& world, Prob
         const double inv = 1.0 / std::sqrt(ss / kN + kEps);
         for (uint32_t c = 0; c < kN; ++c) {
           const size_t i = size_t(row) * kN + c;
-          const double wi = bf(h[i]) * inv * bf(p.host_weight[0][c]);
+          const double wi = bf(h[i]) * inv * bf(p.host_weight[c]);
           if (!(std::fabs(bf(got[i]) - wi) <= 0.0078125 * std::fabs(wi) + 1e-4) && bad_norm++ == 0) first_norm = i;
         }
       }

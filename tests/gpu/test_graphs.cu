@@ -21,8 +21,8 @@
 #include "ag_gemm_comms.hpp"
 #include "cublas_ref.hpp"
 #include "gemm_rs_problem.hpp"
+#include "gemm_ar_problem.hpp"
 #include "gpu_test_util.hpp"
-#include "tilelink/ops/gemm_ar/gemm_ar.hpp"
 
 namespace tilelink::test::graphs {
 
@@ -94,6 +94,18 @@ class CapturedCall {
 enum class Step { kEager, kReplay };
 constexpr Step kSteps[] = {Step::kEager, Step::kReplay, Step::kReplay, Step::kEager, Step::kReplay};
 
+// One call of `op`: eagerly, or by replaying its graph (captured at the first replay).
+template <class Op>
+void run_step(Step step, const World& world, Op& op, std::unique_ptr<CapturedCall>& graph) {
+  if (step == Step::kEager) {
+    op.run();
+    world.synchronize();
+  } else {
+    if (!graph) graph = std::make_unique<CapturedCall>(world, [&] { op.run(); });
+    graph->replay();
+  }
+}
+
 std::string step_name(int i) {
   return "call " + std::to_string(i + 1) + (kSteps[i] == Step::kEager ? " (eager)" : " (replay)");
 }
@@ -146,13 +158,7 @@ TEST_P(AgGemmGraphTest, ReplaysMatchCublasOnFreshInputs) {
       TL_CUDA_CHECK(cudaMemset(c[r].get(), 0xFF, c[r].bytes()));
     }
     settle();
-    if (kSteps[i] == Step::kEager) {
-      op.run();
-      world.synchronize();
-    } else {
-      if (!graph) graph = std::make_unique<CapturedCall>(world, [&] { op.run(); });
-      graph->replay();
-    }
+    run_step(kSteps[i], world, op, graph);
     for (int r = 0; r < world_size; ++r) {
       expect_bf16_gemm(cublas.get(), a_full.get(), b[r].get(), c[r].get(), ref[r].get<float>(), m, kN, kK,
                        "rank " + std::to_string(r));
@@ -199,13 +205,7 @@ TEST_P(GemmRsGraphTest, ReplaysMatchCublasAndRepeatBitForBit) {
       TL_CUDA_CHECK(cudaMemset(p.recv.data(r), 0xFF, partial_bytes));
     }
     settle();
-    if (step == Step::kEager) {
-      op.run();
-      world.synchronize();
-    } else {
-      if (!graph) graph = std::make_unique<CapturedCall>(world, [&] { op.run(); });
-      graph->replay();
-    }
+    run_step(step, world, op, graph);
   };
 
   for (int i = 0; i < int(std::size(kSteps)); ++i) {
@@ -249,46 +249,19 @@ TEST_P(GemmArGraphTest, ReplaysGiveTheEagerCallsBits) {
   constexpr uint32_t kM = 129, kN = 264, kK = 1024;  // a tail tile row and column; 2 K slices
   TestWorld env(world_size, 64 << 20, 4096);
   const World& world = env.world;
-  std::vector<DeviceBuffer> a, b, out, residual, residual_out, weight;
-  GemmArArguments args;
-  args.m = kM;
-  args.n = kN;
-  args.k = kK;
-  args.config.schedule = schedule;
-  args.config.splits = 2;
-  for (int r = 0; r < world_size; ++r) {
-    const int dev = world.device(r);
-    a.emplace_back(size_t(kM) * kK * 2, dev);
-    b.emplace_back(size_t(kN) * kK * 2, dev);
-    out.emplace_back(size_t(kM) * kN * 2, dev);
-    residual.emplace_back(size_t(kM) * kN * 2, dev);
-    residual_out.emplace_back(size_t(kM) * kN * 2, dev);
-    weight.emplace_back(size_t(kN) * 2, dev);
-    args.a.push_back(a[r].get());
-    args.b.push_back(b[r].get());
-    args.out.push_back(out[r].get());
-    args.residual.push_back(residual[r].get());
-    args.residual_out.push_back(residual_out[r].get());
-    args.norm_weight.push_back(weight[r].get());
-  }
-  GemmAr op(world, env.heap, env.signals, args, "gemm_ar_graph_test");
+  GemmArConfig config;
+  config.schedule = schedule;
+  config.splits = 2;
+  GemmArProblem p(world, kM, kN, kK, /*norm=*/true, config, 1e-6f);
+  GemmAr op(world, env.heap, env.signals, p.args, "gemm_ar_graph_test");
   // Every rank's out and residual_out, poisoned first, after an eager call or a replay.
   std::unique_ptr<CapturedCall> graph;
   auto call = [&](Step step) {
-    for (int r = 0; r < world_size; ++r) {
-      poison(out[r].get(), out[r].bytes());
-      poison(residual_out[r].get(), residual_out[r].bytes());
-    }
-    if (step == Step::kEager) {
-      op.run();
-      world.synchronize();
-    } else {
-      if (!graph) graph = std::make_unique<CapturedCall>(world, [&] { op.run(); });
-      graph->replay();
-    }
+    for (int r = 0; r < world_size; ++r) p.poison_outputs(size_t(r));
+    run_step(step, world, op, graph);
     std::vector<uint16_t> bits;
     for (int r = 0; r < world_size; ++r) {
-      for (const DeviceBuffer* buf : {&out[r], &residual_out[r]}) {
+      for (const DeviceBuffer* buf : {&p.out[r], &p.residual_out[r]}) {
         const auto got = download<uint16_t>(buf->get(), size_t(kM) * kN);
         bits.insert(bits.end(), got.begin(), got.end());
       }
@@ -297,13 +270,7 @@ TEST_P(GemmArGraphTest, ReplaysGiveTheEagerCallsBits) {
   };
   for (int i = 0; i < int(std::size(kSteps)); ++i) {
     SCOPED_TRACE(step_name(i));
-    const std::vector<__nv_bfloat16> res = random_bf16(size_t(kM) * kN, rng), g = random_bf16(kN, rng);
-    for (int r = 0; r < world_size; ++r) {
-      upload(a[r].get(), random_bf16(size_t(kM) * kK, rng).data(), a[r].bytes());
-      upload(b[r].get(), random_bf16(size_t(kN) * kK, rng).data(), b[r].bytes());
-      upload(residual[r].get(), res.data(), residual[r].bytes());  // the same on every rank
-      upload(weight[r].get(), g.data(), weight[r].bytes());
-    }
+    p.fresh(rng);
     const std::vector<uint16_t> got = call(kSteps[i]);
     const std::vector<uint16_t> eager = call(Step::kEager);  // the same inputs, eagerly
     constexpr uint16_t kPoisoned = uint16_t(kPoison) << 8 | kPoison;  // |x| ~ 1e-16: no sum of these inputs
