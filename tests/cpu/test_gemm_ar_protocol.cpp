@@ -6,7 +6,9 @@
 // the fp32 sum in order (rank, slice) of the same partials; the norm within float rounding of the
 // host's. A two-shot protocol that skips the wait for the owner's sum must be caught. The
 // copy-engine path (a stream per rank puts the tile rows and, two-shot, the owners' sums; the
-// reduction reads only its own memory; the exit barrier on the stream) gives the same bits.
+// reduction reads only its own memory; the exit barrier on the stream) gives the same bits. The
+// reduce-scatter (`scatter`, GemmRs's small-M engine): each rank's block of rows, the same bits,
+// at the top of its out, the rest of out untouched.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -28,7 +30,7 @@ struct Case {
   uint32_t m = 7, n = 20, k = 6, splits = 2;
   uint32_t bm = 4, bn = 8, parts = 1;
   ArMethod method = ArMethod::kOneShot;
-  bool norm = false, in_place = false, skip_owner_wait = false, copy_engine = false;
+  bool norm = false, in_place = false, skip_owner_wait = false, copy_engine = false, scatter = false;
   uint32_t gemm_blocks = 2, reduce_blocks = 3;
 
   GemmArPlan plan() const {
@@ -44,11 +46,13 @@ struct Case {
     p.in_place = in_place;
     p.parts = parts;
     p.copy_engine = copy_engine;
+    p.scatter = scatter;
     return p;
   }
   std::string name() const {
     std::ostringstream os;
-    os << "world " << world << (method == ArMethod::kOneShot ? " one-shot" : " two-shot") << " m " << m << " n " << n
+    os << "world " << world << (scatter ? " reduce-scatter" : method == ArMethod::kOneShot ? " one-shot" : " two-shot")
+       << " m " << m << " n " << n
        << " splits " << splits << " parts " << parts << (norm ? " norm" : "") << (in_place ? " in place" : " gemm-fed")
        << (copy_engine ? " copy-engine" : "");
     return os.str();
@@ -123,8 +127,13 @@ std::string run(const Case& c, uint64_t seed, int calls) {
                        const SignalView sig = ex.signals(r, 0, plan.num_channels(), e, op);
                        const SymmetricView heap = ex.heap(r);
                        float* dest = ex.at<float>(r, c.norm ? residual_out : out);
+                       const uint32_t out_row0 = plan.owned(uint32_t(r)).row0;  // 0 unless scatter
                        auto reduce_tile = [&](uint32_t, RowRange rows, RowRange cols) {
                          for (uint32_t row = rows.row0; row < rows.row0 + rows.rows; ++row) {
+                           if (c.scatter && (row < out_row0 || row >= out_row0 + plan.owned(uint32_t(r)).rows)) {
+                             ADD_FAILURE() << c.name() << ": rank " << r << " asked to sum row " << row
+                                           << " outside its block";
+                           }
                            for (uint32_t col = cols.row0; col < cols.row0 + cols.rows; ++col) {
                              const size_t at = size_t(row) * c.n + col;
                              float acc = 0.f;
@@ -135,7 +144,7 @@ std::string run(const Case& c, uint64_t seed, int calls) {
                                for (uint32_t s = 0; s < c.splits; ++s) acc += src[s * elems + at];
                              }
                              if (c.norm) acc += ex.at<float>(r, residual)[at];
-                             dest[at] = acc;
+                             dest[at - size_t(out_row0) * c.n] = acc;
                              if (c.method == ArMethod::kTwoShot) ex.at<float>(r, reduced)[at] = acc;
                            }
                          }
@@ -201,11 +210,24 @@ std::string run(const Case& c, uint64_t seed, int calls) {
     }
     for (int r = 0; r < c.world; ++r) {
       const float* got_h = ex.at<float>(r, c.norm ? residual_out : out);
+      const RowRange own = plan.owned(uint32_t(r));  // every row, unless scatter
       for (size_t i = 0; i < elems; ++i) {
-        if (std::memcmp(&got_h[i], &h[i], 4) != 0) {
+        if (i >= size_t(own.rows) * c.n) {  // past the rank's block: untouched
+          uint32_t poison;
+          std::memset(&poison, test::kPoison, 4);
+          if (std::memcmp(&got_h[i], &poison, 4) != 0) {
+            std::ostringstream os;
+            os << c.name() << ": call " << e << ", rank " << r << " wrote out's element " << i << " past its "
+               << own.rows << " rows";
+            return os.str();
+          }
+          continue;
+        }
+        const size_t want = i + size_t(own.row0) * c.n;
+        if (std::memcmp(&got_h[i], &h[want], 4) != 0) {
           std::ostringstream os;
-          os << c.name() << ": call " << e << ", rank " << r << " row " << i / c.n << " col " << i % c.n << ": got "
-             << got_h[i] << ", expected " << h[i];
+          os << c.name() << ": call " << e << ", rank " << r << " row " << want / c.n << " col " << i % c.n
+             << ": got " << got_h[i] << ", expected " << h[want];
           return os.str();
         }
       }
@@ -308,6 +330,31 @@ TEST_P(GemmArProtocol, CopyEnginePathGivesTheSameBits) {
 INSTANTIATE_TEST_SUITE_P(Methods, GemmArProtocol, ::testing::Values(ArMethod::kOneShot, ArMethod::kTwoShot),
                          [](const auto& info) { return std::string(info.param == ArMethod::kOneShot ? "OneShot" : "TwoShot"); });
 
+TEST(GemmArProtocolScatter, EachRankGetsItsBlockOfRows) {
+  // GemmRs's small-M engine: worlds 1-8, M < world (ranks with no rows), blocks that split a tile
+  // row and blocks of several tile rows, slices, parts, fed by the GEMM or in place, both paths.
+  for (int world = 1; world <= 8; ++world) {
+    for (uint32_t m : {1u, 5u, 13u, 30u}) {
+      for (int variant = 0; variant < 4; ++variant) {
+        Case c;
+        c.world = world;
+        c.m = m;
+        c.scatter = true;
+        c.splits = 1 + (m + variant) % 3;
+        c.in_place = variant % 2 == 1;
+        c.copy_engine = variant >= 2;
+        if (variant == 1) {  // parts of 8 columns, more blocks than tiles
+          c.n = 40;
+          c.bn = 16;
+          c.parts = 2;
+          c.reduce_blocks = 5;
+        }
+        EXPECT_EQ(run(c, 4200 * world + 10 * m + variant, 2), "");
+      }
+    }
+  }
+}
+
 TEST(GemmArProtocolCheck, ATwoShotCopyBeforeTheOwnersSumIsCaught) {
   // Copying an owner's tile without waiting reads poison (or the previous call's sum) on some run.
   int caught = 0;
@@ -352,6 +399,38 @@ TEST(GemmArPlan, EveryTileIsReducedOnceAndFetchedByEveryOtherRank) {
         for (uint32_t t = 0; t < plan.tiles(); ++t) EXPECT_EQ(seen[t], 1) << "world " << world << " rank " << r << " tile " << t;
       }
       for (uint32_t t = 0; t < plan.tiles(); ++t) EXPECT_EQ(reduced[t], 1);
+    }
+  }
+}
+
+TEST(GemmArPlan, TheScatterBlocksCoverEveryRowOnce) {
+  for (uint32_t world = 1; world <= 8; ++world) {
+    for (uint32_t m : {1u, 3u, 8u, 13u, 64u, 100u}) {
+      GemmArPlan plan;
+      plan.world = world;
+      plan.m = m;
+      plan.n = 24;
+      plan.bm = 8;
+      plan.bn = 8;
+      plan.scatter = true;
+      std::vector<int> summed(m, 0);
+      for (uint32_t r = 0; r < world; ++r) {
+        const RowRange own = plan.owned(r);
+        EXPECT_LE(own.rows, plan.rows_per_rank());
+        for (uint32_t i = 0; i < plan.num_reduced(r); ++i) {
+          const uint32_t t = plan.reduced_tile(r, i);
+          ASSERT_LT(t, plan.tiles());
+          const RowRange rows = plan.reduced_rows(r, t);
+          EXPECT_GT(rows.rows, 0u) << "world " << world << " m " << m << " rank " << r << " tile " << t;
+          EXPECT_GE(rows.row0, own.row0);
+          EXPECT_LE(rows.row0 + rows.rows, own.row0 + own.rows);
+          if (t % plan.n_tiles() == 0) {
+            for (uint32_t row = rows.row0; row < rows.row0 + rows.rows; ++row) ++summed[row];
+          }
+        }
+        EXPECT_EQ(plan.num_fetched(r), 0u);
+      }
+      for (uint32_t row = 0; row < m; ++row) EXPECT_EQ(summed[row], 1) << "world " << world << " m " << m << " row " << row;
     }
   }
 }

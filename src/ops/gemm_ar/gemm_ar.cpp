@@ -121,7 +121,7 @@ std::string describe_gemm_ar_channel(const GemmArPlan& plan, uint32_t ch) {
 }
 
 GemmArChoice choose(const World& world, const GemmArArguments& a) {
-  const GemmArShape shape{world.size(), world.tightest_budget(), a.m, a.n, a.k, a.has_norm()};
+  const GemmArShape shape{world.size(), world.tightest_budget(), a.m, a.n, a.k, a.has_norm(), a.scatter};
   return gemm_ar_choice(shape, a.config, gemm_ar_rates(world, a.config.path));
 }
 
@@ -141,6 +141,7 @@ detail::Sm90GemmArProblem problem_of(const World& world, const GemmArArguments& 
   p.plan.method = ch.method;
   p.plan.norm = a.has_norm();
   p.plan.copy_engine = gemm_ar_copy_engine(world, a.config.path);
+  p.plan.scatter = a.scatter;
   p.sm_count = ch.gemm_sms;
   return p;
 }
@@ -190,6 +191,14 @@ std::string GemmAr::can_implement(const World& world, const SymmetricHeap&, cons
                " are the same buffer: expected two (the norm reads the new residual while it writes out)";
       }
     }
+  }
+  if (a.scatter && a.has_norm()) {
+    return "arguments 'residual', 'residual_out' and 'norm_weight' are given with the reduce-scatter: expected none "
+           "(the norm epilogue follows the all-reduce only)";
+  }
+  if (a.scatter && c.method == AllReduceMethod::kTwoShot) {
+    return "argument 'config.method' = two_shot with the reduce-scatter: expected auto or one_shot (each rank sums "
+           "its own block of rows)";
   }
   if (c.method != AllReduceMethod::kAuto && c.method != AllReduceMethod::kOneShot &&
       c.method != AllReduceMethod::kTwoShot) {
@@ -271,6 +280,9 @@ int GemmAr::gemm_ctas() const { return kernels_[static_cast<size_t>(world_->loca
 
 std::string GemmAr::describe_choice() const {
   return choice_.why + (gemm_writes_out() ? " (the GEMM writes out itself: one rank, one slice, no norm)" : "") +
+         (plan_.scatter && plan_.world > 1 ? "; each rank sums its " + std::to_string(plan_.rows_per_rank()) +
+                                                 "-row block (reduce-scatter)"
+                                           : "") +
          (plan_.copy_engine ? std::string("; copy-engine path (") +
                                   (args_.config.path == GemmArPath::kCopyEngine ? "configured" : "the world's transport is put_signal") + ")"
                             : "");
@@ -310,7 +322,8 @@ void GemmAr::set_operands(int rank, const void* a, const void* b, void* out, con
   auto aligned = [](const void* p) { return p != nullptr && reinterpret_cast<uintptr_t>(p) % 16 == 0; };
   TL_REQUIRE(aligned(a), "GemmAr::set_operands", "a", a, "a 16-byte aligned M x K bf16 input");
   TL_REQUIRE(aligned(b), "GemmAr::set_operands", "b", b, "a 16-byte aligned N x K bf16 weight");
-  TL_REQUIRE(aligned(out), "GemmAr::set_operands", "out", out, "a 16-byte aligned M x N bf16 output");
+  TL_REQUIRE(aligned(out), "GemmAr::set_operands", "out", out,
+             plan_.scatter ? "a 16-byte aligned bf16 output of the rank's rows x N" : "a 16-byte aligned M x N bf16 output");
   if (plan_.norm) {
     TL_REQUIRE(aligned(residual), "GemmAr::set_operands", "residual", residual, "a 16-byte aligned M x N bf16 residual");
     TL_REQUIRE(aligned(residual_out) && residual_out != out, "GemmAr::set_operands", "residual_out", residual_out,

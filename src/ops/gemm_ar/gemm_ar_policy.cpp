@@ -8,6 +8,7 @@
 
 #include "ops/gemm_ar/sm90_gemm_ar_kernel.hpp"
 #include "tilelink/ops/gemm_ar/gemm_ar.hpp"
+#include "tilelink/ops/gemm_ar/gemm_ar_protocol.hpp"
 
 namespace tilelink {
 
@@ -35,6 +36,26 @@ namespace {
 uint32_t tiles_of(const GemmArShape& s) {
   const Tile t = gemm_tile(s.m);
   return ((s.m + t.m - 1) / t.m) * ((s.n + t.n - 1) / t.n);
+}
+
+// The reduce-scatter's share of the output a rank sums (its block of ceil(M / world) rows), and
+// the tiles the busiest rank sums: those of the tile rows its block meets (GemmArPlan::owned).
+double block_share(const GemmArShape& s) {
+  return s.scatter ? double((s.m + s.world - 1) / s.world) / s.m : 1.0;
+}
+uint32_t block_tiles(const GemmArShape& s) {
+  if (!s.scatter) return tiles_of(s);
+  const Tile t = gemm_tile(s.m);
+  GemmArPlan plan;
+  plan.world = static_cast<uint32_t>(s.world);
+  plan.m = s.m;
+  plan.n = s.n;
+  plan.bm = t.m;
+  plan.bn = t.n;
+  plan.scatter = true;
+  uint32_t most = 0;
+  for (uint32_t r = 0; r < plan.world; ++r) most = std::max(most, plan.num_reduced(r));
+  return most;
 }
 
 // The GEMM's waves' end times (seconds from its start).
@@ -81,9 +102,11 @@ double local(double bytes, uint32_t ctas, const GemmArRates& r) { return bytes /
 // (tiles reduced, or fetched, times parts).
 ArParts all_reduce(const GemmArShape& s, ArMethod method, uint32_t splits, uint32_t ctas, uint32_t parts,
                    double fraction, const GemmArRates& r) {
-  const double bytes = double(s.m) * s.n * 2.0 * fraction;
+  // The rank's rows: all of them, or its block's (the reduce-scatter, summed as one-shot sums).
+  const double bytes = double(s.m) * s.n * 2.0 * fraction * block_share(s);
   const double w = s.world;
-  const double tiles = std::max(1.0, tiles_of(s) * fraction);
+  const double tiles = std::max(1.0, block_tiles(s) * fraction);
+  if (s.scatter) method = ArMethod::kOneShot;
   auto busy = [&](double units) { return static_cast<uint32_t>(std::max(1.0, std::min<double>(ctas, units * parts))); };
   ArParts p;
   if (s.world == 1) {  // the slices' local sum, read and written at the CTAs' rate
@@ -96,7 +119,10 @@ ArParts all_reduce(const GemmArShape& s, ArMethod method, uint32_t splits, uint3
     const uint32_t tile_m = gemm_tile(s.m).m;
     const double rows = std::max(1.0, std::ceil(double((s.m + tile_m - 1) / tile_m) * fraction));
     if (method == ArMethod::kOneShot) {
-      p.reduce = stream_puts(rows * (w - 1), bytes * splits * (w - 1), r) + r.notify_latency +
+      const double per_peer = s.scatter ? std::max(1.0, tiles / std::max(1u, (s.n + gemm_tile(s.m).n - 1) /
+                                                                                    gemm_tile(s.m).n))
+                                        : rows;  // tile rows put to each peer
+      p.reduce = stream_puts(per_peer * (w - 1), bytes * splits * (w - 1), r) + r.notify_latency +
                  local(bytes * (splits * w + 1), busy(tiles), r);
     } else {
       // The busiest rank: it owns ceil(rows / w) tile rows (fewer tile rows than ranks leave some
@@ -199,7 +225,9 @@ GemmArChoice complete(const GemmArShape& s, const GemmArConfig& c, GemmArSchedul
     ch.splits = n;
   }
   const bool reduction = gemm_ar_policy::reduces(s, ch.splits);
-  const uint32_t reduced = method == ArMethod::kOneShot ? tiles : (tiles + w - 1) / w;
+  const uint32_t reduced = s.scatter                     ? gemm_ar_policy::block_tiles(s)
+                           : method == ArMethod::kOneShot ? tiles
+                                                          : (tiles + w - 1) / w;
   const uint64_t units = uint64_t(tiles) * ch.splits;
   if (c.reduce_blocks != 0) {
     ch.reduce_blocks = c.reduce_blocks;
@@ -232,7 +260,7 @@ GemmArChoice gemm_ar_choice(const GemmArShape& s, const GemmArConfig& c, const G
     schedules = {c.schedule};
   }
   std::vector<ArMethod> methods;
-  if (c.method == AllReduceMethod::kOneShot) {
+  if (c.method == AllReduceMethod::kOneShot || s.scatter) {  // the reduce-scatter's protocol is one-shot's
     methods = {ArMethod::kOneShot};
   } else if (c.method == AllReduceMethod::kTwoShot) {
     methods = {ArMethod::kTwoShot};
@@ -259,7 +287,7 @@ GemmArChoice gemm_ar_choice(const GemmArShape& s, const GemmArConfig& c, const G
   }
   if (!have) best = complete(s, c, schedules.front(), methods.front(), false);  // can_implement names the problem
   const bool chosen = candidates > 1;
-  best.why = to_string(best.schedule) + std::string(", ") + to_string(best.method) + ", " +
+  best.why = to_string(best.schedule) + std::string(", ") + (s.scatter ? "reduce-scatter" : to_string(best.method)) + ", " +
              std::to_string(best.splits) + " K slice(s) x " + std::to_string(gemm_ar_policy::tiles_of(s)) +
              " tiles on " + std::to_string(best.gemm_sms) + " GEMM CTAs, " + std::to_string(best.reduce_blocks) +
              " reduction CTAs; estimate " + std::to_string(best.estimate * 1e6).substr(0, 6) + " us" +

@@ -60,6 +60,8 @@ __global__ void __launch_bounds__(kThreads) gemm_ar_reduce_kernel(GemmArPlan pla
   const auto* residual = static_cast<const __nv_bfloat16*>(a.residual);
   const uint32_t sources = plan.world * plan.splits;
   const bool two_shot = plan.method == ArMethod::kTwoShot;
+  // Reduce-scatter: the rank's block of rows goes to the top of its out.
+  const uint64_t out_offset = uint64_t(plan.owned(rank).row0) * plan.n;
 
   auto source = [&](uint32_t i) -> const __nv_bfloat16* {  // source i: rank i / splits, slice i % splits
     const uint32_t q = i / plan.splits;
@@ -84,12 +86,15 @@ __global__ void __launch_bounds__(kThreads) gemm_ar_reduce_kernel(GemmArPlan pla
       }
       float acc[kE][8] = {};
       for (uint32_t i0 = 0; i0 < sources; i0 += kPer) {
+        const __nv_bfloat16* src[kPer];  // each source's base once for the kE elements
+#pragma unroll
+        for (int b = 0; b < kPer; ++b) src[b] = i0 + b < sources ? source(i0 + b) : nullptr;
         uint4 v[kE][kPer];
 #pragma unroll
         for (int j = 0; j < kE; ++j) {
 #pragma unroll
           for (int b = 0; b < kPer; ++b) {
-            if (e0 + j * kThreads < total && i0 + b < sources) v[j][b] = load16(source(i0 + b) + at[j]);
+            if (e0 + j * kThreads < total && i0 + b < sources) v[j][b] = load16(src[b] + at[j]);
           }
         }
 #pragma unroll
@@ -105,7 +110,7 @@ __global__ void __launch_bounds__(kThreads) gemm_ar_reduce_kernel(GemmArPlan pla
         if (e0 + j * kThreads >= total) continue;
         if (plan.norm) add_bf16x8(acc[j], load16(residual + at[j]));
         const uint4 packed = pack_bf16x8(acc[j]);
-        store16(dest + at[j], packed);
+        store16(dest + (at[j] - out_offset), packed);
         if (two_shot) store16(reduced + at[j], packed);
       }
     }

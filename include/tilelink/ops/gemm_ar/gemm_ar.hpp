@@ -16,6 +16,10 @@
 // sum the ranks' tiles as they arrive, one-shot or two-shot (gemm_ar_protocol.hpp), reading the
 // peers' partials themselves or, on the copy-engine path, what the streams put into this rank.
 // With one rank, one slice and no norm the GEMM writes `out` itself and nothing else runs.
+//
+// The same engine runs GemmRs at decode's M (`scatter`, gemm_rs.hpp's small_m engine): rank r's
+// `out` then gets only its block of rows of C, [r R, min((r + 1) R, M)) with R = ceil(M / P),
+// summed as one-shot sums them.
 #pragma once
 
 #include <cstdint>
@@ -73,6 +77,10 @@ struct GemmArArguments {
   float eps = 1e-6f;
   uint32_t m = 0, n = 0, k = 0;  // k: each rank's slice of the inner dimension
   GemmArConfig config;
+  // Reduce-scatter instead of all-reduce (GemmRs's small-M engine): rank r's `out` holds
+  // GemmArPlan::owned(r).rows x N bf16, its block of C. No norm; the method is one-shot's (auto or
+  // one_shot).
+  bool scatter = false;
 
   bool has_norm() const { return !residual.empty() || !residual_out.empty() || !norm_weight.empty(); }
 };

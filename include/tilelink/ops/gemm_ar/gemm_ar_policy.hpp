@@ -10,7 +10,9 @@
 //    work (tile parts): one-shot reads every peer's slices
 //    ((world - 1) x splits x the wave's share of M x N bf16), two-shot a 1/world share of them and
 //    then the owners' sums ((world - 1) / world); each at the lesser of the link and the reduction
-//    CTAs' copy rate, after one notify latency per exchange; at world 1 only the slices' sum;
+//    CTAs' copy rate, after one notify latency per exchange; at world 1 only the slices' sum; the
+//    reduce-scatter (`scatter`) is one-shot over the rank's block of rows alone (its tile rows'
+//    tiles as units of work);
 //  - fused: each wave's reduction under the next wave; non-overlapped: GEMM on the whole budget,
 //    then the all-reduce on the whole budget.
 // The rates are an H200's (core/h200_rates.hpp) and, for peers, NVLink's: a prediction, checked
@@ -59,12 +61,15 @@ struct GemmArRates {
   double ce_put_overhead = h200::kCeChunkOverhead;
 };
 
-// One rank's problem: the world, its SM budget, the output M x N, its K, the norm epilogue.
+// One rank's problem: the world, its SM budget, the output M x N, its K, the norm epilogue, and
+// whether the sums are a reduce-scatter (each rank its block of ceil(M / world) rows: GemmRs's
+// small-M engine) rather than an all-reduce.
 struct GemmArShape {
   int world = 1;
   int sm_budget = h200::kSms;
   uint32_t m = 0, n = 0, k = 0;
   bool norm = false;
+  bool scatter = false;
 };
 
 // A configuration in full: what the op runs.

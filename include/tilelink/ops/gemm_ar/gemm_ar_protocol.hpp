@@ -46,6 +46,13 @@
 //    puts the next call's rows before every rank is done with this call's staging.
 // Channels: those of the load/store path (no reduced(t)), then arrived(mt, q) for every tile row
 // and rank, then two-shot gathered(mt).
+//
+// Reduce-scatter (`scatter`, GemmRs's small-M engine): the same GEMM and waits, but rank r sums
+// only the rows it owns, owned(r) = [r R, min((r + 1) R, M)) with R = ceil(M / world) (torch.chunk's
+// split, GemmRs's), one-shot's way (every rank's and slice's partial, in order), and writes them
+// at the top of its `out` (owned(r).rows x N). Its work is the tiles of the tile rows that meet
+// its block, each clipped to the block; nothing is fetched, no norm. On the copy-engine path a
+// rank puts into each peer only the rows of the peer's block.
 #pragma once
 
 #include <cstdint>
@@ -72,6 +79,8 @@ struct GemmArPlan {
   uint32_t parts = 1;
   // The copy-engine path (above): the streams move the partials and the two-shot sums.
   bool copy_engine = false;
+  // Reduce-scatter (above): each rank gets only its block of rows (one-shot's protocol, no norm).
+  bool scatter = false;
 
   TL_HOST_DEVICE uint32_t ready_arrivals() const { return in_place ? 1u : splits; }
 
@@ -100,6 +109,29 @@ struct GemmArPlan {
   }
   TL_HOST_DEVICE uint64_t elems() const { return uint64_t(m) * n; }  // of one partial, out, reduced
 
+  // Reduce-scatter: the rows each rank owns (R = ceil(m / world); ranks past the end own none).
+  // Without `scatter` every rank's result is every row.
+  TL_HOST_DEVICE uint32_t rows_per_rank() const { return (m + world - 1) / world; }
+  TL_HOST_DEVICE RowRange owned(uint32_t rank) const {
+    if (!scatter) return {0, m};
+    const uint32_t r = rows_per_rank(), row0 = rank * r < m ? rank * r : m;
+    return {row0, m - row0 < r ? m - row0 : r};
+  }
+  // The tile rows [first, end) that meet owned(rank) (none for a rank that owns no rows).
+  TL_HOST_DEVICE uint32_t first_owned_tile_row(uint32_t rank) const { return owned(rank).row0 / bm; }
+  TL_HOST_DEVICE uint32_t end_owned_tile_row(uint32_t rank) const {
+    const RowRange o = owned(rank);
+    return o.rows == 0 ? first_owned_tile_row(rank) : (o.row0 + o.rows + bm - 1) / bm;
+  }
+  // The rows of tile row mt's tiles that `rank` sums: all of them, or with `scatter` those in its
+  // block (possibly none).
+  TL_HOST_DEVICE RowRange reduced_rows(uint32_t rank, uint32_t t) const {
+    const RowRange rows = tile_rows(t), o = owned(rank);
+    const uint32_t lo = rows.row0 > o.row0 ? rows.row0 : o.row0;
+    const uint32_t hi_t = rows.row0 + rows.rows, hi_o = o.row0 + o.rows, hi = hi_t < hi_o ? hi_t : hi_o;
+    return {lo, hi > lo ? hi - lo : 0u};
+  }
+
   TL_HOST_DEVICE uint32_t exit_channel() const { return 0; }
   TL_HOST_DEVICE uint32_t ready_channel(uint32_t t) const { return exit_barrier_channels(world) + t; }
   TL_HOST_DEVICE uint32_t reduced_channel(uint32_t t) const { return ready_channel(tiles()) + t; }
@@ -126,20 +158,23 @@ struct GemmArPlan {
   TL_HOST_DEVICE uint32_t owned_rows(uint32_t rank) const {
     return rank < m_tiles() ? (m_tiles() - rank + world - 1) / world : 0u;
   }
-  // The tiles `rank` reduces: all (one-shot) or those it owns (two-shot), in the GEMM's order.
+  // The tiles `rank` reduces: all (one-shot), those it owns (two-shot) or those of the tile rows
+  // that meet its block (scatter), in the GEMM's order.
   TL_HOST_DEVICE uint32_t num_reduced(uint32_t rank) const {
+    if (scatter) return (end_owned_tile_row(rank) - first_owned_tile_row(rank)) * n_tiles();
     if (method == ArMethod::kOneShot) return tiles();
     if (copy_engine) return owned_rows(rank) * n_tiles();
     return rank < tiles() ? (tiles() - rank + world - 1) / world : 0u;
   }
   TL_HOST_DEVICE uint32_t reduced_tile(uint32_t rank, uint32_t i) const {
+    if (scatter) return first_owned_tile_row(rank) * n_tiles() + i;
     if (method == ArMethod::kOneShot) return i;
     if (copy_engine) return (rank + (i / n_tiles()) * world) * n_tiles() + i % n_tiles();
     return rank + i * world;
   }
   // Two-shot: the tiles `rank` copies from their owners, in order (world >= 2).
   TL_HOST_DEVICE uint32_t num_fetched(uint32_t rank) const {
-    return method == ArMethod::kOneShot ? 0u : tiles() - num_reduced(rank);
+    return method == ArMethod::kOneShot || scatter ? 0u : tiles() - num_reduced(rank);
   }
   TL_HOST_DEVICE uint32_t fetched_tile(uint32_t rank, uint32_t i) const {
     // The i-th unit not owned by `rank` (a tile, or on the copy-engine path a tile row's tile):
@@ -164,7 +199,9 @@ enum class GemmArPass : uint32_t {
 // on one part of a tile at a time (`cols` = the part's columns; possibly none, past a tail tile):
 //   reduce_tile(t, rows, cols)  sum every rank's (and slice's) partial of tile t in rank order
 //                               into this rank's destination (out, or with norm residual_out after
-//                               adding the residual) and, two-shot, into its `reduced`;
+//                               adding the residual; with scatter `rows` is clipped to the rank's
+//                               block, and row i goes to out's row i - owned(rank).row0) and,
+//                               two-shot, into its `reduced`;
 //   fetch_tile(t, owner, rows, cols)  two-shot: copy tile t from the owner's `reduced` (on the
 //                               copy-engine path, from this rank's, where the owner put it);
 //   norm_row(row)               out[row] = RMSNorm(residual_out[row]) * weight.
@@ -207,7 +244,7 @@ TL_HOST_DEVICE void gemm_ar_reduce_block(Ctx& ctx, const GemmArPlan& plan, const
                              static_cast<int32_t>(t));
         }
       }
-      reduce_tile(t, plan.tile_rows(t), plan.part_cols(t, i % parts));
+      reduce_tile(t, plan.reduced_rows(rank, t), plan.part_cols(t, i % parts));
       if (two_shot && !ce) ctx.producer_tile_notify(sig, plan.reduced_channel(t), NotifyMode::kAdd);
       if (plan.norm) ctx.producer_tile_notify(sig, plan.row_channel(t / plan.n_tiles()), NotifyMode::kAdd);
     }
@@ -242,7 +279,8 @@ TL_HOST_DEVICE void gemm_ar_reduce_block(Ctx& ctx, const GemmArPlan& plan, const
 }
 
 // Copy-engine path, one rank's stream, before the reduction kernel: the partial's tile rows to the
-// peers that sum them (see above). `partial` holds plan.splits slices of M x N elements of
+// peers that sum them (see above): every peer's rows (one-shot), the owner's (two-shot), the rows
+// of the peer's block (scatter). `partial` holds plan.splits slices of M x N elements of
 // `elem_bytes`, `recv` world slots of as many (slot q: rank q's partial). Fed by the GEMM
 // (!in_place): each tile row waits for its tiles' notifies first -- every row, own ones included,
 // so that the kernel after this on the stream finds every tile of the rank's partial done.
@@ -258,13 +296,14 @@ void gemm_ar_copy_engine_push(HostCtx& h, const GemmArPlan& plan, const SignalVi
         h.rank_wait(sig, plan.ready_channel(mt * plan.n_tiles() + nt), plan.ready_arrivals());
       }
     }
-    const RowRange rows = plan.tile_rows(mt * plan.n_tiles());
-    const uint64_t offset = uint64_t(rows.row0) * plan.n * elem_bytes;
-    // The slices' rows of the tile row: one row of the copy per slice, slice_bytes apart.
-    const TileShape shape{plan.splits, static_cast<uint32_t>(uint64_t(rows.rows) * plan.n * elem_bytes)};
     for (uint32_t s = 1; s < w; ++s) {
       const uint32_t q = swizzled_peer(rank, s, w);
-      if (plan.method == ArMethod::kTwoShot && q != plan.row_owner(mt)) continue;
+      if (plan.method == ArMethod::kTwoShot && !plan.scatter && q != plan.row_owner(mt)) continue;
+      const RowRange rows = plan.reduced_rows(q, mt * plan.n_tiles());  // the tile row's, or its rows of q's block
+      if (rows.rows == 0) continue;
+      const uint64_t offset = uint64_t(rows.row0) * plan.n * elem_bytes;
+      // The slices' rows: one row of the copy per slice, slice_bytes apart.
+      const TileShape shape{plan.splits, static_cast<uint32_t>(uint64_t(rows.rows) * plan.n * elem_bytes)};
       char* dst = static_cast<char*>(recv) + uint64_t(rank) * plan.splits * slice_bytes + offset;
       h.rank_put_signal(heap, dst, static_cast<const char*>(partial) + offset, slice_bytes, shape, sig,
                         plan.arrived_channel(mt, rank), static_cast<int>(q));
