@@ -12,7 +12,10 @@
 //                        sums once every block has arrived (async-TP style)
 //   tilelink fused       GemmRs::run
 //   tilelink non-overlapped / auto  GemmRs::run with method non_overlapped / auto (the tune cache's
-//                        method, else the estimate's)
+//                        method, else the estimate's; auto also picks the engine)
+//   tilelink small-M engine  GemmRs::run with engine small_m (GEMM+AR's engine reduce-scattering:
+//                        decode's M), its schedule automatic
+// The rows above it run the engine configured (--engine), else the owner-tile GEMM.
 //   fused GEMM alone     GemmRs::run_gemm_only: the fused kernel without notifies or reduction
 //
 // The fused output is checked once against the non-overlapped one (bf16 tolerance). Times are the
@@ -31,6 +34,7 @@
 #include "bench/gemm_rs_setup.hpp"
 #include "bench/harness.hpp"
 #include "tilelink/core/error.hpp"
+#include "tilelink/ops/gemm_ar/gemm_ar.hpp"
 #include "tilelink/ops/gemm_rs/gemm_rs.hpp"
 
 namespace tilelink::bench {
@@ -57,15 +61,25 @@ Table bench_gemm_rs(const GemmRsBenchOptions& o) {
   // the GEMM).
   GemmRsArguments main_args = s.args;
   main_args.config.method = OpMethod::kFused;
+  if (main_args.config.engine == GemmRsEngine::kAuto) main_args.config.engine = GemmRsEngine::kOwnerTiles;
   GemmRs op(world, s.heap, s.signals, main_args, "bench.gemm_rs");
   // The op's other paths, where the configuration allows them (null otherwise).
   auto method_op = [&](OpMethod method) -> std::unique_ptr<GemmRs> {
-    GemmRsArguments args = s.args;
+    GemmRsArguments args = main_args;
     args.config.method = method;
     if (!GemmRs::can_implement(world, s.heap, args).empty()) return nullptr;
     return std::make_unique<GemmRs>(world, s.heap, s.signals, args, std::string("bench.gemm_rs.") + to_string(method));
   };
   std::unique_ptr<GemmRs> op_non = method_op(OpMethod::kNonOverlapped), op_dec = method_op(OpMethod::kDecomposed);
+  // The small-M engine at its automatic schedule, where it can run (bf16).
+  std::unique_ptr<GemmRs> op_small;
+  if (GemmRsArguments args = s.args; args.config.engine != GemmRsEngine::kOwnerTiles) {
+    args.config.engine = GemmRsEngine::kSmallM;
+    args.config.method = OpMethod::kAuto;
+    if (GemmRs::can_implement(world, s.heap, args).empty()) {
+      op_small = std::make_unique<GemmRs>(world, s.heap, s.signals, args, "bench.gemm_rs.small_m");
+    }
+  }
   // The op as a caller leaves it (method auto): the tune cache's method, else its estimate's.
   GemmRs op_auto(world, s.heap, s.signals, s.args, "bench.gemm_rs.auto");
   Cublas cublas(world);
@@ -141,6 +155,7 @@ Table bench_gemm_rs(const GemmRsBenchOptions& o) {
   auto op_non_overlapped = [&] { op_non->run(); };
   auto op_decomposed = [&] { op_dec->run(); };
   auto op_automatic = [&] { op_auto.run(); };
+  auto op_small_m = [&] { op_small->run(); };
 
   // Check once: the op's output (each method) against the non-overlapped chain's; before each
   // path but the first, the output is NaN unless the path writes it.
@@ -156,6 +171,7 @@ Table bench_gemm_rs(const GemmRsBenchOptions& o) {
   if (op_non) check_path("bench gemm_rs, op non-overlapped", op_non_overlapped);
   if (op_dec) check_path("bench gemm_rs, op decomposed", op_decomposed);
   check_path("bench gemm_rs, op on auto", op_automatic);
+  if (op_small) check_path("bench gemm_rs, op small-M engine", op_small_m);
 
   bool gated = true;
   std::vector<std::function<void()>> variants = {gemm_all, reduce_scatter, non_overlapped, decomposed, fused,
@@ -163,6 +179,7 @@ Table bench_gemm_rs(const GemmRsBenchOptions& o) {
   variants.push_back(op_automatic);
   if (op_non) variants.push_back(op_non_overlapped);
   if (op_dec) variants.push_back(op_decomposed);
+  if (op_small) variants.push_back(op_small_m);
   const std::vector<Stats> t = repeat_interleaved(world, o.timing.warmup, o.timing.iters, variants, &gated);
   const Stats &t_gemm = t[0], &t_comm = t[1], &t_non = t[2], &t_dec = t[3], &t_fused = t[4], &t_alone = t[5];
   GemmOpTable result("gemm_rs",
@@ -178,7 +195,13 @@ Table bench_gemm_rs(const GemmRsBenchOptions& o) {
   result.row("tilelink fused", t_fused);
   if (op_non) result.row("tilelink non-overlapped (op path)", t[7]);
   if (op_dec) result.row("tilelink decomposed (op path: block GEMMs + copy engine)", t[op_non ? 8 : 7]);
-  result.row(std::string("tilelink auto (ran ") + to_string(op_auto.method()) + ")", t[6]);
+  if (op_small) {
+    result.row(std::string("tilelink small-M engine (") + to_string(op_small->method()) + ", " +
+                   std::to_string(op_small->small_m()->splits()) + " K slices)",
+               t.back());
+  }
+  result.row(std::string("tilelink auto (ran ") + to_string(op_auto.engine()) + ", " + to_string(op_auto.method()) + ")",
+             t[6]);
   result.row("fused GEMM alone (no scatter, no reduction)", t_alone);
   Table& table = result.table;
   // The shape as `tilelink plan gemm_rs` takes it (bench/predicted_vs_measured.py reads these).
@@ -197,6 +220,7 @@ Table bench_gemm_rs(const GemmRsBenchOptions& o) {
   table.notes.push_back("check: the op's output of every rank (each method) equals cuBLAS + reduce-scatter within "
                         "bf16 tolerance");
   table.notes.push_back(std::string("method auto ran ") + to_string(op_auto.method()) + ": " + op_auto.method_why());
+  table.notes.push_back(std::string("engine auto ran ") + to_string(op_auto.engine()) + ": " + op_auto.engine_why());
   result.common_notes(w, t_fused.samples, o.timing.warmup, gated);
   return table;
 }

@@ -7,7 +7,10 @@
 
 #include "bench/gemm_rs.hpp"
 #include "bench/gemm_rs_setup.hpp"
+#include "tilelink/core/error.hpp"
+#include "tilelink/ops/gemm_ar/gemm_ar.hpp"
 #include "tilelink/ops/gemm_rs/gemm_rs.hpp"
+#include "tilelink/sim/gemm_ar_sim.hpp"
 #include "tilelink/sim/gemm_rs_rates.hpp"
 #include "tilelink/sim/gemm_rs_sim.hpp"
 #include "tilelink/tune/gemm_rs_tune.hpp"
@@ -68,6 +71,10 @@ void add_knobs(CLI::App* app, GemmRsConfig& c, CLI::Option_group*& knobs) {
                 "tile rasterization swizzle: 1, 2, 4 or 8; 0 = automatic (a band inside one owner block)")
       ->capture_default_str()
       ->check(CLI::IsMember({0u, 1u, 2u, 4u, 8u}));
+  add_enum_option(g, "--engine", c.engine, {GemmRsEngine::kAuto, GemmRsEngine::kOwnerTiles, GemmRsEngine::kSmallM},
+                  "owner_tiles (the GEMM over owner blocks of whole tile rows), small_m (GEMM+AR's engine: 64- or "
+                  "128-row tiles over all rows, K slices, each owner summing its rows; decode's M) or auto (the "
+                  "estimates' faster)");
 }
 
 // ---- plan ----------------------------------------------------------------------------------------
@@ -146,6 +153,17 @@ int plan(PlanGemmRs a, const sim::CostModel& cost, const CLI::App& app) {
                             : gemm_rs_policy::choose_method(OpMethod::kAuto, e, gemm_rs_policy::kAutoMayDecompose)),
               e.fused * 1e6, e.non_overlapped * 1e6, e.decomposed * 1e6,
               gemm_rs_policy::kAutoMayDecompose ? " (given a recv buffer)" : " (not chosen automatically until measured)");
+  // And the engine auto takes (GemmRsConfig::engine): the small-M engine's estimate, GEMM+AR's
+  // reduce-scatter at this cost model's rates, against the owner-tile GEMM's at its method.
+  if (p.dtype == DType::kBf16) {
+    const GemmArChoice small = gemm_rs_policy::small_m_choice(p.world, cost.sms, p.m, p.n, shape.k, GemmArConfig{},
+                                                              sim::gemm_ar_rates(cost, p.world, p.nodes));
+    const OpMethod method = r.reducer == GemmRsReducer::kEpilogue ? OpMethod::kFused
+                                                                  : gemm_rs_policy::choose_method(OpMethod::kAuto, e);
+    std::printf("op engine auto: %s (the estimates: small_m %.1f us -- %s; owner_tiles %.1f us, %s)\n",
+                to_string(gemm_rs_policy::choose_engine(e.of(method), small.estimate)), small.estimate * 1e6,
+                small.why.c_str(), e.of(method) * 1e6, to_string(method));
+  }
   return 0;
 }
 
@@ -176,6 +194,11 @@ TraceResult trace_gemm_rs(const TraceOptions<tb::GemmRsBenchOptions>& o) {
   if (o.op.dtype == DType::kE4m3) s.use_fp8(o.op.scaling, "trace gemm_rs");
   GemmRsArguments args = s.args;  // the fused path's timeline (the others notify no tiles)
   args.config.method = OpMethod::kFused;
+  if (args.config.engine == GemmRsEngine::kSmallM) {
+    throw InvalidArgument("trace gemm_rs: --engine small_m runs GEMM+AR's engine, whose timeline `tilelink trace "
+                          "gemm_ar` renders; expected owner_tiles or auto (traced as owner_tiles)");
+  }
+  args.config.engine = GemmRsEngine::kOwnerTiles;  // the timeline the checks below read
   GemmRs op(s.world, s.heap, s.signals, args, "trace.gemm_rs");
   TraceResult result;
   const bool gated = record_traced_call(s.world, op, o.capacity, o.op.timing, result);

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 
+#include "tilelink/ops/gemm_ar/gemm_ar.hpp"
 #include "tilelink/ops/gemm_rs/gemm_rs_policy.hpp"
 
 namespace tilelink::test {
@@ -168,6 +169,46 @@ TEST(GemmRsPolicy, PathByTheMachine) {
   far.put_signal = true;
   EXPECT_TRUE(is(path(kAuto, kR, far), kCe, kBlocks));
   EXPECT_TRUE(is(path(kPull, kEpi, far), kPull, kEpi));
+}
+
+// The engine (issue 21, decode's M): the small-M engine (GEMM+AR's, reduce-scattering) where its
+// estimate beats the owner-tile GEMM's at its automatic method. On 8 H200s over NVLink and on 8
+// virtual ranks, LLaMA-3 70B's down projection (n 8192, k 28672 / 8): small_m up to decode's
+// hundreds of rows, where owner blocks of whole 128-row tiles are mostly padding; owner_tiles at
+// prefill's thousands, where the fused kernel hides the reduce-scatter.
+TEST(GemmRsPolicy, SmallMEngineAtDecodeOwnerTilesAtPrefill) {
+  for (bool gpus : {true, false}) {
+    for (uint32_t m : {1u, 8u, 64u, 128u, 8192u}) {
+      MethodShape s;
+      s.world = 8;
+      s.m = m;
+      s.n = 8192;
+      s.k = 28672 / 8;
+      s.sm_budget = gpus ? 132 : 16;
+      s.reduce_blocks = reduce_blocks(0, s.sm_budget, {8, s.k, gpus});
+      s.one_rank_per_gpu = gpus;
+      const MethodEstimates e = estimate_methods(s);
+      const double owner = e.of(choose_method(OpMethod::kAuto, e));
+      GemmArRates rates;
+      if (!gpus) {  // virtual ranks share one GPU's HBM (gemm_ar_rates)
+        rates.hbm_bandwidth /= 8;
+        rates.link_bandwidth = rates.hbm_bandwidth;
+      }
+      const GemmArChoice small = gemm_rs_policy::small_m_choice(8, s.sm_budget, m, s.n, s.k, GemmArConfig{}, rates);
+      EXPECT_EQ(small.method, ArMethod::kOneShot) << small.why;
+      EXPECT_NE(small.why.find("reduce-scatter"), std::string::npos) << small.why;
+      const GemmRsEngine want = m <= 128 ? GemmRsEngine::kSmallM : GemmRsEngine::kOwnerTiles;
+      EXPECT_EQ(gemm_rs_policy::choose_engine(owner, small.estimate), want)
+          << (gpus ? "8 GPUs" : "8 virtual ranks") << ", m " << m << ": small_m " << small.estimate * 1e6
+          << " us, owner_tiles " << owner * 1e6 << " us";
+      // Each rank sums only its block: never more than the all-reduce's one-shot sums every row.
+      const GemmArShape ar{8, s.sm_budget, m, s.n, s.k};
+      GemmArConfig one_shot;
+      one_shot.method = AllReduceMethod::kOneShot;
+      EXPECT_LE(small.estimate, gemm_ar_choice(ar, one_shot, rates).estimate * (1 + 1e-9)) << "m " << m;
+    }
+  }
+  EXPECT_EQ(gemm_rs_policy::choose_engine(1e-5, 1e-5), GemmRsEngine::kOwnerTiles) << "ties keep owner_tiles";
 }
 
 }  // namespace

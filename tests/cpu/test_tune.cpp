@@ -222,7 +222,25 @@ TEST(TuneCache, KeepsGemmRsEntriesApartFromAgGemmOnes) {
   EXPECT_EQ(describe(rs_config), "scatter ce, signal per row, reduction CTAs 4, swizzle 2, push notify immediate");
   EXPECT_EQ(config_of<GemmRsConfig>(*rs).reduce_blocks, 4u);
   EXPECT_EQ(config_of<GemmRsConfig>(*rs).push_notify, GemmRsPushNotify::kImmediate);
+  EXPECT_EQ(config_of<GemmRsConfig>(*rs).engine, GemmRsEngine::kAuto);
   EXPECT_DOUBLE_EQ(rs->default_us, 6900);
+  // The engine round-trips; a configured engine is a knob (the cache then does not apply).
+  GemmRsConfig small;
+  small.engine = GemmRsEngine::kSmallM;
+  EXPECT_FALSE(is_automatic(small));
+  GemmRsConfig small_back;
+  from_config_json(to_config_json(small), "test", small_back);
+  EXPECT_EQ(small_back.engine, GemmRsEngine::kSmallM);
+  EXPECT_EQ(describe(small), "scatter auto, signal per tile, reduction CTAs auto, swizzle auto, engine small_m");
+  try {
+    GemmRsConfig bad;
+    from_config_json(R"({"scatter": "pull", "granularity": "tile", "reduce_blocks": 0, "gemm_sms": 0, "swizzle": 0,
+                         "engine": "tiny"})",
+                     "tune cache 'f'", bad);
+    FAIL() << "an unknown engine was accepted";
+  } catch (const InvalidArgument& e) {
+    EXPECT_NE(std::string(e.what()).find("field 'engine'"), std::string::npos) << e.what();
+  }
   EXPECT_EQ(back.find(key(8192))->op, "ag_gemm");
   // The cache knows no op: an entry of an op this build does not tune (a later build's) is kept
   // as it is, and written back when this build saves.

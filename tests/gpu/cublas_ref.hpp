@@ -77,6 +77,20 @@ inline void cublas_reference_bf16(cublasHandle_t h, const void* a, const void* b
   TL_CUDA_CHECK(cudaDeviceSynchronize());
 }
 
+// ref (M x N fp32) = A[:, k0:k0+ks] * B[:, k0:k0+ks]^T, A and B with row pitch k: one K slice's
+// product (the ops that cut K into slices round each to bf16); waits for the device.
+inline void cublas_slice(cublasHandle_t h, const void* a, const void* b, float* ref, uint32_t m, uint32_t n,
+                         uint32_t k, uint32_t k0, uint32_t ks) {
+  const float alpha = 1.0f, beta = 0.0f;
+  const auto* a16 = static_cast<const __nv_bfloat16*>(a) + k0;
+  const auto* b16 = static_cast<const __nv_bfloat16*>(b) + k0;
+  TL_CUBLAS_CHECK(cublasGemmEx(h, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(n), static_cast<int>(m),
+                               static_cast<int>(ks), &alpha, b16, CUDA_R_16BF, static_cast<int>(k), a16, CUDA_R_16BF,
+                               static_cast<int>(k), &beta, ref, CUDA_R_32F, static_cast<int>(n), CUBLAS_COMPUTE_32F,
+                               CUBLAS_GEMM_DEFAULT));
+  TL_CUDA_CHECK(cudaDeviceSynchronize());
+}
+
 // Expects c (M x N bf16 on the device) to be A * B^T within bf16 output rounding (2^-8 relative)
 // plus fp32 accumulation-order noise; `ref` (M x N fp32 on the device) is scratch for cuBLAS.
 // `who` names c in the failure message.

@@ -32,19 +32,6 @@ constexpr float kEps = 1e-5f;
 
 float bf(__nv_bfloat16 x) { return __bfloat162float(x); }
 
-// slice_ref (M x N fp32) = A[:, k0:k0+ks] * B[:, k0:k0+ks]^T, A and B with row pitch k.
-void cublas_slice(cublasHandle_t h, const void* a, const void* b, float* ref, uint32_t m, uint32_t n, uint32_t k,
-                  uint32_t k0, uint32_t ks) {
-  const float alpha = 1.0f, beta = 0.0f;
-  const auto* a16 = static_cast<const __nv_bfloat16*>(a) + k0;
-  const auto* b16 = static_cast<const __nv_bfloat16*>(b) + k0;
-  TL_CUBLAS_CHECK(cublasGemmEx(h, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(n), static_cast<int>(m),
-                               static_cast<int>(ks), &alpha, b16, CUDA_R_16BF, static_cast<int>(k), a16, CUDA_R_16BF,
-                               static_cast<int>(k), &beta, ref, CUDA_R_32F, static_cast<int>(n), CUBLAS_COMPUTE_32F,
-                               CUBLAS_GEMM_DEFAULT));
-  TL_CUDA_CHECK(cudaDeviceSynchronize());
-}
-
 // The shared problem (gemm_ar_problem.hpp) at this file's N and K, with room for one slice's
 // fp32 cuBLAS reference.
 struct Problem : GemmArProblem {

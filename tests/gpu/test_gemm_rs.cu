@@ -31,7 +31,8 @@ namespace tilelink::test::gemm_rs {
 // the second call's inputs, each bit-identical to it.
 void check_gemm_rs(int world_size, uint32_t m, uint32_t n, uint32_t k, SignalGranularity granularity,
                    GemmRsScatter scatter, int repeats, GemmRsReducer reducer = GemmRsReducer::kAuto,
-                   OpMethod method = OpMethod::kAuto, GemmRsPushNotify push_notify = GemmRsPushNotify::kDeferred) {
+                   OpMethod method = OpMethod::kAuto, GemmRsPushNotify push_notify = GemmRsPushNotify::kDeferred,
+                   GemmRsEngine engine = GemmRsEngine::kOwnerTiles) {
   const uint64_t seed = std::random_device{}();
   SCOPED_TRACE("seed " + std::to_string(seed) + ", m " + std::to_string(m));
   std::mt19937_64 rng(seed);
@@ -44,10 +45,12 @@ void check_gemm_rs(int world_size, uint32_t m, uint32_t n, uint32_t k, SignalGra
   p.args.config.reducer = reducer;
   p.args.config.method = method;
   p.args.config.push_notify = push_notify;
+  p.args.config.engine = engine;  // the owner-tile GEMM's knobs above are what these tests vary
   std::vector<DeviceBuffer> ref;
   for (int r = 0; r < world_size; ++r) ref.emplace_back(size_t(m) * n * 2, world.device(r));
   ASSERT_EQ(GemmRs::can_implement(world, env.heap, p.args), "");
   GemmRs op(world, env.heap, env.signals, p.args, "gemm_rs_test");
+  if (engine != GemmRsEngine::kAuto) EXPECT_EQ(op.engine(), engine);
   if (method != OpMethod::kAuto) {
     EXPECT_EQ(op.method(), method);
   } else {
@@ -273,6 +276,7 @@ TEST(GemmRsArgumentsTest, RefusesWhatItCannotRun) {
   const SymmetricBuffer& recv = problem.recv;
   GemmRsArguments good = problem.args;
   good.recv = nullptr;  // only the copy engine needs it (the cases below)
+  good.config.engine = GemmRsEngine::kOwnerTiles;  // its checks (the small-M engine's: test_gemm_rs_small_m.cu)
   ASSERT_EQ(GemmRs::can_implement(env.world, env.heap, good), "");
   using A = GemmRsArguments;
   const auto copy_engine = [](A& a, SignalGranularity granularity) {
@@ -354,10 +358,12 @@ TEST(GemmRsTuneCacheTest, AutomaticConfigTakesTheCachedOneAndComputesTheSame) {
   entry.gemm_rs.scatter = GemmRsScatter::kCopyEngine;
   entry.gemm_rs.granularity = SignalGranularity::kTileRow;
   entry.gemm_rs.swizzle = 2;
+  entry.gemm_rs.engine = GemmRsEngine::kOwnerTiles;
   cache.put(gemm_rs_tune_key(env.world, args), entry);
 
   GemmRsArguments plain_args = args;
   plain_args.config.use_tune_cache = false;
+  plain_args.config.engine = GemmRsEngine::kOwnerTiles;
   GemmRs plain(env.world, env.heap, env.signals, plain_args, "tune_cache_test.plain");
   EXPECT_EQ(plain.tuned_from(), "");
   GemmRs tuned(env.world, env.heap, env.signals, args, "tune_cache_test.tuned");
@@ -370,10 +376,14 @@ TEST(GemmRsTuneCacheTest, AutomaticConfigTakesTheCachedOneAndComputesTheSame) {
   no_slots.recv = nullptr;
   GemmRs fallback(env.world, env.heap, env.signals, no_slots, "tune_cache_test.fallback");
   EXPECT_EQ(fallback.tuned_from(), "") << "a cached configuration the op refuses was taken";
-  GemmRsConfig automatic;  // every knob automatic, the path resolved for virtual ranks: pull, blocks
-  automatic.scatter = GemmRsScatter::kPull;
-  automatic.reducer = GemmRsReducer::kBlocks;
-  EXPECT_EQ(describe(fallback.config()), describe(automatic));
+  if (fallback.engine() == GemmRsEngine::kOwnerTiles) {  // the engine is the estimate's here
+    GemmRsConfig automatic;  // every knob automatic, the path resolved for virtual ranks: pull, blocks
+    automatic.scatter = GemmRsScatter::kPull;
+    automatic.reducer = GemmRsReducer::kBlocks;
+    EXPECT_EQ(describe(fallback.config()), describe(automatic));
+  } else {
+    EXPECT_TRUE(is_automatic(fallback.config())) << describe(fallback.config());
+  }
 
   std::vector<std::vector<uint8_t>> want;
   plain.run();

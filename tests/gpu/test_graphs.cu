@@ -193,6 +193,7 @@ TEST_P(GemmRsGraphTest, ReplaysMatchCublasAndRepeatBitForBit) {
   GemmRsProblem p(env, m, kN, kK, rng);
   p.args.config.scatter = scatter;
   p.args.config.granularity = SignalGranularity::kTileRow;  // one the copy engine moves too
+  p.args.config.engine = GemmRsEngine::kOwnerTiles;
   std::vector<DeviceBuffer> ref;
   for (int r = 0; r < world_size; ++r) ref.emplace_back(partial_bytes, world.device(r));
   GemmRs op(world, env.heap, env.signals, p.args, "gemm_rs_graph_test");

@@ -255,6 +255,7 @@ TEST_P(GemmRsTraceTest, EveryReductionFollowsEverySendersNotify) {
   std::vector<DeviceBuffer>& out = problem.out;
   args.config.scatter = scatter;
   args.config.granularity = scatter == GemmRsScatter::kCopyEngine ? SignalGranularity::kTileRow : SignalGranularity::kTile;
+  args.config.engine = GemmRsEngine::kOwnerTiles;  // the owner-tile GEMM's trace (small-M: GEMM+AR's)
   ASSERT_EQ(GemmRs::can_implement(env.world, env.heap, args), "");
   GemmRs op(env.world, env.heap, env.signals, args, "trace_test.gemm_rs");
   TraceBuffer buffer(env.world, 1 << 16);

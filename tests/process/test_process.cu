@@ -11,6 +11,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <functional>
 #include <iostream>
 #include <memory>
@@ -227,6 +228,8 @@ struct RsScatter {
   uint32_t rows = 256;  // per rank: whole tile rows, or (136) a partial last one
   OpMethod method = OpMethod::kAuto;
   GemmRsPushNotify push_notify = GemmRsPushNotify::kDeferred;
+  GemmRsEngine engine = GemmRsEngine::kOwnerTiles;
+  uint32_t k = 256;  // 1024 and more: the small-M engine cuts K into slices
 };
 
 class ProcessGemmRs : public ::testing::TestWithParam<RsScatter> {};
@@ -234,7 +237,7 @@ class ProcessGemmRs : public ::testing::TestWithParam<RsScatter> {};
 TEST_P(ProcessGemmRs, MatchesTheSumOfEveryRanksCublasProduct) {
   const RsScatter s = GetParam();
   const int w = world().size();
-  const uint32_t rows = s.rows, n = 512, k = 256, m = rows * uint32_t(w);
+  const uint32_t rows = s.rows, n = 512, k = s.k, m = rows * uint32_t(w);
   SymmetricHeap heap(world(), size_t(m) * n * 2 * 2 + (4 << 20));
   SignalSet signals(heap, 4096);
   SymmetricBuffer partial = heap.allocate(size_t(m) * n * 2), recv = heap.allocate(size_t(m) * n * 2);
@@ -257,6 +260,7 @@ TEST_P(ProcessGemmRs, MatchesTheSumOfEveryRanksCublasProduct) {
   args.config.reducer = s.reducer;
   args.config.method = s.method;
   args.config.push_notify = s.push_notify;
+  args.config.engine = s.engine;
   args.a.assign(w, nullptr);
   args.b.assign(w, nullptr);
   args.out.assign(w, nullptr);
@@ -305,6 +309,24 @@ TEST_P(ProcessGemmRs, MatchesTheSumOfEveryRanksCublasProduct) {
         want[i] += x;
         bound[i] += std::fabs(x) / 256.0f;
       }
+      if (op.engine() == GemmRsEngine::kSmallM) {
+        // Each K slice is rounded to bf16 on its own: 2^-8 of |A_p| |B_p|^T bounds them all.
+        auto magnitude = [](std::vector<__nv_bfloat16> v) {
+          for (__nv_bfloat16& x : v) {  // clear the sign bit
+            uint16_t bits;
+            std::memcpy(&bits, &x, 2);
+            bits &= 0x7FFF;
+            std::memcpy(&x, &bits, 2);
+          }
+          return v;
+        };
+        upload(ap.get(), magnitude(a_p).data(), ap.bytes());
+        upload(bp.get(), magnitude(b_p).data(), bp.bytes());
+        simple_reference(ap.get(), bp.get(), ref.get<float>(), m, n, k);
+        settle();
+        const auto mag = download<float>(ref.get(), size_t(m) * n);
+        for (size_t i = 0; i < want.size(); ++i) bound[i] += mag[size_t(me()) * rows * n + i] / 256.0f;
+      }
     }
     poison(out.get(), out.bytes());
     op.run();
@@ -328,7 +350,15 @@ INSTANTIATE_TEST_SUITE_P(Process, ProcessGemmRs,
                                            RsScatter{"pull_136_rows", GemmRsScatter::kPull, GemmRsReducer::kAuto, 136},
                                            // block GEMMs, each peer block's copy behind it (issue 21)
                                            RsScatter{"decomposed_136_rows", GemmRsScatter::kPull, GemmRsReducer::kAuto,
-                                                     136, OpMethod::kDecomposed}),
+                                                     136, OpMethod::kDecomposed},
+                                           // decode's M: GEMM+AR's engine, K slices, each owner its rows
+                                           // (3 a rank: a tile row shared by every owner), both paths
+                                           RsScatter{"small_m_3_rows", GemmRsScatter::kAuto, GemmRsReducer::kAuto, 3,
+                                                     OpMethod::kAuto, GemmRsPushNotify::kDeferred,
+                                                     GemmRsEngine::kSmallM, 2048},
+                                           RsScatter{"small_m_ce_40_rows", GemmRsScatter::kCopyEngine,
+                                                     GemmRsReducer::kAuto, 40, OpMethod::kAuto,
+                                                     GemmRsPushNotify::kDeferred, GemmRsEngine::kSmallM, 1024}),
                          [](const auto& info) { return std::string(info.param.name); });
 
 // ---- A rank that never arrives (ctest gpu_process_fault_*: TILELINK_PROCESS_FAULT set) --------------

@@ -34,6 +34,20 @@ GemmRs::GemmRs(const World& world, SymmetricHeap& heap, SignalSet& signals, cons
         if (callers.method != OpMethod::kAuto) tuned.method = callers.method;
       },
       &tuned_from_);
+  const EngineChoice engine = choose_engine(world, heap, args_);
+  engine_why_ = engine.why;
+  if (engine.engine == GemmRsEngine::kSmallM) {
+    // GEMM+AR's engine, reduce-scattering; the owner_tiles engine's plan only describes.
+    small_m_ = std::make_unique<GemmAr>(world, heap, signals, small_m_arguments(args_), name + ".small_m");
+    const GemmArChoice& ch = small_m_->choice();
+    method_ = ch.schedule == GemmArSchedule::kFused ? OpMethod::kFused : OpMethod::kNonOverlapped;
+    method_why_ = std::string(args_in.config.method != OpMethod::kAuto ? "configured" : "GEMM+AR's schedule") +
+                  " (small-M engine: " + small_m_->describe_choice() + ")";
+    const GemmRsArguments resolved = with_path(world, heap, args_);
+    kernel_name_ = kernel_for(resolved).name;
+    plan_ = make_plan(world, resolved, kernel_for(resolved));
+    return;
+  }
   args_ = with_path(world, heap, args_);  // the scatter and reducer this world runs
   const GemmRsArguments& args = args_;
   const auto& kernel = kernel_for(args);
@@ -106,17 +120,7 @@ GemmRs::GemmRs(const World& world, SymmetricHeap& heap, SignalSet& signals, cons
 void GemmRs::choose_method(OpMethod callers, GemmRsReducer asked) {
   const World& world = *world_;
   const int budget = world.tightest_budget();  // alike in every process
-  gemm_rs_policy::MethodShape s;
-  s.world = static_cast<uint32_t>(world.size());
-  s.m = args_.m;
-  s.n = args_.n;
-  s.k = args_.k;
-  s.sm_budget = budget;
-  s.reduce_blocks = reduce_blocks_;
-  s.reducer = plan_.reducer;
-  s.one_rank_per_gpu = world.mode() != WorldMode::kVirtual;
-  s.push_notify = args_.config.push_notify;
-  estimates_ = gemm_rs_policy::estimate_methods(s);
+  estimates_ = gemm_rs_policy::estimate_methods(method_shape(world, args_, reduce_blocks_));
   auto us = [](double t) { return std::to_string(static_cast<long long>(t * 1e6 + 0.5)); };
   if (plan_.reducer == GemmRsReducer::kEpilogue) {  // can_implement refuses a configured non-fused method
     method_ = OpMethod::kFused;
@@ -231,6 +235,14 @@ void GemmRs::set_operands(int rank, const void* a, const void* b, void* out) {
   require_aligned("GemmRs::set_operands", "a", a, "a 16-byte aligned M x K bf16 input on the rank's device");
   require_aligned("GemmRs::set_operands", "b", b, "a 16-byte aligned N x K bf16 weight on the rank's device");
   require_aligned("GemmRs::set_operands", "out", out, "a 16-byte aligned M/P x N bf16 output on the rank's device");
+  if (small_m_ != nullptr) {
+    small_m_->set_operands(rank, a, b, out);
+    const size_t r = static_cast<size_t>(rank);
+    args_.a[r] = a;
+    args_.b[r] = b;
+    args_.out[r] = out;
+    return;
+  }
   repoint_operands(rank, a, nullptr, b, nullptr, out);
 }
 
@@ -305,6 +317,7 @@ void GemmRs::quantize_a() {
 GemmRs::~GemmRs() = default;
 
 uint64_t GemmRs::run() {
+  if (small_m_ != nullptr) return small_m_->run();
   const World& world = *world_;
   quantize_a();
   const uint64_t epoch = slice_.begin_call();
@@ -380,12 +393,14 @@ void GemmRs::launch_reduce(int rank, const char* what, uint32_t blocks, uint32_t
 
 void GemmRs::set_trace(const TraceBuffer* trace) {
   trace_ = trace;
+  if (small_m_ != nullptr) return small_m_->set_trace(trace);
   for (int r : world_->local_ranks()) {
     kernels_[static_cast<size_t>(r)]->set_trace(trace != nullptr ? trace->view(r) : TraceView{});
   }
 }
 
 void GemmRs::run_gemm_only() {
+  if (small_m_ != nullptr) return small_m_->run_gemm_only();
   for (int r : world_->local_ranks()) {
     world_->set_device(r);
     kernels_[static_cast<size_t>(r)]->run(slice_.epoch(), world_->compute_stream(r), false);

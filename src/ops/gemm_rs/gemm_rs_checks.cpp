@@ -264,8 +264,14 @@ std::string GemmRs::can_implement(const World& world, const SymmetricHeap& heap,
     return "argument 'config.scatter' = " + std::to_string(static_cast<uint32_t>(in.config.scatter)) +
            ": expected pull, push, ce or auto";
   }
+  if (static_cast<uint32_t>(in.config.engine) > 2) {
+    return "argument 'config.engine' = " + std::to_string(static_cast<uint32_t>(in.config.engine)) +
+           ": expected auto, owner_tiles or small_m";
+  }
+  if (in.m == 0) return "argument 'm' = 0: expected at least one row";
+  // The small-M engine has checks of its own (GEMM+AR's); the rest are the owner_tiles engine's.
+  if (choose_engine(world, heap, in).engine == GemmRsEngine::kSmallM) return small_m_refusal(world, heap, in);
   const GemmRsArguments a = with_path(world, heap, in);  // the checks below see the path that would run
-  if (a.m == 0) return "argument 'm' = 0: expected at least one row";
   if (std::string e = check_fp8_operands(world, a); !e.empty()) return e;
   const auto& kernel = kernel_for(a);
   if (a.a_source.empty()) {

@@ -12,6 +12,7 @@ std::string describe(const GemmRsConfig& c) {
   if (c.reducer != GemmRsReducer::kAuto) s += std::string(", reducer ") + to_string(c.reducer);
   if (c.push_notify != GemmRsPushNotify::kDeferred) s += std::string(", push notify ") + to_string(c.push_notify);
   if (c.method != OpMethod::kAuto) s += std::string(", method ") + to_string(c.method);
+  if (c.engine != GemmRsEngine::kAuto) s += std::string(", engine ") + to_string(c.engine);
   return s;
 }
 
@@ -19,7 +20,7 @@ bool is_automatic(const GemmRsConfig& c) {
   const GemmRsConfig d;
   return c.scatter == d.scatter && c.granularity == d.granularity && c.reduce_blocks == d.reduce_blocks &&
          c.gemm_sms == d.gemm_sms && c.swizzle == d.swizzle && c.reducer == d.reducer &&
-         c.push_notify == d.push_notify;
+         c.push_notify == d.push_notify && c.engine == d.engine;
 }
 
 std::string to_config_json(const GemmRsConfig& c) {
@@ -30,7 +31,8 @@ std::string to_config_json(const GemmRsConfig& c) {
                       {"swizzle", c.swizzle},
                       {"reducer", to_string(c.reducer)},
                       {"push_notify", to_string(c.push_notify)},
-                      {"op_method", to_string(c.method)}}
+                      {"op_method", to_string(c.method)},
+                      {"engine", to_string(c.engine)}}
       .dump();
 }
 
@@ -54,6 +56,10 @@ void from_config_json(const std::string& json, const std::string& source, GemmRs
           detail::enum_field(j, "push_notify", {GemmRsPushNotify::kDeferred, GemmRsPushNotify::kImmediate}, source);
     }
     out.method = detail::method_from_json(j, source);
+    if (j.contains("engine")) {
+      out.engine = detail::enum_field(
+          j, "engine", {GemmRsEngine::kAuto, GemmRsEngine::kOwnerTiles, GemmRsEngine::kSmallM}, source);
+    }
     return out;
   });
 }

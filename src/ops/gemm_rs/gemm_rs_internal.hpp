@@ -7,6 +7,7 @@
 #include <string>
 
 #include "ops/gemm_rs/sm90_gemm_rs_kernel.hpp"
+#include "tilelink/ops/gemm_ar/gemm_ar.hpp"
 #include "tilelink/ops/gemm_rs/gemm_rs.hpp"
 
 namespace tilelink::gemm_rs_internal {
@@ -35,5 +36,23 @@ uint32_t choose_swizzle(const World& world, const GemmRsArguments& a, const deta
 std::string describe_gemm_rs_channel(const GemmRsFusedPlan& plan, uint32_t ch, int waiter, int peer);
 // What the decomposed method needs beyond the fused path's checks: "" if it can run.
 std::string decomposed_needs(const World& world, const SymmetricHeap& heap, const GemmRsArguments& a);
+// The owner_tiles engine's method estimates (gemm_rs_policy::estimate_methods) for resolved `a`
+// with `reduce_blocks` reduction CTAs beside the fused GEMM; the SM budget is the tightest rank's
+// (alike in every process).
+gemm_rs_policy::MethodShape method_shape(const World& world, const GemmRsArguments& a, uint32_t reduce_blocks);
+
+// The small-M engine (gemm_rs_engine.cpp): GEMM+AR's arguments for the caller's `a` (knobs as
+// GemmRsConfig::engine says; the tune cache is GemmRs's, not GEMM+AR's), and why `a` cannot run
+// on it ("" if it can).
+GemmArArguments small_m_arguments(const GemmRsArguments& a);
+std::string small_m_refusal(const World& world, const SymmetricHeap& heap, const GemmRsArguments& a);
+// The engine the caller's `a` runs: as configured, else the estimates' faster (each engine's
+// automatic method), and why; the same in every process (the world's shared facts only).
+struct EngineChoice {
+  GemmRsEngine engine = GemmRsEngine::kOwnerTiles;
+  double owner_tiles = 0, small_m = 0;  // the estimates, seconds (0: not estimated)
+  std::string why;
+};
+EngineChoice choose_engine(const World& world, const SymmetricHeap& heap, const GemmRsArguments& a);
 
 }  // namespace tilelink::gemm_rs_internal

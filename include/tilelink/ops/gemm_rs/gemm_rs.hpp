@@ -17,6 +17,12 @@
 // config.method = decomposed instead runs async-TP's chain (gemm_rs_decomposed): a plain GEMM per
 // owner block, each peer block copied into its owner's `recv` once done, the reduction last.
 // With one rank the reduce-scatter is the identity: the GEMM writes `out` itself, nothing else runs.
+// At decode's M the owner blocks of whole tile rows are mostly padding; config.engine = small_m
+// (automatic where its estimate is faster) runs GEMM+AR's engine instead: 64- or 128-row tiles
+// over all M rows with K slices, each owner summing its block of every rank's and slice's partial
+// in rank order (gemm_ar_protocol.hpp's reduce-scatter; its partials from the heap, not
+// `partial`). The sums stay fp32 in rank order and bit-identical from call to call; each K slice
+// is rounded to bf16 before them.
 // Any M >= 1 (the GEMM tiles each owner block on its own, a partial tile row at its end); N and
 // K_r multiples of 8.
 // FP8 (dtype e4m3, ops/common/fp8.hpp): A_r as packed e4m3 rows carrying their row or block scales
@@ -71,6 +77,7 @@ TuneKey gemm_rs_tune_key(const World& world, const GemmRsArguments& args);
 namespace detail {
 class Sm90GemmRsKernel;
 }
+class GemmAr;
 
 class GemmRs {
  public:
@@ -129,6 +136,12 @@ class GemmRs {
   OpMethod method() const { return method_; }
   const std::string& method_why() const { return method_why_; }
   const gemm_rs_policy::MethodEstimates& method_estimates() const { return estimates_; }
+  // The engine that runs (GemmRsConfig::engine resolved) and why; with small_m, the GEMM+AR op
+  // that runs it (its choice, trace and partials), else null. plan(), reduce_blocks(), swizzle()
+  // and kernel_name() describe the owner_tiles engine.
+  GemmRsEngine engine() const { return small_m_ != nullptr ? GemmRsEngine::kSmallM : GemmRsEngine::kOwnerTiles; }
+  const std::string& engine_why() const { return engine_why_; }
+  const GemmAr* small_m() const { return small_m_.get(); }
 
  private:
   const World* world_;
@@ -168,6 +181,8 @@ class GemmRs {
   OpMethod method_ = OpMethod::kFused;
   std::string method_why_;
   gemm_rs_policy::MethodEstimates estimates_;
+  std::unique_ptr<GemmAr> small_m_;  // the small-M engine, when it runs
+  std::string engine_why_;
 };
 
 }  // namespace tilelink

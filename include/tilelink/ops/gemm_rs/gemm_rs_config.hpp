@@ -10,6 +10,21 @@
 
 namespace tilelink {
 
+// Which GEMM and reduction run the op (docs/gemm_rs.md).
+enum class GemmRsEngine : uint32_t {
+  kAuto = 0,        // small_m where gemm_rs_policy::choose_engine's estimate puts it ahead, else
+                    // owner_tiles
+  kOwnerTiles = 1,  // the GEMM+RS kernel over P owner blocks of whole tile rows, each tile summed
+                    // by its owner (the knobs below)
+  kSmallM = 2,      // GEMM+AR's engine (ops/gemm_ar, gemm_ar_protocol.hpp's reduce-scatter): 64- or
+                    // 128-row tiles over all M rows, K cut into slices, each owner summing its block
+                    // of every rank's and slice's partial in rank order. For decode's M, where owner
+                    // blocks of whole 128-row tiles are mostly padding. bf16 only.
+};
+inline const char* to_string(GemmRsEngine e) {
+  return e == GemmRsEngine::kOwnerTiles ? "owner_tiles" : e == GemmRsEngine::kSmallM ? "small_m" : "auto";
+}
+
 struct GemmRsConfig {
   // How each peer's tiles reach their owner: pull (the owner reads them), push (the GEMM's
   // epilogue stores them into the owner), ce (the copy engine, per signal group); auto =
@@ -38,6 +53,11 @@ struct GemmRsConfig {
   // GemmRs::method() says which runs. reduce_blocks and gemm_sms size the fused path; the others
   // give each phase the whole budget (gemm_sms still caps their GEMMs).
   OpMethod method = OpMethod::kAuto;
+  // The engine (GemmRsEngine). With small_m, method fused / non_overlapped / auto are GEMM+AR's
+  // schedules, reduce_blocks and gemm_sms its CTA counts, scatter ce its copy-engine path (pull
+  // or auto: its load/store path; push is refused); granularity, swizzle, reducer and push_notify
+  // are the owner_tiles engine's. GemmRs::engine() says which runs and why.
+  GemmRsEngine engine = GemmRsEngine::kAuto;
   // With every knob above on automatic, use the configuration `tilelink tune gemm_rs` stored for
   // this GPU, world and shape, if the tune cache has one (runtime/tune_cache.hpp).
   bool use_tune_cache = true;
@@ -49,8 +69,8 @@ std::string describe(const GemmRsConfig& c);
 // a knob): the tune cache then supplies them, and the method too unless the caller chose one.
 bool is_automatic(const GemmRsConfig& c);
 // The knobs as a JSON object (text): scatter, granularity, reduce_blocks, gemm_sms, swizzle,
-// reducer, push_notify and op_method (reducer and op_method absent in entries written before they
-// existed: auto; push_notify absent: deferred).
+// reducer, push_notify, op_method and engine (reducer, op_method and engine absent in entries
+// written before they existed: auto; push_notify absent: deferred).
 std::string to_config_json(const GemmRsConfig& c);
 // `c` = the configuration in `json` (to_config_json's form; use_tune_cache at its default); an
 // InvalidArgument naming `source` and the field when `json` is not one.

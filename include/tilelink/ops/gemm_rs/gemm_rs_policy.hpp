@@ -6,6 +6,7 @@
 #include <cstdint>
 
 #include "tilelink/core/h200_rates.hpp"
+#include "tilelink/ops/gemm_ar/gemm_ar.hpp"
 #include "tilelink/ops/common/op_method.hpp"
 #include "tilelink/ops/gemm_rs/gemm_rs_config.hpp"
 #include "tilelink/ops/gemm_rs/gemm_rs_fused.hpp"
@@ -175,6 +176,21 @@ inline OpMethod choose_method(OpMethod configured, const MethodEstimates& e, boo
   OpMethod best = e.non_overlapped < e.fused ? OpMethod::kNonOverlapped : OpMethod::kFused;
   if (decomposed_ok && e.decomposed < e.of(best)) best = OpMethod::kDecomposed;
   return best;
+}
+
+// The engine (GemmRsConfig::engine on auto): small_m where its estimate (gemm_ar_choice's for the
+// reduce-scatter: 64- or 128-row tiles over all M rows, K slices, each owner's block summed after
+// the GEMM) is below the owner_tiles engine's at its automatic method (estimate_methods). At
+// decode's M the owner blocks of whole 128-row tiles are mostly padding: `tilelink plan gemm_rs
+// --world 8 --m 64 --n 8192 --k 28672` predicts 78.5 us of MMA for 64 rows, where the weight
+// reads in ~14 us. Ties keep owner_tiles.
+// The small-M engine's configuration and estimate (GEMM+AR's choice for its reduce-scatter) for
+// `world` ranks of `sm_budget` SMs on m x n x k_local (one rank's K), at `rates` (GemmAr's, or
+// the plan's cost model's).
+GemmArChoice small_m_choice(int world, int sm_budget, uint32_t m, uint32_t n, uint32_t k_local,
+                            const GemmArConfig& config, const GemmArRates& rates);
+inline GemmRsEngine choose_engine(double owner_tiles_estimate, double small_m_estimate) {
+  return small_m_estimate < owner_tiles_estimate ? GemmRsEngine::kSmallM : GemmRsEngine::kOwnerTiles;
 }
 
 }  // namespace tilelink::gemm_rs_policy
