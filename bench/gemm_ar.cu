@@ -48,17 +48,7 @@ void check_against_chain(const World& world, const char* where, GemmAr& op, cons
   uint64_t far = 0;
   for (int r = 0; r < world.size(); ++r) {
     world.set_device(r);
-    std::vector<__nv_bfloat16> g(elems), w(elems);
-    TL_CUDA_CHECK(cudaMemcpy(g.data(), got[size_t(r)].get(), elems * 2, cudaMemcpyDeviceToHost));
-    TL_CUDA_CHECK(cudaMemcpy(w.data(), want[size_t(r)].get(), elems * 2, cudaMemcpyDeviceToHost));
-    double ss = 0;
-    for (size_t i = 0; i < elems; ++i) ss += double(__bfloat162float(w[i])) * __bfloat162float(w[i]);
-    const double rms = std::sqrt(ss / double(elems));
-    for (size_t i = 0; i < elems; ++i) {
-      const double want_i = __bfloat162float(w[i]);
-      const double tol = std::ldexp(std::fabs(want_i), -6) + std::ldexp(rms * partials, -6) + 1e-6;
-      if (!(std::fabs(double(__bfloat162float(g[i])) - want_i) <= tol)) ++far;
-    }
+    far += count_far_partials(got[size_t(r)].get(), want[size_t(r)].get(), elems, partials);
   }
   if (far != 0) {
     throw Error(std::string(where) + ": " + std::to_string(far) + " output elements of " + op.describe_choice() +

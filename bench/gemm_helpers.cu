@@ -3,6 +3,8 @@
 #include <cuda_bf16.h>
 
 #include <algorithm>
+#include <cmath>
+#include <vector>
 
 #include "bench/harness.hpp"
 #include "bench/nccl_baseline.hpp"
@@ -57,9 +59,25 @@ uint64_t count_far(const void* got, const void* want, size_t count, cudaStream_t
   });
 }
 
+uint64_t count_far_partials(const void* got, const void* want, size_t count, double partials) {
+  std::vector<__nv_bfloat16> g(count), w(count);
+  TL_CUDA_CHECK(cudaMemcpy(g.data(), got, count * 2, cudaMemcpyDeviceToHost));
+  TL_CUDA_CHECK(cudaMemcpy(w.data(), want, count * 2, cudaMemcpyDeviceToHost));
+  double ss = 0;
+  for (size_t i = 0; i < count; ++i) ss += double(__bfloat162float(w[i])) * __bfloat162float(w[i]);
+  const double rms = count != 0 ? std::sqrt(ss / double(count)) : 0.0;
+  uint64_t far = 0;
+  for (size_t i = 0; i < count; ++i) {
+    const double want_i = __bfloat162float(w[i]);
+    const double tol = std::ldexp(std::fabs(want_i), -6) + std::ldexp(rms * partials, -6) + 1e-6;
+    if (!(std::fabs(double(__bfloat162float(g[i])) - want_i) <= tol)) ++far;
+  }
+  return far;
+}
+
 void check_against(const World& world, const std::string& what, const std::function<void()>& fused,
                    const std::function<void()>& reference, const std::vector<DeviceBuffer>& got,
-                   const std::vector<DeviceBuffer>& want, size_t elems) {
+                   const std::vector<DeviceBuffer>& want, size_t elems, double partials) {
   fused();
   world.synchronize();
   {
@@ -70,7 +88,8 @@ void check_against(const World& world, const std::string& what, const std::funct
   uint64_t far = 0;
   for (int r = 0; r < world.size(); ++r) {
     world.set_device(r);
-    far += count_far(got[size_t(r)].get(), want[size_t(r)].get(), elems, world.compute_stream(r));
+    far += partials > 0 ? count_far_partials(got[size_t(r)].get(), want[size_t(r)].get(), elems, partials)
+                        : count_far(got[size_t(r)].get(), want[size_t(r)].get(), elems, world.compute_stream(r));
   }
   if (far != 0) {
     throw Error(what + ": " + std::to_string(far) + " output elements differ from the non-overlapped chain's beyond "

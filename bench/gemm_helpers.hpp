@@ -28,12 +28,18 @@ void fill_bf16(void* dst, size_t count, uint64_t seed, cudaStream_t stream, floa
 // different orders differ by an ulp or two). Synchronises `stream`.
 uint64_t count_far(const void* got, const void* want, size_t count, cudaStream_t stream);
 
+// The same for a result summed from `partials` bf16-rounded partials (ranks x K slices, as GEMM+AR's
+// engine sums them): |got - want| > 2^-6 |want| + 2^-6 rms(want) partials, each partial's rounding
+// being up to 2^-9 of its own magnitude, which the result's rms bounds. On the host.
+uint64_t count_far_partials(const void* got, const void* want, size_t count, double partials);
+
 // Runs `fused` and then `reference` once on every rank and throws Error("<what>: N output
-// elements differ ...") unless each rank's `got` matches its `want` (count_far) over `elems`.
-// The reference runs with the baselines' reduce-scatter in its exact form (nccl_reduce_scatter).
+// elements differ ...") unless each rank's `got` matches its `want` (count_far, or with
+// `partials` > 0 count_far_partials) over `elems`. The reference runs with the baselines'
+// reduce-scatter in its exact form (nccl_reduce_scatter).
 void check_against(const World& world, const std::string& what, const std::function<void()>& fused,
                    const std::function<void()>& reference, const std::vector<DeviceBuffer>& got,
-                   const std::vector<DeviceBuffer>& want, size_t elems);
+                   const std::vector<DeviceBuffer>& want, size_t elems, double partials = 0);
 
 // C (m x n, row-major bf16) = A (m x k, row-major; row pitch lda) * B^T (B: n x k row-major).
 void cublas_gemm(cublasHandle_t h, const void* a, const void* b, void* c, uint32_t m, uint32_t n, uint32_t k,

@@ -59,6 +59,12 @@ std::vector<GemmRsConfig> gemm_rs_compute_candidates() {
     c.method = m;
     out.push_back(c);
   }
+  // Either engine where auto would take the other (the small-M one refused for e4m3, left out).
+  for (GemmRsEngine e : {GemmRsEngine::kOwnerTiles, GemmRsEngine::kSmallM}) {
+    GemmRsConfig c = automatic;
+    c.engine = e;
+    out.push_back(c);
+  }
   return out;
 }
 

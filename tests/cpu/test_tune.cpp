@@ -268,11 +268,13 @@ TEST(TuneCache, KeepsGemmRsEntriesApartFromAgGemmOnes) {
 
 TEST(GemmRsTuneSpace, ComputeThenCommunicationRankedByTheModel) {
   const std::vector<GemmRsConfig> compute = gemm_rs_compute_candidates();
-  ASSERT_EQ(compute.size(), 8u) << "the swizzles, and the fused, non-overlapped and decomposed methods";
+  ASSERT_EQ(compute.size(), 10u) << "the swizzles, the fused, non-overlapped and decomposed methods, the two engines";
   EXPECT_TRUE(is_automatic(compute.front()));
   EXPECT_EQ(compute[5].method, OpMethod::kFused);
   EXPECT_EQ(compute[6].method, OpMethod::kNonOverlapped);
   EXPECT_EQ(compute[7].method, OpMethod::kDecomposed);
+  EXPECT_EQ(compute[8].engine, GemmRsEngine::kOwnerTiles);
+  EXPECT_EQ(compute[9].engine, GemmRsEngine::kSmallM);
   std::set<std::string> seen;
   for (const GemmRsConfig& x : compute) {
     EXPECT_FALSE(x.use_tune_cache) << "a candidate must be timed as given";

@@ -58,10 +58,11 @@ std::vector<std::vector<uint16_t>> check(const CublasHandle& cublas, const World
     const size_t own = size_t(rows) * kN, row0 = size_t(q) * rows_per_rank;
     const auto whole = download<__nv_bfloat16>(p.out[q].get(), p.out[q].bytes() / 2);
     size_t untouched = 0;
+    const uint16_t poisoned = uint16_t(kPoison) * 0x101;  // poison()'s byte, twice
     for (size_t i = own; i < whole.size(); ++i) {
       uint16_t v;
       std::memcpy(&v, &whole[i], 2);
-      untouched += v == 0xFFFF;
+      untouched += v == poisoned;
     }
     EXPECT_EQ(untouched, whole.size() - own) << "owner " << q << ": written past its " << rows << " rows";
     size_t bad = 0, first = 0;
