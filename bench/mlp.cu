@@ -123,6 +123,7 @@ Table bench_mlp(const MlpBenchOptions& o) {
                         ", signal per " + to_string(op.fc2().config().granularity) + ", " +
                         std::to_string(op.fc2().reduce_blocks()) + " reduction CTAs, swizzle " +
                         std::to_string(op.fc2().swizzle()));
+  table.notes.push_back(std::string("fc2 engine ") + to_string(op.fc2().engine()) + ": " + op.fc2().engine_why());
   for (const std::string* from : {&op.fc1().tuned_from(), &op.fc2().tuned_from()}) {
     if (!from->empty()) {
       table.notes.push_back(std::string(from == &op.fc1().tuned_from() ? "fc1" : "fc2") +

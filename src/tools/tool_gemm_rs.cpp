@@ -101,6 +101,39 @@ std::string gemm_rs_across_nodes(GemmRsConfig& op, int nodes, const CLI::App& ap
          to_string(op.granularity) + "\n";
 }
 
+void print_gemm_rs_auto(int world, int nodes, uint32_t m, uint32_t n, uint32_t k_local, GemmRsReducer reducer,
+                        uint32_t reduce_ctas, GemmRsPushNotify push_notify, DType dtype, const sim::CostModel& cost,
+                        const std::string& who) {
+  // What GemmRsConfig::method = auto runs on such a world without a tune-cache entry: the op's own
+  // estimate (gemm_rs_policy::estimate_methods, the H200 rates), beside the timeline above.
+  gemm_rs_policy::MethodShape shape;
+  shape.world = static_cast<uint32_t>(world);
+  shape.m = m;
+  shape.n = n;
+  shape.k = k_local;
+  shape.sm_budget = cost.sms;
+  shape.reduce_blocks = reducer == GemmRsReducer::kEpilogue ? 0 : reduce_ctas;
+  shape.reducer = reducer;
+  shape.push_notify = push_notify;
+  const gemm_rs_policy::MethodEstimates e = gemm_rs_policy::estimate_methods(shape);
+  const OpMethod method =
+      reducer == GemmRsReducer::kEpilogue ? OpMethod::kFused
+                                          : gemm_rs_policy::choose_method(OpMethod::kAuto, e, gemm_rs_policy::kAutoMayDecompose);
+  std::printf("%s method auto: %s (the op's estimate, one rank per GPU on one node's NVLink: fused %.1f, non-overlapped "
+              "%.1f, decomposed %.1f us%s; a tune-cache entry would decide instead)\n",
+              who.c_str(), to_string(method), e.fused * 1e6, e.non_overlapped * 1e6, e.decomposed * 1e6,
+              gemm_rs_policy::kAutoMayDecompose ? " (given a recv buffer)" : " (not chosen automatically until measured)");
+  // And the engine auto takes (GemmRsConfig::engine): the small-M engine's estimate, GEMM+AR's
+  // reduce-scatter at this cost model's rates, against the owner-tile GEMM's at its method (the
+  // timeline above is the owner-tile GEMM's).
+  if (dtype != DType::kBf16) return;
+  const GemmArChoice small =
+      gemm_rs_policy::small_m_choice(world, cost.sms, m, n, k_local, GemmArConfig{}, sim::gemm_ar_rates(cost, world, nodes));
+  std::printf("%s engine auto: %s (the estimates: small_m %.1f us -- %s; owner_tiles %.1f us, %s)\n", who.c_str(),
+              to_string(gemm_rs_policy::choose_engine(e.of(method), small.estimate)), small.estimate * 1e6,
+              small.why.c_str(), e.of(method) * 1e6, to_string(method));
+}
+
 namespace {
 
 int plan(PlanGemmRs a, const sim::CostModel& cost, const CLI::App& app) {
@@ -134,36 +167,8 @@ int plan(PlanGemmRs a, const sim::CostModel& cost, const CLI::App& app) {
              "gemm_rs rank 0, predicted: " + std::to_string(p.world) + " ranks, m=" + std::to_string(p.m) +
                  " n=" + std::to_string(p.n) + " k=" + std::to_string(p.k),
              alternatives);
-  // What GemmRsConfig::method = auto runs on such a world without a tune-cache entry: the op's own
-  // estimate (gemm_rs_policy::estimate_methods, the H200 rates), beside the timeline above.
-  gemm_rs_policy::MethodShape shape;
-  shape.world = static_cast<uint32_t>(p.world);
-  shape.m = p.m;
-  shape.n = p.n;
-  shape.k = p.k / static_cast<uint32_t>(p.world);
-  shape.sm_budget = cost.sms;
-  shape.reduce_blocks = r.reducer == GemmRsReducer::kEpilogue ? 0 : r.reduce_ctas;
-  shape.reducer = r.reducer;
-  shape.push_notify = op.push_notify;
-  const gemm_rs_policy::MethodEstimates e = gemm_rs_policy::estimate_methods(shape);
-  std::printf("op method auto: %s (the op's estimate, one rank per GPU on one node's NVLink: fused %.1f, non-overlapped "
-              "%.1f, decomposed %.1f us%s; a tune-cache entry would decide instead)\n",
-              to_string(r.reducer == GemmRsReducer::kEpilogue
-                            ? OpMethod::kFused
-                            : gemm_rs_policy::choose_method(OpMethod::kAuto, e, gemm_rs_policy::kAutoMayDecompose)),
-              e.fused * 1e6, e.non_overlapped * 1e6, e.decomposed * 1e6,
-              gemm_rs_policy::kAutoMayDecompose ? " (given a recv buffer)" : " (not chosen automatically until measured)");
-  // And the engine auto takes (GemmRsConfig::engine): the small-M engine's estimate, GEMM+AR's
-  // reduce-scatter at this cost model's rates, against the owner-tile GEMM's at its method.
-  if (p.dtype == DType::kBf16) {
-    const GemmArChoice small = gemm_rs_policy::small_m_choice(p.world, cost.sms, p.m, p.n, shape.k, GemmArConfig{},
-                                                              sim::gemm_ar_rates(cost, p.world, p.nodes));
-    const OpMethod method = r.reducer == GemmRsReducer::kEpilogue ? OpMethod::kFused
-                                                                  : gemm_rs_policy::choose_method(OpMethod::kAuto, e);
-    std::printf("op engine auto: %s (the estimates: small_m %.1f us -- %s; owner_tiles %.1f us, %s)\n",
-                to_string(gemm_rs_policy::choose_engine(e.of(method), small.estimate)), small.estimate * 1e6,
-                small.why.c_str(), e.of(method) * 1e6, to_string(method));
-  }
+  print_gemm_rs_auto(p.world, p.nodes, p.m, p.n, p.k / static_cast<uint32_t>(p.world), r.reducer, r.reduce_ctas,
+                     op.push_notify, p.dtype, cost, "op");
   return 0;
 }
 

@@ -23,6 +23,13 @@ namespace tilelink::tool {
 // scatter set to another is left for the model to refuse by name.
 std::string gemm_rs_across_nodes(GemmRsConfig& op, int nodes, const CLI::App& app);
 
+// The plan's closing lines for a GEMM+RS (`who`: "op", "fc2"): the method auto takes by the op's
+// estimate and, bf16, the engine (owner_tiles or small_m) with both estimates, for `world` ranks on
+// m x n x k_local at `cost`'s rates. Predictions, and said to be.
+void print_gemm_rs_auto(int world, int nodes, uint32_t m, uint32_t n, uint32_t k_local, GemmRsReducer reducer,
+                        uint32_t reduce_ctas, GemmRsPushNotify push_notify, DType dtype, const sim::CostModel& cost,
+                        const std::string& who);
+
 // --push-notify deferred|immediate (GemmRsConfig::push_notify); `what` prefixes the help ("fc2: ").
 void add_push_notify(CLI::App* app, GemmRsPushNotify& notify, const std::string& what = "");
 

@@ -145,6 +145,8 @@ int plan(PlanMlp a, const sim::CostModel& cost, const CLI::App& app) {
       });
   print_plan("plan_mlp", "MLP, predicted per rank", r, a.out, "tilelink plan mlp, rank 0 (predicted)", alternatives);
   std::printf("activation %.1f us (its bytes at the HBM bandwidth)\n", r.t_act * 1e6);
+  print_gemm_rs_auto(p.world, p.nodes, p.m, p.hidden, p.intermediate / static_cast<uint32_t>(p.world), r.fc2_reducer,
+                     r.fc2_reduce_ctas, a.config.fc2.op.push_notify, p.dtype, cost, "fc2");
   return 0;
 }
 

@@ -100,6 +100,10 @@ no_gpu trace sp_attention --local-first --section-heads 4
 # No GPU needed.
 expect 0 "predicted" plan ag_gemm --world 8
 expect 0 "predicted" plan gemm_rs --world 8
+# The engine auto takes (GemmRsConfig::engine): GEMM+AR's at decode's M, the owner-tile GEMM at prefill's.
+expect 0 "op engine auto: small_m" plan gemm_rs --world 8 --m 64 --n 8192 --k 28672
+expect 0 "op engine auto: owner_tiles" plan gemm_rs --world 8 --m 8192 --n 8192 --k 28672
+expect 0 "fc2 engine auto: small_m" plan mlp --world 8 --model llama3-70b --m 64
 expect 0 "predicted" plan mlp --world 8 --model llama3-70b
 expect 0 "predicted" plan mlp --world 8 --model llama3-70b --reduce-blocks 8 --blocks 16 --resource sm
 expect 0 "predicted" plan moe_ag --world 8 --model mixtral-8x7b
