@@ -205,6 +205,8 @@ TEST(GemmRsSmallM, RefusesWhatItCannotRun) {
       {[](A& a) { a.out[1] = nullptr; }, "'out[1]'"},
       {[](A& a) { a.n = 260; }, "'n' = 260"},
       {[](A& a) { a.m = 0; }, "'m' = 0"},
+      // The engine's partials come from the heap: more than it has is refused before any launch.
+      {[](A& a) { a.m = 1 << 16; }, "GEMM+AR's symmetric buffers need"},
   });
   settle();
 }

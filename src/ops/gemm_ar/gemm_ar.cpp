@@ -162,7 +162,7 @@ GemmArRates gemm_ar_rates(const World& world, GemmArPath path) {
   return r;
 }
 
-std::string GemmAr::can_implement(const World& world, const SymmetricHeap&, const GemmArArguments& a) {
+std::string GemmAr::can_implement(const World& world, const SymmetricHeap& heap, const GemmArArguments& a) {
   const auto& kernel = detail::sm90_gemm_ar_config(a.m);
   const GemmArConfig& c = a.config;
   if (a.m == 0) return "argument 'm' = 0: expected at least one row";
@@ -223,7 +223,22 @@ std::string GemmAr::can_implement(const World& world, const SymmetricHeap&, cons
     return "argument 'config.reduce_blocks' = " + std::to_string(ch.reduce_blocks) + ": the reduction takes all " +
            std::to_string(budget) + " SMs of the rank's budget, leaving none for the GEMM";
   }
-  return kernel.can_implement(problem_of(world, a, ch, kernel));
+  const detail::Sm90GemmArProblem problem = problem_of(world, a, ch, kernel);
+  if (std::string e = kernel.can_implement(problem); !e.empty()) return e;
+  // The op's own symmetric buffers (the constructor's allocations), against what the heap has left.
+  const GemmArPlan& plan = problem.plan;
+  const uint64_t partial = uint64_t(plan.splits) * plan.elems() * 2;
+  const uint64_t reduced = plan.method == ArMethod::kTwoShot ? plan.elems() * 2 : 0;
+  const uint64_t recv = plan.copy_engine && world.size() > 1 ? uint64_t(world.size()) * partial : 0;
+  if (partial + reduced + recv > heap.bytes_free()) {
+    return "arguments 'm' = " + std::to_string(a.m) + ", 'n' = " + std::to_string(a.n) +
+           ": GEMM+AR's symmetric buffers need " + std::to_string(partial + reduced + recv) + " bytes per rank (" +
+           std::to_string(plan.splits) + " K slice(s) of M x N bf16 partials" +
+           (reduced != 0 ? std::string(", the two-shot sums") : std::string()) +
+           (recv != 0 ? std::string(", the copy-engine path's staging of every rank's") : std::string()) +
+           ") and the heap has " + std::to_string(heap.bytes_free()) + " free: expected a larger heap";
+  }
+  return "";
 }
 
 GemmAr::GemmAr(const World& world, SymmetricHeap& heap, SignalSet& signals, const GemmArArguments& args,
