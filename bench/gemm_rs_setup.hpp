@@ -17,6 +17,12 @@
 
 namespace tilelink::bench {
 
+// The small-M engine's own heap buffers, where the estimate may take it (M up to 512): up to 16 K
+// slices of M x N bf16 partials per rank, and on the copy-engine path every rank's as many again.
+inline size_t small_m_headroom(int world, uint32_t m, uint32_t n) {
+  return m <= 512 ? size_t(16) * (world + 1) * m * n * 2 : 0;
+}
+
 struct GemmRsSetup : BenchMemory {
   int w;
   uint32_t m, n, k_local, rows;
@@ -30,7 +36,9 @@ struct GemmRsSetup : BenchMemory {
   // m: output rows over all ranks; k: the inner dimension over all ranks (each rank holds k / w).
   GemmRsSetup(int world_size, uint32_t m_, uint32_t n_, uint32_t k, const GemmRsConfig& config, uint64_t seed,
               const char* where)
-      : BenchMemory(checked_world(world_size, m_, k, where), 3 * size_t(m_) * n_ * 2 + (16u << 20), 1u << 17),  // three ops' slices
+      : BenchMemory(checked_world(world_size, m_, k, where),
+                    3 * size_t(m_) * n_ * 2 + (16u << 20) + small_m_headroom(world_size, m_, n_),
+                    1u << 17),  // three ops' slices
         w(world_size),
         m(m_),
         n(n_),

@@ -228,6 +228,25 @@ void SymmetricHeap::release(size_t offset, size_t bytes) {
   free_[start] = len;
 }
 
+bool SymmetricHeap::fits(const std::vector<size_t>& bytes) const {
+  std::map<size_t, size_t> free = free_;  // allocate()'s first fit, on a copy
+  for (size_t b : bytes) {
+    if (b == 0) continue;
+    const size_t reserved = align_up(b, kDefaultAlignment);
+    bool placed = false;
+    for (auto it = free.begin(); it != free.end(); ++it) {
+      const size_t start = it->first, len = it->second;
+      if (reserved > len) continue;  // start is kDefaultAlignment-aligned: ranges are kept aligned
+      free.erase(it);
+      if (reserved < len) free[start + reserved] = len - reserved;
+      placed = true;
+      break;
+    }
+    if (!placed) return false;
+  }
+  return true;
+}
+
 size_t SymmetricHeap::bytes_free() const {
   size_t total = 0;
   for (const auto& [offset, len] : free_) total += len;

@@ -258,9 +258,12 @@ tb::Table tune_gemm_rs(const TuneOptions<tb::GemmRsBenchOptions>& options, std::
   GemmRsConfig automatic;
   automatic.use_tune_cache = false;
   bool gated = true;
-  const std::vector<Stats> t = retime_and_check<GemmRs>(world, setup.heap, setup.signals, args_of(best),
-                                                        args_of(automatic), o.timing, setup.out, setup.block_elems,
-                                                        "tune gemm_rs", &gated);
+  // The engines round differently: each rank's partial (owner tiles) or each K slice (small M).
+  const std::vector<Stats> t = retime_and_check<GemmRs>(
+      world, setup.heap, setup.signals, args_of(best), args_of(automatic), o.timing, setup.out, setup.block_elems,
+      "tune gemm_rs", &gated, [&](const GemmRs& op) {
+        return o.world * (op.small_m() != nullptr ? double(op.small_m()->splits()) : 1.0);
+      });
 
   Table table = tune_table("gemm_rs",
                            "tune GEMM+RS, " + ranks_phrase(o.world) + ": m=" + std::to_string(o.m) +

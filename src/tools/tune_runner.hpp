@@ -161,13 +161,14 @@ void store_tuned(const std::string& path, const TuneKey& key, const Config& best
 
 // The winner (`best`) against the automatic configuration (`automatic`), re-timed interleaved
 // (t[0]: automatic, t[1]: tuned); then the winner's output -- every rank's `out`, `elems` bf16 --
-// against the automatic one's (the same math in another order or split: bf16 tolerance). Throws
-// Error naming `what` when they differ.
-template <class Op, class Args>
+// against the automatic one's (the same math in another order or split: bf16 tolerance; with
+// `partials(op)` > 0 for either op, the bf16-rounded partials it sums -- ranks x K slices -- count
+// in the tolerance, tb::count_far_partials). Throws Error naming `what` when they differ.
+template <class Op, class Args, class Partials = double (*)(const Op&)>
 std::vector<tb::Stats> retime_and_check(World& world, SymmetricHeap& heap, SignalSet& signals, const Args& best,
                                     const Args& automatic, const tb::TimingOptions& timing,
                                     const std::vector<DeviceBuffer>& out, size_t elems, const std::string& what,
-                                    bool* gated) {
+                                    bool* gated, Partials partials = [](const Op&) { return 0.0; }) {
   Op tuned(world, heap, signals, best, "tune.best");
   Op plain(world, heap, signals, automatic, "tune.default");
   *gated = true;
@@ -187,10 +188,12 @@ std::vector<tb::Stats> retime_and_check(World& world, SymmetricHeap& heap, Signa
   }
   tuned.run();
   world.synchronize();
+  const double rounded = std::max(partials(tuned), partials(plain));
   uint64_t far = 0;
   for (int r = 0; r < world.size(); ++r) {
     world.set_device(r);
-    far += tb::count_far(out[r].get(), ref[r].get(), elems, world.compute_stream(r));
+    far += rounded > 0 ? tb::count_far_partials(out[r].get(), ref[r].get(), elems, rounded)
+                       : tb::count_far(out[r].get(), ref[r].get(), elems, world.compute_stream(r));
   }
   if (far != 0) {
     throw Error(what + ": the best configuration's output differs from the automatic one's in " + std::to_string(far) +

@@ -311,6 +311,28 @@ TEST(InvalidArgumentTest, HeapRefusesWhatDoesNotFit) {
   EXPECT_EQ(env.heap.bytes_free(), free_before);
 }
 
+// fits() answers as allocate() would, free ranges and not only free bytes: two holes of a quarter
+// each hold two quarters but not a half, although half the heap is free.
+TEST(InvalidArgumentTest, HeapFitsAnswersAsAllocateWould) {
+  TL_SKIP_WITHOUT_GPU();
+  TestWorld env(2, 1 << 20, 64);  // its signal set takes the heap's first bytes
+  const size_t avail = env.heap.bytes_free();
+  const size_t quarter = avail / 4 / 1024 * 1024, rest = avail - 4 * quarter;  // rest < 4 KiB
+  std::vector<SymmetricBuffer> q;
+  for (int i = 0; i < 4; ++i) q.push_back(env.heap.allocate(quarter));
+  q[0] = SymmetricBuffer();  // free the first and third quarters: two holes (and the rest at the end)
+  q[2] = SymmetricBuffer();
+  ASSERT_EQ(env.heap.bytes_free(), 2 * quarter + rest);
+  EXPECT_FALSE(env.heap.fits({2 * quarter}));
+  EXPECT_TRUE(throws_invalid_argument([&] { env.heap.allocate(2 * quarter); }, ""));
+  EXPECT_TRUE(env.heap.fits({quarter, 0, quarter}));
+  EXPECT_FALSE(env.heap.fits({quarter, quarter, rest + 1}));
+  EXPECT_TRUE(env.heap.fits({quarter - 100, quarter}));  // rounded up to the alignment, as allocate does
+  SymmetricBuffer a = env.heap.allocate(quarter), b = env.heap.allocate(quarter);
+  EXPECT_FALSE(env.heap.fits({rest + 1}));
+  EXPECT_EQ(env.heap.bytes_free(), rest);
+}
+
 TEST(InvalidArgumentTest, WorldRefusesBadSizesAndRanks) {
   TL_SKIP_WITHOUT_GPU();
   EXPECT_TRUE(throws_invalid_argument([] { World::virtual_ranks(0); }, "0"));

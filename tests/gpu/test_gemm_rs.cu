@@ -382,7 +382,7 @@ TEST(GemmRsTuneCacheTest, AutomaticConfigTakesTheCachedOneAndComputesTheSame) {
     automatic.reducer = GemmRsReducer::kBlocks;
     EXPECT_EQ(describe(fallback.config()), describe(automatic));
   } else {
-    EXPECT_TRUE(is_automatic(fallback.config())) << describe(fallback.config());
+    EXPECT_NE(fallback.engine_why().find("the estimate's faster"), std::string::npos) << fallback.engine_why();
   }
 
   std::vector<std::vector<uint8_t>> want;

@@ -197,6 +197,7 @@ TEST(GemmRsSmallM, RefusesWhatItCannotRun) {
   using A = GemmRsArguments;
   expect_refusals<GemmRs>(env, good, {
       {[](A& a) { a.config.engine = static_cast<GemmRsEngine>(7); }, "'config.engine' = 7"},
+      {[](A& a) { a.config.method = static_cast<OpMethod>(9); }, "'config.method' = 9"},
       {[](A& a) { a.config.method = OpMethod::kDecomposed; }, "'config.method' = decomposed with config.engine"},
       {[](A& a) { a.config.scatter = GemmRsScatter::kEpiloguePush; }, "'config.scatter' = push with config.engine"},
       {[](A& a) { a.config.reducer = GemmRsReducer::kEpilogue; }, "'config.reducer' = epilogue with config.engine"},

@@ -65,6 +65,9 @@ class SymmetricHeap {
   const World& world() const { return *world_; }
   size_t capacity() const { return capacity_; }
   size_t bytes_free() const;
+  // Whether allocate() of each of `bytes`, in order (zeros skipped), would succeed now: an op's
+  // can_implement asks before its constructor allocates (free ranges, not only free bytes).
+  bool fits(const std::vector<size_t>& bytes) const;
   // `rank`'s segment as this process maps it; null for a peer under the put_signal transport (a
   // process world reaches peers only through NVSHMEM then, as it must on another node).
   char* base(int rank) const;

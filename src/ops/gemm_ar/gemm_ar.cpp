@@ -230,13 +230,14 @@ std::string GemmAr::can_implement(const World& world, const SymmetricHeap& heap,
   const uint64_t partial = uint64_t(plan.splits) * plan.elems() * 2;
   const uint64_t reduced = plan.method == ArMethod::kTwoShot ? plan.elems() * 2 : 0;
   const uint64_t recv = plan.copy_engine && world.size() > 1 ? uint64_t(world.size()) * partial : 0;
-  if (partial + reduced + recv > heap.bytes_free()) {
+  if (!heap.fits({partial, reduced, recv})) {  // in the constructor's order
     return "arguments 'm' = " + std::to_string(a.m) + ", 'n' = " + std::to_string(a.n) +
            ": GEMM+AR's symmetric buffers need " + std::to_string(partial + reduced + recv) + " bytes per rank (" +
            std::to_string(plan.splits) + " K slice(s) of M x N bf16 partials" +
            (reduced != 0 ? std::string(", the two-shot sums") : std::string()) +
            (recv != 0 ? std::string(", the copy-engine path's staging of every rank's") : std::string()) +
-           ") and the heap has " + std::to_string(heap.bytes_free()) + " free: expected a larger heap";
+           ") and the heap has " + std::to_string(heap.bytes_free()) +
+           " free, not in ranges that hold them: expected a larger heap";
   }
   return "";
 }

@@ -269,6 +269,10 @@ std::string GemmRs::can_implement(const World& world, const SymmetricHeap& heap,
            ": expected auto, owner_tiles or small_m";
   }
   if (in.m == 0) return "argument 'm' = 0: expected at least one row";
+  if (static_cast<uint32_t>(in.config.method) > static_cast<uint32_t>(OpMethod::kNonOverlapped)) {
+    return "argument 'config.method' = " + std::to_string(static_cast<uint32_t>(in.config.method)) +
+           ": expected auto, fused, decomposed or non_overlapped";
+  }
   // The small-M engine has checks of its own (GEMM+AR's); the rest are the owner_tiles engine's.
   if (choose_engine(world, heap, in).engine == GemmRsEngine::kSmallM) return small_m_refusal(world, heap, in);
   const GemmRsArguments a = with_path(world, heap, in);  // the checks below see the path that would run
@@ -294,10 +298,6 @@ std::string GemmRs::can_implement(const World& world, const SymmetricHeap& heap,
       return "argument 'config.reduce_blocks' = " + std::to_string(a.config.reduce_blocks) +
              " with config.reducer = epilogue: the GEMM's own CTAs sum; expected 0";
     }
-  }
-  if (static_cast<uint32_t>(a.config.method) > static_cast<uint32_t>(OpMethod::kNonOverlapped)) {
-    return "argument 'config.method' = " + std::to_string(static_cast<uint32_t>(a.config.method)) +
-           ": expected auto, fused, decomposed or non_overlapped";
   }
   if ((a.config.method == OpMethod::kNonOverlapped || a.config.method == OpMethod::kDecomposed) &&
       a.config.reducer == GemmRsReducer::kEpilogue) {
