@@ -1,8 +1,9 @@
 // The fuzzer's runners of the GEMM ops, against cuBLAS (tests/gpu/cublas_ref.hpp) and the host
 // references (tests/gpu/host_ref.hpp):
 //  - AgGemm: every rank's C against cuBLAS in fp32 on the whole A, within the bf16 output rounding;
-//  - GemmRs: every owner's rows against the rank-order fp32 sum of cuBLAS's bf16 partials, and
-//    bit-identical to the previous call on the same inputs (the op promises it);
+//  - GemmRs: every owner's rows against the rank-order fp32 sum of cuBLAS's bf16 partials (with
+//    the small-M engine, of every rank's K slices: its roundings), and bit-identical to the
+//    previous call on the same inputs (the op promises it);
 //  - Mlp: cuBLAS fc1 on all tokens, the activation on the host, cuBLAS fc2 partials, summed over
 //    the ranks in order.
 // Tolerances are the GPU suite's (test_ag_gemm.cu, test_gemm_rs.cu, test_mlp.cu), which give
@@ -11,6 +12,7 @@
 #include <vector>
 
 #include "../gpu/host_ref.hpp"
+#include "tilelink/ops/gemm_ar/gemm_ar.hpp"
 #include "fuzz_harness.hpp"
 
 namespace tilelink::fuzz {
@@ -89,6 +91,25 @@ std::vector<std::vector<float>> cublas_partials(Harness& h, const test::TestWorl
   return partials;
 }
 
+// The terms a GEMM+RS sums, by cuBLAS: each rank's partial, or where its small-M engine runs each
+// rank's K slices (the op rounds each to bf16), as separate terms of the reference's sum and
+// magnitude.
+std::vector<std::vector<float>> gemm_rs_terms(Harness& h, const test::TestWorld& env, const GemmRs& op,
+                                              const std::vector<const void*>& a, const std::vector<const void*>& b,
+                                              uint32_t rows, uint32_t n, uint32_t k) {
+  if (op.small_m() == nullptr) return cublas_partials(h, env, a, b, rows, n, k);
+  const uint32_t splits = op.small_m()->splits(), ks = k / splits;
+  DeviceBuffer slice = device_buffer(env, 0, size_t(rows) * n * 4);
+  std::vector<std::vector<float>> terms;
+  for (size_t r = 0; r < a.size(); ++r) {
+    for (uint32_t s = 0; s < splits; ++s) {
+      test::cublas_slice(h.cublas().get(), a[r], b[r], slice.get<float>(), rows, n, k, s * ks, ks);
+      terms.push_back(test::download<float>(slice.get(), size_t(rows) * n));
+    }
+  }
+  return terms;
+}
+
 }  // namespace
 
 Outcome run_draw(Harness& h, const GemmRsDraw& d, uint64_t seed) {
@@ -140,7 +161,7 @@ Outcome run_draw(Harness& h, const GemmRsDraw& d, uint64_t seed) {
     op->run();
     world.synchronize();
     if (fresh_inputs(call)) {
-      const auto partials = cublas_partials(h, env, args.a, args.b, d.args.m, d.args.n, d.args.k);
+      const auto partials = gemm_rs_terms(h, env, *op, args.a, args.b, d.args.m, d.args.n, d.args.k);
       for (int q = 0; q < d.world; ++q) {
         want[q] = test::reduce_scatter_range(partials, size_t(q) * pitch * d.args.n,
                                              size_t(GemmRs::rows_of(d.args.m, d.world, q)) * d.args.n, &magnitude[q]);
@@ -233,7 +254,7 @@ Outcome run_draw(Harness& h, const MlpDraw& d, uint64_t seed) {
         hs.push_back(h_all.back().get());
         w2s.push_back(w2[r].get());
       }
-      const auto partials = cublas_partials(h, env, hs, w2s, d.args.m, d.args.hidden, i_local);
+      const auto partials = gemm_rs_terms(h, env, op->fc2(), hs, w2s, d.args.m, d.args.hidden, i_local);
       for (int q = 0; q < d.world; ++q) want[q] = test::reduce_scatter_reference(partials, size_t(q), block, &magnitude[q]);
     }
     for (int q = 0; q < d.world; ++q) {

@@ -316,6 +316,12 @@ inline GemmRsConfig gemm_rs_config(Rng& r, const Space& s, int world) {
     case 1: c.push_notify = GemmRsPushNotify::kImmediate; break;
     default: c.push_notify = static_cast<GemmRsPushNotify>(r.range32(2, 9)); break;  // refused
   }
+  switch (r.weighted({60, 22, 16, 2})) {  // after the others, for the same reason
+    case 0: c.engine = GemmRsEngine::kAuto; break;
+    case 1: c.engine = GemmRsEngine::kOwnerTiles; break;
+    case 2: c.engine = GemmRsEngine::kSmallM; break;  // any M; refused beside push, decomposed, the epilogue
+    default: c.engine = static_cast<GemmRsEngine>(r.range32(3, 9)); break;  // refused
+  }
   return c;
 }
 
