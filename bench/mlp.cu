@@ -119,10 +119,13 @@ Table bench_mlp(const MlpBenchOptions& o) {
   result.row("tilelink fused (Mlp::run)", t_fused);
   Table& table = result.table;
   table.notes.push_back("config: fc1 kernel " + op.fc1().kernel_name() + ", swizzle " +
-                        std::to_string(op.fc1().swizzle()) + "; fc2 scatter " + to_string(op.fc2().config().scatter) +
-                        ", signal per " + to_string(op.fc2().config().granularity) + ", " +
-                        std::to_string(op.fc2().reduce_blocks()) + " reduction CTAs, swizzle " +
-                        std::to_string(op.fc2().swizzle()));
+                        std::to_string(op.fc1().swizzle()) +
+                        (op.fc2().engine() == GemmRsEngine::kSmallM
+                             ? std::string("; fc2 on the small-M engine (below)")
+                             : "; fc2 scatter " + std::string(to_string(op.fc2().config().scatter)) + ", signal per " +
+                                   to_string(op.fc2().config().granularity) + ", " +
+                                   std::to_string(op.fc2().reduce_blocks()) + " reduction CTAs, swizzle " +
+                                   std::to_string(op.fc2().swizzle())));
   table.notes.push_back(std::string("fc2 engine ") + to_string(op.fc2().engine()) + ": " + op.fc2().engine_why());
   for (const std::string* from : {&op.fc1().tuned_from(), &op.fc2().tuned_from()}) {
     if (!from->empty()) {

@@ -231,10 +231,14 @@ TraceResult trace_mlp(const TraceOptions<tb::MlpBenchOptions>& o) {
   check_gemm_rs(split, result.records.cend(), s.w, one_clock, result);
   result.checked = std::string("fc1 ") + kAgGemmChecked + ": " + std::to_string(fc1_tiles - fc1_violations) + " of " +
                    std::to_string(fc1_tiles) + "; fc2 " + gemm_rs_checked(one_clock) + " (both)";
+  // fc2's knobs are the owner-tile engine's; at decode's M it may run the small-M engine instead.
+  const std::string fc2 = op.fc2().engine() == GemmRsEngine::kSmallM
+                              ? "fc2 small-M engine (" + op.fc2().engine_why() + ")"
+                              : "fc2 scatter " + std::string(to_string(op.fc2().config().scatter)) + ", signal per " +
+                                    to_string(op.fc2().config().granularity) + ", " +
+                                    std::to_string(op.fc2().reduce_blocks()) + " reduction CTAs per rank";
   result.config = "fc1 kernel " + op.fc1().kernel_name() + ", " + to_string(op.fc1().config().comm.resource) +
-                  " all-gather; fc2 scatter " + to_string(op.fc2().config().scatter) + ", signal per " +
-                  to_string(op.fc2().config().granularity) + ", " +
-                  std::to_string(op.fc2().reduce_blocks()) + " reduction CTAs per rank" +
+                  " all-gather; " + fc2 +
                   (op.fc1().tuned_from().empty() ? "" : "; fc1" + from_cache(op.fc1().tuned_from())) +
                   (op.fc2().tuned_from().empty() ? "" : "; fc2" + from_cache(op.fc2().tuned_from())) +
                   (gated ? "" : " (timing not gated)");
