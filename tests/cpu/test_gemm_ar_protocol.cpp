@@ -355,6 +355,30 @@ TEST(GemmArProtocolScatter, EachRankGetsItsBlockOfRows) {
   }
 }
 
+TEST(GemmArProtocolScatter, RandomTilesPartsAndBlocks) {
+  // Drawn shapes: tile sizes that cut the owners' blocks anywhere, parts, slices, block counts of
+  // both roles, in place or fed by the GEMM, both paths; the draw is printed with any failure.
+  std::mt19937_64 draw(0x5CA77E5);
+  auto pick = [&](uint32_t lo, uint32_t hi) { return lo + uint32_t(draw() % (hi - lo + 1)); };
+  for (int i = 0; i < 60; ++i) {
+    Case c;
+    c.scatter = true;
+    c.world = int(pick(1, 8));
+    c.m = pick(1, 40);
+    c.bm = pick(1, 12);
+    c.parts = 1u << pick(0, 2);
+    c.bn = 8 * c.parts * pick(1, 2);  // a part is a multiple of 8 columns
+    c.n = 8 * pick(1, 6);
+    c.splits = pick(1, 3);
+    c.k = 2 * c.splits;
+    c.in_place = pick(0, 1) == 1;
+    c.copy_engine = pick(0, 2) == 0;
+    c.gemm_blocks = pick(1, 4);
+    c.reduce_blocks = pick(1, 6);
+    EXPECT_EQ(run(c, 9000 + i, 2), "") << "draw " << i << ": " << c.name() << ", bm " << c.bm << " bn " << c.bn;
+  }
+}
+
 TEST(GemmArProtocolCheck, ATwoShotCopyBeforeTheOwnersSumIsCaught) {
   // Copying an owner's tile without waiting reads poison (or the previous call's sum) on some run.
   int caught = 0;
