@@ -173,12 +173,12 @@ TEST(GemmRsPolicy, PathByTheMachine) {
 
 // The engine (issue 21, decode's M): the small-M engine (GEMM+AR's, reduce-scattering) where its
 // estimate beats the owner-tile GEMM's at its automatic method. On 8 H200s over NVLink and on 8
-// virtual ranks, LLaMA-3 70B's down projection (n 8192, k 28672 / 8): small_m up to decode's
-// hundreds of rows, where owner blocks of whole 128-row tiles are mostly padding; owner_tiles at
-// prefill's thousands, where the fused kernel hides the reduce-scatter.
+// virtual ranks, LLaMA-3 70B's down projection (n 8192, k 28672 / 8): small_m up to 256 rows, where
+// owner blocks of whole 128-row tiles are mostly padding; owner_tiles from 512, where the fused
+// kernel hides the reduce-scatter.
 TEST(GemmRsPolicy, SmallMEngineAtDecodeOwnerTilesAtPrefill) {
   for (bool gpus : {true, false}) {
-    for (uint32_t m : {1u, 8u, 64u, 128u, 8192u}) {
+    for (uint32_t m : {1u, 8u, 64u, 128u, 256u, 512u, 8192u}) {
       MethodShape s;
       s.world = 8;
       s.m = m;
@@ -197,7 +197,7 @@ TEST(GemmRsPolicy, SmallMEngineAtDecodeOwnerTilesAtPrefill) {
       const GemmArChoice small = gemm_rs_policy::small_m_choice(8, s.sm_budget, m, s.n, s.k, GemmArConfig{}, rates);
       EXPECT_EQ(small.method, ArMethod::kOneShot) << small.why;
       EXPECT_NE(small.why.find("reduce-scatter"), std::string::npos) << small.why;
-      const GemmRsEngine want = m <= 128 ? GemmRsEngine::kSmallM : GemmRsEngine::kOwnerTiles;
+      const GemmRsEngine want = m <= 256 ? GemmRsEngine::kSmallM : GemmRsEngine::kOwnerTiles;
       EXPECT_EQ(gemm_rs_policy::choose_engine(owner, small.estimate), want)
           << (gpus ? "8 GPUs" : "8 virtual ranks") << ", m " << m << ": small_m " << small.estimate * 1e6
           << " us, owner_tiles " << owner * 1e6 << " us";

@@ -23,6 +23,18 @@ struct RowRange {
   uint32_t rows = 0;
 };
 
+// M rows over `world` owners as torch.chunk splits them: owner o gets [o R, min((o + 1) R, M)) with
+// R = owner_pitch(M, world) = ceil(M / world) (the last block shorter; owners past M none). The
+// reduce-scatters' owner blocks (GEMM+RS's, GEMM+AR's scatter); owner_block takes R, which plans
+// keep rather than divide again per tile.
+TL_HOST_DEVICE uint32_t owner_pitch(uint32_t m, uint32_t world) { return (m + world - 1) / world; }
+TL_HOST_DEVICE RowRange owner_block(uint32_t m, uint32_t pitch, uint32_t owner) {
+  const uint64_t row0 = uint64_t(owner) * pitch;
+  if (row0 >= m) return {m, 0};
+  const uint32_t r0 = static_cast<uint32_t>(row0);
+  return {r0, m - r0 < pitch ? m - r0 : pitch};
+}
+
 // Columns [col0, col0 + cols) of N tile `tile` of an n-column output in tiles of bn (the last one
 // narrower).
 struct ColRange {

@@ -119,9 +119,9 @@ ArParts all_reduce(const GemmArShape& s, ArMethod method, uint32_t splits, uint3
     const uint32_t tile_m = gemm_tile(s.m).m;
     const double rows = std::max(1.0, std::ceil(double((s.m + tile_m - 1) / tile_m) * fraction));
     if (method == ArMethod::kOneShot) {
-      const double per_peer = s.scatter ? std::max(1.0, tiles / std::max(1u, (s.n + gemm_tile(s.m).n - 1) /
-                                                                                    gemm_tile(s.m).n))
-                                        : rows;  // tile rows put to each peer
+      // Tile rows put to each peer: every one, or with the reduce-scatter those of its block.
+      const double n_tiles = double((s.n + gemm_tile(s.m).n - 1) / gemm_tile(s.m).n);
+      const double per_peer = s.scatter ? std::max(1.0, tiles / n_tiles) : rows;
       p.reduce = stream_puts(per_peer * (w - 1), bytes * splits * (w - 1), r) + r.notify_latency +
                  local(bytes * (splits * w + 1), busy(tiles), r);
     } else {

@@ -105,14 +105,7 @@ namespace tilelink {
 
 GemmArChoice gemm_rs_policy::small_m_choice(int world, int sm_budget, uint32_t m, uint32_t n, uint32_t k_local,
                                             const GemmArConfig& config, const GemmArRates& rates) {
-  GemmArShape shape;
-  shape.world = world;
-  shape.sm_budget = sm_budget;
-  shape.m = m;
-  shape.n = n;
-  shape.k = k_local;
-  shape.scatter = true;
-  return gemm_ar_choice(shape, config, rates);
+  return gemm_ar_choice(GemmArShape{world, sm_budget, m, n, k_local, /*norm=*/false, /*scatter=*/true}, config, rates);
 }
 
 }  // namespace tilelink

@@ -111,11 +111,9 @@ struct GemmArPlan {
 
   // Reduce-scatter: the rows each rank owns (R = ceil(m / world); ranks past the end own none).
   // Without `scatter` every rank's result is every row.
-  TL_HOST_DEVICE uint32_t rows_per_rank() const { return (m + world - 1) / world; }
+  TL_HOST_DEVICE uint32_t rows_per_rank() const { return owner_pitch(m, world); }
   TL_HOST_DEVICE RowRange owned(uint32_t rank) const {
-    if (!scatter) return {0, m};
-    const uint32_t r = rows_per_rank(), row0 = rank * r < m ? rank * r : m;
-    return {row0, m - row0 < r ? m - row0 : r};
+    return scatter ? owner_block(m, rows_per_rank(), rank) : RowRange{0, m};
   }
   // The tile rows [first, end) that meet owned(rank) (none for a rank that owns no rows).
   TL_HOST_DEVICE uint32_t first_owned_tile_row(uint32_t rank) const { return owned(rank).row0 / bm; }

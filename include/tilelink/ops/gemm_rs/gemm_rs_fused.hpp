@@ -141,7 +141,7 @@ struct GemmRsFusedPlan {
   }
 
   // The pitch of owner blocks for M rows over P ranks.
-  TL_HOST_DEVICE static uint32_t owner_pitch(uint32_t m, uint32_t world) { return (m + world - 1) / world; }
+  TL_HOST_DEVICE static uint32_t owner_pitch(uint32_t m, uint32_t world) { return tilelink::owner_pitch(m, world); }
   // M rows over `ranks` owners: world, m and the pitch R that follows from them (kept as a field,
   // not recomputed, because the kernels' address arithmetic reads it per tile).
   TL_HOST_DEVICE void set_rows(uint32_t rows, uint32_t ranks) {
@@ -151,10 +151,7 @@ struct GemmRsFusedPlan {
   }
   TL_HOST_DEVICE uint32_t m_tiles() const { return (rows_per_rank + bm - 1) / bm; }  // per owner block
   // Rows owner `owner` ends with (R, fewer for the last, none past M).
-  TL_HOST_DEVICE uint32_t block_rows(uint32_t owner) const {
-    const uint64_t row0 = uint64_t(owner) * rows_per_rank;
-    return row0 >= m ? 0u : (m - row0 < rows_per_rank ? m - static_cast<uint32_t>(row0) : rows_per_rank);
-  }
+  TL_HOST_DEVICE uint32_t block_rows(uint32_t owner) const { return owner_block(m, rows_per_rank, owner).rows; }
   // Rows of tile row `row` (within a block) that hold owner `owner`'s data.
   TL_HOST_DEVICE uint32_t tile_rows(uint32_t owner, uint32_t row) const {
     const uint32_t rows = block_rows(owner);
