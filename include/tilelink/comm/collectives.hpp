@@ -84,25 +84,35 @@ class AllGather {
   void announce(int rank);
   void transfer(int rank);
 
-  // One call under a consumer that goes first: per rank, the comm stream is ordered after the
-  // previous call's consumers, launch(rank, epoch) enqueues the consumer on the compute stream
-  // (it runs on what is already there while the host still enqueues the all-gather) and the
-  // rank's announcement; then every rank's transfer, and the compute stream is joined after it.
-  // Returns the epoch.
+  // One call under a consumer: per rank, the comm stream is ordered after the previous call's
+  // consumers, launch(rank, epoch) enqueues the consumer on the compute stream and the rank's
+  // announcement; every rank's transfer; the compute stream is joined after it. Returns the epoch.
+  // The copy-engine path launches the consumer first (it runs on what is already there while the
+  // host still enqueues one copy and one memop per tile). The SM path launches its kernel first:
+  // see producer_first().
   template <class Launch>
   uint64_t run_under(Launch&& launch) {
     const uint64_t epoch = begin_call();
     for (int r : world_->local_ranks()) {
       world_->comm_after_compute(r);
+      if (producer_first()) transfer(r);
       launch(r, epoch);
       announce(r);
     }
     for (int r : world_->local_ranks()) {
-      transfer(r);
+      if (!producer_first()) transfer(r);
       world_->compute_after_comm(r);
     }
     return epoch;
   }
+
+  // Whether the transfer is a kernel that needs SMs (the SM path), and so must be enqueued before
+  // any consumer that spins on its channels. A kernel launched behind a resident kernel that waits
+  // for it may not get SMs even where the two grids fit side by side: under MPS a client at 25 %
+  // of an H100 saw its all-gather stay unscheduled behind its FP8 AG+GEMM's clusters (4 processes,
+  // intermittent; MoE's gather stage behind its grouped GEMM, every time). The all-gather kernel
+  // itself waits only for its peers' all-gather kernels, so launched first it always completes.
+  bool producer_first() const { return args_.config.resource == CommResource::kSm; }
 
   const AllGatherPlan& plan() const { return plan_; }
   const SignalSlice& signals() const { return slice_; }

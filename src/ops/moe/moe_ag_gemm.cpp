@@ -233,11 +233,12 @@ uint64_t MoeAgGroupGemm::run() {
     // The all-gather overwrites rows the previous call's gather read (joined into the compute
     // stream at the end of that call).
     world.comm_after_compute(r);
+    if (ag_->producer_first()) ag_->transfer(r);  // before the gather and GEMM that wait for it
     const cudaStream_t compute = world.compute_stream(r);
     build_mapping(r);
     if (gather_streams_.shares_comm()) {
       // No stream of its own: the gather before the GEMM on the compute stream, spinning only on
-      // the all-gather's channels (the comm stream's transfer below fills them), and the GEMM
+      // the all-gather's channels (the comm stream's transfer fills them), and the GEMM
       // after it, its waits already met. The gather may not follow the transfer on the comm
       // stream with the GEMM already spinning on the gather's channels: it would then need SMs
       // beside a resident GEMM that waits for it, and under MPS a quarter of an H100 did not
@@ -252,7 +253,9 @@ uint64_t MoeAgGroupGemm::run() {
     ag_->announce(r);
   }
   // Every rank's announcement before any rank's transfer (AllGather::announce says why).
-  for (int r : world.local_ranks()) ag_->transfer(r);
+  if (!ag_->producer_first()) {
+    for (int r : world.local_ranks()) ag_->transfer(r);
+  }
   for (int r : world.local_ranks()) {
     if (!gather_streams_.shares_comm()) gather_streams_.join_into(r, world.compute_stream(r));
     world.compute_after_comm(r);
