@@ -3,7 +3,8 @@
 // D (M x N, row-major), no C. CUTLASS 4.2's sm90 cooperative warp-specialized TMA + WGMMA
 // collectives from the builders, the scales applied as the scaling mode says:
 //  - kTensor: the FP8 main loop (two-level accumulation: the WGMMA's partial sums promoted into
-//    fp32 every 4 k-blocks), then D = acc * (a_scale[0] * b_scale[0]) in the epilogue;
+//    fp32 every 4 k-blocks, the promotion pipelined: sm90_fp8_pipelined_promotion.cuh), then
+//    D = acc * (a_scale[0] * b_scale[0]) in the epilogue;
 //  - kRow:    the same main loop, then D = acc * a_scale[m * a_pitch] * b_scale[n] in the epilogue
 //    (A's scales read from its rows' tails, Sm90PitchedRowScale);
 //  - kBlock:  CUTLASS's blockwise-scaled FP8 main loop (KernelTmaWarpSpecializedCooperativeFP8
@@ -26,6 +27,7 @@
 #include <type_traits>
 
 #include "ops/common/sm90_bf16_tn_gemm.cuh"
+#include "ops/common/sm90_fp8_pipelined_promotion.cuh"
 #include "ops/common/sm90_pitched_row_scale.cuh"
 #include "ops/common/sm90_row_ordered_scheduler.cuh"
 #include "tilelink/ops/common/fp8.hpp"
@@ -85,7 +87,8 @@ struct Fp8EpilogueFusion<Fp8Scaling::kBlock, TileShape> {
 };
 
 template <class TileShape, class ClusterShape, Fp8Scaling kScaling, template <class> class MainloopWrap = NoWrap,
-          template <class> class EpilogueWrap = NoWrap, bool Ordered = true>
+          template <class> class EpilogueWrap = NoWrap, class Schedule = Cooperative, bool Ordered = true,
+          bool kPipelinedPromotion = true>
 struct Sm90Fp8TnGemm : Sm90TileExtents<TileShape, ClusterShape> {
   using Extents = Sm90TileExtents<TileShape, ClusterShape>;
   using Extents::kClusterM, Extents::kClusterN, Extents::kTileK, Extents::kTileM, Extents::kTileN;
@@ -112,18 +115,24 @@ struct Sm90Fp8TnGemm : Sm90TileExtents<TileShape, ClusterShape> {
   using Epilogue = EpilogueWrap<typename cutlass::epilogue::collective::CollectiveBuilder<
       cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, TileShape, ClusterShape,
       cutlass::epilogue::collective::EpilogueTileAuto, ElementAcc, float, void, LayoutD, kAlignD, ElementD, LayoutD,
-      kAlignD, cutlass::epilogue::TmaWarpSpecializedCooperative, typename Fusion::Callbacks>::CollectiveOp>;
+      kAlignD, typename Schedule::Epilogue, typename Fusion::Callbacks>::CollectiveOp>;
 
   using MainloopLayoutA = std::conditional_t<kBlockScaled, cute::tuple<LayoutA, LayoutSFA>, LayoutA>;
   using MainloopLayoutB = std::conditional_t<kBlockScaled, cute::tuple<LayoutB, LayoutSFB>, LayoutB>;
-  using MainloopSchedule = std::conditional_t<kBlockScaled,
-                                              cutlass::gemm::KernelTmaWarpSpecializedCooperativeFP8BlockScaledAccum,
-                                              cutlass::gemm::KernelTmaWarpSpecializedCooperative>;
-  using Mainloop = MainloopWrap<typename cutlass::gemm::collective::CollectiveBuilder<
+  static constexpr bool kPingPong = std::is_same_v<Schedule, PingPong>;
+  using BlockScaledSchedule = std::conditional_t<kPingPong, cutlass::gemm::KernelTmaWarpSpecializedPingpongFP8BlockScaledAccum,
+                                                 cutlass::gemm::KernelTmaWarpSpecializedCooperativeFP8BlockScaledAccum>;
+  using MainloopSchedule = std::conditional_t<kBlockScaled, BlockScaledSchedule, typename Schedule::Kernel>;
+  using BuiltMainloop = typename cutlass::gemm::collective::CollectiveBuilder<
       cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, ElementA, MainloopLayoutA, kAlignAB, ElementB,
       MainloopLayoutB, kAlignAB, ElementAcc, TileShape, ClusterShape,
       cutlass::gemm::collective::StageCountAutoCarveout<static_cast<int>(sizeof(typename Epilogue::SharedStorage))>,
-      MainloopSchedule>::CollectiveOp>;
+      MainloopSchedule>::CollectiveOp;
+  // Tensor and row scaling: CUTLASS's FP8 main loop with its promotion pipelined
+  // (sm90_fp8_pipelined_promotion.cuh: the same bits, 8-10 % faster on an H100), unless the kernel
+  // cannot spare the second MMA accumulator's registers (kPipelinedPromotion = false).
+  using Mainloop = MainloopWrap<std::conditional_t<kBlockScaled || !kPipelinedPromotion, BuiltMainloop,
+                                                   Sm90Fp8PipelinedPromotion<BuiltMainloop>>>;
 
   using Kernel = cutlass::gemm::kernel::GemmUniversal<
       cute::Shape<int, int, int, int>, Mainloop, Epilogue,

@@ -233,8 +233,12 @@ using Sm90NotifyEpilogue = Sm90HookedEpilogue<Base, GemmRsNotify>;
 // the notifying epilogue.
 template <class TileShape, class ClusterShape>
 using Sm90GemmRsTypes = Sm90Bf16TnGemm<TileShape, ClusterShape, Sm90GemmRsMainloop, Sm90NotifyEpilogue>;
+// FP8 keeps CUTLASS's own promotion (kPipelinedPromotion = false): with the pipelined one's
+// second MMA accumulator this kernel (its epilogue's own-tile sums beside the accumulators) spills
+// ~1 KB a thread.
 template <class TileShape, class ClusterShape, Fp8Scaling kScaling>
-using Sm90GemmRsFp8Types = Sm90Fp8TnGemm<TileShape, ClusterShape, kScaling, Sm90GemmRsMainloop, Sm90NotifyEpilogue>;
+using Sm90GemmRsFp8Types =
+    Sm90Fp8TnGemm<TileShape, ClusterShape, kScaling, Sm90GemmRsMainloop, Sm90NotifyEpilogue, Cooperative, true, false>;
 
 template <class Types>
 class Sm90GemmRsKernelImpl final
