@@ -2,6 +2,7 @@
 // (tensor: two scalar scales; row: CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F; block: A's
 // VEC128_32F and B's BLK128x128_32F), bf16 output, fp32 compute.
 //   C (M x N row-major bf16) = A (M x K e4m3, row-major, packed) * B^T (B: N x K e4m3),
+// A's values copied K-contiguous at construction when packed (the layout cuBLASLt's users have),
 // A's scales contiguous (row: M floats; block: the layout cuBLASLt documents for VEC128), B's as
 // tilelink's (fp8.hpp). cuBLASLt's column-major view is C^T = B * A^T ("TN", which its FP8 kernels
 // need).
@@ -47,6 +48,7 @@ class LtFp8Gemm {
   cublasLtMatrixLayout_t la_ = nullptr, lb_ = nullptr, lc_ = nullptr;
   cublasLtMatmulAlgo_t algo_{};
   void* workspace_ = nullptr;
+  void* compact_a_ = nullptr;  // A's values K-contiguous when they came packed (lda != k)
   size_t workspace_bytes_ = 32u << 20;
   const void *a_ = nullptr, *b_ = nullptr;
   void* c_ = nullptr;
