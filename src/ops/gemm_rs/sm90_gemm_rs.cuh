@@ -234,8 +234,9 @@ using Sm90NotifyEpilogue = Sm90HookedEpilogue<Base, GemmRsNotify>;
 template <class TileShape, class ClusterShape>
 using Sm90GemmRsTypes = Sm90Bf16TnGemm<TileShape, ClusterShape, Sm90GemmRsMainloop, Sm90NotifyEpilogue>;
 // FP8 keeps CUTLASS's own promotion (kPipelinedPromotion = false): with the pipelined one's
-// second MMA accumulator this kernel (its epilogue's own-tile sums beside the accumulators) spills
-// ~1 KB a thread.
+// second MMA accumulator this kernel spills ~1 KB a thread, because of the epilogue reducer's
+// sums (gemm_rs_sum_rows<4, 4>: 16 vectors in flight a thread). With <2, 2> it does not spill, at
+// the cost of the sums' rate; not measured yet, so not taken.
 template <class TileShape, class ClusterShape, Fp8Scaling kScaling>
 using Sm90GemmRsFp8Types =
     Sm90Fp8TnGemm<TileShape, ClusterShape, kScaling, Sm90GemmRsMainloop, Sm90NotifyEpilogue, Cooperative, true, false>;
