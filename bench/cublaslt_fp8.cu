@@ -44,9 +44,11 @@ LtFp8Gemm::LtFp8Gemm(uint32_t m, uint32_t n, uint32_t k, Fp8Scaling scaling, con
     // keep them (torch._scaled_mm's layout). On the packed pitch its heuristic's row-scaled kernel
     // took 1098 us at 8192^3 on an H100 against 783 us for torch._scaled_mm's, which is not the
     // baseline the benchmarks promise (the fastest FP8 GEMM of the mode). A copy, made once here:
-    // the benchmarks set A up before timing and do not change it.
+    // A must be in place when this is built and not change after (a baseline that moves A itself
+    // passes K-contiguous rows instead: bench ag_gemm's non-overlapped chain).
     TL_CUDA_CHECK(cudaMalloc(&compact_a_, size_t(m) * k));
     TL_CUDA_CHECK(cudaMemcpy2D(compact_a_, k, a, lda, k, m, cudaMemcpyDeviceToDevice));
+    TL_CUDA_CHECK(cudaDeviceSynchronize());  // a device-to-device copy may still run on return
     a_ = compact_a_;
     lda = k;
   }

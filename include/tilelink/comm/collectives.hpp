@@ -93,9 +93,11 @@ class AllGather {
   template <class Launch>
   uint64_t run_under(Launch&& launch) {
     const uint64_t epoch = begin_call();
-    for (int r : world_->local_ranks()) {
+    for (int r : world_->local_ranks()) {  // every rank's kernel before any consumer: each waits on its peers'
       world_->comm_after_compute(r);
       if (producer_first()) transfer(r);
+    }
+    for (int r : world_->local_ranks()) {
       launch(r, epoch);
       announce(r);
     }
@@ -107,11 +109,16 @@ class AllGather {
   }
 
   // Whether the transfer is a kernel that needs SMs (the SM path), and so must be enqueued before
-  // any consumer that spins on its channels. A kernel launched behind a resident kernel that waits
-  // for it may not get SMs even where the two grids fit side by side: under MPS a client at 25 %
-  // of an H100 saw its all-gather stay unscheduled behind its FP8 AG+GEMM's clusters (4 processes,
-  // intermittent; MoE's gather stage behind its grouped GEMM, every time). The all-gather kernel
-  // itself waits only for its peers' all-gather kernels, so launched first it always completes.
+  // any consumer that spins on its channels -- every rank's, as each rank's all-gather waits on its
+  // peers'. A kernel launched behind a resident kernel that waits for it may not get SMs even where
+  // the two grids fit side by side: under MPS a client at 25 % of an H100 saw its all-gather stay
+  // unscheduled behind its FP8 AG+GEMM's clusters (4 processes, intermittent; MoE's gather stage
+  // behind its grouped GEMM, every time). The all-gather kernel itself waits only for its peers'
+  // all-gather kernels, so once it runs it completes.
+  // This orders the host's enqueue. The comm stream's first command waits on the compute stream's
+  // earlier work (comm_after_compute); when that work is still running, both launches become ready
+  // at once and the hardware picks, so a host far ahead of the GPU still leaves the race open. A
+  // stream wait of the consumer on the all-gather's CTAs having started would close it (not built).
   bool producer_first() const { return args_.config.resource == CommResource::kSm; }
 
   const AllGatherPlan& plan() const { return plan_; }

@@ -317,7 +317,8 @@ uint64_t SpAttention::run() {
 }
 
 uint64_t SpAttention::run_fused() {
-  // The kernel starts on its own shard while the host still enqueues the all-gather.
+  // The kernel starts on its own shard while the host still enqueues the copy-engine all-gather (the
+  // SM all-gather's kernel is enqueued before it: AllGather::producer_first).
   return ag_->run_under([&](int r, uint64_t epoch) {
     kernels_[static_cast<size_t>(r)]->run(epoch, world_->compute_stream(r));
   });

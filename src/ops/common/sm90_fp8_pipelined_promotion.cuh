@@ -25,8 +25,19 @@
 
 #include <cute/tensor.hpp>
 #include <cutlass/cutlass.h>
+#include <cutlass/gemm/dispatch_policy.hpp>
+
+#include <type_traits>
 
 namespace tilelink::detail {
+
+// Whether a collective's dispatch policy is CUTLASS's two-level FP8 main loop (the one this
+// wrapper replays): not the fast-accumulation or blockwise-scaled ones.
+template <class Policy>
+struct IsSm90Fp8PromotedMainloop : std::false_type {};
+template <int Stages, class ClusterShape, class KernelSchedule>
+struct IsSm90Fp8PromotedMainloop<cutlass::gemm::MainloopSm90TmaGmmaWarpSpecializedFP8<Stages, ClusterShape, KernelSchedule>>
+    : std::true_type {};
 
 template <class Base>
 struct Sm90Fp8PipelinedPromotion : Base {
@@ -38,6 +49,17 @@ struct Sm90Fp8PipelinedPromotion : Base {
   using typename Base::TensorStorage;
   using typename Base::TiledMma;
   static_assert(Base::K_PIPE_MMAS == 1, "the release contract below is the base's with one k-tile in flight");
+  static_assert(IsSm90Fp8PromotedMainloop<typename Base::DispatchPolicy>::value,
+                "wraps CUTLASS's two-level FP8 main loop only");
+  // WGMMAs per k-tile: the promotion happens once per k-tile, which is CUTLASS's only when its
+  // promotion interval (Arguments::mma_promotion_interval, default 4) is exactly that many.
+  static constexpr int kMmasPerKTile =
+      cute::size<2>(typename Base::TileShape{}) / cute::size<2>(typename TiledMma::AtomShape_MNK{});
+
+  template <class ProblemShape>
+  static bool can_implement(ProblemShape const& problem_shape, typename Base::Arguments const& args) {
+    return Base::can_implement(problem_shape, args) && args.mma_promotion_interval == uint32_t(kMmasPerKTile);
+  }
 
   template <class FrgTensorC>
   CUTLASS_DEVICE void mma(MainloopPipeline pipeline, PipelineState smem_pipe_read, FrgTensorC& accum,
@@ -56,6 +78,7 @@ struct Sm90Fp8PipelinedPromotion : Base {
     Tensor part0 = make_fragment_like(accum);
     Tensor part1 = make_fragment_like(accum);
     clear(accum);
+    if (k_tile_count <= 0) return;
     PipelineState release = smem_pipe_read;
 
     // One k-tile's WGMMAs into `part` (zeroed by the first), committed as one batch.

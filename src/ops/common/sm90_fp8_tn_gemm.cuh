@@ -129,9 +129,9 @@ struct Sm90Fp8TnGemm : Sm90TileExtents<TileShape, ClusterShape> {
       cutlass::gemm::collective::StageCountAutoCarveout<static_cast<int>(sizeof(typename Epilogue::SharedStorage))>,
       MainloopSchedule>::CollectiveOp;
   // Tensor and row scaling: CUTLASS's FP8 main loop with its promotion pipelined
-  // (sm90_fp8_pipelined_promotion.cuh: the same bits; on H100s tensor 8-9 %, row 2-7 % faster),
-  // unless the kernel cannot spare the second MMA accumulator's registers (kPipelinedPromotion =
-  // false).
+  // (sm90_fp8_pipelined_promotion.cuh: the same bits; timed alone on H100s, tensor 8-9 %, row 2-7 %
+  // faster), unless the kernel cannot spare the second MMA accumulator's registers
+  // (kPipelinedPromotion = false).
   using Mainloop = MainloopWrap<std::conditional_t<kBlockScaled || !kPipelinedPromotion, BuiltMainloop,
                                                    Sm90Fp8PipelinedPromotion<BuiltMainloop>>>;
 

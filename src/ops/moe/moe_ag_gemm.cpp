@@ -228,12 +228,16 @@ uint64_t MoeAgGroupGemm::run() {
   ag_->begin_call();
   const uint64_t epoch = gather_slice_.begin_call();
   for (int r : world.local_ranks()) {
-    const size_t i = static_cast<size_t>(r);
     world.set_device(r);
     // The all-gather overwrites rows the previous call's gather read (joined into the compute
-    // stream at the end of that call).
+    // stream at the end of that call). The SM all-gather's kernel goes before every rank's gather
+    // and GEMM, which wait for it (AllGather::producer_first).
     world.comm_after_compute(r);
-    if (ag_->producer_first()) ag_->transfer(r);  // before the gather and GEMM that wait for it
+    if (ag_->producer_first()) ag_->transfer(r);
+  }
+  for (int r : world.local_ranks()) {
+    const size_t i = static_cast<size_t>(r);
+    world.set_device(r);
     const cudaStream_t compute = world.compute_stream(r);
     build_mapping(r);
     if (gather_streams_.shares_comm()) {
