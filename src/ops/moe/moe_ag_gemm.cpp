@@ -149,6 +149,7 @@ MoeAgGroupGemm::MoeAgGroupGemm(const World& world, SymmetricHeap& heap, SignalSe
     sorted_[i] = DeviceBuffer(size_t(tiles) * tile_m_ * args.hidden * kElementBytes, world.device(r));
     make_kernels(r);
     detail::preload_moe_gather();
+    MoeMappingBuffers::preload();
   }
 }
 

@@ -14,6 +14,7 @@
 #include <string>
 
 #include "tilelink/core/error.hpp"
+#include "tilelink/runtime/world.hpp"
 
 namespace tilelink {
 namespace {
@@ -172,6 +173,16 @@ __global__ void __launch_bounds__(kOrderThreads)
 }
 
 }  // namespace
+
+void MoeMappingBuffers::preload() {
+  preload_kernel(chunk_count_kernel);
+  preload_kernel(chunk_scan_kernel);
+  preload_kernel(offsets_kernel);
+  preload_kernel(place_kernel);
+  preload_kernel(tiles_kernel);
+  preload_kernel(order_kernel);
+  preload_kernel(combine_order_kernel);
+}
 
 MoeMappingBuffers::MoeMappingBuffers(uint32_t tokens, uint32_t topk, uint32_t experts, uint32_t bm, int device)
     : tokens_(tokens), topk_(topk), experts_(experts), bm_(bm) {

@@ -19,6 +19,11 @@ class MoeMappingBuffers {
   // Throws InvalidArgument for a zero size, topk > experts, or more than 1024 experts.
   MoeMappingBuffers(uint32_t tokens, uint32_t topk, uint32_t experts, uint32_t bm, int device);
 
+  // Loads the kernels of build(), build_order() and build_combine_order() on the current device
+  // (runtime/world.hpp's preload_kernel): MoE part 1 launches them beside the SM all-gather, which
+  // spins on its peers, and a lazily loaded module's first launch would wait for that spin.
+  static void preload();
+
   // Builds the tables from `ids` (tokens x topk int32 on the device, checked by nothing here:
   // see check_moe_routing) on `stream`: counts, padded offsets, the stable placement of every
   // pair, and the per-tile expert and token span. The tile count lands in num_tiles_device().
