@@ -98,6 +98,7 @@ class AllGather {
       if (producer_first()) transfer(r);
     }
     for (int r : world_->local_ranks()) {
+      world_->set_device(r);  // launch() enqueues on the rank's own device (one process, several GPUs)
       launch(r, epoch);
       announce(r);
     }
