@@ -58,7 +58,10 @@ struct Sm90Fp8PipelinedPromotion : Base {
 
   template <class ProblemShape>
   static bool can_implement(ProblemShape const& problem_shape, typename Base::Arguments const& args) {
-    return Base::can_implement(problem_shape, args) && args.mma_promotion_interval == uint32_t(kMmasPerKTile);
+    // The base's own count (its can_implement's expression), which kMmasPerKTile must equal.
+    const int per_k_tile = cute::size<2>(typename Base::TileShape{}) / TiledMma().template tile_size_mnk<2>();
+    return Base::can_implement(problem_shape, args) && per_k_tile == kMmasPerKTile &&
+           args.mma_promotion_interval == uint32_t(per_k_tile);
   }
 
   template <class FrgTensorC>

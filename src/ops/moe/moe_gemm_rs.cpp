@@ -252,6 +252,7 @@ MoeGemmRs::MoeGemmRs(const World& world, SymmetricHeap& heap, SignalSet& signals
     }
     make_kernels(r);
     detail::preload_moe_combine();
+    MoeMappingBuffers::preload();  // build_combine_order's kernel, where part 1 did not load it
   }
 }
 
