@@ -210,6 +210,14 @@ struct PlanMoe : PlanArgs<sim::MoeProblem, sim::MoeAgPlanConfig> {
   }
 };
 
+// Which of the plan's rows the op's automatic method runs (moe_policy::method: a rule, not an estimate).
+void print_moe_method(const char* who, OpMethod method) {
+  std::printf("op method auto: %s runs %s (%s)\n", who, to_string(method),
+              method == OpMethod::kNonOverlapped
+                  ? "one rank: nothing crosses a link, each stage gets the whole budget in turn -- the non-overlapped row"
+                  : "the fused row");
+}
+
 int plan_moe_ag(PlanMoe a, const sim::CostModel& cost) {
   a.resolve();
   const sim::MoePrediction r = sim::predict_moe_ag(a.problem, a.config, cost);
@@ -218,6 +226,7 @@ int plan_moe_ag(PlanMoe a, const sim::CostModel& cost) {
             << "  resource=" << to_string(a.config.op.comm.resource) << "\n\n";
   print_plan("plan_moe_ag", "MoE part 1, predicted per rank", r, a.out, "tilelink plan moe_ag, rank 0 (predicted)");
   std::printf("gather alone on the op's CTAs: %.1f us\n", r.t_gather * 1e6);
+  print_moe_method("the op", moe_policy::method(a.config.op.method, a.problem.world));
   return 0;
 }
 
@@ -249,6 +258,8 @@ int plan_moe(PlanMoe a, const sim::CostModel& cost) {
   }
   print_plan("plan_moe", "MoE layer, predicted per rank", r, a.out, "tilelink plan moe, rank 0 (predicted)",
              alternatives);
+  print_moe_method("part 1", moe_policy::method(a.config.op.method, a.problem.world));
+  print_moe_method("part 2", moe_policy::method(a.part2.op.method, a.problem.world, combine == MoeCombine::kEpilogue));
   return 0;
 }
 

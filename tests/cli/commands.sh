@@ -108,6 +108,11 @@ expect 0 "predicted" plan mlp --world 8 --model llama3-70b
 expect 0 "predicted" plan mlp --world 8 --model llama3-70b --reduce-blocks 8 --blocks 16 --resource sm
 expect 0 "predicted" plan moe_ag --world 8 --model mixtral-8x7b
 expect 0 "predicted" plan moe --world 8 --model qwen1.5-moe
+# which row the op's automatic method runs: non-overlapped parts at world 1, fused with peers
+expect 0 "part 2 runs non_overlapped" plan moe --world 1 --model mixtral-8x7b
+expect 0 "part 1 runs fused" plan moe --world 8 --model qwen1.5-moe
+expect 0 "part 2 runs fused" plan moe --world 1 --model mixtral-8x7b --combine epilogue
+expect 0 "the op runs non_overlapped" plan moe_ag --world 1 --model mixtral-8x7b
 expect 0 "predicted" plan sp_attention --world 8 --layout zigzag
 # Across nodes the world's transport is put_signal (auto): the plans take the paths that run there and
 # refuse the others by name.
