@@ -16,7 +16,8 @@
 // The buffer contract is the base's (K_PIPE_MMAS = 1): mma() releases every k-tile's stage but
 // the last, which the kernel's mma_tail() releases.
 //
-// Measured on H100s at 8192^3 (128x128x128 tiles, 2x1 cluster; docs/PERF.md, twentieth session):
+// Measured on H100s at 8192^3 (128x128x128 tiles, 2x1 cluster; bench/experiments/fp8_schedules,
+// docs/PERF.md, twentieth session):
 // tensor scaling 970-984 -> 884-899 us, row scaling 1011-1038 -> 965-990 us, no element
 // different. The same scheme on the blockwise-scaled main loop (a wrapper of its mma() with two
 // parts and their k-tiles' scales) gave 997 -> 986 us, also bit-identical: not kept, as that
@@ -51,17 +52,13 @@ struct Sm90Fp8PipelinedPromotion : Base {
   static_assert(Base::K_PIPE_MMAS == 1, "the release contract below is the base's with one k-tile in flight");
   static_assert(IsSm90Fp8PromotedMainloop<typename Base::DispatchPolicy>::value,
                 "wraps CUTLASS's two-level FP8 main loop only");
-  // WGMMAs per k-tile: the promotion happens once per k-tile, which is CUTLASS's only when its
-  // promotion interval (Arguments::mma_promotion_interval, default 4) is exactly that many.
-  static constexpr int kMmasPerKTile =
-      cute::size<2>(typename Base::TileShape{}) / cute::size<2>(typename TiledMma::AtomShape_MNK{});
-
+  // The promotion happens once per k-tile, which is CUTLASS's only when its promotion interval
+  // (Arguments::mma_promotion_interval, default 4) is the WGMMAs of one k-tile (counted as the
+  // base's can_implement counts them).
   template <class ProblemShape>
   static bool can_implement(ProblemShape const& problem_shape, typename Base::Arguments const& args) {
-    // The base's own count (its can_implement's expression), which kMmasPerKTile must equal.
     const int per_k_tile = cute::size<2>(typename Base::TileShape{}) / TiledMma().template tile_size_mnk<2>();
-    return Base::can_implement(problem_shape, args) && per_k_tile == kMmasPerKTile &&
-           args.mma_promotion_interval == uint32_t(per_k_tile);
+    return Base::can_implement(problem_shape, args) && args.mma_promotion_interval == uint32_t(per_k_tile);
   }
 
   template <class FrgTensorC>

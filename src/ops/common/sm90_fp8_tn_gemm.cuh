@@ -120,6 +120,9 @@ struct Sm90Fp8TnGemm : Sm90TileExtents<TileShape, ClusterShape> {
   using MainloopLayoutA = std::conditional_t<kBlockScaled, cute::tuple<LayoutA, LayoutSFA>, LayoutA>;
   using MainloopLayoutB = std::conditional_t<kBlockScaled, cute::tuple<LayoutB, LayoutSFB>, LayoutB>;
   static constexpr bool kPingPong = std::is_same_v<Schedule, PingPong>;
+  // CUTLASS's ping-pong kernel advances its tiles without fetch_next_work, so the ops' row order
+  // would not apply: ping-pong runs CUTLASS's own scheduler (bench/experiments/fp8_schedules).
+  static_assert(!(kPingPong && Ordered), "the row-ordered scheduler serves the cooperative kernel only");
   using BlockScaledSchedule = std::conditional_t<kPingPong, cutlass::gemm::KernelTmaWarpSpecializedPingpongFP8BlockScaledAccum,
                                                  cutlass::gemm::KernelTmaWarpSpecializedCooperativeFP8BlockScaledAccum>;
   using MainloopSchedule = std::conditional_t<kBlockScaled, BlockScaledSchedule, typename Schedule::Kernel>;
