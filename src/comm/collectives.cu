@@ -20,11 +20,12 @@ namespace {
 
 template <bool kBulk>
 __global__ void __launch_bounds__(1024) all_gather_kernel(AllGatherPlan plan, SignalView sig,
-                                                          SymmetricView heap, void* gathered, TraceView trace) {
+                                                          SymmetricView heap, void* gathered, const void* own_rows,
+                                                          TraceView trace) {
   extern __shared__ __align__(128) char smem[];
   BulkStaging staging = detail::collective_staging<kBulk>(smem);
   DeviceBlockCtx<kBulk> ctx{sig.rank, sig.world, &staging, trace};
-  all_gather_block(ctx, plan, sig, heap, gathered);
+  all_gather_block(ctx, plan, sig, heap, gathered, own_rows);
 }
 
 template <bool kBulk>
@@ -123,6 +124,11 @@ std::string AllGather::can_implement(const World& world, const SymmetricHeap& he
   if (c.resource == CommResource::kSm) {
     if (std::string e = check_launch_shape(world, c.num_blocks, c.threads); !e.empty()) return e;
   }
+  if (!a.own_rows.empty()) {
+    const std::string what = "each rank's " + std::to_string(a.rows_per_rank) + " own rows of " +
+                             std::to_string(a.row_bytes) + " bytes";
+    if (std::string e = check_rank_pointers(world, a.own_rows, "own_rows"); !e.empty()) return e + " (" + what + ")";
+  }
   return check_symmetric(world, heap, a.gathered, a.gathered_offset, total_rows * a.row_bytes, "gathered");
 }
 
@@ -140,8 +146,9 @@ AllGather::AllGather(const World& world, SymmetricHeap& heap, SignalSet& signals
   plan_.method = put_signal ? AgMethod::kPush : args.config.method;
   plan_.order = args.config.order;
   const uint32_t budget = static_cast<uint32_t>(world.sm_budget(0));
+  const uint32_t own_items = args.own_rows.empty() ? 0 : plan_.map.chunks_per_rank();
   num_blocks_ = args.config.num_blocks != 0 ? args.config.num_blocks
-                                            : std::clamp(plan_.num_items(), 1u, budget);
+                                            : std::clamp(plan_.num_items() + own_items, 1u, budget);
   for (int r = 0; r < world.size(); ++r) {  // the ranks this process drives (another process's: unmapped)
     gathered_.push_back(world.is_local(r) ? static_cast<char*>(args.gathered->data(r)) + args.gathered_offset : nullptr);
   }
@@ -174,7 +181,22 @@ void AllGather::announce(int r) {
   if (args_.config.resource != CommResource::kCopyEngine) return;
   world.set_device(r);
   StreamCtx h{r, world.size(), world.comm_stream(r), world.transport()};
-  all_gather_stream_announce(h, plan_, slice_.host_view(r));
+  all_gather_stream_announce(h, plan_, slice_.host_view(r), gathered_[r], own_rows(r));
+}
+
+void AllGather::set_own_rows(int r, const void* rows) {
+  constexpr const char* where = "AllGather::set_own_rows";
+  world_->check_local_rank(r, where);
+  if (args_.own_rows.empty()) {
+    throw InvalidArgument(std::string(where) + ": this all-gather was built without own_rows (its ranks' rows are in "
+                          "place before each call); expected it built with them");
+  }
+  require_aligned(where, "rows", rows, "the rank's 16-byte aligned own rows on its device");
+  args_.own_rows[static_cast<size_t>(r)] = rows;
+}
+
+const void* AllGather::own_rows(int r) const {
+  return args_.own_rows.empty() ? nullptr : args_.own_rows[static_cast<size_t>(r)];
 }
 
 void AllGather::transfer(int r) {
@@ -189,7 +211,7 @@ void AllGather::transfer(int r) {
     detail::launch(world, r, bulk ? all_gather_kernel<true> : all_gather_kernel<false>, bulk, num_blocks_,
                    args_.config.threads, plan_,
                    slice_.device_view(r, bulk ? "all_gather_kernel<bulk>" : "all_gather_kernel<ldst>"),
-                   heap_->device_view(r), gathered_[r], trace_view(r));
+                   heap_->device_view(r), gathered_[r], own_rows(r), trace_view(r));
   }
 }
 

@@ -38,6 +38,7 @@ struct AgCase {
   AgMethod method = AgMethod::kPull;
   CommOrder order = CommOrder::kFullMesh;
   bool copy_engine = false;  // all_gather_stream on one "stream" thread per rank
+  bool own_rows = false;     // each rank's shard outside the heap, copied in by the call (own_rows)
   uint32_t comm_blocks = 3;
   uint32_t consumer_blocks = 2;
   uint32_t bm = 6;  // consumer tile rows, independent of comm_rows
@@ -45,20 +46,22 @@ struct AgCase {
   std::string name() const {
     std::ostringstream os;
     os << "world " << world << (copy_engine ? " copy-engine" : method == AgMethod::kPull ? " pull" : " push")
-       << (order == CommOrder::kRing ? " ring" : " mesh") << " rows/rank " << rows_per_rank
+       << (order == CommOrder::kRing ? " ring" : " mesh") << (own_rows ? " own_rows" : "") << " rows/rank "
+       << rows_per_rank
        << " comm_rows " << comm_rows << " bm " << bm;
     return os.str();
   }
   AllGatherPlan plan() const { return all_gather_plan(world, rows_per_rank, comm_rows, row_bytes, method, order); }
 };
 
-// The communication role's body: the real protocol, or a broken variant under test.
+// The communication role's body: the real protocol, or a broken variant under test. The last
+// argument is the rank's own rows outside the heap (AgCase::own_rows), else nullptr.
 using AgComm = std::function<void(cpu::BlockCtx&, const AllGatherPlan&, const SignalView&,
-                                  const SymmetricView&, void*)>;
+                                  const SymmetricView&, void*, const void*)>;
 
 inline void real_all_gather(cpu::BlockCtx& ctx, const AllGatherPlan& plan, const SignalView& sig,
-                     const SymmetricView& heap, void* gathered) {
-  all_gather_block(ctx, plan, sig, heap, gathered);
+                            const SymmetricView& heap, void* gathered, const void* own_rows) {
+  all_gather_block(ctx, plan, sig, heap, gathered, own_rows);
 }
 
 // Consumer tile t of rank `rank`: wait for its rows, then read them like a GEMM would.
@@ -110,16 +113,17 @@ inline std::string run_all_gather(const AgCase& c, uint64_t seed, int calls, con
       shards[r] = random_bytes(rng, uint64_t(c.rows_per_rank) * c.row_bytes);
       char* g = ex.at<char>(r, gathered);
       std::memset(g, kPoison, bytes);
-      std::memcpy(g + uint64_t(r) * c.rows_per_rank * plan.pitch, shards[r].data(), shards[r].size());
+      if (!c.own_rows) std::memcpy(g + uint64_t(r) * c.rows_per_rank * plan.pitch, shards[r].data(), shards[r].size());
     }
+    auto own_rows = [&](int r) -> const void* { return c.own_rows ? shards[r].data() : nullptr; };
     std::vector<cpu::Role> roles;
     roles.push_back({"comm", c.copy_engine ? 1u : c.comm_blocks, [&](cpu::BlockCtx& ctx) {
                        const SignalView sig = ex.signals(ctx.rank(), 0, plan.num_channels(), e, op);
                        void* g = ex.at<char>(ctx.rank(), gathered);
                        if (c.copy_engine) {
-                         all_gather_stream(ctx, plan, sig, ex.heap(ctx.rank()), g);
+                         all_gather_stream(ctx, plan, sig, ex.heap(ctx.rank()), g, own_rows(ctx.rank()));
                        } else {
-                         comm(ctx, plan, sig, ex.heap(ctx.rank()), g);
+                         comm(ctx, plan, sig, ex.heap(ctx.rank()), g, own_rows(ctx.rank()));
                        }
                      }});
     roles.push_back({"consumer", c.consumer_blocks, [&](cpu::BlockCtx& ctx) {

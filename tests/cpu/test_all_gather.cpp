@@ -31,6 +31,7 @@ struct Variant {
   AgMethod method;
   CommOrder order;
   bool copy_engine;
+  bool own_rows = false;  // the shards outside the heap: the call copies each rank's in (own_rows)
 };
 
 // `c` at `world` ranks, moved the variant's way.
@@ -39,6 +40,7 @@ AgCase with_variant(AgCase c, int world, const Variant& v) {
   c.method = v.method;
   c.order = v.order;
   c.copy_engine = v.copy_engine;
+  c.own_rows = v.own_rows;
   return c;
 }
 
@@ -67,19 +69,22 @@ TEST_P(AllGatherProtocol, TileShapes) {
 
 std::string variant_name(const ::testing::TestParamInfo<Variant>& info) {
   const Variant& v = info.param;
-  if (v.copy_engine) return v.method == AgMethod::kPull ? "CopyEngine" : "CopyEnginePush";
+  const std::string own = v.own_rows ? "OwnRows" : "";
+  if (v.copy_engine) return (v.method == AgMethod::kPull ? "CopyEngine" : "CopyEnginePush") + own;
   return std::string(v.method == AgMethod::kPull ? "Pull" : "Push") +
-         (v.order == CommOrder::kRing ? "Ring" : "FullMesh");
+         (v.order == CommOrder::kRing ? "Ring" : "FullMesh") + own;
 }
 
-INSTANTIATE_TEST_SUITE_P(Sm, AllGatherProtocol,
-                         ::testing::Values(Variant{AgMethod::kPull, CommOrder::kFullMesh, false},
-                                           Variant{AgMethod::kPull, CommOrder::kRing, false},
-                                           Variant{AgMethod::kPush, CommOrder::kFullMesh, false},
-                                           Variant{AgMethod::kPush, CommOrder::kRing, false},
-                                           Variant{AgMethod::kPull, CommOrder::kFullMesh, true},
-                                           Variant{AgMethod::kPush, CommOrder::kFullMesh, true}),
-                         variant_name);
+// Every variant with the shards in place, then with each rank's own rows outside the heap.
+const Variant kVariants[] = {
+    {AgMethod::kPull, CommOrder::kFullMesh, false},       {AgMethod::kPull, CommOrder::kRing, false},
+    {AgMethod::kPush, CommOrder::kFullMesh, false},       {AgMethod::kPush, CommOrder::kRing, false},
+    {AgMethod::kPull, CommOrder::kFullMesh, true},        {AgMethod::kPush, CommOrder::kFullMesh, true},
+    {AgMethod::kPull, CommOrder::kFullMesh, false, true}, {AgMethod::kPull, CommOrder::kRing, false, true},
+    {AgMethod::kPush, CommOrder::kFullMesh, false, true}, {AgMethod::kPush, CommOrder::kRing, false, true},
+    {AgMethod::kPull, CommOrder::kFullMesh, true, true},  {AgMethod::kPush, CommOrder::kFullMesh, true, true}};
+
+INSTANTIATE_TEST_SUITE_P(Sm, AllGatherProtocol, ::testing::ValuesIn(kVariants), variant_name);
 
 // A block context whose peer_tile_wait returns at once.
 class NoPeerWaitCtx : public BlockCtx {
@@ -92,9 +97,9 @@ class NoPeerWaitCtx : public BlockCtx {
 // peer waits skipped): a rank may copy a tile its neighbour has not received yet. With delays on,
 // the check must catch it as a wrong result.
 void ring_pull_without_wait(BlockCtx& ctx, const AllGatherPlan& plan, const SignalView& sig,
-                            const SymmetricView& heap, void* gathered) {
+                            const SymmetricView& heap, void* gathered, const void* own_rows) {
   NoPeerWaitCtx no_wait(ctx);
-  all_gather_block(no_wait, plan, sig, heap, gathered);
+  all_gather_block(no_wait, plan, sig, heap, gathered, own_rows);
 }
 
 TEST(AllGatherBroken, MissingWaitIsCaughtAsWrongResult) {
@@ -113,6 +118,42 @@ TEST(AllGatherBroken, MissingWaitIsCaughtAsWrongResult) {
   }
   EXPECT_GE(detected, 1) << "the executor never exposed the missing wait";
   std::cout << "[          ] broken protocol detected in " << detected << "/5 seeds, e.g. " << example << "\n";
+}
+
+// With own_rows, a rank whose own tiles' channels are set before the tiles are copied (as if they
+// were in place) lets its consumers and pulling peers read the poisoned rows.
+TEST(AllGatherBroken, OwnRowsAnnouncedBeforeTheyAreCopiedIsCaught) {
+  for (const bool copy_engine : {false, true}) {
+    AgCase c;
+    c.world = 3;
+    c.own_rows = true;
+    c.copy_engine = false;  // the broken body below stands in for either path (a stream: one block)
+    c.comm_blocks = copy_engine ? 1u : 3u;
+    const auto early = [copy_engine](BlockCtx& ctx, const AllGatherPlan& plan, const SignalView& sig,
+                                     const SymmetricView& heap, void* gathered, const void* own_rows) {
+      if (copy_engine) {  // the stream's announcement without its copies, then the transfer
+        all_gather_stream_announce(ctx, plan, sig);
+        if (ctx.block() == 0) {
+          for (uint32_t ch = 0; ch < plan.map.chunks_per_rank(); ++ch) {
+            const uint32_t own = plan.map.channel(static_cast<uint32_t>(ctx.rank()), ch);
+            ctx.rank_copy_data(plan.tile_ref(gathered, own).ptr, plan.own_tile_ref(own_rows, own).ptr,
+                               plan.tile_shape(own).bytes());
+          }
+        }
+        all_gather_stream_transfer(ctx, plan, sig, heap, gathered);
+      } else {  // block 0 sets the own channels first, then the blocks copy as usual
+        if (ctx.block() == 0) {
+          for (uint32_t ch = 0; ch < plan.map.chunks_per_rank(); ++ch) {
+            ctx.producer_tile_notify(sig, plan.tile_channel(plan.map.channel(static_cast<uint32_t>(ctx.rank()), ch)));
+          }
+        }
+        all_gather_block(ctx, plan, sig, heap, gathered, own_rows);
+      }
+    };
+    int detected = 0;
+    for (uint64_t seed = 1; seed <= 5; ++seed) detected += !run_all_gather(c, seed, 1, early).empty();
+    EXPECT_GE(detected, 1) << (copy_engine ? "stream" : "SM") << ": the executor never exposed the early announcement";
+  }
 }
 
 // A consumer that skips all_gather_wait_rows reads rows before they arrive.
@@ -166,7 +207,9 @@ TEST(AllGatherBroken, CopyEngineRingIsNotSupported) {
 // Several calls inside one run(): between calls only the threads of the same rank are joined,
 // as two kernels on one stream are; ranks are not synchronised with each other. Rank 0's
 // first block writes the rank's next input (its own rows, in place in `gathered`, as the
-// collective's contract says) at the start of each call. Returns the first wrong row, or "".
+// collective's contract says) at the start of each call; with own_rows each call is given the
+// call's shard outside the heap instead, and copies it over the previous call's rows itself.
+// Returns the first wrong row, or "".
 std::string run_back_to_back(const AgCase& c, uint64_t seed, int calls) {
   const AllGatherPlan plan = c.plan();
   const uint32_t total = plan.map.total_rows();
@@ -188,7 +231,7 @@ std::string run_back_to_back(const AgCase& c, uint64_t seed, int calls) {
   }
   auto begin_call = [&](BlockCtx& ctx, int k, bool writer) {
     fence.arrive_and_wait(ctx, 2 * uint64_t(k) + 1);  // the previous call is over on this rank
-    if (writer) {
+    if (writer && !c.own_rows) {
       std::memcpy(ex.at<char>(ctx.rank(), gathered) + uint64_t(ctx.rank()) * c.rows_per_rank * plan.pitch,
                   shards[k][ctx.rank()].data(), shards[k][ctx.rank()].size());
     }
@@ -200,10 +243,11 @@ std::string run_back_to_back(const AgCase& c, uint64_t seed, int calls) {
                begin_call(ctx, k, ctx.block() == 0);
                const SignalView sig = ex.signals(ctx.rank(), 0, plan.num_channels(), k + 1, op);
                void* g = ex.at<char>(ctx.rank(), gathered);
+               const void* own = c.own_rows ? shards[k][ctx.rank()].data() : nullptr;
                if (c.copy_engine) {
-                 all_gather_stream(ctx, plan, sig, ex.heap(ctx.rank()), g);
+                 all_gather_stream(ctx, plan, sig, ex.heap(ctx.rank()), g, own);
                } else {
-                 all_gather_block(ctx, plan, sig, ex.heap(ctx.rank()), g);
+                 all_gather_block(ctx, plan, sig, ex.heap(ctx.rank()), g, own);
                }
              }
            }},
@@ -234,6 +278,7 @@ TEST_P(AllGatherBackToBack, ConsecutiveCallsWithoutHostSync) {
       c.method = v.method;
       c.order = v.order;
       c.copy_engine = v.copy_engine;
+      c.own_rows = v.own_rows;
       EXPECT_EQ(run_back_to_back(c, seed * 31 + world, 4), "");
     }
   }
@@ -241,14 +286,7 @@ TEST_P(AllGatherBackToBack, ConsecutiveCallsWithoutHostSync) {
 
 // Back-to-back calls where the input is rewritten as soon as a rank's own call is complete. In
 // the pull variants peers read that input; the exit barrier keeps the call open until they did.
-INSTANTIATE_TEST_SUITE_P(Sm, AllGatherBackToBack,
-                         ::testing::Values(Variant{AgMethod::kPush, CommOrder::kFullMesh, false},
-                                           Variant{AgMethod::kPush, CommOrder::kRing, false},
-                                           Variant{AgMethod::kPull, CommOrder::kFullMesh, false},
-                                           Variant{AgMethod::kPull, CommOrder::kRing, false},
-                                           Variant{AgMethod::kPull, CommOrder::kFullMesh, true},
-                                           Variant{AgMethod::kPush, CommOrder::kFullMesh, true}),
-                         variant_name);
+INSTANTIATE_TEST_SUITE_P(Sm, AllGatherBackToBack, ::testing::ValuesIn(kVariants), variant_name);
 
 // A timeout's report names the ranks that had not entered the call, from the snapshot of the
 // waiter's entry-barrier channels (set-mode: a rank's channel holds the epoch once it entered).

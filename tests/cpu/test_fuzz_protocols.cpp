@@ -121,6 +121,7 @@ Reduced<AgCase> reduce(const fuzz::AllGatherDraw& d, Rng& extra) {
   c.comm_blocks = cpu_blocks(d.args.config.num_blocks, std::clamp(plan.num_items(), 1u, 4u), 6);
   c.consumer_blocks = extra.range32(1, 3);
   c.bm = extra.range32(1, 2 * d.args.rows_per_rank + 1);  // one row to more than a shard
+  c.own_rows = extra.range32(0, 1) == 1;                   // the shards in place, or copied in by the call
   return {c, ""};
 }
 

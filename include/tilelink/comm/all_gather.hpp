@@ -1,13 +1,15 @@
 // All-gather protocol of a row-sharded tensor: every rank ends with all world * rows_per_rank rows
 // in its copy of the symmetric `gathered` buffer; rank r's own rows are in place at rows
-// [r * rows_per_rank, (r + 1) * rows_per_rank) before the call.
+// [r * rows_per_rank, (r + 1) * rows_per_rank) before the call -- or, given `own_rows` (the rank's
+// rows anywhere on its device, outside the heap), the call's first work copies them there, one
+// communication tile at a time.
 //
 // Channels of the slice: [0, world) entry barrier (push and copy engine: every rank has
 // entered the call); [world, 2 world + 1) exit barrier (pull: peers read this rank's rows); then
 // one channel per communication tile (RowShardMapping::channel). Channel ch on rank x reaches the
 // epoch when ch's rows are present in x's `gathered` -- for x's own rows, at the start of the
-// call. A consumer of rows [row0, row0 + rows) waits on consumer_channels(row0, rows) and nothing
-// else.
+// call, or with own_rows once that tile is copied (peers pulling it wait on the same channel). A
+// consumer of rows [row0, row0 + rows) waits on consumer_channels(row0, rows) and nothing else.
 #pragma once
 
 #include <cstdint>
@@ -47,6 +49,11 @@ struct AllGatherPlan {
   }
   TL_HOST_DEVICE TileRef tile_ref(void* gathered, uint32_t ch) const {
     return {static_cast<char*>(gathered) + uint64_t(map.rows_of_channel(ch).row0) * pitch, pitch};
+  }
+  // Tile ch of its origin rank's `own_rows` (that rank's rows_per_rank rows, row_bytes apart).
+  TL_HOST_DEVICE TileRef own_tile_ref(const void* own_rows, uint32_t ch) const {
+    const uint32_t local = map.rows_of_channel(ch).row0 - map.rank_of_channel(ch) * map.rows_per_rank;
+    return {const_cast<char*>(static_cast<const char*>(own_rows)) + uint64_t(local) * row_bytes, row_bytes};
   }
   // Slice channels a consumer of rows [row0, row0 + rows) waits on.
   TL_HOST_DEVICE ChannelRange consumer_channels(uint32_t row0, uint32_t rows) const {
@@ -114,22 +121,32 @@ TL_HOST_DEVICE void all_gather_wait_incoming(Ctx& h, const AllGatherPlan& plan, 
 
 // One communication block of one rank (SM path). Blocks split the items round-robin; each item
 // only depends on items of earlier steps (on this or another rank), so any number of resident
-// blocks makes progress.
+// blocks makes progress. With `own_rows` the rank's own tiles are the first items: each is copied
+// into `gathered` and its channel set (a pushing rank sends its own tiles from `own_rows`, so its
+// pushes do not wait for that copy).
 TL_PROTOCOL
 template <class Ctx>
 TL_HOST_DEVICE void all_gather_block(Ctx& ctx, const AllGatherPlan& plan, const SignalView& sig,
-                                  const SymmetricView& heap, void* gathered) {
+                                  const SymmetricView& heap, void* gathered, const void* own_rows = nullptr) {
   // Push writes into peers: wait until they have all entered this call. Pull only writes its own
   // buffer, and its exit barrier protects what peers read.
   if (plan.method == AgMethod::kPush) rank_barrier(ctx, sig, plan.barrier_channel());
   const uint32_t rank = static_cast<uint32_t>(ctx.rank());
-  if (ctx.block() == 0) {
+  const uint32_t own_items = own_rows != nullptr ? plan.map.chunks_per_rank() : 0;
+  if (own_rows == nullptr && ctx.block() == 0) {
     for (uint32_t c = 0; c < plan.map.chunks_per_rank(); ++c) {
       ctx.producer_tile_notify(sig, plan.tile_channel(plan.map.channel(rank, c)));
     }
   }
-  for (uint32_t i = ctx.block(); i < plan.num_items(); i += ctx.num_blocks()) {
-    const AllGatherPlan::Item it = plan.item(rank, i);
+  for (uint32_t i = ctx.block(); i < own_items + plan.num_items(); i += ctx.num_blocks()) {
+    if (i < own_items) {  // the own tile i: from own_rows into this rank's `gathered`
+      const uint32_t own = plan.map.channel(rank, i);
+      ctx.tile_push_data(heap, plan.tile_ref(gathered, own), static_cast<int>(rank), plan.tile_shape(own),
+                         plan.own_tile_ref(own_rows, own));
+      ctx.producer_tile_notify(sig, plan.tile_channel(own));
+      continue;
+    }
+    const AllGatherPlan::Item it = plan.item(rank, i - own_items);
     const uint32_t ch = plan.tile_channel(it.channel);
     const TileRef tile = plan.tile_ref(gathered, it.channel);
     const TileShape shape = plan.tile_shape(it.channel);
@@ -138,8 +155,9 @@ TL_HOST_DEVICE void all_gather_block(Ctx& ctx, const AllGatherPlan& plan, const 
       ctx.tile_pull_data(tile, heap, tile, it.peer, shape);
       ctx.producer_tile_notify(sig, ch);
     } else {
-      if (plan.order == CommOrder::kRing) ctx.consumer_tile_wait(sig, ch);
-      ctx.tile_push_data(heap, tile, it.peer, shape, tile);
+      const bool from_own_rows = own_rows != nullptr && plan.map.rank_of_channel(it.channel) == rank;
+      if (plan.order == CommOrder::kRing && !from_own_rows) ctx.consumer_tile_wait(sig, ch);
+      ctx.tile_push_data(heap, tile, it.peer, shape, from_own_rows ? plan.own_tile_ref(own_rows, it.channel) : tile);
       ctx.peer_tile_notify(sig, ch, it.peer);
     }
   }
@@ -165,13 +183,26 @@ TL_HOST_DEVICE void all_gather_block(Ctx& ctx, const AllGatherPlan& plan, const 
 // enqueues that announcement (a deadlock seen at 8 virtual ranks with ~70+ tiles per rank).
 // Such a process enqueues every rank's announcement first, then every rank's transfer.
 //
-// Announce: the rank's own rows are in place before the call, so its consumers may start on them
-// at once, and its arrival at the entry barrier.
+// Announce: the rank's own rows are in place (before the call, or each tile once copied from
+// `own_rows`), so its consumers may start on them, and its arrival at the entry barrier, which
+// tells peers that those rows are there to pull.
 template <class HostCtx>
-void all_gather_stream_announce(HostCtx& h, const AllGatherPlan& plan, const SignalView& sig) {
+void all_gather_stream_announce(HostCtx& h, const AllGatherPlan& plan, const SignalView& sig, void* gathered = nullptr,
+                                const void* own_rows = nullptr) {
   const uint32_t rank = static_cast<uint32_t>(h.rank());
   for (uint32_t c = 0; c < plan.map.chunks_per_rank(); ++c) {
-    h.rank_notify(sig, plan.tile_channel(plan.map.channel(rank, c)), h.rank());
+    const uint32_t own = plan.map.channel(rank, c);
+    if (own_rows != nullptr) {  // the tile's rows from own_rows (row_bytes apart) into `gathered`
+      const TileRef dst = plan.tile_ref(gathered, own);
+      const TileRef src = plan.own_tile_ref(own_rows, own);
+      const TileShape shape = plan.tile_shape(own);
+      if (plan.pitch == plan.row_bytes) {
+        h.rank_copy_data(dst.ptr, src.ptr, shape.bytes());
+      } else {
+        for (uint32_t row = 0; row < shape.rows; ++row) h.rank_copy_data(dst.row(row), src.row(row), shape.row_bytes);
+      }
+    }
+    h.rank_notify(sig, plan.tile_channel(own), h.rank());
   }
   rank_barrier_stream_arrive(h, sig, plan.barrier_channel());
 }
@@ -218,8 +249,8 @@ void all_gather_stream_transfer(HostCtx& h, const AllGatherPlan& plan, const Sig
 // CPU executor's stream threads).
 template <class HostCtx>
 void all_gather_stream(HostCtx& h, const AllGatherPlan& plan, const SignalView& sig,
-                       const SymmetricView& heap, void* gathered) {
-  all_gather_stream_announce(h, plan, sig);
+                       const SymmetricView& heap, void* gathered, const void* own_rows = nullptr) {
+  all_gather_stream_announce(h, plan, sig, gathered, own_rows);
   all_gather_stream_transfer(h, plan, sig, heap, gathered);
 }
 

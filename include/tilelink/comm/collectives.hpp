@@ -52,6 +52,13 @@ struct AllGatherArguments {
   uint32_t rows_per_rank = 0;
   uint32_t row_bytes = 0;
   AllGatherConfig config;
+  // Per rank, or empty: the rank's own rows_per_rank rows on its device, row_bytes apart (16-byte
+  // aligned), anywhere -- a framework's tensor outside the heap. Each call then copies them into
+  // the rank's own rows of `gathered` itself, as its first work, one communication tile at a time,
+  // each tile's channel set once it has landed: consumers and pulling peers start on the first
+  // tile instead of after a copy of the whole shard. Pushing ranks send their own tiles straight
+  // from here. Empty: the own rows are in place before run(). set_own_rows repoints it per call.
+  std::vector<const void*> own_rows;
 };
 
 class AllGather {
@@ -83,6 +90,12 @@ class AllGather {
   uint64_t begin_call() { return slice_.begin_call(); }
   void announce(int rank);
   void transfer(int rank);
+
+  // Built with own_rows: where `rank`'s own rows are for the calls enqueued from now on (read by
+  // the host at each call; nothing is rebuilt). Throws InvalidArgument on a null or misaligned
+  // pointer, or when the all-gather was built without own_rows.
+  void set_own_rows(int rank, const void* rows);
+  bool has_own_rows() const { return !args_.own_rows.empty(); }
 
   // One call under a consumer: per rank, the comm stream is ordered after the previous call's
   // consumers, launch(rank, epoch) enqueues the consumer on the compute stream and the rank's
@@ -133,6 +146,7 @@ class AllGather {
 
  private:
   TraceView trace_view(int rank) const;
+  const void* own_rows(int rank) const;  // nullptr: in place
 
   const World* world_;
   SymmetricHeap* heap_;
