@@ -86,6 +86,17 @@ Table bench_ag_gemm(const AgGemmBenchOptions& o) {
   AgGemm op_non(world, heap, setup.signals, with_method(OpMethod::kNonOverlapped), "bench.ag_gemm.non_overlapped");
   // The op as a caller leaves it (method auto): the tune cache's method, else its estimate's.
   AgGemm op_auto(world, heap, setup.signals, args, "bench.ag_gemm.auto");
+  // Fused, each rank's shard handed over where the caller has it (a_source, as the PyTorch operator
+  // does): the all-gather copies it in tile by tile under the GEMM (at world 1 the GEMM reads it).
+  std::vector<DeviceBuffer> source;
+  AgGemmArguments source_args = main_args;
+  for (int r = 0; r < w; ++r) {
+    source.emplace_back(shard_bytes, world.device(r));
+    TL_CUDA_CHECK(cudaMemcpy(source[r].get(), static_cast<char*>(gathered.data(r)) + r * shard_bytes, shard_bytes,
+                             cudaMemcpyDeviceToDevice));
+    source_args.a_source.push_back(source[r].get());
+  }
+  AgGemm op_src(world, heap, setup.signals, source_args, "bench.ag_gemm.a_source");
   Cublas cublas(world);
   Events events(world, w);
   world.synchronize();
@@ -93,7 +104,9 @@ Table bench_ag_gemm(const AgGemmBenchOptions& o) {
   // Check once: each method of the op against cuBLAS on the gathered A, each from C and the peers'
   // rows of A poisoned (bf16 0xFFFF is NaN: a GEMM that read a row before it landed, or left C
   // unwritten, shows).
-  for (AgGemm* each : {&op, &op_dec, &op_non, &op_auto}) {
+  // op_src starts from its own rows poisoned too (it brings them from a_source); they are put back
+  // after its check, for the baselines.
+  for (AgGemm* each : {&op, &op_dec, &op_non, &op_auto, &op_src}) {
     for (int r = 0; r < w; ++r) {
       world.set_device(r);
       const cudaStream_t stream = world.compute_stream(r);
@@ -101,10 +114,17 @@ Table bench_ag_gemm(const AgGemmBenchOptions& o) {
       char* g = static_cast<char*>(gathered.data(r));
       if (r > 0) TL_CUDA_CHECK(cudaMemsetAsync(g, 0xFF, size_t(r) * shard_bytes, stream));
       if (r + 1 < w) TL_CUDA_CHECK(cudaMemsetAsync(g + size_t(r + 1) * shard_bytes, 0xFF, size_t(w - r - 1) * shard_bytes, stream));
+      if (each == &op_src) TL_CUDA_CHECK(cudaMemsetAsync(g + size_t(r) * shard_bytes, 0xFF, shard_bytes, stream));
     }
     world.synchronize();
     each->run();
     world.synchronize();
+    if (each == &op_src) {
+      for (int r = 0; r < w; ++r) {  // the own rows again (at world 1 the op did not write them)
+        TL_CUDA_CHECK(cudaMemcpy(static_cast<char*>(gathered.data(r)) + r * shard_bytes, source[r].get(), shard_bytes,
+                                 cudaMemcpyDeviceToDevice));
+      }
+    }
     uint64_t far = 0;
     for (int r = 0; r < w; ++r) {
       world.set_device(r);
@@ -164,6 +184,7 @@ Table bench_ag_gemm(const AgGemmBenchOptions& o) {
   auto op_decomposed = [&] { op_dec.run(); };
   auto op_non_overlapped = [&] { op_non.run(); };
   auto op_automatic = [&] { op_auto.run(); };
+  auto fused_from_source = [&] { op_src.run(); };
   auto fused_kernel_alone = [&] { op.run_gemm_only(); };
   if (baseline_uses_nccl(world)) {  // untimed: NCCL's communicators are made on first use (a second or so)
     non_overlapped();
@@ -174,7 +195,7 @@ Table bench_ag_gemm(const AgGemmBenchOptions& o) {
   const std::vector<Stats> t = repeat_interleaved(
       world, o.timing.warmup, o.timing.iters,
       {cublas_all, comm_alone, non_overlapped, decomposed, fused, fused_kernel_alone, op_decomposed,
-       op_non_overlapped, op_automatic},
+       op_non_overlapped, op_automatic, fused_from_source},
       &gated);
   const Stats &t_gemm = t[0], &t_comm = t[1], &t_non = t[2], &t_dec = t[3], &t_fused = t[4], &t_kernel = t[5];
   GemmOpTable out("ag_gemm",
@@ -191,6 +212,7 @@ Table bench_ag_gemm(const AgGemmBenchOptions& o) {
   out.row("tilelink decomposed (op path)", t[6]);
   out.row("tilelink non-overlapped (op path)", t[7]);
   out.row(std::string("tilelink auto (ran ") + to_string(op_auto.method()) + ")", t[8]);
+  out.row("tilelink fused, shard from a_source (the PyTorch op's path)", t[9]);
   out.row("fused kernel alone (no waits)", t_kernel);
   Table& table = out.table;
   const double ideal = out.ideal;

@@ -81,6 +81,10 @@ void refuse_build_under_capture(const char* op, const Group& g, const std::strin
   TORCH_CHECK(false, why, ". The group is unusable now: its ranks' collective state may differ.");
 }
 
+at::Tensor aligned_rows(const at::Tensor& t) {
+  return reinterpret_cast<uintptr_t>(t.data_ptr()) % 16 == 0 ? t : t.clone(at::MemoryFormat::Contiguous);
+}
+
 void copy_own_shard(const Group& g, const SymmetricBuffer& gathered, const at::Tensor& shard, cudaStream_t stream) {
   const size_t bytes = static_cast<size_t>(shard.numel()) * shard.element_size();
   char* slot = static_cast<char*>(gathered.data(g.rank)) + static_cast<size_t>(g.rank) * bytes;

@@ -148,6 +148,10 @@ std::vector<T> own_entry(const Group& g, T mine) {
 // `recv` buffer (symmetric, as large as the partials).
 bool process_scatter(const Group& g, GemmRsConfig& config);
 
+// `t` itself when its data starts 16-byte aligned (the ops' TMA and vector copies), else a contiguous
+// copy, on the current stream (a view that starts mid-row).
+at::Tensor aligned_rows(const at::Tensor& t);
+
 // This rank's shard into its own slot of a gathered symmetric buffer (slot r at r * shard bytes), on
 // `stream`: the all-gather's source. The previous call's exit barrier (every peer has read the
 // slot) is earlier on the same stream.

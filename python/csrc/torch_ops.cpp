@@ -90,6 +90,7 @@ at::Tensor ag_gemm(const at::Tensor& x_shard, const at::Tensor& weight, const st
     Group& g = checked_operands(kOp, "x_shard", x_shard, weight, group_name);
     const int64_t m_per_rank = x_shard.size(0), k = x_shard.size(1), n = weight.size(0);
     c10::cuda::CUDAGuard guard(g.device);
+    const at::Tensor x = aligned_rows(x_shard);
     const std::string shape = "(m_per_rank, n, k) = (" + std::to_string(m_per_rank) + ", " + std::to_string(n) + ", " +
                               std::to_string(k) + ")";
     if (g.ag.count(Group::Shape{m_per_rank, n, k}) == 0) refuse_build_under_capture(kOp, g, shape);
@@ -105,6 +106,7 @@ at::Tensor ag_gemm(const at::Tensor& x_shard, const at::Tensor& weight, const st
         args.k = static_cast<uint32_t>(k);
         args.b = own_entry<const void*>(g, weight.data_ptr());
         args.c = own_entry<void*>(g, out.data_ptr());
+        args.a_source = own_entry<const void*>(g, x.data_ptr());
         e.gathered = g.heap->allocate(a_bytes);
         args.a = &e.gathered;
         e.op = std::make_unique<AgGemm>(*g.world, *g.heap, *g.signals, args, "torch_ag_gemm");
@@ -113,11 +115,9 @@ at::Tensor ag_gemm(const at::Tensor& x_shard, const at::Tensor& weight, const st
         build_failed(g, kOp, shape, g.built(), ex);
       }
     }
-    e.op->set_operands(g.rank, weight.data_ptr(), out.data_ptr());
-    on_callers_stream(g, [&](cudaStream_t compute) {
-      copy_own_shard(g, e.gathered, x_shard, compute);
-      e.op->run();
-    });
+    // The op copies x into its symmetric rows itself, tile by tile under the GEMM (a_source).
+    e.op->set_operands(g.rank, weight.data_ptr(), out.data_ptr(), x.data_ptr());
+    on_callers_stream(g, [&](cudaStream_t) { e.op->run(); });
     return out;
   });
 }
@@ -262,6 +262,7 @@ at::Tensor mlp(const at::Tensor& x_shard, const at::Tensor& w1, const at::Tensor
                       " columns (I/P): expected a multiple of 8 (TMA needs 16-byte rows)");
     const int64_t m = m_per_rank * g.size;
     c10::cuda::CUDAGuard guard(g.device);
+    const at::Tensor x = aligned_rows(x_shard);
     const Group::MlpShape key{m_per_rank, hidden, i_local, swiglu ? 0 : 1};
     const std::string shape = "(m_per_rank, hidden, intermediate / P) = (" + std::to_string(m_per_rank) + ", " +
                               std::to_string(hidden) + ", " + std::to_string(i_local) + "), " + activation;
@@ -280,6 +281,7 @@ at::Tensor mlp(const at::Tensor& x_shard, const at::Tensor& w1, const at::Tensor
         args.w1 = own_entry<const void*>(g, w1.data_ptr());
         args.w2 = own_entry<const void*>(g, w2.data_ptr());
         args.out = own_entry<void*>(g, out.data_ptr());
+        args.x_source = own_entry<const void*>(g, x.data_ptr());
         e.x = g.heap->allocate(size_t(m) * hidden * 2);
         e.partial = g.heap->allocate(size_t(m) * hidden * 2);
         args.x = &e.x;
@@ -294,11 +296,9 @@ at::Tensor mlp(const at::Tensor& x_shard, const at::Tensor& w1, const at::Tensor
         build_failed(g, kOp, shape, g.built(), ex);
       }
     }
-    e.op->set_operands(g.rank, w1.data_ptr(), w2.data_ptr(), out.data_ptr());
-    on_callers_stream(g, [&](cudaStream_t compute) {
-      copy_own_shard(g, e.x, x_shard, compute);
-      e.op->run();
-    });
+    // fc1 copies x into its symmetric rows itself, tile by tile under its GEMM (x_source).
+    e.op->set_operands(g.rank, w1.data_ptr(), w2.data_ptr(), out.data_ptr(), x.data_ptr());
+    on_callers_stream(g, [&](cudaStream_t) { e.op->run(); });
     return out;
   });
 }

@@ -33,8 +33,11 @@ constexpr Shape kShapes[] = {{"tiles", 256, 512, 256, 0}, {"odd", 136, 264, 200,
 using Comm = AgComm;
 constexpr const auto& kComms = kAgComms;
 
+// from_source: each rank's shard lives outside the heap (AgGemmArguments::a_source), in one of two
+// buffers that alternate call by call (set_operands repoints it), and the rank's own rows of the
+// gathered A are poisoned too: the op must copy them in (or, at world 1, read the shard itself).
 void check_against_cublas(int world_size, const Comm& comm, const Shape& shape, const std::string& kernel,
-                          uint32_t swizzle, OpMethod method = OpMethod::kAuto) {
+                          uint32_t swizzle, OpMethod method = OpMethod::kAuto, bool from_source = false) {
   const uint64_t seed = std::random_device{}();
   SCOPED_TRACE("seed " + std::to_string(seed));
   std::mt19937_64 rng(seed);
@@ -46,6 +49,7 @@ void check_against_cublas(int world_size, const Comm& comm, const Shape& shape, 
   const World& world = env.world;
   SymmetricBuffer gathered = env.heap.allocate(a_bytes);
   std::vector<DeviceBuffer> b, c, ref;
+  std::vector<DeviceBuffer> sources[2];  // from_source: per rank, the shard's two alternating homes
   DeviceBuffer a_full(a_bytes, world.device(0));
   AgGemmArguments args;
   args.a = &gathered;
@@ -63,6 +67,10 @@ void check_against_cublas(int world_size, const Comm& comm, const Shape& shape, 
     upload(b[r].get(), random_bf16(size_t(n) * k, rng).data(), b[r].bytes());
     args.b.push_back(b[r].get());
     args.c.push_back(c[r].get());
+    if (from_source) {
+      for (auto& home : sources) home.emplace_back(shard_bytes, world.device(r));
+      args.a_source.push_back(sources[0][r].get());
+    }
   }
   ASSERT_EQ(AgGemm::can_implement(world, env.heap, args), "");
   AgGemm op(world, env.heap, env.signals, args, "ag_gemm_test");
@@ -82,7 +90,15 @@ void check_against_cublas(int world_size, const Comm& comm, const Shape& shape, 
     for (int r = 0; r < world_size; ++r) {
       char* g = static_cast<char*>(gathered.data(r));
       TL_CUDA_CHECK(cudaMemset(g, 0xFF, a_bytes));  // bf16 0xFFFF is NaN
-      upload(g + r * shard_bytes, reinterpret_cast<const char*>(a_host.data()) + r * shard_bytes, shard_bytes);
+      const char* shard = reinterpret_cast<const char*>(a_host.data()) + r * shard_bytes;
+      if (from_source) {
+        DeviceBuffer& home = sources[call % 2][r];
+        TL_CUDA_CHECK(cudaMemset(sources[(call + 1) % 2][r].get(), 0xFF, shard_bytes));  // the other home: stale
+        upload(home.get(), shard, shard_bytes);
+        op.set_operands(r, b[r].get(), c[r].get(), home.get());
+      } else {
+        upload(g + r * shard_bytes, shard, shard_bytes);
+      }
       TL_CUDA_CHECK(cudaMemset(c[r].get(), 0xFF, c[r].bytes()));
     }
     settle();
@@ -131,6 +147,30 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Combine(::testing::Values(1, 2, 3, 4, 8), ::testing::Values(OpMethod::kDecomposed, OpMethod::kNonOverlapped),
                        ::testing::Values(kComms[0], kComms[1], kComms[2], kComms[4])),
     [](const ::testing::TestParamInfo<AgGemmMethodTest::ParamType>& info) {
+      return "world" + std::to_string(std::get<0>(info.param)) + "_" + to_string(std::get<1>(info.param)) + "_" +
+             std::get<2>(info.param).name;
+    });
+
+class AgGemmSourceTest : public ::testing::TestWithParam<std::tuple<int, OpMethod, Comm>> {};
+
+// The shard handed over where the caller has it (a_source, as the PyTorch operator does): every
+// all-gather variant copies it into the rank's own rows tile by tile, at every method, and at
+// world 1 the GEMM reads it in place; the shard moves between two buffers call by call.
+TEST_P(AgGemmSourceTest, MatchesCublasOnTheGatheredA) {
+  TL_SKIP_WITHOUT_GPU();
+  const auto [world_size, method, comm] = GetParam();
+  for (const Shape& shape : kShapes) {
+    SCOPED_TRACE(shape.name);
+    check_against_cublas(world_size, comm, shape, "", 0, method, true);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    AgGemm, AgGemmSourceTest,
+    ::testing::Combine(::testing::Values(1, 2, 3, 8),
+                       ::testing::Values(OpMethod::kFused, OpMethod::kDecomposed, OpMethod::kNonOverlapped),
+                       ::testing::ValuesIn(kComms)),
+    [](const ::testing::TestParamInfo<AgGemmSourceTest::ParamType>& info) {
       return "world" + std::to_string(std::get<0>(info.param)) + "_" + to_string(std::get<1>(info.param)) + "_" +
              std::get<2>(info.param).name;
     });
@@ -222,7 +262,17 @@ TEST(AgGemmArgumentsTest, RefusesWhatItCannotRun) {
       {[](A& a) { a.config.comm.method = static_cast<AgMethod>(7); }, "'config.method' = 7"},
       {[](A& a) { a.m_per_rank = 512; }, "'a' holds"},  // the gathered buffer holds 2 x 256 rows
       {[](A& a) { a.a = nullptr; }, "'a' = nullptr"},
+      {[&](A& a) { a.a_source = {b.get()}; }, "'a_source' has 1 pointers"},
+      {[&](A& a) { a.a_source = {b.get(), static_cast<char*>(b.get()) + 8}; }, "'a_source[1]'"},
   });
+  // Built without a_source, a call cannot hand one over; built with it, a call must.
+  AgGemm plain(world, env.heap, env.signals, good, "ag_gemm_plain");
+  EXPECT_THROW(plain.set_operands(0, b.get(), c.get(), b.get()), InvalidArgument);
+  AgGemmArguments with_source = good;
+  with_source.a_source = {b.get(), b.get()};
+  AgGemm sourced(world, env.heap, env.signals, with_source, "ag_gemm_sourced");
+  EXPECT_THROW(sourced.set_operands(0, b.get(), c.get()), InvalidArgument);
+  EXPECT_THROW(sourced.set_operands(0, b.get(), c.get(), static_cast<char*>(b.get()) + 8), InvalidArgument);
   settle();
 }
 

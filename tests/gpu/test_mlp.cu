@@ -21,12 +21,13 @@
 
 namespace tilelink::test::mlp {
 
-// (world, activation, fc2 scatter, rows per rank: 128 whole tile rows, 61 a partial one).
-class MlpTest : public ::testing::TestWithParam<std::tuple<int, MlpActivation, GemmRsScatter, uint32_t>> {};
+// (world, activation, fc2 scatter, rows per rank: 128 whole tile rows, 61 a partial one; the tokens
+// handed over in place in `x`, or by x_source from a buffer of their own, alternating call by call).
+class MlpTest : public ::testing::TestWithParam<std::tuple<int, MlpActivation, GemmRsScatter, uint32_t, bool>> {};
 
 TEST_P(MlpTest, MatchesCublasChainWithHostActivation) {
   TL_SKIP_WITHOUT_GPU();
-  const auto [world_size, act, scatter, kRowsPerRank] = GetParam();
+  const auto [world_size, act, scatter, kRowsPerRank, from_source] = GetParam();
   const uint64_t seed = std::random_device{}();
   SCOPED_TRACE("seed " + std::to_string(seed));
   std::mt19937_64 rng(seed);
@@ -43,6 +44,7 @@ TEST_P(MlpTest, MatchesCublasChainWithHostActivation) {
   SymmetricBuffer partial = env.heap.allocate(x_bytes);  // M x hidden, like x
   SymmetricBuffer recv = env.heap.allocate(x_bytes);
   std::vector<DeviceBuffer> w1, w2, out;
+  std::vector<DeviceBuffer> sources[2];  // from_source: per rank, its tokens' two alternating homes
   MlpArguments args;
   args.x = &x;
   args.partial = &partial;
@@ -65,6 +67,10 @@ TEST_P(MlpTest, MatchesCublasChainWithHostActivation) {
     args.w1.push_back(w1[r].get());
     args.w2.push_back(w2[r].get());
     args.out.push_back(out[r].get());
+    if (from_source) {
+      for (auto& home : sources) home.emplace_back(shard_bytes, world.device(int(r)));
+      args.x_source.push_back(sources[0][r].get());
+    }
   }
   ASSERT_EQ(Mlp::can_implement(world, env.heap, args), "");
   Mlp op(world, env.heap, env.signals, args, "mlp_test");
@@ -81,7 +87,14 @@ TEST_P(MlpTest, MatchesCublasChainWithHostActivation) {
     for (uint32_t r = 0; r < w; ++r) {
       char* g = x.as<char>(int(r));
       TL_CUDA_CHECK(cudaMemset(g, 0xFF, x_bytes));  // peers' rows NaN until gathered
-      upload(g + r * shard_bytes, reinterpret_cast<const char*>(x_host.data()) + r * shard_bytes, shard_bytes);
+      const char* shard = reinterpret_cast<const char*>(x_host.data()) + r * shard_bytes;
+      if (from_source) {  // the own rows NaN too: fc1's all-gather copies them in
+        TL_CUDA_CHECK(cudaMemset(sources[(call + 1) % 2][r].get(), 0xFF, shard_bytes));
+        upload(sources[call % 2][r].get(), shard, shard_bytes);
+        op.set_operands(int(r), w1[r].get(), w2[r].get(), out[r].get(), sources[call % 2][r].get());
+      } else {
+        upload(g + r * shard_bytes, shard, shard_bytes);
+      }
       TL_CUDA_CHECK(cudaMemset(out[r].get(), 0xFF, out[r].bytes()));
     }
     settle();
@@ -148,20 +161,22 @@ TEST_P(MlpTest, MatchesCublasChainWithHostActivation) {
 INSTANTIATE_TEST_SUITE_P(
     Mlp, MlpTest,
     ::testing::Combine(::testing::Values(1, 2, 4, 8), ::testing::Values(MlpActivation::kSwiGlu, MlpActivation::kGelu),
-                       ::testing::Values(GemmRsScatter::kPull), ::testing::Values(128u, 61u)),
+                       ::testing::Values(GemmRsScatter::kPull), ::testing::Values(128u, 61u), ::testing::Bool()),
     [](const ::testing::TestParamInfo<MlpTest::ParamType>& info) {
       return "world" + std::to_string(std::get<0>(info.param)) + "_" + to_string(std::get<1>(info.param)) + "_" +
-             to_string(std::get<2>(info.param)) + "_rows" + std::to_string(std::get<3>(info.param));
+             to_string(std::get<2>(info.param)) + "_rows" + std::to_string(std::get<3>(info.param)) +
+             (std::get<4>(info.param) ? "_source" : "");
     });
 // The other fc2 scatter variants, once each at world 4.
 INSTANTIATE_TEST_SUITE_P(
     MlpScatter, MlpTest,
     ::testing::Combine(::testing::Values(4), ::testing::Values(MlpActivation::kSwiGlu),
                        ::testing::Values(GemmRsScatter::kEpiloguePush, GemmRsScatter::kCopyEngine),
-                       ::testing::Values(128u, 61u)),
+                       ::testing::Values(128u, 61u), ::testing::Values(false)),
     [](const ::testing::TestParamInfo<MlpTest::ParamType>& info) {
       return "world" + std::to_string(std::get<0>(info.param)) + "_" + to_string(std::get<1>(info.param)) + "_" +
-             to_string(std::get<2>(info.param)) + "_rows" + std::to_string(std::get<3>(info.param));
+             to_string(std::get<2>(info.param)) + "_rows" + std::to_string(std::get<3>(info.param)) +
+             (std::get<4>(info.param) ? "_source" : "");
     });
 
 TEST(MlpArgumentsTest, RefusesWhatItCannotRun) {

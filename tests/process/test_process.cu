@@ -164,6 +164,7 @@ TEST(ProcessWorld, HeapReachesEveryPeersSegment) {
 struct AgComm {
   const char* name;
   CommResource resource;
+  bool from_source = false;  // the shard handed over by a_source (as torch.ops.tilelink.ag_gemm does)
 };
 
 class ProcessAgGemm : public ::testing::TestWithParam<AgComm> {};
@@ -181,6 +182,8 @@ TEST_P(ProcessAgGemm, MatchesCublasOnTheGatheredA) {
   DeviceBuffer bs[2] = {DeviceBuffer(size_t(n) * k * 2, world().device(me())), DeviceBuffer(size_t(n) * k * 2, world().device(me()))};
   DeviceBuffer cs[2] = {DeviceBuffer(size_t(m) * n * 2, world().device(me())), DeviceBuffer(size_t(m) * n * 2, world().device(me()))};
   DeviceBuffer a_full(a_bytes, world().device(me())), ref(size_t(m) * n * 4, world().device(me()));
+  // from_source: the shard's two homes outside the heap, alternating call by call.
+  DeviceBuffer xs[2] = {DeviceBuffer(shard, world().device(me())), DeviceBuffer(shard, world().device(me()))};
   AgGemmArguments args;
   args.a = &gathered;
   args.m_per_rank = m_per_rank;
@@ -192,20 +195,34 @@ TEST_P(ProcessAgGemm, MatchesCublasOnTheGatheredA) {
   args.c.assign(w, nullptr);
   args.b[me()] = bs[0].get();
   args.c[me()] = cs[0].get();
+  if (comm.from_source) {
+    args.a_source.assign(w, nullptr);
+    args.a_source[me()] = xs[0].get();
+  }
   ASSERT_EQ(AgGemm::can_implement(world(), heap, args), "");
   AgGemm op(world(), heap, signals, args, std::string("process_ag_gemm_") + comm.name);
   for (int call = 1; call <= 3; ++call) {
     SCOPED_TRACE("call " + std::to_string(call));
-    DeviceBuffer &b = bs[(call - 1) % 2], &c = cs[(call - 1) % 2];
-    op.set_operands(me(), b.get(), c.get());
+    DeviceBuffer &b = bs[(call - 1) % 2], &c = cs[(call - 1) % 2], &x = xs[(call - 1) % 2];
+    if (comm.from_source) {
+      op.set_operands(me(), b.get(), c.get(), x.get());
+    } else {
+      op.set_operands(me(), b.get(), c.get());
+    }
     auto rng = shared_rng(1, call);
     const auto a_host = random_bf16(size_t(m) * k, rng);
     auto b_rng = shared_rng(100 + me(), call);
     upload(b.get(), random_bf16(size_t(n) * k, b_rng).data(), b.bytes());
     upload(a_full.get(), a_host.data(), a_bytes);
     char* g = static_cast<char*>(gathered.data(me()));
-    poison(g, a_bytes);  // peers' rows stay poison unless gathered
-    upload(g + me() * shard, reinterpret_cast<const char*>(a_host.data()) + me() * shard, shard);
+    poison(g, a_bytes);  // peers' rows stay poison unless gathered (with a_source, the own rows too)
+    const char* own = reinterpret_cast<const char*>(a_host.data()) + me() * shard;
+    if (comm.from_source) {
+      poison(xs[call % 2].get(), shard);  // the other home: a stale read shows
+      upload(x.get(), own, shard);
+    } else {
+      upload(g + me() * shard, own, shard);
+    }
     poison(c.get(), c.bytes());
     op.run();
     world().synchronize();
@@ -218,7 +235,9 @@ TEST_P(ProcessAgGemm, MatchesCublasOnTheGatheredA) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Process, ProcessAgGemm,
-                         ::testing::Values(AgComm{"sm", CommResource::kSm}, AgComm{"ce", CommResource::kCopyEngine}),
+                         ::testing::Values(AgComm{"sm", CommResource::kSm}, AgComm{"ce", CommResource::kCopyEngine},
+                                           AgComm{"sm_source", CommResource::kSm, true},
+                                           AgComm{"ce_source", CommResource::kCopyEngine, true}),
                          [](const auto& info) { return std::string(info.param.name); });
 
 struct RsScatter {

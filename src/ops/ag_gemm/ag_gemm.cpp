@@ -78,18 +78,33 @@ std::string operand_type(const AgGemmArguments& a) {
   return fp8(a) ? std::string("e4m3 with ") + to_string(a.scaling) + " scaling" : "bf16";
 }
 
+// bf16 with a_source at world 1: the GEMM reads the shard where it is -- it is all of A, and no
+// peer reads it -- so nothing is copied.
+bool gemm_reads_source(const World& world, const AgGemmArguments& a) {
+  return !fp8(a) && !a.a_source.empty() && world.size() == 1;
+}
+
+// bf16 with a_source at world > 1: the all-gather copies each rank's shard into its own rows
+// (AllGatherArguments::own_rows). FP8's a_source is quantised into them before the call instead.
+bool copies_source(const World& world, const AgGemmArguments& a) {
+  return !fp8(a) && !a.a_source.empty() && world.size() > 1;
+}
+
 AllGatherArguments all_gather_arguments(const World& world, const AgGemmArguments& a) {
-  return all_gather_policy::all_gather_arguments_bytes(world, a.a, a.a_offset, a.m_per_rank, a_row_bytes(a),
-                                                       a.config.comm);
+  AllGatherArguments ag = all_gather_policy::all_gather_arguments_bytes(world, a.a, a.a_offset, a.m_per_rank,
+                                                                        a_row_bytes(a), a.config.comm);
+  if (copies_source(world, a)) ag.own_rows = a.a_source;
+  return ag;
 }
 
 // "" if the FP8 operands (or their absence for bf16) suit `a`, else why not.
 std::string check_fp8_operands(const World& world, const AgGemmArguments& a) {
-  return detail::check_fp8_operands(
-      world, detail::fp8_operand_args(a, "m_per_rank x K",
-                                      "quantising on send needs row or block scaling (tensor scaling's one scale "
-                                      "covers every rank's shard: quantise with tensor_scale_e4m3 over the whole A "
-                                      "before the call)"));
+  detail::Fp8OperandArgs f =
+      detail::fp8_operand_args(a, "m_per_rank x K",
+                               "quantising on send needs row or block scaling (tensor scaling's one scale covers "
+                               "every rank's shard: quantise with tensor_scale_e4m3 over the whole A before the call)");
+  f.bf16_source = true;  // bf16: the shard the all-gather copies in as it sends
+  return detail::check_fp8_operands(world, f);
 }
 
 int gemm_sm_count(const World& world, int rank, const AgGemmArguments& a, uint32_t comm_blocks) {
@@ -276,7 +291,8 @@ void AgGemm::make_kernels(int r) {
   const World& world = *world_;
   const uint32_t comm_blocks = args_.config.comm.resource == CommResource::kSm ? ag_->num_blocks() : 0;
   detail::Sm90AgGemmProblem p;
-  p.a = static_cast<const char*>(args_.a->data(r)) + args_.a_offset;
+  p.a = gemm_reads_source(world, args_) ? args_.a_source[static_cast<size_t>(r)]
+                                        : static_cast<const char*>(args_.a->data(r)) + args_.a_offset;
   p.lda = a_lda(args_);
   p.b = args_.b[static_cast<size_t>(r)];
   if (fp8(args_)) {
@@ -322,22 +338,48 @@ void AgGemm::make_kernels(int r) {
 }
 
 void AgGemm::set_operands(int rank, const void* b, void* c) {
+  if (!args_.a_source.empty()) {
+    throw InvalidArgument("AgGemm::set_operands: this op was built with a_source; expected the overload that takes "
+                          "the rank's shard");
+  }
+  set_operands(rank, b, c, nullptr);
+}
+
+void AgGemm::set_operands(int rank, const void* b, void* c, const void* a_source) {
+  constexpr const char* where = "AgGemm::set_operands";
   if (fp8(args_)) {
-    throw InvalidArgument("AgGemm::set_operands: this op's operands are e4m3; pass B's scales (and the bf16 shard "
+    throw InvalidArgument(std::string(where) + ": this op's operands are e4m3; pass B's scales (and the bf16 shard "
                           "when quantising on send) with the FP8 overload");
   }
-  world_->check_local_rank(rank, "AgGemm::set_operands");
-  require_aligned("AgGemm::set_operands", "b", b, "a 16-byte aligned N x K bf16 weight on the rank's device");
-  require_aligned("AgGemm::set_operands", "c", c, "a 16-byte aligned M x N bf16 output on the rank's device");
+  world_->check_local_rank(rank, where);
+  require_aligned(where, "b", b, "a 16-byte aligned N x K bf16 weight on the rank's device");
+  require_aligned(where, "c", c, "a 16-byte aligned M x N bf16 output on the rank's device");
+  if (args_.a_source.empty() != (a_source == nullptr)) {
+    throw InvalidArgument(std::string(where) + ": argument 'a_source' = " + (a_source ? "a pointer" : "null") +
+                          ": expected " + (args_.a_source.empty() ? "null (the op was built without a_source)"
+                                                                  : "the rank's bf16 shard (the op was built with a_source)"));
+  }
+  if (a_source != nullptr) require_aligned(where, "a_source", a_source, "the rank's 16-byte aligned bf16 shard");
   const size_t r = static_cast<size_t>(rank);
-  if (args_.b[r] == b && args_.c[r] == c) return;
+  // The all-gather reads the shard's address at each call; only a GEMM that reads it (world 1)
+  // holds it in its descriptors.
+  const bool source_in_kernels = gemm_reads_source(*world_, args_) && args_.a_source[r] != a_source;
+  if (args_.b[r] == b && args_.c[r] == c && !source_in_kernels) {
+    if (a_source != nullptr) {
+      args_.a_source[r] = a_source;
+      if (ag_->has_own_rows()) ag_->set_own_rows(rank, a_source);
+    }
+    return;
+  }
   detail::repoint(
       args_,
       [&](AgGemmArguments& a) {
         a.b[r] = b;
         a.c[r] = c;
+        if (a_source != nullptr) a.a_source[r] = a_source;
       },
       [&] { make_kernels(rank); });  // every kernel of the rank or none
+  if (a_source != nullptr && ag_->has_own_rows()) ag_->set_own_rows(rank, a_source);
 }
 
 void AgGemm::set_operands(int rank, const void* b, const float* b_scale, void* c, const void* a_source) {
@@ -373,7 +415,7 @@ void AgGemm::set_operands(int rank, const void* b, const float* b_scale, void* c
 // (the previous call's readers of those rows are done: each call ends with the compute stream
 // after the exit barrier), before anything of this call.
 void AgGemm::quantize_own_rows() {
-  if (args_.a_source.empty()) return;
+  if (!fp8(args_) || args_.a_source.empty()) return;
   const World& world = *world_;
   for (int r : world.local_ranks()) {
     world.set_device(r);
@@ -427,7 +469,7 @@ uint64_t AgGemm::run_decomposed() {
     const cudaStream_t compute = world.compute_stream(r);
     const SignalView sig = ag_->signals().host_view(r);
     for (uint32_t s : shard_arrival_[static_cast<size_t>(r)]) {  // the own shard first, then as they land
-      if (s != static_cast<uint32_t>(r)) {
+      if (s != static_cast<uint32_t>(r) || ag_->has_own_rows()) {  // own rows copied in by the call: theirs too
         const ChannelRange ch = ag_->plan().consumer_channels(s * args_.m_per_rank, args_.m_per_rank);
         for (uint32_t c = ch.first; c < ch.first + ch.count; ++c) rank_wait(compute, sig, c);
       }

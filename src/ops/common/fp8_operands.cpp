@@ -9,8 +9,14 @@ std::string check_fp8_operands(const World& world, const Fp8OperandArgs& a) {
     return "argument 'dtype' = " + std::to_string(static_cast<uint32_t>(a.dtype)) + ": expected bf16 or e4m3";
   }
   if (a.dtype == DType::kBf16) {
-    if (!a.a_scale->empty() || !a.b_scale->empty() || !a.a_source->empty()) {
-      return "arguments 'a_scale', 'b_scale', 'a_source': expected empty with dtype bf16 (they are FP8's)";
+    if (!a.a_scale->empty() || !a.b_scale->empty() || (!a.bf16_source && !a.a_source->empty())) {
+      return a.bf16_source ? "arguments 'a_scale', 'b_scale': expected empty with dtype bf16 (they are FP8's)"
+                           : "arguments 'a_scale', 'b_scale', 'a_source': expected empty with dtype bf16 (they are FP8's)";
+    }
+    if (!a.a_source->empty()) {
+      if (std::string e = check_rank_pointers(world, *a.a_source, "a_source"); !e.empty()) {
+        return e + " (each rank's " + a.source_rows + " bf16 rows)";
+      }
     }
     return "";
   }

@@ -20,6 +20,9 @@ struct Fp8OperandArgs {
   const std::vector<const float*>* b_scale = nullptr;
   const std::vector<const void*>* a_source = nullptr;
   const char* source_rows = "";  // what each rank's a_source holds, e.g. "m_per_rank x K"
+  // Whether a bf16 op takes a_source too (AgGemm: the shard it copies into its own rows as it
+  // sends); else a_source is FP8's only.
+  bool bf16_source = false;
   // Tensor scaling with a_source: "" when the op computes each rank's scale itself as it quantises
   // (then a_scale must be empty), else why the op refuses it.
   std::string tensor_source_refusal;

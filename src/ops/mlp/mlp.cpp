@@ -119,25 +119,44 @@ void Mlp::run_activation() {
 }
 
 void Mlp::set_operands(int rank, const void* w1, const void* w2, void* out) {
+  set_operands(rank, w1, w2, out, nullptr);
+}
+
+void Mlp::set_operands(int rank, const void* w1, const void* w2, void* out, const void* x_source) {
+  constexpr const char* where = "Mlp::set_operands";
   if (args_.dtype != DType::kBf16) {
-    throw InvalidArgument("Mlp::set_operands: this op's weights are e4m3; expected the overload with their scales");
+    throw InvalidArgument(std::string(where) + ": this op's weights are e4m3; expected the overload with their scales");
   }
-  world_->check_local_rank(rank, "Mlp::set_operands");
+  world_->check_local_rank(rank, where);
+  if (args_.x_source.empty() != (x_source == nullptr)) {
+    throw InvalidArgument(std::string(where) + ": argument 'x_source' = " + (x_source ? "a pointer" : "null") +
+                          ": expected " + (args_.x_source.empty() ? "null (the op was built without x_source)"
+                                                                  : "the rank's token shard (the op was built with x_source)"));
+  }
   // Checked here first, so that a refusal leaves both GEMMs on the previous operands.
   for (const auto& [name, p] : {std::pair<const char*, const void*>{"w1", w1}, {"w2", w2}, {"out", out}}) {
-    require_aligned("Mlp::set_operands", name, p, "a 16-byte aligned device pointer (TMA)");
+    require_aligned(where, name, p, "a 16-byte aligned device pointer (TMA)");
   }
+  if (x_source != nullptr) require_aligned(where, "x_source", x_source, "the rank's 16-byte aligned token shard");
   const size_t r = static_cast<size_t>(rank);
-  fc1_->set_operands(rank, w1, y_[r].get<void>());
+  auto set_fc1 = [&](const void* w, const void* x) {
+    if (x != nullptr) {
+      fc1_->set_operands(rank, w, y_[r].get<void>(), x);
+    } else {
+      fc1_->set_operands(rank, w, y_[r].get<void>());
+    }
+  };
+  set_fc1(w1, x_source);
   try {
     fc2_->set_operands(rank, h_[r].get<void>(), w2, out);
-  } catch (...) {
-    fc1_->set_operands(rank, args_.w1[r], y_[r].get<void>());  // both GEMMs on the previous operands
+  } catch (...) {  // both GEMMs on the previous operands
+    set_fc1(args_.w1[r], args_.x_source.empty() ? nullptr : args_.x_source[r]);
     throw;
   }
   args_.w1[r] = w1;
   args_.w2[r] = w2;
   args_.out[r] = out;
+  if (x_source != nullptr) args_.x_source[r] = x_source;
 }
 
 void Mlp::set_operands(int rank, const void* w1, const float* w1_scale, const void* w2, const float* w2_scale,

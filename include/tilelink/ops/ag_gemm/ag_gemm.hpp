@@ -8,7 +8,10 @@
 //
 // Layouts (the ones supported; anything else is refused by can_implement):
 //  - A: row-major; the gathered tensor lives in a SymmetricBuffer (M x K, row pitch K * 2 bytes),
-//    and rank r's own rows [r * m_per_rank, (r + 1) * m_per_rank) must be in place before run().
+//    and rank r's own rows [r * m_per_rank, (r + 1) * m_per_rank) must be in place before run()
+//    -- unless `a_source` gives the rank's shard elsewhere (a framework's tensor): bf16's is
+//    copied in by the all-gather as its first work, one communication tile at a time under the
+//    GEMM (at world 1 the GEMM reads it where it is), FP8's quantised in before the call.
 //  - B: N x K row-major (K contiguous: torch.nn.Linear's weight, the "TN" GEMM). A K x N weight
 //    (BLayout::kKN) is refused.
 //  - C: M x N row-major, packed.
@@ -66,9 +69,14 @@ struct AgGemmArguments {
   Fp8Scaling scaling = Fp8Scaling::kTensor;
   std::vector<const float*> a_scale;  // tensor scaling: per rank, A's one scale (the same value on every rank)
   std::vector<const float*> b_scale;  // per rank: B's fp8_b_scales(n, k, scaling) scales
-  // Quantise on send (row or block scaling): per rank, its m_per_rank x K bf16 shard, K contiguous.
-  // Each call first quantises it into the rank's own packed rows of `a` (quantize_rows_e4m3, one
-  // pass), so that a bf16 caller sends FP8. Empty: the caller wrote the packed rows itself.
+  // Per rank, its m_per_rank x K bf16 shard (K contiguous, 16-byte aligned) anywhere on its device;
+  // empty: the caller wrote the rank's own rows of `a` itself.
+  //  - bf16: each call's all-gather copies it into the rank's own rows, one communication tile at a
+  //    time, each tile's channel set when it has landed (AllGatherArguments::own_rows), so the GEMM
+  //    and the pulling peers start on the first tile rather than after a copy of the whole shard.
+  //    At world 1 the GEMM reads it where it is: `a` is then not written.
+  //  - FP8, quantise on send (row or block scaling): each call first quantises it into the rank's
+  //    own packed rows of `a` (quantize_rows_e4m3, one pass), so that a bf16 caller sends FP8.
   std::vector<const void*> a_source;
 };
 
@@ -106,6 +114,9 @@ class AgGemm {
   // (the stream order keeps that call's operands). Throws InvalidArgument on a null or misaligned
   // pointer.
   void set_operands(int rank, const void* b, void* c);
+  // Built with a_source: the same with the rank's shard for the next calls. A new shard address
+  // costs nothing beyond world 1, where the GEMM's descriptors hold it and are rebuilt.
+  void set_operands(int rank, const void* b, void* c, const void* a_source);
   // FP8: the same with B's scales (and, quantising on send, the rank's bf16 shard; else nullptr).
   void set_operands(int rank, const void* b, const float* b_scale, void* c, const void* a_source);
   // Bytes of one gathered row of A: K bf16, or fp8_row_pitch(k, scaling).

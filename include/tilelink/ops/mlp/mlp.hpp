@@ -48,8 +48,9 @@ struct MlpArguments {
   DType dtype = DType::kBf16;
   Fp8Scaling scaling = Fp8Scaling::kTensor;
   std::vector<const float*> w1_scale, w2_scale;  // per rank: fp8_b_scales of W1_r and of W2_r
-  // Row and block scaling: per rank its M/P x H bf16 token shard, quantised on send into the
-  // rank's rows of `x` each call. Tensor scaling: empty (the caller writes the packed rows).
+  // Per rank, its M/P x H bf16 token shard anywhere on its device (fc1's a_source), or empty (the
+  // caller writes the rank's rows of `x`). bf16: copied into them by fc1's all-gather under its GEMM.
+  // FP8 row and block scaling: quantised on send into them each call. FP8 tensor scaling: empty.
   std::vector<const void*> x_source;
   std::vector<const float*> x_scale;  // tensor scaling: per rank, the tokens' one scale (equal on every rank)
 };
@@ -74,6 +75,8 @@ class Mlp {
   // call's output needs (the PyTorch operator). Throws InvalidArgument on a null or misaligned
   // pointer; the kernels are then those of the previous operands.
   void set_operands(int rank, const void* w1, const void* w2, void* out);
+  // Built with x_source: the same with the rank's token shard for the next calls.
+  void set_operands(int rank, const void* w1, const void* w2, void* out, const void* x_source);
   // FP8: the same with the weights' scales and, quantising on send, the rank's bf16 token shard
   // (else nullptr).
   void set_operands(int rank, const void* w1, const float* w1_scale, const void* w2, const float* w2_scale, void* out,
