@@ -51,6 +51,7 @@ struct OwnerCheck {
   std::vector<float> weights;
   MoeMapping host;
   std::vector<std::vector<float>> y;
+  std::vector<std::vector<float>> slack;  // the layer's: moe_layer_rank_reference's bound per rank; else empty
   std::vector<std::vector<__nv_bfloat16>> previous;
 
   explicit OwnerCheck(int world) : y(size_t(world)), previous(size_t(world)) {}
@@ -67,7 +68,7 @@ struct OwnerCheck {
     const std::string where = at_call(call);
     const size_t elems = size_t(tokens_per_rank) * n;
     std::string e;
-    if (fresh) e = test::check_moe_outputs(host, weights, y, out, tokens_per_rank, n, where);
+    if (fresh) e = test::check_moe_outputs(host, weights, y, out, tokens_per_rank, n, where, -1, slack.empty() ? nullptr : &slack);
     if (e.empty() && fresh) e = never_written(out, elems, where);
     if (e.empty()) e = same_as_previous(out, elems, fresh, previous, where);
     return e;
@@ -302,9 +303,10 @@ Outcome run_draw(Harness& h, const MoeLayerDraw& d, uint64_t seed) {
     if (fresh) {
       owners.host = build_moe_mapping({tokens, d.args.topk, d.args.experts, owners.routing.data(), nullptr}, bm);
       const std::vector<__nv_bfloat16> a = test::sorted_rows(owners.host, x_host, d.args.hidden);
+      owners.slack.assign(size_t(d.world), {});
       for (int r = 0; r < d.world; ++r) {
         owners.y[r] = test::moe_layer_rank_reference(h.cublas(), owners.host, a, w1[r].get(), w2[r].get(),
-                                                     d.args.hidden, k, act, scratch);
+                                                     d.args.hidden, k, act, scratch, false, &owners.slack[size_t(r)]);
       }
     }
     if (std::string e = owners.check(call, fresh, args.out, d.args.tokens_per_rank, d.args.hidden); !e.empty()) {

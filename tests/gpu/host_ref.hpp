@@ -42,4 +42,17 @@ inline float host_activation(MlpActivation act, float g, float u) {
   return 0.5f * g * (1.0f + std::erf(g * 0.70710678118654752f));
 }
 
+// How far the activation moves, to first order, when g moves by dg and u by du (an input rounded
+// to bf16 the other way from a reference's): |dh/dg| dg + |dh/du| du. SwiGLU: h = silu(g) u, so a
+// one-ulp move of u is scaled by silu(g) -- at g ~ 5 that is five times the ulp.
+inline float host_activation_sensitivity(MlpActivation act, float g, float u, float dg, float du) {
+  if (act == MlpActivation::kSwiGlu) {
+    const float s = 1.0f / (1.0f + std::exp(-g));
+    return std::fabs(s * (1.0f + g * (1.0f - s)) * u) * dg + std::fabs(g * s) * du;
+  }
+  const float cdf = 0.5f * (1.0f + std::erf(g * 0.70710678118654752f));
+  const float pdf = 0.39894228040143268f * std::exp(-0.5f * g * g);
+  return std::fabs(cdf + g * pdf) * dg;
+}
+
 }  // namespace tilelink::test

@@ -88,12 +88,14 @@ inline std::vector<float> grouped_reference(const CublasHandle& cublas, const Mo
 // rank's fp32 GEMM rows y[r]: bf16(y), weighted top-k sums rounded to bf16 per rank, the
 // rank-order fp32 sum rounded to bf16. Tolerance: 1 % of the sum of the terms' magnitudes (the
 // GEMMs' and activation's roundings carried through), plus one bf16 ulp of each rank's rounded
-// partial and of the rounded sum (each may round the other way from the reference's).
+// partial and of the rounded sum (each may round the other way from the reference's), plus, given
+// `slack` (per rank, moe_layer_rank_reference's), each term's weighted slack.
 // With `only` >= 0, only that owner's out is read (a process world: the others are other
 // processes').
 inline std::string check_moe_outputs(const MoeMapping& m, const std::vector<float>& weights,
                                      const std::vector<std::vector<float>>& y, const std::vector<void*>& out,
-                                     uint32_t tokens_per_rank, uint32_t n, const std::string& where, int only = -1) {
+                                     uint32_t tokens_per_rank, uint32_t n, const std::string& where, int only = -1,
+                                     const std::vector<std::vector<float>>* slack = nullptr) {
   const uint32_t world = static_cast<uint32_t>(y.size()), topk = m.topk;
   for (uint32_t q = 0; q < world; ++q) {
     if (only >= 0 && q != static_cast<uint32_t>(only)) continue;
@@ -106,9 +108,11 @@ inline std::string check_moe_outputs(const MoeMapping& m, const std::vector<floa
           float part = 0.f;
           for (uint32_t j = 0; j < topk; ++j) {
             const size_t pair = size_t(t) * topk + j;
-            const float term = weights[pair] * bf16_round(y[r][size_t(m.pair_row[pair]) * n + col]);
+            const size_t at = size_t(m.pair_row[pair]) * n + col;
+            const float term = weights[pair] * bf16_round(y[r][at]);
             part += term;
             mag += std::fabs(term);
+            if (slack != nullptr) ulps += std::fabs(weights[pair]) * (*slack)[r][at];
           }
           want += bf16_round(part);
           ulps += bf16_ulp(part);
@@ -119,7 +123,7 @@ inline std::string check_moe_outputs(const MoeMapping& m, const std::vector<floa
         if (!(std::fabs(g - want) <= 1e-2f * mag + ulps + 1e-3f)) {
           return where + ": owner " + std::to_string(q) + " token " + std::to_string(t) + " col " +
                  std::to_string(col) + " = " + std::to_string(g) + ", reference " + std::to_string(want) +
-                 " (terms' magnitude " + std::to_string(mag) + ", ulps " + std::to_string(ulps) + ")";
+                 " (terms' magnitude " + std::to_string(mag) + ", rounding allowance " + std::to_string(ulps) + ")";
         }
       }
     }
@@ -145,20 +149,45 @@ inline std::vector<__nv_bfloat16> sorted_rows(const MoeMapping& m, const std::ve
 // activation in fp32 on the host, bf16, cuBLAS per expert with w2 (experts x hidden x k): the
 // rows' fp32 outputs (rows x hidden), for check_moe_outputs. `scratch`: device memory (on the
 // weights' device) of at least rows x max(hidden, k) bf16. `simple`: as for grouped_reference.
+// `slack` (optional, rows x hidden): how far each output may move because the layer's first GEMM
+// sums in another order than the reference's: any of the row's gate / up values may then round to
+// bf16 the other way (one ulp), which the activation scales (host_activation_sensitivity) and the
+// second GEMM carries into every column -- slack = sum over k of (that move + one ulp of h) x
+// |w2[col][k]|. A bound for check_moe_outputs, not noise: SwiGLU at g ~ 5 turns one ulp of u into
+// five, beyond 1 % of a token's terms where its top-k terms cancel.
 inline std::vector<float> moe_layer_rank_reference(const CublasHandle& cublas, const MoeMapping& m,
                                                    const std::vector<__nv_bfloat16>& a, const void* w1, const void* w2,
                                                    uint32_t hidden, uint32_t k, MlpActivation act,
-                                                   DeviceBuffer& scratch, bool simple = false) {
+                                                   DeviceBuffer& scratch, bool simple = false,
+                                                   std::vector<float>* slack = nullptr) {
   const size_t rows = size_t(m.num_tiles()) * m.bm;
   const uint32_t n1 = (act == MlpActivation::kSwiGlu ? 2 : 1) * k;
   upload(scratch.get(), a.data(), a.size() * 2);
   const std::vector<float> y1 = grouped_reference(cublas, m, scratch.get(), w1, n1, hidden, scratch.device(), simple);
   std::vector<__nv_bfloat16> h(rows * k);
+  std::vector<float> dh(slack != nullptr ? rows * k : 0);
   for (size_t row = 0; row < rows; ++row) {
     for (uint32_t col = 0; col < k; ++col) {
       const float g = bf16_round(y1[row * n1 + col]);
       const float u = act == MlpActivation::kSwiGlu ? bf16_round(y1[row * n1 + k + col]) : 0.f;
-      h[row * k + col] = __float2bfloat16(host_activation(act, g, u));
+      const float v = host_activation(act, g, u);
+      h[row * k + col] = __float2bfloat16(v);
+      if (slack != nullptr) dh[row * k + col] = bf16_ulp(v) + host_activation_sensitivity(act, g, u, bf16_ulp(g), bf16_ulp(u));
+    }
+  }
+  if (slack != nullptr) {
+    const std::vector<__nv_bfloat16> w2_host = download<__nv_bfloat16>(w2, size_t(m.experts) * hidden * k);
+    slack->assign(rows * hidden, 0.f);
+    for (uint32_t e = 0; e < m.experts; ++e) {
+      for (uint32_t row = m.row_offset[e]; row < m.row_offset[e + 1]; ++row) {
+        if (m.row_pair[row] == kPadRow) continue;
+        for (uint32_t col = 0; col < hidden; ++col) {
+          const __nv_bfloat16* w = w2_host.data() + (size_t(e) * hidden + col) * k;
+          float sum = 0.f;
+          for (uint32_t j = 0; j < k; ++j) sum += dh[size_t(row) * k + j] * std::fabs(__bfloat162float(w[j]));
+          (*slack)[size_t(row) * hidden + col] = sum;
+        }
+      }
     }
   }
   upload(scratch.get(), h.data(), h.size() * 2);

@@ -214,14 +214,14 @@ std::string run_layer(int world_size, uint32_t topk, SyntheticRouting routing, M
     // The reference chain, rank by rank (moe_layer_rank_reference).
     const MoeMapping host = build_moe_mapping({tokens, topk, s.experts, routing_ids.data(), nullptr}, bm);
     const std::vector<__nv_bfloat16> a_host = sorted_rows(host, x_host, s.hidden);
-    std::vector<std::vector<float>> y2;
+    std::vector<std::vector<float>> y2, slack(static_cast<size_t>(world_size));
     std::vector<void*> outs;
     for (int r = 0; r < world_size; ++r) {
-      y2.push_back(
-          moe_layer_rank_reference(cublas, host, a_host, o.w1[r].get(), o.w2[r].get(), s.hidden, k, act, a_dev));
+      y2.push_back(moe_layer_rank_reference(cublas, host, a_host, o.w1[r].get(), o.w2[r].get(), s.hidden, k, act,
+                                            a_dev, false, &slack[size_t(r)]));
       outs.push_back(o.out[r].get());
     }
-    if (std::string e = check_moe_outputs(host, weights_host, y2, outs, s.tokens_per_rank, s.hidden, where);
+    if (std::string e = check_moe_outputs(host, weights_host, y2, outs, s.tokens_per_rank, s.hidden, where, -1, &slack);
         !e.empty()) {
       return e;
     }

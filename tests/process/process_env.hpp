@@ -13,7 +13,7 @@
 namespace tilelink::test::process {
 
 extern World* g_world;
-extern uint64_t g_seed;  // the same in every process of a launch, fresh per launch
+extern uint64_t g_seed;  // the same in every process of a launch, fresh per launch (TILELINK_TEST_SEED replays one)
 
 const World& world();
 int me();  // this process's rank

@@ -519,9 +519,16 @@ int main(int argc, char** argv) {
   }
   // Fresh per launch and the same in every process: `tilelink launch`'s unique id, or torchrun's
   // run id and port.
+  // TILELINK_TEST_SEED replays a launch's data (the seed is printed first).
   auto env = [](const char* name) { const char* v = std::getenv(name); return std::string(v ? v : ""); };
-  tilelink::test::process::g_seed = std::hash<std::string>{}(
-      env("TILELINK_UNIQUE_ID") + env("TORCHELASTIC_RUN_ID") + env("MASTER_PORT"));
+  const std::string replay = env("TILELINK_TEST_SEED");
+  tilelink::test::process::g_seed =
+      !replay.empty() ? std::stoull(replay, nullptr, 0)
+                      : std::hash<std::string>{}(env("TILELINK_UNIQUE_ID") + env("TORCHELASTIC_RUN_ID") + env("MASTER_PORT"));
+  std::printf("tilelink_process_tests: data seed 0x%llx (TILELINK_TEST_SEED=0x%llx replays it)\n",
+              static_cast<unsigned long long>(tilelink::test::process::g_seed),
+              static_cast<unsigned long long>(tilelink::test::process::g_seed));
+  std::fflush(stdout);
   if (fault_mode) {
     // No destructors: the waiters' contexts are lost, and the heaps' collective frees would wait
     // for peers that have left.

@@ -100,7 +100,7 @@ TEST_P(ProcessMoeLayer, MatchesTheReferenceChain) {
            reinterpret_cast<const char*>(x_host.data()) + size_t(me()) * tpr * hidden * 2, size_t(tpr) * hidden * 2);
     const MoeMapping host = build_moe_mapping({tokens, c.topk, experts, routing.data(), nullptr}, layer.part1().tile_m());
     const std::vector<__nv_bfloat16> a_host = sorted_rows(host, x_host, hidden);
-    std::vector<std::vector<float>> y2;
+    std::vector<std::vector<float>> y2, slack(static_cast<size_t>(w));
     for (int p = 0; p < w; ++p) {  // every rank's weights (each process makes all of them)
       auto wrng = shared_rng(400 + p, call);
       const auto w1_host = random_bf16(w1_p.bytes() / 2, wrng), w2_host = random_bf16(w2_p.bytes() / 2, wrng);
@@ -113,7 +113,7 @@ TEST_P(ProcessMoeLayer, MatchesTheReferenceChain) {
       // The plain reference kernel, not cuBLAS: under MPS shares of 38-44 SMs (3 processes on an
       // H100) cuBLAS leaves tiles of these small GEMMs unwritten (docs/PERF.md, fourteenth session).
       y2.push_back(moe_layer_rank_reference(cublas, host, a_host, w1_p.get(), w2_p.get(), hidden, k, c.activation,
-                                            scratch, /*simple=*/true));
+                                            scratch, /*simple=*/true, &slack[size_t(p)]));
     }
     poison(outs[set].get(), outs[set].bytes());
     layer.set_operands(me(), ids[set].get<int32_t>(), weights[set].get<float>(), w1[set].get(), w2[set].get(),
@@ -123,7 +123,7 @@ TEST_P(ProcessMoeLayer, MatchesTheReferenceChain) {
     world().synchronize();
     std::vector<void*> out_ptrs(size_t(w), nullptr);
     out_ptrs[size_t(me())] = outs[set].get();
-    EXPECT_EQ(check_moe_outputs(host, weights_host, y2, out_ptrs, tpr, hidden, where, me()), "");
+    EXPECT_EQ(check_moe_outputs(host, weights_host, y2, out_ptrs, tpr, hidden, where, me(), &slack), "");
     world().barrier();  // the next call's uploads after every rank's check
   }
 }
