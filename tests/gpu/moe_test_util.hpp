@@ -149,12 +149,22 @@ inline std::vector<__nv_bfloat16> sorted_rows(const MoeMapping& m, const std::ve
 // activation in fp32 on the host, bf16, cuBLAS per expert with w2 (experts x hidden x k): the
 // rows' fp32 outputs (rows x hidden), for check_moe_outputs. `scratch`: device memory (on the
 // weights' device) of at least rows x max(hidden, k) bf16. `simple`: as for grouped_reference.
+// Whether an fp32 value within `eps` of v may round to another bf16 than v does: v lies within eps
+// of a midpoint between two bf16 values.
+inline bool near_bf16_midpoint(float v, float eps) {
+  return v != 0.f && 0.5f * bf16_ulp(v) - std::fabs(v - bf16_round(v)) <= eps;
+}
+
 // `slack` (optional, rows x hidden): how far each output may move because the layer's first GEMM
-// sums in another order than the reference's: any of the row's gate / up values may then round to
-// bf16 the other way (one ulp), which the activation scales (host_activation_sensitivity) and the
-// second GEMM carries into every column -- slack = sum over k of (that move + one ulp of h) x
-// |w2[col][k]|. A bound for check_moe_outputs, not noise: SwiGLU at g ~ 5 turns one ulp of u into
-// five, beyond 1 % of a token's terms where its top-k terms cancel.
+// sums in another order than the reference's. A gate or up value may then round to the other bf16
+// -- only where the reference's fp32 value lies within eps of a rounding midpoint, eps = K u
+// max|a_row| sum_i |w1_i| / 8 (u = 2^-24): a sixteenth of the two orders' worst-case difference (2 K u
+// sum |a w| for recursive sums); in a simulation of sequential against blocked sums at K = 256 the
+// orders differed by at most 0.2 % of the worst case, and the slack held every error with room 2x --
+// and the activation scales that ulp (host_activation_sensitivity: SwiGLU turns
+// one ulp of u into silu(g) ulps), h may then round the other way, and the second GEMM carries the
+// difference into every column: slack = sum over k of that move x |w2[col][k]|. Where a token's
+// top-k terms cancel, this exceeds 1 % of their magnitude (a 0.071 error on 6640f2e's fresh tree).
 inline std::vector<float> moe_layer_rank_reference(const CublasHandle& cublas, const MoeMapping& m,
                                                    const std::vector<__nv_bfloat16>& a, const void* w1, const void* w2,
                                                    uint32_t hidden, uint32_t k, MlpActivation act,
@@ -164,29 +174,56 @@ inline std::vector<float> moe_layer_rank_reference(const CublasHandle& cublas, c
   const uint32_t n1 = (act == MlpActivation::kSwiGlu ? 2 : 1) * k;
   upload(scratch.get(), a.data(), a.size() * 2);
   const std::vector<float> y1 = grouped_reference(cublas, m, scratch.get(), w1, n1, hidden, scratch.device(), simple);
+  // For the slack: each expert column's sum of |w1| and each row's largest |a| (eps above).
+  std::vector<float> w1_abs, a_max;
+  std::vector<uint32_t> expert_of(slack != nullptr ? rows : 0, 0);
+  if (slack != nullptr) {
+    const std::vector<__nv_bfloat16> w1_host = download<__nv_bfloat16>(w1, size_t(m.experts) * n1 * hidden);
+    w1_abs.assign(size_t(m.experts) * n1, 0.f);
+    for (size_t i = 0; i < w1_host.size(); ++i) w1_abs[i / hidden] += std::fabs(__bfloat162float(w1_host[i]));
+    a_max.assign(rows, 0.f);
+    for (size_t i = 0; i < size_t(rows) * hidden; ++i) a_max[i / hidden] = std::max(a_max[i / hidden], std::fabs(__bfloat162float(a[i])));
+    for (uint32_t e = 0; e < m.experts; ++e) {
+      for (uint32_t row = m.row_offset[e]; row < m.row_offset[e + 1]; ++row) expert_of[row] = e;
+    }
+  }
+  const float order_bound = float(hidden) * std::ldexp(1.0f, -27);  // K u / 8
   std::vector<__nv_bfloat16> h(rows * k);
   std::vector<float> dh(slack != nullptr ? rows * k : 0);
   for (size_t row = 0; row < rows; ++row) {
     for (uint32_t col = 0; col < k; ++col) {
-      const float g = bf16_round(y1[row * n1 + col]);
-      const float u = act == MlpActivation::kSwiGlu ? bf16_round(y1[row * n1 + k + col]) : 0.f;
+      const float g32 = y1[row * n1 + col];
+      const float u32 = act == MlpActivation::kSwiGlu ? y1[row * n1 + k + col] : 0.f;
+      const float g = bf16_round(g32);
+      const float u = bf16_round(u32);
       const float v = host_activation(act, g, u);
       h[row * k + col] = __float2bfloat16(v);
-      if (slack != nullptr) dh[row * k + col] = bf16_ulp(v) + host_activation_sensitivity(act, g, u, bf16_ulp(g), bf16_ulp(u));
+      if (slack == nullptr || m.row_pair[row] == kPadRow) continue;
+      const float* sum_w = w1_abs.data() + size_t(expert_of[row]) * n1;
+      const float dg = near_bf16_midpoint(g32, order_bound * a_max[row] * sum_w[col]) ? bf16_ulp(g32) : 0.f;
+      const float du = act == MlpActivation::kSwiGlu && near_bf16_midpoint(u32, order_bound * a_max[row] * sum_w[k + col])
+                           ? bf16_ulp(u32)
+                           : 0.f;
+      const float moved = host_activation_sensitivity(act, g, u, dg, du);
+      // h's own rounding: the op's activation (device exp / erf, or moved inputs) may land on the
+      // other side of a midpoint.
+      dh[row * k + col] = moved + (near_bf16_midpoint(v, moved + std::fabs(v) * std::ldexp(1.0f, -18)) ? bf16_ulp(v) : 0.f);
     }
   }
   if (slack != nullptr) {
     const std::vector<__nv_bfloat16> w2_host = download<__nv_bfloat16>(w2, size_t(m.experts) * hidden * k);
     slack->assign(rows * hidden, 0.f);
-    for (uint32_t e = 0; e < m.experts; ++e) {
-      for (uint32_t row = m.row_offset[e]; row < m.row_offset[e + 1]; ++row) {
-        if (m.row_pair[row] == kPadRow) continue;
-        for (uint32_t col = 0; col < hidden; ++col) {
-          const __nv_bfloat16* w = w2_host.data() + (size_t(e) * hidden + col) * k;
-          float sum = 0.f;
-          for (uint32_t j = 0; j < k; ++j) sum += dh[size_t(row) * k + j] * std::fabs(__bfloat162float(w[j]));
-          (*slack)[size_t(row) * hidden + col] = sum;
-        }
+    for (size_t row = 0; row < rows; ++row) {
+      if (m.row_pair[row] == kPadRow) continue;
+      const float* d = dh.data() + row * k;
+      bool any = false;
+      for (uint32_t j = 0; j < k && !any; ++j) any = d[j] != 0.f;
+      if (!any) continue;
+      for (uint32_t col = 0; col < hidden; ++col) {
+        const __nv_bfloat16* w = w2_host.data() + (size_t(expert_of[row]) * hidden + col) * k;
+        float sum = 0.f;
+        for (uint32_t j = 0; j < k; ++j) sum += d[j] * std::fabs(__bfloat162float(w[j]));
+        (*slack)[row * hidden + col] = sum;
       }
     }
   }

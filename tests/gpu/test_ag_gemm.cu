@@ -263,6 +263,13 @@ TEST(AgGemmArgumentsTest, RefusesWhatItCannotRun) {
       {[](A& a) { a.m_per_rank = 512; }, "'a' holds"},  // the gathered buffer holds 2 x 256 rows
       {[](A& a) { a.a = nullptr; }, "'a' = nullptr"},
       {[&](A& a) { a.a_source = {b.get()}; }, "'a_source' has 1 pointers"},
+      {[&](A& a) {  // the own rows' device-local copy needs SMs beside the waiting GEMM
+         a.a_source = {b.get(), b.get()};
+         a.config.comm.resource = CommResource::kCopyEngine;
+         a.config.gemm_sms = static_cast<uint32_t>(world.sm_budget(0));
+       },
+       "'config.gemm_sms' = " + budget + ": rank 0 would keep " + budget + " of its " + budget +
+           " SMs waiting for its own rows"},
       {[&](A& a) { a.a_source = {b.get(), static_cast<char*>(b.get()) + 8}; }, "'a_source[1]'"},
   });
   // Built without a_source, a call cannot hand one over; built with it, a call must.

@@ -121,32 +121,32 @@ TL_HOST_DEVICE void all_gather_wait_incoming(Ctx& h, const AllGatherPlan& plan, 
 
 // One communication block of one rank (SM path). Blocks split the items round-robin; each item
 // only depends on items of earlier steps (on this or another rank), so any number of resident
-// blocks makes progress. With `own_rows` the rank's own tiles are the first items: each is copied
-// into `gathered` and its channel set (a pushing rank sends its own tiles from `own_rows`, so its
-// pushes do not wait for that copy).
+// blocks makes progress. With `own_rows` the blocks first copy the rank's own tiles into `gathered`
+// (round-robin too), each tile's channel set once it has landed -- before a push's entry barrier,
+// since no peer writes a rank's own rows; a pushing rank sends its own tiles from `own_rows`, so its
+// pushes do not wait for that copy.
 TL_PROTOCOL
 template <class Ctx>
 TL_HOST_DEVICE void all_gather_block(Ctx& ctx, const AllGatherPlan& plan, const SignalView& sig,
                                   const SymmetricView& heap, void* gathered, const void* own_rows = nullptr) {
-  // Push writes into peers: wait until they have all entered this call. Pull only writes its own
-  // buffer, and its exit barrier protects what peers read.
-  if (plan.method == AgMethod::kPush) rank_barrier(ctx, sig, plan.barrier_channel());
   const uint32_t rank = static_cast<uint32_t>(ctx.rank());
-  const uint32_t own_items = own_rows != nullptr ? plan.map.chunks_per_rank() : 0;
-  if (own_rows == nullptr && ctx.block() == 0) {
+  if (own_rows != nullptr) {
+    for (uint32_t c = ctx.block(); c < plan.map.chunks_per_rank(); c += ctx.num_blocks()) {
+      const uint32_t own = plan.map.channel(rank, c);
+      ctx.tile_push_data(heap, plan.tile_ref(gathered, own), static_cast<int>(rank), plan.tile_shape(own),
+                         plan.own_tile_ref(own_rows, own));
+      ctx.producer_tile_notify(sig, plan.tile_channel(own));
+    }
+  } else if (ctx.block() == 0) {
     for (uint32_t c = 0; c < plan.map.chunks_per_rank(); ++c) {
       ctx.producer_tile_notify(sig, plan.tile_channel(plan.map.channel(rank, c)));
     }
   }
-  for (uint32_t i = ctx.block(); i < own_items + plan.num_items(); i += ctx.num_blocks()) {
-    if (i < own_items) {  // the own tile i: from own_rows into this rank's `gathered`
-      const uint32_t own = plan.map.channel(rank, i);
-      ctx.tile_push_data(heap, plan.tile_ref(gathered, own), static_cast<int>(rank), plan.tile_shape(own),
-                         plan.own_tile_ref(own_rows, own));
-      ctx.producer_tile_notify(sig, plan.tile_channel(own));
-      continue;
-    }
-    const AllGatherPlan::Item it = plan.item(rank, i - own_items);
+  // Push writes into peers: wait until they have all entered this call. Pull only writes its own
+  // buffer, and its exit barrier protects what peers read.
+  if (plan.method == AgMethod::kPush) rank_barrier(ctx, sig, plan.barrier_channel());
+  for (uint32_t i = ctx.block(); i < plan.num_items(); i += ctx.num_blocks()) {
+    const AllGatherPlan::Item it = plan.item(rank, i);
     const uint32_t ch = plan.tile_channel(it.channel);
     const TileRef tile = plan.tile_ref(gathered, it.channel);
     const TileShape shape = plan.tile_shape(it.channel);

@@ -40,6 +40,20 @@ inline std::string check_copy_engine_room(const World& world, const AllGatherCon
          std::to_string(kCopyEngineFreeSms) + " must stay free)";
 }
 
+// With own_rows on the copy engine beyond one rank, every rank copies its own rows within its
+// device, and such copies run on SMs: the rank's `waiting` CTAs must leave kCopyEngineFreeSms of its
+// `sm_budget` free (else the copy never starts and the GEMM waits for it forever). "" when they do
+// or the rule does not apply; else the reason.
+inline std::string check_own_rows_room(const World& world, const AllGatherConfig& config, bool own_rows, int rank,
+                                       int waiting) {
+  if (!own_rows || config.resource != CommResource::kCopyEngine || world.size() == 1) return "";
+  const int budget = world.sm_budget(rank);
+  if (waiting <= budget - kCopyEngineFreeSms) return "";
+  return "rank " + std::to_string(rank) + " would keep " + std::to_string(waiting) + " of its " + std::to_string(budget) +
+         " SMs waiting for its own rows, which the copy engine copies within the device on SMs; expected at most " +
+         std::to_string(budget - kCopyEngineFreeSms) + " (" + std::to_string(kCopyEngineFreeSms) + " must stay free)";
+}
+
 // Rows per communication tile when the config says 0: 128 on SMs; on the copy engine the fewest
 // rows (a multiple of 128) making a tile of at least 8 MiB; never more than a shard.
 // The rows are of `row_bytes` (auto_comm_rows: of k bf16).

@@ -55,9 +55,12 @@ struct AllGatherArguments {
   // Per rank, or empty: the rank's own rows_per_rank rows on its device, row_bytes apart (16-byte
   // aligned), anywhere -- a framework's tensor outside the heap. Each call then copies them into
   // the rank's own rows of `gathered` itself, as its first work, one communication tile at a time,
-  // each tile's channel set once it has landed: consumers and pulling peers start on the first
-  // tile instead of after a copy of the whole shard. Pushing ranks send their own tiles straight
-  // from here. Empty: the own rows are in place before run(). set_own_rows repoints it per call.
+  // each tile's channel set once it has landed, so the rank's consumers start on the first tile
+  // instead of after a copy of the whole shard. On SMs, pulling peers too, and pushing ranks send
+  // their own tiles straight from here; the copy engine's peers start after its last own tile (its
+  // entry-barrier arrival follows the copies; its tiles are large: auto_comm_rows). The copy engine's
+  // copies within a device run on SMs (all_gather_policy::check_own_rows_room). Empty: the own rows
+  // are in place before run(). set_own_rows repoints it per call.
   std::vector<const void*> own_rows;
 };
 

@@ -187,6 +187,10 @@ std::string AgGemm::can_implement(const World& world, const SymmetricHeap& heap,
              "; expected at least one " + std::to_string(cluster) + "-CTA cluster for the GEMM";
     }
     waiting += sms;
+    if (std::string e = all_gather_policy::check_own_rows_room(world, ag.config, !ag.own_rows.empty(), r, sms);
+        !e.empty()) {
+      return knob + ": " + e;
+    }
   }
   if (std::string e = all_gather_policy::check_copy_engine_room(world, ag.config, waiting); !e.empty()) {
     return knob + ": " + e;
@@ -338,7 +342,7 @@ void AgGemm::make_kernels(int r) {
 }
 
 void AgGemm::set_operands(int rank, const void* b, void* c) {
-  if (!args_.a_source.empty()) {
+  if (!fp8(args_) && !args_.a_source.empty()) {  // FP8: the overload below says which one it takes
     throw InvalidArgument("AgGemm::set_operands: this op was built with a_source; expected the overload that takes "
                           "the rank's shard");
   }

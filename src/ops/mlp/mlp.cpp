@@ -70,6 +70,11 @@ std::string Mlp::can_implement(const World& world, const SymmetricHeap& heap, co
   if (std::string e = check_rank_pointers(world, a.w1, "w1"); !e.empty()) return e;
   if (std::string e = check_rank_pointers(world, a.w2, "w2"); !e.empty()) return e;
   if (std::string e = check_rank_pointers(world, a.out, "out"); !e.empty()) return e;
+  if (!a.x_source.empty()) {
+    if (std::string e = check_rank_pointers(world, a.x_source, "x_source"); !e.empty()) {
+      return e + " (each rank's m / world x hidden bf16 tokens)";
+    }
+  }
   // The ops' own checks; the intermediates are the Mlp's, so the user's `out` pointers stand in
   // for them (only their presence is checked).
   std::vector<void*> y(a.out.begin(), a.out.end());
