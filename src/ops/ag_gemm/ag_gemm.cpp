@@ -358,31 +358,23 @@ void AgGemm::set_operands(int rank, const void* b, void* c, const void* a_source
   world_->check_local_rank(rank, where);
   require_aligned(where, "b", b, "a 16-byte aligned N x K bf16 weight on the rank's device");
   require_aligned(where, "c", c, "a 16-byte aligned M x N bf16 output on the rank's device");
-  if (args_.a_source.empty() != (a_source == nullptr)) {
-    throw InvalidArgument(std::string(where) + ": argument 'a_source' = " + (a_source ? "a pointer" : "null") +
-                          ": expected " + (args_.a_source.empty() ? "null (the op was built without a_source)"
-                                                                  : "the rank's bf16 shard (the op was built with a_source)"));
-  }
-  if (a_source != nullptr) require_aligned(where, "a_source", a_source, "the rank's 16-byte aligned bf16 shard");
+  detail::require_as_built(where, "a_source", !args_.a_source.empty(), a_source, "the rank's bf16 shard");
   const size_t r = static_cast<size_t>(rank);
   // The all-gather reads the shard's address at each call; only a GEMM that reads it (world 1)
   // holds it in its descriptors.
   const bool source_in_kernels = gemm_reads_source(*world_, args_) && args_.a_source[r] != a_source;
-  if (args_.b[r] == b && args_.c[r] == c && !source_in_kernels) {
-    if (a_source != nullptr) {
-      args_.a_source[r] = a_source;
-      if (ag_->has_own_rows()) ag_->set_own_rows(rank, a_source);
-    }
-    return;
+  if (args_.b[r] != b || args_.c[r] != c || source_in_kernels) {
+    detail::repoint(
+        args_,
+        [&](AgGemmArguments& a) {
+          a.b[r] = b;
+          a.c[r] = c;
+          if (a_source != nullptr) a.a_source[r] = a_source;
+        },
+        [&] { make_kernels(rank); });  // every kernel of the rank or none
+  } else if (a_source != nullptr) {
+    args_.a_source[r] = a_source;
   }
-  detail::repoint(
-      args_,
-      [&](AgGemmArguments& a) {
-        a.b[r] = b;
-        a.c[r] = c;
-        if (a_source != nullptr) a.a_source[r] = a_source;
-      },
-      [&] { make_kernels(rank); });  // every kernel of the rank or none
   if (a_source != nullptr && ag_->has_own_rows()) ag_->set_own_rows(rank, a_source);
 }
 
@@ -394,12 +386,8 @@ void AgGemm::set_operands(int rank, const void* b, const float* b_scale, void* c
   require_aligned(where, "b_scale", b_scale, "B's 16-byte aligned fp32 scales on the rank's device");
   require_aligned(where, "c", c, "a 16-byte aligned M x N bf16 output on the rank's device");
   const size_t r = static_cast<size_t>(rank);
-  if (args_.a_source.empty() != (a_source == nullptr)) {
-    throw InvalidArgument(std::string(where) + ": argument 'a_source' = " + (a_source ? "a pointer" : "null") +
-                          ": expected " + (args_.a_source.empty() ? "null (the op was built without quantise on send)"
-                                                                  : "the rank's bf16 shard (the op quantises on send)"));
-  }
-  if (a_source != nullptr) require_aligned(where, "a_source", a_source, "the rank's 16-byte aligned bf16 shard");
+  detail::require_as_built(where, "a_source", !args_.a_source.empty(), a_source,
+                           "the rank's bf16 shard, which the op quantises on send");
   if (args_.b[r] == b && args_.b_scale[r] == b_scale && args_.c[r] == c) {
     if (a_source != nullptr) args_.a_source[r] = a_source;  // read by the host at each call
     return;

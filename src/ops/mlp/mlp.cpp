@@ -5,6 +5,7 @@
 #include <string>
 #include <utility>
 
+#include "ops/common/repoint.hpp"
 #include "runtime/checks.hpp"
 #include "tilelink/core/error.hpp"
 
@@ -133,29 +134,17 @@ void Mlp::set_operands(int rank, const void* w1, const void* w2, void* out, cons
     throw InvalidArgument(std::string(where) + ": this op's weights are e4m3; expected the overload with their scales");
   }
   world_->check_local_rank(rank, where);
-  if (args_.x_source.empty() != (x_source == nullptr)) {
-    throw InvalidArgument(std::string(where) + ": argument 'x_source' = " + (x_source ? "a pointer" : "null") +
-                          ": expected " + (args_.x_source.empty() ? "null (the op was built without x_source)"
-                                                                  : "the rank's token shard (the op was built with x_source)"));
-  }
   // Checked here first, so that a refusal leaves both GEMMs on the previous operands.
+  detail::require_as_built(where, "x_source", !args_.x_source.empty(), x_source, "the rank's token shard");
   for (const auto& [name, p] : {std::pair<const char*, const void*>{"w1", w1}, {"w2", w2}, {"out", out}}) {
     require_aligned(where, name, p, "a 16-byte aligned device pointer (TMA)");
   }
-  if (x_source != nullptr) require_aligned(where, "x_source", x_source, "the rank's 16-byte aligned token shard");
   const size_t r = static_cast<size_t>(rank);
-  auto set_fc1 = [&](const void* w, const void* x) {
-    if (x != nullptr) {
-      fc1_->set_operands(rank, w, y_[r].get<void>(), x);
-    } else {
-      fc1_->set_operands(rank, w, y_[r].get<void>());
-    }
-  };
-  set_fc1(w1, x_source);
+  fc1_->set_operands(rank, w1, y_[r].get<void>(), x_source);
   try {
     fc2_->set_operands(rank, h_[r].get<void>(), w2, out);
   } catch (...) {  // both GEMMs on the previous operands
-    set_fc1(args_.w1[r], args_.x_source.empty() ? nullptr : args_.x_source[r]);
+    fc1_->set_operands(rank, args_.w1[r], y_[r].get<void>(), args_.x_source.empty() ? nullptr : args_.x_source[r]);
     throw;
   }
   args_.w1[r] = w1;
