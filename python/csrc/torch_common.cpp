@@ -85,12 +85,6 @@ at::Tensor aligned_rows(const at::Tensor& t) {
   return reinterpret_cast<uintptr_t>(t.data_ptr()) % 16 == 0 ? t : t.clone(at::MemoryFormat::Contiguous);
 }
 
-void copy_own_shard(const Group& g, const SymmetricBuffer& gathered, const at::Tensor& shard, cudaStream_t stream) {
-  const size_t bytes = static_cast<size_t>(shard.numel()) * shard.element_size();
-  char* slot = static_cast<char*>(gathered.data(g.rank)) + static_cast<size_t>(g.rank) * bytes;
-  TL_CUDA_CHECK(cudaMemcpyAsync(slot, shard.data_ptr(), bytes, cudaMemcpyDeviceToDevice, stream));
-}
-
 bool process_scatter(const Group& g, GemmRsConfig& config) {
   if (g.world->transport() == Transport::kPutSignal) {
     config.scatter = GemmRsScatter::kCopyEngine;

@@ -152,9 +152,4 @@ bool process_scatter(const Group& g, GemmRsConfig& config);
 // copy, on the current stream (a view that starts mid-row).
 at::Tensor aligned_rows(const at::Tensor& t);
 
-// This rank's shard into its own slot of a gathered symmetric buffer (slot r at r * shard bytes), on
-// `stream`: the all-gather's source. The previous call's exit barrier (every peer has read the
-// slot) is earlier on the same stream.
-void copy_own_shard(const Group& g, const SymmetricBuffer& gathered, const at::Tensor& shard, cudaStream_t stream);
-
 }  // namespace tilelink::torch_ops

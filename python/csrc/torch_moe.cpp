@@ -92,6 +92,9 @@ at::Tensor moe(const at::Tensor& x_shard, const at::Tensor& topk_ids, const at::
     const std::string key = std::string(kOp) + " " + shape;
     if (g.more.count(key) == 0) refuse_build_under_capture(kOp, g, shape);
     at::Tensor out = at::empty({tpr, hidden}, x_shard.options());  // first: the caller's next allocation
+    // The layer takes x_shard where it is (MoeLayerArguments::x_source): copied into the gathered
+    // tokens tile by tile under the all-gather, read in place at world 1.
+    const at::Tensor x = aligned_rows(x_shard);
     // The layer always takes this rank's own tokens' routing and gathers the rest itself, so every
     // rank builds the same op (its heap and signals stay alike) whichever form each rank passed.
     const bool all = topk_ids.size(0) != tpr;
@@ -115,6 +118,7 @@ at::Tensor moe(const at::Tensor& x_shard, const at::Tensor& topk_ids, const at::
         args.w1 = own_entry<const void*>(g, w1.data_ptr());
         args.w2 = own_entry<const void*>(g, w2.data_ptr());
         args.out = own_entry<void*>(g, out.data_ptr());
+        args.x_source = own_entry<const void*>(g, x.data_ptr());
         e->x = g.heap->allocate(size_t(tokens) * hidden * 2);
         args.x = &e->x;
         if (g.size > 1) {
@@ -130,11 +134,8 @@ at::Tensor moe(const at::Tensor& x_shard, const at::Tensor& topk_ids, const at::
     }
     MoeEntry& e = *static_cast<MoeEntry*>(it->second.get());
     e.op->set_operands(g.rank, ids.data_ptr<int32_t>(), weights.data_ptr<float>(), w1.data_ptr(), w2.data_ptr(),
-                       out.data_ptr());
-    on_callers_stream(g, [&](cudaStream_t compute) {
-      copy_own_shard(g, e.x, x_shard, compute);
-      e.op->run();
-    });
+                       out.data_ptr(), x.data_ptr());
+    on_callers_stream(g, [&](cudaStream_t) { e.op->run(); });
     return out;
   });
 }

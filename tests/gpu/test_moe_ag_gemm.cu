@@ -51,8 +51,12 @@ void attach_shared_buffers(MoeAgGroupGemmArguments& args, int ranks, const Devic
   args.out.assign(size_t(ranks), out.get());
 }
 
+// With `from_source` every rank's shard comes from its own buffer outside the heap (x_source), the
+// second call's from a second buffer (set_operands); the heap's rows, the rank's own included, are
+// poisoned before each call, and so is the source buffer not in use.
 std::string run_case(int world_size, uint32_t topk, SyntheticRouting routing, const Shape& s, CommResource resource,
-                     std::mt19937_64& rng, uint32_t swizzle = 0) {
+                     std::mt19937_64& rng, uint32_t swizzle = 0, bool from_source = false,
+                     OpMethod method = OpMethod::kAuto) {
   constexpr int kCalls = 2;
   const uint32_t tokens = s.tokens_per_rank * static_cast<uint32_t>(world_size);
   const size_t x_bytes = size_t(tokens) * s.hidden * 2, shard_bytes = size_t(s.tokens_per_rank) * s.hidden * 2;
@@ -63,8 +67,9 @@ std::string run_case(int world_size, uint32_t topk, SyntheticRouting routing, co
   MoeAgGroupGemmArguments args = sized_arguments(x, s, topk);
   args.config.comm.resource = resource;
   args.config.swizzle = swizzle;
+  args.config.method = method;
   const uint64_t out_rows = MoeAgGroupGemm::out_rows(world, args);
-  std::vector<DeviceBuffer> ids, w, out;
+  std::vector<DeviceBuffer> ids, w, out, source[2];
   std::vector<std::vector<__nv_bfloat16>> w_host;
   for (int r = 0; r < world_size; ++r) {
     ids.emplace_back(size_t(tokens) * topk * 4, world.device(r));
@@ -74,9 +79,24 @@ std::string run_case(int world_size, uint32_t topk, SyntheticRouting routing, co
     args.ids.push_back(ids[r].get<int32_t>());
     args.w.push_back(w[r].get());
     args.out.push_back(out[r].get());
+    if (from_source) {
+      for (auto& set : source) set.emplace_back(shard_bytes, world.device(r));
+      args.x_source.push_back(source[0][r].get());
+    }
   }
   if (std::string why = MoeAgGroupGemm::can_implement(world, env.heap, args); !why.empty()) return why;
   MoeAgGroupGemm op(world, env.heap, env.signals, args, "moe_ag_test");
+  if (method != OpMethod::kAuto && op.method() != method) {
+    return std::string("the op runs ") + to_string(op.method()) + ", expected " + to_string(method);
+  }
+  if (from_source) {  // built with x_source: the overload without it is refused by name
+    try {
+      op.set_operands(0, ids[0].get<int32_t>(), w[0].get(), out[0].get());
+      return "set_operands without x_source was accepted by an op built with it";
+    } catch (const InvalidArgument& e) {
+      if (std::string(e.what()).find("built with x_source") == std::string::npos) return e.what();
+    }
+  }
   CublasHandle cublas;
   DeviceBuffer sorted(out_rows * s.hidden * 2, world.device(0)), ref(out_rows * s.n * sizeof(float), world.device(0));
 
@@ -89,7 +109,15 @@ std::string run_case(int world_size, uint32_t topk, SyntheticRouting routing, co
       upload(ids[r].get(), routing_ids.data(), ids[r].bytes());
       char* g = static_cast<char*>(x.data(r));
       TL_CUDA_CHECK(cudaMemset(g, 0xFF, x_bytes));  // bf16 0xFFFF is NaN
-      upload(g + r * shard_bytes, reinterpret_cast<const char*>(x_host.data()) + r * shard_bytes, shard_bytes);
+      const char* shard = reinterpret_cast<const char*>(x_host.data()) + r * shard_bytes;
+      if (from_source) {
+        DeviceBuffer& now = source[(call - 1) % 2][r];
+        TL_CUDA_CHECK(cudaMemset(source[call % 2][r].get(), 0xFF, shard_bytes));
+        upload(now.get(), shard, shard_bytes);
+        if (call > 1) op.set_operands(r, ids[r].get<int32_t>(), w[r].get(), out[r].get(), now.get());
+      } else {
+        upload(g + r * shard_bytes, shard, shard_bytes);
+      }
       poison(out[r].get(), out[r].bytes());
     }
     settle();
@@ -157,6 +185,25 @@ TEST(MoeAgGroupGemm, SmAllGather) {
   EXPECT_EQ(run_case(4, 2, SyntheticRouting::kUniform, kOdd, CommResource::kSm, rng), "");
 }
 
+// Each rank's shard where the caller has it (x_source, a PyTorch tensor's place): copied into the
+// gathered rows under the all-gather beyond one rank, read in place at world 1; the copy engine and
+// SM all-gathers, fused and non-overlapped, the shard moving to another buffer on the second call.
+TEST(MoeAgGroupGemm, TakesTheShardFromASource) {
+  TL_SKIP_WITHOUT_GPU();
+  const uint64_t seed = std::random_device{}();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  std::mt19937_64 rng(seed);
+  for (int world : {1, 2, 3, 8}) {
+    for (CommResource resource : {CommResource::kCopyEngine, CommResource::kSm}) {
+      for (OpMethod method : {OpMethod::kFused, OpMethod::kNonOverlapped}) {
+        const Shape s{world == 8 ? 40u : 150u, 200, 264, 10};
+        EXPECT_EQ(run_case(world, 2, SyntheticRouting::kSkewed, s, resource, rng, 0, true, method), "")
+            << "world " << world << ", " << to_string(resource) << ", " << to_string(method);
+      }
+    }
+  }
+}
+
 // The scheduler's bands of tile rows (config.swizzle; 0 = automatic, 8) on a shape of 6 N tiles
 // (3 cluster columns) and 9-12 tile rows a rank: bands that end inside the rows, one band for
 // all, row by row; each band's rows walked column by column while the gather still fills them.
@@ -194,6 +241,8 @@ TEST(MoeAgGroupGemm, RefusesBadArgumentsByName) {
       {[](A& a) { a.config.swizzle = 3; }, "'config.swizzle' = 3: expected 1, 2, 4, 8 or 16"},
       {[](A& a) { a.tokens_per_rank = 1 << 20; }, "argument 'x'"},
       {[](A& a) { a.ids.pop_back(); }, "ids"},
+      {[&](A& a) { a.x_source.assign(1, w.get()); }, "argument 'x_source' has 1 pointers: expected one per rank"},
+      {[&](A& a) { a.x_source.assign(2, static_cast<const char*>(w.get()) + 2); }, "argument 'x_source[0]'"},
       // The fuzzer's deadlocks (issue 24): the grouped GEMM's and the gather's CTAs of both ranks
       // filled the GPU, and the copy engine's device-local copies never ran. Refused, by the knob.
       {[&](A& a) {

@@ -95,11 +95,14 @@ std::string check_layer_trace(const MoeLayer& layer, uint32_t tiles, uint32_t n1
 // and problem, and must run that configuration (keeping its own activation). With `scope` =
 // kOwnTokens each rank passes only its own tokens' routing (the layer all-gathers it). With
 // `repoint`, the second call runs on a second set of routing, weights and outputs
-// (MoeLayer::set_operands), and the first set's outputs must keep their poison.
+// (MoeLayer::set_operands), and the first set's outputs must keep their poison. With `from_source`
+// each rank's tokens come from a buffer of their own (x_source, one per set of operands), and every
+// row of the gathered tokens is poisoned before each call.
 std::string run_layer(int world_size, uint32_t topk, SyntheticRouting routing, MlpActivation act,
                       std::mt19937_64& rng, bool traced = false, const MoeLayerConfig* cached = nullptr,
                       MoeRoutingScope scope = MoeRoutingScope::kAllTokens, bool repoint = false,
-                      OpMethod method = OpMethod::kAuto, MoeCombine combine = MoeCombine::kAuto) {
+                      OpMethod method = OpMethod::kAuto, MoeCombine combine = MoeCombine::kAuto,
+                      bool from_source = false) {
   const LayerShape s = kLayer;
   const uint32_t tokens = s.tokens_per_rank * static_cast<uint32_t>(world_size);
   const uint32_t k = s.intermediate_per_rank, n1 = (act == MlpActivation::kSwiGlu ? 2 : 1) * k;
@@ -124,7 +127,7 @@ std::string run_layer(int world_size, uint32_t topk, SyntheticRouting routing, M
   const uint32_t routing_tokens = own ? s.tokens_per_rank : tokens;  // per rank
   // Two sets of per-call operands: set 1 runs unless `repoint` moves the second call to set 2.
   struct Operands {
-    std::vector<DeviceBuffer> ids, weights, w1, w2, out;
+    std::vector<DeviceBuffer> ids, weights, w1, w2, out, x;
   };
   Operands sets[2];
   for (Operands& o : sets) {
@@ -134,6 +137,7 @@ std::string run_layer(int world_size, uint32_t topk, SyntheticRouting routing, M
       o.w1.emplace_back(size_t(s.experts) * n1 * s.hidden * 2, world.device(r));
       o.w2.emplace_back(size_t(s.experts) * s.hidden * k * 2, world.device(r));
       o.out.emplace_back(shard_bytes, world.device(r));
+      if (from_source) o.x.emplace_back(shard_bytes, world.device(r));
       upload(o.w1[r].get(), random_bf16(o.w1[r].bytes() / 2, rng).data(), o.w1[r].bytes());
       upload(o.w2[r].get(), random_bf16(o.w2[r].bytes() / 2, rng).data(), o.w2[r].bytes());
     }
@@ -145,6 +149,7 @@ std::string run_layer(int world_size, uint32_t topk, SyntheticRouting routing, M
     args.w1.push_back(sets[0].w1[r].get());
     args.w2.push_back(sets[0].w2[r].get());
     args.out.push_back(sets[0].out[r].get());
+    if (from_source) args.x_source.push_back(sets[0].x[r].get());
   }
   if (std::string why = MoeLayer::can_implement(world, env.heap, args); !why.empty()) return why;
   std::optional<ScopedTuneCache> cache;
@@ -186,17 +191,26 @@ std::string run_layer(int world_size, uint32_t topk, SyntheticRouting routing, M
       upload(o.weights[r].get(), weights_host.data() + first, o.weights[r].bytes());
       char* g = static_cast<char*>(x.data(r));
       TL_CUDA_CHECK(cudaMemset(g, 0xFF, x_bytes));  // bf16 0xFFFF is NaN
-      upload(g + r * shard_bytes, reinterpret_cast<const char*>(x_host.data()) + r * shard_bytes, shard_bytes);
       poison(recv.data(r), recv.bytes());
     }
     for (Operands& each : sets) {
       for (DeviceBuffer& b : each.out) poison(b.get(), b.bytes());
+      for (DeviceBuffer& b : each.x) TL_CUDA_CHECK(cudaMemset(b.get(), 0xFF, b.bytes()));
       if (!repoint) break;
+    }
+    for (int r = 0; r < world_size; ++r) {  // the rank's shard: its rows of x, or its source buffer
+      char* shard = from_source ? static_cast<char*>(o.x[r].get()) : static_cast<char*>(x.data(r)) + r * shard_bytes;
+      upload(shard, reinterpret_cast<const char*>(x_host.data()) + r * shard_bytes, shard_bytes);
     }
     if (repoint && call == 2) {
       for (int r = 0; r < world_size; ++r) {
-        layer.set_operands(r, o.ids[r].get<int32_t>(), o.weights[r].get<float>(), o.w1[r].get(), o.w2[r].get(),
-                           o.out[r].get());
+        if (from_source) {
+          layer.set_operands(r, o.ids[r].get<int32_t>(), o.weights[r].get<float>(), o.w1[r].get(), o.w2[r].get(),
+                             o.out[r].get(), o.x[r].get());
+        } else {
+          layer.set_operands(r, o.ids[r].get<int32_t>(), o.weights[r].get<float>(), o.w1[r].get(), o.w2[r].get(),
+                             o.out[r].get());
+        }
       }
     }
     settle();
@@ -312,6 +326,24 @@ TEST(MoeLayerEpilogueCombine, MatchesTheCublasChain) {
                           MoeRoutingScope::kOwnTokens, true, OpMethod::kAuto, MoeCombine::kEpilogue),
                 "")
           << "world " << world << ", top-" << topk;
+    }
+  }
+}
+
+// Each rank's tokens where the caller has them (x_source: the PyTorch operator's path), the second
+// call's in another buffer with new routing, weights and outputs; both methods, both combines.
+TEST(MoeLayerFromSource, MatchesTheCublasChain) {
+  TL_SKIP_WITHOUT_GPU();
+  for (int world : {1, 2, 3, 8}) {
+    for (OpMethod method : {OpMethod::kAuto, OpMethod::kNonOverlapped}) {
+      for (MoeCombine combine : {MoeCombine::kAuto, MoeCombine::kBlocks}) {
+        if (method == OpMethod::kNonOverlapped && combine == MoeCombine::kBlocks) continue;
+        std::mt19937_64 rng(4500 + 10 * world + static_cast<int>(method) + 5 * static_cast<int>(combine));
+        EXPECT_EQ(run_layer(world, 2, SyntheticRouting::kSkewed, MlpActivation::kSwiGlu, rng, false, nullptr,
+                            MoeRoutingScope::kOwnTokens, true, method, combine, true),
+                  "")
+            << "world " << world << ", " << to_string(method) << ", combine " << to_string(combine);
+      }
     }
   }
 }

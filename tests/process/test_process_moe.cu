@@ -22,7 +22,9 @@ namespace {
 // kernel, the activation on the host); part 2 combining in blocks (automatic) or in its GEMM's
 // epilogue, fused or non-overlapped. Under the put-with-signal
 // transport (gpu_process_put_signal_*) the combine blocks stage the peers' rows and the stream puts
-// them (the epilogue combine is refused there, by name).
+// them (the epilogue combine is refused there, by name). With `from_source` the rank's tokens come
+// from a buffer outside the heap (x_source; the calls alternate between two), the heap's own rows
+// poisoned: the PyTorch operator's path.
 struct MoeCase {
   const char* name;
   MoeRoutingScope routing;
@@ -30,6 +32,7 @@ struct MoeCase {
   MlpActivation activation;
   MoeCombine combine = MoeCombine::kAuto;  // part 2's
   OpMethod method = OpMethod::kAuto;       // part 2's
+  bool from_source = false;
 };
 
 class ProcessMoeLayer : public ::testing::TestWithParam<MoeCase> {};
@@ -53,7 +56,7 @@ TEST_P(ProcessMoeLayer, MatchesTheReferenceChain) {
   };
   std::vector<DeviceBuffer> ids = two(routing_bytes), weights = two(routing_bytes),
                             w1 = two(size_t(experts) * n1 * hidden * 2), w2 = two(size_t(experts) * hidden * k * 2),
-                            outs = two(size_t(tpr) * hidden * 2);
+                            outs = two(size_t(tpr) * hidden * 2), sources = two(size_t(tpr) * hidden * 2);
   MoeLayerArguments args;
   args.x = &x;
   args.recv = &recv;
@@ -76,6 +79,10 @@ TEST_P(ProcessMoeLayer, MatchesTheReferenceChain) {
   args.w1[me()] = w1[0].get();
   args.w2[me()] = w2[0].get();
   args.out[me()] = outs[0].get();
+  if (c.from_source) {
+    args.x_source.assign(w, nullptr);
+    args.x_source[me()] = sources[0].get();
+  }
   if (world().transport() == Transport::kPutSignal && w > 1 && c.combine == MoeCombine::kEpilogue) {
     const std::string why = MoeLayer::can_implement(world(), heap, args);
     EXPECT_NE(why.find("put_signal"), std::string::npos) << why;
@@ -96,8 +103,14 @@ TEST_P(ProcessMoeLayer, MatchesTheReferenceChain) {
     const size_t first = own ? size_t(me()) * tpr * c.topk : 0;
     upload(ids[set].get(), routing.data() + first, routing_bytes);
     upload(weights[set].get(), weights_host.data() + first, routing_bytes);
-    upload(static_cast<char*>(x.data(me())) + size_t(me()) * tpr * hidden * 2,
-           reinterpret_cast<const char*>(x_host.data()) + size_t(me()) * tpr * hidden * 2, size_t(tpr) * hidden * 2);
+    const char* shard = reinterpret_cast<const char*>(x_host.data()) + size_t(me()) * tpr * hidden * 2;
+    if (c.from_source) {  // the heap's rows all poison (bf16 0xFFFF is NaN), the shard in this call's buffer
+      TL_CUDA_CHECK(cudaMemset(x.data(me()), 0xFF, x_bytes));
+      TL_CUDA_CHECK(cudaMemset(sources[1 - set].get(), 0xFF, sources[1 - set].bytes()));
+      upload(sources[set].get(), shard, sources[set].bytes());
+    } else {
+      upload(static_cast<char*>(x.data(me())) + size_t(me()) * tpr * hidden * 2, shard, size_t(tpr) * hidden * 2);
+    }
     const MoeMapping host = build_moe_mapping({tokens, c.topk, experts, routing.data(), nullptr}, layer.part1().tile_m());
     const std::vector<__nv_bfloat16> a_host = sorted_rows(host, x_host, hidden);
     std::vector<std::vector<float>> y2, slack(static_cast<size_t>(w));
@@ -116,8 +129,13 @@ TEST_P(ProcessMoeLayer, MatchesTheReferenceChain) {
                                             scratch, /*simple=*/true, &slack[size_t(p)]));
     }
     poison(outs[set].get(), outs[set].bytes());
-    layer.set_operands(me(), ids[set].get<int32_t>(), weights[set].get<float>(), w1[set].get(), w2[set].get(),
-                       outs[set].get());
+    if (c.from_source) {
+      layer.set_operands(me(), ids[set].get<int32_t>(), weights[set].get<float>(), w1[set].get(), w2[set].get(),
+                         outs[set].get(), sources[set].get());
+    } else {
+      layer.set_operands(me(), ids[set].get<int32_t>(), weights[set].get<float>(), w1[set].get(), w2[set].get(),
+                         outs[set].get());
+    }
     world().barrier();  // every rank's shard and routing in place (the layer's own barriers order the rest)
     layer.run();
     world().synchronize();
@@ -140,7 +158,9 @@ INSTANTIATE_TEST_SUITE_P(Process, ProcessMoeLayer,
                                                    2, MlpActivation::kSwiGlu, MoeCombine::kBlocks},
                                            MoeCase{"all_routing_top2_non_overlapped", MoeRoutingScope::kAllTokens, 2,
                                                    MlpActivation::kSwiGlu, MoeCombine::kBlocks,
-                                                   OpMethod::kNonOverlapped}),
+                                                   OpMethod::kNonOverlapped},
+                                           MoeCase{"own_routing_top2_source", MoeRoutingScope::kOwnTokens, 2,
+                                                   MlpActivation::kSwiGlu, MoeCombine::kAuto, OpMethod::kAuto, true}),
                          [](const auto& info) { return std::string(info.param.name); });
 
 }  // namespace

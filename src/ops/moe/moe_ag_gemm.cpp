@@ -28,8 +28,17 @@ uint32_t max_tiles(const World& world, const MoeAgGroupGemmArguments& a, uint32_
   return moe_max_tiles(uint64_t(a.tokens_per_rank) * world.size() * a.topk, a.experts, bm);
 }
 
+// x_source beyond one rank: the all-gather copies each rank's shard into its own rows
+// (AllGatherArguments::own_rows); at world 1 the gather reads it where it is (gather_source).
+bool copies_source(const World& world, const MoeAgGroupGemmArguments& a) {
+  return !a.x_source.empty() && world.size() > 1;
+}
+
 AllGatherArguments all_gather_arguments(const World& world, const MoeAgGroupGemmArguments& a) {
-  return all_gather_policy::all_gather_arguments(world, a.x, a.x_offset, a.tokens_per_rank, a.hidden, a.config.comm);
+  AllGatherArguments ag =
+      all_gather_policy::all_gather_arguments(world, a.x, a.x_offset, a.tokens_per_rank, a.hidden, a.config.comm);
+  if (copies_source(world, a)) ag.own_rows = a.x_source;
+  return ag;
 }
 
 uint32_t gather_block_count(const World& world, const MoeAgGroupGemmArguments& a) {
@@ -68,6 +77,12 @@ std::string MoeAgGroupGemm::can_implement(const World& world, const SymmetricHea
   if (std::string e = check_rank_pointers(world, a.ids, "ids"); !e.empty()) return e;
   if (std::string e = check_rank_pointers(world, a.w, "w"); !e.empty()) return e;
   if (std::string e = check_rank_pointers(world, a.out, "out"); !e.empty()) return e;
+  if (!a.x_source.empty()) {
+    if (std::string e = check_rank_pointers(world, a.x_source, "x_source"); !e.empty()) {
+      return e + " (each rank's " + std::to_string(a.tokens_per_rank) + " x " + std::to_string(a.hidden) +
+             " bf16 token shard)";
+    }
+  }
   const detail::Sm90MoeGemmConfigInfo* kernel = find_kernel(a.config.kernel);
   if (kernel == nullptr) return detail::unknown_config(detail::sm90_moe_gemm_configs(), a.config.kernel);
   const uint64_t tokens = uint64_t(a.tokens_per_rank) * world.size();
@@ -104,6 +119,11 @@ std::string MoeAgGroupGemm::can_implement(const World& world, const SymmetricHea
              std::to_string(cluster) + "-CTA cluster for the grouped GEMM";
     }
     waiting += sms + static_cast<int>(gather);
+    if (std::string e = all_gather_policy::check_own_rows_room(world, ag.config, !ag.own_rows.empty(), r,
+                                                               sms + static_cast<int>(gather));
+        !e.empty()) {
+      return knob + ": " + e;
+    }
   }
   if (std::string e = all_gather_policy::check_copy_engine_room(world, ag.config, waiting); !e.empty()) {
     return knob + ": " + e;
@@ -189,13 +209,26 @@ void MoeAgGroupGemm::make_kernels(int r) {
 }
 
 void MoeAgGroupGemm::set_operands(int rank, const int32_t* ids, const void* w, void* out) {
+  if (!args_.x_source.empty()) {
+    throw InvalidArgument("MoeAgGroupGemm::set_operands: this op was built with x_source; expected the overload that "
+                          "takes the rank's token shard");
+  }
+  set_operands(rank, ids, w, out, nullptr);
+}
+
+void MoeAgGroupGemm::set_operands(int rank, const int32_t* ids, const void* w, void* out, const void* x_source) {
   world_->check_local_rank(rank, "MoeAgGroupGemm::set_operands");
   constexpr const char* where = "MoeAgGroupGemm::set_operands";
+  detail::require_as_built(where, "x_source", !args_.x_source.empty(), x_source, "the rank's bf16 token shard");
   require_aligned(where, "ids", ids, "a 16-byte aligned tokens x topk int32 array on the rank's device");
   require_aligned(where, "w", w, "a 16-byte aligned experts x n x hidden bf16 weight on the rank's device");
   require_aligned(where, "out", out, "a 16-byte aligned out_rows x n bf16 output on the rank's device");
   const size_t r = static_cast<size_t>(rank);
   args_.ids[r] = ids;  // read by the mapping at run time: no kernel holds it
+  if (x_source != nullptr) {  // read at each call by the gather (world 1) or the all-gather
+    args_.x_source[r] = x_source;
+    if (ag_->has_own_rows()) ag_->set_own_rows(rank, x_source);
+  }
   if (args_.w[r] == w && args_.out[r] == out) return;
   detail::repoint(
       args_,
@@ -289,10 +322,15 @@ void MoeAgGroupGemm::launch_gather(int r, cudaStream_t stream, uint32_t blocks) 
   MoeMappingBuffers& mapping = *mappings_[i];
   detail::launch_moe_gather(ag_->plan(), ag_->signals().device_view(r, "moe_gather"), mapping.view(mapping.max_tiles()),
                             mapping.num_tiles_device(), order_[i].get<uint32_t>(), claimed_[i].get<uint32_t>(),
-                            gather_slice_.device_view(r, "moe_gather"), 0,
-                            static_cast<const char*>(args_.x->data(r)) + args_.x_offset, sorted_[i].get(),
+                            gather_slice_.device_view(r, "moe_gather"), 0, gather_source(r), sorted_[i].get(),
                             args_.hidden * kElementBytes, blocks, stream,
                             trace_ != nullptr ? trace_->view(r) : TraceView{});
+}
+
+const void* MoeAgGroupGemm::gather_source(int r) const {
+  // At world 1 every token is the rank's own: the gather reads x_source's rows in place.
+  if (!args_.x_source.empty() && world_->size() == 1) return args_.x_source[static_cast<size_t>(r)];
+  return static_cast<const char*>(args_.x->data(r)) + args_.x_offset;
 }
 
 void MoeAgGroupGemm::set_trace(const TraceBuffer* trace) {

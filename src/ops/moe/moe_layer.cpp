@@ -3,6 +3,7 @@
 
 #include <string>
 
+#include "ops/common/repoint.hpp"
 #include "ops/common/tuned_config.hpp"
 #include "ops/moe/moe_routing_gather.hpp"
 #include "runtime/checks.hpp"
@@ -29,6 +30,7 @@ MoeAgGroupGemmArguments part1_arguments(const World& world, const MoeLayerArgume
   p.w = a.w1;
   p.out = y;
   p.config = a.config.part1;
+  p.x_source = a.x_source;
   return p;
 }
 
@@ -165,6 +167,15 @@ const float* MoeLayer::part_weights(int rank) const {
 
 void MoeLayer::set_operands(int rank, const int32_t* ids, const float* weights, const void* w1, const void* w2,
                             void* out) {
+  if (!args_.x_source.empty()) {
+    throw InvalidArgument("MoeLayer::set_operands: this layer was built with x_source; expected the overload that "
+                          "takes the rank's token shard");
+  }
+  set_operands(rank, ids, weights, w1, w2, out, nullptr);
+}
+
+void MoeLayer::set_operands(int rank, const int32_t* ids, const float* weights, const void* w1, const void* w2,
+                            void* out, const void* x_source) {
   world_->check_local_rank(rank, "MoeLayer::set_operands");
   constexpr const char* where = "MoeLayer::set_operands";
   require_aligned(where, "ids", ids, "16-byte aligned expert ids (int32) on the rank's device");
@@ -172,14 +183,22 @@ void MoeLayer::set_operands(int rank, const int32_t* ids, const float* weights, 
   require_aligned(where, "w1", w1, "a 16-byte aligned experts x (2 I/P or I/P) x H bf16 weight on the rank's device");
   require_aligned(where, "w2", w2, "a 16-byte aligned experts x H x I/P bf16 weight on the rank's device");
   require_aligned(where, "out", out, "a 16-byte aligned tokens_per_rank x H bf16 output on the rank's device");
+  detail::require_as_built(where, "x_source", !args_.x_source.empty(), x_source, "the rank's bf16 token shard");
   const size_t i = static_cast<size_t>(rank);
+  auto set_part1 = [&](const int32_t* part_ids, const void* w, const void* source) {
+    if (source != nullptr) {
+      part1_->set_operands(rank, part_ids, w, y_[i].get(), source);
+    } else {
+      part1_->set_operands(rank, part_ids, w, y_[i].get());
+    }
+  };
   // Every pointer is checked above: what the parts refuse now is a kernel they could not rebuild.
   // Both parts take the new operands or neither does.
-  part1_->set_operands(rank, routing_ != nullptr ? routing_->ids(rank) : ids, w1, y_[i].get());
+  set_part1(routing_ != nullptr ? routing_->ids(rank) : ids, w1, x_source);
   try {
     part2_->set_operands(rank, h_[i].get(), w2, routing_ != nullptr ? routing_->weights(rank) : weights, out);
-  } catch (...) {
-    part1_->set_operands(rank, part_ids(rank), args_.w1[i], y_[i].get());  // its kernels as they were
+  } catch (...) {  // part 1's kernels and shard as they were
+    set_part1(part_ids(rank), args_.w1[i], x_source != nullptr ? args_.x_source[i] : nullptr);
     throw;
   }
   args_.ids[i] = ids;
@@ -187,6 +206,7 @@ void MoeLayer::set_operands(int rank, const int32_t* ids, const float* weights, 
   args_.w1[i] = w1;
   args_.w2[i] = w2;
   args_.out[i] = out;
+  if (x_source != nullptr) args_.x_source[i] = x_source;
 }
 
 MoeLayer::~MoeLayer() = default;

@@ -27,7 +27,7 @@
 // (World::process, one rank per process) enqueues this process's rank, the others theirs.
 //
 // Layouts: X row-major in a SymmetricBuffer (world * tokens_per_rank rows, pitch hidden * 2
-// bytes; rank r's rows in place before run()); ids int32 tokens x topk on every rank's device
+// bytes; rank r's rows in place before run(), unless x_source gives them elsewhere); ids int32 tokens x topk on every rank's device
 // (every token's routing, valid: check_moe_routing -- ids are not checked on the device);
 // W experts x n x hidden (K contiguous); out out_rows(args) x n. hidden and n multiples of 8.
 #pragma once
@@ -61,6 +61,13 @@ struct MoeAgGroupGemmArguments {
   std::vector<const void*> w;       // per rank: experts x n x hidden bf16
   std::vector<void*> out;           // per rank: out_rows(args) x n bf16
   MoeAgGroupGemmConfig config;
+  // Per rank, its tokens_per_rank x hidden bf16 shard (rows contiguous, 16-byte aligned) anywhere
+  // on its device; empty: the caller wrote the rank's own rows of `x` itself. Beyond one rank each
+  // call's all-gather copies it into the rank's own rows tile by tile, each tile's channel set
+  // once it has landed (AllGatherArguments::own_rows), so the gather starts on the first tile
+  // rather than after a copy of the whole shard; at world 1 the gather reads it where it is (`x`
+  // is then not read).
+  std::vector<const void*> x_source;
 };
 
 namespace detail {
@@ -92,6 +99,9 @@ class MoeAgGroupGemm {
   // mapping; the grouped GEMM is rebuilt only when the weight or output moved (both kernels or
   // neither). The shapes are the op's; nothing is launched.
   void set_operands(int rank, const int32_t* ids, const void* w, void* out);
+  // Built with x_source: the same with the rank's token shard for the next calls (read at each
+  // call: a new address rebuilds nothing).
+  void set_operands(int rank, const int32_t* ids, const void* w, void* out, const void* x_source);
   // The grouped GEMM alone on the sorted rows and mapping of the last call (no waits): its
   // isolated compute time.
   void run_gemm_only();
@@ -124,6 +134,8 @@ class MoeAgGroupGemm {
   void make_kernels(int rank);   // the fused and plain grouped GEMMs of the rank's operands
   // The gather stage of one call of `rank` on `stream` with `blocks` CTAs.
   void launch_gather(int rank, cudaStream_t stream, uint32_t blocks);
+  // The rows the gather reads on `rank`: the gathered `x`, or at world 1 the caller's x_source.
+  const void* gather_source(int rank) const;
   uint64_t run_non_overlapped();
 
   const World* world_;

@@ -3,7 +3,7 @@
 // weighted combine + reduce-scatter to the tokens' owners).
 //
 // Every rank r holds a row shard of the tokens X (tokens_per_rank x H, in the symmetric `x`
-// buffer at rows [r T/P, (r+1) T/P), as MoeAgGroupGemm expects), every token's routing (ids and
+// buffer at rows [r T/P, (r+1) T/P), as MoeAgGroupGemm expects, or anywhere given `x_source`), every token's routing (ids and
 // weights, tokens x topk), and for every expert e its slices W1_e,r ((2 I/P or I/P) x H: the gate
 // rows then the up rows for SwiGLU) and W2_e,r (H x I/P). Rank r gets, for its tokens t,
 //
@@ -59,6 +59,11 @@ struct MoeLayerArguments {
   std::vector<void*> out;             // per rank: tokens_per_rank x H bf16
   const SymmetricBuffer* recv = nullptr;  // world * tokens_per_rank x H bf16 (part 2's slots)
   MoeLayerConfig config;
+  // Per rank, its tokens_per_rank x H bf16 token shard anywhere on its device (rows contiguous,
+  // 16-byte aligned); empty: the caller wrote the rank's own rows of `x`. Part 1 takes it as
+  // MoeAgGroupGemmArguments::x_source (copied in tile by tile under the all-gather; read in place
+  // at world 1).
+  std::vector<const void*> x_source;
 };
 
 // The tune cache's key of `args` on `world`: m = tokens over all ranks, n = hidden, k = intermediate
@@ -83,6 +88,9 @@ class MoeLayer {
   // the per-call tensors of a PyTorch caller (shapes as built). The routing is read by the next
   // call; a part's grouped GEMM is rebuilt only when its weight moved. Nothing is launched.
   void set_operands(int rank, const int32_t* ids, const float* weights, const void* w1, const void* w2, void* out);
+  // Built with x_source: the same with the rank's token shard for the next calls.
+  void set_operands(int rank, const int32_t* ids, const float* weights, const void* w1, const void* w2, void* out,
+                    const void* x_source);
   // The activation alone on every rank, on the rows of the last call (benchmarks).
   void run_activation();
 
