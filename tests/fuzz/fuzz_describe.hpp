@@ -85,8 +85,8 @@ inline std::string describe(const ReduceScatterDraw& d) {
 inline std::string describe(const AgGemmDraw& d) {
   std::ostringstream os;
   os << "world=" << d.world << " m_per_rank=" << d.args.m_per_rank << " n=" << d.args.n << " k=" << d.args.k
-     << " a_offset=" << d.args.a_offset << " b_layout=" << to_string(d.args.b_layout) << " "
-     << detail::describe(d.args.config, "");
+     << " a_offset=" << d.args.a_offset << " b_layout=" << to_string(d.args.b_layout)
+     << " from_source=" << d.from_source << " " << detail::describe(d.args.config, "");
   return os.str();
 }
 
@@ -100,7 +100,7 @@ inline std::string describe(const GemmRsDraw& d) {
 inline std::string describe(const MlpDraw& d) {
   std::ostringstream os;
   os << "world=" << d.world << " m=" << d.args.m << " hidden=" << d.args.hidden << " intermediate=" << d.args.intermediate
-     << " recv=" << d.with_recv
+     << " recv=" << d.with_recv << " from_source=" << d.from_source
      << " activation=" << detail::enum_name(d.args.config.activation, 2, detail::activation_name) << " "
      << detail::describe(d.args.config.fc1, "fc1.") << " " << detail::describe(d.args.config.fc2, "fc2.");
   return os.str();
@@ -110,7 +110,8 @@ inline std::string describe(const MoeAgDraw& d) {
   std::ostringstream os;
   os << "world=" << d.world << " tokens_per_rank=" << d.args.tokens_per_rank << " hidden=" << d.args.hidden << " n=" << d.args.n
      << " experts=" << d.args.experts << " topk=" << d.args.topk << " x_offset=" << d.args.x_offset
-     << " routing=" << to_string(d.routing) << " " << detail::describe(d.args.config, "");
+     << " routing=" << to_string(d.routing) << " from_source=" << d.from_source << " "
+     << detail::describe(d.args.config, "");
   return os.str();
 }
 
@@ -126,7 +127,7 @@ inline std::string describe(const MoeLayerDraw& d) {
   std::ostringstream os;
   os << "world=" << d.world << " tokens_per_rank=" << d.args.tokens_per_rank << " hidden=" << d.args.hidden
      << " intermediate=" << d.args.intermediate << " experts=" << d.args.experts << " topk=" << d.args.topk
-     << " x_offset=" << d.args.x_offset << " routing=" << to_string(d.routing)
+     << " x_offset=" << d.args.x_offset << " routing=" << to_string(d.routing) << " from_source=" << d.from_source
      << " activation=" << detail::enum_name(d.args.config.activation, 2, detail::activation_name) << " "
      << detail::describe(d.args.config.part1, "part1.") << " " << detail::describe(d.args.config.part2, "part2.")
      << " use_tune_cache=" << d.args.config.use_tune_cache;

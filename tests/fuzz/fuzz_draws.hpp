@@ -17,6 +17,10 @@ template <class Args>
 struct Draw {
   int world = 1;
   Args args;
+  // The ops that take the rank's shard from anywhere (AgGemm's a_source, Mlp's and the MoE ops'
+  // x_source): whether the runner hands it over so. Drawn last, so that a seed's other fields are
+  // what they were before it existed.
+  bool from_source = false;
 };
 
 template <class Args>
@@ -74,6 +78,7 @@ inline AgGemmDraw draw_ag_gemm(Rng& r, const Space& s) {
   d.args.a_offset = draw::offset(r);
   d.args.b_layout = r.chance(95) ? BLayout::kNK : BLayout::kKN;  // K x N is refused
   d.args.config = draw::ag_gemm_config(r, s, d.world, d.args.m_per_rank);
+  d.from_source = r.chance(30);
   return d;
 }
 
@@ -118,6 +123,7 @@ inline MlpDraw draw_mlp(Rng& r, const Space& s) {
   d.args.config.fc1 = draw::ag_gemm_config(r, s, d.world, d.args.m / w);
   d.args.config.fc2 = draw::gemm_rs_config(r, s, d.world);
   d.with_recv = r.chance(85);
+  d.from_source = r.chance(30);
   return d;
 }
 
@@ -148,6 +154,7 @@ RoutedDraw<Args> draw_moe(Rng& r, const Space& s, Sizes&& sizes) {
   if constexpr (!std::is_same_v<Args, MoeGemmRsArguments>) d.args.x_offset = draw::offset(r);
   d.routing = draw::routing(r);
   draw_moe_config(r, s, d.world, d.args.tokens_per_rank, d.args.config);
+  if constexpr (!std::is_same_v<Args, MoeGemmRsArguments>) d.from_source = r.chance(30);
   return d;
 }
 

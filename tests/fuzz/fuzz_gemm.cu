@@ -26,6 +26,8 @@ Outcome run_draw(Harness& h, const AgGemmDraw& d, uint64_t seed) {
   std::vector<DeviceBuffer> b, c;
   AgGemmArguments args = d.args;  // the drawn sizes, offsets and configuration
   args.a = &a;
+  ShardSources shards(env, d.from_source, shard_bytes);
+  args.a_source = shards.pointers();
   for (int r = 0; r < d.world; ++r) {
     b.push_back(device_buffer(env, r, size_t(d.args.n) * d.args.k * 2));
     c.push_back(device_buffer(env, r, size_t(m) * d.args.n * 2));
@@ -49,7 +51,7 @@ Outcome run_draw(Harness& h, const AgGemmDraw& d, uint64_t seed) {
     for (int r = 0; r < d.world; ++r) {
       char* g = a.as<char>(r) + d.args.a_offset;
       fill(g, kNanByte, a_bytes);  // peers' rows NaN until gathered
-      test::upload(g + r * shard_bytes, reinterpret_cast<const char*>(a_host.data()) + r * shard_bytes, shard_bytes);
+      shards.put(r, g + r * shard_bytes, reinterpret_cast<const char*>(a_host.data()) + r * shard_bytes, shard_bytes);
       test::poison(c[r].get(), size_t(m) * d.args.n * 2);
     }
     test::settle();
@@ -195,6 +197,8 @@ Outcome run_draw(Harness& h, const MlpDraw& d, uint64_t seed) {
   std::vector<DeviceBuffer> w1, w2, out;
   MlpArguments args = d.args;  // the drawn sizes, offsets and configuration
   args.x = &x;
+  ShardSources shards(env, d.from_source, shard_bytes);
+  args.x_source = shards.pointers();
   args.partial = &partial;
   if (d.with_recv) {
     recv = symmetric(env, x_bytes);
@@ -228,7 +232,7 @@ Outcome run_draw(Harness& h, const MlpDraw& d, uint64_t seed) {
     for (int r = 0; r < d.world; ++r) {
       char* g = x.as<char>(r);
       fill(g, kNanByte, x_bytes);  // peers' rows NaN until gathered
-      test::upload(g + r * shard_bytes, reinterpret_cast<const char*>(x_host.data()) + r * shard_bytes, shard_bytes);
+      shards.put(r, g + r * shard_bytes, reinterpret_cast<const char*>(x_host.data()) + r * shard_bytes, shard_bytes);
       test::poison(out[r].get(), block * 2);
     }
     test::settle();

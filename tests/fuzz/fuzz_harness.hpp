@@ -115,6 +115,30 @@ inline void fill(void* p, int byte, size_t bytes) {
   test::settle();
 }
 
+// Each rank's shard of the gathered rows, as a draw with from_source hands it over: in a buffer of
+// its own outside the heap (the op's a_source / x_source), else written into the rank's rows.
+class ShardSources {
+ public:
+  ShardSources(const test::TestWorld& env, bool from_source, size_t shard_bytes) {
+    if (!from_source) return;
+    for (int r = 0; r < env.world.size(); ++r) {
+      buffers_.push_back(device_buffer(env, r, shard_bytes));
+      pointers_.push_back(buffers_.back().get());
+    }
+  }
+  // The op's argument: one pointer per rank, or empty (the shard in place).
+  const std::vector<const void*>& pointers() const { return pointers_; }
+  // Writes rank r's `bytes` of shard from `host` where the op reads them: its source buffer (the
+  // heap's rows, `own_rows`, then stay NaN: the op must copy them) or `own_rows`.
+  void put(int r, void* own_rows, const void* host, size_t bytes) {
+    test::upload(buffers_.empty() ? own_rows : buffers_[static_cast<size_t>(r)].get(), host, bytes);
+  }
+
+ private:
+  std::vector<DeviceBuffer> buffers_;
+  std::vector<const void*> pointers_;
+};
+
 template <class T>
 void upload_vector(void* dst, const std::vector<T>& v) {
   if (!v.empty()) test::upload(dst, v.data(), v.size() * sizeof(T));

@@ -86,6 +86,8 @@ Outcome run_draw(Harness& h, const MoeAgDraw& d, uint64_t seed) {
   std::vector<DeviceBuffer> ids, w, out;
   MoeAgGroupGemmArguments args = d.args;  // the drawn sizes, offsets and configuration
   args.x = &x;
+  ShardSources shards(env, d.from_source, shard_bytes);
+  args.x_source = shards.pointers();
   for (int r = 0; r < d.world; ++r) {
     ids.push_back(device_buffer(env, r, size_t(tokens) * d.args.topk * 4));
     w.push_back(device_buffer(env, r, size_t(d.args.experts) * d.args.n * d.args.hidden * 2));
@@ -122,7 +124,7 @@ Outcome run_draw(Harness& h, const MoeAgDraw& d, uint64_t seed) {
     for (int r = 0; r < d.world; ++r) {
       char* g = x.as<char>(r) + d.args.x_offset;
       fill(g, kNanByte, x_bytes);  // peers' rows NaN until gathered
-      test::upload(g + r * shard_bytes, reinterpret_cast<const char*>(x_host.data()) + r * shard_bytes, shard_bytes);
+      shards.put(r, g + r * shard_bytes, reinterpret_cast<const char*>(x_host.data()) + r * shard_bytes, shard_bytes);
       test::poison(out[r].get(), out_rows * d.args.n * 2);
     }
     test::settle();
@@ -254,6 +256,8 @@ Outcome run_draw(Harness& h, const MoeLayerDraw& d, uint64_t seed) {
   std::vector<DeviceBuffer> ids, weights, w1, w2, out;
   MoeLayerArguments args = d.args;  // the drawn sizes, offsets and configuration
   args.x = &x;
+  ShardSources shards(env, d.from_source, shard_bytes);
+  args.x_source = shards.pointers();
   args.recv = &recv;
   for (int r = 0; r < d.world; ++r) {
     ids.push_back(device_buffer(env, r, size_t(tokens) * d.args.topk * 4));
@@ -293,7 +297,7 @@ Outcome run_draw(Harness& h, const MoeLayerDraw& d, uint64_t seed) {
     for (int r = 0; r < d.world; ++r) {
       char* g = x.as<char>(r) + d.args.x_offset;
       fill(g, kNanByte, x_bytes);  // peers' rows NaN until gathered
-      test::upload(g + r * shard_bytes, reinterpret_cast<const char*>(x_host.data()) + r * shard_bytes, shard_bytes);
+      shards.put(r, g + r * shard_bytes, reinterpret_cast<const char*>(x_host.data()) + r * shard_bytes, shard_bytes);
       test::poison(out[r].get(), out_elems * 2);
       test::poison(recv.data(r), x_bytes);
     }

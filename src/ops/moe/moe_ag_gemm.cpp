@@ -224,19 +224,22 @@ void MoeAgGroupGemm::set_operands(int rank, const int32_t* ids, const void* w, v
   require_aligned(where, "w", w, "a 16-byte aligned experts x n x hidden bf16 weight on the rank's device");
   require_aligned(where, "out", out, "a 16-byte aligned out_rows x n bf16 output on the rank's device");
   const size_t r = static_cast<size_t>(rank);
-  args_.ids[r] = ids;  // read by the mapping at run time: no kernel holds it
-  if (x_source != nullptr) {  // read at each call by the gather (world 1) or the all-gather
+  if (args_.w[r] != w || args_.out[r] != out) {
+    detail::repoint(
+        args_,
+        [&](MoeAgGroupGemmArguments& a) {
+          a.w[r] = w;
+          a.out[r] = out;
+        },
+        [&] { make_kernels(rank); });  // every kernel of the rank or none
+  }
+  // Read at run time (no kernel holds them): the ids by the mapping, the shard by the gather (world
+  // 1) or the all-gather.
+  args_.ids[r] = ids;
+  if (x_source != nullptr) {
     args_.x_source[r] = x_source;
     if (ag_->has_own_rows()) ag_->set_own_rows(rank, x_source);
   }
-  if (args_.w[r] == w && args_.out[r] == out) return;
-  detail::repoint(
-      args_,
-      [&](MoeAgGroupGemmArguments& a) {
-        a.w[r] = w;
-        a.out[r] = out;
-      },
-      [&] { make_kernels(rank); });  // every kernel of the rank or none
 }
 
 MoeAgGroupGemm::~MoeAgGroupGemm() = default;
