@@ -8,6 +8,7 @@ replays back to back; the mlp operator captured alone; a decode step (gemm_ar, g
 alone. With TILELINK_TEST_FAULT the last rank stops
 calling and the others must get a TimeoutError that names it.
 Exits non-zero on the first mismatch."""
+import contextlib
 import os
 import sys
 
@@ -15,6 +16,24 @@ import torch
 import torch.distributed as dist
 
 import tilelink
+
+
+@contextlib.contextmanager
+def diagnosed(rank, group, what):
+    """Runs a step; a CUDA error in it (a kernel fault, or a wait that trapped: torch reports both
+    as "unspecified launch failure", possibly at a later call) is printed with the step's name and
+    what tilelink.synchronize says of it -- the op, rank, tile and channel of a timed-out wait --
+    then raised. A wrong result (AssertionError) passes through as it is."""
+    try:
+        yield
+    except RuntimeError as e:
+        print(f"rank {rank}: {what}: {type(e).__name__}: {str(e).splitlines()[0]}", flush=True)
+        try:
+            tilelink.synchronize(group)
+            print(f"rank {rank}: tilelink.synchronize after it: no wait of TileLink's timed out", flush=True)
+        except Exception as why:  # noqa: BLE001 -- the diagnosis, whatever it is
+            print(f"rank {rank}: tilelink.synchronize after it: {str(why).splitlines()[0]}", flush=True)
+        raise
 
 
 def poison_next_allocation(rows, cols):
@@ -511,17 +530,21 @@ def main():
     shapes = [(256, 512, 384), (128, 512, 256)]  # (rows per rank, N, K): a second shape builds a second op
     for call in range(4):
         m_per_rank, n, k = shapes[call % 2]
-        check_dense(rank, size, group, call, m_per_rank, n, k)
+        with diagnosed(rank, group, f"call {call}: ag_gemm / gemm_rs ({m_per_rank} rows per rank, {n}, {k})"):
+            check_dense(rank, size, group, call, m_per_rank, n, k)
         # Calls 2 and 3 repeat the shapes of 0 and 1 with new tensors (the op re-pointed, not rebuilt).
-        check_mlp(rank, size, m_per_rank, k, 128 if call % 2 == 0 else 256, ["swiglu", "gelu"][call % 2],
-                  group, seed=1500 + call)
+        with diagnosed(rank, group, f"call {call}: mlp"):
+            check_mlp(rank, size, m_per_rank, k, 128 if call % 2 == 0 else 256, ["swiglu", "gelu"][call % 2],
+                      group, seed=1500 + call)
         # Calls 2 and 3 repeat the shapes of 0 and 1 with new tensors.
-        check_sp_attention(rank, size, group, 1700 + call, spr=128 * (1 + call % 2), q_heads=4, kv_heads=2,
-                           d=[128, 64][call % 2], causal=call % 2 == 0, layout=["zigzag", "contiguous"][call % 2])
+        with diagnosed(rank, group, f"call {call}: sp_attention"):
+            check_sp_attention(rank, size, group, 1700 + call, spr=128 * (1 + call % 2), q_heads=4, kv_heads=2,
+                               d=[128, 64][call % 2], causal=call % 2 == 0, layout=["zigzag", "contiguous"][call % 2])
     # Any rows per rank: owner blocks that end in a partial GEMM tile row.
     for call, m_per_rank in enumerate((7, 139), start=4):
-        check_dense(rank, size, group, call, m_per_rank, 264, 200)
-        check_mlp(rank, size, m_per_rank, 200, 136, "swiglu", group, seed=1500 + call)
+        with diagnosed(rank, group, f"call {call}: ag_gemm / gemm_rs / mlp at {m_per_rank} rows per rank"):
+            check_dense(rank, size, group, call, m_per_rank, 264, 200)
+            check_mlp(rank, size, m_per_rank, 200, 136, "swiglu", group, seed=1500 + call)
     torch.cuda.synchronize()
     dist.barrier()
     print(f"rank {rank} of {size}: ag_gemm, gemm_rs, mlp and sp_attention match torch over 4 calls, "
@@ -529,7 +552,8 @@ def main():
     # MoE: this rank's tokens' routing and every token's; calls 2 and 3 repeat shapes with new tensors.
     for call, (m_per_rank, topk, activation, own) in enumerate([(96, 2, "swiglu", True), (40, 6, "gelu", False),
                                                                 (96, 2, "swiglu", True), (40, 6, "gelu", False)]):
-        check_moe(rank, size, group, 2100 + call, m_per_rank, 256, 128, 8, topk, activation, own)
+        with diagnosed(rank, group, f"call {call}: moe"):
+            check_moe(rank, size, group, 2100 + call, m_per_rank, 256, 128, 8, topk, activation, own)
     torch.cuda.synchronize()
     dist.barrier()
     print(f"rank {rank} of {size}: moe matches torch over 4 calls (own and every token's routing)", flush=True)
