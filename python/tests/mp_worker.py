@@ -559,22 +559,27 @@ def main():
     print(f"rank {rank} of {size}: moe matches torch over 4 calls (own and every token's routing)", flush=True)
     # FP8 (issue 22): every scaling mode; calls 3 to 5 repeat the shapes with new tensors.
     for call, scaling in enumerate(["row", "block", "tensor", "row", "block", "tensor"]):
-        check_fp8(rank, size, group, call, [136, 64][call % 2], 264, [400, 256][call % 2] if scaling != "block" else 256,
-                  scaling)
+        with diagnosed(rank, group, f"call {call}: fp8 ({scaling} scaling)"):
+            check_fp8(rank, size, group, call, [136, 64][call % 2], 264,
+                      [400, 256][call % 2] if scaling != "block" else 256, scaling)
     torch.cuda.synchronize()
     dist.barrier()
     print(f"rank {rank} of {size}: quantize_weight, ag_gemm_fp8 and gemm_rs_fp8 match torch in every scaling mode",
           flush=True)
     for i, m in enumerate([1, 7, 129, 500, 7]):  # the last repeats a shape with new tensors
-        check_gemm_ar(rank, size, group, 1900 + i, m)
+        with diagnosed(rank, group, f"call {i}: gemm_ar / gemm_ar_rmsnorm at m = {m}"):
+            check_gemm_ar(rank, size, group, 1900 + i, m)
     torch.cuda.synchronize()
     dist.barrier()
     print(f"rank {rank} of {size}: gemm_ar and gemm_ar_rmsnorm match torch at m = 1, 7, 129, 500", flush=True)
-    graph_replays(group, rank, size)
+    with diagnosed(rank, group, "a captured step"):
+        graph_replays(group, rank, size)
     print(f"rank {rank} of {size}: a captured step matches torch over 3 replays", flush=True)
-    mlp_graph_replays(group, rank, size)
+    with diagnosed(rank, group, "a captured mlp"):
+        mlp_graph_replays(group, rank, size)
     print(f"rank {rank} of {size}: a captured mlp matches torch over 3 back-to-back replays", flush=True)
-    gemm_ar_graph_replays(group, rank, size)
+    with diagnosed(rank, group, "a captured decode step"):
+        gemm_ar_graph_replays(group, rank, size)
     print(f"rank {rank} of {size}: a captured decode step (gemm_ar, gemm_ar_rmsnorm) replays torch's sums and "
           "an eager call's bits", flush=True)
     dist.destroy_process_group()
