@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "tilelink/mapping/mapping.hpp"
+#include "tilelink/mapping/split_tail.hpp"
 
 namespace tilelink {
 namespace {
@@ -237,6 +238,50 @@ TEST(BandedCell, WalksEveryCellOnceBandByBandColumnByColumn) {
   // Row by row is the plain row-major order.
   EXPECT_EQ(banded_cell(7, 4, 3, 1).row, 2u);
   EXPECT_EQ(banded_cell(7, 4, 3, 1).col, 1u);
+}
+
+// The split tail (Sm90SplitTailTileScheduler): the paper's AG+GEMM 8192 x 14336 x 4096 at world 1
+// is 3584 CTA tiles on 132 CTAs -- 27 whole waves and 20 tail tiles, each cut into 6 runs of its 64
+// K tiles; and the cases where nothing splits.
+TEST(SplitTail, CutsOnlyAPartialLastWave) {
+  const SplitTail paper = plan_split_tail(3584, 132, 64, 8, 4);
+  EXPECT_EQ(paper.full, 3564u);
+  EXPECT_EQ(paper.tail, 20u);
+  EXPECT_EQ(paper.splits, 6u);  // 132 / 20
+  EXPECT_EQ(paper.full + paper.tail, 3584u);
+  EXPECT_LE(paper.tail * paper.splits, 132u);  // at most one run per CTA
+  EXPECT_EQ(plan_split_tail(3584, 132, 64, 4, 4).splits, 4u);   // max_splits
+  EXPECT_EQ(plan_split_tail(3584, 132, 12, 8, 4).splits, 3u);   // K tiles / min_k_tiles
+  for (const SplitTail s : {plan_split_tail(264, 132, 64, 8, 4),     // whole waves
+                            plan_split_tail(100, 132, 64, 8, 4),     // less than one wave
+                            plan_split_tail(132 + 70, 132, 64, 8, 4),  // 132 / 70 = 1 run
+                            plan_split_tail(3584, 132, 7, 8, 4),       // 7 K tiles: one run of 4
+                            plan_split_tail(3584, 132, 64, 1, 4)}) {   // off
+    EXPECT_EQ(s.splits, 1u);
+    EXPECT_EQ(s.tail, 0u);
+  }
+  EXPECT_EQ(plan_split_tail(264, 132, 64, 8, 4).full, 264u);
+}
+
+// The runs of a tail tile cover its K tiles once, in order, each within one of the others' length.
+TEST(SplitTail, RunsCoverEveryKTileOnce) {
+  for (uint32_t k_tiles : {8u, 45u, 64u, 193u}) {
+    for (uint32_t splits = 2; splits <= 8 && splits * 4 <= k_tiles; ++splits) {
+      const SplitTail s = plan_split_tail(132 + 132 / splits, 132, k_tiles, splits, 4);
+      ASSERT_EQ(s.splits, splits) << k_tiles;
+      uint32_t next = 0, shortest = k_tiles, longest = 0;
+      for (uint32_t i = 0; i < s.splits; ++i) {
+        const uint32_t start = split_k_start(s, i), count = split_k_start(s, i + 1) - start;
+        EXPECT_EQ(start, next);
+        next = start + count;
+        shortest = std::min(shortest, count);
+        longest = std::max(longest, count);
+      }
+      EXPECT_EQ(next, k_tiles);
+      EXPECT_LE(longest - shortest, 1u);
+      EXPECT_GE(shortest, 4u);
+    }
+  }
 }
 
 }  // namespace

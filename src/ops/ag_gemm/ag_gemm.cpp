@@ -26,6 +26,7 @@ namespace detail {
 Sm90AgGemmConfigInfo sm90_ag_gemm_128x256x64_c2x1();
 Sm90AgGemmConfigInfo sm90_ag_gemm_256x128x64_c1x2();
 Sm90AgGemmConfigInfo sm90_ag_gemm_128x256x64_c1x1();
+Sm90AgGemmConfigInfo sm90_ag_gemm_128x256x64_c2x1_splittail();
 Sm90AgGemmConfigInfo sm90_ag_gemm_e4m3_tensor_128x128x128_c1x1();
 Sm90AgGemmConfigInfo sm90_ag_gemm_e4m3_row_128x128x128_c1x1();
 Sm90AgGemmConfigInfo sm90_ag_gemm_e4m3_block_128x128x128_c1x1();
@@ -38,7 +39,8 @@ const std::vector<Sm90AgGemmConfigInfo>& sm90_ag_gemm_configs() {
   // faster than their unclustered twins in every scaling mode (H100, docs/PERF.md 2026-12-05).
   static const std::vector<Sm90AgGemmConfigInfo> configs = {
       sm90_ag_gemm_128x256x64_c2x1(),           sm90_ag_gemm_256x128x64_c1x2(),
-      sm90_ag_gemm_128x256x64_c1x1(),           sm90_ag_gemm_e4m3_tensor_128x128x128_c2x1(),
+      sm90_ag_gemm_128x256x64_c1x1(),           sm90_ag_gemm_128x256x64_c2x1_splittail(),
+      sm90_ag_gemm_e4m3_tensor_128x128x128_c2x1(),
       sm90_ag_gemm_e4m3_row_128x128x128_c2x1(),  sm90_ag_gemm_e4m3_block_128x128x128_c2x1(),
       sm90_ag_gemm_e4m3_tensor_128x128x128_c1x1(), sm90_ag_gemm_e4m3_row_128x128x128_c1x1(),
       sm90_ag_gemm_e4m3_block_128x128x128_c1x1()};

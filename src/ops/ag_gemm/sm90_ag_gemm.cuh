@@ -76,6 +76,10 @@ using Sm90AgGemmMainloop = Sm90HookedMainloop<Base, AgGemmWait>;
 // the traced epilogue.
 template <class TileShape, class ClusterShape>
 using Sm90AgGemmTypes = Sm90Bf16TnGemm<TileShape, ClusterShape, Sm90AgGemmMainloop, Sm90TracedEpilogue>;
+// The same with the last, partial wave split along K (sm90_split_tail_scheduler.cuh).
+template <class TileShape, class ClusterShape>
+using Sm90AgGemmSplitTailTypes = Sm90Bf16TnGemm<TileShape, ClusterShape, Sm90AgGemmMainloop, Sm90TracedEpilogue,
+                                                Cooperative, true, SplitTailSchedulerTag>;
 template <class TileShape, class ClusterShape, Fp8Scaling kScaling>
 using Sm90AgGemmFp8Types = Sm90Fp8TnGemm<TileShape, ClusterShape, kScaling, Sm90AgGemmMainloop, Sm90TracedEpilogue>;
 

@@ -16,6 +16,7 @@
 #include <type_traits>
 
 #include "ops/common/sm90_row_ordered_scheduler.cuh"
+#include "ops/common/sm90_split_tail_scheduler.cuh"
 
 namespace tilelink::detail {
 
@@ -74,8 +75,12 @@ struct Sm90TileExtents {
   static constexpr uint32_t kClusterN = cute::size<1>(ClusterShape{});
 };
 
+// Ordered: TileLink's row-ordered scheduler family, OrderedTag picking the member
+// (RowOrderedSchedulerTag, or SplitTailSchedulerTag: the last wave split along K); else CUTLASS's
+// persistent scheduler.
 template <class TileShape, class ClusterShape, template <class> class MainloopWrap = NoWrap,
-          template <class> class EpilogueWrap = NoWrap, class Schedule = Cooperative, bool Ordered = true>
+          template <class> class EpilogueWrap = NoWrap, class Schedule = Cooperative, bool Ordered = true,
+          class OrderedTag = RowOrderedSchedulerTag>
 struct Sm90Bf16TnGemm : Sm90TileExtents<TileShape, ClusterShape> {
   using Extents = Sm90TileExtents<TileShape, ClusterShape>;
   using Extents::kClusterM, Extents::kClusterN, Extents::kTileK, Extents::kTileM, Extents::kTileN;
@@ -101,8 +106,8 @@ struct Sm90Bf16TnGemm : Sm90TileExtents<TileShape, ClusterShape> {
 
   using Kernel = cutlass::gemm::kernel::GemmUniversal<
       cute::Shape<int, int, int, int>, Mainloop, Epilogue,
-      std::conditional_t<Ordered, RowOrderedSchedulerTag, cutlass::gemm::PersistentScheduler>>;
-  static_assert(!Ordered || std::is_same_v<typename Kernel::TileScheduler, Sm90RowOrderedTileScheduler>);
+      std::conditional_t<Ordered, OrderedTag, cutlass::gemm::PersistentScheduler>>;
+  static_assert(!Ordered || std::is_base_of_v<Sm90RowOrderedTileScheduler, typename Kernel::TileScheduler>);
 
 
   // "" if the extents, the A row pitch (elements), the SM count and the swizzle suit this kernel,

@@ -18,6 +18,7 @@
 #include <string>
 
 #include "tilelink/core/error.hpp"
+#include "tilelink/runtime/device_buffer.hpp"
 
 namespace tilelink::detail {
 
@@ -49,10 +50,16 @@ class Sm90PersistentLauncher {
     args.hw_info.sm_count = clusters * kClusterM * kClusterN;
     args.hw_info.max_active_clusters = clusters;
     if (!Kernel::can_implement(args)) throw InvalidArgument(what + ": CUTLASS refused the problem");
-    if (Kernel::get_workspace_size(args) != 0) {
-      throw InvalidArgument(what + ": this configuration needs a CUTLASS workspace, which it does not provide");
+    // A scheduler's workspace (the split tail's partial sums and flags, sm90_split_tail_scheduler.cuh):
+    // allocated and zeroed once, kept while it is large enough -- a re-init on new operands (a
+    // PyTorch call's tensors) neither allocates nor synchronises.
+    const size_t workspace_bytes = Kernel::get_workspace_size(args);
+    if (workspace_bytes > workspace_.bytes()) {
+      workspace_ = DeviceBuffer(workspace_bytes, device);
+      TL_CUDA_CHECK(cudaMemsetAsync(workspace_.get(), 0, workspace_bytes, nullptr));
+      TL_CUDA_CHECK(cudaStreamSynchronize(nullptr));  // zeroed before any stream's launch reads it
     }
-    params_ = Kernel::to_underlying_arguments(args, nullptr);
+    params_ = Kernel::to_underlying_arguments(args, workspace_bytes != 0 ? workspace_.get() : nullptr);
     grid_ = Kernel::get_grid_shape(params_);
   }
 
@@ -101,6 +108,7 @@ class Sm90PersistentLauncher {
 
   typename Kernel::Params params_{};
   dim3 grid_{};
+  DeviceBuffer workspace_;
 };
 
 // What every op's sm90 GEMM kernel configuration shares (CRTP: Impl derives from it): the kernel

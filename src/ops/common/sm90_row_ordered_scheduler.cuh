@@ -96,7 +96,7 @@ class Sm90RowOrderedTileScheduler : public cutlass::gemm::kernel::detail::Persis
     return fetch_next_work(work);
   }
 
- private:
+ protected:  // Sm90SplitTailTileScheduler (sm90_split_tail_scheduler.cuh) maps its whole tiles through these
   // Every warp of the CTA walks the same linear indices, so all skip the same positions. With a
   // swizzle band, absent rows can come before present ones in time: skip, never stop.
   CUTLASS_DEVICE WorkTileInfo skip_absent(WorkTileInfo work) {

@@ -1,0 +1,47 @@
+// The split tail of a persistent GEMM (Sm90SplitTailTileScheduler, sm90_split_tail_scheduler.cuh):
+// which tiles run whole and how the last, partial wave's tiles are cut along K. __host__ __device__:
+// the scheduler, its host setup and the CPU tests share it.
+#pragma once
+
+#include <cstdint>
+
+#include "tilelink/core/macros.hpp"
+
+namespace tilelink {
+
+// A persistent GEMM's tiles over its grid with the last, partial wave split along K
+// (Sm90SplitTailTileScheduler): of `tiles` CTA tiles (whole clusters) on a grid of `grid` CTAs,
+// positions [0, full) run whole tiles; when tiles mod grid = tail != 0 and at least two runs of
+// `min_k_tiles` fit, the tail tiles [full, full + tail) are each cut into `splits` runs of
+// consecutive K tiles (of `k_tiles`), one per otherwise idle CTA: splits = min(grid / tail,
+// k_tiles / min_k_tiles, max_splits). Otherwise nothing splits (full = tiles).
+struct SplitTail {
+  uint32_t full = 0;
+  uint32_t tail = 0;
+  uint32_t splits = 1;
+  uint32_t k_tiles = 0;
+};
+TL_HOST_DEVICE SplitTail plan_split_tail(uint64_t tiles, uint64_t grid, uint32_t k_tiles, uint32_t max_splits,
+                                         uint32_t min_k_tiles) {
+  SplitTail s;
+  s.full = static_cast<uint32_t>(tiles);
+  s.k_tiles = k_tiles;
+  if (max_splits < 2 || grid == 0 || tiles <= grid || tiles % grid == 0) return s;
+  const uint64_t tail = tiles % grid;
+  uint64_t splits = grid / tail;
+  const uint64_t by_k = k_tiles / (min_k_tiles > 0 ? min_k_tiles : 1u);
+  if (by_k < splits) splits = by_k;
+  if (max_splits < splits) splits = max_splits;
+  if (splits < 2) return s;
+  s.full = static_cast<uint32_t>(tiles - tail);
+  s.tail = static_cast<uint32_t>(tail);
+  s.splits = static_cast<uint32_t>(splits);
+  return s;
+}
+// K tiles [start, start + count) of split `split` of a tail tile: the K tiles shared out evenly
+// (counts differ by at most one).
+// (32-bit: K < 2^30 gives fewer than 2^24 K tiles of 64, and splits <= 255, so the product fits; the
+// scheduler runs this in the 40 registers of a producer warp.)
+TL_HOST_DEVICE uint32_t split_k_start(const SplitTail& s, uint32_t split) { return split * s.k_tiles / s.splits; }
+
+}  // namespace tilelink
