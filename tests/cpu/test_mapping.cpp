@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <random>
 #include <set>
+#include <string>
 #include <vector>
 
 #include "tilelink/mapping/mapping.hpp"
@@ -280,6 +281,44 @@ TEST(SplitTail, RunsCoverEveryKTileOnce) {
       EXPECT_EQ(next, k_tiles);
       EXPECT_LE(longest - shortest, 1u);
       EXPECT_GE(shortest, 4u);
+    }
+  }
+}
+
+// Every CTA position of the tail (as the scheduler walks them: a cluster's CTAs consecutive, the
+// CTA's rank in its cluster = position mod cluster size) gets one run of one tail tile: every (tile,
+// split) pair exactly once, a tile's slot its own, the tile's position keeping the CTA's offset in
+// its cluster, and cluster mates on the same split.
+TEST(SplitTail, EveryTailUnitOnceWithItsClusterMates) {
+  for (uint32_t cluster : {1u, 2u, 4u}) {
+    for (uint64_t grid : {132ull, 128ull, 64ull, 32ull}) {
+      for (uint64_t waves = 1; waves <= 3; ++waves) {
+        for (uint64_t rest = cluster; rest < grid; rest += cluster * 3) {
+          const SplitTail s = plan_split_tail(waves * grid + rest, grid, 64, 8, 4);
+          if (s.splits < 2) continue;
+          const std::string at = "cluster " + std::to_string(cluster) + ", grid " + std::to_string(grid) + ", tail " +
+                                 std::to_string(rest);
+          std::set<std::pair<uint32_t, uint32_t>> seen;  // (slot, split)
+          for (uint32_t idx = s.full; idx < s.full + grid; ++idx) {
+            const TailUnit u = split_tail_unit(s, idx, cluster);
+            if (idx - s.full >= s.tail * s.splits) {
+              EXPECT_FALSE(u.valid) << at;
+              continue;
+            }
+            ASSERT_TRUE(u.valid) << at;
+            EXPECT_LT(u.slot, s.tail) << at;
+            EXPECT_EQ(u.linear, s.full + u.slot) << at;
+            EXPECT_EQ(u.linear % cluster, idx % cluster) << at;  // the CTA's offset in its cluster
+            EXPECT_LT(u.split, s.splits) << at;
+            EXPECT_TRUE(seen.insert({u.slot, u.split}).second) << at << ": slot " << u.slot << " split " << u.split;
+            const TailUnit first = split_tail_unit(s, idx - idx % cluster, cluster);  // its cluster's first CTA
+            EXPECT_EQ(u.split, first.split) << at;
+            EXPECT_EQ(u.slot / cluster, first.slot / cluster) << at;
+          }
+          EXPECT_EQ(seen.size(), size_t(s.tail) * s.splits) << at;
+          EXPECT_FALSE(split_tail_unit(s, s.full - 1, cluster).valid) << at;  // a whole tile's position
+        }
+      }
     }
   }
 }

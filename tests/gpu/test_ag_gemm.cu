@@ -10,6 +10,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <random>
 #include <string>
@@ -19,6 +20,7 @@
 #include "ag_gemm_comms.hpp"
 #include "cublas_ref.hpp"
 #include "gpu_test_util.hpp"
+#include "tilelink/mapping/split_tail.hpp"
 
 
 namespace tilelink::test::ag_gemm {
@@ -37,8 +39,10 @@ constexpr const auto& kComms = kAgComms;
 // from_source: each rank's shard lives outside the heap (AgGemmArguments::a_source), in one of two
 // buffers that alternate call by call (set_operands repoints it), and the rank's own rows of the
 // gathered A are poisoned too: the op must copy them in (or, at world 1, read the shard itself).
+// `gemm_ctas`: when given, set to rank 0's GEMM grid (CTAs).
 void check_against_cublas(int world_size, const Comm& comm, const Shape& shape, const std::string& kernel,
-                          uint32_t swizzle, OpMethod method = OpMethod::kAuto, bool from_source = false) {
+                          uint32_t swizzle, OpMethod method = OpMethod::kAuto, bool from_source = false,
+                          int* gemm_ctas = nullptr) {
   const uint64_t seed = std::random_device{}();
   SCOPED_TRACE("seed " + std::to_string(seed));
   std::mt19937_64 rng(seed);
@@ -75,6 +79,7 @@ void check_against_cublas(int world_size, const Comm& comm, const Shape& shape, 
   }
   ASSERT_EQ(AgGemm::can_implement(world, env.heap, args), "");
   AgGemm op(world, env.heap, env.signals, args, "ag_gemm_test");
+  if (gemm_ctas != nullptr) *gemm_ctas = op.gemm_ctas(0);
   if (method != OpMethod::kAuto) {
     EXPECT_EQ(op.method(), method);
     EXPECT_EQ(op.method_why(), "configured");
@@ -198,30 +203,44 @@ INSTANTIATE_TEST_SUITE_P(
     });
 
 // The split tail (128x256x64_c2x1_splittail, sm90_split_tail_scheduler.cuh): shapes whose tiles
-// leave the last wave partial, so its tiles run in K splits that the fixup sums. 2176 x 2304: 162
-// CTA tiles -- at world 1 (132 GEMM CTAs) 30 tail tiles in 4 splits, at 4 virtual ranks (~30 CTAs a
-// rank) 12 in 2; K = 2888 ends inside a K tile. 2048 x 2560 x 4096: 160 tiles, 28 in 4 at world 1, 32 in
-// 2 at world 2 (~64 CTAs). Against cuBLAS, three calls with fresh inputs, the auto band and row by row.
+// leave the last wave partial, so its tiles run in K splits that the fixup sums. 2176 x 2304 is 153
+// tiles, 162 with the 2x1 clusters' padding row: at world 1 (132 GEMM CTAs) 30 tail tiles in 4 splits;
+// K = 2888 ends inside a K tile. 2048 x 2560 x 4096: 160 tiles, 28 in 4 at world 1. At 2 and 4 virtual
+// ranks the grid is a rank's share, and whether a tail splits depends on it (reported, checked at
+// world 1). Against cuBLAS, three calls with fresh inputs, the auto band and row by row.
 constexpr Shape kTailShapes[] = {{"tail_2176x2304x2888", 2176, 2304, 2888, 0}, {"tail_2048x2560x4096", 2048, 2560, 4096, 0}};
 constexpr const char* kSplitTailKernel = "128x256x64_c2x1_splittail";
+
+// How the split-tail kernel cuts `shape` (all ranks' rows) on a grid of `ctas` (128 x 256 tiles, 2 x 1
+// clusters, 64-deep K tiles, the scheduler's defaults: at most 8 runs of at least 4 K tiles).
+SplitTail split_of(const Shape& shape, int ctas) {
+  const uint64_t rows = (shape.m_per_rank + 127) / 128, cols = (shape.n + 255) / 256;
+  return plan_split_tail(((rows + 1) / 2 * 2) * cols, static_cast<uint64_t>(ctas), (shape.k + 63) / 64, 8, 4);
+}
 
 TEST(AgGemmSplitTail, MatchesCublasWhereTheLastWaveSplits) {
   TL_SKIP_WITHOUT_GPU();
   for (int world : {1, 2, 4}) {
-    for (Shape shape : kTailShapes) {
+    for (const Shape& whole : kTailShapes) {
       for (uint32_t swizzle : {0u, 1u}) {
+        Shape shape = whole;  // the rows per rank of this world
+        shape.m_per_rank = whole.m_per_rank / static_cast<uint32_t>(world);
+        int ctas = 0;
         SCOPED_TRACE(std::string(shape.name) + ", world " + std::to_string(world) + ", swizzle " +
                      std::to_string(swizzle));
-        shape.m_per_rank /= static_cast<uint32_t>(world);
-        check_against_cublas(world, kComms[0], shape, kSplitTailKernel, swizzle);
+        check_against_cublas(world, kComms[0], shape, kSplitTailKernel, swizzle, OpMethod::kAuto, false, &ctas);
+        const SplitTail split = split_of(whole, ctas);
+        std::printf("[ split    ] %s world %d: %d GEMM CTAs, %u tail tiles in %u splits\n", whole.name, world, ctas,
+                    split.tail, split.splits);
+        if (world == 1) EXPECT_GE(split.splits, 2u) << "the case must split its tail (" << ctas << " CTAs)";
       }
     }
   }
 }
 
-// The fixup sums a tail tile's splits in split order: the same inputs give the same bits call after
-// call, and the same bits as the kernel without the split within its rounding (checked against
-// cuBLAS above).
+// The fixup sums a tail tile's splits in split order, waits for all of them, and leaves its flags at 0:
+// two input sets in turn must each give their own bits call after call (a run that read the previous
+// call's slots, or did not wait, would mix the sets).
 TEST(AgGemmSplitTail, RepeatsItsBits) {
   TL_SKIP_WITHOUT_GPU();
   const Shape shape = kTailShapes[0];
@@ -230,8 +249,8 @@ TEST(AgGemmSplitTail, RepeatsItsBits) {
   TestWorld env(1, size_t(m) * k * 2 + (2 << 20), 4096);
   SymmetricBuffer gathered = env.heap.allocate(size_t(m) * k * 2);
   DeviceBuffer b(size_t(n) * k * 2, 0), c(size_t(m) * n * 2, 0);
-  upload(gathered.data(0), random_bf16(size_t(m) * k, rng).data(), size_t(m) * k * 2);
   upload(b.get(), random_bf16(size_t(n) * k, rng).data(), b.bytes());
+  const std::vector<__nv_bfloat16> a_sets[2] = {random_bf16(size_t(m) * k, rng), random_bf16(size_t(m) * k, rng)};
   AgGemmArguments args;
   args.a = &gathered;
   args.m_per_rank = m;
@@ -242,18 +261,23 @@ TEST(AgGemmSplitTail, RepeatsItsBits) {
   args.config.kernel = kSplitTailKernel;
   ASSERT_EQ(AgGemm::can_implement(env.world, env.heap, args), "");
   AgGemm op(env.world, env.heap, env.signals, args, "ag_gemm_split_tail_bits");
-  std::vector<__nv_bfloat16> first;
-  for (int call = 1; call <= 4; ++call) {
+  ASSERT_GE(split_of(shape, op.gemm_ctas(0)).splits, 2u);
+  std::vector<__nv_bfloat16> first[2];
+  for (int call = 0; call < 6; ++call) {
+    const int set = call % 2;
+    upload(gathered.data(0), a_sets[set].data(), size_t(m) * k * 2);
     poison(c.get(), c.bytes());
     op.run();
     env.world.synchronize();
-    const auto got = download<__nv_bfloat16>(c.get(), size_t(m) * n);
-    if (call == 1) {
-      first = got;
+    auto got = download<__nv_bfloat16>(c.get(), size_t(m) * n);
+    if (call < 2) {
+      first[set] = std::move(got);
       continue;
     }
-    ASSERT_EQ(std::memcmp(got.data(), first.data(), first.size() * sizeof(__nv_bfloat16)), 0) << "call " << call;
+    ASSERT_EQ(std::memcmp(got.data(), first[set].data(), got.size() * sizeof(__nv_bfloat16)), 0)
+        << "call " << call << " (input set " << set << ")";
   }
+  EXPECT_NE(std::memcmp(first[0].data(), first[1].data(), first[0].size() * sizeof(__nv_bfloat16)), 0);
 }
 
 // Issue 24: the copy-engine all-gather with many communication tiles per rank at 7 and 8 ranks

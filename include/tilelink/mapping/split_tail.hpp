@@ -44,4 +44,29 @@ TL_HOST_DEVICE SplitTail plan_split_tail(uint64_t tiles, uint64_t grid, uint32_t
 // scheduler runs this in the 40 registers of a producer warp.)
 TL_HOST_DEVICE uint32_t split_k_start(const SplitTail& s, uint32_t split) { return split * s.k_tiles / s.splits; }
 
+// The unit at CTA position `idx` of the grid (idx = the CTA's first position + k * grid) at or past
+// s.full: the position of the whole-tile order whose tile it computes part of (`linear`; the
+// scheduler maps it to the tile), which run of K tiles (`split`) and the tile's workspace slot. A
+// cluster's CTAs hold consecutive positions (the CTA's rank in its cluster = idx mod cluster_size):
+// they take the same split of the tiles of one cluster, `linear` keeping the CTA's offset within
+// the cluster. `valid` is false past the tail's units.
+struct TailUnit {
+  uint32_t linear = 0;
+  uint32_t split = 0;
+  uint32_t slot = 0;
+  bool valid = false;
+};
+TL_HOST_DEVICE TailUnit split_tail_unit(const SplitTail& s, uint32_t idx, uint32_t cluster_size) {
+  TailUnit u;
+  const uint32_t unit = idx - s.full;
+  if (idx < s.full || s.splits < 2 || unit >= s.tail * s.splits) return u;
+  const uint32_t tail_clusters = s.tail / cluster_size, cluster_unit = unit / cluster_size;
+  const uint32_t tail_cluster = cluster_unit % tail_clusters, within = unit % cluster_size;
+  u.slot = tail_cluster * cluster_size + within;
+  u.linear = s.full + u.slot;
+  u.split = cluster_unit / tail_clusters;
+  u.valid = true;
+  return u;
+}
+
 }  // namespace tilelink

@@ -232,6 +232,7 @@ AgGemm::AgGemm(const World& world, SymmetricHeap& heap, SignalSet& signals, cons
   const uint32_t m_tiles = (m_ + kernel.tile_m - 1) / kernel.tile_m;
   m_order_host_.resize(static_cast<size_t>(world.size()));
   m_order_.resize(static_cast<size_t>(world.size()));
+  workspaces_.resize(static_cast<size_t>(world.size()));
   for (int r : world.local_ranks()) {
     std::vector<uint32_t> order(m_tiles);
     make_m_order(ag_->plan(), static_cast<uint32_t>(r), kernel.tile_m, order.data());
@@ -315,6 +316,7 @@ void AgGemm::make_kernels(int r) {
   p.device = world.device(r);
   p.sm_count = gemm_sm_count(world, r, args_, comm_blocks);
   p.swizzle = static_cast<int>(swizzle_);
+  p.workspaces = &workspaces_[static_cast<size_t>(r)];  // every kernel of the rank runs on its compute stream
   // The other methods' kernels first, into locals: a throw leaves the rank's kernels as they were.
   std::vector<std::unique_ptr<detail::Sm90AgGemmKernel>> shards;
   std::unique_ptr<detail::Sm90AgGemmKernel> whole;

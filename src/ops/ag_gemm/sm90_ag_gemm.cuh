@@ -130,7 +130,8 @@ class Sm90AgGemmKernelImpl final
 
     launcher_.init(args, p.device, p.sm_count,
                    "ag_gemm kernel, (m, n, k) = (" + std::to_string(m) + ", " + std::to_string(n) + ", " +
-                       std::to_string(k) + ")");
+                       std::to_string(k) + ")",
+                   p.workspaces);
   }
 
   void run(uint64_t epoch, cudaStream_t stream) override {

@@ -19,6 +19,7 @@
 #include "tilelink/ops/common/fp8.hpp"
 #include "tilelink/primitives/signal.hpp"
 #include "tilelink/primitives/trace.hpp"
+#include "tilelink/runtime/device_buffer.hpp"
 
 namespace tilelink::detail {
 
@@ -38,6 +39,9 @@ struct Sm90AgGemmProblem {
   int device = 0;
   int sm_count = 0;                   // CTAs the persistent grid may occupy
   int swizzle = 1;                    // CUTLASS max_swizzle_size (1, 2, 4 or 8)
+  // The op's workspaces for this rank (the split tail's, Sm90PersistentLauncher::init): they outlive
+  // the kernels; null: the kernel keeps its own.
+  std::vector<DeviceBuffer>* workspaces = nullptr;
 };
 
 class Sm90AgGemmKernel {

@@ -16,6 +16,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <vector>
 
 #include "tilelink/core/error.hpp"
 #include "tilelink/runtime/device_buffer.hpp"
@@ -37,7 +38,16 @@ class Sm90PersistentLauncher {
   // Fills args.hw_info for `sm_count` CTAs on `device`, checks the problem with CUTLASS and builds
   // the Params. `what` names the op in errors. Called again whenever an op's operands move (every
   // call of a PyTorch operator): the module load and the occupancy query run once per device.
-  void init(typename Kernel::Arguments& args, int device, int sm_count, const std::string& what) {
+  // A scheduler that needs a workspace (the split tail's partial sums and flags,
+  // sm90_split_tail_scheduler.cuh) takes the last of `workspaces`: the op's, per rank, which
+  // outlive the kernel objects that a new operand rebuilds. When it is too small a larger one is
+  // appended, zeroed -- at the op's first builds, since later builds of the same problems need no
+  // more -- and the smaller ones stay alive for the kernels that point at them. So a rebuild
+  // neither allocates nor synchronises, a CUDA graph keeps pointing at live memory, and kernels
+  // that run one after another on the rank's stream may share one (each leaves its flags at 0).
+  // Without `workspaces`, the launcher keeps its own.
+  void init(typename Kernel::Arguments& args, int device, int sm_count, const std::string& what,
+            std::vector<DeviceBuffer>* workspaces = nullptr) {
     TL_CUDA_CHECK(cudaSetDevice(device));
     const int max_clusters = max_active_clusters(device);
     const int clusters = std::min(sm_count / (kClusterM * kClusterN), max_clusters);
@@ -50,16 +60,18 @@ class Sm90PersistentLauncher {
     args.hw_info.sm_count = clusters * kClusterM * kClusterN;
     args.hw_info.max_active_clusters = clusters;
     if (!Kernel::can_implement(args)) throw InvalidArgument(what + ": CUTLASS refused the problem");
-    // A scheduler's workspace (the split tail's partial sums and flags, sm90_split_tail_scheduler.cuh):
-    // allocated and zeroed once, kept while it is large enough -- a re-init on new operands (a
-    // PyTorch call's tensors) neither allocates nor synchronises.
     const size_t workspace_bytes = Kernel::get_workspace_size(args);
-    if (workspace_bytes > workspace_.bytes()) {
-      workspace_ = DeviceBuffer(workspace_bytes, device);
-      TL_CUDA_CHECK(cudaMemsetAsync(workspace_.get(), 0, workspace_bytes, nullptr));
-      TL_CUDA_CHECK(cudaStreamSynchronize(nullptr));  // zeroed before any stream's launch reads it
+    void* workspace = nullptr;
+    if (workspace_bytes != 0) {
+      std::vector<DeviceBuffer>& list = workspaces != nullptr ? *workspaces : own_workspaces_;
+      if (list.empty() || list.back().bytes() < workspace_bytes) {
+        list.emplace_back(workspace_bytes, device);
+        TL_CUDA_CHECK(cudaMemsetAsync(list.back().get(), 0, workspace_bytes, nullptr));
+        TL_CUDA_CHECK(cudaStreamSynchronize(nullptr));  // zeroed before any stream's launch reads it
+      }
+      workspace = list.back().get();
     }
-    params_ = Kernel::to_underlying_arguments(args, workspace_bytes != 0 ? workspace_.get() : nullptr);
+    params_ = Kernel::to_underlying_arguments(args, workspace);
     grid_ = Kernel::get_grid_shape(params_);
   }
 
@@ -108,7 +120,7 @@ class Sm90PersistentLauncher {
 
   typename Kernel::Params params_{};
   dim3 grid_{};
-  DeviceBuffer workspace_;
+  std::vector<DeviceBuffer> own_workspaces_;
 };
 
 // What every op's sm90 GEMM kernel configuration shares (CRTP: Impl derives from it): the kernel

@@ -16,8 +16,11 @@
 // CTA of the grid is resident (the launcher sizes it so) and a split waits only for splits that
 // wait for nobody, so the waits end.
 //
-// Cluster mates take the same split of their tiles (they share B's multicast loads); the producer's
-// per-tile wait (AG+GEMM's all-gather rows) runs for every unit of a tile, as for a whole tile.
+// Cluster mates take the same split of their tiles (they share B's multicast loads; split_tail_unit
+// in mapping/split_tail.hpp, CPU-tested); the producer's per-tile wait (AG+GEMM's all-gather rows)
+// runs for every unit of a tile, as for a whole tile. The workspace is the op's, per rank
+// (Sm90PersistentLauncher::init): kernels run one after another on a rank's stream may share it,
+// two launches of one kernel at once on two streams may not.
 // Not for a grouped GEMM's m_tiles_live (the MoE kernels): the host refuses that combination.
 // Select it with the GemmUniversal scheduler tag SplitTailSchedulerTag.
 #pragma once
@@ -27,6 +30,7 @@
 #include <cutlass/cutlass.h>
 
 #include <cstdint>
+#include <string>
 
 #include "ops/common/sm90_row_ordered_scheduler.cuh"
 #include "tilelink/core/error.hpp"
@@ -115,9 +119,15 @@ class Sm90SplitTailTileScheduler : public Sm90RowOrderedTileScheduler {
                                         cutlass::KernelHardwareInfo const& hw_info, Arguments const& args,
                                         void* workspace = nullptr, uint32_t epilogue_subtile = 1,
                                         uint32_t ktile_start_alignment = 1u) {
+    // What decompose() assumes, so that the host's decomposition is the one the kernel runs.
     if (args.m_tiles_live != nullptr) {
       throw InvalidArgument("Sm90SplitTailTileScheduler: m_tiles_live (a grouped GEMM's live tile rows) is not "
                             "supported; expected the row-ordered scheduler for such kernels");
+    }
+    if (args.max_swizzle_size > 1 || hw_info.sm_count <= 0) {
+      throw InvalidArgument("Sm90SplitTailTileScheduler: max_swizzle_size = " + std::to_string(args.max_swizzle_size) +
+                            ", sm_count = " + std::to_string(hw_info.sm_count) +
+                            ": expected 1 (bands are m_band) and the grid's SM count");
     }
     Params params;
     static_cast<Base::Params&>(params) = Base::to_underlying_arguments(
@@ -197,6 +207,10 @@ class Sm90SplitTailTileScheduler : public Sm90RowOrderedTileScheduler {
       asm volatile("" ::: "memory");
       if (t == 0) red_release_add(flag, 1, MemScope::kGpu);
     } else {
+      // Unbounded, unlike the ops' waits on peers: it waits only for CTAs of this grid, which are
+      // all resident and never wait on it (head of the file). The named, bounded wait
+      // (spin_until with the op's SignalView) was tried: inlined in the consumer warps it spilled
+      // 124 bytes of registers (4 without), so it stays out until a cheaper report exists.
       if (t == 0) {
         while (ld_acquire(flag, MemScope::kGpu) < work.splits - 1) {
         }
@@ -229,19 +243,16 @@ class Sm90SplitTailTileScheduler : public Sm90RowOrderedTileScheduler {
       static_cast<Base::WorkTileInfo&>(w) = remap(band(get_current_work_for_linear_idx(idx)));
       return w;
     }
-    const uint32_t unit = idx - s.full;
-    if (s.splits < 2 || unit >= s.tail * s.splits) return WorkTileInfo::invalid_work_tile();
-    // A cluster's CTAs hold consecutive positions: the same cluster unit, so the same split.
-    const uint32_t tail_clusters = s.tail / kClusterSize;
-    const uint32_t cluster_unit = unit / kClusterSize;
-    const uint32_t tail_cluster = cluster_unit % tail_clusters, split = cluster_unit / tail_clusters;
-    static_cast<Base::WorkTileInfo&>(w) =
-        remap(band(get_current_work_for_linear_idx(s.full + tail_cluster * kClusterSize)));
-    w.split = split;
+    const TailUnit unit = split_tail_unit(s, idx, kClusterSize);
+    if (!unit.valid) return WorkTileInfo::invalid_work_tile();
+    // The base maps `linear` as it maps a whole tile's position: the cluster from the position, the
+    // CTA's M offset from its place in the cluster, its N offset from the position's parity.
+    static_cast<Base::WorkTileInfo&>(w) = remap(band(get_current_work_for_linear_idx(unit.linear)));
+    w.split = unit.split;
     w.splits = s.splits;
-    w.k_start = split_k_start(s, split);
-    w.k_count = split_k_start(s, split + 1) - w.k_start;
-    w.tail_tile = tail_cluster * kClusterSize + static_cast<uint32_t>(cute::block_rank_in_cluster());
+    w.k_start = split_k_start(s, unit.split);
+    w.k_count = split_k_start(s, unit.split + 1) - w.k_start;
+    w.tail_tile = unit.slot;
     return w;
   }
 

@@ -156,6 +156,8 @@ class AgGemm {
   std::unique_ptr<AllGather> ag_;
   std::vector<std::vector<uint32_t>> m_order_host_;
   std::vector<DeviceBuffer> m_order_;
+  // Per rank: the kernels' scheduler workspaces (the split tail's), kept across kernel rebuilds.
+  std::vector<std::vector<DeviceBuffer>> workspaces_;
   std::vector<std::unique_ptr<detail::Sm90AgGemmKernel>> kernels_;
   std::vector<std::unique_ptr<detail::Sm90AgGemmKernel>> plain_kernels_;
   const detail::Sm90AgGemmConfigInfo* kernel_info_ = nullptr;
