@@ -167,10 +167,7 @@ const float* MoeLayer::part_weights(int rank) const {
 
 void MoeLayer::set_operands(int rank, const int32_t* ids, const float* weights, const void* w1, const void* w2,
                             void* out) {
-  if (!args_.x_source.empty()) {
-    throw InvalidArgument("MoeLayer::set_operands: this layer was built with x_source; expected the overload that "
-                          "takes the rank's token shard");
-  }
+  // Built with x_source, the overload below refuses the null shard by name (require_as_built).
   set_operands(rank, ids, weights, w1, w2, out, nullptr);
 }
 
