@@ -238,6 +238,32 @@ TEST(AgGemmSplitTail, MatchesCublasWhereTheLastWaveSplits) {
   }
 }
 
+// With config.kernel automatic the op runs the split-tail twin of its default where the fused GEMM's
+// grid leaves a tail that splits, and the default elsewhere; both against cuBLAS.
+TEST(AgGemmSplitTail, IsTheAutomaticKernelWhereATailSplits) {
+  TL_SKIP_WITHOUT_GPU();
+  const Shape no_tail = {"one_wave_512x512x512", 512, 512, 512, 0};  // 4 tiles: fewer than a wave, nothing splits
+  for (const bool tail : {true, false}) {
+    const Shape shape = tail ? kTailShapes[1] : no_tail;
+    SCOPED_TRACE(shape.name);
+    TestWorld env(1, size_t(shape.m_per_rank) * shape.k * 2 + (2 << 20), 4096);
+    SymmetricBuffer gathered = env.heap.allocate(size_t(shape.m_per_rank) * shape.k * 2);
+    DeviceBuffer b(size_t(shape.n) * shape.k * 2, 0), c(size_t(shape.m_per_rank) * shape.n * 2, 0);
+    AgGemmArguments args;
+    args.a = &gathered;
+    args.m_per_rank = shape.m_per_rank;
+    args.n = shape.n;
+    args.k = shape.k;
+    args.b = {b.get()};
+    args.c = {c.get()};
+    AgGemm op(env.world, env.heap, env.signals, args, "ag_gemm_auto_split_tail");
+    const bool splits = split_of(shape, op.gemm_ctas(0)).splits >= 2;
+    EXPECT_EQ(splits, tail) << op.gemm_ctas(0) << " GEMM CTAs";
+    EXPECT_EQ(op.kernel_name(), splits ? std::string(kSplitTailKernel) : AgGemm::kernel_names().front());
+    check_against_cublas(1, kComms[0], shape, "", 0);
+  }
+}
+
 // The fixup sums a tail tile's splits in split order, waits for all of them, and leaves its flags at 0:
 // two input sets in turn must each give their own bits call after call (a run that read the previous
 // call's slots, or did not wait, would mix the sets).

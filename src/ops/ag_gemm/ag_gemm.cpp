@@ -113,6 +113,29 @@ int gemm_sm_count(const World& world, int rank, const AgGemmArguments& a, uint32
   return all_gather_policy::gemm_sm_count(world.sm_budget(rank), world.size(), comm_blocks, a.config.gemm_sms);
 }
 
+// With config.kernel automatic: the split-tail twin of `kernel` (the same tiles and cluster, the
+// last, partial wave cut along K over the CTAs it would leave idle) where the fused GEMM's grid on
+// `sm_count` SMs leaves a tail that splits, else `kernel`. Measured (docs/PERF.md, twenty-second
+// session): the paper's 8192 x 14336 x 4096 (27.15 waves) from 0.960 to 0.975 of cuBLAS.
+const detail::Sm90AgGemmConfigInfo* with_split_tail(const AgGemmArguments& a, const detail::Sm90AgGemmConfigInfo* kernel,
+                                                    uint32_t m, uint32_t swizzle, int sm_count) {
+  if (!a.config.kernel.empty() || kernel->tail_splits != nullptr) return kernel;
+  detail::Sm90AgGemmProblem p;
+  p.m = m;
+  p.n = a.n;
+  p.k = a.k;
+  p.lda = a_lda(a);
+  p.sm_count = sm_count;
+  p.swizzle = static_cast<int>(swizzle);
+  for (const detail::Sm90AgGemmConfigInfo& c : detail::sm90_ag_gemm_configs()) {
+    const bool twin = c.tail_splits != nullptr && serves(c, a) && c.tile_m == kernel->tile_m &&
+                      c.tile_n == kernel->tile_n && c.tile_k == kernel->tile_k && c.cluster_m == kernel->cluster_m &&
+                      c.cluster_n == kernel->cluster_n;
+    if (twin && c.can_implement(p).empty() && c.tail_splits(p) > 1) return &c;
+  }
+  return kernel;
+}
+
 uint32_t choose_swizzle(const AgGemmArguments& a, const detail::Sm90AgGemmConfigInfo& kernel, uint64_t l2_share) {
   return ag_gemm_policy::auto_swizzle(a.config.swizzle, kernel.tile_m * kernel.cluster_m, a.m_per_rank,
                                       a_row_bytes(a), l2_share);
@@ -222,11 +245,16 @@ AgGemm::AgGemm(const World& world, SymmetricHeap& heap, SignalSet& signals, cons
       &tuned_from_);
   kernel_info_ = find_kernel(args_);
   row_bytes_ = a_row_bytes(args_);
-  const detail::Sm90AgGemmConfigInfo& kernel = *kernel_info_;
-  kernel_name_ = kernel.name;
-  swizzle_ = choose_swizzle(args_, kernel, world.l2_share(0));
+  swizzle_ = choose_swizzle(args_, *kernel_info_, world.l2_share(0));
   m_ = args_.m_per_rank * static_cast<uint32_t>(world.size());
   ag_ = std::make_unique<AllGather>(world, heap, signals, all_gather_arguments(world, args_), name);
+  {
+    const uint32_t comm_blocks = args_.config.comm.resource == CommResource::kSm ? ag_->num_blocks() : 0;
+    kernel_info_ = with_split_tail(args_, kernel_info_, m_, swizzle_,
+                                   gemm_sm_count(world, world.tightest_rank(), args_, comm_blocks));
+  }
+  const detail::Sm90AgGemmConfigInfo& kernel = *kernel_info_;
+  kernel_name_ = kernel.name;
   choose_method(args.config.method, kernel);
 
   const uint32_t m_tiles = (m_ + kernel.tile_m - 1) / kernel.tile_m;

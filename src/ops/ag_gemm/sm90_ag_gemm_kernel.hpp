@@ -66,6 +66,10 @@ struct Sm90AgGemmConfigInfo {
   std::unique_ptr<Sm90AgGemmKernel> (*make)(const Sm90AgGemmProblem& p);
   DType dtype = DType::kBf16;                 // A's and B's
   Fp8Scaling scaling = Fp8Scaling::kTensor;  // e4m3: how the scales apply
+  // A split-tail configuration (sm90_split_tail_scheduler.cuh): the runs of K tiles each tile of the
+  // last, partial wave is cut into on p's grid (p.m, p.n, p.k, p.sm_count), 1 where nothing splits.
+  // nullptr: a configuration without the split tail.
+  uint32_t (*tail_splits)(const Sm90AgGemmProblem& p) = nullptr;
 };
 
 // Every compiled configuration, the default first: bf16's, then e4m3's (one per scaling mode).
