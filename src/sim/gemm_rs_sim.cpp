@@ -138,15 +138,45 @@ GemmRsPrediction predict_gemm_rs(const GemmRsProblem& p, const GemmRsPlanConfig&
   const auto part_arrival = [&](uint32_t q, uint32_t t) {
     return landed[size_t((w - q) % w) * tpb + t] + cost.notify_latency;
   };
+  // The what-if of deferred sums (GemmRsPlanConfig::deferred_sum_waves): units in one linear order
+  // over the CTAs, each own tile's sum `lag` positions after the tile.
+  const bool deferred = in_epilogue && c.deferred_sum_waves > 0;
+  const uint32_t lag = c.deferred_sum_waves * ctas;
+  struct PendingSum {
+    uint32_t t;
+    double own_ready;
+    uint32_t due;  // the position it takes in the order
+  };
+  std::vector<PendingSum> pending;
+  size_t next_pending = 0;
+  uint32_t position = 0;  // of the next unit in the linear order (CTA = position % ctas)
+  auto sum_unit = [&](uint32_t t, double own_ready, uint32_t slices, uint32_t lane_cta, double& cta) {
+    double ready = std::max(cta, own_ready);
+    for (uint32_t q = 1; q < w; ++q) ready = std::max(ready, part_arrival(q, t));
+    const double bytes = tile_bytes(t) * (w + 1) / slices;
+    double end = ready + bytes / cost.epilogue_sum_bandwidth_per_cta;
+    if (!push) end = std::max(end, port.through(ready, tile_bytes(t) * (w - 1) / slices));
+    end = std::max(end, hbm.through(ready, push ? bytes : tile_bytes(t) * 2 / slices));
+    out.timeline.push_back({"cta " + std::to_string(lane_cta),
+                            "sum tile " + std::to_string(t) + (slices > 1 ? " (a slice)" : ""), ready, end});
+    cta = end;
+  };
   for (uint32_t i = 0; i < w * tpb; ++i) {
+    while (deferred && next_pending < pending.size() && pending[next_pending].due <= position) {
+      const uint32_t lane = position % ctas;
+      sum_unit(pending[next_pending].t, pending[next_pending].own_ready, 1, lane, free_at[lane]);
+      ++next_pending;
+      ++position;
+    }
     const uint32_t m_tile = m_order[i / plan.n_tiles()];
     const uint32_t owner = plan.tile_owner(m_tile);
     const uint32_t t = (m_tile - owner * plan.m_tiles()) * plan.n_tiles() + i % plan.n_tiles();
-    double& cta = free_at[i % ctas];
+    const uint32_t slot = deferred ? position++ % ctas : i % ctas;
+    double& cta = free_at[slot];
     const double start = cta;
     cta = start + tile_mma;
     finish[size_t(owner) * tpb + t] = cta;
-    const std::string lane = "cta " + std::to_string(i % ctas);
+    const std::string lane = "cta " + std::to_string(slot);
     out.timeline.push_back({lane, "tile " + std::to_string(t) + " for rank " + std::to_string(owner), start, cta});
     double& part = landed[size_t(owner) * tpb + t];
     part = cta;
@@ -160,7 +190,9 @@ GemmRsPrediction predict_gemm_rs(const GemmRsProblem& p, const GemmRsPlanConfig&
         cta = part;
       }
     }
-    if (in_epilogue && owner == 0) {
+    if (deferred && owner == 0) {
+      pending.push_back({t, cta, position - 1 + lag});
+    } else if (in_epilogue && owner == 0) {
       // The own tile's sum right after its epilogue, once every sender's part is in (each computed
       // in this round before the owner's own tiles, so already in `landed`): world tiles read,
       // one written, at the epilogue's sum rate; with the pull the peers' tiles also cross the
@@ -174,6 +206,17 @@ GemmRsPrediction predict_gemm_rs(const GemmRsProblem& p, const GemmRsPlanConfig&
       end = std::max(end, hbm.through(ready, tile_bytes(t) * (push ? w + 1 : 2)));
       out.timeline.push_back({lane, "sum tile " + std::to_string(t), ready, end});
       cta = end;
+    }
+  }
+  if (deferred && next_pending < pending.size()) {
+    // The sums left after the last tile, cut into slices so that every CTA takes a share.
+    const uint32_t left = static_cast<uint32_t>(pending.size() - next_pending);
+    const uint32_t slices = std::max(1u, ctas / left);
+    for (; next_pending < pending.size(); ++next_pending) {
+      for (uint32_t s = 0; s < slices; ++s) {
+        const uint32_t lane = position++ % ctas;
+        sum_unit(pending[next_pending].t, pending[next_pending].own_ready, slices, lane, free_at[lane]);
+      }
     }
   }
   const double compute_end = *std::max_element(free_at.begin(), free_at.end());

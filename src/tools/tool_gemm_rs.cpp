@@ -152,7 +152,12 @@ int plan(PlanGemmRs a, const sim::CostModel& cost, const CLI::App& app) {
             << "  reducer=" << to_string(r.reducer) << (op.reducer == GemmRsReducer::kAuto ? " (automatic)" : "")
             << (r.scatter == GemmRsScatter::kEpiloguePush ? std::string("  push_notify=") + to_string(op.push_notify)
                                                             : std::string())
-            << "  band=" << (a.config.band == 0 ? std::string("auto") : std::to_string(a.config.band)) << "\n"
+            << "  band=" << (a.config.band == 0 ? std::string("auto") : std::to_string(a.config.band))
+            << (a.config.deferred_sum_waves > 0
+                    ? "  deferred_sums=" + std::to_string(a.config.deferred_sum_waves) +
+                          " waves (a what-if: no kernel runs it; the fused rows model a design, not the op)"
+                    : std::string())
+            << "\n"
             << across << "\n";
   // With the reducer on automatic, the other placements of the sums too (same knobs otherwise; the
   // epilogue's needs a signal per tile and no reduction CTAs), each with the scatter given or, on
@@ -186,6 +191,10 @@ void add_plan_options(CLI::App* app, PlanGemmRs& a) {
   add_push_notify(app, a.config.op.push_notify);
   add_granularity(app, a.config.op.granularity, "signal per tile, row (of tiles) or rank");
   add_reducer(app, a.config.op.reducer, kReducerHelp);
+  app->add_option("--deferred-sums", a.config.deferred_sum_waves,
+                  "what-if, not built: with the epilogue reducer, each own tile's sum as a unit of its own this many "
+                  "waves after the tile, the last sums sliced over every CTA; 0 = the op as built")
+      ->capture_default_str();
 }
 
 const GemmOp<tb::GemmRsBenchOptions> kOp{

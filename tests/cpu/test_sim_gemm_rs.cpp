@@ -97,6 +97,24 @@ TEST(GemmRsSim, InterleavedOwnersLeaveOnlyTheLastRoundsReduction) {
   EXPECT_LT(interleaved, blocked);
 }
 
+// The what-if of deferred sums (not built): the same pull case as above, each own tile's sum a unit
+// one wave (3 positions) after its tile. Both sums are left after the last tile, one slice each
+// (3 CTAs / 2 sums), on CTAs 1 and 2: tile 0's at 1-2 µs, tile 1's once its own tile is done (2 µs)
+// at 2-3 µs -- the op's 3 µs. With the slow link the pull's parts cross at 1-3 and 3-5 µs: 5 µs.
+TEST(GemmRsSim, DeferredSumsWhatIfKeepsTheLinkAndTheOwnTile) {
+  GemmRsProblem p{256, 512, 128, 2, 2, 2, 1};
+  GemmRsPlanConfig c;
+  c.op.reducer = GemmRsReducer::kEpilogue;
+  c.op.scatter = GemmRsScatter::kPull;
+  c.deferred_sum_waves = 1;
+  CostModel cost = rs_gpu();
+  const double tile = 128.0 * 512 / 2 * 2;
+  cost.epilogue_sum_bandwidth_per_cta = 3 * tile / 1e-6;
+  EXPECT_NEAR(predict_gemm_rs(p, c, cost).fused, 3e-6, 1e-15);
+  cost.nvlink_bandwidth = tile / 2e-6;
+  EXPECT_NEAR(predict_gemm_rs(p, c, cost).fused, 5e-6, 1e-15);
+}
+
 TEST(GemmRsSim, RefusesWhatTheOpCannotRun) {
   GemmRsPlanConfig c;
   EXPECT_THROW(predict_gemm_rs(GemmRsProblem{8192, 8190, 28672, 2, 2, 8, 1}, c), InvalidArgument);  // n % 4

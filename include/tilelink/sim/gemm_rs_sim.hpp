@@ -54,6 +54,11 @@ struct GemmRsPlanConfig {
   // drains and the part is announced at the CTA's next epilogue (taken as one tile's MMA later);
   // immediate, the CTA waits for its store to land, then notifies.
   GemmRsConfig op;
+  // What-if, NOT BUILT (docs/DESIGN-NOTES.md, "GEMM+RS where communication is as long as the GEMM"):
+  // with the epilogue reducer, each own tile's sum as a unit of its own, `deferred_sum_waves` waves of
+  // the GEMM's CTAs after the tile (the own partial kept like a peer's), and the sums left after the
+  // last tile cut into slices over every CTA. 0: the op as built (the sum right after the tile).
+  uint32_t deferred_sum_waves = 0;
 };
 
 struct GemmRsPrediction {
