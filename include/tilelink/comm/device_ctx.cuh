@@ -49,6 +49,15 @@ struct DeviceBlockCtx {
     if (threadIdx.x == 0) tilelink::producer_tile_notify(sig, channel, mode);
     trace(TraceKind::kNotify, channel, t0);
   }
+  // producer_tile_notify (kSet) of channels [channel0, channel0 + n), the stores spread over the
+  // block's threads, each a release of what the thread has observed (after the barrier: what the
+  // whole block wrote, and what it saw complete -- a previous grid after griddepcontrol.wait).
+  TL_DEVICE void producer_tiles_notify(const SignalView& sig, uint32_t channel0, uint32_t n) {
+    __syncthreads();
+    const uint64_t t0 = trace_start(trace_);
+    for (uint32_t i = threadIdx.x; i < n; i += blockDim.x) tilelink::producer_tile_notify(sig, channel0 + i);
+    trace(TraceKind::kNotify, channel0, t0);
+  }
   // consumer_tile_wait on a set of tiles: for i in [0, n), the channels_per_tile channels from
   // channel0 + tile_of(i) * channels_per_tile. The waits are spread over the block's threads
   // (each an acquire of its own channel), then the barrier: every thread may read what any of

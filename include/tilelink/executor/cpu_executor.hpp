@@ -59,6 +59,11 @@ class BlockCtx {
                          static_cast<int32_t>(tile));
     }
   }
+  // producer_tile_notify (kSet) of channels [channel0, channel0 + n): on the GPU the block's lanes
+  // share the stores.
+  void producer_tiles_notify(const SignalView& sig, uint32_t channel0, uint32_t n) {
+    for (uint32_t i = 0; i < n; ++i) producer_tile_notify(sig, channel0 + i);
+  }
   void peer_tile_notify(const SignalView& sig, uint32_t channel, int peer,
                         NotifyMode mode = NotifyMode::kSet);
   void peer_tile_wait(const SignalView& sig, uint32_t channel, int peer, uint32_t arrivals = 1,

@@ -204,7 +204,9 @@ enum class GemmArPass : uint32_t {
 //                               copy-engine path, from this rank's, where the owner put it);
 //   norm_row(row)               out[row] = RMSNorm(residual_out[row]) * weight.
 // The waits depend only on the GEMMs (every rank's), the owners' reductions and this rank's own
-// blocks, so on the GPU every rank's blocks must be resident at once (a grid within the budget).
+// blocks. An in-place partial is announced by block 0 alone, so those waits need no other block
+// resident; the owners' sums and the norm's rows are other blocks' work, so on the GPU every rank's
+// blocks should be resident at once (a grid within the budget).
 // On the copy-engine path the waits are on this rank's own channels only (the streams' puts) and
 // the exit barrier is the stream's, after the kernel.
 TL_PROTOCOL
@@ -221,10 +223,14 @@ TL_HOST_DEVICE void gemm_ar_reduce_block(Ctx& ctx, const GemmArPlan& plan, const
   const bool alone = w == 1 && plan.in_place;
   const uint32_t parts = plan.parts;
   if (pass != GemmArPass::kFinish) {
-    if (plan.in_place && !alone && !ce) {
-      for (uint32_t t = ctx.block(); t < plan.tiles(); t += ctx.num_blocks()) {
-        ctx.producer_tile_notify(sig, plan.ready_channel(t));
-      }
+    if (plan.in_place && !alone && !ce && ctx.block() == 0) {
+      // The GEMM before this kernel wrote every tile of the partial: block 0 announces them all at
+      // once, so that no peer's wait depends on which of this rank's blocks are resident. Under MPS
+      // a grid may be only partly resident while peers' blocks spin: with the tiles announced by
+      // block t mod blocks, a rank whose blocks 8-10 never got an SM left every rank waiting for
+      // its tiles 8-10 (4 processes on one H100, torch_gemm_ar at m = 500; docs/PERF.md, 2026-12-06,
+      // twenty-third session).
+      ctx.producer_tiles_notify(sig, plan.ready_channel(0), plan.tiles());
     }
     // Work items: (tile, part), parts of a tile on consecutive blocks.
     for (uint32_t i = ctx.block(); i < plan.num_reduced(rank) * parts; i += ctx.num_blocks()) {
