@@ -11,11 +11,14 @@
 // at the top of its out, the rest of out untouched.
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <chrono>
 #include <cmath>
 #include <cstring>
 #include <random>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "cpu_test_util.hpp"
@@ -31,6 +34,9 @@ struct Case {
   uint32_t bm = 4, bn = 8, parts = 1;
   ArMethod method = ArMethod::kOneShot;
   bool norm = false, in_place = false, skip_owner_wait = false, copy_engine = false, scatter = false;
+  // Only the last reduction block of the last rank starts with the others; that rank's other
+  // blocks start once it has finished (blocks that MPS never made resident beside it).
+  bool late_blocks = false;
   uint32_t gemm_blocks = 2, reduce_blocks = 3;
 
   GemmArPlan plan() const {
@@ -54,7 +60,7 @@ struct Case {
     os << "world " << world << (scatter ? " reduce-scatter" : method == ArMethod::kOneShot ? " one-shot" : " two-shot")
        << " m " << m << " n " << n
        << " splits " << splits << " parts " << parts << (norm ? " norm" : "") << (in_place ? " in place" : " gemm-fed")
-       << (copy_engine ? " copy-engine" : "");
+       << (copy_engine ? " copy-engine" : "") << (late_blocks ? " late blocks" : "");
     return os.str();
   }
 };
@@ -80,7 +86,9 @@ std::string run(const Case& c, uint64_t seed, int calls) {
   const size_t recv = ex.allocate(recv_bytes);
   const size_t residual = ex.allocate(bytes), residual_out = ex.allocate(bytes), weight = ex.allocate(c.n * 4);
   std::mt19937_64 rng(seed);
+  std::vector<cpu::WorkQueue> queues(static_cast<size_t>(c.world));  // per rank, across the calls
   for (uint64_t e = 1; e <= uint64_t(calls); ++e) {
+    std::vector<std::atomic<bool>> resident_done(static_cast<size_t>(c.world));
     std::vector<std::vector<float>> a(c.world), b(c.world);
     const std::vector<float> res = test::random_floats(rng, elems), g = test::random_floats(rng, c.n);
     for (int r = 0; r < c.world; ++r) {
@@ -124,8 +132,18 @@ std::string run(const Case& c, uint64_t seed, int calls) {
     // block stands for it), the two-shot gather and finishing kernel, the exit barrier.
     roles.push_back({c.copy_engine ? "stream" : "reduce", c.copy_engine ? 1u : c.reduce_blocks, [&](cpu::BlockCtx& ctx) {
                        const int r = ctx.rank();
+                       const bool late = c.late_blocks && r == c.world - 1;
+                       if (late && ctx.block() + 1 != ctx.num_blocks()) {
+                         // Bounded, so that a protocol that needs this block fails by the
+                         // executor's timeout report rather than hanging here.
+                         const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+                         while (!resident_done[static_cast<size_t>(r)].load() && std::chrono::steady_clock::now() < until) {
+                           std::this_thread::yield();
+                         }
+                       }
                        const SignalView sig = ex.signals(r, 0, plan.num_channels(), e, op);
                        const SymmetricView heap = ex.heap(r);
+                       cpu::WorkQueue& queue = queues[static_cast<size_t>(r)];
                        float* dest = ex.at<float>(r, c.norm ? residual_out : out);
                        const uint32_t out_row0 = plan.owned(uint32_t(r)).row0;  // 0 unless scatter
                        auto reduce_tile = [&](uint32_t, RowRange rows, RowRange cols) {
@@ -184,20 +202,29 @@ std::string run(const Case& c, uint64_t seed, int calls) {
                          return;
                        }
                        if (!c.copy_engine) {
-                         gemm_ar_reduce_block(ctx, plan, sig, reduce_tile, fetch_tile, norm_row);
+                         gemm_ar_reduce_block(ctx, plan, sig, queue, reduce_tile, fetch_tile, norm_row);
+                         if (late) resident_done[static_cast<size_t>(r)].store(true);
                          return;
                        }
                        gemm_ar_copy_engine_push(ctx, plan, sig, heap, ex.at<float>(r, partial), ex.at<float>(r, recv), 4);
                        if (c.method == ArMethod::kOneShot) {
-                         gemm_ar_reduce_block(ctx, plan, sig, reduce_tile, fetch_tile, norm_row);
+                         gemm_ar_reduce_block(ctx, plan, sig, queue, reduce_tile, fetch_tile, norm_row);
                        } else {
-                         gemm_ar_reduce_block(ctx, plan, sig, reduce_tile, fetch_tile, norm_row, GemmArPass::kReduce);
+                         gemm_ar_reduce_block(ctx, plan, sig, queue, reduce_tile, fetch_tile, norm_row, GemmArPass::kReduce);
                          gemm_ar_copy_engine_gather(ctx, plan, sig, heap, ex.at<float>(r, reduced), 4);
-                         gemm_ar_reduce_block(ctx, plan, sig, reduce_tile, fetch_tile, norm_row, GemmArPass::kFinish);
+                         gemm_ar_reduce_block(ctx, plan, sig, queue, reduce_tile, fetch_tile, norm_row, GemmArPass::kFinish);
                        }
                        if (c.world > 1) rank_exit_barrier_stream(ctx, sig, plan.exit_channel());
                      }});
     ex.run(roles);
+    for (int r = 0; r < c.world; ++r) {
+      if (queues[static_cast<size_t>(r)].value() != 0) {
+        std::ostringstream os;
+        os << c.name() << ": call " << e << ", rank " << r << " left its work queue at "
+           << queues[static_cast<size_t>(r)].value() << " (the last drawer resets it to 0)";
+        return os.str();
+      }
+    }
 
     // The sum in order (rank, slice), as the reduction computes it; then residual, then the norm.
     std::vector<float> h(elems);
@@ -322,6 +349,58 @@ TEST_P(GemmArProtocol, CopyEnginePathGivesTheSameBits) {
         c.in_place = in_place;
         c.copy_engine = true;
         EXPECT_EQ(run(c, 3100 * world + 10 * m + (in_place ? 1 : 0), 2), "");
+      }
+    }
+  }
+}
+
+TEST_P(GemmArProtocol, OneResidentBlockDoesTheRanksWork) {
+  // The last rank's blocks but one start only after that one has finished: the work is taken from
+  // the rank's queue, not bound to block indices, so the one block sums, copies and normalises
+  // everything, and announces the in-place partial, which peers wait for meanwhile.
+  for (int world : {1, 2, 3, 5}) {
+    for (uint32_t m : {1u, 7u, 13u}) {
+      for (int variant = 0; variant < 3; ++variant) {
+        Case c;
+        c.world = world;
+        c.m = m;
+        c.method = GetParam();
+        c.late_blocks = true;
+        c.norm = variant != 1;
+        c.in_place = variant >= 1;
+        c.reduce_blocks = 4;
+        EXPECT_EQ(run(c, 6100 * world + 10 * m + variant, 2), "");
+      }
+    }
+  }
+}
+
+TEST(GemmArWork, UnitsAreTheTilesPartsAndRowGroupsOfEachPass) {
+  for (uint32_t blocks : {1u, 3u, 8u}) {
+    for (bool ce : {false, true}) {
+      Case c;
+      c.m = 13;
+      c.n = 40;
+      c.bn = 16;
+      c.parts = 2;
+      c.method = ArMethod::kTwoShot;
+      c.norm = c.in_place = true;
+      c.copy_engine = ce;
+      const GemmArPlan plan = c.plan();
+      for (uint32_t r = 0; r < 3; ++r) {
+        const GemmArWork all = gemm_ar_work(plan, r, GemmArPass::kAll, blocks);
+        EXPECT_EQ(all.announce, ce ? 0u : 1u);
+        EXPECT_EQ(all.reduce, plan.num_reduced(r) * 2);
+        EXPECT_EQ(all.fetch, ce ? 0u : plan.num_fetched(r) * 2);
+        EXPECT_GE(all.norm * all.group_rows, plan.m);
+        EXPECT_LT((all.norm - 1) * all.group_rows, plan.m);
+        EXPECT_LE(all.norm, 2 * blocks);
+        const GemmArWork reduce = gemm_ar_work(plan, r, GemmArPass::kReduce, blocks);
+        EXPECT_EQ(reduce.total(), reduce.announce + plan.num_reduced(r) * 2);
+        const GemmArWork finish = gemm_ar_work(plan, r, GemmArPass::kFinish, blocks);
+        EXPECT_EQ(finish.announce + finish.reduce, 0u);
+        EXPECT_EQ(finish.fetch, plan.num_fetched(r) * 2);
+        EXPECT_EQ(finish.norm, all.norm);
       }
     }
   }

@@ -98,6 +98,18 @@ class BlockCtx {
 };
 
 // One role of a protocol (e.g. "comm" blocks and "consumer" blocks): `instances` threads per rank.
+// The CPU stand-in for a rank's device work queue (ops/common/block_work_queue.cuh): units 0, 1,
+// 2, ... each to the one block that asks first.
+class WorkQueue {
+ public:
+  uint32_t next(uint32_t /*bound*/ = 0) { return counter_.fetch_add(1); }
+  void reset() { counter_.store(0); }
+  uint32_t value() const { return counter_.load(); }
+
+ private:
+  std::atomic<uint32_t> counter_{0};
+};
+
 struct Role {
   std::string name;
   uint32_t instances = 1;

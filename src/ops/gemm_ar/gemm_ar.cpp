@@ -279,12 +279,16 @@ GemmAr::GemmAr(const World& world, SymmetricHeap& heap, SignalSet& signals, cons
   const size_t n_ranks = static_cast<size_t>(world.size());
   kernels_.resize(n_ranks);
   m_order_.resize(n_ranks);
+  queues_.resize(n_ranks);
   for (int r : world.local_ranks()) {
     std::vector<uint32_t> order(plan_.m_tiles());
     for (uint32_t i = 0; i < order.size(); ++i) order[i] = i;
     DeviceBuffer table(order.size() * sizeof(uint32_t), world.device(r));
     TL_CUDA_CHECK(cudaMemcpy(table.get(), order.data(), table.bytes(), cudaMemcpyHostToDevice));
     m_order_[static_cast<size_t>(r)] = std::move(table);
+    DeviceBuffer queues(2 * sizeof(uint32_t), world.device(r));
+    TL_CUDA_CHECK(cudaMemset(queues.get(), 0, queues.bytes()));
+    queues_[static_cast<size_t>(r)] = std::move(queues);
     make_kernel(r);
     detail::preload_gemm_ar_reduce();
   }
@@ -371,6 +375,7 @@ void GemmAr::launch_reduce(int r, cudaStream_t stream, const GemmArPlan& plan, u
   const size_t i = static_cast<size_t>(r);
   const SignalSlice& slice = plan.in_place ? chain_slice_ : slice_;
   detail::GemmArReduceArgs a;
+  a.queue = queues_[i].get<uint32_t>() + (plan.in_place ? 1 : 0);
   a.partial = partial_.data(r);
   a.recv = plan.copy_engine && plan.world > 1 ? recv_.data(r) : nullptr;
   a.pass = pass;

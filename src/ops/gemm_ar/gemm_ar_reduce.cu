@@ -13,6 +13,7 @@
 #include <type_traits>
 
 #include "ops/common/bf16x8.cuh"
+#include "ops/common/block_work_queue.cuh"
 #include "ops/common/cluster_launch.hpp"
 #include "ops/gemm_ar/sm90_gemm_ar_kernel.hpp"
 #include "tilelink/comm/device_ctx.cuh"
@@ -51,6 +52,8 @@ __global__ void __launch_bounds__(kThreads) gemm_ar_reduce_kernel(GemmArPlan pla
                                                                   GemmArReduceArgs a, TraceView trace) {
   wait_for_previous_grid();  // launched early behind the GEMM: its partials are complete from here
   __shared__ float scratch[kThreads / 32 + 1];
+  __shared__ uint32_t unit;
+  BlockWorkQueue queue(a.queue, &unit);
   DeviceBlockCtx<false> ctx{sig.rank, sig.world, nullptr, trace};
   const uint32_t rank = static_cast<uint32_t>(sig.rank);
   const auto* partial = static_cast<const __nv_bfloat16*>(a.partial);
@@ -165,7 +168,7 @@ __global__ void __launch_bounds__(kThreads) gemm_ar_reduce_kernel(GemmArPlan pla
       store16(o + v * 8, pack_bf16x8(x));
     }
   };
-  gemm_ar_reduce_block(ctx, plan, sig, reduce_tile, fetch_tile, norm_row, a.pass);
+  gemm_ar_reduce_block(ctx, plan, sig, queue, reduce_tile, fetch_tile, norm_row, a.pass);
 }
 
 }  // namespace

@@ -59,8 +59,10 @@ const Sm90GemmArConfigInfo& sm90_gemm_ar_config(uint32_t m);
 // The reduction of one rank (gemm_ar_reduce_block): `partial` is this rank's splits x M x N
 // partial (peers' through `heap`, or on the copy-engine path in `recv`: world slots of splits x M x
 // N), `reduced` its two-shot staging (M x N), `out` M x N; with the plan's norm, residual /
-// residual_out (M x N) and norm_weight (N). `blocks` CTAs on `stream` run `pass`.
+// residual_out (M x N) and norm_weight (N); `queue` the rank's work counter for this kernel (zero
+// when it starts, and again when it ends: BlockWorkQueue). `blocks` CTAs on `stream` run `pass`.
 struct GemmArReduceArgs {
+  uint32_t* queue = nullptr;
   const void* partial = nullptr;
   const void* recv = nullptr;
   GemmArPass pass = GemmArPass::kAll;

@@ -185,6 +185,9 @@ class GemmAr {
   int gemm_sms_ = 0;
   GemmArChoice choice_;
   std::vector<DeviceBuffer> m_order_;  // per rank, identity tile-row order
+  // Per rank, the reduction kernels' work counters (gemm_ar_work's units): [0] for plan_'s, [1] for
+  // chain_plan_'s. Each kernel leaves its counter at zero for the next one on its stream.
+  std::vector<DeviceBuffer> queues_;
   std::vector<std::unique_ptr<detail::Sm90GemmArKernel>> kernels_;
   const TraceBuffer* trace_ = nullptr;
   std::string tuned_from_;

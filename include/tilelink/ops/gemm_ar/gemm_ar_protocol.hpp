@@ -193,6 +193,42 @@ enum class GemmArPass : uint32_t {
   kFinish = 2,  // the other owners' rows from `reduced`, then the norm
 };
 
+// A reduction kernel's work on one rank, in the order its blocks take it from the rank's queue:
+// the in-place partial's announcement (one unit), then the parts of the tiles the rank sums, then
+// the parts of the tiles it copies from their owners (two-shot), then the norm's rows in groups.
+// Every unit waits only on units before it in some rank's order -- the GEMMs' tiles, the owners'
+// sums (which wait on the GEMMs only), this rank's earlier units -- so a unit that a resident block
+// took always completes, whichever of the grid's blocks are resident.
+struct GemmArWork {
+  uint32_t announce = 0;  // 1: announce the in-place partial's tiles
+  uint32_t reduce = 0;    // (tile, part) units summed
+  uint32_t fetch = 0;     // (tile, part) units copied from their owners
+  uint32_t norm = 0;      // groups of `group_rows` consecutive rows normalised
+  uint32_t group_rows = 1;
+  TL_HOST_DEVICE uint32_t total() const { return announce + reduce + fetch + norm; }
+};
+
+TL_HOST_DEVICE GemmArWork gemm_ar_work(const GemmArPlan& plan, uint32_t rank, GemmArPass pass,
+                                       uint32_t blocks) {
+  GemmArWork w;
+  const bool ce = plan.copy_engine;
+  if (pass != GemmArPass::kFinish) {
+    // One rank whose partials are in place has nothing to announce (the stream ordered the GEMM
+    // first), and the copy-engine path's streams announce nothing either.
+    w.announce = plan.in_place && !ce && !(plan.world == 1) ? 1u : 0u;
+    w.reduce = plan.num_reduced(rank) * plan.parts;
+  }
+  if (pass == GemmArPass::kReduce) return w;
+  if (!ce || pass == GemmArPass::kFinish) w.fetch = plan.num_fetched(rank) * plan.parts;
+  if (plan.norm) {
+    // About two groups per block: few claims, and still every block busy.
+    const uint32_t want = 2 * (blocks > 0 ? blocks : 1u);
+    w.group_rows = (plan.m + want - 1) / want;
+    w.norm = (plan.m + w.group_rows - 1) / w.group_rows;
+  }
+  return w;
+}
+
 // One reduction block of one rank. The data work is the caller's (typed, vectorised on the GPU),
 // on one part of a tile at a time (`cols` = the part's columns; possibly none, past a tail tile):
 //   reduce_tile(t, rows, cols)  sum every rank's (and slice's) partial of tile t in rank order
@@ -203,38 +239,40 @@ enum class GemmArPass : uint32_t {
 //   fetch_tile(t, owner, rows, cols)  two-shot: copy tile t from the owner's `reduced` (on the
 //                               copy-engine path, from this rank's, where the owner put it);
 //   norm_row(row)               out[row] = RMSNorm(residual_out[row]) * weight.
-// The waits depend only on the GEMMs (every rank's), the owners' reductions and this rank's own
-// blocks. An in-place partial is announced by block 0 alone, so those waits need no other block
-// resident; the owners' sums and the norm's rows are other blocks' work, so on the GPU every rank's
-// blocks should be resident at once (a grid within the budget).
+// The units (GemmArWork) come from `queue`, the rank's counter for this kernel: queue.next(total) hands
+// out 0, 1, 2, ... each to one block, and queue.reset() sets it back to 0. A block takes units until
+// it draws one past the end -- exactly one such draw per block -- so the block that draws the last
+// of them (total + blocks - 1) knows no block will draw again in this kernel and resets the counter
+// for the next. No unit is bound to a block: under MPS a grid within the budget may be only partly
+// resident while peers' blocks spin (GEMM+AR's rank 3 had blocks 8-10 never scheduled: 4 processes
+// on one H100, docs/PERF.md, 2026-12-06), and any one resident block of a rank does all its work.
 // On the copy-engine path the waits are on this rank's own channels only (the streams' puts) and
 // the exit barrier is the stream's, after the kernel.
 TL_PROTOCOL
-template <class Ctx, class ReduceTile, class FetchTile, class NormRow>
-TL_HOST_DEVICE void gemm_ar_reduce_block(Ctx& ctx, const GemmArPlan& plan, const SignalView& sig,
+template <class Ctx, class Queue, class ReduceTile, class FetchTile, class NormRow>
+TL_HOST_DEVICE void gemm_ar_reduce_block(Ctx& ctx, const GemmArPlan& plan, const SignalView& sig, Queue& queue,
                                          ReduceTile&& reduce_tile, FetchTile&& fetch_tile, NormRow&& norm_row,
                                          GemmArPass pass = GemmArPass::kAll) {
   const uint32_t w = plan.world;
   const uint32_t rank = static_cast<uint32_t>(ctx.rank());
   const bool two_shot = plan.method == ArMethod::kTwoShot;
   const bool ce = plan.copy_engine;
-  // One rank whose partials are in place: nothing to announce or wait for (the stream ordered the
-  // GEMM first), and no peer reads this rank's buffers (no exit barrier).
+  // One rank whose partials are in place: nothing to wait for, and no peer reads this rank's
+  // buffers (no exit barrier).
   const bool alone = w == 1 && plan.in_place;
   const uint32_t parts = plan.parts;
-  if (pass != GemmArPass::kFinish) {
-    if (plan.in_place && !alone && !ce && ctx.block() == 0) {
-      // The GEMM before this kernel wrote every tile of the partial: block 0 announces them all at
-      // once, so that no peer's wait depends on which of this rank's blocks are resident. Under MPS
-      // a grid may be only partly resident while peers' blocks spin: with the tiles announced by
-      // block t mod blocks, a rank whose blocks 8-10 never got an SM left every rank waiting for
-      // its tiles 8-10 (4 processes on one H100, torch_gemm_ar at m = 500; docs/PERF.md, 2026-12-06,
-      // twenty-third session).
+  const GemmArWork work = gemm_ar_work(plan, rank, pass, static_cast<uint32_t>(ctx.num_blocks()));
+  uint32_t i = queue.next(work.total());
+  for (; i < work.total(); i = queue.next(work.total())) {
+    uint32_t u = i;
+    if (u < work.announce) {
+      // The GEMM before this kernel wrote every tile of the partial: one unit announces them all.
       ctx.producer_tiles_notify(sig, plan.ready_channel(0), plan.tiles());
+      continue;
     }
-    // Work items: (tile, part), parts of a tile on consecutive blocks.
-    for (uint32_t i = ctx.block(); i < plan.num_reduced(rank) * parts; i += ctx.num_blocks()) {
-      const uint32_t t = plan.reduced_tile(rank, i / parts);
+    u -= work.announce;
+    if (u < work.reduce) {
+      const uint32_t t = plan.reduced_tile(rank, u / parts);
       if (ce) {
         // The stream enqueued this kernel after its own rows' waits; the peers' rows land here.
         for (uint32_t s = 1; s < w; ++s) {
@@ -248,37 +286,34 @@ TL_HOST_DEVICE void gemm_ar_reduce_block(Ctx& ctx, const GemmArPlan& plan, const
                              static_cast<int32_t>(t));
         }
       }
-      reduce_tile(t, plan.reduced_rows(rank, t), plan.part_cols(t, i % parts));
+      reduce_tile(t, plan.reduced_rows(rank, t), plan.part_cols(t, u % parts));
       if (two_shot && !ce) ctx.producer_tile_notify(sig, plan.reduced_channel(t), NotifyMode::kAdd);
       if (plan.norm) ctx.producer_tile_notify(sig, plan.row_channel(t / plan.n_tiles()), NotifyMode::kAdd);
+      continue;
     }
-  }
-  if (pass == GemmArPass::kReduce) return;
-  if (!ce || pass == GemmArPass::kFinish) {
-    for (uint32_t i = ctx.block(); i < plan.num_fetched(rank) * parts; i += ctx.num_blocks()) {
-      const uint32_t t = plan.fetched_tile(rank, i / parts);
+    u -= work.reduce;
+    if (u < work.fetch) {
+      const uint32_t t = plan.fetched_tile(rank, u / parts);
       const uint32_t o = plan.owner(t);
       if (!ce) {  // the copy-engine path's stream waited for the owners' puts before this kernel
         ctx.peer_tile_wait(sig, plan.reduced_channel(t), static_cast<int>(o), plan.reduced_arrivals(),
                            static_cast<int32_t>(t));
       }
-      fetch_tile(t, o, plan.tile_rows(t), plan.part_cols(t, i % parts));
+      fetch_tile(t, o, plan.tile_rows(t), plan.part_cols(t, u % parts));
       if (plan.norm) ctx.producer_tile_notify(sig, plan.row_channel(t / plan.n_tiles()), NotifyMode::kAdd);
+      continue;
     }
-  }
-  if (plan.norm) {
-    // Rows block-strided over the whole output; a block waits for a tile row once, before its
-    // first row there (in increasing order, so a later row never waits for an earlier tile row).
-    uint32_t waited = ~0u;
-    for (uint32_t row = ctx.block(); row < plan.m; row += ctx.num_blocks()) {
-      const uint32_t mt = row / plan.bm;
-      if (mt != waited) {
-        ctx.consumer_tile_wait(sig, plan.row_channel(mt), 1, plan.row_arrivals(), static_cast<int32_t>(mt));
-        waited = mt;
-      }
-      norm_row(row);
+    u -= work.fetch;
+    // Rows [u * group_rows, ...): each of their tile rows complete on this rank, in increasing order.
+    const uint32_t row0 = u * work.group_rows;
+    const uint32_t row_end = row0 + work.group_rows < plan.m ? row0 + work.group_rows : plan.m;
+    for (uint32_t mt = row0 / plan.bm; mt * plan.bm < row_end; ++mt) {
+      ctx.consumer_tile_wait(sig, plan.row_channel(mt), 1, plan.row_arrivals(), static_cast<int32_t>(mt));
     }
+    for (uint32_t row = row0; row < row_end; ++row) norm_row(row);
   }
+  if (i == work.total() + static_cast<uint32_t>(ctx.num_blocks()) - 1) queue.reset();
+  if (pass == GemmArPass::kReduce) return;
   if (w > 1 && !ce) rank_exit_barrier(ctx, sig, plan.exit_channel());
 }
 
