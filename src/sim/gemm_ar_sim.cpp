@@ -55,7 +55,7 @@ GemmArPrediction predict_gemm_ar(const GemmArProblem& p, const GemmArPlanConfig&
   out.t_gemm = std::max(2.0 * p.m * p.n * s.k / cost.flops, (double(p.n) + p.m) * s.k * 2.0 / cost.hbm_bandwidth);
   if (p.world > 1 || c.norm) {
     // Every SM, each tile cut into as many parts as a part per CTA allows.
-    const gemm_ar_policy::Tile tile = gemm_ar_policy::gemm_tile(s);
+    const gemm_ar_policy::Tile tile = gemm_ar_policy::gemm_tile(p.m);
     const uint32_t tiles = ((p.m + tile.m - 1) / tile.m) * ((p.n + tile.n - 1) / tile.n);
     const uint32_t ctas = uint32_t(s.sm_budget), parts = gemm_ar_policy::parts_for(ctas, tiles, tile.n);
     GemmArRates sm = r;  // the chain's all-reduce loads and stores (NCCL's, across nodes), not puts

@@ -18,25 +18,16 @@ namespace detail {
 
 Sm90GemmArConfigInfo sm90_gemm_ar_128x128x64_c1x1();
 Sm90GemmArConfigInfo sm90_gemm_ar_64x128x64_c1x1_pingpong();
-Sm90GemmArConfigInfo sm90_gemm_ar_64x64x128_c1x1_pingpong();
 
 const std::vector<Sm90GemmArConfigInfo>& sm90_gemm_ar_configs() {
   static const std::vector<Sm90GemmArConfigInfo> configs = {sm90_gemm_ar_128x128x64_c1x1(),
-                                                            sm90_gemm_ar_64x128x64_c1x1_pingpong(),
-                                                            sm90_gemm_ar_64x64x128_c1x1_pingpong()};
+                                                            sm90_gemm_ar_64x128x64_c1x1_pingpong()};
   return configs;
 }
 
-const Sm90GemmArConfigInfo& sm90_gemm_ar_config(uint32_t m, uint32_t n, int sm_budget) {
+const Sm90GemmArConfigInfo& sm90_gemm_ar_config(uint32_t m) {
   const auto& configs = sm90_gemm_ar_configs();
-  if (m > configs[1].tile_m) return configs[0];
-  // Decode's few rows: with 64-column tiles the weight still reaches every SM in one K slice where
-  // the 64 x 128 tiles would fill at most half of them (and need K slices, whose partials cost a
-  // reduction pass even at one rank). Up to 16 rows only: A's rows are re-read once per column
-  // tile, and at 64 rows 64-column tiles would double that traffic.
-  const uint64_t wide_tiles = (uint64_t(n) + configs[1].tile_n - 1) / configs[1].tile_n;
-  if (m <= kDecodeRows && 2 * wide_tiles <= uint64_t(std::max(sm_budget, 1))) return configs[2];
-  return configs[1];
+  return m <= configs[1].tile_m ? configs[1] : configs[0];
 }
 
 }  // namespace detail
@@ -172,7 +163,7 @@ GemmArRates gemm_ar_rates(const World& world, GemmArPath path) {
 }
 
 std::string GemmAr::can_implement(const World& world, const SymmetricHeap& heap, const GemmArArguments& a) {
-  const auto& kernel = detail::sm90_gemm_ar_config(a.m, a.n, world.tightest_budget());
+  const auto& kernel = detail::sm90_gemm_ar_config(a.m);
   const GemmArConfig& c = a.config;
   if (a.m == 0) return "argument 'm' = 0: expected at least one row";
   if (c.path != GemmArPath::kAuto && c.path != GemmArPath::kSm && c.path != GemmArPath::kCopyEngine) {
@@ -258,7 +249,7 @@ GemmAr::GemmAr(const World& world, SymmetricHeap& heap, SignalSet& signals, cons
   // With every knob on automatic, the tune cache's configuration for this GPU, world and shape.
   args_ = detail::with_tuned_config<GemmAr>(
       world, heap, args, [&] { return gemm_ar_tune_key(world, args); }, [](auto&, const auto&) {}, &tuned_from_);
-  const auto& kernel = detail::sm90_gemm_ar_config(args.m, args.n, world.tightest_budget());
+  const auto& kernel = detail::sm90_gemm_ar_config(args.m);
   choice_ = choose(world, args_);
   if (!tuned_from_.empty()) choice_.why += " (the tune cache's configuration, " + tuned_from_ + ")";
   const GemmArChoice& ch = choice_;
@@ -320,7 +311,7 @@ std::string GemmAr::describe_choice() const {
 bool GemmAr::gemm_writes_out() const { return plan_.world == 1 && plan_.splits == 1 && !plan_.norm; }
 
 void GemmAr::make_kernel(int r) {
-  const auto& kernel = detail::sm90_gemm_ar_config(args_.m, args_.n, world_->tightest_budget());
+  const auto& kernel = detail::sm90_gemm_ar_config(args_.m);
   const size_t i = static_cast<size_t>(r);
   detail::Sm90GemmArProblem p;
   p.a = args_.a[i];

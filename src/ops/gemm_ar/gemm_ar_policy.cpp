@@ -34,7 +34,7 @@ namespace gemm_ar_policy {
 namespace {
 
 uint32_t tiles_of(const GemmArShape& s) {
-  const Tile t = gemm_tile(s);
+  const Tile t = gemm_tile(s.m);
   return ((s.m + t.m - 1) / t.m) * ((s.n + t.n - 1) / t.n);
 }
 
@@ -45,7 +45,7 @@ double block_share(const GemmArShape& s) {
 }
 uint32_t block_tiles(const GemmArShape& s) {
   if (!s.scatter) return tiles_of(s);
-  const Tile t = gemm_tile(s);
+  const Tile t = gemm_tile(s.m);
   GemmArPlan plan;
   plan.world = static_cast<uint32_t>(s.world);
   plan.m = s.m;
@@ -60,7 +60,7 @@ uint32_t block_tiles(const GemmArShape& s) {
 
 // The GEMM's waves' end times (seconds from its start).
 std::vector<double> wave_ends(const GemmArShape& s, uint32_t splits, int ctas, const GemmArRates& r) {
-  const Tile t = gemm_tile(s);
+  const Tile t = gemm_tile(s.m);
   const uint64_t units = uint64_t(tiles_of(s)) * splits;
   const uint64_t c = uint64_t(std::max(ctas, 1));
   const double k_slice = double(s.k) / splits;
@@ -116,11 +116,11 @@ ArParts all_reduce(const GemmArShape& s, ArMethod method, uint32_t splits, uint3
   if (r.copy_engine) {
     // Per tile row: one put of its slices to each peer (one-shot) or to the row's owner (two-shot),
     // the owners' sums back to every peer, the kernels' reads local (`recv`, `reduced`).
-    const uint32_t tile_m = gemm_tile(s).m;
+    const uint32_t tile_m = gemm_tile(s.m).m;
     const double rows = std::max(1.0, std::ceil(double((s.m + tile_m - 1) / tile_m) * fraction));
     if (method == ArMethod::kOneShot) {
       // Tile rows put to each peer: every one, or with the reduce-scatter those of its block.
-      const double n_tiles = double((s.n + gemm_tile(s).n - 1) / gemm_tile(s).n);
+      const double n_tiles = double((s.n + gemm_tile(s.m).n - 1) / gemm_tile(s.m).n);
       const double per_peer = s.scatter ? std::max(1.0, tiles / n_tiles) : rows;
       p.reduce = stream_puts(per_peer * (w - 1), bytes * splits * (w - 1), r) + r.notify_latency +
                  local(bytes * (splits * w + 1), busy(tiles), r);
@@ -147,8 +147,8 @@ ArParts all_reduce(const GemmArShape& s, ArMethod method, uint32_t splits, uint3
 
 }  // namespace
 
-Tile gemm_tile(const GemmArShape& s) {
-  const auto& kernel = detail::sm90_gemm_ar_config(s.m, s.n, s.sm_budget);
+Tile gemm_tile(uint32_t m) {
+  const auto& kernel = detail::sm90_gemm_ar_config(m);
   return {kernel.tile_m, kernel.tile_n};
 }
 
@@ -232,7 +232,7 @@ GemmArChoice complete(const GemmArShape& s, const GemmArConfig& c, GemmArSchedul
   if (c.reduce_blocks != 0) {
     ch.reduce_blocks = c.reduce_blocks;
   } else if (!fused) {
-    ch.reduce_blocks = gemm_ar_policy::blocks_alone(reduced, gemm_ar_policy::gemm_tile(s).n, budget);
+    ch.reduce_blocks = gemm_ar_policy::blocks_alone(reduced, gemm_ar_policy::gemm_tile(s.m).n, budget);
   } else {
     ch.reduce_blocks = std::clamp(reduced, 1u, static_cast<uint32_t>(std::max(1, budget / 8)));
     if (units < uint64_t(budget)) {
@@ -243,7 +243,7 @@ GemmArChoice complete(const GemmArShape& s, const GemmArConfig& c, GemmArSchedul
   const int left = fused && reduction ? budget - static_cast<int>(ch.reduce_blocks) : budget;
   ch.gemm_sms = c.gemm_sms != 0 ? std::min(left, static_cast<int>(c.gemm_sms)) : left;
   ch.parts = gemm_ar_policy::parts_for(std::max(ch.reduce_blocks, 1u), std::max(reduced, 1u),
-                                       gemm_ar_policy::gemm_tile(s).n);
+                                       gemm_ar_policy::gemm_tile(s.m).n);
   return ch;
 }
 

@@ -53,11 +53,8 @@ struct Sm90GemmArConfigInfo {
 };
 
 const std::vector<Sm90GemmArConfigInfo>& sm90_gemm_ar_configs();
-// The configuration the op runs at `m` x `n` on ranks of `sm_budget` SMs (gemm_ar_policy::gemm_tile):
-// 128 x 128 above 64 rows, 64 x 64 at up to kDecodeRows rows where 64 x 128 tiles would fill at most
-// half of the SMs, else 64 x 128.
-constexpr uint32_t kDecodeRows = 16;
-const Sm90GemmArConfigInfo& sm90_gemm_ar_config(uint32_t m, uint32_t n, int sm_budget);
+// The configuration the op runs at `m` rows (gemm_ar_policy::gemm_tile).
+const Sm90GemmArConfigInfo& sm90_gemm_ar_config(uint32_t m);
 
 // The reduction of one rank (gemm_ar_reduce_block): `partial` is this rank's splits x M x N
 // partial (peers' through `heap`, or on the copy-engine path in `recv`: world slots of splits x M x

@@ -92,10 +92,9 @@ namespace gemm_ar_policy {
 struct Tile {
   uint32_t m = 0, n = 0;
 };
-// The output tile of the GEMM the op runs at shape `s`: 128 x 128 (cooperative) above 64 rows;
-// up to 64 rows 64 x 128 (ping-pong), or 64 x 64 at up to 16 rows where 64 x 128 tiles would fill at
-// most half of the rank's SMs (the weight then streams through every SM in one K slice).
-Tile gemm_tile(const GemmArShape& s);
+// The output tile of the GEMM the op runs at `m` rows: 64 x 128 (ping-pong) up to 64 rows, else
+// 128 x 128 (cooperative).
+Tile gemm_tile(uint32_t m);
 // The share of the cost model's per-SM GEMM throughput these tiles' MMAs reach at small M
 // (measured on the H200: a 128 x 128 tile at M <= 128 ran at 2.7 TFLOP/s per SM, 0.45 of
 // 790 / 132; docs/PERF.md, sixth session).
