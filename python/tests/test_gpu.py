@@ -36,12 +36,6 @@ def mps_daemon(nproc):
     # Each rank a share of the SMs, and 3 hardware queues (a process world's streams; MPS clients
     # share the server's queues, and more each fail context creation at 4 clients).
     env.update(CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=str(100 // nproc), CUDA_DEVICE_MAX_CONNECTIONS="3")
-    # Modules loaded when each process starts, not at a kernel's first launch. A lazy load waits for
-    # the GPU's work to drain; under MPS that work includes the other ranks' kernels, which spin until
-    # this rank's op arrives. A rank still loading torch's or cuBLAS's kernels when its peers had
-    # launched stalled every rank until the wait timeout trapped (4 processes on one H100,
-    # docs/PERF.md, 2026-12-07). One process per GPU has no such coupling.
-    env.setdefault("CUDA_MODULE_LOADING", os.environ.get("CUDA_MODULE_LOADING", "EAGER"))
     return env, stop
 
 

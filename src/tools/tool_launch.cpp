@@ -118,10 +118,6 @@ class PrivateMps {
     // with "out of memory" (measured on the H200, docs/PERF.md, 2026-12-04); with 3, 4 and 8
     // clients are created every time. The user's own setting wins.
     if (std::getenv("CUDA_DEVICE_MAX_CONNECTIONS") == nullptr) env_["CUDA_DEVICE_MAX_CONNECTIONS"] = std::to_string(hardware_queues_needed(1));
-    // Every module loaded when a rank starts, not at a kernel's first launch: a lazy load waits for
-    // the GPU's work to drain, and under MPS that is the other ranks' kernels too, which may spin
-    // until this rank's op arrives (docs/DESIGN-NOTES.md, "Several processes on one GPU").
-    if (std::getenv("CUDA_MODULE_LOADING") == nullptr) env_["CUDA_MODULE_LOADING"] = "EAGER";
     const char* pct = std::getenv("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE");
     std::cerr << "tilelink launch: private MPS control daemon (pid " << daemon_ << ") in " << dir_.string()
               << ", active thread percentage " << (pct != nullptr ? pct : env_["CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"])
