@@ -7,6 +7,7 @@
 
 #include "comm/collective_launch.cuh"
 #include "runtime/checks.hpp"
+#include "tilelink/primitives/host.hpp"
 
 namespace tilelink {
 
@@ -213,6 +214,13 @@ void AllGather::transfer(int r) {
                    slice_.device_view(r, bulk ? "all_gather_kernel<bulk>" : "all_gather_kernel<ldst>"),
                    heap_->device_view(r), gathered_[r], own_rows(r), trace_view(r));
   }
+}
+
+void AllGather::wait_started(int r, cudaStream_t stream) const {
+  if (!producer_first()) return;
+  world_->check_rank(r, "AllGather::wait_started");
+  world_->set_device(r);
+  rank_wait(stream, slice_.host_view(r), plan_.started_channel(), num_blocks_);
 }
 
 TraceView AllGather::trace_view(int rank) const { return trace_ != nullptr ? trace_->view(rank) : TraceView{}; }

@@ -40,7 +40,11 @@ struct AllGatherPlan {
   TL_HOST_DEVICE uint32_t tile_channel(uint32_t ch) const {
     return exit_channel() + exit_barrier_channels(map.world) + ch;
   }
-  TL_HOST_DEVICE uint32_t num_channels() const { return tile_channel(map.num_channels()); }
+  // SM path: every block of the rank's kernel adds 1 here first thing, so that a consumer's stream
+  // can wait for the whole grid to be running before its own kernel is dispatched
+  // (AllGather::wait_started).
+  TL_HOST_DEVICE uint32_t started_channel() const { return tile_channel(map.num_channels()); }
+  TL_HOST_DEVICE uint32_t num_channels() const { return started_channel() + 1; }
   TL_HOST_DEVICE uint32_t steps() const { return map.world - 1; }
   TL_HOST_DEVICE uint32_t num_items() const { return steps() * map.chunks_per_rank(); }
 
@@ -130,6 +134,7 @@ template <class Ctx>
 TL_HOST_DEVICE void all_gather_block(Ctx& ctx, const AllGatherPlan& plan, const SignalView& sig,
                                   const SymmetricView& heap, void* gathered, const void* own_rows = nullptr) {
   const uint32_t rank = static_cast<uint32_t>(ctx.rank());
+  ctx.producer_tile_notify(sig, plan.started_channel(), NotifyMode::kAdd);  // this block is running
   if (own_rows != nullptr) {
     for (uint32_t c = ctx.block(); c < plan.map.chunks_per_rank(); c += ctx.num_blocks()) {
       const uint32_t own = plan.map.channel(rank, c);

@@ -115,6 +115,7 @@ class AllGather {
     }
     for (int r : world_->local_ranks()) {
       world_->set_device(r);  // launch() enqueues on the rank's own device (one process, several GPUs)
+      wait_started(r, world_->compute_stream(r));
       launch(r, epoch);
       announce(r);
     }
@@ -134,9 +135,15 @@ class AllGather {
   // all-gather kernels, so once it runs it completes.
   // This orders the host's enqueue. The comm stream's first command waits on the compute stream's
   // earlier work (comm_after_compute); when that work is still running, both launches become ready
-  // at once and the hardware picks, so a host far ahead of the GPU still leaves the race open. A
-  // stream wait of the consumer on the all-gather's CTAs having started would close it (not built).
+  // at once and the hardware picks: 4 torch processes on one H100 under MPS had their AG+GEMM's
+  // GEMM take the client's SMs and the all-gather never run (docs/DESIGN-NOTES.md). wait_started
+  // closes the race.
   bool producer_first() const { return args_.config.resource == CommResource::kSm; }
+  // SM path: `stream` (the consumer's, before its launch) waits until every block of `rank`'s
+  // all-gather kernel of this call is running (AllGatherPlan::started_channel), so the consumer is
+  // dispatched only beside a wholly resident all-gather. The transfer must be enqueued first. The
+  // copy-engine path needs no SMs and waits for nothing here.
+  void wait_started(int rank, cudaStream_t stream) const;
 
   const AllGatherPlan& plan() const { return plan_; }
   const SignalSlice& signals() const { return slice_; }

@@ -273,6 +273,7 @@ uint64_t MoeAgGroupGemm::run() {
     const size_t i = static_cast<size_t>(r);
     world.set_device(r);
     const cudaStream_t compute = world.compute_stream(r);
+    ag_->wait_started(r, compute);  // the gather and the GEMM dispatched beside a running all-gather
     build_mapping(r);
     if (gather_streams_.shares_comm()) {
       // No stream of its own: the gather before the GEMM on the compute stream, spinning only on
