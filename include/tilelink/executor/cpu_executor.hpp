@@ -97,7 +97,6 @@ class BlockCtx {
   std::mt19937_64 rng_;
 };
 
-// One role of a protocol (e.g. "comm" blocks and "consumer" blocks): `instances` threads per rank.
 // The CPU stand-in for a rank's device work queue (ops/common/block_work_queue.cuh): units 0, 1,
 // 2, ... each to the one block that asks first.
 class WorkQueue {
@@ -110,6 +109,7 @@ class WorkQueue {
   std::atomic<uint32_t> counter_{0};
 };
 
+// One role of a protocol (e.g. "comm" blocks and "consumer" blocks): `instances` threads per rank.
 struct Role {
   std::string name;
   uint32_t instances = 1;

@@ -215,14 +215,14 @@ TL_HOST_DEVICE GemmArWork gemm_ar_work(const GemmArPlan& plan, uint32_t rank, Ge
   if (pass != GemmArPass::kFinish) {
     // One rank whose partials are in place has nothing to announce (the stream ordered the GEMM
     // first), and the copy-engine path's streams announce nothing either.
-    w.announce = plan.in_place && !ce && !(plan.world == 1) ? 1u : 0u;
+    w.announce = plan.in_place && !ce && plan.world > 1 ? 1u : 0u;
     w.reduce = plan.num_reduced(rank) * plan.parts;
   }
   if (pass == GemmArPass::kReduce) return w;
   if (!ce || pass == GemmArPass::kFinish) w.fetch = plan.num_fetched(rank) * plan.parts;
   if (plan.norm) {
-    // About two groups per block: few claims, and still every block busy.
-    const uint32_t want = 2 * (blocks > 0 ? blocks : 1u);
+    // About two groups per block (blocks >= 1): few claims, and still every block busy.
+    const uint32_t want = 2 * blocks;
     w.group_rows = (plan.m + want - 1) / want;
     w.norm = (plan.m + w.group_rows - 1) / w.group_rows;
   }
