@@ -134,6 +134,13 @@ inline std::string run_all_gather(const AgCase& c, uint64_t seed, int calls, con
     for (int r = 0; r < c.world; ++r) {
       const std::string err = check_gathered(c, r, e, out[r], shards);
       if (!err.empty()) return err;
+      // SM path: every block counted itself in on the started channel (AllGather::wait_started
+      // holds the consumer's launch until the call's count is there).
+      const uint64_t started = *ex.signals(r, 0, plan.num_channels(), e, op).local(plan.started_channel());
+      if (!c.copy_engine && started != e * c.comm_blocks) {
+        return c.name() + ": call " + std::to_string(e) + ", rank " + std::to_string(r) + ": started channel at " +
+               std::to_string(started) + ", expected " + std::to_string(e * c.comm_blocks) + " (every block, every call)";
+      }
     }
   }
   return "";
