@@ -16,6 +16,7 @@
 #include "tilelink/core/error.hpp"
 #include "tilelink/executor/cpu_executor.hpp"
 #include "collective_runners.hpp"
+#include "tilelink/ops/moe/moe_gather_protocol.hpp"
 #include "tilelink/ops/moe/moe_mapping.hpp"
 #include "tilelink/ops/moe/moe_rs_protocol.hpp"
 #include "tilelink/sim/synthetic_routing.hpp"
@@ -106,6 +107,8 @@ inline std::string run_moe(const MoeCase& c, uint64_t seed, int calls) {
   const size_t sorted_off = ex.allocate(size_t(max_rows) * ag.pitch);
 
   std::mt19937_64 rng(seed);
+  // Per rank: the gather's work queue, kept across calls -- each call's last draw puts it back to 0.
+  std::vector<cpu::WorkQueue> queues(static_cast<size_t>(c.world));
   for (int call = 1; call <= calls; ++call) {
     const std::vector<int32_t> ids = synthetic_routing(rng, tokens, c.topk, c.experts, c.routing);
     const MoeRouting routing{tokens, c.topk, c.experts, ids.data(), nullptr};
@@ -130,9 +133,7 @@ inline std::string run_moe(const MoeCase& c, uint64_t seed, int calls) {
       std::memset(ex.at<float>(r, sorted_off), kPoison, size_t(max_rows) * ag.pitch);
     }
     const uint64_t epoch = static_cast<uint64_t>(call);
-    std::vector<std::atomic<uint32_t>> claimed(static_cast<size_t>(c.world));  // per rank: the gather's tile claims
     std::vector<std::atomic<uint32_t>> gemm_done(static_cast<size_t>(c.world));  // per rank: GEMM blocks finished
-    for (auto& n : claimed) n = 0;
     for (auto& n : gemm_done) n = 0;
     constexpr uint32_t kGemmBlocks = 3;
     auto ag_sig = [&](int r) { return ex.signals(r, 0, ag.num_channels(), epoch, op); };
@@ -156,8 +157,8 @@ inline std::string run_moe(const MoeCase& c, uint64_t seed, int calls) {
                    std::this_thread::yield();
                  }
                }
-               auto next_tile = [&] { return claimed[static_cast<size_t>(r)].fetch_add(1); };
-               moe_gather_block(ctx, ag, ag_sig(r), view, order[r].data(), gather_sig(r), 0, next_tile,
+               moe_gather_block(ctx, ag, ag_sig(r), view, order[r].data(), gather_sig(r), 0,
+                                queues[static_cast<size_t>(r)],
                                 [&](uint32_t t) {
                                   moe_gather_rows<uint32_t>(ctx.lanes(), ag, view, t, ex.at<char>(r, x_off),
                                                             ex.at<char>(r, sorted_off), c.k * 4);
@@ -171,6 +172,10 @@ inline std::string run_moe(const MoeCase& c, uint64_t seed, int calls) {
              }}});
 
     for (uint32_t r = 0; r < w; ++r) {
+      if (const uint32_t q = queues[r].value(); q != 0) {
+        return describe(c) + ": call " + std::to_string(call) + ", rank " + std::to_string(r) +
+               ": the gather's work queue ended at " + std::to_string(q) + ", expected 0 (reset by its last draw)";
+      }
       const float* got = ex.at<float>(r, out_off);
       for (uint32_t row = 0; row < view.rows(); ++row) {
         const uint32_t pair = m.row_pair[row];

@@ -158,14 +158,16 @@ MoeAgGroupGemm::MoeAgGroupGemm(const World& world, SymmetricHeap& heap, SignalSe
   const size_t ranks = static_cast<size_t>(world.size());
   mappings_.resize(ranks);
   order_.resize(ranks);
-  claimed_.resize(ranks);
+  gather_queues_.resize(ranks);
   sorted_.resize(ranks);
   for (int r : world.local_ranks()) {
     const size_t i = static_cast<size_t>(r);
     world.set_device(r);
     mappings_[i] = std::make_unique<MoeMappingBuffers>(tokens, args.topk, args.experts, tile_m_, world.device(r));
     order_[i] = DeviceBuffer(size_t(tiles) * sizeof(uint32_t), world.device(r));
-    claimed_[i] = DeviceBuffer(sizeof(uint32_t), world.device(r));
+    gather_queues_[i] = DeviceBuffer(sizeof(uint32_t), world.device(r));
+    // Zero once: every gather kernel puts it back to zero with its last draw (for_each_queued_unit).
+    TL_CUDA_CHECK(cudaMemset(gather_queues_[i].get(), 0, sizeof(uint32_t)));
     sorted_[i] = DeviceBuffer(size_t(tiles) * tile_m_ * args.hidden * kElementBytes, world.device(r));
     make_kernels(r);
     detail::preload_moe_gather();
@@ -322,7 +324,7 @@ void MoeAgGroupGemm::launch_gather(int r, cudaStream_t stream, uint32_t blocks) 
   const size_t i = static_cast<size_t>(r);
   MoeMappingBuffers& mapping = *mappings_[i];
   detail::launch_moe_gather(ag_->plan(), ag_->signals().device_view(r, "moe_gather"), mapping.view(mapping.max_tiles()),
-                            mapping.num_tiles_device(), order_[i].get<uint32_t>(), claimed_[i].get<uint32_t>(),
+                            mapping.num_tiles_device(), order_[i].get<uint32_t>(), gather_queues_[i].get<uint32_t>(),
                             gather_slice_.device_view(r, "moe_gather"), 0, gather_source(r), sorted_[i].get(),
                             args_.hidden * kElementBytes, blocks, stream,
                             trace_ != nullptr ? trace_->view(r) : TraceView{});
@@ -347,9 +349,6 @@ void MoeAgGroupGemm::build_mapping(int rank) {
   const cudaStream_t compute = world_->compute_stream(rank);
   mappings_[i]->build(args_.ids[i], compute);
   mappings_[i]->build_order(ag_->plan(), static_cast<uint32_t>(rank), order_[i].get<uint32_t>(), compute);
-  // The gather CTAs' claims start at 0: zeroed here, before the GEMM and the gather's fork, not in
-  // front of the gather (a launch more that would need an SM beside the spinning GEMM).
-  TL_CUDA_CHECK(cudaMemsetAsync(claimed_[i].get(), 0, sizeof(uint32_t), compute));
 }
 
 void MoeAgGroupGemm::run_mapping_only() {

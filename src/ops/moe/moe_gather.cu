@@ -4,6 +4,7 @@
 // 8 vectors (128 KiB in flight; 512 x 4 measured ~25 GB/s per CTA on the H200).
 #include "ops/moe/moe_gather.hpp"
 
+#include "ops/common/block_work_queue.cuh"
 #include "tilelink/comm/device_ctx.cuh"
 #include "tilelink/core/error.hpp"
 #include "tilelink/runtime/world.hpp"
@@ -42,18 +43,13 @@ TL_DEVICE void copy_tile(const AllGatherPlan& ag, const MoeMappingView& m, uint3
 
 __global__ void __launch_bounds__(kThreads)
     moe_gather_kernel(AllGatherPlan ag, SignalView ag_sig, MoeMappingView m, const uint32_t* num_tiles,
-                      const uint32_t* order, uint32_t* claimed, SignalView gsig, uint32_t channel0, const char* x,
+                      const uint32_t* order, uint32_t* queue_counter, SignalView gsig, uint32_t channel0, const char* x,
                       char* sorted, uint32_t row_bytes, TraceView trace) {
   DeviceBlockCtx<false> ctx{gsig.rank, gsig.world, nullptr, trace};
   m.num_tiles = *num_tiles;
-  __shared__ uint32_t next;
-  auto next_tile = [&]() -> uint32_t {
-    __syncthreads();  // every thread has read the previous position
-    if (threadIdx.x == 0) next = atomicAdd(claimed, 1u);
-    __syncthreads();
-    return next;
-  };
-  moe_gather_block(ctx, ag, ag_sig, m, order, gsig, channel0, next_tile,
+  __shared__ uint32_t slot;
+  BlockWorkQueue queue(queue_counter, &slot);
+  moe_gather_block(ctx, ag, ag_sig, m, order, gsig, channel0, queue,
                    [&](uint32_t t) { copy_tile(ag, m, t, x, sorted, row_bytes); });
 }
 
@@ -62,10 +58,10 @@ __global__ void __launch_bounds__(kThreads)
 void preload_moe_gather() { preload_kernel(moe_gather_kernel); }
 
 void launch_moe_gather(const AllGatherPlan& ag, const SignalView& ag_sig, const MoeMappingView& m,
-                       const uint32_t* num_tiles, const uint32_t* order, uint32_t* claimed, const SignalView& gsig,
+                       const uint32_t* num_tiles, const uint32_t* order, uint32_t* queue, const SignalView& gsig,
                        uint32_t channel0, const void* x, void* sorted, uint32_t row_bytes, uint32_t blocks,
                        cudaStream_t stream, const TraceView& trace) {
-  moe_gather_kernel<<<blocks, kThreads, 0, stream>>>(ag, ag_sig, m, num_tiles, order, claimed, gsig, channel0,
+  moe_gather_kernel<<<blocks, kThreads, 0, stream>>>(ag, ag_sig, m, num_tiles, order, queue, gsig, channel0,
                                                      static_cast<const char*>(x), static_cast<char*>(sorted),
                                                      row_bytes, trace);
   TL_CUDA_CHECK(cudaGetLastError());

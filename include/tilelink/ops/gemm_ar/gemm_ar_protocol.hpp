@@ -59,6 +59,7 @@
 
 #include "tilelink/comm/all_reduce.hpp"
 #include "tilelink/comm/protocol_common.hpp"
+#include "tilelink/comm/work_queue.hpp"
 #include "tilelink/mapping/mapping.hpp"
 #include "tilelink/primitives/symmetric.hpp"
 
@@ -239,12 +240,9 @@ TL_HOST_DEVICE GemmArWork gemm_ar_work(const GemmArPlan& plan, uint32_t rank, Ge
 //   fetch_tile(t, owner, rows, cols)  two-shot: copy tile t from the owner's `reduced` (on the
 //                               copy-engine path, from this rank's, where the owner put it);
 //   norm_row(row)               out[row] = RMSNorm(residual_out[row]) * weight.
-// The units (GemmArWork) come from `queue`, the rank's counter for this kernel: queue.next(total) hands
-// out 0, 1, 2, ... each to one block, and queue.reset() sets it back to 0. A block takes units until
-// it draws one past the end -- exactly one such draw per block -- so the block that draws the last
-// of them (total + blocks - 1) knows no block will draw again in this kernel and resets the counter
-// for the next. No unit is bound to a block: under MPS a grid within the budget may be only partly
-// resident while peers' blocks spin (GEMM+AR's rank 3 had blocks 8-10 never scheduled: 4 processes
+// The units (GemmArWork) come from `queue`, the rank's counter for this kernel (for_each_queued_unit,
+// comm/work_queue.hpp: each unit to one block, the counter back to 0 at the end). No unit is bound
+// to a block: under MPS a grid within the budget may be only partly resident while peers' blocks spin (GEMM+AR's rank 3 had blocks 8-10 never scheduled: 4 processes
 // on one H100, docs/PERF.md, 2026-12-06), and any one resident block of a rank does all its work.
 // On the copy-engine path the waits are on this rank's own channels only (the streams' puts) and
 // the exit barrier is the stream's, after the kernel.
@@ -262,13 +260,11 @@ TL_HOST_DEVICE void gemm_ar_reduce_block(Ctx& ctx, const GemmArPlan& plan, const
   const bool alone = w == 1 && plan.in_place;
   const uint32_t parts = plan.parts;
   const GemmArWork work = gemm_ar_work(plan, rank, pass, static_cast<uint32_t>(ctx.num_blocks()));
-  uint32_t i = queue.next(work.total());
-  for (; i < work.total(); i = queue.next(work.total())) {
-    uint32_t u = i;
+  for_each_queued_unit(ctx, queue, work.total(), [&](uint32_t u) {
     if (u < work.announce) {
       // The GEMM before this kernel wrote every tile of the partial: one unit announces them all.
       ctx.producer_tiles_notify(sig, plan.ready_channel(0), plan.tiles());
-      continue;
+      return;
     }
     u -= work.announce;
     if (u < work.reduce) {
@@ -289,7 +285,7 @@ TL_HOST_DEVICE void gemm_ar_reduce_block(Ctx& ctx, const GemmArPlan& plan, const
       reduce_tile(t, plan.reduced_rows(rank, t), plan.part_cols(t, u % parts));
       if (two_shot && !ce) ctx.producer_tile_notify(sig, plan.reduced_channel(t), NotifyMode::kAdd);
       if (plan.norm) ctx.producer_tile_notify(sig, plan.row_channel(t / plan.n_tiles()), NotifyMode::kAdd);
-      continue;
+      return;
     }
     u -= work.reduce;
     if (u < work.fetch) {
@@ -301,7 +297,7 @@ TL_HOST_DEVICE void gemm_ar_reduce_block(Ctx& ctx, const GemmArPlan& plan, const
       }
       fetch_tile(t, o, plan.tile_rows(t), plan.part_cols(t, u % parts));
       if (plan.norm) ctx.producer_tile_notify(sig, plan.row_channel(t / plan.n_tiles()), NotifyMode::kAdd);
-      continue;
+      return;
     }
     u -= work.fetch;
     // Rows [u * group_rows, ...): each of their tile rows complete on this rank, in increasing order.
@@ -311,8 +307,7 @@ TL_HOST_DEVICE void gemm_ar_reduce_block(Ctx& ctx, const GemmArPlan& plan, const
       ctx.consumer_tile_wait(sig, plan.row_channel(mt), 1, plan.row_arrivals(), static_cast<int32_t>(mt));
     }
     for (uint32_t row = row0; row < row_end; ++row) norm_row(row);
-  }
-  if (i == work.total() + static_cast<uint32_t>(ctx.num_blocks()) - 1) queue.reset();
+  });
   if (pass == GemmArPass::kReduce) return;
   if (w > 1 && !ce) rank_exit_barrier(ctx, sig, plan.exit_channel());
 }

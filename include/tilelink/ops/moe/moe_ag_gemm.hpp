@@ -148,7 +148,7 @@ class MoeAgGroupGemm {
   SideStreams gather_streams_;
   std::vector<std::unique_ptr<MoeMappingBuffers>> mappings_;
   std::vector<DeviceBuffer> order_, sorted_;
-  std::vector<DeviceBuffer> claimed_;  // per rank: the word the gather CTAs claim tiles with
+  std::vector<DeviceBuffer> gather_queues_;  // per rank: the gather CTAs' work counter (zero between calls)
   std::vector<std::unique_ptr<detail::Sm90MoeGemmKernel>> kernels_, plain_kernels_;
   std::vector<std::unique_ptr<detail::Sm90MoeGemmKernel>> whole_kernels_;  // non-overlapped: the whole budget
   const TraceBuffer* trace_ = nullptr;

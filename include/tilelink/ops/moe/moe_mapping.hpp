@@ -2,8 +2,9 @@
 //
 // Tokens X (M x H) are sharded by rank in row blocks (rank r holds rows [r M/P, (r+1) M/P)) and
 // all-gathered with the all-gather protocol (comm/all_gather.hpp); gather blocks copy each
-// tile's token rows into expert-sorted order as they arrive (moe_gather_block) and the grouped
-// GEMM waits per tile on the gather (on the CPU executor: moe_group_gemm_block, testing/).
+// tile's token rows into expert-sorted order as they arrive (moe_gather_block,
+// moe_gather_protocol.hpp) and the grouped GEMM waits per tile on the gather (on the CPU executor:
+// moe_group_gemm_block, testing/).
 // Routing gives each token its top-k experts. The grouped GEMM computes, for every (token, k)
 // pair, the row x_token * W_e of the pair's expert e, in expert-sorted order:
 //
@@ -148,30 +149,6 @@ inline void make_moe_tile_order(const AllGatherPlan& ag, uint32_t rank, const Mo
     for (uint32_t t = 0; t < m.num_tiles; ++t) {
       if (step[t] == s) order[j++] = t;
     }
-  }
-}
-
-// Gather blocks of one rank: part 1's stage between the all-gather and the grouped GEMM (whose
-// TMA loads cannot gather rows). For each tile in `order`: wait for its token rows (the
-// all-gather's channels), copy_tile(t) -- every pair's token row of the gathered x into the tile's
-// rows of the expert-sorted A, zeros for padding rows (on the CPU executor: moe_gather_rows,
-// testing/) -- then notify channel `channel0 + t` of `gsig`, on which the grouped GEMM's producer
-// waits before it loads the tile.
-//
-// The blocks claim positions of `order` from a counter they share (next_tile(): each position
-// goes to one block, in increasing order), not by a fixed stride: the grouped GEMM's CTAs spin on
-// these tiles, so a gather block that cannot become resident beside them (SMs held by other
-// processes under MPS) must not own tiles; any one resident block gathers them all.
-TL_PROTOCOL
-template <class Ctx, class NextTile, class CopyTile>
-TL_HOST_DEVICE void moe_gather_block(Ctx& ctx, const AllGatherPlan& ag, const SignalView& ag_sig,
-                                     const MoeMappingView& m, const uint32_t* order, const SignalView& gsig,
-                                     uint32_t channel0, NextTile&& next_tile, CopyTile&& copy_tile) {
-  for (uint32_t i = next_tile(); i < m.num_tiles; i = next_tile()) {
-    const uint32_t t = order[i];
-    if (m.tile_span[t] != 0) all_gather_wait_rows(ctx, ag, ag_sig, m.tile_token0[t], m.tile_span[t], int32_t(t));
-    copy_tile(t);
-    ctx.producer_tile_notify(gsig, channel0 + t);
   }
 }
 
