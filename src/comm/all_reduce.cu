@@ -8,6 +8,8 @@
 
 #include "comm/collective_launch.cuh"
 #include "runtime/checks.hpp"
+#include "tilelink/comm/block_work_queue.cuh"
+#include "tilelink/runtime/work_counters.hpp"
 
 namespace tilelink {
 
@@ -24,11 +26,14 @@ namespace {
 
 template <bool kBulk>
 __global__ void __launch_bounds__(1024) all_reduce_kernel(AllReducePlan plan, SignalView sig, SymmetricView heap,
-                                                          float* partial, float* recv, float* out) {
+                                                          float* partial, float* recv, float* out,
+                                                          uint32_t* queue_counter) {
   extern __shared__ __align__(128) char smem[];
   BulkStaging staging = detail::collective_staging<kBulk>(smem);
   DeviceBlockCtx<kBulk> ctx{sig.rank, sig.world, &staging};
-  all_reduce_block(ctx, plan, sig, heap, partial, recv, out);
+  __shared__ uint32_t slot;
+  detail::BlockWorkQueue queue(queue_counter, &slot);
+  all_reduce_block(ctx, plan, sig, heap, partial, recv, out, queue);
 }
 
 std::string describe_all_reduce_channel(const AllReducePlan& plan, uint32_t ch) {
@@ -108,6 +113,7 @@ AllReduce::AllReduce(const World& world, SymmetricHeap& heap, SignalSet& signals
   world.preload_kernel(args.config.path == DataPath::kBulk ? all_reduce_kernel<true> : all_reduce_kernel<false>);
   slice_ = signals.allocate(plan_.num_channels(), name);
   slice_.set_describer([plan = plan_](uint32_t ch, int, int) { return describe_all_reduce_channel(plan, ch); });
+  queues_ = zeroed_work_counters(world);
 }
 
 uint64_t AllReduce::run() {
@@ -119,7 +125,8 @@ uint64_t AllReduce::run() {
     world.comm_after_compute(r);
     detail::launch(world, r, kernel, bulk, num_blocks_, args_.config.threads, plan_,
                    slice_.device_view(r, bulk ? "all_reduce_kernel<bulk>" : "all_reduce_kernel<ldst>"),
-                   heap_->device_view(r), args_.partial->as<float>(r), recv_.as<float>(r), args_.out->as<float>(r));
+                   heap_->device_view(r), args_.partial->as<float>(r), recv_.as<float>(r), args_.out->as<float>(r),
+                   queues_[static_cast<size_t>(r)].get<uint32_t>());
   }
   return epoch;
 }

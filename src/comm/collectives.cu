@@ -7,7 +7,9 @@
 
 #include "comm/collective_launch.cuh"
 #include "runtime/checks.hpp"
+#include "tilelink/comm/block_work_queue.cuh"
 #include "tilelink/primitives/host.hpp"
+#include "tilelink/runtime/work_counters.hpp"
 
 namespace tilelink {
 
@@ -32,11 +34,13 @@ __global__ void __launch_bounds__(1024) all_gather_kernel(AllGatherPlan plan, Si
 template <bool kBulk>
 __global__ void __launch_bounds__(1024) reduce_scatter_kernel(ReduceScatterPlan plan, SignalView sig,
                                                               SymmetricView heap, float* partial,
-                                                              float* recv, float* out) {
+                                                              float* recv, float* out, uint32_t* queue_counter) {
   extern __shared__ __align__(128) char smem[];
   BulkStaging staging = detail::collective_staging<kBulk>(smem);
   DeviceBlockCtx<kBulk> ctx{sig.rank, sig.world, &staging};
-  reduce_scatter_block(ctx, plan, sig, heap, partial, recv, out);
+  __shared__ uint32_t slot;
+  detail::BlockWorkQueue queue(queue_counter, &slot);
+  reduce_scatter_block(ctx, plan, sig, heap, partial, recv, out, queue);
 }
 
 }  // namespace
@@ -261,6 +265,7 @@ ReduceScatter::ReduceScatter(const World& world, SymmetricHeap& heap, SignalSet&
   plan_.reduce_rows = std::clamp(per_item, 1u, args.config.comm_rows);
   world.preload_kernel(args.config.path == DataPath::kBulk ? reduce_scatter_kernel<true> : reduce_scatter_kernel<false>);
   slice_ = signals.allocate(plan_.num_channels(), name);
+  queues_ = zeroed_work_counters(world);
 }
 
 uint64_t ReduceScatter::run() {
@@ -272,7 +277,8 @@ uint64_t ReduceScatter::run() {
     world.comm_after_compute(r);
     detail::launch(world, r, kernel, bulk, num_blocks_, args_.config.threads, plan_,
                    slice_.device_view(r, "reduce_scatter_kernel"), heap_->device_view(r),
-                   args_.partial->as<float>(r), recv_.as<float>(r), args_.out[r]);
+                   args_.partial->as<float>(r), recv_.as<float>(r), args_.out[r],
+                   queues_[static_cast<size_t>(r)].get<uint32_t>());
   }
   return epoch;
 }

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstring>
 #include <functional>
@@ -156,11 +157,15 @@ struct RsCase {
   RsMethod method = RsMethod::kPush;
   uint32_t blocks = 3;
   uint32_t reduce_rows = 0;  // ReduceScatterPlan::reduce_rows: rows per reduction item, 0 = a chunk
+  // Only the last block of the last rank starts with the others; that rank's other blocks start
+  // once it has finished (blocks that MPS never made resident beside it).
+  bool late_blocks = false;
 
   std::string name() const {
     std::ostringstream os;
     os << "world " << world << (method == RsMethod::kPush ? " push" : " pull") << " rows/rank "
-       << rows_per_rank << " comm_rows " << comm_rows << " cols " << cols << " blocks " << blocks;
+       << rows_per_rank << " comm_rows " << comm_rows << " cols " << cols << " blocks " << blocks
+       << (late_blocks ? " late blocks" : "");
     return os.str();
   }
   ReduceScatterPlan plan() const {
@@ -209,6 +214,7 @@ inline std::string run_reduce_scatter(const RsCase& c, uint64_t seed, int calls)
   const size_t partial = ex.allocate(pbytes);
   const size_t recv = ex.allocate(pbytes);
   std::mt19937_64 rng(seed);
+  std::vector<cpu::WorkQueue> queues(static_cast<size_t>(c.world));  // per rank, kept across calls
   for (uint64_t e = 1; e <= static_cast<uint64_t>(calls); ++e) {
     std::vector<std::vector<float>> in(c.world);
     for (int r = 0; r < c.world; ++r) {
@@ -217,13 +223,19 @@ inline std::string run_reduce_scatter(const RsCase& c, uint64_t seed, int calls)
     }
     std::vector<std::vector<float>> out(c.world, std::vector<float>(plan.out_elems()));
     for (auto& o : out) std::memset(o.data(), kPoison, o.size() * sizeof(float));
+    std::atomic<bool> resident_done{false};  // late_blocks: the last rank's one resident block has finished
     ex.run({{"rs", c.blocks, [&](cpu::BlockCtx& ctx) {
                const int r = ctx.rank();
+               const bool late = c.late_blocks && r == c.world - 1;
+               if (late && ctx.block() + 1 != ctx.num_blocks()) hold_until(resident_done);
                reduce_scatter_block(ctx, plan, ex.signals(r, 0, plan.num_channels(), e, op), ex.heap(r),
-                                    ex.at<float>(r, partial), ex.at<float>(r, recv), out[r].data());
+                                    ex.at<float>(r, partial), ex.at<float>(r, recv), out[r].data(),
+                                    queues[static_cast<size_t>(r)]);
+               if (late) resident_done.store(true);
              }}});
     const std::string err = check_out(c, e, out, reference_sum(c, in));
     if (!err.empty()) return err;
+    if (std::string q = check_queues_reset(queues, "reduce-scatter call " + std::to_string(e)); !q.empty()) return q;
   }
   return "";
 }

@@ -2,10 +2,13 @@
 // Executor::run hold several consecutive calls of an op, and the message of a refusal.
 #pragma once
 
+#include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <cstring>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "tilelink/core/error.hpp"
@@ -54,6 +57,25 @@ inline std::vector<float> random_floats(std::mt19937_64& rng, size_t n) {
 
 // Options for protocol tests: frequent short delays (stragglers and reorderings) and a wait
 // bound far above any legitimate wait on a loaded 2-core machine.
+// A block that MPS would not make resident yet: spins until `released`, at most 20 s, so that a
+// protocol that needs this block fails by the executor's timeout report rather than hanging here.
+inline void hold_until(const std::atomic<bool>& released) {
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (!released.load() && std::chrono::steady_clock::now() < until) std::this_thread::yield();
+}
+
+// "" when every rank's work queue is back at 0 after a call (for_each_queued_unit's last draw
+// resets it for the next kernel), else which rank's is not, for `what` (e.g. "call 3").
+inline std::string check_queues_reset(const std::vector<cpu::WorkQueue>& queues, const std::string& what) {
+  for (size_t r = 0; r < queues.size(); ++r) {
+    if (const uint32_t q = queues[r].value(); q != 0) {
+      return what + ", rank " + std::to_string(r) + ": the work queue ended at " + std::to_string(q) +
+             ", expected 0 (reset by its last draw)";
+    }
+  }
+  return "";
+}
+
 inline cpu::ExecutorOptions stress_options(uint64_t seed) {
   cpu::ExecutorOptions o;
   o.seed = seed;

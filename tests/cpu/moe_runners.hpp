@@ -171,11 +171,11 @@ inline std::string run_moe(const MoeCase& c, uint64_t seed, int calls) {
                gemm_done[static_cast<size_t>(r)].fetch_add(1);
              }}});
 
+    if (std::string q = check_queues_reset(queues, describe(c) + ": the gather, call " + std::to_string(call));
+        !q.empty()) {
+      return q;
+    }
     for (uint32_t r = 0; r < w; ++r) {
-      if (const uint32_t q = queues[r].value(); q != 0) {
-        return describe(c) + ": call " + std::to_string(call) + ", rank " + std::to_string(r) +
-               ": the gather's work queue ended at " + std::to_string(q) + ", expected 0 (reset by its last draw)";
-      }
       const float* got = ex.at<float>(r, out_off);
       for (uint32_t row = 0; row < view.rows(); ++row) {
         const uint32_t pair = m.row_pair[row];

@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 #include <functional>
 #include <random>
@@ -30,6 +31,9 @@ struct ArCase {
   ArMethod method = ArMethod::kOneShot;
   uint32_t blocks = 3;
   bool producer_fed = false;  // not in_place: the partial is announced chunk by chunk by its writer
+  // Only the last block of the last rank starts with the others; that rank's other blocks start
+  // once it has finished (blocks that MPS never made resident beside it).
+  bool late_blocks = false;
 
   AllReducePlan plan() const {
     return {.rows = rows, .cols = cols, .comm_rows = comm_rows, .world = static_cast<uint32_t>(world), .method = method,
@@ -38,17 +42,17 @@ struct ArCase {
   std::string name() const {
     std::ostringstream os;
     os << "world " << world << (method == ArMethod::kOneShot ? " one-shot" : " two-shot") << " rows " << rows
-       << " comm_rows " << comm_rows << " blocks " << blocks;
+       << " comm_rows " << comm_rows << " blocks " << blocks << (late_blocks ? " late blocks" : "");
     return os.str();
   }
 };
 
 using Protocol = std::function<void(cpu::BlockCtx&, const AllReducePlan&, const SignalView&, const SymmetricView&,
-                                    float*, float*, float*)>;
+                                    float*, float*, float*, cpu::WorkQueue&)>;
 
 void real_all_reduce(cpu::BlockCtx& ctx, const AllReducePlan& plan, const SignalView& sig, const SymmetricView& heap,
-                     float* partial, float* recv, float* out) {
-  all_reduce_block(ctx, plan, sig, heap, partial, recv, out);
+                     float* partial, float* recv, float* out, cpu::WorkQueue& queue) {
+  all_reduce_block(ctx, plan, sig, heap, partial, recv, out, queue);
 }
 
 // An executor of `world` ranks with the protocol's symmetric buffers: partial, out (rows x cols
@@ -91,6 +95,7 @@ std::string run_all_reduce(const ArCase& c, uint64_t seed, int calls, const Prot
   ArWorld w(c.world, plan, "all_reduce", seed);
   auto& [ex, op, partial, out, recv] = w;
   std::mt19937_64 rng(seed);
+  std::vector<cpu::WorkQueue> queues(static_cast<size_t>(c.world));  // per rank, kept across calls
   for (uint64_t e = 1; e <= uint64_t(calls); ++e) {
     std::vector<std::vector<float>> in(c.world);
     for (int r = 0; r < c.world; ++r) {
@@ -99,10 +104,14 @@ std::string run_all_reduce(const ArCase& c, uint64_t seed, int calls, const Prot
       std::memset(ex.at<float>(r, out), test::kPoison, bytes);
       std::memset(ex.at<float>(r, recv), test::kPoison, plan.recv_elems() * sizeof(float));
     }
+    std::atomic<bool> resident_done{false};  // late_blocks: the last rank's one resident block has finished
     ex.run({{"all_reduce", c.blocks, [&](cpu::BlockCtx& ctx) {
                const int r = ctx.rank();
+               const bool late = c.late_blocks && r == c.world - 1;
+               if (late && ctx.block() + 1 != ctx.num_blocks()) test::hold_until(resident_done);
                protocol(ctx, plan, ex.signals(r, 0, plan.num_channels(), e, op), ex.heap(r), ex.at<float>(r, partial),
-                        ex.at<float>(r, recv), ex.at<float>(r, out));
+                        ex.at<float>(r, recv), ex.at<float>(r, out), queues[static_cast<size_t>(r)]);
+               if (late) resident_done.store(true);
              }}});
     const std::string err = first_mismatch(
         c.name() + ": call " + std::to_string(e), c.world, plan.elems(), c.cols,
@@ -113,6 +122,9 @@ std::string run_all_reduce(const ArCase& c, uint64_t seed, int calls, const Prot
         },
         [&](int r, uint64_t i) { return ex.at<float>(r, out)[i]; });
     if (!err.empty()) return err;
+    if (std::string q = test::check_queues_reset(queues, c.name() + ": call " + std::to_string(e)); !q.empty()) {
+      return q;
+    }
   }
   return "";
 }
@@ -150,6 +162,24 @@ TEST_P(AllReduceProtocol, ChunkSizes) {
   }
 }
 
+TEST_P(AllReduceProtocol, OneResidentBlockDoesTheRanksWork) {
+  // The last rank's blocks but one start only after that one has finished: the announcements,
+  // reductions and fetches come from the rank's queue, not bound to block indices, so the one
+  // block does all of them while the peers wait for its chunks.
+  for (int world : {1, 2, 3, 5}) {
+    for (uint32_t rows : {1u, 7u, 13u}) {
+      ArCase c;
+      c.world = world;
+      c.rows = rows;
+      c.comm_rows = 2;
+      c.method = GetParam();
+      c.blocks = 4;
+      c.late_blocks = true;
+      EXPECT_EQ(run_all_reduce(c, 6700 * world + rows, 2), "");
+    }
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Cpu, AllReduceProtocol, ::testing::Values(ArMethod::kOneShot, ArMethod::kTwoShot),
                          [](const ::testing::TestParamInfo<ArMethod>& info) {
                            return std::string(info.param == ArMethod::kOneShot ? "OneShot" : "TwoShot");
@@ -168,6 +198,7 @@ std::string run_back_to_back(const ArCase& c, uint64_t seed, int calls) {
   std::mt19937_64 rng(seed);
   std::vector<std::vector<std::vector<float>>> in(calls);
   std::vector<std::vector<std::vector<float>>> got(calls, std::vector<std::vector<float>>(c.world));
+  std::vector<cpu::WorkQueue> queues(static_cast<size_t>(c.world));  // per rank, across the calls
   for (int k = 0; k < calls; ++k) {
     for (int r = 0; r < c.world; ++r) in[k].push_back(test::random_floats(rng, plan.elems()));
   }
@@ -187,7 +218,7 @@ std::string run_back_to_back(const ArCase& c, uint64_t seed, int calls) {
                }
                fence.arrive_and_wait(ctx, 3 * uint64_t(k) + 2);
                all_reduce_block(ctx, plan, sig, ex.heap(r), ex.at<float>(r, partial), ex.at<float>(r, recv),
-                                ex.at<float>(r, out));
+                                ex.at<float>(r, out), queues[static_cast<size_t>(r)]);
                fence.arrive_and_wait(ctx, 3 * uint64_t(k) + 3);
                if (ctx.block() == 0) {
                  const float* o = ex.at<float>(r, out);
@@ -206,7 +237,7 @@ std::string run_back_to_back(const ArCase& c, uint64_t seed, int calls) {
         [&](int r, uint64_t i) { return got[k][r][i]; });
     if (!err.empty()) return err;
   }
-  return "";
+  return test::check_queues_reset(queues, c.name() + ": after " + std::to_string(calls) + " back-to-back calls");
 }
 
 TEST_P(AllReduceProtocol, ConsecutiveCallsWithoutHostSync) {
@@ -271,6 +302,7 @@ std::string run_gemm_ar(const GemmArCase& c, uint64_t seed, int calls) {
       std::memset(ex.at<float>(r, out), test::kPoison, bytes);
     }
     const uint32_t tiles = c.m_tiles() * c.n_tiles();
+    std::vector<cpu::WorkQueue> queues(static_cast<size_t>(c.world));
     ex.run({{"gemm", c.gemm_blocks,
              [&](cpu::BlockCtx& ctx) {
                const int r = ctx.rank();
@@ -292,7 +324,8 @@ std::string run_gemm_ar(const GemmArCase& c, uint64_t seed, int calls) {
             {"all_reduce", c.ar_blocks, [&](cpu::BlockCtx& ctx) {
                const int r = ctx.rank();
                all_reduce_block(ctx, plan, ex.signals(r, 0, plan.num_channels(), e, op), ex.heap(r),
-                                ex.at<float>(r, partial), ex.at<float>(r, recv), ex.at<float>(r, out));
+                                ex.at<float>(r, partial), ex.at<float>(r, recv), ex.at<float>(r, out),
+                                queues[static_cast<size_t>(r)]);
              }}});
     const std::string err = first_mismatch(
         c.name() + ": call " + std::to_string(e), c.world, plan.elems(), c.n,
@@ -351,7 +384,7 @@ TEST(AllReducePlan, TwoShotFetchesExactlyTheChunksOthersOwn) {
 // without waiting for their "reduced" signals. With one block per rank, the first rank to finish
 // fetching did so before any rank began reducing, so it read poison: the comparison must say so.
 void fetch_without_waiting(cpu::BlockCtx& ctx, const AllReducePlan& plan, const SignalView& sig,
-                           const SymmetricView& heap, float* partial, float* recv, float* out) {
+                           const SymmetricView& heap, float* partial, float* recv, float* out, cpu::WorkQueue&) {
   const uint32_t rank = static_cast<uint32_t>(ctx.rank());
   for (uint32_t c = 0; c < plan.num_chunks(); ++c) ctx.producer_tile_notify(sig, plan.ready_channel(c));
   for (uint32_t i = 0; i < plan.num_fetched(rank); ++i) {

@@ -58,6 +58,25 @@ std::string method_name(const ::testing::TestParamInfo<RsMethod>& info) {
   return info.param == RsMethod::kPush ? "Push" : "Pull";
 }
 
+TEST_P(ReduceScatterProtocol, OneResidentBlockDoesTheRanksWork) {
+  // The last rank's blocks but one start only after that one has finished: the announcement, the
+  // sends and the reductions come from the rank's queue, not bound to block indices, so the one
+  // block does all of them while the peers wait for its entry, parts or partials.
+  for (int world : {1, 2, 3, 5}) {
+    for (uint32_t rows : {1u, 7u}) {
+      RsCase c;
+      c.world = world;
+      c.rows_per_rank = rows;
+      c.comm_rows = 2;
+      c.reduce_rows = 1;
+      c.blocks = 4;
+      c.method = GetParam();
+      c.late_blocks = true;
+      EXPECT_EQ(run_reduce_scatter(c, 8300 * world + rows, 2), "");
+    }
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Sm, ReduceScatterProtocol, ::testing::Values(RsMethod::kPush, RsMethod::kPull),
                          method_name);
 
@@ -74,6 +93,7 @@ std::string run_back_to_back(const RsCase& c, uint64_t seed, int calls) {
   const size_t recv = ex.allocate(pbytes);
   std::mt19937_64 rng(seed);
   std::vector<std::vector<std::vector<float>>> in(calls), out(calls);
+  std::vector<cpu::WorkQueue> queues(static_cast<size_t>(c.world));  // per rank, across the calls
   for (int k = 0; k < calls; ++k) {
     for (int r = 0; r < c.world; ++r) {
       in[k].push_back(test::random_floats(rng, plan.partial_elems()));
@@ -88,14 +108,15 @@ std::string run_back_to_back(const RsCase& c, uint64_t seed, int calls) {
                if (ctx.block() == 0) std::memcpy(ex.at<float>(r, partial), in[k][r].data(), pbytes);
                fence.arrive_and_wait(ctx, 2 * uint64_t(k) + 2);
                reduce_scatter_block(ctx, plan, ex.signals(r, 0, plan.num_channels(), k + 1, op), ex.heap(r),
-                                    ex.at<float>(r, partial), ex.at<float>(r, recv), out[k][r].data());
+                                    ex.at<float>(r, partial), ex.at<float>(r, recv), out[k][r].data(),
+                                    queues[static_cast<size_t>(r)]);
              }
            }}});
   for (int k = 0; k < calls; ++k) {
     const std::string err = check_out(c, k + 1, out[k], reference_sum(c, in[k]));
     if (!err.empty()) return err;
   }
-  return "";
+  return test::check_queues_reset(queues, "after " + std::to_string(calls) + " back-to-back calls");
 }
 
 class ReduceScatterBackToBack : public ::testing::TestWithParam<RsMethod> {};

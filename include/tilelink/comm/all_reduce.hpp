@@ -27,6 +27,7 @@
 
 #include "tilelink/comm/protocol_common.hpp"
 #include "tilelink/comm/reduce_scatter.hpp"
+#include "tilelink/comm/work_queue.hpp"
 #include "tilelink/mapping/mapping.hpp"
 #include "tilelink/primitives/symmetric.hpp"
 
@@ -94,63 +95,65 @@ struct AllReducePlan {
   }
 };
 
-// One block of one rank: announce this rank's partial (in_place), reduce its chunks as the
-// peers' parts arrive (each block its share, in order), then -- two-shot -- fetch the other
-// owners' sums; the exit barrier last. The reduction's waits depend only on the partials'
-// producers (and, for in_place, the announcing blocks of every rank, which announce first); the fetches wait for the owners' reductions,
-// so on the GPU every rank's blocks must be resident at once (a grid within the SM budget, as
-// every protocol here needs).
+// One block of one rank. The rank's units come from its work queue (for_each_queued_unit), so
+// no unit is bound to a block and any one resident block does them all: first (in_place) the
+// announcements of the partial's chunks, one unit each -- one block announcing every chunk makes
+// that many releases serial (the suspected cause of 55-63 us for 4 MiB at 2 ranks on the H200) --
+// then the reductions of this rank's chunks as the peers' parts arrive, then (two-shot) the
+// fetches of the other owners' sums; the exit barrier last. A reduction waits only for the
+// partials' producers (in_place: announcement units, first in every rank's queue), a fetch only for
+// its owner's reduction: no unit waits on a later one.
 TL_PROTOCOL
-template <class Ctx>
+template <class Ctx, class Queue>
 TL_HOST_DEVICE void all_reduce_block(Ctx& ctx, const AllReducePlan& plan, const SignalView& sig,
-                                     const SymmetricView& heap, float* partial, float* recv, float* out) {
+                                     const SymmetricView& heap, float* partial, float* recv, float* out,
+                                     Queue& queue) {
   const uint32_t w = plan.world;
   const uint32_t rank = static_cast<uint32_t>(ctx.rank());
   const bool two_shot = plan.method == ArMethod::kTwoShot;
   const uint32_t arrivals = plan.in_place ? 1u : plan.ready_arrivals;
-  if (plan.in_place) {
-    // The partial is in place before the call: any block may announce any chunk. Spread over the
-    // blocks: one block announcing every chunk makes that many releases serial (the suspected
-    // cause of 55-63 us for 4 MiB at 2 ranks on the H200; not measured since).
-    for (uint32_t c = ctx.block(); c < plan.num_chunks(); c += ctx.num_blocks()) {
-      ctx.producer_tile_notify(sig, plan.ready_channel(c));
-    }
-  }
+  const uint32_t announce = plan.in_place ? plan.num_chunks() : 0u;
+  const uint32_t reduced = plan.num_reduced(rank);
+  const uint32_t fetched = two_shot ? plan.num_fetched(rank) : 0u;
 
-  for (uint32_t i = ctx.block(); i < plan.num_reduced(rank); i += ctx.num_blocks()) {
-    const uint32_t c = plan.reduced_chunk(rank, i);
-    const TileShape shape = plan.chunk_shape(c);
-    for (uint32_t s = 1; s < w; ++s) {
-      const uint32_t q = swizzled_peer(rank, s, w);
-      ctx.peer_tile_wait(sig, plan.ready_channel(c), static_cast<int>(q), arrivals, static_cast<int32_t>(c));
-      ctx.tile_pull_data(plan.recv_tile(recv, q, c), heap, plan.tile(partial, c), static_cast<int>(q), shape);
+  for_each_queued_unit(ctx, queue, announce + reduced + fetched, [&](uint32_t u) {
+    if (u < announce) {
+      ctx.producer_tile_notify(sig, plan.ready_channel(u));
+      return;
     }
-    if (!plan.in_place) ctx.consumer_tile_wait(sig, plan.ready_channel(c), 1, arrivals, static_cast<int32_t>(c));
-    ctx.sync();
-    // Sum in rank order 0..world-1: bit-identical results whatever the arrival order.
-    const uint64_t n4 = uint64_t(shape.rows) * plan.cols / 4;
-    const Lanes lanes = ctx.lanes();
-    Float4* dst = reinterpret_cast<Float4*>(plan.tile(out, c).ptr);
-    for (uint64_t e = lanes.id; e < n4; e += lanes.count) {
-      Float4 acc{{0.f, 0.f, 0.f, 0.f}};
-      for (uint32_t q = 0; q < w; ++q) {
-        const TileRef t = q == rank ? plan.tile(partial, c) : plan.recv_tile(recv, q, c);
-        const Float4 x = static_cast<const Float4*>(t.ptr)[e];
-        for (int k = 0; k < 4; ++k) acc.v[k] += x.v[k];
+    u -= announce;
+    if (u < reduced) {
+      const uint32_t c = plan.reduced_chunk(rank, u);
+      const TileShape shape = plan.chunk_shape(c);
+      for (uint32_t s = 1; s < w; ++s) {
+        const uint32_t q = swizzled_peer(rank, s, w);
+        ctx.peer_tile_wait(sig, plan.ready_channel(c), static_cast<int>(q), arrivals, static_cast<int32_t>(c));
+        ctx.tile_pull_data(plan.recv_tile(recv, q, c), heap, plan.tile(partial, c), static_cast<int>(q), shape);
       }
-      dst[e] = acc;
+      if (!plan.in_place) ctx.consumer_tile_wait(sig, plan.ready_channel(c), 1, arrivals, static_cast<int32_t>(c));
+      ctx.sync();
+      // Sum in rank order 0..world-1: bit-identical results whatever the arrival order.
+      const uint64_t n4 = uint64_t(shape.rows) * plan.cols / 4;
+      const Lanes lanes = ctx.lanes();
+      Float4* dst = reinterpret_cast<Float4*>(plan.tile(out, c).ptr);
+      for (uint64_t e = lanes.id; e < n4; e += lanes.count) {
+        Float4 acc{{0.f, 0.f, 0.f, 0.f}};
+        for (uint32_t q = 0; q < w; ++q) {
+          const TileRef t = q == rank ? plan.tile(partial, c) : plan.recv_tile(recv, q, c);
+          const Float4 x = static_cast<const Float4*>(t.ptr)[e];
+          for (int k = 0; k < 4; ++k) acc.v[k] += x.v[k];
+        }
+        dst[e] = acc;
+      }
+      if (two_shot) ctx.producer_tile_notify(sig, plan.reduced_channel(c));
+      return;
     }
-    if (two_shot) ctx.producer_tile_notify(sig, plan.reduced_channel(c));
-  }
-
-  if (two_shot) {
-    for (uint32_t i = ctx.block(); i < plan.num_fetched(rank); i += ctx.num_blocks()) {
-      const uint32_t c = plan.fetched_chunk(rank, i);
-      const uint32_t o = plan.owner(c);
-      ctx.peer_tile_wait(sig, plan.reduced_channel(c), static_cast<int>(o), 1, static_cast<int32_t>(c));
-      ctx.tile_pull_data(plan.tile(out, c), heap, plan.tile(out, c), static_cast<int>(o), plan.chunk_shape(c));
-    }
-  }
+    u -= reduced;
+    const uint32_t c = plan.fetched_chunk(rank, u);
+    const uint32_t o = plan.owner(c);
+    ctx.peer_tile_wait(sig, plan.reduced_channel(c), static_cast<int>(o), 1, static_cast<int32_t>(c));
+    ctx.tile_pull_data(plan.tile(out, c), heap, plan.tile(out, c), static_cast<int>(o), plan.chunk_shape(c));
+  });
   rank_exit_barrier(ctx, sig, plan.exit_channel());
 }
 

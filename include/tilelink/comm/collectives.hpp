@@ -10,6 +10,7 @@
 #include "tilelink/comm/all_gather.hpp"
 #include "tilelink/comm/all_reduce.hpp"
 #include "tilelink/comm/reduce_scatter.hpp"
+#include "tilelink/runtime/device_buffer.hpp"
 #include "tilelink/runtime/signal_set.hpp"
 #include "tilelink/runtime/symmetric_heap.hpp"
 #include "tilelink/runtime/trace_buffer.hpp"
@@ -204,6 +205,7 @@ class ReduceScatter {
   ReduceScatterPlan plan_;
   SymmetricBuffer recv_;
   SignalSlice slice_;
+  std::vector<DeviceBuffer> queues_;  // per rank: the kernel's work counter (zero between calls)
   uint32_t num_blocks_ = 0;
 };
 
@@ -262,6 +264,7 @@ class AllReduce {
   AllReducePlan plan_;
   SymmetricBuffer recv_;
   SignalSlice slice_;
+  std::vector<DeviceBuffer> queues_;  // per rank: the kernel's work counter (zero between calls)
   uint32_t num_blocks_ = 0;
 };
 

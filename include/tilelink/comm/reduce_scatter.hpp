@@ -14,6 +14,7 @@
 #include <cstdint>
 
 #include "tilelink/comm/protocol_common.hpp"
+#include "tilelink/comm/work_queue.hpp"
 #include "tilelink/mapping/mapping.hpp"
 #include "tilelink/primitives/symmetric.hpp"
 
@@ -92,39 +93,57 @@ struct alignas(16) Float4 {
   float v[4];
 };
 
-// One block of one rank: first the sends (tiles other ranks need, in swizzled order), then the
-// reduction of this rank's chunks as their inputs arrive.
+// One block of one rank. The rank's units come from its work queue (for_each_queued_unit), so
+// no unit is bound to a block and any one resident block does them all:
+//  - unit 0 announces the rank: push, its entry (the first half of rank_barrier); pull, every
+//    chunk of its partial ready for the owners to read;
+//  - push: (world - 1) x chunks_per_rank sends, each after every rank's entry, tiles other ranks
+//    need in swizzled order;
+//  - the reduction items of this rank's chunks, each once its inputs have arrived.
+// Every unit waits only on units before it in some rank's queue, which never wait on later ones.
 TL_PROTOCOL
-template <class Ctx>
-TL_HOST_DEVICE void reduce_scatter_block(Ctx& ctx, const ReduceScatterPlan& plan,
-                                      const SignalView& sig, const SymmetricView& heap,
-                                      float* partial, float* recv, float* out) {
-  if (plan.method == RsMethod::kPush) rank_barrier(ctx, sig, plan.barrier_channel());
+template <class Ctx, class Queue>
+TL_HOST_DEVICE void reduce_scatter_block(Ctx& ctx, const ReduceScatterPlan& plan, const SignalView& sig,
+                                         const SymmetricView& heap, float* partial, float* recv, float* out,
+                                         Queue& queue) {
   const uint32_t w = plan.world();
   const uint32_t rank = static_cast<uint32_t>(ctx.rank());
   const uint32_t cpr = plan.map.chunks_per_rank();
+  const bool push = plan.method == RsMethod::kPush;
+  const uint32_t sends = push ? (w - 1) * cpr : 0;
+  bool entered = false;  // push: every rank's entry seen by this block (uniform over its threads)
 
-  if (plan.method == RsMethod::kPush) {
-    for (uint32_t i = ctx.block(); i < (w - 1) * cpr; i += ctx.num_blocks()) {
+  for_each_queued_unit(ctx, queue, 1 + sends + plan.num_reduce_items(), [&](uint32_t u) {
+    if (u == 0) {
+      if (push) {
+        for (int p = 0; p < ctx.world(); ++p) ctx.peer_tile_notify(sig, plan.barrier_channel() + rank, p);
+      } else {
+        for (uint32_t o = 0; o < w; ++o) {
+          for (uint32_t c = 0; c < cpr; ++c) ctx.producer_tile_notify(sig, plan.ready_channel(o, c));
+        }
+      }
+      return;
+    }
+    if (u <= sends) {
+      if (!entered) {  // no write into a peer before it has entered this call
+        ctx.consumer_tile_wait(sig, plan.barrier_channel(), w);
+        entered = true;
+      }
+      const uint32_t i = u - 1;
       const uint32_t owner = swizzled_peer(rank, 1 + i / cpr, w);
       const uint32_t chunk = i % cpr;
-      ctx.tile_push_data(heap, plan.recv_tile(recv, rank, chunk), static_cast<int>(owner),
-                         plan.chunk_shape(chunk), plan.partial_tile(partial, owner, chunk));
+      ctx.tile_push_data(heap, plan.recv_tile(recv, rank, chunk), static_cast<int>(owner), plan.chunk_shape(chunk),
+                         plan.partial_tile(partial, owner, chunk));
       ctx.peer_tile_notify(sig, plan.chunk_channel(chunk), static_cast<int>(owner), NotifyMode::kAdd);
+      return;
     }
-  } else if (ctx.block() == 0) {
-    for (uint32_t o = 0; o < w; ++o) {
-      for (uint32_t c = 0; c < cpr; ++c) ctx.producer_tile_notify(sig, plan.ready_channel(o, c));
-    }
-  }
-
-  for (uint32_t i = ctx.block(); i < plan.num_reduce_items(); i += ctx.num_blocks()) {
+    const uint32_t i = u - 1 - sends;
     const uint32_t chunk = i / plan.slices_per_chunk();
     const RowRange slice = plan.item_rows(i);
-    if (slice.rows == 0) continue;
+    if (slice.rows == 0) return;
     const uint64_t offset = uint64_t(slice.row0) * plan.cols;  // floats into the chunk
     const TileShape shape{slice.rows, plan.row_bytes()};
-    if (plan.method == RsMethod::kPush) {
+    if (push) {
       ctx.consumer_tile_wait(sig, plan.chunk_channel(chunk), 1, w - 1, static_cast<int32_t>(chunk));
     } else {
       for (uint32_t s = 1; s < w; ++s) {
@@ -134,8 +153,7 @@ TL_HOST_DEVICE void reduce_scatter_block(Ctx& ctx, const ReduceScatterPlan& plan
         const TileRef dst = plan.recv_tile(recv, q, chunk);
         const TileRef src = plan.partial_tile(partial, rank, chunk);
         ctx.tile_pull_data({static_cast<float*>(dst.ptr) + offset, dst.pitch}, heap,
-                           {static_cast<float*>(src.ptr) + offset, src.pitch}, static_cast<int>(q),
-                           shape);
+                           {static_cast<float*>(src.ptr) + offset, src.pitch}, static_cast<int>(q), shape);
       }
       ctx.sync();
     }
@@ -152,8 +170,8 @@ TL_HOST_DEVICE void reduce_scatter_block(Ctx& ctx, const ReduceScatterPlan& plan
       }
       dst[e] = acc;
     }
-  }
-  if (plan.method == RsMethod::kPull) rank_exit_barrier(ctx, sig, plan.exit_channel());
+  });
+  if (!push) rank_exit_barrier(ctx, sig, plan.exit_channel());
 }
 
 }  // namespace tilelink

@@ -6,7 +6,7 @@
 //
 // Queue (a rank's counter for one kernel; zero when the kernel starts):
 //   next(total)  the next unit, shared by the calling block's threads (GPU: BlockWorkQueue,
-//                ops/common/block_work_queue.cuh; CPU executor: cpu::WorkQueue)
+//                comm/block_work_queue.cuh; CPU executor: cpu::WorkQueue)
 //   reset()      back to zero for the next kernel
 #pragma once
 

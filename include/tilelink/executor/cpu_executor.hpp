@@ -97,7 +97,7 @@ class BlockCtx {
   std::mt19937_64 rng_;
 };
 
-// The CPU stand-in for a rank's device work queue (ops/common/block_work_queue.cuh): units 0, 1,
+// The CPU stand-in for a rank's device work queue (comm/block_work_queue.cuh): units 0, 1,
 // 2, ... each to the one block that asks first.
 class WorkQueue {
  public:

@@ -11,6 +11,7 @@
 #include "runtime/checks.hpp"
 #include "tilelink/comm/stream_ctx.hpp"
 #include "tilelink/core/error.hpp"
+#include "tilelink/runtime/work_counters.hpp"
 
 namespace tilelink {
 
@@ -279,16 +280,13 @@ GemmAr::GemmAr(const World& world, SymmetricHeap& heap, SignalSet& signals, cons
   const size_t n_ranks = static_cast<size_t>(world.size());
   kernels_.resize(n_ranks);
   m_order_.resize(n_ranks);
-  queues_.resize(n_ranks);
+  queues_ = zeroed_work_counters(world, 2);  // the two reduction kernels' (queues_)
   for (int r : world.local_ranks()) {
     std::vector<uint32_t> order(plan_.m_tiles());
     for (uint32_t i = 0; i < order.size(); ++i) order[i] = i;
     DeviceBuffer table(order.size() * sizeof(uint32_t), world.device(r));
     TL_CUDA_CHECK(cudaMemcpy(table.get(), order.data(), table.bytes(), cudaMemcpyHostToDevice));
     m_order_[static_cast<size_t>(r)] = std::move(table);
-    DeviceBuffer queues(2 * sizeof(uint32_t), world.device(r));
-    TL_CUDA_CHECK(cudaMemset(queues.get(), 0, queues.bytes()));
-    queues_[static_cast<size_t>(r)] = std::move(queues);
     make_kernel(r);
     detail::preload_gemm_ar_reduce();
   }

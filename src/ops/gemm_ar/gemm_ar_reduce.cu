@@ -13,9 +13,9 @@
 #include <type_traits>
 
 #include "ops/common/bf16x8.cuh"
-#include "ops/common/block_work_queue.cuh"
 #include "ops/common/cluster_launch.hpp"
 #include "ops/gemm_ar/sm90_gemm_ar_kernel.hpp"
+#include "tilelink/comm/block_work_queue.cuh"
 #include "tilelink/comm/device_ctx.cuh"
 #include "tilelink/primitives/trace.cuh"
 #include "tilelink/runtime/world.hpp"

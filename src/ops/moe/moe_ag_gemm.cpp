@@ -13,6 +13,7 @@
 #include "ops/moe/sm90_moe_gemm_kernel.hpp"
 #include "tilelink/core/error.hpp"
 #include "tilelink/ops/moe/moe_policy.hpp"
+#include "tilelink/runtime/work_counters.hpp"
 
 namespace tilelink {
 
@@ -158,16 +159,13 @@ MoeAgGroupGemm::MoeAgGroupGemm(const World& world, SymmetricHeap& heap, SignalSe
   const size_t ranks = static_cast<size_t>(world.size());
   mappings_.resize(ranks);
   order_.resize(ranks);
-  gather_queues_.resize(ranks);
+  gather_queues_ = zeroed_work_counters(world);
   sorted_.resize(ranks);
   for (int r : world.local_ranks()) {
     const size_t i = static_cast<size_t>(r);
     world.set_device(r);
     mappings_[i] = std::make_unique<MoeMappingBuffers>(tokens, args.topk, args.experts, tile_m_, world.device(r));
     order_[i] = DeviceBuffer(size_t(tiles) * sizeof(uint32_t), world.device(r));
-    gather_queues_[i] = DeviceBuffer(sizeof(uint32_t), world.device(r));
-    // Zero once: every gather kernel puts it back to zero with its last draw (for_each_queued_unit).
-    TL_CUDA_CHECK(cudaMemset(gather_queues_[i].get(), 0, sizeof(uint32_t)));
     sorted_[i] = DeviceBuffer(size_t(tiles) * tile_m_ * args.hidden * kElementBytes, world.device(r));
     make_kernels(r);
     detail::preload_moe_gather();

@@ -4,7 +4,7 @@
 // 8 vectors (128 KiB in flight; 512 x 4 measured ~25 GB/s per CTA on the H200).
 #include "ops/moe/moe_gather.hpp"
 
-#include "ops/common/block_work_queue.cuh"
+#include "tilelink/comm/block_work_queue.cuh"
 #include "tilelink/comm/device_ctx.cuh"
 #include "tilelink/core/error.hpp"
 #include "tilelink/runtime/world.hpp"
