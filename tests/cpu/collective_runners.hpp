@@ -227,7 +227,7 @@ inline std::string run_reduce_scatter(const RsCase& c, uint64_t seed, int calls)
     ex.run({{"rs", c.blocks, [&](cpu::BlockCtx& ctx) {
                const int r = ctx.rank();
                const bool late = c.late_blocks && r == c.world - 1;
-               if (late && ctx.block() + 1 != ctx.num_blocks()) hold_until(resident_done);
+               if (late && ctx.block() + 1 != ctx.num_blocks()) hold_until([&] { return resident_done.load(); });
                reduce_scatter_block(ctx, plan, ex.signals(r, 0, plan.num_channels(), e, op), ex.heap(r),
                                     ex.at<float>(r, partial), ex.at<float>(r, recv), out[r].data(),
                                     queues[static_cast<size_t>(r)]);

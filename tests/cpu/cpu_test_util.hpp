@@ -2,7 +2,6 @@
 // Executor::run hold several consecutive calls of an op, and the message of a refusal.
 #pragma once
 
-#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <cstring>
@@ -57,11 +56,13 @@ inline std::vector<float> random_floats(std::mt19937_64& rng, size_t n) {
 
 // Options for protocol tests: frequent short delays (stragglers and reorderings) and a wait
 // bound far above any legitimate wait on a loaded 2-core machine.
-// A block that MPS would not make resident yet: spins until `released`, at most 20 s, so that a
-// protocol that needs this block fails by the executor's timeout report rather than hanging here.
-inline void hold_until(const std::atomic<bool>& released) {
+// A block that MPS would not make resident yet: spins until released() is true, at most 20 s, so
+// that a protocol that needs this block fails by the executor's timeout report rather than hanging
+// here.
+template <class Released>
+void hold_until(Released&& released) {
   const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(20);
-  while (!released.load() && std::chrono::steady_clock::now() < until) std::this_thread::yield();
+  while (!released() && std::chrono::steady_clock::now() < until) std::this_thread::yield();
 }
 
 // "" when every rank's work queue is back at 0 after a call (for_each_queued_unit's last draw

@@ -3,13 +3,11 @@
 
 #include <algorithm>
 #include <atomic>
-#include <chrono>
 #include <cmath>
 #include <cstring>
 #include <functional>
 #include <sstream>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "cpu_test_util.hpp"
@@ -150,12 +148,7 @@ inline std::string run_moe(const MoeCase& c, uint64_t seed, int calls) {
              [&](cpu::BlockCtx& ctx) {
                const int r = ctx.rank();
                if (c.late_gather_blocks && ctx.block() > 0) {
-                 // Bounded, so that a protocol that needs this block fails by the executor's timeout
-                 // report rather than hanging here.
-                 const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(20);
-                 while (gemm_done[static_cast<size_t>(r)].load() < kGemmBlocks && std::chrono::steady_clock::now() < until) {
-                   std::this_thread::yield();
-                 }
+                 hold_until([&] { return gemm_done[static_cast<size_t>(r)].load() >= kGemmBlocks; });
                }
                moe_gather_block(ctx, ag, ag_sig(r), view, order[r].data(), gather_sig(r), 0,
                                 queues[static_cast<size_t>(r)],

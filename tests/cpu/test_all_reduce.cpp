@@ -108,7 +108,7 @@ std::string run_all_reduce(const ArCase& c, uint64_t seed, int calls, const Prot
     ex.run({{"all_reduce", c.blocks, [&](cpu::BlockCtx& ctx) {
                const int r = ctx.rank();
                const bool late = c.late_blocks && r == c.world - 1;
-               if (late && ctx.block() + 1 != ctx.num_blocks()) test::hold_until(resident_done);
+               if (late && ctx.block() + 1 != ctx.num_blocks()) test::hold_until([&] { return resident_done.load(); });
                protocol(ctx, plan, ex.signals(r, 0, plan.num_channels(), e, op), ex.heap(r), ex.at<float>(r, partial),
                         ex.at<float>(r, recv), ex.at<float>(r, out), queues[static_cast<size_t>(r)]);
                if (late) resident_done.store(true);

@@ -12,13 +12,11 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
-#include <chrono>
 #include <cmath>
 #include <cstring>
 #include <random>
 #include <sstream>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "cpu_test_util.hpp"
@@ -134,12 +132,7 @@ std::string run(const Case& c, uint64_t seed, int calls) {
                        const int r = ctx.rank();
                        const bool late = c.late_blocks && r == c.world - 1;
                        if (late && ctx.block() + 1 != ctx.num_blocks()) {
-                         // Bounded, so that a protocol that needs this block fails by the
-                         // executor's timeout report rather than hanging here.
-                         const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(20);
-                         while (!resident_done[static_cast<size_t>(r)].load() && std::chrono::steady_clock::now() < until) {
-                           std::this_thread::yield();
-                         }
+                         test::hold_until([&] { return resident_done[static_cast<size_t>(r)].load(); });
                        }
                        const SignalView sig = ex.signals(r, 0, plan.num_channels(), e, op);
                        const SymmetricView heap = ex.heap(r);

@@ -6,8 +6,9 @@
 // Thread 0 draws for the whole block, and draws the unit after the one it hands out at once, so the
 // atomic's round trip overlaps that unit's work. It draws only after a unit below `bound`, so each
 // block draws exactly one unit past the end -- which lets the protocol's last drawer reset the
-// counter for the next kernel (for_each_queued_unit, comm/work_queue.hpp). A block holding a unit it has not started
-// only delays it: the unit it works on meanwhile waits on earlier units, never on later ones.
+// counter for the next kernel (for_each_queued_unit, comm/work_queue.hpp). A block holding a unit
+// it has not started only delays it: the unit it works on meanwhile waits on earlier units, never
+// on later ones.
 #pragma once
 
 #include <cstdint>

@@ -280,7 +280,7 @@ GemmAr::GemmAr(const World& world, SymmetricHeap& heap, SignalSet& signals, cons
   const size_t n_ranks = static_cast<size_t>(world.size());
   kernels_.resize(n_ranks);
   m_order_.resize(n_ranks);
-  queues_ = zeroed_work_counters(world, 2);  // the two reduction kernels' (queues_)
+  queues_ = zeroed_work_counters(world, 2);  // one per reduction plan: see queues_
   for (int r : world.local_ranks()) {
     std::vector<uint32_t> order(plan_.m_tiles());
     for (uint32_t i = 0; i < order.size(); ++i) order[i] = i;
