@@ -159,6 +159,7 @@ struct PlanMoe : PlanArgs<sim::MoeProblem, sim::MoeAgPlanConfig> {
   MlpActivation activation = MlpActivation::kSwiGlu;  // plan moe
   std::string model;
   double mapping_us = 0;
+  uint32_t micro_batches = 1;  // plan moe
 
   // Part 1's options (plan moe_ag and plan moe); `layer`: the activation and part 2's too.
   void add_to(CLI::App* app, bool layer) {
@@ -185,6 +186,11 @@ struct PlanMoe : PlanArgs<sim::MoeProblem, sim::MoeAgPlanConfig> {
                     "part 2: CTAs of the combine and reduction (0 = the op's automatic count)")
         ->capture_default_str();
     app->add_option("--combine-rows", part2.op.comm_rows, "part 2: tokens per combine block")->capture_default_str();
+    app->add_option("--micro-batches", micro_batches,
+                    "a design, not built (issue 25): the layer pipelined over this many token micro-batches, one "
+                    "batch's all-gather and reduce-scatter under another's GEMMs (the epilogue combine, world > 1)")
+        ->capture_default_str()
+        ->check(CLI::PositiveNumber);
     add_enum_option(app, "--combine", part2.op.combine, {MoeCombine::kBlocks, MoeCombine::kEpilogue, MoeCombine::kAuto},
                     "part 2: who combines: blocks (CTAs beside the GEMM), epilogue (the GEMM's CTAs; the owners' "
                     "sums after it) or auto (the epilogue with peers reached by load/store, the blocks for one rank or "
@@ -234,13 +240,15 @@ int plan_moe(PlanMoe a, const sim::CostModel& cost) {
   a.resolve();
   a.part2.bm = a.config.bm;
   a.part2.bn = a.config.bn;
-  const sim::MoePrediction r = sim::predict_moe_layer(a.problem, a.activation, a.config, a.part2, cost);
+  const sim::MoePrediction r = sim::predict_moe_layer(a.problem, a.activation, a.config, a.part2, cost, a.micro_batches);
   const MoeCombine combine =
       moe_policy::combine(a.part2.op.combine, a.problem.world, a.problem.nodes > 1, a.part2.op.method);
   std::cout << a.header("moe", cost, std::string(" (") + to_string(a.activation) + ")") << "  tiles=" << r.tiles
             << "  gather CTAs=" << r.gather_ctas << "  combine=" << to_string(combine)
             << (a.part2.op.combine == MoeCombine::kAuto ? " (automatic)" : "")
             << (combine == MoeCombine::kEpilogue ? "  reduction CTAs=" : "  combine CTAs=") << r.combine_ctas
+            << (a.micro_batches > 1 ? "  micro-batches=" + std::to_string(a.micro_batches) + " (a design, not built)"
+                                    : std::string())
             << "\n\n";
   // With the combine on automatic, the other one too (its own automatic CTA count) -- on one node:
   // across nodes (put_signal) the epilogue combine does not run.
@@ -249,7 +257,7 @@ int plan_moe(PlanMoe a, const sim::CostModel& cost) {
     std::cout << "note: across " << a.problem.nodes << " nodes the world's transport is put_signal (auto): the combine "
               << "blocks stage the peers' rows and the stream puts them; this model's blocks store them directly\n\n";
   }
-  if (a.part2.op.combine == MoeCombine::kAuto && a.problem.nodes == 1) {
+  if (a.part2.op.combine == MoeCombine::kAuto && a.problem.nodes == 1 && a.micro_batches == 1) {
     sim::MoeRsPlanConfig other = a.part2;
     other.op.combine = combine == MoeCombine::kBlocks ? MoeCombine::kEpilogue : MoeCombine::kBlocks;
     other.op.combine_blocks = 0;

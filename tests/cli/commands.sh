@@ -111,6 +111,8 @@ expect 0 "predicted" plan moe --world 8 --model qwen1.5-moe
 # which row the op's automatic method runs: non-overlapped parts at world 1, fused with peers
 expect 0 "part 2 runs non_overlapped" plan moe --world 1 --model mixtral-8x7b
 expect 0 "part 1 runs fused" plan moe --world 8 --model qwen1.5-moe
+expect 0 "micro-batches=2 (a design, not built)" plan moe --world 8 --model qwen1.5-moe --micro-batches 2
+expect 1 "'micro_batches' = 2" plan moe --world 1 --model qwen1.5-moe --micro-batches 2
 expect 0 "part 2 runs fused" plan moe --world 1 --model mixtral-8x7b --combine epilogue
 expect 0 "the op runs non_overlapped" plan moe_ag --world 1 --model mixtral-8x7b
 expect 0 "predicted" plan sp_attention --world 8 --layout zigzag

@@ -319,6 +319,58 @@ TEST(MoeSim, Part2EpilogueCombineRunsOnTheGemmsCtasThenTheOwnersSum) {
   // World 1: no reduction; the combines end the call.
   const sim::MoePrediction one = sim::predict_moe_gemm_rs(hand_rs_problem(1), c, cost);
   EXPECT_NEAR(one.fused, 2e-6, 1e-12);
+  // A port that needs 5 µs for the rank's reduce-scatter (one block of 128 x 512 bytes to the
+  // peer): the sum waits for the pushes to cross it, 5-6.5 µs.
+  cost.ce_bandwidth = cost.nvlink_bandwidth = 128.0 * 512 / 5e-6;
+  const sim::MoePrediction slow = sim::predict_moe_gemm_rs(hand_rs_problem(2), c, cost);
+  EXPECT_NEAR(slow.t_comm, 5e-6, 1e-12);
+  EXPECT_NEAR(slow.fused, 6.5e-6, 1e-12);
+}
+
+// The layer over two token micro-batches (a design): one compute stream, part 1 of batch 1 after
+// part 2's GEMM of batch 0 and before batch 0's owners' sums; the all-gathers back to back on
+// the copy engine; the baselines the whole layer's.
+TEST(MoeSim, MicroBatchedLayerPipelinesTheBatchesOnOneComputeStream) {
+  const sim::MoeProblem p = hand_rs_problem(2);
+  sim::CostModel cost = hand_cost();
+  cost.epilogue_sum_bandwidth_per_cta = 128.0 * 2 * 512 / 1e-6;
+  sim::MoeRsPlanConfig part2 = hand_rs_config();
+  part2.op.combine = MoeCombine::kEpilogue;
+  const sim::MoePrediction whole = sim::predict_moe_layer(p, MlpActivation::kGelu, hand_config(), part2, cost);
+  const sim::MoePrediction two = sim::predict_moe_layer(p, MlpActivation::kGelu, hand_config(), part2, cost, 2);
+  EXPECT_DOUBLE_EQ(two.non_overlapped, whole.non_overlapped);
+  EXPECT_DOUBLE_EQ(two.ideal, whole.ideal);
+  EXPECT_DOUBLE_EQ(two.t_comm, whole.t_comm);
+  // [first start, last end] of the intervals of a lane prefix and a name prefix.
+  auto span = [&](const std::string& lane, const std::string& name) {
+    std::pair<double, double> s{1e9, -1e9};
+    for (const sim::Interval& e : two.timeline) {
+      if (e.lane.rfind(lane, 0) == 0 && e.name.rfind(name, 0) == 0) s = {std::min(s.first, e.start), std::max(s.second, e.end)};
+    }
+    EXPECT_LT(s.first, s.second) << "no interval of lane '" << lane << "', name '" << name << "'";
+    return s;
+  };
+  const auto copies0 = span("comm", "batch 0: "), copies1 = span("comm", "batch 1: ");
+  const auto gemm0 = span("cta", "batch 0: tile"), gemm1 = span("cta", "batch 1: tile");
+  const auto part2_0 = span("part 2 cta", "batch 0: "), part2_1 = span("part 2 cta", "batch 1: ");
+  const auto sums0 = span("part 2 reduce", "batch 0: "), sums1 = span("part 2 reduce", "batch 1: ");
+  EXPECT_NEAR(copies1.first, copies0.second, 1e-12) << "back to back on the copy engine";
+  EXPECT_GE(gemm0.first, copies0.second) << "the peer's rows first (its only tile needs them)";
+  EXPECT_GE(part2_0.first, gemm0.second);
+  EXPECT_GE(gemm1.first, part2_0.second) << "one compute stream";
+  EXPECT_GE(sums0.first, gemm1.second) << "batch 0's sums after batch 1's part 1";
+  EXPECT_GE(part2_1.first, sums0.second);
+  EXPECT_GE(sums1.first, part2_1.second);
+  EXPECT_DOUBLE_EQ(two.fused, sums1.second);
+  // Each batch pays the copy engine's fixed cost: the pipeline is slower here, not faster.
+  EXPECT_GT(two.fused, whole.fused);
+
+  EXPECT_THROW(sim::predict_moe_layer(p, MlpActivation::kGelu, hand_config(), part2, cost, 129), InvalidArgument);
+  EXPECT_THROW(sim::predict_moe_layer(hand_rs_problem(1), MlpActivation::kGelu, hand_config(), part2, cost, 2),
+               InvalidArgument);
+  EXPECT_THROW(sim::predict_moe_layer(p, MlpActivation::kGelu, hand_config(), hand_rs_config(), cost, 2),
+               InvalidArgument)
+      << "the combine blocks";
 }
 
 TEST(MoeSim, LayerIsPart1ThenTheActivationThenPart2) {

@@ -111,7 +111,17 @@ MoePrediction predict_moe_gemm_rs(const MoeProblem& problem, const MoeRsPlanConf
 // The MoE layer as tilelink::MoeLayer runs it: part 1 (its problem's intermediate doubled for
 // SwiGLU's gate and up halves), the activation on the sorted rows at HBM bandwidth, part 2, in a
 // row; one timeline. t_comp / t_comm: the parts' sums.
+//
+// micro_batches > 1 (a design, not built; issue 25): the layer pipelined over token micro-batches
+// -- each rank's tokens in that many contiguous pieces, batch i = piece i of every rank -- so that
+// one batch's communication runs under another's GEMMs (DeepEP's two-batch overlap, in the tile
+// model). Every batch's all-gather is issued at the start, back to back on the copy engine; the
+// compute stream runs part 1 of batch i, then batch i - 1's owners' sums (left until then), the
+// activation, and part 2's GEMM, whose epilogue pushes to the owners. The port serves in issue
+// order: the all-gathers, then each part 2's pushes from its GEMM's start, each sum waiting for its
+// share of them. Part 2's combine must be the epilogue's and world > 1. The baselines
+// (non-overlapped, ideal, t_comp, t_comm) stay the whole layer's; `fused` is the pipeline's end.
 MoePrediction predict_moe_layer(const MoeProblem& problem, MlpActivation activation, const MoeAgPlanConfig& part1,
-                                const MoeRsPlanConfig& part2, const CostModel& cost = {});
+                                const MoeRsPlanConfig& part2, const CostModel& cost = {}, uint32_t micro_batches = 1);
 
 }  // namespace tilelink::sim
