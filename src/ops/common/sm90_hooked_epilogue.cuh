@@ -5,6 +5,11 @@
 //   before()                       a value taken before Base::store (e.g. a timestamp);
 //   after(tile, thread_idx, v)     run by every consumer thread after Base::store of `tile`;
 // and may supply
+//   accumulate(tile, acc, thread_idx) -> bool
+//                                  run by every consumer thread after the tile's mainloop, first,
+//                                  with its accumulators (which it may change); false: this tile is
+//                                  not stored here, and neither prepare, Base::store nor after run
+//                                  (e.g. a K slice handed to the slice that stores the tile's sum);
 //   prepare(thread_idx)            run by every consumer thread before Base::store of each tile
 //                                  (after the tile's mainloop; e.g. a deferred notify);
 //   tail()                         run by every consumer thread after the kernel's last tile
@@ -28,6 +33,13 @@ template <class H, class = void>
 struct HookHasPrepare : std::false_type {};
 template <class H>
 struct HookHasPrepare<H, std::void_t<decltype(std::declval<H&>().prepare(0))>> : std::true_type {};
+template <class H, class Coord, class Acc, class = void>
+struct HookHasAccumulate : std::false_type {};
+template <class H, class Coord, class Acc>
+struct HookHasAccumulate<H, Coord, Acc,
+                         std::void_t<decltype(std::declval<H&>().accumulate(std::declval<Coord const&>(),
+                                                                            std::declval<Acc&>(), 0))>>
+    : std::true_type {};
 template <class H, class = void>
 struct HookHasTail : std::false_type {};
 template <class H>
@@ -61,6 +73,13 @@ struct Sm90HookedEpilogue : Base {
                             TileCoordMNKL tile_coord_mnkl, cute::Tensor<AccEngine, AccLayout> accumulators,
                             TiledMma tiled_mma, int thread_idx, typename Base::TensorStorage& shared_tensors,
                             int subtile_idx = -1) {
+    if constexpr (HookHasAccumulate<Hook, TileCoordMNKL, cute::Tensor<AccEngine, AccLayout>>::value) {
+      // Nothing stored: the pipelines' states stay where they are (no store stage used, no source
+      // loaded -- a hook that skips tiles belongs to an epilogue without C).
+      if (!hook_.accumulate(tile_coord_mnkl, accumulators, thread_idx)) {
+        return cute::make_tuple(load_pipe_consumer_state, store_pipe_producer_state);
+      }
+    }
     const auto before = hook_.before();
     if constexpr (HookHasPrepare<Hook>::value) hook_.prepare(thread_idx);
     auto next = Base::store(load_pipeline, load_pipe_consumer_state, store_pipeline, store_pipe_producer_state,

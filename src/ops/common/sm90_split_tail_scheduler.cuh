@@ -33,6 +33,7 @@
 #include <string>
 
 #include "ops/common/sm90_row_ordered_scheduler.cuh"
+#include "ops/common/sm90_slot_sum.cuh"
 #include "tilelink/core/error.hpp"
 #include "tilelink/mapping/split_tail.hpp"
 #include "tilelink/primitives/device.cuh"
@@ -184,53 +185,15 @@ class Sm90SplitTailTileScheduler : public Sm90RowOrderedTileScheduler {
   CUTLASS_DEVICE static void fixup(Params const& params, WorkTileInfo const& work, FrgTensorC& accumulators,
                                    uint32_t warp_groups, uint32_t warp_group) {
     if (work.splits < 2) return;
-    static_assert(std::is_same_v<typename FrgTensorC::value_type, float>, "fp32 accumulators");
     constexpr int kElems = decltype(cute::size(accumulators))::value;
-    static_assert(kElems % 4 == 0 && kElems * kWarpGroupThreads * 2 == kTileM * kTileN,
+    static_assert(kElems * kWarpGroupThreads * 2 == kTileM * kTileN,
                   "each of the two consumer warp groups holds half of the tile");
-    const int t = static_cast<int>(threadIdx.x % kWarpGroupThreads);
     const size_t slot_floats = size_t(kElems) * kWarpGroupThreads;
     const size_t tile_wg = size_t(work.tail_tile) * warp_groups + warp_group;
-    float* slots = params.partials + tile_wg * (work.splits - 1) * slot_floats;
-    uint64_t* flag = params.flags + tile_wg;
-    const auto barrier = static_cast<cutlass::arch::ReservedNamedBarriers>(
-        static_cast<uint32_t>(cutlass::arch::ReservedNamedBarriers::StreamkBarrier0) + warp_group);
-    if (work.split + 1 < work.splits) {
-      float4* slot = reinterpret_cast<float4*>(slots + size_t(work.split) * slot_floats);
-      CUTLASS_PRAGMA_UNROLL
-      for (int i = 0; i < kElems / 4; ++i) {
-        slot[size_t(i) * kWarpGroupThreads + t] =
-            make_float4(accumulators(4 * i), accumulators(4 * i + 1), accumulators(4 * i + 2), accumulators(4 * i + 3));
-      }
-      asm volatile("" ::: "memory");
-      cutlass::arch::NamedBarrier::sync(kWarpGroupThreads, barrier);  // every thread's slot stored
-      asm volatile("" ::: "memory");
-      if (t == 0) red_release_add(flag, 1, MemScope::kGpu);
-    } else {
-      // Unbounded, unlike the ops' waits on peers: it waits only for CTAs of this grid, which are
-      // all resident and never wait on it (head of the file). The named, bounded wait
-      // (spin_until with the op's SignalView) was tried: inlined in the consumer warps it spilled
-      // 124 bytes of registers (4 without), so it stays out until a cheaper report exists.
-      if (t == 0) {
-        while (ld_acquire(flag, MemScope::kGpu) < work.splits - 1) {
-        }
-      }
-      asm volatile("" ::: "memory");
-      cutlass::arch::NamedBarrier::sync(kWarpGroupThreads, barrier);  // every earlier split's slot is in
-      asm volatile("" ::: "memory");
-      for (uint32_t s = 0; s + 1 < work.splits; ++s) {  // split order: the same sums every call
-        const float4* slot = reinterpret_cast<const float4*>(slots + size_t(s) * slot_floats);
-        CUTLASS_PRAGMA_UNROLL
-        for (int i = 0; i < kElems / 4; ++i) {
-          const float4 v = slot[size_t(i) * kWarpGroupThreads + t];
-          accumulators(4 * i) += v.x;
-          accumulators(4 * i + 1) += v.y;
-          accumulators(4 * i + 2) += v.z;
-          accumulators(4 * i + 3) += v.w;
-        }
-      }
-      if (t == 0) *reinterpret_cast<volatile uint64_t*>(flag) = 0;  // this launch is done with it
-    }
+    sum_runs_through_slots(params.partials + tile_wg * (work.splits - 1) * slot_floats, params.flags + tile_wg,
+                           accumulators, work.split, work.splits,
+                           static_cast<cutlass::arch::ReservedNamedBarriers>(
+                               static_cast<uint32_t>(cutlass::arch::ReservedNamedBarriers::StreamkBarrier0) + warp_group));
   }
 
  private:
