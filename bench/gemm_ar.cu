@@ -61,7 +61,7 @@ void check_against_chain(const World& world, const char* where, GemmAr& op, cons
 Table bench_gemm_ar(const GemmArBenchOptions& o) {
   const char* where = "bench gemm_ar";
   TL_REQUIRE(o.world >= 1, where, "world", o.world, ">= 1");
-  GemmArSetup setup(o.world, o.m, o.n, o.k, o.config, o.seed, 6, where);
+  GemmArSetup setup(o.world, o.m, o.n, o.k, o.config, o.seed, 7, where);
   const int w = o.world;
   const uint32_t m = setup.m, n = setup.n, k = setup.k_local;
   const size_t elems = size_t(m) * n, bytes = elems * 2;
@@ -74,11 +74,13 @@ Table bench_gemm_ar(const GemmArBenchOptions& o) {
   for (int r = 0; r < w; ++r) out_ref.emplace_back(bytes, world.device(r));
   const GemmArArguments& args = setup.args;
   auto make = [&](AllReduceMethod method, GemmArSchedule schedule, uint32_t splits, std::vector<DeviceBuffer>& dst,
-                  const char* name, GemmArPath path = GemmArPath::kAuto) {
+                  const char* name, GemmArPath path = GemmArPath::kAuto,
+                  GemmArSliceSum slice_sum = GemmArSliceSum::kAuto) {
     GemmArArguments x = args;
     x.config.method = method;
     x.config.schedule = schedule;
     x.config.path = path;
+    if (slice_sum != GemmArSliceSum::kAuto) x.config.slice_sum = slice_sum;
     if (splits != 0) x.config.splits = splits;
     for (int r = 0; r < w; ++r) x.out[size_t(r)] = dst[size_t(r)].get();
     check_implementable<GemmAr>(world, mem.heap, x, where);
@@ -90,6 +92,10 @@ Table bench_gemm_ar(const GemmArBenchOptions& o) {
   auto non = make(AllReduceMethod::kAuto, GemmArSchedule::kNonOverlapped, 0, out, "bench.gemm_ar.non_overlapped");
   auto ce = make(AllReduceMethod::kAuto, GemmArSchedule::kNonOverlapped, 0, out, "bench.gemm_ar.copy_engine",
                  GemmArPath::kCopyEngine);
+  // The automatic configuration with the K slices as partials of their own, summed by the
+  // reduction (auto sums them in the GEMM).
+  auto partials = make(AllReduceMethod::kAuto, GemmArSchedule::kAuto, 0, out, "bench.gemm_ar.auto_slice_partials",
+                       GemmArPath::kAuto, GemmArSliceSum::kReduction);
   // The chain: cuBLAS writes each rank's whole partial into the op's buffer (one slice), then the
   // op's all-reduce alone.
   auto chain_op = make(AllReduceMethod::kAuto, GemmArSchedule::kNonOverlapped, 1, out_ref, "bench.gemm_ar.chain");
@@ -107,7 +113,7 @@ Table bench_gemm_ar(const GemmArBenchOptions& o) {
     gemm_all();
     all_reduce();
   };
-  for (GemmAr* op : {one.get(), two.get(), automatic.get(), non.get(), ce.get()}) {
+  for (GemmAr* op : {one.get(), two.get(), automatic.get(), non.get(), ce.get(), partials.get()}) {
     check_against_chain(world, where, *op, chain, out, out_ref, elems);
   }
 
@@ -115,7 +121,8 @@ Table bench_gemm_ar(const GemmArBenchOptions& o) {
   const std::vector<Stats> t = repeat_interleaved(
       world, o.timing.warmup, o.timing.iters,
       {gemm_all, all_reduce, chain, [&] { one->run(); }, [&] { two->run(); }, [&] { automatic->run(); },
-       [&] { non->run(); }, [&] { automatic->run_gemm_only(); }, [&] { ce->run(); }},
+       [&] { non->run(); }, [&] { automatic->run_gemm_only(); }, [&] { ce->run(); }, [&] { partials->run(); },
+       [&] { partials->run_gemm_only(); }},
       &gated);
   const Stats &t_gemm = t[0], &t_ar = t[1], &t_chain = t[2];
   const double weight_bytes = double(n) * k * 2;  // one rank's weight, read once per call
@@ -143,11 +150,16 @@ Table bench_gemm_ar(const GemmArBenchOptions& o) {
           to_string(automatic->method()) + ")",
       t[5]);
   row("tilelink non-overlapped (its GEMM, then its all-reduce)", t[6]);
-  row("the auto op's GEMM alone (its K slices; no notifies, no reduction)", t[7]);
+  row("the auto op's GEMM alone (its K slices summed in it; no notifies, no reduction)", t[7]);
   row(std::string("tilelink copy-engine path (non-overlapped, ") + to_string(ce->method()) + ")", t[8]);
+  row(std::string("tilelink auto, K slices summed by the reduction (") + std::to_string(partials->choice().splits) +
+          " partial(s))",
+      t[9]);
+  row("that op's GEMM alone (its slices' partials; no notifies, no reduction)", t[10]);
   table.params = {{"world", int64_t(w)}, {"m", int64_t(m)}, {"n", int64_t(n)}, {"k", int64_t(o.k)}};
   table.notes.push_back("auto: " + automatic->describe_choice() + " (the estimate of gemm_ar_policy.hpp)");
   table.notes.push_back("one-shot: " + one->describe_choice() + "; two-shot: " + two->describe_choice());
+  table.notes.push_back("auto, K slices summed by the reduction: " + partials->describe_choice());
   table.notes.push_back("weight GB/s = one rank's weight (n x k/P bf16) / time: the GEMM is weight-bandwidth-bound "
                         "at small m");
   table.notes.push_back("check: every variant's output on every rank equals the chain's within bf16 roundings (2^-6 "

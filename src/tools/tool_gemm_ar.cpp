@@ -82,6 +82,11 @@ void add_knobs(CLI::App* app, GemmArConfig& c, bool with_path = true) {
                   "auto (the estimate's faster), fused or non_overlapped; default auto", false);
   app->add_option("--splits", c.splits, "K slices per rank; 0 = automatic")->capture_default_str();
   app->add_option("--reduce-blocks", c.reduce_blocks, "reduction CTAs per rank; 0 = automatic")->capture_default_str();
+  add_enum_option(app, "--slice-sum", c.slice_sum,
+                  {GemmArSliceSum::kAuto, GemmArSliceSum::kReduction, GemmArSliceSum::kGemm},
+                  "where the K slices are summed: reduction (a partial each), gemm (each tile's last slice adds the "
+                  "others' fp32 accumulators: one partial per rank) or auto (the GEMM); default auto",
+                  false);
   if (!with_path) return;
   add_enum_option(app, "--path", c.path, {GemmArPath::kAuto, GemmArPath::kSm, GemmArPath::kCopyEngine},
                   "sm (reduction CTAs read the peers), copy_engine (the streams put into the peers) or auto (copy_engine "
@@ -120,19 +125,24 @@ TraceResult trace_gemm_ar(const TraceOptions<tb::GemmArBenchOptions>& o) {
   return result;
 }
 
-// tune gemm_ar's candidates: both schedules x both methods x K slices (the rule's, 1, 2, 4, 8);
-// the reduction CTAs and parts by the op's rule.
+// tune gemm_ar's candidates: both schedules x both methods x K slices (the rule's, 1, 2, 4, 8),
+// the sliced ones summed in the reduction and in the GEMM; the reduction CTAs and parts by the op's
+// rule.
 std::vector<GemmArConfig> tune_candidates() {
   std::vector<GemmArConfig> out;
   for (GemmArSchedule schedule : {GemmArSchedule::kFused, GemmArSchedule::kNonOverlapped}) {
     for (AllReduceMethod method : {AllReduceMethod::kOneShot, AllReduceMethod::kTwoShot}) {
       for (uint32_t splits : {0u, 1u, 2u, 4u, 8u}) {
-        GemmArConfig c;
-        c.schedule = schedule;
-        c.method = method;
-        c.splits = splits;
-        c.use_tune_cache = false;
-        out.push_back(c);
+        for (GemmArSliceSum sum : {GemmArSliceSum::kReduction, GemmArSliceSum::kGemm}) {
+          if (splits == 1 && sum == GemmArSliceSum::kGemm) continue;  // nothing to sum
+          GemmArConfig c;
+          c.schedule = schedule;
+          c.method = method;
+          c.splits = splits;
+          c.slice_sum = sum;
+          c.use_tune_cache = false;
+          out.push_back(c);
+        }
       }
     }
   }

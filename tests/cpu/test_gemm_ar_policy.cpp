@@ -123,9 +123,11 @@ TEST(GemmArConfigJson, RoundTripsAndNamesABadField) {
   c.splits = 4;
   c.reduce_blocks = 9;
   c.gemm_sms = 120;
+  c.slice_sum = GemmArSliceSum::kGemm;
   GemmArConfig back;
   from_config_json(to_config_json(c), "test", back);
   EXPECT_EQ(describe(back), describe(c));
+  EXPECT_EQ(back.slice_sum, GemmArSliceSum::kGemm);
   EXPECT_FALSE(is_automatic(back));
   EXPECT_TRUE(is_automatic(GemmArConfig{}));
   try {
@@ -144,6 +146,49 @@ TEST(GemmArPolicy, OneRankOneSliceNoNormRunsTheGemmAlone) {
   const GemmArChoice ch = gemm_ar_choice({1, 132, 512, 8192, 8192, false}, c);
   EXPECT_EQ(ch.gemm_sms, 132) << ch.why;  // no reduction runs: every SM to the GEMM
   EXPECT_DOUBLE_EQ(ch.estimate, gemm_ar_policy::gemm_time({1, 132, 512, 8192, 8192, false}, 1, 132));
+}
+
+// The K slices summed in the GEMM: one partial per rank for the reduction. At world 1 with no norm
+// nothing else runs (the GEMM writes out: no reduction CTAs, every SM to the GEMM); with peers the
+// all-reduce reads a quarter of the four slices' bytes, so the estimate is below the same slices
+// summed in the reduction; one slice has nothing to sum; the choice says where the slices go.
+TEST(GemmArPolicy, SlicesSummedInTheGemmLeaveOnePartial) {
+  GemmArConfig c;
+  c.schedule = GemmArSchedule::kNonOverlapped;
+  c.method = AllReduceMethod::kOneShot;
+  c.splits = 4;
+  c.slice_sum = GemmArSliceSum::kGemm;
+  const GemmArShape alone{1, 132, 32, 8192, 28672, false};
+  const GemmArChoice one = gemm_ar_choice(alone, c);
+  EXPECT_TRUE(one.slices_in_gemm);
+  EXPECT_EQ(one.partials(), 1u);
+  EXPECT_EQ(one.reduce_blocks, 0u) << one.why;
+  EXPECT_EQ(one.gemm_sms, 132);
+  EXPECT_DOUBLE_EQ(one.estimate, gemm_ar_policy::gemm_time(alone, 4, 132, {}, true));
+  EXPECT_NE(one.why.find("4 K slice(s) summed in the GEMM"), std::string::npos) << one.why;
+  // The slots' traffic (fp32, written and read back) against the slices' bf16 partials: the GEMM
+  // alone is no faster for summing them.
+  EXPECT_GE(gemm_ar_policy::gemm_time(alone, 4, 132, {}, true), gemm_ar_policy::gemm_time(alone, 4, 132));
+
+  const GemmArShape peers{8, 132, 32, 8192, 3584, false};
+  const GemmArChoice summed = gemm_ar_choice(peers, c);
+  GemmArConfig in_reduction = c;
+  in_reduction.slice_sum = GemmArSliceSum::kReduction;
+  const GemmArChoice partials = gemm_ar_choice(peers, in_reduction);
+  EXPECT_FALSE(partials.slices_in_gemm);
+  EXPECT_EQ(partials.partials(), 4u);
+  EXPECT_LT(summed.estimate, partials.estimate) << summed.why << " vs " << partials.why;
+  EXPECT_NEAR(gemm_ar_policy::all_reduce_time(peers, ArMethod::kOneShot, 1, 132, 1) * 4,
+              gemm_ar_policy::all_reduce_time(peers, ArMethod::kOneShot, 4, 132, 1) +
+                  3 * GemmArRates{}.notify_latency,
+              1e-9);
+
+  c.splits = 1;
+  EXPECT_FALSE(gemm_ar_choice(peers, c).slices_in_gemm);
+  // Auto sums them in the GEMM.
+  c.splits = 4;
+  c.slice_sum = GemmArSliceSum::kAuto;
+  EXPECT_TRUE(gemm_ar_choice(peers, c).slices_in_gemm);
 }
 
 // The copy-engine path's estimate (the path under put_signal): each put of the stream costs the

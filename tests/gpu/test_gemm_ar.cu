@@ -106,7 +106,7 @@ std::vector<uint16_t> check(const CublasHandle& cublas, const World& world, Prob
 class GemmArTest : public ::testing::TestWithParam<int> {};
 
 void run_cases(int world_size, GemmArSchedule schedule, uint32_t splits, const uint32_t* rows, size_t n_rows,
-               GemmArPath path = GemmArPath::kAuto) {
+               GemmArPath path = GemmArPath::kAuto, GemmArSliceSum slice_sum = GemmArSliceSum::kAuto) {
   TestWorld env(world_size, 64 << 20, 4096);
   CublasHandle cublas;
   std::mt19937_64 rng(1234 + world_size);
@@ -119,15 +119,21 @@ void run_cases(int world_size, GemmArSchedule schedule, uint32_t splits, const u
         config.schedule = schedule;
         config.splits = splits;
         config.path = path;
+        config.slice_sum = slice_sum;
         const std::string what = "world " + std::to_string(world_size) + " m " + std::to_string(m) + " " +
                                  to_string(method) + (norm ? " norm" : "") + " " + to_string(schedule) + " path " +
-                                 to_string(path);
+                                 to_string(path) + " slices summed in " + to_string(slice_sum);
         SCOPED_TRACE(what);
         Problem p(env, m, norm, config);
         ASSERT_EQ(GemmAr::can_implement(env.world, env.heap, p.args), "");
         GemmAr op(env.world, env.heap, env.signals, p.args, "gemm_ar");
         EXPECT_EQ(op.method(), method == AllReduceMethod::kOneShot ? ArMethod::kOneShot : ArMethod::kTwoShot);
         EXPECT_EQ(op.path(), path == GemmArPath::kCopyEngine ? GemmArPath::kCopyEngine : GemmArPath::kSm);
+        if (op.choice().splits > 1) {
+          EXPECT_EQ(op.choice().slices_in_gemm, slice_sum != GemmArSliceSum::kReduction);
+          EXPECT_EQ(op.splits(), slice_sum == GemmArSliceSum::kReduction ? op.choice().splits : 1u)
+              << "the partials per rank";
+        }
         p.fresh(rng);
         op.run();
         env.world.synchronize();
@@ -157,7 +163,9 @@ TEST_P(GemmArTest, NonOverlappedScheduleAndExplicitSplits) {
   TL_SKIP_WITHOUT_GPU();
   constexpr uint32_t rows[] = {7, 129};
   run_cases(GetParam(), GemmArSchedule::kNonOverlapped, 1, rows, std::size(rows));
-  run_cases(GetParam(), GemmArSchedule::kFused, 4, rows, std::size(rows));
+  // The slices as partials of their own, summed by the reduction (auto sums them in the GEMM).
+  run_cases(GetParam(), GemmArSchedule::kFused, 4, rows, std::size(rows), GemmArPath::kAuto,
+            GemmArSliceSum::kReduction);
 }
 
 // The copy-engine path: the non-overlapped schedule at any M (one slice or the estimate's), and
@@ -168,6 +176,23 @@ TEST_P(GemmArTest, CopyEnginePathAtAnyM) {
   run_cases(GetParam(), GemmArSchedule::kNonOverlapped, 0, rows, std::size(rows), GemmArPath::kCopyEngine);
   constexpr uint32_t fused_rows[] = {2, 64, 129};
   run_cases(GetParam(), GemmArSchedule::kFused, 2, fused_rows, std::size(fused_rows), GemmArPath::kCopyEngine);
+}
+
+// The K slices summed in the GEMM (each tile's last slice adds the others' fp32 accumulators in
+// slice order): both tiles (64 x 128 ping-pong up to 64 rows, 128 x 128 cooperative above), both
+// schedules, 2 and 4 slices, the copy-engine path; the same bits call after call (the flags the
+// last slice puts back, the fixed order).
+TEST_P(GemmArTest, SlicesSummedInTheGemm) {
+  TL_SKIP_WITHOUT_GPU();
+  constexpr uint32_t rows[] = {1, 64, 129, 500};
+  run_cases(GetParam(), GemmArSchedule::kNonOverlapped, 2, rows, std::size(rows), GemmArPath::kAuto,
+            GemmArSliceSum::kGemm);
+  constexpr uint32_t fused_rows[] = {7, 129};
+  run_cases(GetParam(), GemmArSchedule::kFused, 4, fused_rows, std::size(fused_rows), GemmArPath::kAuto,
+            GemmArSliceSum::kGemm);
+  constexpr uint32_t ce_rows[] = {2, 129};
+  run_cases(GetParam(), GemmArSchedule::kNonOverlapped, 4, ce_rows, std::size(ce_rows), GemmArPath::kCopyEngine,
+            GemmArSliceSum::kGemm);
 }
 
 INSTANTIATE_TEST_SUITE_P(World, GemmArTest, ::testing::Values(1, 2, 3, 4, 8), world_name);

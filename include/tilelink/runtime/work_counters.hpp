@@ -11,8 +11,11 @@
 
 namespace tilelink {
 
-// Per rank of `world` (indexed by rank), `words` zeroed uint32 counters on the rank's device;
-// the entries of other processes' ranks stay empty.
+// Per rank of `world` (indexed by rank), `bytes` of zeroed device memory on the rank's device,
+// zero before any kernel on the ranks' streams may read it; the entries of other processes' ranks
+// stay empty. For state that kernels leave as they found it (counters, flags).
+std::vector<DeviceBuffer> zeroed_buffers(const World& world, size_t bytes);
+// zeroed_buffers of `words` uint32 counters.
 std::vector<DeviceBuffer> zeroed_work_counters(const World& world, size_t words = 1);
 
 }  // namespace tilelink

@@ -37,13 +37,14 @@ std::string describe(const GemmArConfig& c) {
   auto count = [](uint32_t v) { return v == 0 ? std::string("auto") : std::to_string(v); };
   return std::string("method ") + to_string(c.method) + ", schedule " + to_string(c.schedule) + ", splits " +
          count(c.splits) + ", reduction CTAs " + count(c.reduce_blocks) + ", GEMM CTAs " + count(c.gemm_sms) +
-         ", path " + to_string(c.path);
+         ", path " + to_string(c.path) + ", slices summed in " + to_string(c.slice_sum);
 }
 
 bool is_automatic(const GemmArConfig& c) {
   const GemmArConfig d;
   return c.method == d.method && c.schedule == d.schedule && c.splits == d.splits &&
-         c.reduce_blocks == d.reduce_blocks && c.gemm_sms == d.gemm_sms && c.path == d.path;
+         c.reduce_blocks == d.reduce_blocks && c.gemm_sms == d.gemm_sms && c.path == d.path &&
+         c.slice_sum == d.slice_sum;
 }
 
 std::string to_config_json(const GemmArConfig& c) {
@@ -52,7 +53,8 @@ std::string to_config_json(const GemmArConfig& c) {
                       {"splits", c.splits},
                       {"reduce_blocks", c.reduce_blocks},
                       {"gemm_sms", c.gemm_sms},
-                      {"path", to_string(c.path)}}
+                      {"path", to_string(c.path)},
+                      {"slice_sum", to_string(c.slice_sum)}}
       .dump();
 }
 
@@ -69,6 +71,10 @@ void from_config_json(const std::string& json, const std::string& source, GemmAr
     // Absent in entries written before the knob existed: auto.
     if (j.contains("path")) {
       out.path = detail::enum_field(j, "path", {GemmArPath::kAuto, GemmArPath::kSm, GemmArPath::kCopyEngine}, source);
+    }
+    if (j.contains("slice_sum")) {
+      out.slice_sum = detail::enum_field(
+          j, "slice_sum", {GemmArSliceSum::kAuto, GemmArSliceSum::kReduction, GemmArSliceSum::kGemm}, source);
     }
     return out;
   });
@@ -137,7 +143,8 @@ detail::Sm90GemmArProblem problem_of(const World& world, const GemmArArguments& 
   p.plan.n = a.n;
   p.plan.bm = kernel.tile_m;
   p.plan.bn = kernel.tile_n;
-  p.plan.splits = ch.splits;
+  p.k_slices = ch.splits;
+  p.plan.splits = ch.partials();
   p.plan.parts = ch.parts;
   p.plan.method = ch.method;
   p.plan.norm = a.has_norm();
@@ -206,6 +213,11 @@ std::string GemmAr::can_implement(const World& world, const SymmetricHeap& heap,
     return "argument 'config.method' = " + std::to_string(static_cast<uint32_t>(c.method)) +
            ": expected auto, one_shot or two_shot";
   }
+  if (c.slice_sum != GemmArSliceSum::kAuto && c.slice_sum != GemmArSliceSum::kReduction &&
+      c.slice_sum != GemmArSliceSum::kGemm) {
+    return "argument 'config.slice_sum' = " + std::to_string(static_cast<uint32_t>(c.slice_sum)) +
+           ": expected auto, reduction or gemm";
+  }
   if (c.schedule != GemmArSchedule::kFused && c.schedule != GemmArSchedule::kNonOverlapped &&
       c.schedule != GemmArSchedule::kAuto) {
     return "argument 'config.schedule' = " + std::to_string(static_cast<uint32_t>(c.schedule)) +
@@ -234,7 +246,7 @@ std::string GemmAr::can_implement(const World& world, const SymmetricHeap& heap,
   if (!heap.fits({partial, reduced, recv})) {  // in the constructor's order
     return "arguments 'm' = " + std::to_string(a.m) + ", 'n' = " + std::to_string(a.n) +
            ": GEMM+AR's symmetric buffers need " + std::to_string(partial + reduced + recv) + " bytes per rank (" +
-           std::to_string(plan.splits) + " K slice(s) of M x N bf16 partials" +
+           std::to_string(plan.splits) + " partial(s) of M x N bf16" +
            (reduced != 0 ? std::string(", the two-shot sums") : std::string()) +
            (recv != 0 ? std::string(", the copy-engine path's staging of every rank's") : std::string()) +
            ") and the heap has " + std::to_string(heap.bytes_free()) +
@@ -281,6 +293,9 @@ GemmAr::GemmAr(const World& world, SymmetricHeap& heap, SignalSet& signals, cons
   kernels_.resize(n_ranks);
   m_order_.resize(n_ranks);
   queues_ = zeroed_work_counters(world, 2);  // one per reduction plan: see queues_
+  if (const detail::SliceSumWorkspace w = detail::slice_sum_workspace(plan_, ch.splits); w.bytes() != 0) {
+    slice_sums_ = zeroed_buffers(world, w.bytes());  // the flags start at 0; the kernel leaves them there
+  }
   for (int r : world.local_ranks()) {
     std::vector<uint32_t> order(plan_.m_tiles());
     for (uint32_t i = 0; i < order.size(); ++i) order[i] = i;
@@ -297,7 +312,7 @@ GemmAr::~GemmAr() = default;
 int GemmAr::gemm_ctas() const { return kernels_[static_cast<size_t>(world_->local_ranks().front())]->ctas(); }
 
 std::string GemmAr::describe_choice() const {
-  return choice_.why + (gemm_writes_out() ? " (the GEMM writes out itself: one rank, one slice, no norm)" : "") +
+  return choice_.why + (gemm_writes_out() ? " (the GEMM writes out itself: one rank, one partial, no norm)" : "") +
          (plan_.scatter && plan_.world > 1 ? "; each rank sums its " + std::to_string(plan_.rows_per_rank()) +
                                                  "-row block (reduce-scatter)"
                                            : "") +
@@ -320,6 +335,13 @@ void GemmAr::make_kernel(int r) {
   p.k = args_.k;
   p.m_order = m_order_[i].get<uint32_t>();
   p.plan = plan_;
+  p.k_slices = choice_.splits;
+  if (!slice_sums_.empty()) {
+    const DeviceBuffer& w = slice_sums_[i];
+    p.slots = w.get<float>();
+    p.flags = reinterpret_cast<uint64_t*>(static_cast<char*>(w.get()) +
+                                          detail::slice_sum_workspace(plan_, choice_.splits).slot_bytes);
+  }
   p.sig = slice_.device_view(r, std::string("sm90_gemm_ar_") + kernel.name);
   p.device = world_->device(r);
   p.sm_count = gemm_sms_;

@@ -30,6 +30,15 @@ const char* to_string(GemmArSchedule s) {
   return "auto";
 }
 
+const char* to_string(GemmArSliceSum s) {
+  switch (s) {
+    case GemmArSliceSum::kReduction: return "reduction";
+    case GemmArSliceSum::kGemm: return "gemm";
+    case GemmArSliceSum::kAuto: break;
+  }
+  return "auto";
+}
+
 namespace gemm_ar_policy {
 namespace {
 
@@ -58,14 +67,18 @@ uint32_t block_tiles(const GemmArShape& s) {
   return most;
 }
 
-// The GEMM's waves' end times (seconds from its start).
-std::vector<double> wave_ends(const GemmArShape& s, uint32_t splits, int ctas, const GemmArRates& r) {
+// The GEMM's waves' end times (seconds from its start); `summed`: the slices summed in the GEMM
+// (one bf16 partial; each tile's earlier slices' fp32 slots written and read back).
+std::vector<double> wave_ends(const GemmArShape& s, uint32_t splits, int ctas, const GemmArRates& r, bool summed) {
   const Tile t = gemm_tile(s.m);
   const uint64_t units = uint64_t(tiles_of(s)) * splits;
   const uint64_t c = uint64_t(std::max(ctas, 1));
   const double k_slice = double(s.k) / splits;
   const double unit_mma = 2.0 * t.m * t.n * k_slice / (kTileMmaShare * r.flops / r.sms);
-  const double bytes = (double(s.n) + s.m) * s.k * 2.0 + double(s.m) * s.n * 2.0 * splits;
+  const double tile_elems = double(tiles_of(s)) * t.m * t.n;
+  const double bytes = (double(s.n) + s.m) * s.k * 2.0 +
+                       (summed ? double(s.m) * s.n * 2.0 + tile_elems * 4.0 * 2.0 * (splits - 1)
+                               : double(s.m) * s.n * 2.0 * splits);
   std::vector<double> ends;
   double at = 0;
   for (uint64_t done = 0; done < units; done += c) {
@@ -152,8 +165,8 @@ Tile gemm_tile(uint32_t m) {
   return {kernel.tile_m, kernel.tile_n};
 }
 
-double gemm_time(const GemmArShape& s, uint32_t splits, int ctas, const GemmArRates& r) {
-  return wave_ends(s, splits, ctas, r).back();
+double gemm_time(const GemmArShape& s, uint32_t splits, int ctas, const GemmArRates& r, bool summed) {
+  return wave_ends(s, splits, ctas, r, summed && splits > 1).back();
 }
 
 double all_reduce_time(const GemmArShape& s, ArMethod method, uint32_t splits, uint32_t ctas, uint32_t parts,
@@ -175,17 +188,17 @@ uint32_t parts_for(uint32_t ctas, uint32_t tiles, uint32_t tile_n) {
 }
 
 double estimate(const GemmArShape& s, const GemmArChoice& c, const GemmArRates& r) {
-  const bool reduction = reduces(s, c.splits);
+  const bool reduction = reduces(s, c.partials());
   if (c.schedule == GemmArSchedule::kNonOverlapped) {
     const double launch = r.copy_engine ? kReduceKernelTime : kEarlyReduceKernelTime;  // GemmAr::run
-    return gemm_time(s, c.splits, c.gemm_sms, r) +
-           (reduction ? launch + all_reduce_time(s, c.method, c.splits, c.reduce_blocks, c.parts, r) : 0.0);
+    return gemm_time(s, c.splits, c.gemm_sms, r, c.slices_in_gemm) +
+           (reduction ? launch + all_reduce_time(s, c.method, c.partials(), c.reduce_blocks, c.parts, r) : 0.0);
   }
-  const std::vector<double> ends = wave_ends(s, c.splits, c.gemm_sms, r);
+  const std::vector<double> ends = wave_ends(s, c.splits, c.gemm_sms, r, c.slices_in_gemm);
   if (!reduction) return ends.back();
   double reduced = 0, gathered = 0;
   for (double end : ends) {
-    const ArParts p = all_reduce(s, c.method, c.splits, c.reduce_blocks, c.parts, 1.0 / ends.size(), r);
+    const ArParts p = all_reduce(s, c.method, c.partials(), c.reduce_blocks, c.parts, 1.0 / ends.size(), r);
     reduced = std::max(reduced, end) + p.reduce;
     gathered = std::max(gathered, reduced) + p.gather;
   }
@@ -224,7 +237,8 @@ GemmArChoice complete(const GemmArShape& s, const GemmArConfig& c, GemmArSchedul
     while (n > 1 && (s.k % (8 * n) != 0 || s.k / n < kMinSliceK)) --n;
     ch.splits = n;
   }
-  const bool reduction = gemm_ar_policy::reduces(s, ch.splits);
+  ch.slices_in_gemm = c.slice_sum != GemmArSliceSum::kReduction && ch.splits > 1;
+  const bool reduction = gemm_ar_policy::reduces(s, ch.partials());
   const uint32_t reduced = s.scatter                     ? gemm_ar_policy::block_tiles(s)
                            : method == ArMethod::kOneShot ? tiles
                                                           : (tiles + w - 1) / w;
@@ -239,7 +253,7 @@ GemmArChoice complete(const GemmArShape& s, const GemmArConfig& c, GemmArSchedul
       ch.reduce_blocks = std::min(ch.reduce_blocks, static_cast<uint32_t>(uint64_t(budget) - units));
     }
   }
-  if (!reduction) ch.reduce_blocks = 0;  // one rank, one slice, no norm: the GEMM writes the output
+  if (!reduction) ch.reduce_blocks = 0;  // one rank, one partial, no norm: the GEMM writes the output
   const int left = fused && reduction ? budget - static_cast<int>(ch.reduce_blocks) : budget;
   ch.gemm_sms = c.gemm_sms != 0 ? std::min(left, static_cast<int>(c.gemm_sms)) : left;
   ch.parts = gemm_ar_policy::parts_for(std::max(ch.reduce_blocks, 1u), std::max(reduced, 1u),
@@ -288,7 +302,8 @@ GemmArChoice gemm_ar_choice(const GemmArShape& s, const GemmArConfig& c, const G
   if (!have) best = complete(s, c, schedules.front(), methods.front(), false);  // can_implement names the problem
   const bool chosen = candidates > 1;
   best.why = to_string(best.schedule) + std::string(", ") + (s.scatter ? "reduce-scatter" : to_string(best.method)) + ", " +
-             std::to_string(best.splits) + " K slice(s) x " + std::to_string(gemm_ar_policy::tiles_of(s)) +
+             std::to_string(best.splits) + " K slice(s)" + (best.slices_in_gemm ? " summed in the GEMM" : "") + " x " +
+             std::to_string(gemm_ar_policy::tiles_of(s)) +
              " tiles on " + std::to_string(best.gemm_sms) + " GEMM CTAs, " + std::to_string(best.reduce_blocks) +
              " reduction CTAs; estimate " + std::to_string(best.estimate * 1e6).substr(0, 6) + " us" +
              (chosen ? " (the fastest estimate of " + std::to_string(candidates) +

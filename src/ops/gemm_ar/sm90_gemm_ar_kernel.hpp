@@ -2,10 +2,13 @@
 // sm90_gemm_ar.cuh, one configuration per .cu.
 //
 // CUTLASS 4.2's persistent warp-specialized cooperative GEMM computes the rank's partial A_r *
-// B_r^T as a batch of `splits` K slices (slice s: columns [s * k / splits, (s + 1) * k / splits)
-// of A and B, written at d + s * m * n), tile rows in order, and its epilogue adds 1 to each
-// finished tile's ready channel once the tile's TMA stores have landed (GemmArPlan). The
-// reduction kernel (gemm_ar_reduce.cu) runs next to it on the comm stream.
+// B_r^T as a batch of `k_slices` K slices (slice s: columns [s * k / k_slices, (s + 1) * k /
+// k_slices) of A and B), tile rows in order, and its epilogue adds 1 to each finished tile's ready
+// channel once the tile's TMA stores have landed (GemmArPlan). With plan.splits == k_slices each
+// slice is a partial of its own, written at d + s * m * n; with plan.splits == 1 < k_slices the
+// GEMM sums the slices itself (fp32, slice order, through `slots` and `flags`: the last slice of
+// each tile stores the sum at d and notifies once). The reduction kernel (gemm_ar_reduce.cu) runs
+// next to it on the comm stream.
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -26,8 +29,11 @@ namespace tilelink::detail {
 struct Sm90GemmArProblem {
   const void* a = nullptr;  // M x K bf16 row-major (this rank's K slice)
   const void* b = nullptr;  // N x K bf16, K contiguous
-  void* d = nullptr;        // splits slices of M x N bf16
-  uint32_t m = 0, n = 0, k = 0;  // k: the rank's whole K (split into plan.splits slices)
+  void* d = nullptr;        // plan.splits slices of M x N bf16
+  uint32_t m = 0, n = 0, k = 0;  // k: the rank's whole K (split into k_slices slices)
+  uint32_t k_slices = 1;         // plan.splits, or more with plan.splits == 1 (summed in the GEMM)
+  float* slots = nullptr;        // summed in the GEMM: slice_sum_workspace's slots, then its flags
+  uint64_t* flags = nullptr;
   const uint32_t* m_order = nullptr;  // [ceil(m / tile_m)]
   GemmArPlan plan;
   SignalView sig;
@@ -51,6 +57,19 @@ struct Sm90GemmArConfigInfo {
   std::string (*can_implement)(const Sm90GemmArProblem& p);
   std::unique_ptr<Sm90GemmArKernel> (*make)(const Sm90GemmArProblem& p);
 };
+
+// The workspace of the K slices summed in the GEMM: the slots of every tile's slices but its last
+// (fp32 accumulators), then a flag per tile and consumer warp group (at most 2), zero between
+// launches (each tile's last slice puts its flags back).
+struct SliceSumWorkspace {
+  uint64_t slot_bytes = 0, flag_bytes = 0;
+  uint64_t bytes() const { return slot_bytes + flag_bytes; }
+};
+inline SliceSumWorkspace slice_sum_workspace(const GemmArPlan& plan, uint32_t k_slices) {
+  if (k_slices <= plan.splits) return {};
+  return {uint64_t(plan.tiles()) * (k_slices - 1) * plan.bm * plan.bn * sizeof(float),
+          uint64_t(plan.tiles()) * 2 * sizeof(uint64_t)};
+}
 
 const std::vector<Sm90GemmArConfigInfo>& sm90_gemm_ar_configs();
 // The configuration the op runs at `m` rows (gemm_ar_policy::gemm_tile).

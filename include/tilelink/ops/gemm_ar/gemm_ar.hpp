@@ -12,10 +12,11 @@
 //
 // The CUTLASS 4.2 sm90 GEMM writes the rank's partial into a symmetric buffer the op owns, K cut
 // into `splits` slices for small M (more CTAs streaming the weight; the reduction sums the slices
-// with the ranks), and its epilogue notifies each finished tile; reduction CTAs on the comm stream
+// with the ranks, or with config.slice_sum = gemm each tile's last slice sums them in fp32 and the
+// GEMM writes one partial), and its epilogue notifies each finished tile; reduction CTAs on the comm stream
 // sum the ranks' tiles as they arrive, one-shot or two-shot (gemm_ar_protocol.hpp), reading the
 // peers' partials themselves or, on the copy-engine path, what the streams put into this rank.
-// With one rank, one slice and no norm the GEMM writes `out` itself and nothing else runs.
+// With one rank, one partial and no norm the GEMM writes `out` itself and nothing else runs.
 //
 // The same engine runs GemmRs at decode's M (`scatter`, gemm_rs.hpp's small_m engine): rank r's
 // `out` then gets only its block of rows of C, [r R, min((r + 1) R, M)) with R = ceil(M / P),
@@ -50,6 +51,9 @@ struct GemmArConfig {
   // sm (the reduction CTAs read the peers), copy_engine (the streams put into the peers' staging:
   // the path under the put-with-signal transport), auto (copy_engine there, else sm).
   GemmArPath path = GemmArPath::kAuto;
+  // Where the K slices are summed (gemm_ar_policy.hpp): in the reduction, each slice a partial of
+  // its own, or in the GEMM, one partial per rank; auto: the GEMM.
+  GemmArSliceSum slice_sum = GemmArSliceSum::kAuto;
   // With every knob above on automatic, use the configuration `tilelink tune gemm_ar` stored for
   // this GPU, world and shape, if the tune cache has one (runtime/tune_cache.hpp); else the
   // estimate's.
@@ -127,7 +131,7 @@ class GemmAr {
   // with the non-overlapped schedule's CTAs: the chain's second half after another GEMM (cuBLAS
   // in the benchmarks) wrote `partial(rank)`. With splits > 1 every slice is summed.
   uint64_t run_all_reduce_only();
-  // This rank's partial buffer: splits() slices of M x N bf16, slice s at s * M * N elements.
+  // This rank's partial buffer: splits() partials of M x N bf16, partial s at s * M * N elements.
   void* partial(int rank) const { return partial_.data(rank); }
   // Points `rank`'s next calls at other operands (a, b, out; and with the norm residual,
   // residual_out, norm_weight, else nullptr). Host-only; between calls.
@@ -142,6 +146,8 @@ class GemmAr {
 
   const GemmArPlan& plan() const { return plan_; }
   ArMethod method() const { return plan_.method; }
+  // The partials per rank the reduction sums: the GEMM's K slices, or 1 where the GEMM sums them
+  // (choice().splits is the GEMM's count either way).
   uint32_t splits() const { return plan_.splits; }
   // The path in use (config.path resolved by the world's transport).
   GemmArPath path() const { return plan_.copy_engine ? GemmArPath::kCopyEngine : GemmArPath::kSm; }
@@ -188,6 +194,9 @@ class GemmAr {
   // Per rank, the reduction kernels' work counters (gemm_ar_work's units): [0] for plan_'s, [1] for
   // chain_plan_'s. Each kernel leaves its counter at zero for the next one on its stream.
   std::vector<DeviceBuffer> queues_;
+  // Per rank, the slots and flags of the K slices summed in the GEMM (detail::slice_sum_workspace);
+  // empty when the reduction sums them. The rank's GEMMs run one after another on its stream.
+  std::vector<DeviceBuffer> slice_sums_;
   std::vector<std::unique_ptr<detail::Sm90GemmArKernel>> kernels_;
   const TraceBuffer* trace_ = nullptr;
   std::string tuned_from_;

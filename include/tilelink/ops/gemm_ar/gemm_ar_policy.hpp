@@ -44,6 +44,17 @@ enum class GemmArPath : uint32_t {
 };
 const char* to_string(GemmArPath p);
 
+// Where a rank's K slices are summed (more than one slice only).
+enum class GemmArSliceSum : uint32_t {
+  kAuto = 0,       // gemm (measured on an H100 at world 1, M 1-128: the op then adds 0-1 us to its
+                   // GEMM, against 4-6 us for the reduction's pass; docs/PERF.md, twenty-sixth session)
+  kReduction = 1,  // each slice a bf16 partial of its own; the reduction sums them with the ranks'
+  kGemm = 2,       // the GEMM: each tile's last slice adds the earlier slices' fp32 accumulators, in
+                   // slice order, and writes one partial per rank (one rounding; at world 1 with no
+                   // norm, `out` itself: no reduction runs)
+};
+const char* to_string(GemmArSliceSum s);
+
 struct GemmArRates {
   double flops = h200::kBf16GemmFlops;  // of the whole GPU
   int sms = h200::kSms;
@@ -76,9 +87,13 @@ struct GemmArShape {
 struct GemmArChoice {
   GemmArSchedule schedule = GemmArSchedule::kFused;
   ArMethod method = ArMethod::kOneShot;
-  uint32_t splits = 1;
+  uint32_t splits = 1;          // the GEMM's K slices
+  bool slices_in_gemm = false;  // summed in the GEMM (GemmArSliceSum::kGemm, splits > 1)
   uint32_t reduce_blocks = 0;
   uint32_t parts = 1;  // column parts per tile: the reduction's unit of work
+
+  // The partials per rank the reduction reads.
+  uint32_t partials() const { return slices_in_gemm ? 1 : splits; }
   int gemm_sms = 0;
   double estimate = 0;  // seconds per call, the estimate's
   std::string why;
@@ -109,9 +124,9 @@ inline constexpr double kReduceKernelTime = 7e-6;
 // and 2.2 us at M = 1 and 8 (5.6 and 5.7 us launched after it).
 inline constexpr double kEarlyReduceKernelTime = 3e-6;
 
-// Whether a reduction kernel runs at all: peers to sum, the norm, or K slices (else the GEMM
-// writes the output itself).
-inline bool reduces(const GemmArShape& s, uint32_t splits) { return s.world > 1 || s.norm || splits > 1; }
+// Whether a reduction kernel runs at all: peers to sum, the norm, or partials of K slices (else the
+// GEMM writes the output itself).
+inline bool reduces(const GemmArShape& s, uint32_t partials) { return s.world > 1 || s.norm || partials > 1; }
 // Reduction CTAs when the all-reduce runs alone after the GEMM: one per unit of work (a tile part
 // of at least 16 of the tile's `tile_n` columns) of the `reduced_tiles` it sums, at most `budget`.
 // At decode's sizes a unit is a few dependent loads' latency, not bandwidth (measured on the H200:
@@ -120,9 +135,10 @@ uint32_t blocks_alone(uint32_t reduced_tiles, uint32_t tile_n, int budget);
 
 // Seconds per call of `c` on `s` at `rates`.
 double estimate(const GemmArShape& s, const GemmArChoice& c, const GemmArRates& rates = {});
-// The GEMM alone on `ctas` CTAs with `splits` slices (the chain's first half with splits 1).
-double gemm_time(const GemmArShape& s, uint32_t splits, int ctas, const GemmArRates& rates = {});
-// The all-reduce alone of complete partials (`splits` slices) with `ctas` CTAs, each tile in
+// The GEMM alone on `ctas` CTAs with `splits` slices (the chain's first half with splits 1),
+// `summed` in the GEMM (each tile's earlier slices' fp32 accumulators written and read back once).
+double gemm_time(const GemmArShape& s, uint32_t splits, int ctas, const GemmArRates& rates = {}, bool summed = false);
+// The all-reduce alone of complete partials (`splits` per rank) with `ctas` CTAs, each tile in
 // `parts` units of work (no more CTAs than units are busy).
 double all_reduce_time(const GemmArShape& s, ArMethod method, uint32_t splits, uint32_t ctas, uint32_t parts,
                        const GemmArRates& rates = {});
