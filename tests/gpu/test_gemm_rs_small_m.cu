@@ -96,8 +96,8 @@ void run_case(int world_size, uint32_t m, uint32_t k, GemmRsScatter scatter, OpM
   ASSERT_NE(op.small_m(), nullptr);
   EXPECT_EQ(op.small_m()->path(), scatter == GemmRsScatter::kCopyEngine ? GemmArPath::kCopyEngine : GemmArPath::kSm);
   if (method != OpMethod::kAuto) EXPECT_EQ(op.method(), method);
-  const uint32_t splits = op.small_m()->splits();
-  *sliced += splits > 1 ? 1 : 0;
+  const uint32_t splits = op.small_m()->splits();  // the partials per rank (1 where the GEMM sums its slices)
+  *sliced += op.small_m()->choice().splits > 1 ? 1 : 0;  // the GEMM's K slices
   SCOPED_TRACE(op.method_why());
   CublasHandle cublas;
   DeviceBuffer ref(size_t(m) * kN * 4, world.device(0));
