@@ -138,6 +138,10 @@ TEST(GemmArConfigJson, RoundTripsAndNamesABadField) {
     EXPECT_NE(std::string(e.what()).find("'method'"), std::string::npos) << e.what();
   }
   EXPECT_THROW(from_config_json("{}", "cache.json", back), InvalidArgument);
+  // An entry from before the knob: the reduction summed its slices when it was measured.
+  from_config_json(R"({"method": "auto", "schedule": "auto", "splits": 2, "reduce_blocks": 0, "gemm_sms": 0})",
+                   "cache.json", back);
+  EXPECT_EQ(back.slice_sum, GemmArSliceSum::kReduction);
 }
 
 TEST(GemmArPolicy, OneRankOneSliceNoNormRunsTheGemmAlone) {

@@ -7,8 +7,9 @@
 // each thread's float4s 128 apart, so that a warp's stores are contiguous); `flag`: the runs stored
 // so far (0 between launches). Run r < runs - 1 stores its accumulators into slot r and counts
 // itself on the flag (release, after a named barrier of the warp group: every thread's slot is in);
-// the last run waits for the runs - 1 counts (acquire), adds the slots to its accumulators in run
-// order -- a fixed order: the same bits call after call -- and puts the flag back to 0. Returns
+// the last run waits for the runs - 1 counts (acquire), adds the earlier runs' slots to its own
+// accumulators in run order -- a fixed order: the same bits call after call -- and puts the flag
+// back to 0. Returns
 // whether this was the last run (the one that holds the tile's sum).
 //
 // The last run's wait is unbounded: callers guarantee that it waits only for CTAs of its own grid,

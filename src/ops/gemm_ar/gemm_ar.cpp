@@ -2,6 +2,7 @@
 #include "tilelink/ops/gemm_ar/gemm_ar.hpp"
 
 #include <algorithm>
+#include <map>
 #include <string>
 
 #include "ops/common/config_json.hpp"
@@ -72,10 +73,13 @@ void from_config_json(const std::string& json, const std::string& source, GemmAr
     if (j.contains("path")) {
       out.path = detail::enum_field(j, "path", {GemmArPath::kAuto, GemmArPath::kSm, GemmArPath::kCopyEngine}, source);
     }
-    if (j.contains("slice_sum")) {
-      out.slice_sum = detail::enum_field(
-          j, "slice_sum", {GemmArSliceSum::kAuto, GemmArSliceSum::kReduction, GemmArSliceSum::kGemm}, source);
-    }
+    // Absent in entries written before the knob existed: the reduction, what they were measured with
+    // (auto now sums in the GEMM).
+    out.slice_sum = j.contains("slice_sum")
+                        ? detail::enum_field(j, "slice_sum",
+                                             {GemmArSliceSum::kAuto, GemmArSliceSum::kReduction, GemmArSliceSum::kGemm},
+                                             source)
+                        : GemmArSliceSum::kReduction;
     return out;
   });
 }
@@ -103,7 +107,7 @@ std::string describe_gemm_ar_channel(const GemmArPlan& plan, uint32_t ch) {
   if (ch < plan.ready_channel(plan.tiles())) {
     const uint32_t t = ch - plan.ready_channel(0);
     return plan.in_place ? "the partial's " + tile(t) + " to be in place"
-                         : "the GEMM's " + tile(t) + " (" + std::to_string(plan.splits) + " K slice(s) per call)";
+                         : "the GEMM's " + tile(t) + " (" + std::to_string(plan.splits) + " partial(s) per call)";
   }
   if (plan.method == ArMethod::kTwoShot && !plan.copy_engine && ch < plan.reduced_channel(plan.tiles())) {
     const uint32_t t = ch - plan.reduced_channel(0);
@@ -251,6 +255,28 @@ std::string GemmAr::can_implement(const World& world, const SymmetricHeap& heap,
            (recv != 0 ? std::string(", the copy-engine path's staging of every rank's") : std::string()) +
            ") and the heap has " + std::to_string(heap.bytes_free()) +
            " free, not in ranges that hold them: expected a larger heap";
+  }
+  // The K slices summed in the GEMM: a workspace per rank in device memory (not in the heap),
+  // the ranks of one device together.
+  if (const detail::SliceSumWorkspace w = detail::slice_sum_workspace(plan, problem.k_slices); w.bytes() != 0) {
+    std::map<int, int> ranks_on;
+    for (int r : world.local_ranks()) ++ranks_on[world.device(r)];
+    int current = 0;
+    TL_CUDA_CHECK(cudaGetDevice(&current));
+    for (const auto& [device, ranks] : ranks_on) {
+      size_t free = 0, total = 0;
+      TL_CUDA_CHECK(cudaSetDevice(device));
+      TL_CUDA_CHECK(cudaMemGetInfo(&free, &total));
+      TL_CUDA_CHECK(cudaSetDevice(current));
+      const uint64_t need = w.bytes() * uint64_t(ranks);
+      if (need > free) {
+        return "argument 'config.splits' = " + std::to_string(problem.k_slices) + " with m = " + std::to_string(a.m) +
+               ", n = " + std::to_string(a.n) + ": the K slices summed in the GEMM need " + std::to_string(w.bytes()) +
+               " bytes of fp32 workspace per rank (" + std::to_string(ranks) + " rank(s) on device " +
+               std::to_string(device) + ", " + std::to_string(free) +
+               " bytes free there): expected fewer K slices or config.slice_sum = reduction";
+      }
+    }
   }
   return "";
 }

@@ -5,8 +5,10 @@
 //  - Sm90HookedEpilogue with GemmArNotify: after Base::store of a tile, once its TMA stores have
 //    landed (store_landed_then), add 1 to the tile's ready channel on this rank (plan.splits per
 //    tile). With the slices summed in the GEMM (k_slices > plan.splits == 1), each tile's last
-//    slice first adds the earlier slices' fp32 accumulators (sm90_slot_sum.cuh, slice order) and
-//    stores the sum at slice 0's place; the earlier slices store and notify nothing.
+//    slice first adds the earlier slices' fp32 accumulators to its own (sm90_slot_sum.cuh, in slice
+//    order) and stores the sum at slice 0's place; the earlier slices store and notify nothing.
+//    Every CTA of the grid must be resident (the launcher sizes it to the budget): a last slice
+//    waits, unbounded, for the earlier slices' CTAs.
 //  - Sm90RowOrderedTileScheduler with the identity order (cooperative 128-row tiles), or CUTLASS's
 //    persistent scheduler (ping-pong 64-row tiles for small M, each consumer warp group its tile).
 //  - Built with CUTLASS_ENABLE_GDC_FOR_SM90: each CTA releases the reduction kernel launched
@@ -64,10 +66,11 @@ struct GemmArNotify : PlainEpilogueView {
   CUTLASS_DEVICE bool accumulate(TileCoord const& c, Accumulators& acc, int) const {
     if (!sums_slices()) return true;
     const uint32_t m_tile = static_cast<uint32_t>(cute::get<0>(c)), slice = static_cast<uint32_t>(cute::get<3>(c));
-    if (m_tile >= plan.m_tiles()) return slice + 1 == k_slices;  // a cluster's padding tile: nothing to sum
+    const uint32_t n_tile = static_cast<uint32_t>(cute::get<1>(c));
+    // A cluster's padding tile (past M or N) has no slot: it would take a real tile's.
+    if (m_tile >= plan.m_tiles() || n_tile >= plan.n_tiles()) return slice + 1 == k_slices;
     const uint32_t wg = static_cast<uint32_t>(cutlass::canonical_warp_group_idx()) - 1;  // consumer 0 or 1
-    const size_t slot = size_t(m_tile * plan.n_tiles() + static_cast<uint32_t>(cute::get<1>(c))) * warp_groups +
-                        (warp_groups > 1 ? wg : 0);
+    const size_t slot = size_t(m_tile * plan.n_tiles() + n_tile) * warp_groups + (warp_groups > 1 ? wg : 0);
     const size_t slot_floats = size_t(decltype(cute::size(acc))::value) * kSlotSumThreads;
     return sum_runs_through_slots(
         slots + slot * (k_slices - 1) * slot_floats, flags + slot, acc, slice, k_slices,
@@ -79,9 +82,9 @@ struct GemmArNotify : PlainEpilogueView {
 
   template <class TileCoord>
   CUTLASS_DEVICE void after(TileCoord const& coord, int thread_idx, uint64_t start) const {
-    const uint32_t m_tile = static_cast<uint32_t>(cute::get<0>(coord));
-    if (m_tile >= plan.m_tiles()) return;
-    const uint32_t t = m_tile * plan.n_tiles() + static_cast<uint32_t>(cute::get<1>(coord));
+    const uint32_t m_tile = static_cast<uint32_t>(cute::get<0>(coord)), n_tile = static_cast<uint32_t>(cute::get<1>(coord));
+    if (m_tile >= plan.m_tiles() || n_tile >= plan.n_tiles()) return;  // a cluster's padding tile: no channel
+    const uint32_t t = m_tile * plan.n_tiles() + n_tile;
     notify_landed_tile(enabled, thread_idx, trace, t, start,
                        [&] { tilelink::producer_tile_notify(sig, plan.ready_channel(t), NotifyMode::kAdd); });
   }
