@@ -24,16 +24,25 @@ std::string format_bytes(uint64_t bytes) {
   return buf;
 }
 
+DeviceMemory device_memory(int device) {
+  int current = 0;
+  TL_CUDA_CHECK(cudaGetDevice(&current));
+  DeviceMemory m;
+  TL_CUDA_CHECK(cudaSetDevice(device));
+  TL_CUDA_CHECK(cudaMemGetInfo(&m.free, &m.total));
+  TL_CUDA_CHECK(cudaSetDevice(current));
+  return m;
+}
+
 void* device_malloc(size_t bytes, int device, const std::string& what) {
   TL_CUDA_CHECK(cudaSetDevice(device));
   void* p = nullptr;
   const cudaError_t st = cudaMalloc(&p, bytes);
   if (st == cudaErrorMemoryAllocation) {
     (void)cudaGetLastError();  // not sticky: clear it so the caller's next CUDA call is unaffected
-    size_t free_bytes = 0, total_bytes = 0;
-    TL_CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total_bytes));
+    const DeviceMemory m = device_memory(device);
     throw ResourceError(what + " needs " + format_bytes(bytes) + " on device " + std::to_string(device) + ": " +
-                        format_bytes(free_bytes) + " free of " + format_bytes(total_bytes));
+                        format_bytes(m.free) + " free of " + format_bytes(m.total));
   }
   TL_CUDA_CHECK(st);
   return p;

@@ -29,6 +29,13 @@ void for_each_gemm_tile(const std::vector<uint32_t>& order, uint32_t n_tiles, ui
 
 constexpr const char* kWhere = "predict_moe_ag";
 
+// The problem's expert ids, or its synthetic routing's (seeded: the same ids every call).
+std::vector<int32_t> routing_ids(const MoeProblem& p) {
+  if (!p.ids.empty()) return p.ids;
+  std::mt19937_64 rng(p.seed);
+  return synthetic_routing(rng, p.m, p.topk, p.experts, p.routing);
+}
+
 void validate(const MoeProblem& p, const MoeAgPlanConfig& c, uint32_t gather_ctas, const CostModel& cost) {
   check_world(kWhere, p.world, p.nodes);
   check_split(kWhere, "m", p.m, p.world, "tokens are sharded evenly");
@@ -159,11 +166,7 @@ MoePrediction moe_ag_at(const MoeProblem& p, const MoeAgPlanConfig& c, const Cos
   const uint32_t copy_ctas = c.op.comm.resource == CommResource::kSm ? c.op.comm.num_blocks : 0;
   const uint32_t w = static_cast<uint32_t>(p.world);
   const uint32_t n = p.intermediate / w;
-  std::vector<int32_t> ids = p.ids;
-  if (ids.empty()) {
-    std::mt19937_64 rng(p.seed);
-    ids = synthetic_routing(rng, p.m, p.topk, p.experts, p.routing);
-  }
+  const std::vector<int32_t> ids = routing_ids(p);
   const MoeRouting routing{p.m, p.topk, p.experts, ids.data(), nullptr};
   if (std::string e = check_moe_routing(routing); !e.empty()) throw InvalidArgument(std::string(kWhere) + ": " + e);
 
@@ -278,11 +281,7 @@ MoePrediction moe_gemm_rs_at(const MoeProblem& p, const MoeRsPlanConfig& c, cons
   TL_REQUIRE(combine_ctas > 0 && c.cluster > 0, where, "combine_blocks", combine_ctas, "at least one (and a cluster)");
   const uint32_t w = static_cast<uint32_t>(p.world);
   const uint32_t k = p.intermediate / w, tpr = p.m / w;
-  std::vector<int32_t> ids = p.ids;
-  if (ids.empty()) {
-    std::mt19937_64 rng(p.seed);
-    ids = synthetic_routing(rng, p.m, p.topk, p.experts, p.routing);
-  }
+  const std::vector<int32_t> ids = routing_ids(p);
   const MoeRouting routing{p.m, p.topk, p.experts, ids.data(), nullptr};
   if (std::string e = check_moe_routing(routing); !e.empty()) throw InvalidArgument(std::string(where) + ": " + e);
   const MoeMapping mapping = build_moe_mapping(routing, c.bm);
@@ -451,11 +450,7 @@ MoePrediction predict_moe_layer(const MoeProblem& p, MlpActivation activation, c
              "1 to the tokens per rank (" + std::to_string(tpr) + ")");
   TL_REQUIRE(w > 1, where, "micro_batches", micro_batches,
              "1 at world 1 (one rank runs the non-overlapped chain: there is no communication to pipeline)");
-  std::vector<int32_t> ids = p.ids;
-  if (ids.empty()) {
-    std::mt19937_64 rng(p.seed);
-    ids = synthetic_routing(rng, p.m, p.topk, p.experts, p.routing);
-  }
+  const std::vector<int32_t> ids = routing_ids(p);
   std::vector<MoeProblem> batch1, batch2;
   std::vector<double> ag_start(micro_batches + 1, 0.0);  // the all-gathers, back to back on the copy engine
   for (uint32_t i = 0; i < micro_batches; ++i) {

@@ -15,6 +15,11 @@ void* device_malloc(size_t bytes, int device, const std::string& what);
 
 // "1.5 GiB", "512.0 MiB", "4.0 KiB", "12 B".
 std::string format_bytes(uint64_t bytes);
+// Free and total bytes of `device`'s memory now (cudaMemGetInfo); the current device is kept.
+struct DeviceMemory {
+  size_t free = 0, total = 0;
+};
+DeviceMemory device_memory(int device);
 
 class DeviceBuffer {
  public:

@@ -261,20 +261,14 @@ std::string GemmAr::can_implement(const World& world, const SymmetricHeap& heap,
   if (const detail::SliceSumWorkspace w = detail::slice_sum_workspace(plan, problem.k_slices); w.bytes() != 0) {
     std::map<int, int> ranks_on;
     for (int r : world.local_ranks()) ++ranks_on[world.device(r)];
-    int current = 0;
-    TL_CUDA_CHECK(cudaGetDevice(&current));
     for (const auto& [device, ranks] : ranks_on) {
-      size_t free = 0, total = 0;
-      TL_CUDA_CHECK(cudaSetDevice(device));
-      TL_CUDA_CHECK(cudaMemGetInfo(&free, &total));
-      TL_CUDA_CHECK(cudaSetDevice(current));
-      const uint64_t need = w.bytes() * uint64_t(ranks);
-      if (need > free) {
+      const DeviceMemory mem = device_memory(device);
+      if (w.bytes() * uint64_t(ranks) > mem.free) {
         return "argument 'config.splits' = " + std::to_string(problem.k_slices) + " with m = " + std::to_string(a.m) +
-               ", n = " + std::to_string(a.n) + ": the K slices summed in the GEMM need " + std::to_string(w.bytes()) +
-               " bytes of fp32 workspace per rank (" + std::to_string(ranks) + " rank(s) on device " +
-               std::to_string(device) + ", " + std::to_string(free) +
-               " bytes free there): expected fewer K slices or config.slice_sum = reduction";
+               ", n = " + std::to_string(a.n) + ": the K slices summed in the GEMM need " + format_bytes(w.bytes()) +
+               " of fp32 workspace per rank (" + std::to_string(ranks) + " rank(s) on device " +
+               std::to_string(device) + ", " + format_bytes(mem.free) +
+               " free there): expected fewer K slices or config.slice_sum = reduction";
       }
     }
   }

@@ -46,8 +46,9 @@ const char* to_string(GemmArPath p);
 
 // Where a rank's K slices are summed (more than one slice only).
 enum class GemmArSliceSum : uint32_t {
-  kAuto = 0,       // gemm (measured on an H100 at world 1, M 1-128: the op then adds 0-1 us to its
-                   // GEMM, against 4-6 us for the reduction's pass; docs/PERF.md, twenty-sixth session)
+  kAuto = 0,       // gemm (measured on an H100 at world 1, M 1-128: the op is then within -1.3 to +0.8
+                   // us of its own GEMM, where the reduction's pass added 4.9-8.5 us; docs/PERF.md,
+                   // twenty-sixth session)
   kReduction = 1,  // each slice a bf16 partial of its own; the reduction sums them with the ranks'
   kGemm = 2,       // the GEMM: each tile's last slice adds the earlier slices' fp32 accumulators, in
                    // slice order, and writes one partial per rank (one rounding; at world 1 with no
@@ -91,12 +92,12 @@ struct GemmArChoice {
   bool slices_in_gemm = false;  // summed in the GEMM (GemmArSliceSum::kGemm, splits > 1)
   uint32_t reduce_blocks = 0;
   uint32_t parts = 1;  // column parts per tile: the reduction's unit of work
-
-  // The partials per rank the reduction reads.
-  uint32_t partials() const { return slices_in_gemm ? 1 : splits; }
   int gemm_sms = 0;
   double estimate = 0;  // seconds per call, the estimate's
   std::string why;
+
+  // The partials per rank the reduction reads.
+  uint32_t partials() const { return slices_in_gemm ? 1 : splits; }
 };
 
 // The op's knobs (0 / auto = the estimate's choice).
