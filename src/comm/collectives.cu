@@ -221,10 +221,16 @@ void AllGather::transfer(int r) {
 }
 
 void AllGather::wait_started(int r, cudaStream_t stream) const {
-  if (!producer_first()) return;
+  if (!producer_first() && !announce_first()) return;
   world_->check_rank(r, "AllGather::wait_started");
   world_->set_device(r);
-  rank_wait(stream, slice_.host_view(r), plan_.started_channel(), num_blocks_);
+  if (producer_first()) {
+    rank_wait(stream, slice_.host_view(r), plan_.started_channel(), num_blocks_);
+  } else {
+    // The rank's arrival at its own entry barrier (set mode: the epoch), enqueued by announce(r)
+    // behind the own rows' copies: those copies are done, and the peers see the rank entered.
+    rank_wait(stream, slice_.host_view(r), plan_.barrier_channel() + static_cast<uint32_t>(r));
+  }
 }
 
 TraceView AllGather::trace_view(int rank) const { return trace_ != nullptr ? trace_->view(rank) : TraceView{}; }

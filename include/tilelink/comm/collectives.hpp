@@ -105,20 +105,21 @@ class AllGather {
   // consumers, launch(rank, epoch) enqueues the consumer on the compute stream and the rank's
   // announcement; every rank's transfer; the compute stream is joined after it. Returns the epoch.
   // The copy-engine path launches the consumer first (it runs on what is already there while the
-  // host still enqueues one copy and one memop per tile). The SM path launches its kernel first:
-  // see producer_first().
+  // host still enqueues one copy and one memop per tile), except for the announcement of own_rows
+  // (announce_first()). The SM path launches its kernel first: see producer_first().
   template <class Launch>
   uint64_t run_under(Launch&& launch) {
     const uint64_t epoch = begin_call();
     for (int r : world_->local_ranks()) {  // every rank's kernel before any consumer: each waits on its peers'
       world_->comm_after_compute(r);
       if (producer_first()) transfer(r);
+      if (announce_first()) announce(r);  // the own rows' copies (SM work) before any consumer
     }
     for (int r : world_->local_ranks()) {
       world_->set_device(r);  // launch() enqueues on the rank's own device (one process, several GPUs)
       wait_started(r, world_->compute_stream(r));
       launch(r, epoch);
-      announce(r);
+      if (!announce_first()) announce(r);
     }
     for (int r : world_->local_ranks()) {
       if (!producer_first()) transfer(r);
@@ -140,10 +141,23 @@ class AllGather {
   // GEMM take the client's SMs and the all-gather never run (docs/DESIGN-NOTES.md). wait_started
   // closes the race.
   bool producer_first() const { return args_.config.resource == CommResource::kSm; }
-  // SM path: `stream` (the consumer's, before its launch) waits until every block of `rank`'s
-  // all-gather kernel of this call is running (AllGatherPlan::started_channel), so the consumer is
-  // dispatched only beside a wholly resident all-gather. The transfer must be enqueued first. The
-  // copy-engine path needs no SMs and waits for nothing here.
+  // Whether the copy engine's announcement needs SMs: with own_rows it copies the rank's rows
+  // within its device, and such copies run on SMs (all_gather_policy::check_own_rows_room), and
+  // its entry-barrier arrival -- which every peer's transfer waits for -- follows them on the comm
+  // stream. Enqueued behind the consumer that spins on those rows, the copy may never be
+  // dispatched under MPS (gpu_process_4, ProcessAgGemm ce_source: every rank's GEMM timed out
+  // with "rank r had not entered this call"), as the SM all-gather behind its consumer was. So the
+  // announcement goes first and the consumer waits for it (wait_started).
+  bool announce_first() const {
+    return args_.config.resource == CommResource::kCopyEngine && !args_.own_rows.empty();
+  }
+  // `stream` (the consumer's, before its launch) waits until the all-gather's SM work of this
+  // call on `rank` can no longer be kept from the SMs by the consumer. SM path: every block of the
+  // rank's all-gather kernel is running (AllGatherPlan::started_channel), so the consumer is
+  // dispatched only beside a wholly resident all-gather; the transfer must be enqueued first. Copy
+  // engine with own_rows (announce_first): the rank's own entry-barrier arrival, which follows its
+  // own rows' copies, has landed in its memory; the announcement must be enqueued first. The copy
+  // engine without own_rows needs no SMs before its peers' copies and waits for nothing here.
   void wait_started(int rank, cudaStream_t stream) const;
 
   const AllGatherPlan& plan() const { return plan_; }

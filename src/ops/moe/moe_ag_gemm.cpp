@@ -268,12 +268,13 @@ uint64_t MoeAgGroupGemm::run() {
     // and GEMM, which wait for it (AllGather::producer_first).
     world.comm_after_compute(r);
     if (ag_->producer_first()) ag_->transfer(r);
+    if (ag_->announce_first()) ag_->announce(r);  // the own rows' copies (SM work) before the gather and GEMM
   }
   for (int r : world.local_ranks()) {
     const size_t i = static_cast<size_t>(r);
     world.set_device(r);
     const cudaStream_t compute = world.compute_stream(r);
-    ag_->wait_started(r, compute);  // the gather and the GEMM dispatched beside a running all-gather
+    ag_->wait_started(r, compute);  // the gather and the GEMM dispatched beside a running all-gather / after the own rows
     build_mapping(r);
     if (gather_streams_.shares_comm()) {
       // No stream of its own: the gather before the GEMM on the compute stream, spinning only on
@@ -289,7 +290,7 @@ uint64_t MoeAgGroupGemm::run() {
       launch_gather(r, gather_streams_.stream(r), gather_blocks_);
     }
     kernels_[i]->run(epoch, compute);
-    ag_->announce(r);
+    if (!ag_->announce_first()) ag_->announce(r);
   }
   // Every rank's announcement before any rank's transfer (AllGather::announce says why).
   if (!ag_->producer_first()) {
