@@ -19,11 +19,11 @@ namespace tilelink {
 namespace detail {
 
 Sm90GemmArConfigInfo sm90_gemm_ar_128x128x64_c1x1();
-Sm90GemmArConfigInfo sm90_gemm_ar_64x128x64_c1x1_pingpong();
+Sm90GemmArConfigInfo sm90_gemm_ar_64x128x128_c1x1_pingpong();
 
 const std::vector<Sm90GemmArConfigInfo>& sm90_gemm_ar_configs() {
   static const std::vector<Sm90GemmArConfigInfo> configs = {sm90_gemm_ar_128x128x64_c1x1(),
-                                                            sm90_gemm_ar_64x128x64_c1x1_pingpong()};
+                                                            sm90_gemm_ar_64x128x128_c1x1_pingpong()};
   return configs;
 }
 
