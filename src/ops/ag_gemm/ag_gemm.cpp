@@ -461,7 +461,8 @@ uint64_t AgGemm::run() {
   if (method_ == OpMethod::kNonOverlapped) return run_non_overlapped();
   if (method_ == OpMethod::kDecomposed) return run_decomposed();
   // With the copy engine the GEMM goes first, so that it is running while the host still enqueues
-  // the all-gather (one copy and one memop per communication tile); the SM path's kernel goes
+  // the all-gather (one copy and one memop per communication tile), except the copies of the rank's
+  // own rows from a_source, which need SMs (AllGather::announce_first); the SM path's kernel goes
   // before it (AllGather::producer_first).
   return ag_->run_under([&](int r, uint64_t epoch) {
     kernels_[static_cast<size_t>(r)]->run(epoch, world_->compute_stream(r));
