@@ -161,7 +161,15 @@ AllGather::AllGather(const World& world, SymmetricHeap& heap, SignalSet& signals
     world.preload_kernel(args.config.path == DataPath::kBulk ? all_gather_kernel<true> : all_gather_kernel<false>);
   }
   slice_ = signals.allocate(plan_.num_channels(), name);
-  slice_.set_describer([plan = plan_](uint32_t ch, int, int) { return describe_all_gather_channel(plan, ch); });
+  // A rank's own entry arrival is waited on only by its consumer's stream (wait_started with own rows on
+  // the copy engine), behind its own rows' copies: a stall there is those copies not running.
+  slice_.set_describer([plan = plan_, own = announce_first()](uint32_t ch, int waiter, int) {
+    if (own && waiter >= 0 && ch == plan.barrier_channel() + static_cast<uint32_t>(waiter)) {
+      return std::string("the all-gather's entry barrier: this rank's own arrival, which its comm stream writes after "
+                         "copying its own rows from own_rows (copies that need SMs: they had not run)");
+    }
+    return describe_all_gather_channel(plan, ch);
+  });
   // With an entry barrier (the copy engine's streams; push), a tile that never comes may be held
   // by a rank that never entered the call: the report names it.
   const bool entry_barrier = args.config.resource == CommResource::kCopyEngine || plan_.method == AgMethod::kPush;
@@ -228,7 +236,8 @@ void AllGather::wait_started(int r, cudaStream_t stream) const {
     rank_wait(stream, slice_.host_view(r), plan_.started_channel(), num_blocks_);
   } else {
     // The rank's arrival at its own entry barrier (set mode: the epoch), enqueued by announce(r)
-    // behind the own rows' copies: those copies are done, and the peers see the rank entered.
+    // behind the own rows' copies: those copies are done (its arrivals at the peers of lower rank
+    // were enqueued before this one, the others right after it).
     rank_wait(stream, slice_.host_view(r), plan_.barrier_channel() + static_cast<uint32_t>(r));
   }
 }
