@@ -228,6 +228,21 @@ void AllGather::transfer(int r) {
   }
 }
 
+void AllGather::enqueue_before_consumers(int r) {
+  world_->comm_after_compute(r);
+  if (producer_first()) transfer(r);
+  if (announce_first()) announce(r);  // the own rows' copies (SM work) before any consumer
+}
+
+void AllGather::enqueue_after_consumers(int r) {
+  if (!announce_first()) announce(r);
+}
+
+void AllGather::enqueue_transfers_last() {
+  if (producer_first()) return;
+  for (int r : world_->local_ranks()) transfer(r);
+}
+
 void AllGather::wait_started(int r, cudaStream_t stream) const {
   if (!producer_first() && !announce_first()) return;
   world_->check_rank(r, "AllGather::wait_started");

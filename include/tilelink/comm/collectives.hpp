@@ -110,23 +110,32 @@ class AllGather {
   template <class Launch>
   uint64_t run_under(Launch&& launch) {
     const uint64_t epoch = begin_call();
-    for (int r : world_->local_ranks()) {  // every rank's kernel before any consumer: each waits on its peers'
-      world_->comm_after_compute(r);
-      if (producer_first()) transfer(r);
-      if (announce_first()) announce(r);  // the own rows' copies (SM work) before any consumer
-    }
+    for (int r : world_->local_ranks()) enqueue_before_consumers(r);
     for (int r : world_->local_ranks()) {
       world_->set_device(r);  // launch() enqueues on the rank's own device (one process, several GPUs)
       wait_started(r, world_->compute_stream(r));
       launch(r, epoch);
-      if (!announce_first()) announce(r);
+      enqueue_after_consumers(r);
     }
-    for (int r : world_->local_ranks()) {
-      if (!producer_first()) transfer(r);
-      world_->compute_after_comm(r);
-    }
+    enqueue_transfers_last();
+    for (int r : world_->local_ranks()) world_->compute_after_comm(r);
     return epoch;
   }
+
+  // The enqueue order of a call under consumers that spin on its channels, in three steps; every
+  // caller that builds its own call (run_under, MoeAgGroupGemm) takes them, so the rule lives here:
+  // 1. enqueue_before_consumers(r) for every local rank, before any rank's consumer: the comm
+  //    stream ordered after the previous call's consumers, then the work that needs SMs and must
+  //    not queue behind a spinning consumer -- the SM path's transfer (producer_first()), the
+  //    copy engine's announcement of own_rows (announce_first());
+  // 2. per rank: wait_started(r, consumer stream), the rank's consumers, enqueue_after_consumers(r)
+  //    (the announcement where it did not go first: the copy engine's, behind its consumer, which
+  //    runs on what is already there meanwhile);
+  // 3. enqueue_transfers_last(): every local rank's transfer where it did not go first (every
+  //    rank's announcement is enqueued before any rank's transfer: announce() says why).
+  void enqueue_before_consumers(int rank);
+  void enqueue_after_consumers(int rank);
+  void enqueue_transfers_last();
 
   // Whether the transfer is a kernel that needs SMs (the SM path), and so must be enqueued before
   // any consumer that spins on its channels -- every rank's, as each rank's all-gather waits on its

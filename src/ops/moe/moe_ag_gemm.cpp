@@ -266,16 +266,15 @@ uint64_t MoeAgGroupGemm::run() {
     // The all-gather overwrites rows the previous call's gather read (joined into the compute
     // stream at the end of that call). The SM all-gather's kernel goes before every rank's gather
     // and GEMM, which wait for it (AllGather::producer_first).
-    world.comm_after_compute(r);
-    if (ag_->producer_first()) ag_->transfer(r);
-    if (ag_->announce_first()) ag_->announce(r);  // the own rows' copies (SM work) before the gather and GEMM
+    ag_->enqueue_before_consumers(r);
   }
   for (int r : world.local_ranks()) {
     const size_t i = static_cast<size_t>(r);
     world.set_device(r);
     const cudaStream_t compute = world.compute_stream(r);
-    ag_->wait_started(r, compute);  // the gather and the GEMM dispatched beside a running all-gather / after the own rows
+    // The routing's mapping first: it waits for nothing, so it runs under the own rows' copies.
     build_mapping(r);
+    ag_->wait_started(r, compute);  // the gather and the GEMM dispatched beside a running all-gather / after the own rows
     if (gather_streams_.shares_comm()) {
       // No stream of its own: the gather before the GEMM on the compute stream, spinning only on
       // the all-gather's channels (the comm stream's transfer fills them), and the GEMM
@@ -290,12 +289,9 @@ uint64_t MoeAgGroupGemm::run() {
       launch_gather(r, gather_streams_.stream(r), gather_blocks_);
     }
     kernels_[i]->run(epoch, compute);
-    if (!ag_->announce_first()) ag_->announce(r);
+    ag_->enqueue_after_consumers(r);
   }
-  // Every rank's announcement before any rank's transfer (AllGather::announce says why).
-  if (!ag_->producer_first()) {
-    for (int r : world.local_ranks()) ag_->transfer(r);
-  }
+  ag_->enqueue_transfers_last();
   for (int r : world.local_ranks()) {
     if (!gather_streams_.shares_comm()) gather_streams_.join_into(r, world.compute_stream(r));
     world.compute_after_comm(r);
