@@ -178,6 +178,7 @@ TEST(TuneCache, ReadsTheFilesOfEarlierBuilds) {
   ASSERT_TRUE(rs.has_value());
   EXPECT_EQ(describe(config_of<GemmRsConfig>(*rs)), "scatter ce, signal per row, reduction CTAs 4, swizzle 2");
   EXPECT_EQ(config_of<GemmRsConfig>(*rs).push_notify, GemmRsPushNotify::kDeferred) << "absent: the default";
+  EXPECT_EQ(config_of<GemmRsConfig>(*rs).kernel, "") << "absent: the default";
   std::remove(path.c_str());
 }
 
@@ -232,6 +233,14 @@ TEST(TuneCache, KeepsGemmRsEntriesApartFromAgGemmOnes) {
   from_config_json(to_config_json(small), "test", small_back);
   EXPECT_EQ(small_back.engine, GemmRsEngine::kSmallM);
   EXPECT_EQ(describe(small), "scatter auto, signal per tile, reduction CTAs auto, swizzle auto, engine small_m");
+  // So does a kernel by name.
+  GemmRsConfig named;
+  named.kernel = "128x128x64_c2x1";
+  EXPECT_FALSE(is_automatic(named));
+  GemmRsConfig named_back;
+  from_config_json(to_config_json(named), "test", named_back);
+  EXPECT_EQ(named_back.kernel, "128x128x64_c2x1");
+  EXPECT_EQ(describe(named), "scatter auto, signal per tile, reduction CTAs auto, swizzle auto, kernel 128x128x64_c2x1");
   try {
     GemmRsConfig bad;
     from_config_json(R"({"scatter": "pull", "granularity": "tile", "reduce_blocks": 0, "gemm_sms": 0, "swizzle": 0,

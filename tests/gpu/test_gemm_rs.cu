@@ -32,7 +32,7 @@ namespace tilelink::test::gemm_rs {
 void check_gemm_rs(int world_size, uint32_t m, uint32_t n, uint32_t k, SignalGranularity granularity,
                    GemmRsScatter scatter, int repeats, GemmRsReducer reducer = GemmRsReducer::kAuto,
                    OpMethod method = OpMethod::kAuto, GemmRsPushNotify push_notify = GemmRsPushNotify::kDeferred,
-                   GemmRsEngine engine = GemmRsEngine::kOwnerTiles) {
+                   GemmRsEngine engine = GemmRsEngine::kOwnerTiles, const std::string& kernel = "") {
   const uint64_t seed = std::random_device{}();
   SCOPED_TRACE("seed " + std::to_string(seed) + ", m " + std::to_string(m));
   std::mt19937_64 rng(seed);
@@ -46,11 +46,13 @@ void check_gemm_rs(int world_size, uint32_t m, uint32_t n, uint32_t k, SignalGra
   p.args.config.method = method;
   p.args.config.push_notify = push_notify;
   p.args.config.engine = engine;  // the owner-tile GEMM's knobs above are what these tests vary
+  p.args.config.kernel = kernel;
   std::vector<DeviceBuffer> ref;
   for (int r = 0; r < world_size; ++r) ref.emplace_back(size_t(m) * n * 2, world.device(r));
   ASSERT_EQ(GemmRs::can_implement(world, env.heap, p.args), "");
   GemmRs op(world, env.heap, env.signals, p.args, "gemm_rs_test");
   if (engine != GemmRsEngine::kAuto) EXPECT_EQ(op.engine(), engine);
+  EXPECT_EQ(op.kernel_name(), kernel.empty() ? GemmRs::kernel_name(DType::kBf16) : kernel);
   if (method != OpMethod::kAuto) {
     EXPECT_EQ(op.method(), method);
   } else {
@@ -178,6 +180,38 @@ INSTANTIATE_TEST_SUITE_P(GemmRs, GemmRsPushNotifyTest,
                                             ::testing::Values(GemmRsPushNotify::kDeferred,
                                                               GemmRsPushNotify::kImmediate)),
                          [](const ::testing::TestParamInfo<GemmRsPushNotifyTest::ParamType>& info) {
+                           return "world" + std::to_string(std::get<0>(info.param)) + "_" +
+                                  to_string(std::get<1>(info.param));
+                         });
+
+// A GEMM kernel by name (GemmRsConfig::kernel): the 128x128 tile, twice the 128x256 default's tiles
+// and signals, with each scatter and reducer, whole and partial tile rows, M < world; the same bits
+// over calls.
+class GemmRsKernelTest : public ::testing::TestWithParam<std::tuple<int, GemmRsScatter>> {};
+
+TEST_P(GemmRsKernelTest, MatchesCublasWithTheNamedTile) {
+  TL_SKIP_WITHOUT_GPU();
+  const auto [world_size, scatter] = GetParam();
+  const uint32_t w = uint32_t(world_size);
+  const SignalGranularity granularity =
+      scatter == GemmRsScatter::kCopyEngine ? SignalGranularity::kTileRow : SignalGranularity::kTile;
+  for (uint32_t m : {256u * w, 1u, 136u * w + (w > 1 ? 1u : 0u)}) {
+    check_gemm_rs(world_size, m, 264, 200, granularity, scatter, 3, GemmRsReducer::kAuto, OpMethod::kAuto,
+                  GemmRsPushNotify::kDeferred, GemmRsEngine::kOwnerTiles, "128x128x64_c2x1");
+    if (::testing::Test::HasFailure()) return;
+    if (scatter != GemmRsScatter::kCopyEngine) {
+      check_gemm_rs(world_size, m, 264, 200, granularity, scatter, 3, GemmRsReducer::kEpilogue, OpMethod::kAuto,
+                    GemmRsPushNotify::kDeferred, GemmRsEngine::kOwnerTiles, "128x128x64_c2x1");
+      if (::testing::Test::HasFailure()) return;
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(GemmRs, GemmRsKernelTest,
+                         ::testing::Combine(::testing::Values(1, 2, 3, 8),
+                                            ::testing::Values(GemmRsScatter::kPull, GemmRsScatter::kEpiloguePush,
+                                                              GemmRsScatter::kCopyEngine)),
+                         [](const ::testing::TestParamInfo<GemmRsKernelTest::ParamType>& info) {
                            return "world" + std::to_string(std::get<0>(info.param)) + "_" +
                                   to_string(std::get<1>(info.param));
                          });
@@ -325,6 +359,15 @@ TEST(GemmRsArgumentsTest, RefusesWhatItCannotRun) {
        },
        "'config.method' = non_overlapped with config.reducer = epilogue"},
       {[](A& a) { a.config.method = static_cast<OpMethod>(9); }, "'config.method' = 9"},
+      // A kernel by name: one that is not compiled, one for other operands, one with the small-M engine.
+      {[](A& a) { a.config.kernel = "64x64x64_c1x1"; }, "'config.kernel' = '64x64x64_c1x1': expected one of '128x256x64_c2x1'"},
+      {[](A& a) { a.config.kernel = "e4m3_row_128x128x128_c2x1"; },
+       "'config.kernel' = 'e4m3_row_128x128x128_c2x1': a e4m3 row-scaled configuration; expected one for bf16"},
+      {[](A& a) {
+         a.config.kernel = "128x128x64_c2x1";
+         a.config.engine = GemmRsEngine::kSmallM;
+       },
+       "'config.kernel' = '128x128x64_c2x1' with config.engine = small_m"},
       // The reduction in whole clusters, up to the budget, leaves the GEMM nothing: its knob is named.
       {[&](A& a) { a.config.reduce_blocks = static_cast<uint32_t>(env.world.sm_budget(0)); },
        "'config.reduce_blocks' = " + std::to_string(env.world.sm_budget(0)) + ": the reduction takes"},

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "ops/common/fp8_operands.hpp"
+#include "ops/common/kernel_configs.hpp"
 #include "ops/gemm_rs/gemm_rs_internal.hpp"
 #include "ops/gemm_rs/sm90_gemm_rs_kernel.hpp"
 #include "runtime/checks.hpp"
@@ -18,13 +19,14 @@ namespace tilelink {
 namespace detail {
 
 Sm90GemmRsConfigInfo sm90_gemm_rs_128x256x64_c2x1();
+Sm90GemmRsConfigInfo sm90_gemm_rs_128x128x64_c2x1();
 Sm90GemmRsConfigInfo sm90_gemm_rs_e4m3_tensor_128x128x128_c2x1();
 Sm90GemmRsConfigInfo sm90_gemm_rs_e4m3_row_128x128x128_c2x1();
 Sm90GemmRsConfigInfo sm90_gemm_rs_e4m3_block_128x128x128_c2x1();
 
 const std::vector<Sm90GemmRsConfigInfo>& sm90_gemm_rs_configs() {
   static const std::vector<Sm90GemmRsConfigInfo> configs = {
-      sm90_gemm_rs_128x256x64_c2x1(), sm90_gemm_rs_e4m3_tensor_128x128x128_c2x1(),
+      sm90_gemm_rs_128x256x64_c2x1(), sm90_gemm_rs_128x128x64_c2x1(), sm90_gemm_rs_e4m3_tensor_128x128x128_c2x1(),
       sm90_gemm_rs_e4m3_row_128x128x128_c2x1(), sm90_gemm_rs_e4m3_block_128x128x128_c2x1()};
   return configs;
 }
@@ -82,7 +84,24 @@ uint64_t a_row_bytes(const GemmRsArguments& a) {
 uint64_t a_lda(const GemmRsArguments& a) { return fp8(a) ? a_row_bytes(a) : a.k; }
 // The kernel for `a`'s operands (after check_fp8_operands accepted the dtype and scaling).
 const detail::Sm90GemmRsConfigInfo& kernel_for(const GemmRsArguments& a) {
-  return detail::sm90_gemm_rs_config(a.dtype, a.scaling);
+  if (a.config.kernel.empty()) return detail::sm90_gemm_rs_config(a.dtype, a.scaling);
+  for (const detail::Sm90GemmRsConfigInfo& c : detail::sm90_gemm_rs_configs()) {
+    if (a.config.kernel == c.name) return c;
+  }
+  throw InvalidArgument(kernel_refusal(a));
+}
+
+std::string kernel_refusal(const GemmRsArguments& a) {
+  if (a.config.kernel.empty()) return "";
+  for (const detail::Sm90GemmRsConfigInfo& c : detail::sm90_gemm_rs_configs()) {
+    if (a.config.kernel != c.name) continue;
+    if (c.dtype == a.dtype && (a.dtype == DType::kBf16 || c.scaling == a.scaling)) return "";
+    const std::string operands = fp8(a) ? std::string("e4m3 with ") + to_string(a.scaling) + " scaling" : "bf16";
+    return "argument 'config.kernel' = '" + a.config.kernel + "': a " +
+           (c.dtype == DType::kE4m3 ? std::string("e4m3 ") + to_string(c.scaling) + "-scaled" : std::string("bf16")) +
+           " configuration; expected one for " + operands + " operands (GemmRs::kernel_names())";
+  }
+  return detail::unknown_config(detail::sm90_gemm_rs_configs(), a.config.kernel);
 }
 
 std::string check_fp8_operands(const World& world, const GemmRsArguments& a) {
@@ -277,6 +296,7 @@ std::string GemmRs::can_implement(const World& world, const SymmetricHeap& heap,
   if (choose_engine(world, heap, in).engine == GemmRsEngine::kSmallM) return small_m_refusal(world, heap, in);
   const GemmRsArguments a = with_path(world, heap, in);  // the checks below see the path that would run
   if (std::string e = check_fp8_operands(world, a); !e.empty()) return e;
+  if (std::string e = kernel_refusal(a); !e.empty()) return e;
   const auto& kernel = kernel_for(a);
   if (a.a_source.empty()) {
     if (std::string e = check_rank_pointers(world, a.a, "a"); !e.empty()) return e;

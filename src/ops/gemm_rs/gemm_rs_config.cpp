@@ -13,6 +13,7 @@ std::string describe(const GemmRsConfig& c) {
   if (c.push_notify != GemmRsPushNotify::kDeferred) s += std::string(", push notify ") + to_string(c.push_notify);
   if (c.method != OpMethod::kAuto) s += std::string(", method ") + to_string(c.method);
   if (c.engine != GemmRsEngine::kAuto) s += std::string(", engine ") + to_string(c.engine);
+  if (!c.kernel.empty()) s += ", kernel " + c.kernel;
   return s;
 }
 
@@ -20,7 +21,7 @@ bool is_automatic(const GemmRsConfig& c) {
   const GemmRsConfig d;
   return c.scatter == d.scatter && c.granularity == d.granularity && c.reduce_blocks == d.reduce_blocks &&
          c.gemm_sms == d.gemm_sms && c.swizzle == d.swizzle && c.reducer == d.reducer &&
-         c.push_notify == d.push_notify && c.engine == d.engine;
+         c.push_notify == d.push_notify && c.engine == d.engine && c.kernel == d.kernel;
 }
 
 std::string to_config_json(const GemmRsConfig& c) {
@@ -32,7 +33,8 @@ std::string to_config_json(const GemmRsConfig& c) {
                       {"reducer", to_string(c.reducer)},
                       {"push_notify", to_string(c.push_notify)},
                       {"op_method", to_string(c.method)},
-                      {"engine", to_string(c.engine)}}
+                      {"engine", to_string(c.engine)},
+                      {"kernel", c.kernel}}
       .dump();
 }
 
@@ -60,6 +62,7 @@ void from_config_json(const std::string& json, const std::string& source, GemmRs
       out.engine = detail::enum_field(
           j, "engine", {GemmRsEngine::kAuto, GemmRsEngine::kOwnerTiles, GemmRsEngine::kSmallM}, source);
     }
+    if (j.contains("kernel")) out.kernel = j.at("kernel").get<std::string>();
     return out;
   });
 }

@@ -67,6 +67,11 @@ std::string small_m_refusal(const World& world, const SymmetricHeap& heap, const
     return "argument 'config.reducer' = epilogue with config.engine = small_m: expected auto or blocks (the small-M "
            "engine sums in its reduction blocks)";
   }
+  if (!a.config.kernel.empty()) {
+    return "argument 'config.kernel' = '" + a.config.kernel +
+           "' with config.engine = small_m: expected \"\" (a name picks the owner_tiles engine's GEMM; the small-M "
+           "engine runs GEMM+AR's)";
+  }
   return GemmAr::can_implement(world, heap, small_m_arguments(a));
 }
 

@@ -17,8 +17,11 @@ bool fp8(const GemmRsArguments& a);
 uint64_t a_row_bytes(const GemmRsArguments& a);
 // A's row pitch in elements, as the kernel takes it (bf16 K, e4m3 the packed row's bytes).
 uint64_t a_lda(const GemmRsArguments& a);
-// The kernel for `a`'s operands (once check_fp8_operands accepted the dtype and scaling).
+// The kernel for `a`'s operands (once check_fp8_operands accepted the dtype and scaling):
+// config.kernel's, or the first compiled for them. InvalidArgument where kernel_refusal refuses.
 const detail::Sm90GemmRsConfigInfo& kernel_for(const GemmRsArguments& a);
+// "" if config.kernel is empty or names a compiled configuration for `a`'s operands, else why not.
+std::string kernel_refusal(const GemmRsArguments& a);
 // "" if the FP8 operands (or their absence, for bf16) suit `a`, else why not.
 std::string check_fp8_operands(const World& world, const GemmRsArguments& a);
 // "" if the epilogue push can store through the heap's affine view for `a`, else why not.

@@ -58,6 +58,10 @@ struct GemmRsConfig {
   // or auto: its load/store path; push is refused); granularity, swizzle, reducer and push_notify
   // are the owner_tiles engine's. GemmRs::engine() says which runs and why.
   GemmRsEngine engine = GemmRsEngine::kAuto;
+  // The owner_tiles engine's GEMM kernel configuration by name (GemmRs::kernel_names(), e.g.
+  // "128x128x64_c2x1"); "" = the first compiled one for the operands' data type and scaling
+  // (GemmRs::kernel_name()). The small_m engine has GEMM+AR's kernels and refuses a name.
+  std::string kernel;
   // With every knob above on automatic, use the configuration `tilelink tune gemm_rs` stored for
   // this GPU, world and shape, if the tune cache has one (runtime/tune_cache.hpp).
   bool use_tune_cache = true;
@@ -69,8 +73,8 @@ std::string describe(const GemmRsConfig& c);
 // a knob): the tune cache then supplies them, and the method too unless the caller chose one.
 bool is_automatic(const GemmRsConfig& c);
 // The knobs as a JSON object (text): scatter, granularity, reduce_blocks, gemm_sms, swizzle,
-// reducer, push_notify, op_method and engine (reducer, op_method and engine absent in entries
-// written before they existed: auto; push_notify absent: deferred).
+// reducer, push_notify, op_method, engine and kernel (reducer, op_method and engine absent in
+// entries written before they existed: auto; push_notify absent: deferred; kernel absent: "").
 std::string to_config_json(const GemmRsConfig& c);
 // `c` = the configuration in `json` (to_config_json's form; use_tune_cache at its default); an
 // InvalidArgument naming `source` and the field when `json` is not one.
