@@ -17,6 +17,7 @@ void validate(const GemmRsProblem& p, const GemmRsPlanConfig& c, const CostModel
   check_split(kWhere, "k", p.k, p.world, "K is split evenly");
   TL_REQUIRE(p.n > 0 && p.n % 4 == 0, kWhere, "n", p.n, "a positive multiple of 4");
   TL_REQUIRE(c.bm > 0 && c.bn > 0 && c.bn % 4 == 0, kWhere, "bn", c.bn, "bm > 0 and bn a positive multiple of 4");
+  TL_REQUIRE(c.tile_rate > 0 && c.tile_rate <= 2, kWhere, "tile_rate", c.tile_rate, "a ratio in (0, 2]");
   TL_REQUIRE(c.op.reduce_blocks < uint32_t(cost.sms), kWhere, "reduce_blocks", c.op.reduce_blocks,
              "0 (automatic) to " + std::to_string(cost.sms - 1));
   TL_REQUIRE(c.op.scatter != GemmRsScatter::kCopyEngine || c.op.granularity != SignalGranularity::kTile, kWhere,
@@ -108,7 +109,7 @@ GemmRsPrediction predict_gemm_rs(const GemmRsProblem& p, const GemmRsPlanConfig&
                  std::to_string(cost.sms) + " SMs");
   out.reduce_ctas = reduce_ctas;
   out.flop = 2.0 * p.m * double(p.n) * k_local;
-  const double tile_mma = 2.0 * c.bm * c.bn * k_local / (cost.gemm_flops(p.dtype) / cost.sms);
+  const double tile_mma = 2.0 * c.bm * c.bn * k_local / (c.tile_rate * cost.gemm_flops(p.dtype) / cost.sms);
   auto link = [&](uint32_t owner) {  // from rank 0 to `owner`
     return owner / ranks_per_node != 0 ? cost.network_bandwidth : cost.nvlink_bandwidth;
   };

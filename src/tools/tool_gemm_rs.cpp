@@ -156,6 +156,7 @@ int plan(PlanGemmRs a, const sim::CostModel& cost, const CLI::App& app) {
             << (r.scatter == GemmRsScatter::kEpiloguePush ? std::string("  push_notify=") + to_string(op.push_notify)
                                                             : std::string())
             << "  band=" << (a.config.band == 0 ? std::string("auto") : std::to_string(a.config.band))
+            << (a.config.tile_rate != 1.0 ? "  tile_rate=" + std::to_string(a.config.tile_rate) : std::string())
             << (a.config.deferred_sum_waves > 0
                     ? "  deferred_sums=" + std::to_string(a.config.deferred_sum_waves) +
                           " waves (a what-if: no kernel runs it; the fused rows model a design, not the op)"
@@ -190,6 +191,10 @@ void add_plan_options(CLI::App* app, PlanGemmRs& a) {
   add_scatter(app, a.config.op.scatter, "pull, push, ce (needs --granularity row or rank) or auto (the op's rule for "
                                         "one rank per GPU)");
   app->add_option("--band", a.config.band, "tile rows per band of the compute order; 0 = the op's rule")
+      ->capture_default_str();
+  app->add_option("--tile-rate", a.config.tile_rate,
+                  "the GEMM's rate with this tile (--bm, --bn) against the cost model's dense rate, as measured at "
+                  "world 1 (bench gemm_rs --world 1 --kernel ...: fused over cuBLAS); 1 = the same")
       ->capture_default_str();
   add_push_notify(app, a.config.op.push_notify);
   add_granularity(app, a.config.op.granularity, "signal per tile, row (of tiles) or rank");

@@ -32,6 +32,21 @@ TEST(GemmRsSim, WorldOneIsTheGemmAlone) {
   EXPECT_DOUBLE_EQ(r.t_comm, 0.0);
 }
 
+TEST(GemmRsSim, ATileAtHalfTheRateTakesTwiceAsLong) {
+  GemmRsProblem p{128, 512, 64, 2, 2, 1, 1};  // two tiles on the 3 CTAs of world 1: one wave, 1 µs
+  GemmRsPlanConfig c;
+  c.op.reduce_blocks = 1;
+  c.tile_rate = 0.5;
+  EXPECT_NEAR(predict_gemm_rs(p, c, rs_gpu()).fused, 2e-6, 1e-15);
+  c.bn = 128;  // four tiles of half the work, two waves on 3 CTAs, at 1.25 of the rate: 2 x 0.4 µs
+  c.tile_rate = 1.25;
+  EXPECT_NEAR(predict_gemm_rs(p, c, rs_gpu()).fused, 0.8e-6, 1e-15);
+  for (double bad : {0.0, -1.0, 2.5}) {
+    c.tile_rate = bad;
+    EXPECT_THROW(predict_gemm_rs(p, c, rs_gpu()), InvalidArgument) << bad;
+  }
+}
+
 TEST(GemmRsSim, TwoRanksOthersFirstThenOwnThenReduce) {
   // rows_per_rank 128, n 512: one tile row of two tiles per block; k 128 split in two: 1 µs per
   // MMA. Rank 0 computes owner 1's two tiles on its two CTAs (0-1 µs), then its own (1-2 µs).

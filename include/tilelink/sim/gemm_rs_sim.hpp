@@ -45,6 +45,10 @@ struct GemmRsPlanConfig {
   uint32_t bm = 128;
   uint32_t bn = 256;
   uint32_t band = 0;  // tile rows per band; 0 = the op's rule: up to 16, at least 4 bands per block
+  // The GEMM's rate with this tile against the cost model's dense rate (CostModel::flops, cuBLAS's):
+  // 1 = the same. A measured ratio (bench gemm_rs --world 1 --kernel ..., fused over cuBLAS) makes a
+  // tile other than the default's comparable; each tile's MMA takes 1 / tile_rate as long.
+  double tile_rate = 1.0;
   // op.reduce_blocks 0 = automatic: the op's rule for one rank per GPU
   // (gemm_rs_policy::reduce_blocks) at the cost model's rates; op.scatter and op.reducer auto =
   // the op's rule for one rank per GPU on NVSHMEM's heap (gemm_rs_policy::path). With the epilogue reducer an own tile's sum runs on the GEMM CTA
