@@ -281,7 +281,9 @@ GemmRsPrediction predict_gemm_rs(const GemmRsProblem& p, const GemmRsPlanConfig&
   // network, two links that carry at the same time.
   const double block_bytes = double(plan.rows_per_rank) * p.n * p.partial_bytes;
   const double node_peers = double(ranks_per_node - 1), far_peers = double(w - ranks_per_node);
-  out.t_comp = double((uint64_t(w) * tpb + cost.sms - 1) / cost.sms) * tile_mma;
+  // The baselines and the ideal at the dense rate (cuBLAS's; tile_rate is the fused kernel's).
+  const double dense_mma = tile_mma * c.tile_rate;
+  out.t_comp = double((uint64_t(w) * tpb + cost.sms - 1) / cost.sms) * dense_mma;
   out.t_comm = std::max(node_peers * block_bytes / cost.nvlink_bandwidth, far_peers * block_bytes / cost.network_bandwidth);
   const double t_reduce = one_rank ? 0.0
                                    : block_bytes * (w + 1) / std::min(cost.hbm_bandwidth, cost.sms * cost.sm_copy_bandwidth_per_cta);
@@ -289,7 +291,7 @@ GemmRsPrediction predict_gemm_rs(const GemmRsProblem& p, const GemmRsPlanConfig&
   out.ideal = std::max(out.t_comp, out.t_comm);
   // Decomposed: the GEMM of each owner's block on every SM, its send overlapping the next block's
   // GEMM, then the reduction.
-  const double block_gemm = double((uint64_t(tpb) + cost.sms - 1) / cost.sms) * tile_mma;
+  const double block_gemm = double((uint64_t(tpb) + cost.sms - 1) / cost.sms) * dense_mma;
   out.decomposed = block_gemm + t_reduce;
   for (uint32_t o = 1; o < w; ++o) out.decomposed += std::max(block_gemm, block_bytes / link(o));
   return out;

@@ -37,7 +37,10 @@ TEST(GemmRsSim, ATileAtHalfTheRateTakesTwiceAsLong) {
   GemmRsPlanConfig c;
   c.op.reduce_blocks = 1;
   c.tile_rate = 0.5;
-  EXPECT_NEAR(predict_gemm_rs(p, c, rs_gpu()).fused, 2e-6, 1e-15);
+  const GemmRsPrediction half = predict_gemm_rs(p, c, rs_gpu());
+  EXPECT_NEAR(half.fused, 2e-6, 1e-15);
+  EXPECT_NEAR(half.ideal, 1e-6, 1e-15) << "the ideal is at the dense rate";
+  EXPECT_NEAR(half.non_overlapped, 1e-6, 1e-15) << "so is the non-overlapped chain (world 1: the GEMM alone)";
   c.bn = 128;  // four tiles of half the work, two waves on 3 CTAs, at 1.25 of the rate: 2 x 0.4 µs
   c.tile_rate = 1.25;
   EXPECT_NEAR(predict_gemm_rs(p, c, rs_gpu()).fused, 0.8e-6, 1e-15);

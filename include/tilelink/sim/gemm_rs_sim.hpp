@@ -47,7 +47,8 @@ struct GemmRsPlanConfig {
   uint32_t band = 0;  // tile rows per band; 0 = the op's rule: up to 16, at least 4 bands per block
   // The GEMM's rate with this tile against the cost model's dense rate (CostModel::flops, cuBLAS's):
   // 1 = the same. A measured ratio (bench gemm_rs --world 1 --kernel ..., fused over cuBLAS) makes a
-  // tile other than the default's comparable; each tile's MMA takes 1 / tile_rate as long.
+  // tile other than the default's comparable; each tile's MMA in the fused op takes 1 / tile_rate
+  // as long. The baselines (non-overlapped, decomposed: cuBLAS chains) and the ideal stay at 1.
   double tile_rate = 1.0;
   // op.reduce_blocks 0 = automatic: the op's rule for one rank per GPU
   // (gemm_rs_policy::reduce_blocks) at the cost model's rates; op.scatter and op.reducer auto =
