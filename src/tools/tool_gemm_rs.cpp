@@ -75,9 +75,11 @@ void add_knobs(CLI::App* app, GemmRsConfig& c, CLI::Option_group*& knobs) {
                   "owner_tiles (the GEMM over owner blocks of whole tile rows), small_m (GEMM+AR's engine: 64- or "
                   "128-row tiles over all rows, K slices, each owner summing its rows; decode's M) or auto (the "
                   "estimates' faster)");
+  std::string names;
+  for (const std::string& name : GemmRs::kernel_names()) names += (names.empty() ? "" : ", ") + name;
   g->add_option("--kernel", c.kernel,
-                "the owner_tiles engine's GEMM kernel configuration (128x256x64_c2x1, 128x128x64_c2x1, or an "
-                "e4m3 one for --dtype e4m3); default: the first compiled for the data type");
+                "the owner_tiles engine's GEMM kernel configuration, one of " + names +
+                    " (the e4m3 ones with --dtype e4m3); default: the first compiled for the data type");
 }
 
 // ---- plan ----------------------------------------------------------------------------------------

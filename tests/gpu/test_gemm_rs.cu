@@ -184,8 +184,9 @@ INSTANTIATE_TEST_SUITE_P(GemmRs, GemmRsPushNotifyTest,
                                   to_string(std::get<1>(info.param));
                          });
 
-// A GEMM kernel by name (GemmRsConfig::kernel): the 128x128 tile, twice the 128x256 default's tiles
-// and signals, with each scatter and reducer, whole and partial tile rows, M < world; the same bits
+// A GEMM kernel by name (GemmRsConfig::kernel): every bf16 configuration but the default (the
+// 128x128 tiles: twice the default's tiles and signals; with a 2x2 cluster, a padding tile along N
+// at n = 264), with each scatter and reducer, whole and partial tile rows, M < world; the same bits
 // over calls.
 class GemmRsKernelTest : public ::testing::TestWithParam<std::tuple<int, GemmRsScatter>> {};
 
@@ -195,16 +196,23 @@ TEST_P(GemmRsKernelTest, MatchesCublasWithTheNamedTile) {
   const uint32_t w = uint32_t(world_size);
   const SignalGranularity granularity =
       scatter == GemmRsScatter::kCopyEngine ? SignalGranularity::kTileRow : SignalGranularity::kTile;
-  for (uint32_t m : {256u * w, 1u, 136u * w + (w > 1 ? 1u : 0u)}) {
-    check_gemm_rs(world_size, m, 264, 200, granularity, scatter, 3, GemmRsReducer::kAuto, OpMethod::kAuto,
-                  GemmRsPushNotify::kDeferred, GemmRsEngine::kOwnerTiles, "128x128x64_c2x1");
-    if (::testing::Test::HasFailure()) return;
-    if (scatter != GemmRsScatter::kCopyEngine) {
-      check_gemm_rs(world_size, m, 264, 200, granularity, scatter, 3, GemmRsReducer::kEpilogue, OpMethod::kAuto,
-                    GemmRsPushNotify::kDeferred, GemmRsEngine::kOwnerTiles, "128x128x64_c2x1");
+  int named = 0;
+  for (const std::string& kernel : GemmRs::kernel_names()) {
+    if (kernel == GemmRs::kernel_name(DType::kBf16) || kernel.rfind("e4m3_", 0) == 0) continue;
+    SCOPED_TRACE("kernel " + kernel);
+    ++named;
+    for (uint32_t m : {256u * w, 1u, 136u * w + (w > 1 ? 1u : 0u)}) {
+      check_gemm_rs(world_size, m, 264, 200, granularity, scatter, 3, GemmRsReducer::kAuto, OpMethod::kAuto,
+                    GemmRsPushNotify::kDeferred, GemmRsEngine::kOwnerTiles, kernel);
       if (::testing::Test::HasFailure()) return;
+      if (scatter != GemmRsScatter::kCopyEngine) {
+        check_gemm_rs(world_size, m, 264, 200, granularity, scatter, 3, GemmRsReducer::kEpilogue, OpMethod::kAuto,
+                      GemmRsPushNotify::kDeferred, GemmRsEngine::kOwnerTiles, kernel);
+        if (::testing::Test::HasFailure()) return;
+      }
     }
   }
+  EXPECT_GE(named, 2) << "the 128x128 configurations (2x1 and 2x2 clusters) are compiled";
 }
 
 INSTANTIATE_TEST_SUITE_P(GemmRs, GemmRsKernelTest,
