@@ -185,9 +185,8 @@ INSTANTIATE_TEST_SUITE_P(GemmRs, GemmRsPushNotifyTest,
                          });
 
 // A GEMM kernel by name (GemmRsConfig::kernel): every bf16 configuration but the default (the
-// 128x128 tiles: twice the default's tiles and signals; with a 2x2 cluster, a padding tile along N
-// at n = 264), with each scatter and reducer, whole and partial tile rows, M < world; the same bits
-// over calls.
+// 128x128 tile: twice the default's tiles and signals), with each scatter and reducer, whole and
+// partial tile rows, M < world; the same bits over calls.
 class GemmRsKernelTest : public ::testing::TestWithParam<std::tuple<int, GemmRsScatter>> {};
 
 TEST_P(GemmRsKernelTest, MatchesCublasWithTheNamedTile) {
@@ -212,7 +211,7 @@ TEST_P(GemmRsKernelTest, MatchesCublasWithTheNamedTile) {
       }
     }
   }
-  EXPECT_GE(named, 2) << "the 128x128 configurations (2x1 and 2x2 clusters) are compiled";
+  EXPECT_GE(named, 1) << "the 128x128 configuration is compiled";
 }
 
 INSTANTIATE_TEST_SUITE_P(GemmRs, GemmRsKernelTest,

@@ -20,15 +20,13 @@ namespace detail {
 
 Sm90GemmRsConfigInfo sm90_gemm_rs_128x256x64_c2x1();
 Sm90GemmRsConfigInfo sm90_gemm_rs_128x128x64_c2x1();
-Sm90GemmRsConfigInfo sm90_gemm_rs_128x128x64_c2x2();
 Sm90GemmRsConfigInfo sm90_gemm_rs_e4m3_tensor_128x128x128_c2x1();
 Sm90GemmRsConfigInfo sm90_gemm_rs_e4m3_row_128x128x128_c2x1();
 Sm90GemmRsConfigInfo sm90_gemm_rs_e4m3_block_128x128x128_c2x1();
 
 const std::vector<Sm90GemmRsConfigInfo>& sm90_gemm_rs_configs() {
   static const std::vector<Sm90GemmRsConfigInfo> configs = {
-      sm90_gemm_rs_128x256x64_c2x1(), sm90_gemm_rs_128x128x64_c2x1(), sm90_gemm_rs_128x128x64_c2x2(),
-      sm90_gemm_rs_e4m3_tensor_128x128x128_c2x1(),
+      sm90_gemm_rs_128x256x64_c2x1(), sm90_gemm_rs_128x128x64_c2x1(), sm90_gemm_rs_e4m3_tensor_128x128x128_c2x1(),
       sm90_gemm_rs_e4m3_row_128x128x128_c2x1(), sm90_gemm_rs_e4m3_block_128x128x128_c2x1()};
   return configs;
 }
