@@ -85,7 +85,9 @@ void from_config_json(const std::string& json, const std::string& source, GemmAr
 }
 
 TuneKey gemm_ar_tune_key(const World& world, const GemmArArguments& a) {
-  return make_tune_key(world, "gemm_ar", a.m, a.n, a.k);
+  // The variant names the GEMM's tile for this M: an entry tuned with another tile (slices, CTA
+  // counts, schedule) is not this kernel's, and is not taken.
+  return make_tune_key(world, "gemm_ar", a.m, a.n, a.k, detail::sm90_gemm_ar_config(a.m).name);
 }
 
 namespace {
