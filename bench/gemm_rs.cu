@@ -212,7 +212,8 @@ Table bench_gemm_rs(const GemmRsBenchOptions& o) {
                   {"n", int64_t(n)},
                   {"k", int64_t(o.k)},
                   {"reducer", std::string(to_string(op.plan().reducer))}};
-  table.notes.push_back(std::string("config: scatter ") + to_string(op.config().scatter) + ", signal per " +
+  table.notes.push_back(std::string("config: kernel ") + op.kernel_name() + ", scatter " + to_string(op.config().scatter) +
+                        ", signal per " +
                         granularity_name(op.config().granularity) + ", " +
                         (op.plan().reducer == GemmRsReducer::kEpilogue
                              ? std::string("sums in the GEMM's epilogue (reducer epilogue)")

@@ -52,6 +52,8 @@ void check_gemm_rs(int world_size, uint32_t m, uint32_t n, uint32_t k, SignalGra
   ASSERT_EQ(GemmRs::can_implement(world, env.heap, p.args), "");
   GemmRs op(world, env.heap, env.signals, p.args, "gemm_rs_test");
   if (engine != GemmRsEngine::kAuto) EXPECT_EQ(op.engine(), engine);
+  if (!kernel.empty()) EXPECT_EQ(op.engine(), GemmRsEngine::kOwnerTiles) << "a named kernel is owner_tiles'";
+  if (!kernel.empty() && op.engine() == GemmRsEngine::kOwnerTiles) EXPECT_EQ(op.plan().bn, 128u) << kernel;
   EXPECT_EQ(op.kernel_name(), kernel.empty() ? GemmRs::kernel_name(DType::kBf16) : kernel);
   if (method != OpMethod::kAuto) {
     EXPECT_EQ(op.method(), method);
@@ -212,6 +214,9 @@ TEST_P(GemmRsKernelTest, MatchesCublasWithTheNamedTile) {
     }
   }
   EXPECT_GE(named, 1) << "the 128x128 configuration is compiled";
+  // With engine auto at decode's M (where the small-M engine would win), the name keeps owner_tiles.
+  check_gemm_rs(world_size, 1, 264, 200, granularity, scatter, 1, GemmRsReducer::kAuto, OpMethod::kAuto,
+                GemmRsPushNotify::kDeferred, GemmRsEngine::kAuto, "128x128x64_c2x1");
 }
 
 INSTANTIATE_TEST_SUITE_P(GemmRs, GemmRsKernelTest,
@@ -369,12 +374,12 @@ TEST(GemmRsArgumentsTest, RefusesWhatItCannotRun) {
       // A kernel by name: one that is not compiled, one for other operands, one with the small-M engine.
       {[](A& a) { a.config.kernel = "64x64x64_c1x1"; }, "'config.kernel' = '64x64x64_c1x1': expected one of '128x256x64_c2x1'"},
       {[](A& a) { a.config.kernel = "e4m3_row_128x128x128_c2x1"; },
-       "'config.kernel' = 'e4m3_row_128x128x128_c2x1': a e4m3 row-scaled configuration; expected one for bf16"},
+       "'config.kernel' = 'e4m3_row_128x128x128_c2x1': an e4m3 row-scaled configuration; expected one for bf16"},
       {[](A& a) {
          a.config.kernel = "128x128x64_c2x1";
          a.config.engine = GemmRsEngine::kSmallM;
        },
-       "'config.kernel' = '128x128x64_c2x1' with config.engine = small_m"},
+       "'config.kernel' = '128x128x64_c2x1': names an owner_tiles GEMM, which the small_m engine does not run"},
       // The reduction in whole clusters, up to the budget, leaves the GEMM nothing: its knob is named.
       {[&](A& a) { a.config.reduce_blocks = static_cast<uint32_t>(env.world.sm_budget(0)); },
        "'config.reduce_blocks' = " + std::to_string(env.world.sm_budget(0)) + ": the reduction takes"},

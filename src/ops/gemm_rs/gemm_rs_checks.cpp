@@ -28,6 +28,13 @@ const std::vector<Sm90GemmRsConfigInfo>& sm90_gemm_rs_configs() {
   static const std::vector<Sm90GemmRsConfigInfo> configs = {
       sm90_gemm_rs_128x256x64_c2x1(), sm90_gemm_rs_128x128x64_c2x1(), sm90_gemm_rs_e4m3_tensor_128x128x128_c2x1(),
       sm90_gemm_rs_e4m3_row_128x128x128_c2x1(), sm90_gemm_rs_e4m3_block_128x128x128_c2x1()};
+  // gemm_rs_policy::reduce_blocks rounds the reduction to the first configuration's clusters.
+  for (const Sm90GemmRsConfigInfo& c : configs) {
+    if (c.cluster_m * c.cluster_n != configs.front().cluster_m * configs.front().cluster_n) {
+      throw Error(std::string("GemmRs configuration ") + c.name +
+                          ": its cluster differs from the default's, which sizes the reduction's clusters");
+    }
+  }
   return configs;
 }
 
@@ -97,7 +104,7 @@ std::string kernel_refusal(const GemmRsArguments& a) {
     if (a.config.kernel != c.name) continue;
     if (c.dtype == a.dtype && (a.dtype == DType::kBf16 || c.scaling == a.scaling)) return "";
     const std::string operands = fp8(a) ? std::string("e4m3 with ") + to_string(a.scaling) + " scaling" : "bf16";
-    return "argument 'config.kernel' = '" + a.config.kernel + "': a " +
+    return "argument 'config.kernel' = '" + a.config.kernel + "': " + (c.dtype == DType::kE4m3 ? "an " : "a ") +
            (c.dtype == DType::kE4m3 ? std::string("e4m3 ") + to_string(c.scaling) + "-scaled" : std::string("bf16")) +
            " configuration; expected one for " + operands + " operands (GemmRs::kernel_names())";
   }
@@ -142,6 +149,7 @@ GemmRsArguments with_path(const World& world, const SymmetricHeap& heap, const G
       a.config, static_cast<uint32_t>(world.size()), a.m, a.n, a.k, world.mode() != WorldMode::kVirtual);
   c.put_signal = world.transport() == Transport::kPutSignal;
   c.affine_heap = push_view_fits(world, heap, a).empty();
+  c.shape.tile = named_tile(a);
   const gemm_rs_policy::Path p = gemm_rs_policy::path(a.config.scatter, a.config.reducer, c);
   GemmRsArguments out = a;
   out.config.scatter = p.scatter;

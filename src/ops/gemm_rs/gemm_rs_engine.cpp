@@ -24,7 +24,14 @@ gemm_rs_policy::MethodShape method_shape(const World& world, const GemmRsArgumen
   s.reducer = a.config.reducer;
   s.one_rank_per_gpu = world.mode() != WorldMode::kVirtual;
   s.push_notify = a.config.push_notify;
+  s.tile = named_tile(a);
   return s;
+}
+
+gemm_rs_policy::GemmTile named_tile(const GemmRsArguments& a) {
+  if (a.config.kernel.empty() || !kernel_refusal(a).empty()) return {};
+  const auto& kernel = kernel_for(a);
+  return {kernel.tile_m, kernel.tile_n};
 }
 
 GemmArArguments small_m_arguments(const GemmRsArguments& a) {
@@ -69,8 +76,8 @@ std::string small_m_refusal(const World& world, const SymmetricHeap& heap, const
   }
   if (!a.config.kernel.empty()) {
     return "argument 'config.kernel' = '" + a.config.kernel +
-           "' with config.engine = small_m: expected \"\" (a name picks the owner_tiles engine's GEMM; the small-M "
-           "engine runs GEMM+AR's)";
+           "': names an owner_tiles GEMM, which the small_m engine does not run (it runs GEMM+AR's); expected "
+           "config.engine owner_tiles or auto, or config.kernel \"\"";
   }
   return GemmAr::can_implement(world, heap, small_m_arguments(a));
 }

@@ -22,6 +22,9 @@ uint64_t a_lda(const GemmRsArguments& a);
 const detail::Sm90GemmRsConfigInfo& kernel_for(const GemmRsArguments& a);
 // "" if config.kernel is empty or names a compiled configuration for `a`'s operands, else why not.
 std::string kernel_refusal(const GemmRsArguments& a);
+// The named kernel's tile for the estimates (gemm_rs_policy::MethodShape::tile); {0, 0} (the
+// default's) where config.kernel is empty or refused.
+gemm_rs_policy::GemmTile named_tile(const GemmRsArguments& a);
 // "" if the FP8 operands (or their absence, for bf16) suit `a`, else why not.
 std::string check_fp8_operands(const World& world, const GemmRsArguments& a);
 // "" if the epilogue push can store through the heap's affine view for `a`, else why not.

@@ -7,7 +7,7 @@
 namespace tilelink::gemm_rs_policy {
 
 MethodEstimates estimate_methods(const MethodShape& s) {
-  const GemmTile tile = gemm_tile();
+  const GemmTile tile = s.tile.m != 0 ? s.tile : gemm_tile();
   const uint32_t w = std::max(s.world, 1u);
   const double per_sm = h200::kBf16GemmFlops / h200::kSms;
   const double tile_time = 2.0 * tile.m * tile.n * s.k / per_sm;

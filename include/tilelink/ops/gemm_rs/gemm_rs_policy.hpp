@@ -117,6 +117,7 @@ struct MethodShape {
   GemmRsReducer reducer = GemmRsReducer::kBlocks;
   bool one_rank_per_gpu = true;
   GemmRsPushNotify push_notify = GemmRsPushNotify::kDeferred;  // the epilogue push's (GemmRsConfig)
+  GemmTile tile;  // the GEMM's tile (GemmRsConfig::kernel's); {0, 0}: gemm_tile(), the default's
 };
 struct MethodEstimates {
   double fused = 0, non_overlapped = 0, decomposed = 0;  // seconds
