@@ -52,8 +52,10 @@ void check_gemm_rs(int world_size, uint32_t m, uint32_t n, uint32_t k, SignalGra
   ASSERT_EQ(GemmRs::can_implement(world, env.heap, p.args), "");
   GemmRs op(world, env.heap, env.signals, p.args, "gemm_rs_test");
   if (engine != GemmRsEngine::kAuto) EXPECT_EQ(op.engine(), engine);
-  if (!kernel.empty()) EXPECT_EQ(op.engine(), GemmRsEngine::kOwnerTiles) << "a named kernel is owner_tiles'";
-  if (!kernel.empty() && op.engine() == GemmRsEngine::kOwnerTiles) EXPECT_EQ(op.plan().bn, 128u) << kernel;
+  if (!kernel.empty()) {
+    EXPECT_EQ(op.engine(), GemmRsEngine::kOwnerTiles) << "a named kernel is owner_tiles'";
+    EXPECT_EQ(op.plan().bn, 128u) << kernel << ": the named (non-default) bf16 tiles are 128 wide";
+  }
   EXPECT_EQ(op.kernel_name(), kernel.empty() ? GemmRs::kernel_name(DType::kBf16) : kernel);
   if (method != OpMethod::kAuto) {
     EXPECT_EQ(op.method(), method);

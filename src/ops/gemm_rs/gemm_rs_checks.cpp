@@ -25,22 +25,29 @@ Sm90GemmRsConfigInfo sm90_gemm_rs_e4m3_row_128x128x128_c2x1();
 Sm90GemmRsConfigInfo sm90_gemm_rs_e4m3_block_128x128x128_c2x1();
 
 const std::vector<Sm90GemmRsConfigInfo>& sm90_gemm_rs_configs() {
-  static const std::vector<Sm90GemmRsConfigInfo> configs = {
-      sm90_gemm_rs_128x256x64_c2x1(), sm90_gemm_rs_128x128x64_c2x1(), sm90_gemm_rs_e4m3_tensor_128x128x128_c2x1(),
-      sm90_gemm_rs_e4m3_row_128x128x128_c2x1(), sm90_gemm_rs_e4m3_block_128x128x128_c2x1()};
-  // gemm_rs_policy::reduce_blocks rounds the reduction to the first configuration's clusters.
-  for (const Sm90GemmRsConfigInfo& c : configs) {
-    if (c.cluster_m * c.cluster_n != configs.front().cluster_m * configs.front().cluster_n) {
-      throw Error(std::string("GemmRs configuration ") + c.name +
-                          ": its cluster differs from the default's, which sizes the reduction's clusters");
+  static const std::vector<Sm90GemmRsConfigInfo> configs = [] {
+    std::vector<Sm90GemmRsConfigInfo> c = {
+        sm90_gemm_rs_128x256x64_c2x1(), sm90_gemm_rs_128x128x64_c2x1(), sm90_gemm_rs_e4m3_tensor_128x128x128_c2x1(),
+        sm90_gemm_rs_e4m3_row_128x128x128_c2x1(), sm90_gemm_rs_e4m3_block_128x128x128_c2x1()};
+    // gemm_rs_policy::reduce_blocks rounds the reduction to the first configuration's clusters.
+    for (const Sm90GemmRsConfigInfo& i : c) {
+      if (i.cluster_m * i.cluster_n != c.front().cluster_m * c.front().cluster_n) {
+        throw Error(std::string("GemmRs configuration ") + i.name +
+                    ": its cluster differs from the default's, which sizes the reduction's clusters");
+      }
     }
-  }
+    return c;
+  }();
   return configs;
+}
+
+bool serves(const Sm90GemmRsConfigInfo& c, DType dtype, Fp8Scaling scaling) {
+  return c.dtype == dtype && (dtype == DType::kBf16 || c.scaling == scaling);
 }
 
 const Sm90GemmRsConfigInfo& sm90_gemm_rs_config(DType dtype, Fp8Scaling scaling) {
   for (const Sm90GemmRsConfigInfo& c : sm90_gemm_rs_configs()) {
-    if (c.dtype == dtype && (dtype == DType::kBf16 || c.scaling == scaling)) return c;
+    if (serves(c, dtype, scaling)) return c;
   }
   throw InvalidArgument(std::string("GemmRs: no compiled kernel for ") + to_string(dtype) + " with " +
                         to_string(scaling) + " scaling");
@@ -92,23 +99,19 @@ uint64_t a_lda(const GemmRsArguments& a) { return fp8(a) ? a_row_bytes(a) : a.k;
 // The kernel for `a`'s operands (after check_fp8_operands accepted the dtype and scaling).
 const detail::Sm90GemmRsConfigInfo& kernel_for(const GemmRsArguments& a) {
   if (a.config.kernel.empty()) return detail::sm90_gemm_rs_config(a.dtype, a.scaling);
-  for (const detail::Sm90GemmRsConfigInfo& c : detail::sm90_gemm_rs_configs()) {
-    if (a.config.kernel == c.name) return c;
-  }
-  throw InvalidArgument(kernel_refusal(a));
+  if (std::string e = kernel_refusal(a); !e.empty()) throw InvalidArgument(e);
+  return *detail::find_config(detail::sm90_gemm_rs_configs(), a.config.kernel);
 }
 
 std::string kernel_refusal(const GemmRsArguments& a) {
   if (a.config.kernel.empty()) return "";
-  for (const detail::Sm90GemmRsConfigInfo& c : detail::sm90_gemm_rs_configs()) {
-    if (a.config.kernel != c.name) continue;
-    if (c.dtype == a.dtype && (a.dtype == DType::kBf16 || c.scaling == a.scaling)) return "";
-    const std::string operands = fp8(a) ? std::string("e4m3 with ") + to_string(a.scaling) + " scaling" : "bf16";
-    return "argument 'config.kernel' = '" + a.config.kernel + "': " + (c.dtype == DType::kE4m3 ? "an " : "a ") +
-           (c.dtype == DType::kE4m3 ? std::string("e4m3 ") + to_string(c.scaling) + "-scaled" : std::string("bf16")) +
-           " configuration; expected one for " + operands + " operands (GemmRs::kernel_names())";
-  }
-  return detail::unknown_config(detail::sm90_gemm_rs_configs(), a.config.kernel);
+  const detail::Sm90GemmRsConfigInfo* c = detail::find_config(detail::sm90_gemm_rs_configs(), a.config.kernel);
+  if (c == nullptr) return detail::unknown_config(detail::sm90_gemm_rs_configs(), a.config.kernel);
+  if (detail::serves(*c, a.dtype, a.scaling)) return "";
+  const std::string operands = fp8(a) ? std::string("e4m3 with ") + to_string(a.scaling) + " scaling" : "bf16";
+  return "argument 'config.kernel' = '" + a.config.kernel + "': " +
+         (c->dtype == DType::kE4m3 ? std::string("an e4m3 ") + to_string(c->scaling) + "-scaled" : std::string("a bf16")) +
+         " configuration; expected one for " + operands + " operands (GemmRs::kernel_names())";
 }
 
 std::string check_fp8_operands(const World& world, const GemmRsArguments& a) {
